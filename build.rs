@@ -1,0 +1,44 @@
+//! Links the addon against libtorch so that it loads with no `LD_LIBRARY_PATH`, and compiles the
+//! small C++ shim (`src/shim/shim.cpp`) for what `tch` does not expose.
+use std::path::PathBuf;
+
+fn main() {
+    napi_build::setup();
+    // torch-sys declares `links = "tch"` and prints `cargo:libtorch_lib=...`, which cargo hands to
+    // direct dependents as DEP_TCH_LIBTORCH_LIB (this is why torch-sys is a direct dependency).
+    let lib_dir = PathBuf::from(
+        std::env::var("DEP_TCH_LIBTORCH_LIB")
+            .expect("DEP_TCH_LIBTORCH_LIB is unset: torch-sys did not find libtorch"),
+    );
+    println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
+    // Without --no-as-needed the linker drops libtorch_cuda (nothing references it directly) and
+    // CUDA is silently unavailable at run time (tch-rs issues #177, #904, #980).
+    if lib_dir.join("libtorch_cuda.so").exists() {
+        println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
+        println!("cargo:rustc-link-arg=-ltorch_cuda");
+        println!("cargo:rustc-link-arg=-Wl,--as-needed");
+    }
+    build_shim(&lib_dir);
+}
+
+/// libtorch's headers sit beside its lib dir in both layouts we support: the libtorch zip
+/// (`libtorch/{lib,include}`) and the PyPI wheel (`site-packages/torch/{lib,include}`).
+fn build_shim(lib_dir: &std::path::Path) {
+    let root = lib_dir.parent().expect("libtorch lib dir has a parent");
+    let include = root.join("include");
+    let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".to_string());
+    println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
+    println!("cargo:rerun-if-changed=src/shim/shim.cpp");
+    cc::Build::new()
+        .cpp(true)
+        .file("src/shim/shim.cpp")
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={abi}"))
+        .flag("-Wno-unused-parameter")
+        .flag("-Wno-deprecated-declarations")
+        .warnings(false)
+        .compile("torch_node_shim");
+}

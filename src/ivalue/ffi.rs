@@ -1,0 +1,137 @@
+//! [`Value`] <-> libtch IValue handles (`torch_sys::ati_*`). `tch::IValue`'s own conversions are
+//! private, and its lists and dicts are untyped (`List[Any]`), which TorchScript rejects for a
+//! `List[int]` argument; typed containers come from the C++ shim.
+use super::value::Value;
+use crate::shim;
+use anyhow::{anyhow, bail, Result};
+use std::ffi::{c_char, c_int, CStr, CString};
+use torch_sys::*;
+
+/// libtch reports C++ exceptions through a thread-local "last error".
+pub fn check_last_error() -> Result<()> {
+    let p = unsafe { get_and_reset_last_err() };
+    if p.is_null() {
+        return Ok(());
+    }
+    let msg = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    unsafe { libc::free(p as *mut libc::c_void) };
+    Err(anyhow!(msg))
+}
+
+/// An owned IValue handle, freed on drop.
+pub struct Owned(pub *mut CIValue);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            unsafe { ati_free(self.0) };
+        }
+    }
+}
+
+// SAFETY: an IValue handle is a heap object with no thread affinity; it is only used by one
+// thread at a time (built on the JS thread, consumed on the pool thread).
+unsafe impl Send for Owned {}
+
+fn checked(p: *mut CIValue) -> Result<Owned> {
+    check_last_error()?;
+    if p.is_null() {
+        bail!("libtorch returned no value");
+    }
+    Ok(Owned(p))
+}
+
+/// Builds an IValue from a (coerced) value.
+pub fn to_ivalue(v: &Value) -> Result<Owned> {
+    unsafe {
+        match v {
+            Value::None => checked(ati_none()),
+            Value::Bool(b) => checked(ati_bool(c_int::from(*b))),
+            Value::Int(i) => checked(ati_int(*i)),
+            Value::Float(f) | Value::Number(f) => checked(ati_double(*f)),
+            Value::Str(s) => {
+                let c = CString::new(s.as_str())?;
+                checked(ati_string(c.as_ptr()))
+            }
+            Value::Tensor(t) => checked(ati_tensor(t.as_ptr() as *mut C_tensor)),
+            Value::Tuple(items) => {
+                let owned = items.iter().map(to_ivalue).collect::<Result<Vec<_>>>()?;
+                let ptrs: Vec<*mut CIValue> = owned.iter().map(|o| o.0).collect();
+                checked(ati_tuple(ptrs.as_ptr(), ptrs.len() as c_int))
+            }
+            Value::List(ty, items) => {
+                let owned = items.iter().map(to_ivalue).collect::<Result<Vec<_>>>()?;
+                let ptrs: Vec<*mut CIValue> = owned.iter().map(|o| o.0).collect();
+                match ty {
+                    Some(t) => Ok(Owned(shim::typed_list(t, &ptrs)?)),
+                    None => checked(ati_generic_list(ptrs.as_ptr(), ptrs.len() as c_int)),
+                }
+            }
+            Value::Dict(ty, entries) => {
+                let keys = entries.iter().map(|(k, _)| to_ivalue(k)).collect::<Result<Vec<_>>>()?;
+                let vals = entries.iter().map(|(_, v)| to_ivalue(v)).collect::<Result<Vec<_>>>()?;
+                let kp: Vec<*mut CIValue> = keys.iter().map(|o| o.0).collect();
+                let vp: Vec<*mut CIValue> = vals.iter().map(|o| o.0).collect();
+                let (kt, vt) = ty.clone().unwrap_or_else(|| ("str".into(), "Any".into()));
+                Ok(Owned(shim::typed_dict(&kt, &vt, &kp, &vp)?))
+            }
+        }
+    }
+}
+
+/// Reads `len` owned element handles through one of libtch's `ati_to_*` accessors.
+fn read_many(len: c_int, read: impl FnOnce(*mut *mut CIValue)) -> Result<Vec<Owned>> {
+    let mut ptrs = vec![std::ptr::null_mut::<CIValue>(); len.max(0) as usize];
+    read(ptrs.as_mut_ptr());
+    check_last_error()?;
+    Ok(ptrs.into_iter().map(Owned).collect())
+}
+
+/// Reads an IValue (borrowed; the caller still owns and frees it) into a [`Value`].
+pub fn from_ivalue(v: *mut CIValue) -> Result<Value> {
+    let tag = unsafe { ati_tag(v) };
+    check_last_error()?;
+    // Tags as libtch's `ati_tag` numbers them.
+    Ok(match tag {
+        0 => Value::None,
+        1 => {
+            let t = unsafe { ati_to_tensor(v) };
+            check_last_error()?;
+            Value::Tensor(unsafe { tch::Tensor::from_ptr(t) })
+        }
+        2 => Value::Float(unsafe { ati_to_double(v) }),
+        3 => Value::Int(unsafe { ati_to_int(v) }),
+        4 => Value::Bool(unsafe { ati_to_bool(v) } != 0),
+        5 => {
+            let len = unsafe { ati_tuple_length(v) };
+            let items = read_many(len, |out| unsafe { ati_to_tuple(v, out, len) })?;
+            Value::Tuple(items.iter().map(|o| from_ivalue(o.0)).collect::<Result<_>>()?)
+        }
+        6..=8 | 10 | 12 => {
+            // Every list kind reads element-wise through the generic accessor.
+            let len = unsafe { ati_length(v) };
+            let items = read_many(len, |out| unsafe { ati_to_generic_list(v, out, len) })?;
+            Value::List(None, items.iter().map(|o| from_ivalue(o.0)).collect::<Result<_>>()?)
+        }
+        9 => {
+            let p: *mut c_char = unsafe { ati_to_string(v) };
+            check_last_error()?;
+            let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+            unsafe { libc::free(p as *mut libc::c_void) };
+            Value::Str(s)
+        }
+        13 => {
+            let len = unsafe { ati_length(v) };
+            let flat = read_many(len * 2, |out| unsafe { ati_to_generic_dict(v, out, len) })?;
+            let mut entries = Vec::with_capacity(len as usize);
+            for pair in flat.chunks(2) {
+                entries.push((from_ivalue(pair[0].0)?, from_ivalue(pair[1].0)?));
+            }
+            let string_keys = unsafe { shim::dict_has_string_keys(v) };
+            let ty = string_keys.then(|| ("str".to_string(), "Any".to_string()));
+            Value::Dict(ty, entries)
+        }
+        14 => bail!("TorchScript returned an object (a scripted class instance), which has no JS form"),
+        other => bail!("TorchScript returned a value of unsupported kind (tag {other})"),
+    })
+}

@@ -1,0 +1,185 @@
+//! A loaded TorchScript module (napi-free): load from a file or bytes, call methods with values
+//! checked against their schemas, parameters, device moves. It owns libtch's module handle
+//! (a `torch::jit::script::Module*`) directly so the C++ shim can read schemas from it.
+use crate::bail_code;
+use crate::error::{fail, Code};
+use crate::ivalue::ffi::{check_last_error, from_ivalue, to_ivalue, Owned};
+use crate::ivalue::value::{coerce_args, Value};
+use crate::shim::{self, MethodSchema};
+use anyhow::{Context, Result};
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::sync::Mutex;
+use tch::Device;
+use torch_sys::*;
+
+pub struct Module {
+    ptr: *mut CModule_,
+    device: Device,
+    /// Schemas are immutable once loaded; reading one costs a C++ round trip, so cache them.
+    schemas: Mutex<HashMap<String, MethodSchema>>,
+}
+
+// SAFETY: a torch::jit::Module may run methods from several threads at once (PyTorch serves
+// concurrent inference this way); mutation (`to`, `eval`, `train`) takes `&mut self`, which
+// the JS wrapper only gets through a write lock.
+unsafe impl Send for Module {}
+unsafe impl Sync for Module {}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        unsafe { atm_free(self.ptr) };
+    }
+}
+
+fn device_index(device: Device) -> i32 {
+    match device {
+        Device::Cuda(i) => i as i32,
+        _ => -1,
+    }
+}
+
+impl Module {
+    fn from_handle(ptr: *mut CModule_, device: Device, what: &str) -> Result<Module> {
+        check_last_error().map_err(|e| fail(Code::ModelLoadError, format!("cannot load TorchScript model from {what}: {}", crate::error::trim_libtorch(&e.to_string()))))?;
+        if ptr.is_null() {
+            bail_code!(Code::ModelLoadError, "cannot load TorchScript model from {what}");
+        }
+        Ok(Module { ptr, device, schemas: Mutex::new(HashMap::new()) })
+    }
+
+    /// Loads a `.pt` file written by `torch.jit.save` (traced or scripted).
+    pub fn load_file(path: &str, device: Device) -> Result<Module> {
+        let what = format!("'{path}'");
+        match std::fs::metadata(path) {
+            Err(e) => bail_code!(Code::ModelLoadError, "cannot load TorchScript model from {what}: {e}"),
+            Ok(m) if m.is_dir() => bail_code!(Code::ModelLoadError, "cannot load TorchScript model from {what}: it is a directory"),
+            Ok(_) => {}
+        }
+        let c_path = CString::new(path).map_err(|_| fail(Code::InvalidArg, "path: contains a NUL byte"))?;
+        let ptr = unsafe { atm_load_on_device(c_path.as_ptr(), device_index(device)) };
+        Module::from_handle(ptr, device, &what)
+    }
+
+    /// Loads a model from the bytes of a `.pt` file.
+    pub fn load_bytes(bytes: &[u8], device: Device) -> Result<Module> {
+        let what = format!("a buffer of {} bytes", bytes.len());
+        if bytes.is_empty() {
+            bail_code!(Code::ModelLoadError, "cannot load TorchScript model from {what}: it is empty");
+        }
+        let ptr = unsafe { atm_load_str_on_device(bytes.as_ptr() as *const c_char, bytes.len(), device_index(device)) };
+        Module::from_handle(ptr, device, &what)
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// `forward` and every `@torch.jit.export`ed method.
+    pub fn method_names(&self) -> Result<Vec<String>> {
+        unsafe { shim::method_names(self.ptr) }
+    }
+
+    pub fn schema(&self, method: &str) -> Result<MethodSchema> {
+        if let Some(s) = self.schemas.lock().unwrap_or_else(|p| p.into_inner()).get(method) {
+            return Ok(s.clone());
+        }
+        let schema = unsafe { shim::method_schema(self.ptr, method) }.map_err(|_| {
+            let names = self.method_names().unwrap_or_default();
+            fail(Code::MethodNotFound, format!("the module has no method '{method}'; it has: {}", names.join(", ")))
+        })?;
+        self.schemas.lock().unwrap_or_else(|p| p.into_inner()).insert(method.to_string(), schema.clone());
+        Ok(schema)
+    }
+
+    /// Runs a method. Under no-grad unless an input tensor requires grad (then autograd
+    /// records, so `backward()` reaches the inputs); grad mode is per thread in libtorch, so
+    /// the guard is taken here, on whichever thread runs the call.
+    pub fn call(&self, method: &str, args: Vec<Value>) -> Result<Value> {
+        let schema = self.schema(method)?;
+        let args = coerce_args(method, &schema, args)?;
+        let _guard = (!args.iter().any(requires_grad)).then(tch::no_grad_guard);
+        let owned = args.iter().map(to_ivalue).collect::<Result<Vec<Owned>>>()?;
+        let ptrs: Vec<*mut CIValue> = owned.iter().map(|o| o.0).collect();
+        let c_name = CString::new(method)?;
+        let out = unsafe { atm_method_(self.ptr, c_name.as_ptr(), ptrs.as_ptr(), ptrs.len() as i32) };
+        check_last_error().with_context(|| format!("{method}()"))?;
+        let out = Owned(out);
+        from_ivalue(out.0)
+    }
+
+    pub fn named_parameters(&self) -> Result<Vec<(String, tch::Tensor)>> {
+        extern "C" fn push(data: *mut c_void, name: *const c_char, t: *mut C_tensor) {
+            let v = unsafe { &mut *(data as *mut Vec<(String, tch::Tensor)>) };
+            let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+            v.push((name, unsafe { tch::Tensor::from_ptr(t) }));
+        }
+        let mut params: Vec<(String, tch::Tensor)> = Vec::new();
+        unsafe { atm_named_parameters(self.ptr, &mut params as *mut _ as *mut c_void, push) };
+        check_last_error()?;
+        Ok(params)
+    }
+
+    pub fn to_device(&mut self, device: Device) -> Result<()> {
+        unsafe { shim::module_to_device(self.ptr, device_index(device)) }?;
+        self.device = device;
+        Ok(())
+    }
+
+    pub fn set_training(&mut self, training: bool) -> Result<()> {
+        unsafe { if training { atm_train(self.ptr) } else { atm_eval(self.ptr) } };
+        check_last_error()
+    }
+
+    pub fn is_training(&self) -> bool {
+        unsafe { shim::module_is_training(self.ptr) }
+    }
+
+    pub fn save(&self, path: &str) -> Result<()> {
+        let c_path = CString::new(path).map_err(|_| fail(Code::InvalidArg, "path: contains a NUL byte"))?;
+        unsafe { atm_save(self.ptr, c_path.as_ptr()) };
+        check_last_error().with_context(|| format!("cannot save the module to '{path}'"))
+    }
+}
+
+fn requires_grad(v: &Value) -> bool {
+    match v {
+        Value::Tensor(t) => t.requires_grad(),
+        Value::List(_, items) | Value::Tuple(items) => items.iter().any(requires_grad),
+        Value::Dict(_, entries) => entries.iter().any(|(_, v)| requires_grad(v)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        format!("{}/models/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    #[test]
+    fn missing_and_garbage_files_are_model_load_errors() {
+        let (code, msg) = crate::error::describe(&Module::load_file("/nonexistent.pt", Device::Cpu).err().unwrap());
+        assert_eq!(code, Code::ModelLoadError);
+        assert!(msg.starts_with("cannot load TorchScript model from '/nonexistent.pt'"), "{msg}");
+        let (code, msg) = crate::error::describe(&Module::load_bytes(b"not a zip", Device::Cpu).err().unwrap());
+        assert_eq!(code, Code::ModelLoadError);
+        assert!(!msg.contains('\n'), "{msg}");
+    }
+
+    #[test]
+    fn calls_a_method_with_schema_checked_numbers() {
+        let m = Module::load_file(&fixture("extra_method.pt"), Device::Cpu).unwrap();
+        let mut names = m.method_names().unwrap();
+        names.sort();
+        assert!(names.contains(&"forward".to_string()) && names.contains(&"add_one".to_string()));
+        assert!(matches!(m.call("add_one", vec![Value::Number(41.0)]).unwrap(), Value::Int(42)));
+        let (code, msg) = crate::error::describe(&m.call("add_one", vec![Value::Number(1.5)]).unwrap_err());
+        assert_eq!(code, Code::InvalidArg);
+        assert!(msg.contains("'n' of add_one(): expected int, got number 1.5"), "{msg}");
+        let (code, _) = crate::error::describe(&m.call("nope", vec![]).unwrap_err());
+        assert_eq!(code, Code::MethodNotFound);
+    }
+}

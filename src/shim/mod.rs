@@ -1,0 +1,171 @@
+//! Safe Rust over the C++ shim (`shim.cpp`): method names and schemas, typed containers for
+//! TorchScript arguments, and autograd node names — what libtorch has and `tch` does not expose.
+use anyhow::{anyhow, Result};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use torch_sys::{CIValue, CModule_, C_tensor};
+
+extern "C" {
+    fn tn_method_names(
+        m: *mut CModule_,
+        cb: extern "C" fn(*mut c_void, *const c_char),
+        ctx: *mut c_void,
+        err: *mut *mut c_char,
+    );
+    fn tn_method_schema(
+        m: *mut CModule_,
+        name: *const c_char,
+        arg_cb: extern "C" fn(*mut c_void, *const c_char, *const c_char, c_int),
+        ctx: *mut c_void,
+        err: *mut *mut c_char,
+    ) -> *mut c_char;
+    fn tn_typed_list(
+        elem_type: *const c_char,
+        items: *const *mut CIValue,
+        n: c_int,
+        err: *mut *mut c_char,
+    ) -> *mut CIValue;
+    fn tn_typed_dict(
+        key_type: *const c_char,
+        value_type: *const c_char,
+        keys: *const *mut CIValue,
+        values: *const *mut CIValue,
+        n: c_int,
+        err: *mut *mut c_char,
+    ) -> *mut CIValue;
+    fn tn_dict_has_string_keys(v: *mut CIValue) -> c_int;
+    fn tn_grad_fn_name(t: *const C_tensor) -> *mut c_char;
+    fn tn_module_to_device(m: *mut CModule_, device: c_int, err: *mut *mut c_char);
+    fn tn_module_is_training(m: *mut CModule_) -> c_int;
+}
+
+/// One argument of a TorchScript method, as its schema declares it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchemaArg {
+    pub name: String,
+    /// TorchScript's annotation string, e.g. `Dict[str, List[float]]`.
+    pub type_str: String,
+    pub has_default: bool,
+}
+
+/// A method's arguments (without `self`) and return type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MethodSchema {
+    pub args: Vec<SchemaArg>,
+    pub returns: String,
+}
+
+/// Takes ownership of a malloc'ed C string.
+unsafe fn take_string(p: *mut c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    let s = CStr::from_ptr(p).to_string_lossy().into_owned();
+    libc::free(p as *mut c_void);
+    Some(s)
+}
+
+fn check(err: *mut c_char) -> Result<()> {
+    match unsafe { take_string(err) } {
+        Some(msg) => Err(anyhow!(msg)),
+        None => Ok(()),
+    }
+}
+
+extern "C" fn push_name(ctx: *mut c_void, name: *const c_char) {
+    let names = unsafe { &mut *(ctx as *mut Vec<String>) };
+    names.push(unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned());
+}
+
+extern "C" fn push_arg(ctx: *mut c_void, name: *const c_char, ty: *const c_char, def: c_int) {
+    let args = unsafe { &mut *(ctx as *mut Vec<SchemaArg>) };
+    args.push(SchemaArg {
+        name: unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned(),
+        type_str: unsafe { CStr::from_ptr(ty) }.to_string_lossy().into_owned(),
+        has_default: def != 0,
+    });
+}
+
+/// # Safety
+/// `m` must be a live module handle.
+pub unsafe fn method_names(m: *mut CModule_) -> Result<Vec<String>> {
+    let mut names: Vec<String> = Vec::new();
+    let mut err = std::ptr::null_mut();
+    tn_method_names(m, push_name, &mut names as *mut _ as *mut c_void, &mut err);
+    check(err)?;
+    Ok(names)
+}
+
+/// # Safety
+/// `m` must be a live module handle.
+pub unsafe fn method_schema(m: *mut CModule_, name: &str) -> Result<MethodSchema> {
+    let c_name = CString::new(name)?;
+    let mut args: Vec<SchemaArg> = Vec::new();
+    let mut err = std::ptr::null_mut();
+    let ret = tn_method_schema(
+        m,
+        c_name.as_ptr(),
+        push_arg,
+        &mut args as *mut _ as *mut c_void,
+        &mut err,
+    );
+    check(err)?;
+    let returns = take_string(ret).unwrap_or_default();
+    Ok(MethodSchema { args, returns })
+}
+
+/// A `List[elem_type]` IValue holding copies of `items` (which stay owned by the caller).
+///
+/// # Safety
+/// Every item must be a live IValue.
+pub unsafe fn typed_list(elem_type: &str, items: &[*mut CIValue]) -> Result<*mut CIValue> {
+    let ty = CString::new(elem_type)?;
+    let mut err = std::ptr::null_mut();
+    let v = tn_typed_list(ty.as_ptr(), items.as_ptr(), items.len() as c_int, &mut err);
+    check(err)?;
+    Ok(v)
+}
+
+/// A `Dict[key_type, value_type]` IValue holding copies of the pairs.
+///
+/// # Safety
+/// Every key and value must be a live IValue; `keys.len() == values.len()`.
+pub unsafe fn typed_dict(
+    key_type: &str,
+    value_type: &str,
+    keys: &[*mut CIValue],
+    values: &[*mut CIValue],
+) -> Result<*mut CIValue> {
+    let (k, v) = (CString::new(key_type)?, CString::new(value_type)?);
+    let mut err = std::ptr::null_mut();
+    let n = keys.len() as c_int;
+    let d = tn_typed_dict(k.as_ptr(), v.as_ptr(), keys.as_ptr(), values.as_ptr(), n, &mut err);
+    check(err)?;
+    Ok(d)
+}
+
+/// # Safety
+/// `v` must be a live IValue.
+pub unsafe fn dict_has_string_keys(v: *mut CIValue) -> bool {
+    tn_dict_has_string_keys(v) != 0
+}
+
+/// The name of the autograd node that produced `t` ("AddBackward0"), if any.
+pub fn grad_fn_name(t: &tch::Tensor) -> Option<String> {
+    unsafe { take_string(tn_grad_fn_name(t.as_ptr())) }
+}
+
+/// Moves a module's parameters and buffers to `device` (-1: CPU, else a CUDA index).
+///
+/// # Safety
+/// `m` must be a live module handle not used by another thread meanwhile.
+pub unsafe fn module_to_device(m: *mut CModule_, device: i32) -> Result<()> {
+    let mut err = std::ptr::null_mut();
+    tn_module_to_device(m, device, &mut err);
+    check(err)
+}
+
+/// # Safety
+/// `m` must be a live module handle.
+pub unsafe fn module_is_training(m: *mut CModule_) -> bool {
+    tn_module_is_training(m) != 0
+}

@@ -1,0 +1,111 @@
+// The C++ shim: the few things libtorch's public C++ API has and `tch` does not expose.
+// Handles are libtch's own: a module is a `torch::jit::script::Module*` (what torch-sys's
+// `atm_load` returns), an IValue a `torch::jit::IValue*` (`ati_*`), a tensor a `torch::Tensor*`.
+// Every function catches C++ exceptions and reports them as a malloc'ed message in `*err`,
+// because an exception crossing into Rust aborts the process.
+#include <torch/script.h>
+#include <torch/csrc/jit/mobile/type_parser.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+using module_t = torch::jit::script::Module*;
+using ivalue_t = torch::jit::IValue*;
+using tensor_t = torch::Tensor*;
+
+static char* copy_string(const std::string& s) { return strdup(s.c_str()); }
+
+#define TN_PROTECT(err, body)                         \
+  try {                                               \
+    body                                              \
+  } catch (const std::exception& e) {                 \
+    if (err) *err = copy_string(e.what());            \
+  } catch (...) {                                     \
+    if (err) *err = copy_string("unknown C++ error"); \
+  }
+
+extern "C" {
+
+// Calls `cb(ctx, name)` for each method of the module (forward and @torch.jit.export ones).
+void tn_method_names(module_t m, void (*cb)(void*, const char*), void* ctx, char** err) {
+  TN_PROTECT(err, for (const auto& method : m->get_methods()) cb(ctx, method.name().c_str());)
+}
+
+// Describes a method's schema: `arg_cb(ctx, name, type, has_default)` for each argument after
+// `self`, then returns the return type's annotation (malloc'ed), or null with `*err` set
+// (e.g. no such method).
+char* tn_method_schema(module_t m, const char* name,
+                       void (*arg_cb)(void*, const char*, const char*, int), void* ctx,
+                       char** err) {
+  TN_PROTECT(
+      err, auto method = m->find_method(name); if (!method) {
+        *err = copy_string(std::string("no method named '") + name + "'");
+        return nullptr;
+      } const auto& schema = method->function().getSchema();
+      const auto& args = schema.arguments();
+      for (size_t i = 1; i < args.size(); ++i) {
+        arg_cb(ctx, args[i].name().c_str(), args[i].type()->annotation_str().c_str(),
+               args[i].default_value().has_value() ? 1 : 0);
+      } std::string ret;
+      if (schema.returns().size() == 1) ret = schema.returns()[0].type()->annotation_str();
+      else ret = "Tuple";
+      return copy_string(ret);)
+  return nullptr;
+}
+
+// A list whose element type is what the schema declares (libtch's `ati_generic_list` makes
+// List[Any], which TorchScript rejects for a `List[int]` argument). The items are copied.
+ivalue_t tn_typed_list(const char* elem_type, ivalue_t* items, int n, char** err) {
+  TN_PROTECT(err, c10::impl::GenericList list(c10::parseType(elem_type));
+             list.reserve(n); for (int i = 0; i < n; ++i) list.push_back(*items[i]);
+             return new torch::jit::IValue(std::move(list));)
+  return nullptr;
+}
+
+// A dict typed as the schema declares; keys and values are copied.
+ivalue_t tn_typed_dict(const char* key_type, const char* value_type, ivalue_t* keys,
+                       ivalue_t* values, int n, char** err) {
+  TN_PROTECT(err, c10::impl::GenericDict dict(c10::parseType(key_type), c10::parseType(value_type));
+             for (int i = 0; i < n; ++i) dict.insert_or_assign(*keys[i], *values[i]);
+             return new torch::jit::IValue(std::move(dict));)
+  return nullptr;
+}
+
+// 1 when a dict IValue's declared key type is `str` (an empty Dict[str, T] is still a JS object).
+int tn_dict_has_string_keys(ivalue_t v) {
+  try {
+    return v->isGenericDict() && v->toGenericDict().keyType()->kind() == c10::TypeKind::StringType;
+  } catch (...) {
+    return 0;
+  }
+}
+
+// The autograd node that produced the tensor, named as Python names it ("AddBackward0"), or null.
+char* tn_grad_fn_name(tensor_t t) {
+  try {
+    const auto& fn = t->grad_fn();
+    if (!fn) return nullptr;
+    std::string name = fn->name();
+    auto pos = name.rfind("::");
+    return copy_string(pos == std::string::npos ? name : name.substr(pos + 2));
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+}  // extern "C"
+
+extern "C" {
+
+// Moves parameters and buffers to a device, keeping their dtypes (libtch's `atm_to` also casts).
+// `device` is -1 for the CPU, else a CUDA index.
+void tn_module_to_device(module_t m, int device, char** err) {
+  TN_PROTECT(err, m->to(device < 0 ? c10::Device(c10::kCPU)
+                                   : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));)
+}
+
+// Whether the module is in training mode.
+int tn_module_is_training(module_t m) { return m->is_training() ? 1 : 0; }
+
+}  // extern "C"
