@@ -1,1 +1,94 @@
 #![deny(clippy::all)]
+//! torch-node: PyTorch's C++ runtime (libtorch, through `tch`) for Node.js.
+//!
+//! Napi-free core: `error`, `dtype`, `device`, `args`, `repr`, `memory`, `module`,
+//! `ivalue::value`, `ivalue::ffi`, `shim`. Glue (`#[napi]`): `tensor`, `script_module`,
+//! `tasks`, `ivalue::js`, `js`, and the free functions below.
+pub mod args;
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub mod ivalue;
+pub mod js;
+pub mod memory;
+pub mod module;
+pub mod repr;
+pub mod script_module;
+pub mod shim;
+pub mod tasks;
+pub mod tensor;
+
+use error::{guard, Result};
+use napi_derive::napi;
+
+/// Seeds libtorch's random number generators (CPU and CUDA), as `torch.manual_seed`.
+#[napi]
+pub fn manual_seed(seed: f64) -> Result<()> {
+    guard(|| {
+        tch::manual_seed(args::integer(seed, "seed")?);
+        Ok(())
+    })
+}
+
+/// Sets the number of threads libtorch uses for intra-op parallelism (per process).
+#[napi]
+pub fn set_num_threads(n: f64) -> Result<()> {
+    guard(|| {
+        let n = args::integer(n, "n")?;
+        if n < 1 {
+            bail_code!(error::Code::InvalidArg, "setNumThreads: n must be at least 1, got {n}");
+        }
+        tch::set_num_threads(n as i32);
+        Ok(())
+    })
+}
+
+/// The number of threads libtorch uses for intra-op parallelism.
+#[napi]
+pub fn get_num_threads() -> i32 {
+    tch::get_num_threads()
+}
+
+/// Sets the number of inter-op threads; libtorch accepts this only once, before any
+/// parallel work has started.
+#[napi]
+pub fn set_num_interop_threads(n: f64) -> Result<()> {
+    guard(|| {
+        let n = args::integer(n, "n")?;
+        if n < 1 {
+            bail_code!(error::Code::InvalidArg, "setNumInteropThreads: n must be at least 1, got {n}");
+        }
+        unsafe { torch_sys::at_set_num_interop_threads(n as i32) };
+        ivalue::ffi::check_last_error()
+    })
+}
+
+/// Live tensors (JS `Tensor` objects not yet disposed or collected) and their element bytes.
+#[napi(object)]
+pub struct MemoryInfo {
+    pub tensors: i64,
+    pub bytes: i64,
+}
+
+/// How many tensors are alive and how many bytes their elements take.
+#[napi]
+pub fn memory() -> MemoryInfo {
+    let (tensors, bytes) = memory::snapshot();
+    MemoryInfo { tensors, bytes }
+}
+
+/// CUDA queries.
+#[napi(namespace = "cuda")]
+pub mod cuda {
+    /// Whether libtorch can use a CUDA device here.
+    #[napi]
+    pub fn is_available() -> bool {
+        crate::device::cuda_device_count() > 0
+    }
+
+    /// The number of CUDA devices libtorch sees (0 without CUDA).
+    #[napi]
+    pub fn device_count() -> u32 {
+        crate::device::cuda_device_count() as u32
+    }
+}

@@ -1,0 +1,105 @@
+//! JS values <-> [`Value`]: Tensor, number, boolean, string, null/undefined <-> None, Array <->
+//! List/Tuple, plain object (string keys) or Map (other keys) <-> Dict, nested.
+use super::value::Value;
+use crate::bail_code;
+use crate::error::Code;
+use crate::js::{self, Env as RawEnv, Val};
+use crate::tensor::JsTensor;
+use napi::bindgen_prelude::*;
+use napi::sys::ValueType as T;
+
+/// Reads a JS value; `path` names it in errors (`input 0`, `input 0[2]`).
+pub fn from_js(env: RawEnv, v: Val, path: &str) -> anyhow::Result<Value> {
+    Ok(match js::type_of(env, v)? {
+        T::napi_undefined | T::napi_null => Value::None,
+        T::napi_boolean => Value::Bool(js::boolean(env, v)?),
+        T::napi_number => Value::Number(js::number(env, v)?),
+        T::napi_bigint => Value::Int(js::bigint(env, v, path)?),
+        T::napi_string => Value::Str(js::string(env, v)?),
+        T::napi_object if js::is_array(env, v)? => {
+            let items = (0..js::array_len(env, v)?)
+                .map(|i| from_js(env, js::element(env, v, i)?, &format!("{path}[{i}]")))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Value::List(None, items)
+        }
+        T::napi_object => object(env, v, path)?,
+        _ => bail_code!(Code::InvalidArg, "{path}: {} has no TorchScript equivalent", js::describe(env, v)),
+    })
+}
+
+fn object(env: RawEnv, v: Val, path: &str) -> anyhow::Result<Value> {
+    if let Some(t) = crate::tensor::unwrap_tensor(env, v) {
+        return Ok(Value::Tensor(t.get().map_err(|e| e.context(path.to_string()))?.shallow_clone()));
+    }
+    if js::typed_array(env, v)?.is_some() {
+        bail_code!(Code::InvalidArg, "{path}: a TypedArray is not a TorchScript value; wrap it with torch.tensor(array, {{shape}})");
+    }
+    let entries = if js::is_map(env, v)? {
+        js::map_entries(env, v)?
+            .into_iter()
+            .map(|(k, val)| Ok((from_js(env, k, &format!("{path} key"))?, from_js(env, val, &format!("{path} value"))?)))
+            .collect::<anyhow::Result<Vec<_>>>()?
+    } else {
+        js::keys(env, v)?
+            .into_iter()
+            .map(|k| {
+                let val = js::property(env, v, &k)?.unwrap_or(js::null(env)?);
+                let val = from_js(env, val, &format!("{path}['{k}']"))?;
+                Ok((Value::Str(k), val))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?
+    };
+    Ok(Value::Dict(None, entries))
+}
+
+/// Builds the JS form of a value: tensors become `Tensor` objects, dicts with string keys plain
+/// objects, other dicts `Map`s, tuples and lists arrays, None `null`.
+pub fn to_js(env: RawEnv, v: Value) -> anyhow::Result<Val> {
+    match v {
+        Value::None => js::null(env),
+        Value::Bool(b) => js::new_bool(env, b),
+        Value::Int(i) => js::new_number(env, i as f64),
+        Value::Float(f) | Value::Number(f) => js::new_number(env, f),
+        Value::Str(s) => js::new_string(env, &s),
+        Value::Tensor(t) => Ok(unsafe { JsTensor::to_napi_value(env, JsTensor::new(t)) }?),
+        Value::List(_, items) | Value::Tuple(items) => {
+            let items = items.into_iter().map(|x| to_js(env, x)).collect::<anyhow::Result<Vec<_>>>()?;
+            js::new_array(env, items)
+        }
+        Value::Dict(ty, entries) => {
+            let string_keys = ty.as_ref().is_some_and(|(k, _)| k == "str") || entries.iter().all(|(k, _)| matches!(k, Value::Str(_))) && !entries.is_empty();
+            if string_keys {
+                let fields = entries
+                    .into_iter()
+                    .map(|(k, v)| match k {
+                        Value::Str(s) => Ok((s, to_js(env, v)?)),
+                        other => anyhow::bail!("dict key {} is not a string", super::value::describe(&other)),
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                js::new_object(env, fields)
+            } else {
+                let pairs = entries
+                    .into_iter()
+                    .map(|(k, v)| Ok((to_js(env, k)?, to_js(env, v)?)))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                js::new_map(env, pairs)
+            }
+        }
+    }
+}
+
+/// A JS `Error` object with our `code`, for rejecting promises from async tasks (whose napi-rs
+/// error type only carries napi's own statuses).
+pub fn coded_error(env: RawEnv, err: &anyhow::Error) -> napi::Error {
+    let (code, message) = crate::error::describe(err);
+    let build = || -> anyhow::Result<Val> {
+        let (c, m) = (js::new_string(env, code.as_ref())?, js::new_string(env, &message)?);
+        let mut out = std::ptr::null_mut();
+        unsafe { napi::sys::napi_create_error(env, c, m, &mut out) };
+        Ok(out)
+    };
+    match build() {
+        Ok(e) if !e.is_null() => napi::Error::from(unsafe { Unknown::from_raw_unchecked(env, e) }),
+        _ => napi::Error::from_reason(message),
+    }
+}

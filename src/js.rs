@@ -1,0 +1,259 @@
+//! Small raw N-API helpers for reading loosely typed JS arguments (nested arrays, option bags,
+//! TypedArrays, Maps) with our own error messages instead of napi-rs's generic conversion
+//! errors. Every function takes the `napi_env` of the current call.
+use crate::bail_code;
+use crate::error::Code;
+use anyhow::{anyhow, Result};
+use napi::sys;
+use std::ffi::CString;
+use std::ptr;
+
+pub type Env = sys::napi_env;
+pub type Val = sys::napi_value;
+
+fn ok(status: sys::napi_status, what: &str) -> Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(anyhow!("N-API call failed ({what}, status {status})"))
+    }
+}
+
+/// JS `typeof`, in N-API's terms.
+pub fn type_of(env: Env, v: Val) -> Result<sys::napi_valuetype> {
+    let mut t = 0;
+    ok(unsafe { sys::napi_typeof(env, v, &mut t) }, "typeof")?;
+    Ok(t)
+}
+
+pub fn is_nullish(env: Env, v: Val) -> Result<bool> {
+    let t = type_of(env, v)?;
+    Ok(t == sys::ValueType::napi_undefined || t == sys::ValueType::napi_null)
+}
+
+/// How a value reads in an error message: `a string`, `number 2.5`, `an array`, ...
+pub fn describe(env: Env, v: Val) -> String {
+    match type_of(env, v) {
+        Ok(sys::ValueType::napi_number) => format!("number {}", number(env, v).unwrap_or(f64::NAN)),
+        Ok(sys::ValueType::napi_string) => "a string".into(),
+        Ok(sys::ValueType::napi_boolean) => "a boolean".into(),
+        Ok(sys::ValueType::napi_undefined) => "undefined".into(),
+        Ok(sys::ValueType::napi_null) => "null".into(),
+        Ok(sys::ValueType::napi_bigint) => "a BigInt".into(),
+        Ok(sys::ValueType::napi_function) => "a function".into(),
+        Ok(sys::ValueType::napi_object) if is_array(env, v).unwrap_or(false) => "an array".into(),
+        Ok(sys::ValueType::napi_object) => "an object".into(),
+        _ => "a value of another kind".into(),
+    }
+}
+
+pub fn number(env: Env, v: Val) -> Result<f64> {
+    let mut out = 0.0;
+    ok(unsafe { sys::napi_get_value_double(env, v, &mut out) }, "number")?;
+    Ok(out)
+}
+
+pub fn boolean(env: Env, v: Val) -> Result<bool> {
+    let mut out = false;
+    ok(unsafe { sys::napi_get_value_bool(env, v, &mut out) }, "boolean")?;
+    Ok(out)
+}
+
+pub fn bigint(env: Env, v: Val, what: &str) -> Result<i64> {
+    let (mut out, mut lossless) = (0i64, false);
+    ok(unsafe { sys::napi_get_value_bigint_int64(env, v, &mut out, &mut lossless) }, "bigint")?;
+    if !lossless {
+        bail_code!(Code::InvalidArg, "{what}: BigInt out of int64 range");
+    }
+    Ok(out)
+}
+
+pub fn string(env: Env, v: Val) -> Result<String> {
+    let mut len = 0usize;
+    ok(unsafe { sys::napi_get_value_string_utf8(env, v, ptr::null_mut(), 0, &mut len) }, "string")?;
+    let mut buf = vec![0u8; len + 1];
+    let mut written = 0usize;
+    ok(
+        unsafe { sys::napi_get_value_string_utf8(env, v, buf.as_mut_ptr() as *mut _, len + 1, &mut written) },
+        "string",
+    )?;
+    buf.truncate(written);
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+pub fn is_array(env: Env, v: Val) -> Result<bool> {
+    let mut out = false;
+    ok(unsafe { sys::napi_is_array(env, v, &mut out) }, "is_array")?;
+    Ok(out)
+}
+
+pub fn array_len(env: Env, v: Val) -> Result<u32> {
+    let mut len = 0u32;
+    ok(unsafe { sys::napi_get_array_length(env, v, &mut len) }, "array length")?;
+    Ok(len)
+}
+
+pub fn element(env: Env, v: Val, i: u32) -> Result<Val> {
+    let mut out = ptr::null_mut();
+    ok(unsafe { sys::napi_get_element(env, v, i, &mut out) }, "element")?;
+    Ok(out)
+}
+
+/// A property, or None when it is undefined or null.
+pub fn property(env: Env, obj: Val, name: &str) -> Result<Option<Val>> {
+    let key = CString::new(name)?;
+    let mut out = ptr::null_mut();
+    ok(unsafe { sys::napi_get_named_property(env, obj, key.as_ptr(), &mut out) }, "property")?;
+    Ok(if is_nullish(env, out)? { None } else { Some(out) })
+}
+
+/// The own enumerable string keys of a plain object, in insertion order.
+pub fn keys(env: Env, obj: Val) -> Result<Vec<String>> {
+    let mut names = ptr::null_mut();
+    ok(unsafe { sys::napi_get_property_names(env, obj, &mut names) }, "keys")?;
+    (0..array_len(env, names)?).map(|i| string(env, element(env, names, i)?)).collect()
+}
+
+pub fn global_property(env: Env, name: &str) -> Result<Val> {
+    let mut global = ptr::null_mut();
+    ok(unsafe { sys::napi_get_global(env, &mut global) }, "global")?;
+    property(env, global, name)?.ok_or_else(|| anyhow!("globalThis.{name} is missing"))
+}
+
+/// `obj[method](...args)`.
+pub fn call_method(env: Env, obj: Val, method: &str, args: &[Val]) -> Result<Val> {
+    let f = property(env, obj, method)?.ok_or_else(|| anyhow!("no method {method}"))?;
+    let mut out = ptr::null_mut();
+    ok(unsafe { sys::napi_call_function(env, obj, f, args.len(), args.as_ptr(), &mut out) }, method)?;
+    Ok(out)
+}
+
+pub fn is_map(env: Env, v: Val) -> Result<bool> {
+    let ctor = global_property(env, "Map")?;
+    let mut out = false;
+    ok(unsafe { sys::napi_instanceof(env, v, ctor, &mut out) }, "instanceof Map")?;
+    Ok(out)
+}
+
+/// `[...map]`: the entries of a Map as `[key, value]` pairs.
+pub fn map_entries(env: Env, map: Val) -> Result<Vec<(Val, Val)>> {
+    let array_ctor = global_property(env, "Array")?;
+    let pairs = call_method(env, array_ctor, "from", &[map])?;
+    (0..array_len(env, pairs)?)
+        .map(|i| {
+            let pair = element(env, pairs, i)?;
+            Ok((element(env, pair, 0)?, element(env, pair, 1)?))
+        })
+        .collect()
+}
+
+pub fn new_map(env: Env, entries: Vec<(Val, Val)>) -> Result<Val> {
+    let ctor = global_property(env, "Map")?;
+    let mut map = ptr::null_mut();
+    ok(unsafe { sys::napi_new_instance(env, ctor, 0, ptr::null(), &mut map) }, "new Map")?;
+    for (k, v) in entries {
+        call_method(env, map, "set", &[k, v])?;
+    }
+    Ok(map)
+}
+
+pub fn new_array(env: Env, items: Vec<Val>) -> Result<Val> {
+    let mut arr = ptr::null_mut();
+    ok(unsafe { sys::napi_create_array_with_length(env, items.len(), &mut arr) }, "array")?;
+    for (i, item) in items.into_iter().enumerate() {
+        ok(unsafe { sys::napi_set_element(env, arr, i as u32, item) }, "set element")?;
+    }
+    Ok(arr)
+}
+
+pub fn new_object(env: Env, entries: Vec<(String, Val)>) -> Result<Val> {
+    let mut obj = ptr::null_mut();
+    ok(unsafe { sys::napi_create_object(env, &mut obj) }, "object")?;
+    for (k, v) in entries {
+        let key = CString::new(k)?;
+        ok(unsafe { sys::napi_set_named_property(env, obj, key.as_ptr(), v) }, "set property")?;
+    }
+    Ok(obj)
+}
+
+pub fn new_number(env: Env, x: f64) -> Result<Val> {
+    let mut out = ptr::null_mut();
+    ok(unsafe { sys::napi_create_double(env, x, &mut out) }, "number")?;
+    Ok(out)
+}
+
+pub fn new_bool(env: Env, b: bool) -> Result<Val> {
+    let mut out = ptr::null_mut();
+    ok(unsafe { sys::napi_get_boolean(env, b, &mut out) }, "boolean")?;
+    Ok(out)
+}
+
+pub fn new_string(env: Env, s: &str) -> Result<Val> {
+    let mut out = ptr::null_mut();
+    ok(unsafe { sys::napi_create_string_utf8(env, s.as_ptr() as *const _, s.len() as isize, &mut out) }, "string")?;
+    Ok(out)
+}
+
+pub fn null(env: Env) -> Result<Val> {
+    let mut out = ptr::null_mut();
+    ok(unsafe { sys::napi_get_null(env, &mut out) }, "null")?;
+    Ok(out)
+}
+
+/// A TypedArray's element type name (`Float32Array`) and the bytes it views.
+pub struct TypedArrayView<'a> {
+    pub type_name: &'static str,
+    pub bytes: &'a [u8],
+    pub len: usize,
+}
+
+const TYPED_ARRAY_NAMES: [&str; 11] = [
+    "Int8Array",
+    "Uint8Array",
+    "Uint8ClampedArray",
+    "Int16Array",
+    "Uint16Array",
+    "Int32Array",
+    "Uint32Array",
+    "Float32Array",
+    "Float64Array",
+    "BigInt64Array",
+    "BigUint64Array",
+];
+const TYPED_ARRAY_ELEMENT_SIZES: [usize; 11] = [1, 1, 1, 2, 2, 4, 4, 4, 8, 8, 8];
+
+/// Reads a TypedArray (a Buffer is a Uint8Array); None when `v` is not one.
+///
+/// The returned bytes borrow JS memory: use them before returning to JS.
+pub fn typed_array<'a>(env: Env, v: Val) -> Result<Option<TypedArrayView<'a>>> {
+    let mut is = false;
+    ok(unsafe { sys::napi_is_typedarray(env, v, &mut is) }, "is_typedarray")?;
+    if !is {
+        return Ok(None);
+    }
+    let (mut ty, mut len, mut data, mut buf, mut off) = (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
+    ok(
+        unsafe { sys::napi_get_typedarray_info(env, v, &mut ty, &mut len, &mut data, &mut buf, &mut off) },
+        "typedarray info",
+    )?;
+    let idx = ty as usize;
+    let type_name = *TYPED_ARRAY_NAMES.get(idx).ok_or_else(|| anyhow!("unknown TypedArray type {ty}"))?;
+    let nbytes = len * TYPED_ARRAY_ELEMENT_SIZES[idx];
+    let bytes = if nbytes == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(data as *const u8, nbytes) } };
+    Ok(Some(TypedArrayView { type_name, bytes, len }))
+}
+
+/// A new TypedArray of `type_name` holding a copy of `bytes`.
+pub fn new_typed_array(env: Env, type_name: &str, bytes: &[u8]) -> Result<Val> {
+    let idx = TYPED_ARRAY_NAMES.iter().position(|n| *n == type_name).ok_or_else(|| anyhow!("no TypedArray {type_name}"))?;
+    let mut data = ptr::null_mut();
+    let mut buffer = ptr::null_mut();
+    ok(unsafe { sys::napi_create_arraybuffer(env, bytes.len(), &mut data, &mut buffer) }, "arraybuffer")?;
+    if !bytes.is_empty() {
+        unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data as *mut u8, bytes.len()) };
+    }
+    let mut out = ptr::null_mut();
+    let len = bytes.len() / TYPED_ARRAY_ELEMENT_SIZES[idx];
+    ok(unsafe { sys::napi_create_typedarray(env, idx as i32, len, buffer, 0, &mut out) }, "typedarray")?;
+    Ok(out)
+}

@@ -1,0 +1,218 @@
+//! The JS `ScriptModule` class: a TorchScript module loaded from a `.pt` file or its bytes.
+use crate::bail_code;
+use crate::error::{guard, Code, Result};
+use crate::ivalue::js::{from_js, to_js};
+use crate::ivalue::value::Value;
+use crate::js::{self, Env as RawEnv, Val};
+use crate::module::Module;
+use crate::tasks::{self, CallTask, LoadTask, Source};
+use crate::tensor::JsTensor;
+use crate::device;
+use napi::bindgen_prelude::*;
+use napi::JsValue;
+use napi_derive::napi;
+use std::sync::{Arc, RwLock};
+use tch::Device;
+
+/// Options for loading a module.
+#[napi(object)]
+pub struct ModuleOptions {
+    /// Device to load parameters onto: `'cpu'` (default), `'cuda'`, `'cuda:N'`.
+    pub device: Option<String>,
+}
+
+/// A TorchScript module (from `torch.jit.trace` or `torch.jit.script` + `torch.jit.save`).
+#[napi(js_name = "ScriptModule")]
+pub struct JsScriptModule {
+    inner: Option<Arc<RwLock<Module>>>,
+}
+
+fn source(env: RawEnv, v: Val) -> anyhow::Result<Source> {
+    if js::type_of(env, v)? == napi::sys::ValueType::napi_string {
+        return Ok(Source::Path(js::string(env, v)?));
+    }
+    match js::typed_array(env, v)? {
+        Some(view) if view.type_name == "Uint8Array" => Ok(Source::Bytes(view.bytes.to_vec())),
+        _ => bail_code!(Code::InvalidArg, "source: expected a file path or a Buffer/Uint8Array with a .pt file's bytes, got {}", js::describe(env, v)),
+    }
+}
+
+fn load_device(env: RawEnv, options: Option<Val>) -> anyhow::Result<Device> {
+    let Some(o) = options.filter(|o| !js::is_nullish(env, *o).unwrap_or(true)) else { return Ok(Device::Cpu) };
+    match js::property(env, o, "device")? {
+        Some(d) => device::parse(&crate::tensor::create::string_arg(env, d, "options.device")?),
+        None => Ok(Device::Cpu),
+    }
+}
+
+/// Reads a call's inputs (a JS array of them).
+fn inputs(env: RawEnv, list: Val) -> anyhow::Result<Vec<Value>> {
+    (0..js::array_len(env, list)?).map(|i| from_js(env, js::element(env, list, i)?, &format!("input {i}"))).collect()
+}
+
+impl JsScriptModule {
+    pub fn from_module(m: Module) -> JsScriptModule {
+        JsScriptModule { inner: Some(Arc::new(RwLock::new(m))) }
+    }
+
+    fn module(&self) -> anyhow::Result<&Arc<RwLock<Module>>> {
+        match &self.inner {
+            Some(m) => Ok(m),
+            None => bail_code!(Code::Disposed, "this ScriptModule was disposed; it can no longer be used"),
+        }
+    }
+
+    fn call_task(&self, env: Env, method: String, list: Unknown) -> Result<AsyncTask<CallTask>> {
+        guard(|| {
+            let args = inputs(env.raw(), list.raw())?;
+            Ok(AsyncTask::new(CallTask { module: self.module()?.clone(), method, args: Some(args) }))
+        })
+    }
+
+    fn call_sync<'e>(&self, env: &'e Env, method: &str, list: Unknown) -> Result<Unknown<'e>> {
+        guard(|| {
+            let args = inputs(env.raw(), list.raw())?;
+            let out = tasks::call(self.module()?, method, args)?;
+            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), to_js(env.raw(), out)?) })
+        })
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Module) -> anyhow::Result<T>) -> Result<T> {
+        guard(|| f(&self.module()?.read().unwrap_or_else(|p| p.into_inner())))
+    }
+
+    fn write(&self, f: impl FnOnce(&mut Module) -> anyhow::Result<()>) -> Result<()> {
+        guard(|| f(&mut self.module()?.write().unwrap_or_else(|p| p.into_inner())))
+    }
+}
+
+#[napi]
+impl JsScriptModule {
+    /// Loads a module synchronously (blocking the event loop; prefer `ScriptModule.load` in
+    /// servers): `new ScriptModule('model.pt')`, `new ScriptModule(buffer, {device: 'cuda'})`.
+    #[napi(constructor, ts_args_type = "source: string | Uint8Array, options?: ModuleOptions")]
+    pub fn new(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Result<Self> {
+        guard(|| {
+            let src = source(env.raw(), source_arg.raw())?;
+            let device = load_device(env.raw(), options.map(|o| o.raw()))?;
+            Ok(JsScriptModule::from_module(tasks::load(&src, device)?))
+        })
+    }
+
+    /// Loads a module on the libuv thread pool, without blocking the event loop.
+    #[napi(ts_args_type = "source: string | Uint8Array, options?: ModuleOptions", ts_return_type = "Promise<ScriptModule>")]
+    pub fn load(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Result<AsyncTask<LoadTask>> {
+        guard(|| {
+            let src = source(env.raw(), source_arg.raw())?;
+            let device = load_device(env.raw(), options.map(|o| o.raw()))?;
+            Ok(AsyncTask::new(LoadTask { source: src, device }))
+        })
+    }
+
+    /// Runs `forward` on the libuv thread pool; resolves to its output (a Tensor, number,
+    /// string, array, object, Map or null). Numbers follow the method's schema (int or float).
+    #[napi(ts_args_type = "...inputs: IValue[]", ts_return_type = "Promise<IValue>")]
+    pub fn forward(&self, env: Env, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
+        self.call_task(env, "forward".into(), inputs)
+    }
+
+    /// Runs `forward` on the calling thread and returns its output.
+    #[napi(ts_args_type = "...inputs: IValue[]", ts_return_type = "IValue")]
+    pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Unknown) -> Result<Unknown<'e>> {
+        self.call_sync(env, "forward", inputs)
+    }
+
+    /// Runs another method (one exported with `@torch.jit.export`) on the thread pool.
+    #[napi(ts_args_type = "name: string, ...inputs: IValue[]", ts_return_type = "Promise<IValue>")]
+    pub fn run_method(&self, env: Env, name: String, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
+        self.call_task(env, name, inputs)
+    }
+
+    /// Runs another method on the calling thread.
+    #[napi(ts_args_type = "name: string, ...inputs: IValue[]", ts_return_type = "IValue")]
+    pub fn run_method_sync<'e>(&self, env: &'e Env, name: String, inputs: Unknown) -> Result<Unknown<'e>> {
+        self.call_sync(env, &name, inputs)
+    }
+
+    /// The module's methods: `forward` and every `@torch.jit.export`ed one.
+    #[napi]
+    pub fn method_names(&self) -> Result<Vec<String>> {
+        self.read(|m| m.method_names())
+    }
+
+    /// Parameters by qualified name (`{'fc.weight': Tensor, ...}`), in registration order.
+    /// The tensors share memory with the module.
+    #[napi(ts_return_type = "Record<string, Tensor>")]
+    pub fn named_parameters<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
+        let params = self.read(|m| m.named_parameters())?;
+        guard(|| {
+            let fields = params
+                .into_iter()
+                .map(|(name, t)| Ok((name, unsafe { JsTensor::to_napi_value(env.raw(), JsTensor::new(t)) }?)))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), js::new_object(env.raw(), fields)?) })
+        })
+    }
+
+    /// The parameters, in registration order.
+    #[napi]
+    pub fn parameters(&self) -> Result<Vec<JsTensor>> {
+        self.read(|m| Ok(m.named_parameters()?.into_iter().map(|(_, t)| JsTensor::new(t)).collect()))
+    }
+
+    /// The total number of parameter elements.
+    #[napi]
+    pub fn num_parameters(&self) -> Result<i64> {
+        self.read(|m| Ok(m.named_parameters()?.iter().map(|(_, t)| t.numel() as i64).sum()))
+    }
+
+    /// Moves parameters and buffers to a device (`'cpu'`, `'cuda'`, `'cuda:N'`); inputs must
+    /// then be on that device too. Waits for calls in flight to finish.
+    #[napi]
+    pub fn to(&self, device: String) -> Result<()> {
+        self.write(|m| m.to_device(device::parse(&device)?))
+    }
+
+    /// Inference mode for dropout and batch norm (modules saved from `model.eval()` already are).
+    #[napi]
+    pub fn eval(&self) -> Result<()> {
+        self.write(|m| m.set_training(false))
+    }
+
+    /// Training mode for dropout and batch norm.
+    #[napi]
+    pub fn train(&self) -> Result<()> {
+        self.write(|m| m.set_training(true))
+    }
+
+    /// Whether the module is in training mode.
+    #[napi(getter)]
+    pub fn is_training(&self) -> Result<bool> {
+        self.read(|m| Ok(m.is_training()))
+    }
+
+    /// The device the module was loaded on or last moved to.
+    #[napi(getter)]
+    pub fn device(&self) -> Result<String> {
+        self.read(|m| Ok(device::name(m.device())))
+    }
+
+    /// Saves the module as a TorchScript file (loadable from Python with `torch.jit.load`).
+    #[napi]
+    pub fn save(&self, path: String) -> Result<()> {
+        self.read(|m| m.save(&path))
+    }
+
+    /// True once `dispose()` has run.
+    #[napi(getter)]
+    pub fn is_disposed(&self) -> bool {
+        self.inner.is_none()
+    }
+
+    /// Releases the module. Calls already running finish first (they hold their own
+    /// reference); later calls throw `Disposed`.
+    #[napi]
+    pub fn dispose(&mut self) {
+        self.inner = None;
+    }
+}

@@ -1,0 +1,91 @@
+//! Work that runs on the libuv thread pool so the event loop keeps turning: loading a module
+//! and calling its methods. napi-rs does not catch panics inside `Task::compute`, so every
+//! body runs under `catch_panic`; errors travel as values and are turned into coded JS errors
+//! on the JS thread.
+use crate::error::catch_panic;
+use crate::ivalue::js::{coded_error, to_js};
+use crate::ivalue::value::Value;
+use crate::module::Module;
+use crate::script_module::JsScriptModule;
+use napi::bindgen_prelude::*;
+use napi::{Env, Task};
+use std::sync::{Arc, RwLock};
+use tch::Device;
+
+/// Where a module is loaded from.
+pub enum Source {
+    Path(String),
+    Bytes(Vec<u8>),
+}
+
+pub fn load(source: &Source, device: Device) -> anyhow::Result<Module> {
+    match source {
+        Source::Path(p) => Module::load_file(p, device),
+        Source::Bytes(b) => Module::load_bytes(b, device),
+    }
+}
+
+/// `ScriptModule.load(...)`.
+pub struct LoadTask {
+    pub source: Source,
+    pub device: Device,
+}
+
+impl Task for LoadTask {
+    type Output = anyhow::Result<Module>;
+    type JsValue = JsScriptModule;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        Ok(catch_panic(|| load(&self.source, self.device)))
+    }
+
+    fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
+        output.map(JsScriptModule::from_module).map_err(|e| coded_error(env.raw(), &e))
+    }
+}
+
+/// `forward(...)` / `runMethod(...)`: holds its own reference to the module, so disposing the
+/// JS object while a call is in flight lets the call finish and frees the module after it.
+pub struct CallTask {
+    pub module: Arc<RwLock<Module>>,
+    pub method: String,
+    pub args: Option<Vec<Value>>,
+}
+
+/// Runs a method with the module's read lock (mutations such as `to()` wait for running calls).
+pub fn call(module: &RwLock<Module>, method: &str, args: Vec<Value>) -> anyhow::Result<Value> {
+    let m = module.read().unwrap_or_else(|p| p.into_inner());
+    m.call(method, args)
+}
+
+/// The value a call resolves to, converted to JS on the JS thread.
+pub struct Output(pub Value);
+
+impl TypeName for Output {
+    fn type_name() -> &'static str {
+        "unknown"
+    }
+    fn value_type() -> ValueType {
+        ValueType::Unknown
+    }
+}
+
+impl ToNapiValue for Output {
+    unsafe fn to_napi_value(env: napi::sys::napi_env, val: Self) -> napi::Result<napi::sys::napi_value> {
+        to_js(env, val.0).map_err(|e| coded_error(env, &e))
+    }
+}
+
+impl Task for CallTask {
+    type Output = anyhow::Result<Value>;
+    type JsValue = Output;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        let args = self.args.take().unwrap_or_default();
+        Ok(catch_panic(|| call(&self.module, &self.method, args)))
+    }
+
+    fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
+        output.map(Output).map_err(|e| coded_error(env.raw(), &e))
+    }
+}

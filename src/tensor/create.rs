@@ -1,0 +1,342 @@
+//! Factories: `tensor`, `ones`, `zeros`, `empty`, `full`, `rand`, `randn`, `randint`,
+//! `arange`, `linspace`, `eye`. JS numbers have no int/float split, so numeric data becomes
+//! float32 (as in tfjs), booleans bool, BigInts int64; a TypedArray keeps its own type.
+use super::JsTensor;
+use crate::error::{guard, Code, Result};
+use crate::js::{self, Env as RawEnv, Val};
+use crate::{args, bail_code, device, dtype};
+use anyhow::Context;
+use napi::bindgen_prelude::*;
+use napi::JsValue;
+use napi_derive::napi;
+use tch::{Device, Kind, Tensor};
+
+/// Options accepted by every factory.
+#[napi(object)]
+pub struct TensorOptions {
+    /// Element type; default float32 (int64 for `randint` and integral `arange`).
+    pub dtype: Option<String>,
+    /// `'cpu'` (default), `'cuda'` or `'cuda:N'`.
+    pub device: Option<String>,
+    /// Record operations for autograd (floating dtypes only).
+    pub requires_grad: Option<bool>,
+    /// For `tensor()` from a flat TypedArray: the shape to view it as.
+    pub shape: Option<Vec<i64>>,
+}
+
+/// Options as parsed from JS.
+pub struct Opts {
+    pub dtype: Option<Kind>,
+    pub device: Device,
+    pub requires_grad: bool,
+    pub shape: Option<Vec<i64>>,
+}
+
+/// Reads `options`: an options object, or a boolean meaning `requiresGrad` (torchjs' form
+/// `ones(shape, true)`).
+pub fn options(env: RawEnv, v: Option<Val>) -> anyhow::Result<Opts> {
+    let mut o = Opts { dtype: None, device: Device::Cpu, requires_grad: false, shape: None };
+    let Some(v) = v.filter(|v| !js::is_nullish(env, *v).unwrap_or(true)) else { return Ok(o) };
+    match js::type_of(env, v)? {
+        napi::sys::ValueType::napi_boolean => o.requires_grad = js::boolean(env, v)?,
+        napi::sys::ValueType::napi_object => {
+            if let Some(d) = js::property(env, v, "dtype")? {
+                o.dtype = Some(dtype::parse(&string_arg(env, d, "options.dtype")?)?);
+            }
+            if let Some(d) = js::property(env, v, "device")? {
+                o.device = device::parse(&string_arg(env, d, "options.device")?)?;
+            }
+            if let Some(r) = js::property(env, v, "requiresGrad")? {
+                if js::type_of(env, r)? != napi::sys::ValueType::napi_boolean {
+                    bail_code!(Code::InvalidArg, "options.requiresGrad: expected a boolean, got {}", js::describe(env, r));
+                }
+                o.requires_grad = js::boolean(env, r)?;
+            }
+            if let Some(s) = js::property(env, v, "shape")? {
+                o.shape = Some(shape_arg(env, s, "options.shape")?);
+            }
+        }
+        _ => bail_code!(Code::InvalidArg, "options: expected an options object or a boolean, got {}", js::describe(env, v)),
+    }
+    Ok(o)
+}
+
+pub fn string_arg(env: RawEnv, v: Val, what: &str) -> anyhow::Result<String> {
+    if js::type_of(env, v)? != napi::sys::ValueType::napi_string {
+        bail_code!(Code::InvalidArg, "{what}: expected a string, got {}", js::describe(env, v));
+    }
+    js::string(env, v)
+}
+
+pub fn number_arg(env: RawEnv, v: Val, what: &str) -> anyhow::Result<f64> {
+    if js::type_of(env, v)? != napi::sys::ValueType::napi_number {
+        bail_code!(Code::InvalidArg, "{what}: expected a number, got {}", js::describe(env, v));
+    }
+    js::number(env, v)
+}
+
+/// A shape given as an array of sizes or a single size.
+pub fn shape_arg(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Vec<i64>> {
+    if js::type_of(env, v)? == napi::sys::ValueType::napi_number {
+        return args::shape(&[js::number(env, v)?], what);
+    }
+    if !js::is_array(env, v)? {
+        bail_code!(Code::InvalidArg, "{what}: expected an array of sizes, got {}", js::describe(env, v));
+    }
+    let sizes = (0..js::array_len(env, v)?)
+        .map(|i| number_arg(env, js::element(env, v, i)?, &format!("{what}[{i}]")))
+        .collect::<anyhow::Result<Vec<f64>>>()?;
+    args::shape(&sizes, what)
+}
+
+/// Applies `requiresGrad` and wraps the result.
+fn finish(t: Tensor, o: &Opts) -> anyhow::Result<JsTensor> {
+    let t = if o.requires_grad {
+        if !dtype::is_floating(t.kind()) {
+            bail_code!(Code::DTypeMismatch, "requiresGrad: only floating-point tensors can require gradients, not {}", dtype::name(t.kind()));
+        }
+        t.f_set_requires_grad(true)?
+    } else {
+        t
+    };
+    Ok(JsTensor::new(t))
+}
+
+/// A factory over a shape argument: parses shape and options, then calls `make`.
+fn from_shape(
+    env: Env,
+    shape: Unknown,
+    options_arg: Option<Unknown>,
+    default_kind: Kind,
+    make: impl FnOnce(&[i64], (Kind, Device)) -> std::result::Result<Tensor, tch::TchError>,
+) -> Result<JsTensor> {
+    guard(|| {
+        let shape = shape_arg(env.raw(), shape.raw(), "shape")?;
+        let o = self::options(env.raw(), options_arg.map(|u| u.raw()))?;
+        let t = make(&shape, (o.dtype.unwrap_or(default_kind), o.device))?;
+        finish(t, &o)
+    })
+}
+
+/// A tensor filled with ones. `ones([2, 3])`, `ones([2, 3], {dtype: 'int64'})`, `ones([2], true)`.
+#[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
+pub fn ones(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+    from_shape(env, shape, options, Kind::Float, |s, o| Tensor::f_ones(s, o))
+}
+
+/// A tensor filled with zeros.
+#[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
+pub fn zeros(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+    from_shape(env, shape, options, Kind::Float, |s, o| Tensor::f_zeros(s, o))
+}
+
+/// A tensor with uninitialized contents (fast; fill it before reading).
+#[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
+pub fn empty(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+    from_shape(env, shape, options, Kind::Float, |s, o| Tensor::f_empty(s, o))
+}
+
+/// Uniform random numbers in [0, 1) (seed with `manualSeed`).
+#[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
+pub fn rand(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+    from_shape(env, shape, options, Kind::Float, |s, o| Tensor::f_rand(s, o))
+}
+
+/// Standard normal random numbers.
+#[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
+pub fn randn(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+    from_shape(env, shape, options, Kind::Float, |s, o| Tensor::f_randn(s, o))
+}
+
+/// A tensor filled with `value` (float32 for a number, bool for a boolean, unless `dtype`).
+#[napi(ts_args_type = "shape: number[] | number, value: number | boolean, options?: TensorOptions | boolean")]
+pub fn full(env: Env, shape: Unknown, value: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+    let raw = env.raw();
+    let is_bool = js::type_of(raw, value.raw()).ok() == Some(napi::sys::ValueType::napi_boolean);
+    let fill = guard(|| {
+        if is_bool {
+            Ok(if js::boolean(raw, value.raw())? { 1.0 } else { 0.0 })
+        } else {
+            number_arg(raw, value.raw(), "value")
+        }
+    })?;
+    let default = if is_bool { Kind::Bool } else { Kind::Float };
+    from_shape(env, shape, options, default, |s, o| Tensor::f_full(s, fill, o))
+}
+
+/// Random integers in [low, high), int64 unless `dtype` says otherwise.
+#[napi(ts_args_type = "low: number, high: number, shape: number[] | number, options?: TensorOptions")]
+pub fn randint(env: Env, low: f64, high: f64, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+    let bounds = guard(|| {
+        let (lo, hi) = (args::integer(low, "low")?, args::integer(high, "high")?);
+        if lo >= hi {
+            bail_code!(Code::InvalidArg, "randint: low ({lo}) must be less than high ({hi})");
+        }
+        Ok((lo, hi))
+    })?;
+    from_shape(env, shape, options, Kind::Int64, |s, o| Tensor::f_randint_low(bounds.0, bounds.1, s, o))
+}
+
+/// `arange(end)`, `arange(start, end, step?)`: values from start (inclusive) to end
+/// (exclusive). int64 when every bound is an integer (as in PyTorch), else float32.
+#[napi(ts_args_type = "start: number, end?: number, step?: number, options?: TensorOptions")]
+pub fn arange(env: Env, start: f64, end: Option<f64>, step: Option<f64>, options: Option<Unknown>) -> Result<JsTensor> {
+    guard(|| {
+        let (start, end) = match end {
+            Some(e) => (start, e),
+            None => (0.0, start),
+        };
+        let step = step.unwrap_or(1.0);
+        if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
+            bail_code!(Code::InvalidArg, "arange: start, end and step must be finite and step non-zero");
+        }
+        if (end - start) / step < 0.0 {
+            bail_code!(Code::InvalidArg, "arange: step {step} does not lead from {start} to {end}");
+        }
+        let o = self::options(env.raw(), options.map(|u| u.raw()))?;
+        let integral = [start, end, step].iter().all(|x| x.fract() == 0.0);
+        let kind = o.dtype.unwrap_or(if integral { Kind::Int64 } else { Kind::Float });
+        let t = Tensor::f_arange_start_step(start, end, step, (kind, o.device))?;
+        finish(t, &o)
+    })
+}
+
+/// `steps` values evenly spaced from `start` to `end`, both included.
+#[napi(ts_args_type = "start: number, end: number, steps: number, options?: TensorOptions")]
+pub fn linspace(env: Env, start: f64, end: f64, steps: f64, options: Option<Unknown>) -> Result<JsTensor> {
+    guard(|| {
+        let steps = args::shape(&[steps], "steps")?[0];
+        let o = self::options(env.raw(), options.map(|u| u.raw()))?;
+        let t = Tensor::f_linspace(start, end, steps, (o.dtype.unwrap_or(Kind::Float), o.device))?;
+        finish(t, &o)
+    })
+}
+
+/// An identity matrix of n rows and m (default n) columns.
+#[napi(ts_args_type = "n: number, m?: number, options?: TensorOptions")]
+pub fn eye(env: Env, n: f64, m: Option<f64>, options: Option<Unknown>) -> Result<JsTensor> {
+    guard(|| {
+        let n = args::shape(&[n], "n")?[0];
+        let m = args::shape(&[m.unwrap_or(n as f64)], "m")?[0];
+        let o = self::options(env.raw(), options.map(|u| u.raw()))?;
+        let t = Tensor::f_eye_m(n, m, (o.dtype.unwrap_or(Kind::Float), o.device))?;
+        finish(t, &o)
+    })
+}
+
+/// Flattened nested-array data and its inferred shape.
+struct Nested {
+    shape: Vec<i64>,
+    floats: Vec<f64>,
+    ints: Vec<i64>,
+    saw_number: bool,
+    saw_bigint: bool,
+    saw_bool: bool,
+}
+
+impl Nested {
+    fn walk(&mut self, env: RawEnv, v: Val, depth: usize) -> anyhow::Result<()> {
+        if js::is_array(env, v)? {
+            let len = js::array_len(env, v)? as i64;
+            match self.shape.get(depth) {
+                None if self.floats.is_empty() && depth == self.shape.len() => self.shape.push(len),
+                Some(&expected) if expected == len => {}
+                Some(&expected) => bail_code!(Code::InvalidArg, "data: ragged nested array: expected length {expected} at depth {depth}, got {len}"),
+                None => bail_code!(Code::InvalidArg, "data: ragged nested array: an array at depth {depth} where other entries are numbers"),
+            }
+            for i in 0..len as u32 {
+                self.walk(env, js::element(env, v, i)?, depth + 1)?;
+            }
+            return Ok(());
+        }
+        if depth != self.shape.len() {
+            bail_code!(Code::InvalidArg, "data: ragged nested array: a scalar at depth {depth} where arrays of depth {} were seen", self.shape.len());
+        }
+        let (f, i) = match js::type_of(env, v)? {
+            napi::sys::ValueType::napi_number => {
+                self.saw_number = true;
+                let x = js::number(env, v)?;
+                (x, x as i64)
+            }
+            napi::sys::ValueType::napi_boolean => {
+                self.saw_bool = true;
+                let b = js::boolean(env, v)? as i64;
+                (b as f64, b)
+            }
+            napi::sys::ValueType::napi_bigint => {
+                self.saw_bigint = true;
+                let b = js::bigint(env, v, "data")?;
+                (b as f64, b)
+            }
+            _ => bail_code!(Code::InvalidArg, "data: expected numbers, booleans or BigInts, got {}", js::describe(env, v)),
+        };
+        self.floats.push(f);
+        self.ints.push(i);
+        Ok(())
+    }
+}
+
+fn from_nested(env: RawEnv, v: Val) -> anyhow::Result<Tensor> {
+    let mut n = Nested { shape: vec![], floats: vec![], ints: vec![], saw_number: false, saw_bigint: false, saw_bool: false };
+    n.walk(env, v, 0)?;
+    // An empty list has no elements to type: float32, like torch.tensor([]).
+    let t = if n.saw_number || (!n.saw_bigint && !n.saw_bool) {
+        Tensor::f_from_slice(&n.floats)?.f_to_kind(Kind::Float)?
+    } else if n.saw_bigint {
+        Tensor::f_from_slice(&n.ints)?
+    } else {
+        Tensor::f_from_slice(&n.ints)?.f_to_kind(Kind::Bool)?
+    };
+    Ok(t.f_reshape(&n.shape)?)
+}
+
+/// Copies a TypedArray into a 1-D tensor of its own type (float16/bfloat16 bits for a
+/// Uint16Array when `kind` says so).
+pub fn from_typed_array(view: &js::TypedArrayView, kind: Option<Kind>) -> anyhow::Result<Tensor> {
+    let source = match (view.type_name, kind) {
+        ("Uint16Array", Some(k @ (Kind::Half | Kind::BFloat16))) => k,
+        ("Uint16Array", _) => bail_code!(Code::InvalidArg, "data: a Uint16Array holds float16 or bfloat16 bits; pass {{dtype: 'float16'}} or {{dtype: 'bfloat16'}}"),
+        ("Uint32Array", _) => {
+            let vals: Vec<i64> = view.bytes.chunks_exact(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap()) as i64).collect();
+            return Ok(Tensor::f_from_slice(&vals)?);
+        }
+        ("BigUint64Array", _) => bail_code!(Code::InvalidArg, "data: BigUint64Array is not supported (int64 is the widest integer dtype); use a BigInt64Array"),
+        (name, _) => dtype::from_typed_array(name).context("unsupported TypedArray")?,
+    };
+    Ok(Tensor::f_from_data_size(view.bytes, &[view.len as i64], source)?)
+}
+
+/// A new tensor holding a copy of `data`: nested arrays of numbers, booleans or BigInts, a
+/// scalar, a TypedArray (its own dtype; reshape with `options.shape`), or a Tensor (copied).
+/// Numbers default to float32, booleans to bool, BigInts to int64.
+#[napi(ts_args_type = "data: TensorData, options?: TensorOptions")]
+pub fn tensor(env: Env, data: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+    guard(|| {
+        let raw = env.raw();
+        let o = self::options(raw, options.map(|u| u.raw()))?;
+        let base = if let Some(view) = js::typed_array(raw, data.raw())? {
+            let t = from_typed_array(&view, o.dtype)?;
+            match &o.shape {
+                Some(s) => t.f_reshape(s).map_err(|e| crate::error::fail(Code::ShapeMismatch, format!("options.shape: {} elements cannot be viewed as {s:?}: {}", view.len, crate::error::trim_libtorch(&e.to_string()))))?,
+                None => t,
+            }
+        } else if let Some(other) = super::unwrap_tensor(raw, data.raw()) {
+            deep_copy(other.get()?)?
+        } else {
+            from_nested(raw, data.raw())?
+        };
+        let t = base.f_to_device(o.device)?;
+        let t = match o.dtype {
+            Some(k) if k != t.kind() => t.f_to_kind(k)?,
+            _ => t,
+        };
+        finish(t, &o)
+    })
+}
+
+/// A copy with its own storage, detached from autograd (what `torch.tensor(t)` gives).
+pub fn deep_copy(t: &Tensor) -> anyhow::Result<Tensor> {
+    let mut out = t.f_empty_like()?;
+    out.f_copy_(&t.f_detach()?)?;
+    Ok(out)
+}

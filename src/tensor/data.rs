@@ -1,0 +1,98 @@
+//! Reading values out: `toArray()` (nested arrays), `toTypedArray()` (a copy), `item()`.
+use super::JsTensor;
+use crate::error::{guard, Code, Result};
+use crate::js::{self, Env as RawEnv, Val};
+use crate::{bail_code, dtype};
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use tch::{Device, Kind, Tensor};
+
+/// A contiguous CPU copy (or the tensor itself when it already is one), detached from autograd.
+pub fn host(t: &Tensor) -> anyhow::Result<Tensor> {
+    Ok(t.f_detach()?.f_to_device(Device::Cpu)?.f_contiguous()?)
+}
+
+/// The raw bytes of a tensor's elements in row-major order.
+pub fn bytes(t: &Tensor) -> anyhow::Result<Vec<u8>> {
+    let h = host(t)?;
+    let numel = h.numel();
+    let mut out = vec![0u8; numel * h.kind().elt_size_in_bytes()];
+    h.f_copy_data_u8(&mut out, numel)?;
+    Ok(out)
+}
+
+/// Element values widened for JS: f64 for floats and integers, bool for bool.
+pub enum Values {
+    Numbers(Vec<f64>),
+    Bools(Vec<bool>),
+}
+
+pub fn values(t: &Tensor) -> anyhow::Result<Values> {
+    let h = host(t)?;
+    Ok(if h.kind() == Kind::Bool {
+        let v = Vec::<i64>::try_from(&h.f_to_kind(Kind::Int64)?.f_reshape([-1])?)?;
+        Values::Bools(v.into_iter().map(|x| x != 0).collect())
+    } else {
+        Values::Numbers(Vec::<f64>::try_from(&h.f_to_kind(Kind::Double)?.f_reshape([-1])?)?)
+    })
+}
+
+fn scalar(env: RawEnv, values: &Values, i: usize) -> anyhow::Result<Val> {
+    match values {
+        Values::Numbers(v) => js::new_number(env, v[i]),
+        Values::Bools(v) => js::new_bool(env, v[i]),
+    }
+}
+
+fn nest(env: RawEnv, values: &Values, shape: &[i64], offset: &mut usize) -> anyhow::Result<Val> {
+    let Some((&n, rest)) = shape.split_first() else {
+        *offset += 1;
+        return scalar(env, values, *offset - 1);
+    };
+    let items = (0..n).map(|_| nest(env, values, rest, offset)).collect::<anyhow::Result<Vec<_>>>()?;
+    js::new_array(env, items)
+}
+
+#[napi]
+impl JsTensor {
+    /// The values as nested arrays (a number or boolean for a 0-dim tensor). int64 values
+    /// beyond ±2^53 lose precision as JS numbers: use `toTypedArray()` (BigInt64Array) for those.
+    #[napi(ts_return_type = "NestedArray")]
+    pub fn to_array(&self, env: Env) -> Result<Unknown<'_>> {
+        guard(|| {
+            let t = self.get()?;
+            let (vals, mut offset) = (values(t)?, 0);
+            let v = nest(env.raw(), &vals, &t.size(), &mut offset)?;
+            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+        })
+    }
+
+    /// A copy of the elements, row-major, in the dtype's TypedArray: Float32Array, Float64Array,
+    /// Int8Array, Uint8Array (uint8 and bool), Int16Array, Int32Array, BigInt64Array (int64),
+    /// Uint16Array (float16 and bfloat16 raw bits).
+    #[napi(ts_return_type = "TensorTypedArray")]
+    pub fn to_typed_array(&self, env: Env) -> Result<Unknown<'_>> {
+        guard(|| {
+            let t = self.get()?;
+            let Some(name) = dtype::typed_array_name(t.kind()) else {
+                bail_code!(Code::DTypeMismatch, "toTypedArray: dtype {} has no TypedArray", dtype::name(t.kind()));
+            };
+            let v = js::new_typed_array(env.raw(), name, &bytes(t)?)?;
+            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+        })
+    }
+
+    /// The value of a one-element tensor as a number (boolean for bool).
+    #[napi(ts_return_type = "number | boolean")]
+    pub fn item(&self, env: Env) -> Result<Unknown<'_>> {
+        guard(|| {
+            let t = self.get()?;
+            let n = t.numel();
+            if n != 1 {
+                bail_code!(Code::ShapeMismatch, "item: the tensor has {n} elements (shape {:?}); item() needs exactly one", t.size());
+            }
+            let v = scalar(env.raw(), &values(t)?, 0)?;
+            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+        })
+    }
+}

@@ -1,0 +1,52 @@
+//! `toString()`: PyTorch's `repr`, formatted by `crate::repr` from the tensor's values.
+use super::data::{values, Values};
+use super::JsTensor;
+use crate::error::{guard, Result};
+use crate::repr::{tensor_repr, ReprData, ReprInput};
+use crate::{device, dtype, shim};
+use napi_derive::napi;
+use tch::{Device, Kind};
+
+/// Python's `repr(t)` for a tensor.
+pub fn repr(t: &tch::Tensor) -> anyhow::Result<String> {
+    let kind = t.kind();
+    let data = if dtype::is_floating(kind) {
+        match values(t)? {
+            Values::Numbers(v) => ReprData::F64(v),
+            Values::Bools(_) => unreachable!("a floating tensor reads as numbers"),
+        }
+    } else if kind == Kind::Bool {
+        match values(t)? {
+            Values::Bools(v) => ReprData::Bool(v),
+            Values::Numbers(_) => unreachable!("a bool tensor reads as booleans"),
+        }
+    } else {
+        let host = super::data::host(t)?;
+        ReprData::I64(Vec::<i64>::try_from(&host.f_to_kind(Kind::Int64)?.f_reshape([-1])?)?)
+    };
+    let device_name = device::name(t.device());
+    let grad_fn = shim::grad_fn_name(t);
+    Ok(tensor_repr(&ReprInput {
+        shape: &t.size(),
+        data,
+        dtype: &dtype::name(kind),
+        device: (t.device() != Device::Cpu).then_some(device_name.as_str()),
+        grad_fn: grad_fn.as_deref(),
+        requires_grad: t.requires_grad(),
+    }))
+}
+
+#[napi]
+impl JsTensor {
+    /// PyTorch's repr, e.g. `tensor([[1., 1.]])`, `tensor([1, 2], dtype=torch.int32)`;
+    /// also what `console.log` and `util.inspect` show.
+    #[napi]
+    pub fn to_string(&self) -> Result<String> {
+        guard(|| {
+            if self.is_disposed() {
+                return Ok("tensor(<disposed>)".to_string());
+            }
+            repr(self.get()?)
+        })
+    }
+}

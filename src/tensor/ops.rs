@@ -1,0 +1,125 @@
+//! Conversions and the math a classifier's answer needs: `to`, `cpu`, `cuda`, `softmax`,
+//! `logSoftmax`, `argmax`, `topk`.
+use super::create::string_arg;
+use super::JsTensor;
+use crate::error::{guard, Code, Result};
+use crate::js;
+use crate::{args, bail_code, device, dtype};
+use napi::bindgen_prelude::*;
+use napi::JsValue;
+use napi_derive::napi;
+use tch::Device;
+
+/// The values and indices of `topk`, `max(dim)`, `min(dim)`.
+#[napi(object, object_from_js = false)]
+pub struct ValuesIndices {
+    pub values: JsTensor,
+    /// int64 positions along the reduced dimension.
+    pub indices: JsTensor,
+}
+
+/// Moves or casts: a device (`'cuda'`), a dtype (`'float16'`) or both (`{device, dtype}`).
+fn convert(t: &tch::Tensor, dev: Option<Device>, kind: Option<tch::Kind>) -> anyhow::Result<tch::Tensor> {
+    let t = match dev {
+        Some(d) if d != t.device() => t.f_to_device(d)?,
+        _ => t.shallow_clone(),
+    };
+    Ok(match kind {
+        Some(k) if k != t.kind() => t.f_to_kind(k)?,
+        _ => t,
+    })
+}
+
+#[napi]
+impl JsTensor {
+    /// A copy on another device and/or with another dtype: `to('cuda')`, `to('float16')`,
+    /// `to({device: 'cpu', dtype: 'float32'})`. Returns a tensor sharing memory with this one
+    /// when nothing changes, as PyTorch does.
+    #[napi(ts_args_type = "target: string | { device?: string; dtype?: string }")]
+    pub fn to(&self, env: Env, target: Unknown) -> Result<JsTensor> {
+        guard(|| {
+            let (raw, v) = (env.raw(), target.raw());
+            let (dev, kind) = if js::type_of(raw, v)? == napi::sys::ValueType::napi_string {
+                let s = js::string(raw, v)?;
+                if s == "cpu" || s.starts_with("cuda") {
+                    (Some(device::parse(&s)?), None)
+                } else {
+                    (None, Some(dtype::parse(&s).map_err(|_| {
+                        crate::error::fail(Code::InvalidArg, format!("to: '{s}' is neither a device ('cpu', 'cuda', 'cuda:N') nor a dtype"))
+                    })?))
+                }
+            } else if js::type_of(raw, v)? == napi::sys::ValueType::napi_object && !js::is_array(raw, v)? {
+                let dev = js::property(raw, v, "device")?.map(|d| string_arg(raw, d, "to: device")).transpose()?;
+                let kind = js::property(raw, v, "dtype")?.map(|d| string_arg(raw, d, "to: dtype")).transpose()?;
+                (dev.map(|d| device::parse(&d)).transpose()?, kind.map(|k| dtype::parse(&k)).transpose()?)
+            } else {
+                bail_code!(Code::InvalidArg, "to: expected a device or dtype string or {{device, dtype}}, got {}", js::describe(raw, v));
+            };
+            Ok(JsTensor::new(convert(self.get()?, dev, kind)?))
+        })
+    }
+
+    /// A copy in CPU memory (this tensor when it already is there).
+    #[napi]
+    pub fn cpu(&self) -> Result<JsTensor> {
+        guard(|| Ok(JsTensor::new(convert(self.get()?, Some(Device::Cpu), None)?)))
+    }
+
+    /// A copy on a CUDA device (default `cuda:0`); `DeviceUnavailable` where there is none.
+    #[napi]
+    pub fn cuda(&self, device: Option<String>) -> Result<JsTensor> {
+        guard(|| {
+            let d = device::parse(device.as_deref().unwrap_or("cuda"))?;
+            if d == Device::Cpu {
+                bail_code!(Code::InvalidArg, "cuda: expected a CUDA device, got 'cpu'");
+            }
+            Ok(JsTensor::new(convert(self.get()?, Some(d), None)?))
+        })
+    }
+
+    /// Softmax along `dim` (default: the last).
+    #[napi]
+    pub fn softmax(&self, dim: Option<f64>) -> Result<JsTensor> {
+        guard(|| {
+            let t = self.get()?;
+            let d = args::dim(dim.unwrap_or(-1.0), t.dim(), "softmax: dim")?;
+            Ok(JsTensor::new(t.f_softmax(d, None)?))
+        })
+    }
+
+    /// Log-softmax along `dim` (default: the last).
+    #[napi]
+    pub fn log_softmax(&self, dim: Option<f64>) -> Result<JsTensor> {
+        guard(|| {
+            let t = self.get()?;
+            let d = args::dim(dim.unwrap_or(-1.0), t.dim(), "logSoftmax: dim")?;
+            Ok(JsTensor::new(t.f_log_softmax(d, None)?))
+        })
+    }
+
+    /// Index of the largest value: over all elements (flattened), or along `dim`.
+    #[napi]
+    pub fn argmax(&self, dim: Option<f64>, keepdim: Option<bool>) -> Result<JsTensor> {
+        guard(|| {
+            let t = self.get()?;
+            let d = dim.map(|d| args::dim(d, t.dim(), "argmax: dim")).transpose()?;
+            Ok(JsTensor::new(t.f_argmax(d, keepdim.unwrap_or(false))?))
+        })
+    }
+
+    /// The `k` largest values along `dim` (default: the last), sorted, with their indices.
+    #[napi]
+    pub fn topk(&self, k: f64, dim: Option<f64>) -> Result<ValuesIndices> {
+        guard(|| {
+            let t = self.get()?;
+            let d = args::dim(dim.unwrap_or(-1.0), t.dim(), "topk: dim")?;
+            let k = args::shape(&[k], "topk: k")?[0];
+            let size = if t.dim() == 0 { 1 } else { t.size()[d as usize] };
+            if k > size {
+                bail_code!(Code::InvalidArg, "topk: k ({k}) is larger than dimension {d} (size {size})");
+            }
+            let (values, indices) = t.f_topk(k, d, true, true)?;
+            Ok(ValuesIndices { values: JsTensor::new(values), indices: JsTensor::new(indices) })
+        })
+    }
+}
