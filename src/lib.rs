@@ -18,6 +18,22 @@ pub mod shim;
 pub mod tasks;
 pub mod tensor;
 
+/// `cargo test` links the unit tests into an executable that Node never loads; these N-API
+/// functions, referenced by napi-rs's drop paths but never called by the tests, would
+/// otherwise be unresolved there (the addon, a shared library, gets them from node).
+#[cfg(test)]
+mod napi_test_stubs {
+    macro_rules! stubs {
+        ($($name:ident),*) => {$(
+            #[no_mangle]
+            extern "C" fn $name() -> i32 {
+                unreachable!(concat!(stringify!($name), " called outside Node"))
+            }
+        )*};
+    }
+    stubs!(napi_call_threadsafe_function, napi_delete_reference, napi_reference_unref);
+}
+
 use error::{guard, Result};
 use napi_derive::napi;
 
