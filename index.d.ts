@@ -52,7 +52,7 @@ export declare class ScriptModule {
    */
   namedParameters(): Record<string, Tensor>
   /** The parameters, in registration order. */
-  parameters(): Array<JsTensor>
+  parameters(): Array<Tensor>
   /** The total number of parameter elements. */
   numParameters(): number
   /**
@@ -86,6 +86,42 @@ export type JsScriptModule = ScriptModule
  * `dispose()` (otherwise the garbage collector frees it).
  */
 export declare class Tensor {
+  /**
+   * The values as nested arrays (a number or boolean for a 0-dim tensor). int64 values
+   * beyond ±2^53 lose precision as JS numbers: use `toTypedArray()` (BigInt64Array) for those.
+   */
+  toArray(): NestedArray
+  /**
+   * A copy of the elements, row-major, in the dtype's TypedArray: Float32Array, Float64Array,
+   * Int8Array, Uint8Array (uint8 and bool), Int16Array, Int32Array, BigInt64Array (int64),
+   * Uint16Array (float16 and bfloat16 raw bits).
+   */
+  toTypedArray(): TensorTypedArray
+  /** The value of a one-element tensor as a number (boolean for bool). */
+  item(): number | boolean
+  /**
+   * PyTorch's repr, e.g. `tensor([[1., 1.]])`, `tensor([1, 2], dtype=torch.int32)`;
+   * also what `console.log` and `util.inspect` show.
+   */
+  toString(): string
+  /**
+   * A copy on another device and/or with another dtype: `to('cuda')`, `to('float16')`,
+   * `to({device: 'cpu', dtype: 'float32'})`. Returns a tensor sharing memory with this one
+   * when nothing changes, as PyTorch does.
+   */
+  to(target: string | { device?: string; dtype?: string }): Tensor
+  /** A copy in CPU memory (this tensor when it already is there). */
+  cpu(): Tensor
+  /** A copy on a CUDA device (default `cuda:0`); `DeviceUnavailable` where there is none. */
+  cuda(device?: string | undefined | null): Tensor
+  /** Softmax along `dim` (default: the last). */
+  softmax(dim?: number | undefined | null): Tensor
+  /** Log-softmax along `dim` (default: the last). */
+  logSoftmax(dim?: number | undefined | null): Tensor
+  /** Index of the largest value: over all elements (flattened), or along `dim`. */
+  argmax(dim?: number | undefined | null, keepdim?: boolean | undefined | null): Tensor
+  /** The `k` largest values along `dim` (default: the last), sorted, with their indices. */
+  topk(k: number, dim?: number | undefined | null): ValuesIndices
   /** The size of each dimension, e.g. `[1, 3, 224, 224]`. */
   get shape(): Array<number>
   /** The element type: `'float32'`, `'int64'`, `'bool'`, ... */
@@ -111,23 +147,27 @@ export type JsTensor = Tensor
 /**
  * `arange(end)`, `arange(start, end, step?)`: values from start (inclusive) to end
  * (exclusive). int64 when every bound is an integer (as in PyTorch), else float32.
+ * Options may follow the last number given: `arange(5, {dtype: 'float32'})`.
  */
-export declare function arange(start: number, end?: number, step?: number, options?: TensorOptions): JsTensor
+export declare function arange(start: number, end?: number | TensorOptions, step?: number | TensorOptions, options?: TensorOptions): Tensor
 
 /** A tensor with uninitialized contents (fast; fill it before reading). */
-export declare function empty(shape: number[] | number, options?: TensorOptions | boolean): JsTensor
+export declare function empty(shape: number[] | number, options?: TensorOptions | boolean): Tensor
 
-/** An identity matrix of n rows and m (default n) columns. */
-export declare function eye(n: number, m?: number, options?: TensorOptions): JsTensor
+/**
+ * An identity matrix of n rows and m (default n) columns: `eye(3)`, `eye(2, 3)`,
+ * `eye(3, {dtype: 'int64'})`.
+ */
+export declare function eye(n: number, m?: number | TensorOptions, options?: TensorOptions): Tensor
 
 /** A tensor filled with `value` (float32 for a number, bool for a boolean, unless `dtype`). */
-export declare function full(shape: number[] | number, value: number | boolean, options?: TensorOptions | boolean): JsTensor
+export declare function full(shape: number[] | number, value: number | boolean, options?: TensorOptions | boolean): Tensor
 
 /** The number of threads libtorch uses for intra-op parallelism. */
 export declare function getNumThreads(): number
 
 /** `steps` values evenly spaced from `start` to `end`, both included. */
-export declare function linspace(start: number, end: number, steps: number, options?: TensorOptions): JsTensor
+export declare function linspace(start: number, end: number, steps: number, options?: TensorOptions): Tensor
 
 /** Seeds libtorch's random number generators (CPU and CUDA), as `torch.manual_seed`. */
 export declare function manualSeed(seed: number): void
@@ -148,16 +188,16 @@ export interface ModuleOptions {
 }
 
 /** A tensor filled with ones. `ones([2, 3])`, `ones([2, 3], {dtype: 'int64'})`, `ones([2], true)`. */
-export declare function ones(shape: number[] | number, options?: TensorOptions | boolean): JsTensor
+export declare function ones(shape: number[] | number, options?: TensorOptions | boolean): Tensor
 
 /** Uniform random numbers in [0, 1) (seed with `manualSeed`). */
-export declare function rand(shape: number[] | number, options?: TensorOptions | boolean): JsTensor
+export declare function rand(shape: number[] | number, options?: TensorOptions | boolean): Tensor
 
 /** Random integers in [low, high), int64 unless `dtype` says otherwise. */
-export declare function randint(low: number, high: number, shape: number[] | number, options?: TensorOptions): JsTensor
+export declare function randint(low: number, high: number, shape: number[] | number, options?: TensorOptions): Tensor
 
 /** Standard normal random numbers. */
-export declare function randn(shape: number[] | number, options?: TensorOptions | boolean): JsTensor
+export declare function randn(shape: number[] | number, options?: TensorOptions | boolean): Tensor
 
 /**
  * Sets the number of inter-op threads; libtorch accepts this only once, before any
@@ -173,7 +213,7 @@ export declare function setNumThreads(n: number): void
  * scalar, a TypedArray (its own dtype; reshape with `options.shape`), or a Tensor (copied).
  * Numbers default to float32, booleans to bool, BigInts to int64.
  */
-export declare function tensor(data: TensorData, options?: TensorOptions): JsTensor
+export declare function tensor(data: TensorData, options?: TensorOptions): Tensor
 
 /** Options accepted by every factory. */
 export interface TensorOptions {
@@ -189,13 +229,13 @@ export interface TensorOptions {
 
 /** The values and indices of `topk`, `max(dim)`, `min(dim)`. */
 export interface ValuesIndices {
-  values: JsTensor
+  values: Tensor
   /** int64 positions along the reduced dimension. */
-  indices: JsTensor
+  indices: Tensor
 }
 
 /** A tensor filled with zeros. */
-export declare function zeros(shape: number[] | number, options?: TensorOptions | boolean): JsTensor
+export declare function zeros(shape: number[] | number, options?: TensorOptions | boolean): Tensor
 
 export declare namespace cuda {
   /** The number of CUDA devices libtorch sees (0 without CUDA). */

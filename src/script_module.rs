@@ -1,6 +1,7 @@
 //! The JS `ScriptModule` class: a TorchScript module loaded from a `.pt` file or its bytes.
 use crate::bail_code;
-use crate::error::{guard, Code, Result};
+use crate::error::{catch_panic, guard, Code, Result};
+use crate::tensor::create::string_arg;
 use crate::ivalue::js::{from_js, to_js};
 use crate::ivalue::value::Value;
 use crate::js::{self, Env as RawEnv, Val};
@@ -11,6 +12,7 @@ use crate::device;
 use napi::bindgen_prelude::*;
 use napi::JsValue;
 use napi_derive::napi;
+use std::cell::RefCell;
 use std::sync::{Arc, RwLock};
 use tch::Device;
 
@@ -24,7 +26,9 @@ pub struct ModuleOptions {
 /// A TorchScript module (from `torch.jit.trace` or `torch.jit.script` + `torch.jit.save`).
 #[napi(js_name = "ScriptModule")]
 pub struct JsScriptModule {
-    inner: Option<Arc<RwLock<Module>>>,
+    // A RefCell, not `&mut self` in `dispose`: napi-rs keeps a shared borrow of the object for
+    // as long as an async `forward` it started is in flight, and `dispose` must still work then.
+    inner: RefCell<Option<Arc<RwLock<Module>>>>,
 }
 
 fn source(env: RawEnv, v: Val) -> anyhow::Result<Source> {
@@ -40,7 +44,7 @@ fn source(env: RawEnv, v: Val) -> anyhow::Result<Source> {
 fn load_device(env: RawEnv, options: Option<Val>) -> anyhow::Result<Device> {
     let Some(o) = options.filter(|o| !js::is_nullish(env, *o).unwrap_or(true)) else { return Ok(Device::Cpu) };
     match js::property(env, o, "device")? {
-        Some(d) => device::parse(&crate::tensor::create::string_arg(env, d, "options.device")?),
+        Some(d) => device::parse(&string_arg(env, d, "options.device")?),
         None => Ok(Device::Cpu),
     }
 }
@@ -52,27 +56,29 @@ fn inputs(env: RawEnv, list: Val) -> anyhow::Result<Vec<Value>> {
 
 impl JsScriptModule {
     pub fn from_module(m: Module) -> JsScriptModule {
-        JsScriptModule { inner: Some(Arc::new(RwLock::new(m))) }
+        JsScriptModule { inner: RefCell::new(Some(Arc::new(RwLock::new(m)))) }
     }
 
-    fn module(&self) -> anyhow::Result<&Arc<RwLock<Module>>> {
-        match &self.inner {
-            Some(m) => Ok(m),
+    fn module(&self) -> anyhow::Result<Arc<RwLock<Module>>> {
+        match &*self.inner.borrow() {
+            Some(m) => Ok(m.clone()),
             None => bail_code!(Code::Disposed, "this ScriptModule was disposed; it can no longer be used"),
         }
     }
 
-    fn call_task(&self, env: Env, method: String, list: Unknown) -> Result<AsyncTask<CallTask>> {
-        guard(|| {
-            let args = inputs(env.raw(), list.raw())?;
-            Ok(AsyncTask::new(CallTask { module: self.module()?.clone(), method, args: Some(args) }))
-        })
+    fn call_task(&self, env: Env, method: Unknown, list: Unknown) -> Result<AsyncTask<CallTask>> {
+        let raw = env.raw();
+        let name = guard(|| string_arg(raw, method.raw(), "method name"))?;
+        let prepared = catch_panic(|| Ok((self.module()?, inputs(raw, list.raw())?)));
+        Ok(AsyncTask::new(CallTask { method: name, prepared: Some(prepared) }))
     }
 
-    fn call_sync<'e>(&self, env: &'e Env, method: &str, list: Unknown) -> Result<Unknown<'e>> {
+    fn call_sync<'e>(&self, env: &'e Env, method: Unknown, list: Unknown) -> Result<Unknown<'e>> {
         guard(|| {
+            let method = string_arg(env.raw(), method.raw(), "method name")?;
             let args = inputs(env.raw(), list.raw())?;
-            let out = tasks::call(self.module()?, method, args)?;
+            let module = self.module()?;
+            let out = tasks::call(&module, &method, args)?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), to_js(env.raw(), out)?) })
         })
     }
@@ -103,9 +109,9 @@ impl JsScriptModule {
     #[napi(ts_args_type = "source: string | Uint8Array, options?: ModuleOptions", ts_return_type = "Promise<ScriptModule>")]
     pub fn load(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Result<AsyncTask<LoadTask>> {
         guard(|| {
-            let src = source(env.raw(), source_arg.raw())?;
-            let device = load_device(env.raw(), options.map(|o| o.raw()))?;
-            Ok(AsyncTask::new(LoadTask { source: src, device }))
+            let (raw, options) = (env.raw(), options.map(|o| o.raw()));
+            let prepared = catch_panic(|| Ok((source(raw, source_arg.raw())?, load_device(raw, options)?)));
+            Ok(AsyncTask::new(LoadTask { prepared: Some(prepared) }))
         })
     }
 
@@ -113,25 +119,27 @@ impl JsScriptModule {
     /// string, array, object, Map or null). Numbers follow the method's schema (int or float).
     #[napi(ts_args_type = "...inputs: IValue[]", ts_return_type = "Promise<IValue>")]
     pub fn forward(&self, env: Env, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
-        self.call_task(env, "forward".into(), inputs)
+        let name = js::new_string(env.raw(), "forward").map_err(|e| crate::error::to_js(&e))?;
+        self.call_task(env, unsafe { Unknown::from_raw_unchecked(env.raw(), name) }, inputs)
     }
 
     /// Runs `forward` on the calling thread and returns its output.
     #[napi(ts_args_type = "...inputs: IValue[]", ts_return_type = "IValue")]
     pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Unknown) -> Result<Unknown<'e>> {
-        self.call_sync(env, "forward", inputs)
+        let name = js::new_string(env.raw(), "forward").map_err(|e| crate::error::to_js(&e))?;
+        self.call_sync(env, unsafe { Unknown::from_raw_unchecked(env.raw(), name) }, inputs)
     }
 
     /// Runs another method (one exported with `@torch.jit.export`) on the thread pool.
     #[napi(ts_args_type = "name: string, ...inputs: IValue[]", ts_return_type = "Promise<IValue>")]
-    pub fn run_method(&self, env: Env, name: String, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
+    pub fn run_method(&self, env: Env, name: Unknown, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
         self.call_task(env, name, inputs)
     }
 
     /// Runs another method on the calling thread.
     #[napi(ts_args_type = "name: string, ...inputs: IValue[]", ts_return_type = "IValue")]
-    pub fn run_method_sync<'e>(&self, env: &'e Env, name: String, inputs: Unknown) -> Result<Unknown<'e>> {
-        self.call_sync(env, &name, inputs)
+    pub fn run_method_sync<'e>(&self, env: &'e Env, name: Unknown, inputs: Unknown) -> Result<Unknown<'e>> {
+        self.call_sync(env, name, inputs)
     }
 
     /// The module's methods: `forward` and every `@torch.jit.export`ed one.
@@ -206,13 +214,13 @@ impl JsScriptModule {
     /// True once `dispose()` has run.
     #[napi(getter)]
     pub fn is_disposed(&self) -> bool {
-        self.inner.is_none()
+        self.inner.borrow().is_none()
     }
 
     /// Releases the module. Calls already running finish first (they hold their own
     /// reference); later calls throw `Disposed`.
     #[napi]
-    pub fn dispose(&mut self) {
-        self.inner = None;
+    pub fn dispose(&self) {
+        self.inner.borrow_mut().take();
     }
 }

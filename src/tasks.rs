@@ -25,10 +25,10 @@ pub fn load(source: &Source, device: Device) -> anyhow::Result<Module> {
     }
 }
 
-/// `ScriptModule.load(...)`.
+/// `ScriptModule.load(...)`. Argument errors travel inside the task so that the promise
+/// rejects with them instead of `load` throwing synchronously.
 pub struct LoadTask {
-    pub source: Source,
-    pub device: Device,
+    pub prepared: Option<anyhow::Result<(Source, Device)>>,
 }
 
 impl Task for LoadTask {
@@ -36,7 +36,8 @@ impl Task for LoadTask {
     type JsValue = JsScriptModule;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        Ok(catch_panic(|| load(&self.source, self.device)))
+        let prepared = self.prepared.take().unwrap_or_else(|| Err(anyhow::anyhow!("task ran twice")));
+        Ok(catch_panic(|| prepared.and_then(|(source, device)| load(&source, device))))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
@@ -46,10 +47,10 @@ impl Task for LoadTask {
 
 /// `forward(...)` / `runMethod(...)`: holds its own reference to the module, so disposing the
 /// JS object while a call is in flight lets the call finish and frees the module after it.
+/// Argument errors travel inside, so the promise rejects with them.
 pub struct CallTask {
-    pub module: Arc<RwLock<Module>>,
     pub method: String,
-    pub args: Option<Vec<Value>>,
+    pub prepared: Option<anyhow::Result<(Arc<RwLock<Module>>, Vec<Value>)>>,
 }
 
 /// Runs a method with the module's read lock (mutations such as `to()` wait for running calls).
@@ -81,8 +82,8 @@ impl Task for CallTask {
     type JsValue = Output;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let args = self.args.take().unwrap_or_default();
-        Ok(catch_panic(|| call(&self.module, &self.method, args)))
+        let prepared = self.prepared.take().unwrap_or_else(|| Err(anyhow::anyhow!("task ran twice")));
+        Ok(catch_panic(|| prepared.and_then(|(module, args)| call(&module, &self.method, args))))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {

@@ -177,23 +177,47 @@ pub fn randint(env: Env, low: f64, high: f64, shape: Unknown, options: Option<Un
     from_shape(env, shape, options, Kind::Int64, |s, o| Tensor::f_randint_low(bounds.0, bounds.1, s, o))
 }
 
+/// Optional trailing numbers followed by an optional options object, as in PyTorch's
+/// `arange(5, dtype=...)`: `arange(5, {dtype})` and `arange(0, 5, 1, {dtype})` both work.
+fn numbers_then_options(env: RawEnv, rest: &[Option<Unknown>], what: &str) -> anyhow::Result<(Vec<f64>, Option<Val>)> {
+    let (mut numbers, mut options) = (Vec::new(), None);
+    for (i, v) in rest.iter().flatten().map(|u| u.raw()).enumerate() {
+        if js::is_nullish(env, v)? {
+            continue;
+        }
+        if options.is_some() {
+            bail_code!(Code::InvalidArg, "{what}: the options object must be the last argument");
+        }
+        if js::type_of(env, v)? == napi::sys::ValueType::napi_number {
+            numbers.push(js::number(env, v)?);
+        } else if js::type_of(env, v)? == napi::sys::ValueType::napi_object {
+            options = Some(v);
+        } else {
+            bail_code!(Code::InvalidArg, "{what}: argument {}: expected a number or an options object, got {}", i + 2, js::describe(env, v));
+        }
+    }
+    Ok((numbers, options))
+}
+
 /// `arange(end)`, `arange(start, end, step?)`: values from start (inclusive) to end
 /// (exclusive). int64 when every bound is an integer (as in PyTorch), else float32.
-#[napi(ts_args_type = "start: number, end?: number, step?: number, options?: TensorOptions")]
-pub fn arange(env: Env, start: f64, end: Option<f64>, step: Option<f64>, options: Option<Unknown>) -> Result<JsTensor> {
+/// Options may follow the last number given: `arange(5, {dtype: 'float32'})`.
+#[napi(ts_args_type = "start: number, end?: number | TensorOptions, step?: number | TensorOptions, options?: TensorOptions")]
+pub fn arange(env: Env, start: f64, end: Option<Unknown>, step: Option<Unknown>, options: Option<Unknown>) -> Result<JsTensor> {
     guard(|| {
-        let (start, end) = match end {
-            Some(e) => (start, e),
-            None => (0.0, start),
+        let (rest, options) = numbers_then_options(env.raw(), &[end, step, options], "arange")?;
+        let (start, end, step) = match rest.as_slice() {
+            [] => (0.0, start, 1.0),
+            [end] => (start, *end, 1.0),
+            [end, step, ..] => (start, *end, *step),
         };
-        let step = step.unwrap_or(1.0);
         if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
             bail_code!(Code::InvalidArg, "arange: start, end and step must be finite and step non-zero");
         }
         if (end - start) / step < 0.0 {
             bail_code!(Code::InvalidArg, "arange: step {step} does not lead from {start} to {end}");
         }
-        let o = self::options(env.raw(), options.map(|u| u.raw()))?;
+        let o = self::options(env.raw(), options)?;
         let integral = [start, end, step].iter().all(|x| x.fract() == 0.0);
         let kind = o.dtype.unwrap_or(if integral { Kind::Int64 } else { Kind::Float });
         let t = Tensor::f_arange_start_step(start, end, step, (kind, o.device))?;
@@ -212,13 +236,15 @@ pub fn linspace(env: Env, start: f64, end: f64, steps: f64, options: Option<Unkn
     })
 }
 
-/// An identity matrix of n rows and m (default n) columns.
-#[napi(ts_args_type = "n: number, m?: number, options?: TensorOptions")]
-pub fn eye(env: Env, n: f64, m: Option<f64>, options: Option<Unknown>) -> Result<JsTensor> {
+/// An identity matrix of n rows and m (default n) columns: `eye(3)`, `eye(2, 3)`,
+/// `eye(3, {dtype: 'int64'})`.
+#[napi(ts_args_type = "n: number, m?: number | TensorOptions, options?: TensorOptions")]
+pub fn eye(env: Env, n: f64, m: Option<Unknown>, options: Option<Unknown>) -> Result<JsTensor> {
     guard(|| {
+        let (rest, options) = numbers_then_options(env.raw(), &[m, options], "eye")?;
         let n = args::shape(&[n], "n")?[0];
-        let m = args::shape(&[m.unwrap_or(n as f64)], "m")?[0];
-        let o = self::options(env.raw(), options.map(|u| u.raw()))?;
+        let m = args::shape(&[rest.first().copied().unwrap_or(n as f64)], "m")?[0];
+        let o = self::options(env.raw(), options)?;
         let t = Tensor::f_eye_m(n, m, (o.dtype.unwrap_or(Kind::Float), o.device))?;
         finish(t, &o)
     })
@@ -276,18 +302,25 @@ impl Nested {
     }
 }
 
-fn from_nested(env: RawEnv, v: Val) -> anyhow::Result<Tensor> {
+/// Nested data as a tensor of `kind` (default: float32 for numbers, int64 for BigInts, bool
+/// for booleans). Numbers are cast once, from f64, so `{dtype: 'float64'}` and integer dtypes
+/// keep every value a JS number can hold exactly.
+fn from_nested(env: RawEnv, v: Val, kind: Option<Kind>) -> anyhow::Result<Tensor> {
     let mut n = Nested { shape: vec![], floats: vec![], ints: vec![], saw_number: false, saw_bigint: false, saw_bool: false };
     n.walk(env, v, 0)?;
     // An empty list has no elements to type: float32, like torch.tensor([]).
-    let t = if n.saw_number || (!n.saw_bigint && !n.saw_bool) {
-        Tensor::f_from_slice(&n.floats)?.f_to_kind(Kind::Float)?
+    let default = if n.saw_number || (!n.saw_bigint && !n.saw_bool) {
+        Kind::Float
     } else if n.saw_bigint {
-        Tensor::f_from_slice(&n.ints)?
+        Kind::Int64
     } else {
-        Tensor::f_from_slice(&n.ints)?.f_to_kind(Kind::Bool)?
+        Kind::Bool
     };
-    Ok(t.f_reshape(&n.shape)?)
+    let kind = kind.unwrap_or(default);
+    // Integers go through int64 (exact up to 2^63), the rest through float64.
+    let exact_ints = !n.saw_number || (!dtype::is_floating(kind) && n.floats.iter().all(|f| f.fract() == 0.0));
+    let t = if exact_ints { Tensor::f_from_slice(&n.ints)? } else { Tensor::f_from_slice(&n.floats)? };
+    Ok(t.f_to_kind(kind)?.f_reshape(&n.shape)?)
 }
 
 /// Copies a TypedArray into a 1-D tensor of its own type (float16/bfloat16 bits for a
@@ -323,7 +356,7 @@ pub fn tensor(env: Env, data: Unknown, options: Option<Unknown>) -> Result<JsTen
         } else if let Some(other) = super::unwrap_tensor(raw, data.raw()) {
             deep_copy(other.get()?)?
         } else {
-            from_nested(raw, data.raw())?
+            from_nested(raw, data.raw(), o.dtype)?
         };
         let t = base.f_to_device(o.device)?;
         let t = match o.dtype {

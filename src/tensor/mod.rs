@@ -1,10 +1,5 @@
 //! The JS `Tensor` class: a newtype over `tch::Tensor` (`None` once disposed). Split by verb:
 //! `create` (factories), `data` (reading values out), `ops` (math and conversions), `display`.
-pub mod create;
-pub mod data;
-pub mod display;
-pub mod ops;
-
 use crate::error::{guard, Code, Result};
 use crate::{bail_code, device, dtype, memory};
 use napi_derive::napi;
@@ -18,6 +13,13 @@ pub struct JsTensor {
     inner: Option<Tensor>,
     bytes: i64,
 }
+
+// Declared after the struct: napi-rs's type generator learns `js_name = "Tensor"` when the
+// struct's macro expands, and impl blocks expanded before that would be typed as `JsTensor`.
+pub mod create;
+pub mod data;
+pub mod display;
+pub mod ops;
 
 impl JsTensor {
     pub fn new(t: Tensor) -> JsTensor {

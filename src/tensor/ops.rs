@@ -51,6 +51,9 @@ impl JsTensor {
             } else if js::type_of(raw, v)? == napi::sys::ValueType::napi_object && !js::is_array(raw, v)? {
                 let dev = js::property(raw, v, "device")?.map(|d| string_arg(raw, d, "to: device")).transpose()?;
                 let kind = js::property(raw, v, "dtype")?.map(|d| string_arg(raw, d, "to: dtype")).transpose()?;
+                if dev.is_none() && kind.is_none() {
+                    bail_code!(Code::InvalidArg, "to: the options object names neither a device nor a dtype");
+                }
                 (dev.map(|d| device::parse(&d)).transpose()?, kind.map(|k| dtype::parse(&k)).transpose()?)
             } else {
                 bail_code!(Code::InvalidArg, "to: expected a device or dtype string or {{device, dtype}}, got {}", js::describe(raw, v));
