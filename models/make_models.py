@@ -720,6 +720,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=HERE, help="output folder (default: %(default)s)")
     ap.add_argument("--pretrained", action="store_true",
                     help="use torchvision's ImageNet ResNet-18 weights (downloads; needs internet)")
+    ap.add_argument("--fixtures", action="store_true",
+                    help="rewrite the committed fixtures/ even when present (torch.jit.save embeds "
+                         "this checkout's paths, so a rewrite elsewhere changes their bytes)")
     ap.add_argument("--skip-large", action="store_true",
                     help="only write fixtures/, golden/repr.json and .gitignore")
     args = ap.parse_args(argv)
@@ -729,8 +732,12 @@ def main(argv=None) -> int:
 
     log("torch %s -> %s" % (torch.__version__, out))
     write_bytes(os.path.join(out, ".gitignore"), GITIGNORE.encode())
-    log("[1/4] fixtures")
-    make_fixtures(out)
+    fixture_files = ["mlp_traced.pt", "ivalues_scripted.pt", "extra_method.pt", "golden.json"]
+    if args.fixtures or not all(os.path.exists(os.path.join(out, "fixtures", f)) for f in fixture_files):
+        log("[1/4] fixtures")
+        make_fixtures(out)
+    else:
+        log("[1/4] fixtures: present, kept (--fixtures rewrites them)")
     log("[2/4] repr goldens")
     make_repr(out)
     if args.skip_large:

@@ -21,7 +21,10 @@ pub fn shape(values: &[f64], what: &str) -> Result<Vec<i64>> {
         .map(|(i, &v)| {
             let n = integer(v, &format!("{what}[{i}]"))?;
             if n < 0 {
-                bail_code!(Code::InvalidArg, "{what}[{i}]: sizes must be non-negative, got {n}");
+                bail_code!(
+                    Code::InvalidArg,
+                    "{what}[{i}]: sizes must be non-negative, got {n}"
+                );
             }
             Ok(n)
         })

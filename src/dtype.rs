@@ -34,7 +34,11 @@ const ALIASES: [(&str, &str); 8] = [
 /// Parses a dtype name (`"float32"`, also `"torch.float32"` and PyTorch's aliases).
 pub fn parse(name: &str) -> Result<Kind> {
     let bare = name.strip_prefix("torch.").unwrap_or(name);
-    let canonical = ALIASES.iter().find(|(a, _)| *a == bare).map(|(_, c)| *c).unwrap_or(bare);
+    let canonical = ALIASES
+        .iter()
+        .find(|(a, _)| *a == bare)
+        .map(|(_, c)| *c)
+        .unwrap_or(bare);
     DTYPES
         .iter()
         .find(|(n, _, _)| *n == canonical)
@@ -43,7 +47,10 @@ pub fn parse(name: &str) -> Result<Kind> {
             let names: Vec<&str> = DTYPES.iter().map(|(n, _, _)| *n).collect();
             crate::error::fail(
                 Code::InvalidArg,
-                format!("dtype: unknown dtype '{name}'; expected one of {}", names.join(", ")),
+                format!(
+                    "dtype: unknown dtype '{name}'; expected one of {}",
+                    names.join(", ")
+                ),
             )
         })
 }
@@ -68,7 +75,10 @@ pub fn from_typed_array(array_type: &str) -> Option<Kind> {
     match array_type {
         "Uint16Array" => None,
         "Uint8ClampedArray" => Some(Kind::Uint8),
-        _ => DTYPES.iter().find(|(_, k, t)| *t == array_type && *k != Kind::Bool).map(|(_, k, _)| *k),
+        _ => DTYPES
+            .iter()
+            .find(|(_, k, t)| *t == array_type && *k != Kind::Bool)
+            .map(|(_, k, _)| *k),
     }
 }
 

@@ -54,7 +54,10 @@ impl std::error::Error for CodedError {}
 
 /// A coded error for `anyhow` (`return Err(fail(Code::InvalidArg, "..."))`).
 pub fn fail(code: Code, message: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(CodedError { code, message: message.into() })
+    anyhow::Error::new(CodedError {
+        code,
+        message: message.into(),
+    })
 }
 
 /// `bail!` for coded errors.
@@ -69,7 +72,8 @@ macro_rules! bail_code {
 /// `SomethingError: ...` line, a C++ backtrace (`Exception raised from ...`) is dropped.
 pub fn trim_libtorch(message: &str) -> String {
     let lines: Vec<&str> = message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    let interpreter_failure = message.contains("The following operation failed in the TorchScript interpreter");
+    let interpreter_failure =
+        message.contains("The following operation failed in the TorchScript interpreter");
     let line = if interpreter_failure {
         lines
             .iter()
@@ -90,7 +94,8 @@ pub fn trim_libtorch(message: &str) -> String {
 /// `RuntimeError: msg` -> `msg`, for Python-style error lines in TorchScript tracebacks.
 fn error_line(line: &str) -> Option<&str> {
     let (head, rest) = line.split_once(": ")?;
-    let is_error_name = head.ends_with("Error") && head.chars().all(|c| c.is_ascii_alphanumeric() || c == '.');
+    let is_error_name =
+        head.ends_with("Error") && head.chars().all(|c| c.is_ascii_alphanumeric() || c == '.');
     is_error_name.then_some(rest)
 }
 
@@ -98,13 +103,37 @@ fn error_line(line: &str) -> Option<&str> {
 pub fn classify(message: &str) -> Code {
     let m = message.to_ascii_lowercase();
     let has = |needles: &[&str]| needles.iter().any(|n| m.contains(n));
-    if has(&["cuda", "no kernel image", "hip error"]) && has(&["not available", "no cuda", "driver", "not compiled", "cuda error"]) {
+    if has(&["cuda", "no kernel image", "hip error"])
+        && has(&["not available", "no cuda", "driver", "not compiled", "cuda error"])
+    {
         Code::DeviceUnavailable
-    } else if has(&["expected scalar type", "dtype", "expected object of scalar type", "found dtype", "not implemented for '"]) {
+    } else if has(&[
+        "expected scalar type",
+        "dtype",
+        "expected object of scalar type",
+        "found dtype",
+        "not implemented for '",
+    ]) {
         Code::DTypeMismatch
-    } else if has(&["shape", "size mismatch", "must match the size", "channels", "cannot be multiplied", "dimension", "out of range", "expected input", "sizes of tensors", "invalid for input of size"]) {
+    } else if has(&[
+        "shape",
+        "size mismatch",
+        "must match the size",
+        "channels",
+        "cannot be multiplied",
+        "dimension",
+        "out of range",
+        "expected input",
+        "sizes of tensors",
+        "invalid for input of size",
+    ]) {
         Code::ShapeMismatch
-    } else if has(&["expected a value of type", "expected at most", "expected at least", "argument"]) {
+    } else if has(&[
+        "expected a value of type",
+        "expected at most",
+        "expected at least",
+        "argument",
+    ]) {
         Code::InvalidArg
     } else {
         Code::ForwardError
@@ -150,7 +179,10 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .map(String::as_str)
         .or_else(|| panic.downcast_ref::<&str>().copied())
         .unwrap_or("unknown panic");
-    format!("internal error (a bug in torch-node, please report it): {}", trim_libtorch(what))
+    format!(
+        "internal error (a bug in torch-node, please report it): {}",
+        trim_libtorch(what)
+    )
 }
 
 pub fn to_js(err: &anyhow::Error) -> napi::Error<Code> {
@@ -181,8 +213,14 @@ mod tests {
 
     #[test]
     fn classifies_dtype_and_generic_errors() {
-        assert_eq!(classify("expected scalar type Float but found Double"), Code::DTypeMismatch);
-        assert_eq!(classify("mat1 and mat2 shapes cannot be multiplied (2x5 and 4x8)"), Code::ShapeMismatch);
+        assert_eq!(
+            classify("expected scalar type Float but found Double"),
+            Code::DTypeMismatch
+        );
+        assert_eq!(
+            classify("mat1 and mat2 shapes cannot be multiplied (2x5 and 4x8)"),
+            Code::ShapeMismatch
+        );
         assert_eq!(classify("something odd happened"), Code::ForwardError);
     }
 

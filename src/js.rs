@@ -1,6 +1,10 @@
 //! Small raw N-API helpers for reading loosely typed JS arguments (nested arrays, option bags,
 //! TypedArrays, Maps) with our own error messages instead of napi-rs's generic conversion
 //! errors. Every function takes the `napi_env` of the current call.
+//!
+//! `napi_env` and `napi_value` are opaque handles that Rust never dereferences: N-API checks
+//! them and answers a bad one with an error status, which these helpers turn into errors.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
 use crate::bail_code;
 use crate::error::Code;
 use anyhow::{anyhow, Result};
@@ -61,7 +65,10 @@ pub fn boolean(env: Env, v: Val) -> Result<bool> {
 
 pub fn bigint(env: Env, v: Val, what: &str) -> Result<i64> {
     let (mut out, mut lossless) = (0i64, false);
-    ok(unsafe { sys::napi_get_value_bigint_int64(env, v, &mut out, &mut lossless) }, "bigint")?;
+    ok(
+        unsafe { sys::napi_get_value_bigint_int64(env, v, &mut out, &mut lossless) },
+        "bigint",
+    )?;
     if !lossless {
         bail_code!(Code::InvalidArg, "{what}: BigInt out of int64 range");
     }
@@ -70,7 +77,10 @@ pub fn bigint(env: Env, v: Val, what: &str) -> Result<i64> {
 
 pub fn string(env: Env, v: Val) -> Result<String> {
     let mut len = 0usize;
-    ok(unsafe { sys::napi_get_value_string_utf8(env, v, ptr::null_mut(), 0, &mut len) }, "string")?;
+    ok(
+        unsafe { sys::napi_get_value_string_utf8(env, v, ptr::null_mut(), 0, &mut len) },
+        "string",
+    )?;
     let mut buf = vec![0u8; len + 1];
     let mut written = 0usize;
     ok(
@@ -89,7 +99,10 @@ pub fn is_array(env: Env, v: Val) -> Result<bool> {
 
 pub fn array_len(env: Env, v: Val) -> Result<u32> {
     let mut len = 0u32;
-    ok(unsafe { sys::napi_get_array_length(env, v, &mut len) }, "array length")?;
+    ok(
+        unsafe { sys::napi_get_array_length(env, v, &mut len) },
+        "array length",
+    )?;
     Ok(len)
 }
 
@@ -103,15 +116,23 @@ pub fn element(env: Env, v: Val, i: u32) -> Result<Val> {
 pub fn property(env: Env, obj: Val, name: &str) -> Result<Option<Val>> {
     let key = CString::new(name)?;
     let mut out = ptr::null_mut();
-    ok(unsafe { sys::napi_get_named_property(env, obj, key.as_ptr(), &mut out) }, "property")?;
+    ok(
+        unsafe { sys::napi_get_named_property(env, obj, key.as_ptr(), &mut out) },
+        "property",
+    )?;
     Ok(if is_nullish(env, out)? { None } else { Some(out) })
 }
 
 /// The own enumerable string keys of a plain object, in insertion order.
 pub fn keys(env: Env, obj: Val) -> Result<Vec<String>> {
     let mut names = ptr::null_mut();
-    ok(unsafe { sys::napi_get_property_names(env, obj, &mut names) }, "keys")?;
-    (0..array_len(env, names)?).map(|i| string(env, element(env, names, i)?)).collect()
+    ok(
+        unsafe { sys::napi_get_property_names(env, obj, &mut names) },
+        "keys",
+    )?;
+    (0..array_len(env, names)?)
+        .map(|i| string(env, element(env, names, i)?))
+        .collect()
 }
 
 pub fn global_property(env: Env, name: &str) -> Result<Val> {
@@ -124,14 +145,20 @@ pub fn global_property(env: Env, name: &str) -> Result<Val> {
 pub fn call_method(env: Env, obj: Val, method: &str, args: &[Val]) -> Result<Val> {
     let f = property(env, obj, method)?.ok_or_else(|| anyhow!("no method {method}"))?;
     let mut out = ptr::null_mut();
-    ok(unsafe { sys::napi_call_function(env, obj, f, args.len(), args.as_ptr(), &mut out) }, method)?;
+    ok(
+        unsafe { sys::napi_call_function(env, obj, f, args.len(), args.as_ptr(), &mut out) },
+        method,
+    )?;
     Ok(out)
 }
 
 pub fn is_map(env: Env, v: Val) -> Result<bool> {
     let ctor = global_property(env, "Map")?;
     let mut out = false;
-    ok(unsafe { sys::napi_instanceof(env, v, ctor, &mut out) }, "instanceof Map")?;
+    ok(
+        unsafe { sys::napi_instanceof(env, v, ctor, &mut out) },
+        "instanceof Map",
+    )?;
     Ok(out)
 }
 
@@ -150,7 +177,10 @@ pub fn map_entries(env: Env, map: Val) -> Result<Vec<(Val, Val)>> {
 pub fn new_map(env: Env, entries: Vec<(Val, Val)>) -> Result<Val> {
     let ctor = global_property(env, "Map")?;
     let mut map = ptr::null_mut();
-    ok(unsafe { sys::napi_new_instance(env, ctor, 0, ptr::null(), &mut map) }, "new Map")?;
+    ok(
+        unsafe { sys::napi_new_instance(env, ctor, 0, ptr::null(), &mut map) },
+        "new Map",
+    )?;
     for (k, v) in entries {
         call_method(env, map, "set", &[k, v])?;
     }
@@ -159,9 +189,15 @@ pub fn new_map(env: Env, entries: Vec<(Val, Val)>) -> Result<Val> {
 
 pub fn new_array(env: Env, items: Vec<Val>) -> Result<Val> {
     let mut arr = ptr::null_mut();
-    ok(unsafe { sys::napi_create_array_with_length(env, items.len(), &mut arr) }, "array")?;
+    ok(
+        unsafe { sys::napi_create_array_with_length(env, items.len(), &mut arr) },
+        "array",
+    )?;
     for (i, item) in items.into_iter().enumerate() {
-        ok(unsafe { sys::napi_set_element(env, arr, i as u32, item) }, "set element")?;
+        ok(
+            unsafe { sys::napi_set_element(env, arr, i as u32, item) },
+            "set element",
+        )?;
     }
     Ok(arr)
 }
@@ -171,7 +207,10 @@ pub fn new_object(env: Env, entries: Vec<(String, Val)>) -> Result<Val> {
     ok(unsafe { sys::napi_create_object(env, &mut obj) }, "object")?;
     for (k, v) in entries {
         let key = CString::new(k)?;
-        ok(unsafe { sys::napi_set_named_property(env, obj, key.as_ptr(), v) }, "set property")?;
+        ok(
+            unsafe { sys::napi_set_named_property(env, obj, key.as_ptr(), v) },
+            "set property",
+        )?;
     }
     Ok(obj)
 }
@@ -190,7 +229,10 @@ pub fn new_bool(env: Env, b: bool) -> Result<Val> {
 
 pub fn new_string(env: Env, s: &str) -> Result<Val> {
     let mut out = ptr::null_mut();
-    ok(unsafe { sys::napi_create_string_utf8(env, s.as_ptr() as *const _, s.len() as isize, &mut out) }, "string")?;
+    ok(
+        unsafe { sys::napi_create_string_utf8(env, s.as_ptr() as *const _, s.len() as isize, &mut out) },
+        "string",
+    )?;
     Ok(out)
 }
 
@@ -227,7 +269,10 @@ const TYPED_ARRAY_ELEMENT_SIZES: [usize; 11] = [1, 1, 1, 2, 2, 4, 4, 4, 8, 8, 8]
 /// The returned bytes borrow JS memory: use them before returning to JS.
 pub fn typed_array<'a>(env: Env, v: Val) -> Result<Option<TypedArrayView<'a>>> {
     let mut is = false;
-    ok(unsafe { sys::napi_is_typedarray(env, v, &mut is) }, "is_typedarray")?;
+    ok(
+        unsafe { sys::napi_is_typedarray(env, v, &mut is) },
+        "is_typedarray",
+    )?;
     if !is {
         return Ok(None);
     }
@@ -237,23 +282,42 @@ pub fn typed_array<'a>(env: Env, v: Val) -> Result<Option<TypedArrayView<'a>>> {
         "typedarray info",
     )?;
     let idx = ty as usize;
-    let type_name = *TYPED_ARRAY_NAMES.get(idx).ok_or_else(|| anyhow!("unknown TypedArray type {ty}"))?;
+    let type_name = *TYPED_ARRAY_NAMES
+        .get(idx)
+        .ok_or_else(|| anyhow!("unknown TypedArray type {ty}"))?;
     let nbytes = len * TYPED_ARRAY_ELEMENT_SIZES[idx];
-    let bytes = if nbytes == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(data as *const u8, nbytes) } };
-    Ok(Some(TypedArrayView { type_name, bytes, len }))
+    let bytes = if nbytes == 0 {
+        &[][..]
+    } else {
+        unsafe { std::slice::from_raw_parts(data as *const u8, nbytes) }
+    };
+    Ok(Some(TypedArrayView {
+        type_name,
+        bytes,
+        len,
+    }))
 }
 
 /// A new TypedArray of `type_name` holding a copy of `bytes`.
 pub fn new_typed_array(env: Env, type_name: &str, bytes: &[u8]) -> Result<Val> {
-    let idx = TYPED_ARRAY_NAMES.iter().position(|n| *n == type_name).ok_or_else(|| anyhow!("no TypedArray {type_name}"))?;
+    let idx = TYPED_ARRAY_NAMES
+        .iter()
+        .position(|n| *n == type_name)
+        .ok_or_else(|| anyhow!("no TypedArray {type_name}"))?;
     let mut data = ptr::null_mut();
     let mut buffer = ptr::null_mut();
-    ok(unsafe { sys::napi_create_arraybuffer(env, bytes.len(), &mut data, &mut buffer) }, "arraybuffer")?;
+    ok(
+        unsafe { sys::napi_create_arraybuffer(env, bytes.len(), &mut data, &mut buffer) },
+        "arraybuffer",
+    )?;
     if !bytes.is_empty() {
         unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data as *mut u8, bytes.len()) };
     }
     let mut out = ptr::null_mut();
     let len = bytes.len() / TYPED_ARRAY_ELEMENT_SIZES[idx];
-    ok(unsafe { sys::napi_create_typedarray(env, idx as i32, len, buffer, 0, &mut out) }, "typedarray")?;
+    ok(
+        unsafe { sys::napi_create_typedarray(env, idx as i32, len, buffer, 0, &mut out) },
+        "typedarray",
+    )?;
     Ok(out)
 }

@@ -34,7 +34,11 @@ mod napi_test_stubs {
             }
         )*};
     }
-    stubs!(napi_call_threadsafe_function, napi_delete_reference, napi_reference_unref);
+    stubs!(
+        napi_call_threadsafe_function,
+        napi_delete_reference,
+        napi_reference_unref
+    );
 }
 
 use error::{guard, Result};
@@ -55,7 +59,10 @@ pub fn set_num_threads(n: f64) -> Result<()> {
     guard(|| {
         let n = args::integer(n, "n")?;
         if n < 1 {
-            bail_code!(error::Code::InvalidArg, "setNumThreads: n must be at least 1, got {n}");
+            bail_code!(
+                error::Code::InvalidArg,
+                "setNumThreads: n must be at least 1, got {n}"
+            );
         }
         tch::set_num_threads(n as i32);
         Ok(())
@@ -75,7 +82,10 @@ pub fn set_num_interop_threads(n: f64) -> Result<()> {
     guard(|| {
         let n = args::integer(n, "n")?;
         if n < 1 {
-            bail_code!(error::Code::InvalidArg, "setNumInteropThreads: n must be at least 1, got {n}");
+            bail_code!(
+                error::Code::InvalidArg,
+                "setNumInteropThreads: n must be at least 1, got {n}"
+            );
         }
         unsafe { torch_sys::at_set_num_interop_threads(n as i32) };
         ivalue::ffi::check_last_error()

@@ -41,19 +41,37 @@ fn device_index(device: Device) -> i32 {
 
 impl Module {
     fn from_handle(ptr: *mut CModule_, device: Device, what: &str) -> Result<Module> {
-        check_last_error().map_err(|e| fail(Code::ModelLoadError, format!("cannot load TorchScript model from {what}: {}", crate::error::trim_libtorch(&e.to_string()))))?;
+        check_last_error().map_err(|e| {
+            fail(
+                Code::ModelLoadError,
+                format!(
+                    "cannot load TorchScript model from {what}: {}",
+                    crate::error::trim_libtorch(&e.to_string())
+                ),
+            )
+        })?;
         if ptr.is_null() {
             bail_code!(Code::ModelLoadError, "cannot load TorchScript model from {what}");
         }
-        Ok(Module { ptr, device, schemas: Mutex::new(HashMap::new()) })
+        Ok(Module {
+            ptr,
+            device,
+            schemas: Mutex::new(HashMap::new()),
+        })
     }
 
     /// Loads a `.pt` file written by `torch.jit.save` (traced or scripted).
     pub fn load_file(path: &str, device: Device) -> Result<Module> {
         let what = format!("'{path}'");
         match std::fs::metadata(path) {
-            Err(e) => bail_code!(Code::ModelLoadError, "cannot load TorchScript model from {what}: {e}"),
-            Ok(m) if m.is_dir() => bail_code!(Code::ModelLoadError, "cannot load TorchScript model from {what}: it is a directory"),
+            Err(e) => bail_code!(
+                Code::ModelLoadError,
+                "cannot load TorchScript model from {what}: {e}"
+            ),
+            Ok(m) if m.is_dir() => bail_code!(
+                Code::ModelLoadError,
+                "cannot load TorchScript model from {what}: it is a directory"
+            ),
             Ok(_) => {}
         }
         let c_path = CString::new(path).map_err(|_| fail(Code::InvalidArg, "path: contains a NUL byte"))?;
@@ -65,9 +83,14 @@ impl Module {
     pub fn load_bytes(bytes: &[u8], device: Device) -> Result<Module> {
         let what = format!("a buffer of {} bytes", bytes.len());
         if bytes.is_empty() {
-            bail_code!(Code::ModelLoadError, "cannot load TorchScript model from {what}: it is empty");
+            bail_code!(
+                Code::ModelLoadError,
+                "cannot load TorchScript model from {what}: it is empty"
+            );
         }
-        let ptr = unsafe { atm_load_str_on_device(bytes.as_ptr() as *const c_char, bytes.len(), device_index(device)) };
+        let ptr = unsafe {
+            atm_load_str_on_device(bytes.as_ptr() as *const c_char, bytes.len(), device_index(device))
+        };
         Module::from_handle(ptr, device, &what)
     }
 
@@ -86,9 +109,18 @@ impl Module {
         }
         let schema = unsafe { shim::method_schema(self.ptr, method) }.map_err(|_| {
             let names = self.method_names().unwrap_or_default();
-            fail(Code::MethodNotFound, format!("the module has no method '{method}'; it has: {}", names.join(", ")))
+            fail(
+                Code::MethodNotFound,
+                format!(
+                    "the module has no method '{method}'; it has: {}",
+                    names.join(", ")
+                ),
+            )
         })?;
-        self.schemas.lock().unwrap_or_else(|p| p.into_inner()).insert(method.to_string(), schema.clone());
+        self.schemas
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(method.to_string(), schema.clone());
         Ok(schema)
     }
 
@@ -104,8 +136,7 @@ impl Module {
         let c_name = CString::new(method)?;
         let out = unsafe { atm_method_(self.ptr, c_name.as_ptr(), ptrs.as_ptr(), ptrs.len() as i32) };
         check_last_error().with_context(|| format!("{method}()"))?;
-        let out = Owned(out);
-        from_ivalue(out.0)
+        from_ivalue(&Owned(out))
     }
 
     pub fn named_parameters(&self) -> Result<Vec<(String, tch::Tensor)>> {
@@ -127,7 +158,13 @@ impl Module {
     }
 
     pub fn set_training(&mut self, training: bool) -> Result<()> {
-        unsafe { if training { atm_train(self.ptr) } else { atm_eval(self.ptr) } };
+        unsafe {
+            if training {
+                atm_train(self.ptr)
+            } else {
+                atm_eval(self.ptr)
+            }
+        };
         check_last_error()
     }
 
@@ -161,10 +198,15 @@ mod tests {
 
     #[test]
     fn missing_and_garbage_files_are_model_load_errors() {
-        let (code, msg) = crate::error::describe(&Module::load_file("/nonexistent.pt", Device::Cpu).err().unwrap());
+        let (code, msg) =
+            crate::error::describe(&Module::load_file("/nonexistent.pt", Device::Cpu).err().unwrap());
         assert_eq!(code, Code::ModelLoadError);
-        assert!(msg.starts_with("cannot load TorchScript model from '/nonexistent.pt'"), "{msg}");
-        let (code, msg) = crate::error::describe(&Module::load_bytes(b"not a zip", Device::Cpu).err().unwrap());
+        assert!(
+            msg.starts_with("cannot load TorchScript model from '/nonexistent.pt'"),
+            "{msg}"
+        );
+        let (code, msg) =
+            crate::error::describe(&Module::load_bytes(b"not a zip", Device::Cpu).err().unwrap());
         assert_eq!(code, Code::ModelLoadError);
         assert!(!msg.contains('\n'), "{msg}");
     }
@@ -175,10 +217,16 @@ mod tests {
         let mut names = m.method_names().unwrap();
         names.sort();
         assert!(names.contains(&"forward".to_string()) && names.contains(&"add_one".to_string()));
-        assert!(matches!(m.call("add_one", vec![Value::Number(41.0)]).unwrap(), Value::Int(42)));
+        assert!(matches!(
+            m.call("add_one", vec![Value::Number(41.0)]).unwrap(),
+            Value::Int(42)
+        ));
         let (code, msg) = crate::error::describe(&m.call("add_one", vec![Value::Number(1.5)]).unwrap_err());
         assert_eq!(code, Code::InvalidArg);
-        assert!(msg.contains("'n' of add_one(): expected int, got number 1.5"), "{msg}");
+        assert!(
+            msg.contains("'n' of add_one(): expected int, got number 1.5"),
+            "{msg}"
+        );
         let (code, _) = crate::error::describe(&m.call("nope", vec![]).unwrap_err());
         assert_eq!(code, Code::MethodNotFound);
     }

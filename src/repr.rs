@@ -268,12 +268,7 @@ fn tensor_str_with_formatter<T: Element>(
 }
 
 /// Mirrors `_vector_str`: a 1-D row, wrapped to fit `LINEWIDTH`.
-fn vector_str<T: Element>(
-    data: &[T],
-    indent: usize,
-    summarize: bool,
-    formatter: &Formatter,
-) -> String {
+fn vector_str<T: Element>(data: &[T], indent: usize, summarize: bool, formatter: &Formatter) -> String {
     // Each element takes its width plus ", ".
     let element_length = formatter.max_width + 2;
     // Python: max(1, floor((linewidth - indent) / element_length)); the
@@ -314,10 +309,7 @@ impl Formatter {
     /// `_Formatter.__init__` for non-floating dtypes: the width is that of the
     /// longest `str(value)`.
     fn for_display<T: Display>(values: &[T]) -> Self {
-        let max_width = values
-            .iter()
-            .map(|v| v.to_string().len())
-            .fold(1, usize::max);
+        let max_width = values.iter().map(|v| v.to_string().len()).fold(1, usize::max);
         Formatter {
             int_mode: true,
             sci_mode: false,
@@ -468,9 +460,7 @@ fn python_sci(value: f64, precision: usize) -> String {
     let (mantissa, exponent) = text
         .split_once('e')
         .expect("Rust's LowerExp output always contains 'e'");
-    let exponent: i32 = exponent
-        .parse()
-        .expect("Rust's LowerExp exponent is an integer");
+    let exponent: i32 = exponent.parse().expect("Rust's LowerExp exponent is an integer");
     let sign = if exponent < 0 { '-' } else { '+' };
     format!("{mantissa}e{sign}{:02}", exponent.unsigned_abs())
 }
@@ -558,10 +548,7 @@ mod tests {
     #[test]
     fn scalar_int_mode_float() {
         // torch.tensor(2.)
-        check(
-            plain(&[], ReprData::F64(vec![2.0]), "float32"),
-            "tensor(2.)",
-        );
+        check(plain(&[], ReprData::F64(vec![2.0]), "float32"), "tensor(2.)");
     }
     #[test]
     fn scalar_int() {
@@ -571,10 +558,7 @@ mod tests {
     #[test]
     fn scalar_bool() {
         // torch.tensor(True)
-        check(
-            plain(&[], ReprData::Bool(vec![true]), "bool"),
-            "tensor(True)",
-        );
+        check(plain(&[], ReprData::Bool(vec![true]), "bool"), "tensor(True)");
     }
     #[test]
     fn scalar_nan() {
@@ -668,11 +652,7 @@ mod tests {
     fn sci_small() {
         // torch.tensor([1e-5, 1.])
         check(
-            plain(
-                &[2],
-                ReprData::F64(vec![9.999999747378752e-06, 1.0]),
-                "float32",
-            ),
+            plain(&[2], ReprData::F64(vec![9.999999747378752e-06, 1.0]), "float32"),
             "tensor([1.0000e-05, 1.0000e+00])",
         );
     }
@@ -688,11 +668,7 @@ mod tests {
     fn sci_int_mode() {
         // torch.tensor([1., 1e9, -3.])
         check(
-            plain(
-                &[3],
-                ReprData::F64(vec![1.0, 1000000000.0, -3.0]),
-                "float32",
-            ),
+            plain(&[3], ReprData::F64(vec![1.0, 1000000000.0, -3.0]), "float32"),
             "tensor([ 1.0000e+00,  1.0000e+09, -3.0000e+00])",
         );
     }
@@ -752,11 +728,7 @@ mod tests {
     fn only_non_finite() {
         // torch.tensor([nan, 0., inf])
         check(
-            plain(
-                &[3],
-                ReprData::F64(vec![f64::NAN, 0.0, f64::INFINITY]),
-                "float32",
-            ),
+            plain(&[3], ReprData::F64(vec![f64::NAN, 0.0, f64::INFINITY]), "float32"),
             "tensor([nan, 0., inf])",
         );
     }
@@ -764,11 +736,7 @@ mod tests {
     fn rounding_ties() {
         // torch.tensor([0.125, 2.5, 0.00015, 1.03125], dtype=torch.float64)
         check(
-            plain(
-                &[4],
-                ReprData::F64(vec![0.125, 2.5, 0.00015, 1.03125]),
-                "float64",
-            ),
+            plain(&[4], ReprData::F64(vec![0.125, 2.5, 0.00015, 1.03125]), "float64"),
             "tensor([1.2500e-01, 2.5000e+00, 1.5000e-04, 1.0312e+00], dtype=torch.float64)",
         );
     }
@@ -776,11 +744,7 @@ mod tests {
     fn matrix_2d() {
         // torch.tensor([[1.5, -2.], [3., 4.25]])
         check(
-            plain(
-                &[2, 2],
-                ReprData::F64(vec![1.5, -2.0, 3.0, 4.25]),
-                "float32",
-            ),
+            plain(&[2, 2], ReprData::F64(vec![1.5, -2.0, 3.0, 4.25]), "float32"),
             "tensor([[ 1.5000, -2.0000],\n        [ 3.0000,  4.2500]])",
         );
     }
@@ -788,11 +752,7 @@ mod tests {
     fn matrix_2d_bool() {
         // torch.tensor([[True, False], [False, True]])
         check(
-            plain(
-                &[2, 2],
-                ReprData::Bool(vec![true, false, false, true]),
-                "bool",
-            ),
+            plain(&[2, 2], ReprData::Bool(vec![true, false, false, true]), "bool"),
             "tensor([[ True, False],\n        [False,  True]])",
         );
     }
@@ -827,7 +787,14 @@ mod tests {
     #[test]
     fn summarized_1d() {
         // torch.arange(2000.)
-        check(plain(&[2000], ReprData::F64((0..2000).map(f64::from).collect()), "float32"), "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n        1.9990e+03])");
+        check(
+            plain(
+                &[2000],
+                ReprData::F64((0..2000).map(f64::from).collect()),
+                "float32",
+            ),
+            "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n        1.9990e+03])",
+        );
     }
     #[test]
     fn summarized_1d_ignores_middle() {
@@ -913,11 +880,7 @@ mod tests {
     fn dtype_float16() {
         // torch.tensor([0.1, 1000.], dtype=torch.float16)
         check(
-            plain(
-                &[2],
-                ReprData::F64(vec![0.0999755859375, 1000.0]),
-                "float16",
-            ),
+            plain(&[2], ReprData::F64(vec![0.0999755859375, 1000.0]), "float16"),
             "tensor([9.9976e-02, 1.0000e+03], dtype=torch.float16)",
         );
     }

@@ -1,14 +1,14 @@
 //! The JS `ScriptModule` class: a TorchScript module loaded from a `.pt` file or its bytes.
 use crate::bail_code;
+use crate::device;
 use crate::error::{catch_panic, guard, Code, Result};
-use crate::tensor::create::string_arg;
 use crate::ivalue::js::{from_js, to_js};
 use crate::ivalue::value::Value;
 use crate::js::{self, Env as RawEnv, Val};
 use crate::module::Module;
 use crate::tasks::{self, CallTask, LoadTask, Source};
+use crate::tensor::create::string_arg;
 use crate::tensor::JsTensor;
-use crate::device;
 use napi::bindgen_prelude::*;
 use napi::JsValue;
 use napi_derive::napi;
@@ -37,12 +37,18 @@ fn source(env: RawEnv, v: Val) -> anyhow::Result<Source> {
     }
     match js::typed_array(env, v)? {
         Some(view) if view.type_name == "Uint8Array" => Ok(Source::Bytes(view.bytes.to_vec())),
-        _ => bail_code!(Code::InvalidArg, "source: expected a file path or a Buffer/Uint8Array with a .pt file's bytes, got {}", js::describe(env, v)),
+        _ => bail_code!(
+            Code::InvalidArg,
+            "source: expected a file path or a Buffer/Uint8Array with a .pt file's bytes, got {}",
+            js::describe(env, v)
+        ),
     }
 }
 
 fn load_device(env: RawEnv, options: Option<Val>) -> anyhow::Result<Device> {
-    let Some(o) = options.filter(|o| !js::is_nullish(env, *o).unwrap_or(true)) else { return Ok(Device::Cpu) };
+    let Some(o) = options.filter(|o| !js::is_nullish(env, *o).unwrap_or(true)) else {
+        return Ok(Device::Cpu);
+    };
     match js::property(env, o, "device")? {
         Some(d) => device::parse(&string_arg(env, d, "options.device")?),
         None => Ok(Device::Cpu),
@@ -51,18 +57,25 @@ fn load_device(env: RawEnv, options: Option<Val>) -> anyhow::Result<Device> {
 
 /// Reads a call's inputs (a JS array of them).
 fn inputs(env: RawEnv, list: Val) -> anyhow::Result<Vec<Value>> {
-    (0..js::array_len(env, list)?).map(|i| from_js(env, js::element(env, list, i)?, &format!("input {i}"))).collect()
+    (0..js::array_len(env, list)?)
+        .map(|i| from_js(env, js::element(env, list, i)?, &format!("input {i}")))
+        .collect()
 }
 
 impl JsScriptModule {
     pub fn from_module(m: Module) -> JsScriptModule {
-        JsScriptModule { inner: RefCell::new(Some(Arc::new(RwLock::new(m)))) }
+        JsScriptModule {
+            inner: RefCell::new(Some(Arc::new(RwLock::new(m)))),
+        }
     }
 
     fn module(&self) -> anyhow::Result<Arc<RwLock<Module>>> {
         match &*self.inner.borrow() {
             Some(m) => Ok(m.clone()),
-            None => bail_code!(Code::Disposed, "this ScriptModule was disposed; it can no longer be used"),
+            None => bail_code!(
+                Code::Disposed,
+                "this ScriptModule was disposed; it can no longer be used"
+            ),
         }
     }
 
@@ -70,7 +83,10 @@ impl JsScriptModule {
         let raw = env.raw();
         let name = guard(|| string_arg(raw, method.raw(), "method name"))?;
         let prepared = catch_panic(|| Ok((self.module()?, inputs(raw, list.raw())?)));
-        Ok(AsyncTask::new(CallTask { method: name, prepared: Some(prepared) }))
+        Ok(AsyncTask::new(CallTask {
+            method: name,
+            prepared: Some(prepared),
+        }))
     }
 
     fn call_sync<'e>(&self, env: &'e Env, method: Unknown, list: Unknown) -> Result<Unknown<'e>> {
@@ -96,7 +112,10 @@ impl JsScriptModule {
 impl JsScriptModule {
     /// Loads a module synchronously (blocking the event loop; prefer `ScriptModule.load` in
     /// servers): `new ScriptModule('model.pt')`, `new ScriptModule(buffer, {device: 'cuda'})`.
-    #[napi(constructor, ts_args_type = "source: string | Uint8Array, options?: ModuleOptions")]
+    #[napi(
+        constructor,
+        ts_args_type = "source: string | Uint8Array, options?: ModuleOptions"
+    )]
     pub fn new(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Result<Self> {
         guard(|| {
             let src = source(env.raw(), source_arg.raw())?;
@@ -106,12 +125,17 @@ impl JsScriptModule {
     }
 
     /// Loads a module on the libuv thread pool, without blocking the event loop.
-    #[napi(ts_args_type = "source: string | Uint8Array, options?: ModuleOptions", ts_return_type = "Promise<ScriptModule>")]
+    #[napi(
+        ts_args_type = "source: string | Uint8Array, options?: ModuleOptions",
+        ts_return_type = "Promise<ScriptModule>"
+    )]
     pub fn load(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Result<AsyncTask<LoadTask>> {
         guard(|| {
             let (raw, options) = (env.raw(), options.map(|o| o.raw()));
             let prepared = catch_panic(|| Ok((source(raw, source_arg.raw())?, load_device(raw, options)?)));
-            Ok(AsyncTask::new(LoadTask { prepared: Some(prepared) }))
+            Ok(AsyncTask::new(LoadTask {
+                prepared: Some(prepared),
+            }))
         })
     }
 
@@ -120,18 +144,29 @@ impl JsScriptModule {
     #[napi(ts_args_type = "...inputs: IValue[]", ts_return_type = "Promise<IValue>")]
     pub fn forward(&self, env: Env, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
         let name = js::new_string(env.raw(), "forward").map_err(|e| crate::error::to_js(&e))?;
-        self.call_task(env, unsafe { Unknown::from_raw_unchecked(env.raw(), name) }, inputs)
+        self.call_task(
+            env,
+            unsafe { Unknown::from_raw_unchecked(env.raw(), name) },
+            inputs,
+        )
     }
 
     /// Runs `forward` on the calling thread and returns its output.
     #[napi(ts_args_type = "...inputs: IValue[]", ts_return_type = "IValue")]
     pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Unknown) -> Result<Unknown<'e>> {
         let name = js::new_string(env.raw(), "forward").map_err(|e| crate::error::to_js(&e))?;
-        self.call_sync(env, unsafe { Unknown::from_raw_unchecked(env.raw(), name) }, inputs)
+        self.call_sync(
+            env,
+            unsafe { Unknown::from_raw_unchecked(env.raw(), name) },
+            inputs,
+        )
     }
 
     /// Runs another method (one exported with `@torch.jit.export`) on the thread pool.
-    #[napi(ts_args_type = "name: string, ...inputs: IValue[]", ts_return_type = "Promise<IValue>")]
+    #[napi(
+        ts_args_type = "name: string, ...inputs: IValue[]",
+        ts_return_type = "Promise<IValue>"
+    )]
     pub fn run_method(&self, env: Env, name: Unknown, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
         self.call_task(env, name, inputs)
     }
@@ -156,7 +191,11 @@ impl JsScriptModule {
         guard(|| {
             let fields = params
                 .into_iter()
-                .map(|(name, t)| Ok((name, unsafe { JsTensor::to_napi_value(env.raw(), JsTensor::new(t)) }?)))
+                .map(|(name, t)| {
+                    Ok((name, unsafe {
+                        JsTensor::to_napi_value(env.raw(), JsTensor::new(t))
+                    }?))
+                })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), js::new_object(env.raw(), fields)?) })
         })
@@ -165,7 +204,12 @@ impl JsScriptModule {
     /// The parameters, in registration order.
     #[napi]
     pub fn parameters(&self) -> Result<Vec<JsTensor>> {
-        self.read(|m| Ok(m.named_parameters()?.into_iter().map(|(_, t)| JsTensor::new(t)).collect()))
+        self.read(|m| {
+            Ok(m.named_parameters()?
+                .into_iter()
+                .map(|(_, t)| JsTensor::new(t))
+                .collect())
+        })
     }
 
     /// The total number of parameter elements.

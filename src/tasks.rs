@@ -36,21 +36,31 @@ impl Task for LoadTask {
     type JsValue = JsScriptModule;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let prepared = self.prepared.take().unwrap_or_else(|| Err(anyhow::anyhow!("task ran twice")));
-        Ok(catch_panic(|| prepared.and_then(|(source, device)| load(&source, device))))
+        let prepared = self
+            .prepared
+            .take()
+            .unwrap_or_else(|| Err(anyhow::anyhow!("task ran twice")));
+        Ok(catch_panic(|| {
+            prepared.and_then(|(source, device)| load(&source, device))
+        }))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
-        output.map(JsScriptModule::from_module).map_err(|e| coded_error(env.raw(), &e))
+        output
+            .map(JsScriptModule::from_module)
+            .map_err(|e| coded_error(env.raw(), &e))
     }
 }
+
+/// A call's module and inputs, or why they could not be read.
+pub type PreparedCall = anyhow::Result<(Arc<RwLock<Module>>, Vec<Value>)>;
 
 /// `forward(...)` / `runMethod(...)`: holds its own reference to the module, so disposing the
 /// JS object while a call is in flight lets the call finish and frees the module after it.
 /// Argument errors travel inside, so the promise rejects with them.
 pub struct CallTask {
     pub method: String,
-    pub prepared: Option<anyhow::Result<(Arc<RwLock<Module>>, Vec<Value>)>>,
+    pub prepared: Option<PreparedCall>,
 }
 
 /// Runs a method with the module's read lock (mutations such as `to()` wait for running calls).
@@ -82,8 +92,13 @@ impl Task for CallTask {
     type JsValue = Output;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let prepared = self.prepared.take().unwrap_or_else(|| Err(anyhow::anyhow!("task ran twice")));
-        Ok(catch_panic(|| prepared.and_then(|(module, args)| call(&module, &self.method, args))))
+        let prepared = self
+            .prepared
+            .take()
+            .unwrap_or_else(|| Err(anyhow::anyhow!("task ran twice")));
+        Ok(catch_panic(|| {
+            prepared.and_then(|(module, args)| call(&module, &self.method, args))
+        }))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {

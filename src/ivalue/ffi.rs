@@ -68,8 +68,14 @@ pub fn to_ivalue(v: &Value) -> Result<Owned> {
                 }
             }
             Value::Dict(ty, entries) => {
-                let keys = entries.iter().map(|(k, _)| to_ivalue(k)).collect::<Result<Vec<_>>>()?;
-                let vals = entries.iter().map(|(_, v)| to_ivalue(v)).collect::<Result<Vec<_>>>()?;
+                let keys = entries
+                    .iter()
+                    .map(|(k, _)| to_ivalue(k))
+                    .collect::<Result<Vec<_>>>()?;
+                let vals = entries
+                    .iter()
+                    .map(|(_, v)| to_ivalue(v))
+                    .collect::<Result<Vec<_>>>()?;
                 let kp: Vec<*mut CIValue> = keys.iter().map(|o| o.0).collect();
                 let vp: Vec<*mut CIValue> = vals.iter().map(|o| o.0).collect();
                 let (kt, vt) = ty.clone().unwrap_or_else(|| ("str".into(), "Any".into()));
@@ -88,7 +94,8 @@ fn read_many(len: c_int, read: impl FnOnce(*mut *mut CIValue)) -> Result<Vec<Own
 }
 
 /// Reads an IValue (borrowed; the caller still owns and frees it) into a [`Value`].
-pub fn from_ivalue(v: *mut CIValue) -> Result<Value> {
+pub fn from_ivalue(owned: &Owned) -> Result<Value> {
+    let v = owned.0;
     let tag = unsafe { ati_tag(v) };
     check_last_error()?;
     // Tags as libtch's `ati_tag` numbers them.
@@ -105,13 +112,13 @@ pub fn from_ivalue(v: *mut CIValue) -> Result<Value> {
         5 => {
             let len = unsafe { ati_tuple_length(v) };
             let items = read_many(len, |out| unsafe { ati_to_tuple(v, out, len) })?;
-            Value::Tuple(items.iter().map(|o| from_ivalue(o.0)).collect::<Result<_>>()?)
+            Value::Tuple(items.iter().map(from_ivalue).collect::<Result<_>>()?)
         }
         6..=8 | 10 | 12 => {
             // Every list kind reads element-wise through the generic accessor.
             let len = unsafe { ati_length(v) };
             let items = read_many(len, |out| unsafe { ati_to_generic_list(v, out, len) })?;
-            Value::List(None, items.iter().map(|o| from_ivalue(o.0)).collect::<Result<_>>()?)
+            Value::List(None, items.iter().map(from_ivalue).collect::<Result<_>>()?)
         }
         9 => {
             let p: *mut c_char = unsafe { ati_to_string(v) };
@@ -125,7 +132,7 @@ pub fn from_ivalue(v: *mut CIValue) -> Result<Value> {
             let flat = read_many(len * 2, |out| unsafe { ati_to_generic_dict(v, out, len) })?;
             let mut entries = Vec::with_capacity(len as usize);
             for pair in flat.chunks(2) {
-                entries.push((from_ivalue(pair[0].0)?, from_ivalue(pair[1].0)?));
+                entries.push((from_ivalue(&pair[0])?, from_ivalue(&pair[1])?));
             }
             let string_keys = unsafe { shim::dict_has_string_keys(v) };
             let ty = string_keys.then(|| ("str".to_string(), "Any".to_string()));

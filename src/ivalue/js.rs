@@ -1,5 +1,7 @@
 //! JS values <-> [`Value`]: Tensor, number, boolean, string, null/undefined <-> None, Array <->
 //! List/Tuple, plain object (string keys) or Map (other keys) <-> Dict, nested.
+//! Takes N-API's opaque handles like `crate::js`, which N-API itself validates.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
 use super::value::Value;
 use crate::bail_code;
 use crate::error::Code;
@@ -23,21 +25,35 @@ pub fn from_js(env: RawEnv, v: Val, path: &str) -> anyhow::Result<Value> {
             Value::List(None, items)
         }
         T::napi_object => object(env, v, path)?,
-        _ => bail_code!(Code::InvalidArg, "{path}: {} has no TorchScript equivalent", js::describe(env, v)),
+        _ => bail_code!(
+            Code::InvalidArg,
+            "{path}: {} has no TorchScript equivalent",
+            js::describe(env, v)
+        ),
     })
 }
 
 fn object(env: RawEnv, v: Val, path: &str) -> anyhow::Result<Value> {
     if let Some(t) = crate::tensor::unwrap_tensor(env, v) {
-        return Ok(Value::Tensor(t.get().map_err(|e| e.context(path.to_string()))?.shallow_clone()));
+        return Ok(Value::Tensor(
+            t.get().map_err(|e| e.context(path.to_string()))?.shallow_clone(),
+        ));
     }
     if js::typed_array(env, v)?.is_some() {
-        bail_code!(Code::InvalidArg, "{path}: a TypedArray is not a TorchScript value; wrap it with torch.tensor(array, {{shape}})");
+        bail_code!(
+            Code::InvalidArg,
+            "{path}: a TypedArray is not a TorchScript value; wrap it with torch.tensor(array, {{shape}})"
+        );
     }
     let entries = if js::is_map(env, v)? {
         js::map_entries(env, v)?
             .into_iter()
-            .map(|(k, val)| Ok((from_js(env, k, &format!("{path} key"))?, from_js(env, val, &format!("{path} value"))?)))
+            .map(|(k, val)| {
+                Ok((
+                    from_js(env, k, &format!("{path} key"))?,
+                    from_js(env, val, &format!("{path} value"))?,
+                ))
+            })
             .collect::<anyhow::Result<Vec<_>>>()?
     } else {
         js::keys(env, v)?
@@ -63,11 +79,15 @@ pub fn to_js(env: RawEnv, v: Value) -> anyhow::Result<Val> {
         Value::Str(s) => js::new_string(env, &s),
         Value::Tensor(t) => Ok(unsafe { JsTensor::to_napi_value(env, JsTensor::new(t)) }?),
         Value::List(_, items) | Value::Tuple(items) => {
-            let items = items.into_iter().map(|x| to_js(env, x)).collect::<anyhow::Result<Vec<_>>>()?;
+            let items = items
+                .into_iter()
+                .map(|x| to_js(env, x))
+                .collect::<anyhow::Result<Vec<_>>>()?;
             js::new_array(env, items)
         }
         Value::Dict(ty, entries) => {
-            let string_keys = ty.as_ref().is_some_and(|(k, _)| k == "str") || entries.iter().all(|(k, _)| matches!(k, Value::Str(_))) && !entries.is_empty();
+            let string_keys = ty.as_ref().is_some_and(|(k, _)| k == "str")
+                || entries.iter().all(|(k, _)| matches!(k, Value::Str(_))) && !entries.is_empty();
             if string_keys {
                 let fields = entries
                     .into_iter()
@@ -93,7 +113,10 @@ pub fn to_js(env: RawEnv, v: Value) -> anyhow::Result<Val> {
 pub fn coded_error(env: RawEnv, err: &anyhow::Error) -> napi::Error {
     let (code, message) = crate::error::describe(err);
     let build = || -> anyhow::Result<Val> {
-        let (c, m) = (js::new_string(env, code.as_ref())?, js::new_string(env, &message)?);
+        let (c, m) = (
+            js::new_string(env, code.as_ref())?,
+            js::new_string(env, &message)?,
+        );
         let mut out = std::ptr::null_mut();
         unsafe { napi::sys::napi_create_error(env, c, m, &mut out) };
         Ok(out)

@@ -150,7 +150,11 @@ pub fn coerce(v: Value, ty: &IType, path: &str) -> Result<Value> {
     let mismatch = |v: &Value| {
         crate::error::fail(
             Code::InvalidArg,
-            format!("argument {path}: expected {}, got {}", ty.annotation(), describe(v)),
+            format!(
+                "argument {path}: expected {}, got {}",
+                ty.annotation(),
+                describe(v)
+            ),
         )
     };
     Ok(match (ty, v) {
@@ -231,7 +235,10 @@ pub fn coerce_untyped(v: Value) -> Value {
         Value::Tuple(items) => Value::Tuple(items.into_iter().map(coerce_untyped).collect()),
         Value::Dict(t, entries) => Value::Dict(
             t,
-            entries.into_iter().map(|(k, v)| (coerce_untyped(k), coerce_untyped(v))).collect(),
+            entries
+                .into_iter()
+                .map(|(k, v)| (coerce_untyped(k), coerce_untyped(v)))
+                .collect(),
         ),
         v => v,
     }
@@ -239,7 +246,11 @@ pub fn coerce_untyped(v: Value) -> Value {
 
 /// Checks a call's arguments against a method schema: arity, then each value's type.
 pub fn coerce_args(method: &str, schema: &crate::shim::MethodSchema, args: Vec<Value>) -> Result<Vec<Value>> {
-    let declared: Vec<String> = schema.args.iter().map(|a| format!("{}: {}", a.name, a.type_str)).collect();
+    let declared: Vec<String> = schema
+        .args
+        .iter()
+        .map(|a| format!("{}: {}", a.name, a.type_str))
+        .collect();
     let signature = format!("{method}({})", declared.join(", "));
     if args.len() > schema.args.len() {
         bail_code!(
@@ -260,7 +271,13 @@ pub fn coerce_args(method: &str, schema: &crate::shim::MethodSchema, args: Vec<V
     }
     args.into_iter()
         .zip(&schema.args)
-        .map(|(v, a)| coerce(v, &IType::parse(&a.type_str), &format!("'{}' of {method}()", a.name)))
+        .map(|(v, a)| {
+            coerce(
+                v,
+                &IType::parse(&a.type_str),
+                &format!("'{}' of {method}()", a.name),
+            )
+        })
         .collect()
 }
 
@@ -293,12 +310,26 @@ mod tests {
 
     #[test]
     fn numbers_follow_the_schema() {
-        assert!(matches!(coerce(Value::Number(2.0), &IType::Float, "'x'").unwrap(), Value::Float(f) if f == 2.0));
-        assert!(matches!(coerce(Value::Number(2.0), &IType::Int, "'x'").unwrap(), Value::Int(2)));
+        assert!(
+            matches!(coerce(Value::Number(2.0), &IType::Float, "'x'").unwrap(), Value::Float(f) if f == 2.0)
+        );
+        assert!(matches!(
+            coerce(Value::Number(2.0), &IType::Int, "'x'").unwrap(),
+            Value::Int(2)
+        ));
         let e = coerce(Value::Number(2.5), &IType::Int, "'n' of forward()").unwrap_err();
-        assert_eq!(e.to_string(), "argument 'n' of forward(): expected int, got number 2.5");
-        assert!(matches!(coerce(Value::Number(2.5), &IType::Any, "'x'").unwrap(), Value::Float(_)));
-        assert!(matches!(coerce(Value::Number(3.0), &IType::Number, "'x'").unwrap(), Value::Int(3)));
+        assert_eq!(
+            e.to_string(),
+            "argument 'n' of forward(): expected int, got number 2.5"
+        );
+        assert!(matches!(
+            coerce(Value::Number(2.5), &IType::Any, "'x'").unwrap(),
+            Value::Float(_)
+        ));
+        assert!(matches!(
+            coerce(Value::Number(3.0), &IType::Number, "'x'").unwrap(),
+            Value::Int(3)
+        ));
     }
 
     #[test]
@@ -328,22 +359,38 @@ mod tests {
         assert_eq!(e.to_string(), "argument 'xs'[1]: expected int, got a string");
         let t = Value::List(None, vec![Value::Number(1.0)]);
         let e = coerce(t, &ty("Tuple[int, str]"), "'t'").unwrap_err();
-        assert!(e.to_string().contains("expected Tuple[int, str] (length 2), got an array of length 1"));
+        assert!(e
+            .to_string()
+            .contains("expected Tuple[int, str] (length 2), got an array of length 1"));
     }
 
     #[test]
     fn arity_is_checked_against_the_schema() {
         let schema = MethodSchema {
             args: vec![
-                SchemaArg { name: "x".into(), type_str: "Tensor".into(), has_default: false },
-                SchemaArg { name: "n".into(), type_str: "int".into(), has_default: true },
+                SchemaArg {
+                    name: "x".into(),
+                    type_str: "Tensor".into(),
+                    has_default: false,
+                },
+                SchemaArg {
+                    name: "n".into(),
+                    type_str: "int".into(),
+                    has_default: true,
+                },
             ],
             returns: "Tensor".into(),
         };
         let e = coerce_args("forward", &schema, vec![]).unwrap_err();
-        assert_eq!(e.to_string(), "forward(x: Tensor, n: int): missing argument 'x' (Tensor); got 0 argument(s)");
+        assert_eq!(
+            e.to_string(),
+            "forward(x: Tensor, n: int): missing argument 'x' (Tensor); got 0 argument(s)"
+        );
         let three = vec![Value::None, Value::None, Value::None];
         let e = coerce_args("forward", &schema, three).unwrap_err();
-        assert_eq!(e.to_string(), "forward(x: Tensor, n: int) takes 2 argument(s), got 3");
+        assert_eq!(
+            e.to_string(),
+            "forward(x: Tensor, n: int) takes 2 argument(s), got 3"
+        );
     }
 }

@@ -138,7 +138,14 @@ pub unsafe fn typed_dict(
     let (k, v) = (CString::new(key_type)?, CString::new(value_type)?);
     let mut err = std::ptr::null_mut();
     let n = keys.len() as c_int;
-    let d = tn_typed_dict(k.as_ptr(), v.as_ptr(), keys.as_ptr(), values.as_ptr(), n, &mut err);
+    let d = tn_typed_dict(
+        k.as_ptr(),
+        v.as_ptr(),
+        keys.as_ptr(),
+        values.as_ptr(),
+        n,
+        &mut err,
+    );
     check(err)?;
     Ok(d)
 }

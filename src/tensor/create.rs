@@ -35,8 +35,15 @@ pub struct Opts {
 /// Reads `options`: an options object, or a boolean meaning `requiresGrad` (torchjs' form
 /// `ones(shape, true)`).
 pub fn options(env: RawEnv, v: Option<Val>) -> anyhow::Result<Opts> {
-    let mut o = Opts { dtype: None, device: Device::Cpu, requires_grad: false, shape: None };
-    let Some(v) = v.filter(|v| !js::is_nullish(env, *v).unwrap_or(true)) else { return Ok(o) };
+    let mut o = Opts {
+        dtype: None,
+        device: Device::Cpu,
+        requires_grad: false,
+        shape: None,
+    };
+    let Some(v) = v.filter(|v| !js::is_nullish(env, *v).unwrap_or(true)) else {
+        return Ok(o);
+    };
     match js::type_of(env, v)? {
         napi::sys::ValueType::napi_boolean => o.requires_grad = js::boolean(env, v)?,
         napi::sys::ValueType::napi_object => {
@@ -48,7 +55,11 @@ pub fn options(env: RawEnv, v: Option<Val>) -> anyhow::Result<Opts> {
             }
             if let Some(r) = js::property(env, v, "requiresGrad")? {
                 if js::type_of(env, r)? != napi::sys::ValueType::napi_boolean {
-                    bail_code!(Code::InvalidArg, "options.requiresGrad: expected a boolean, got {}", js::describe(env, r));
+                    bail_code!(
+                        Code::InvalidArg,
+                        "options.requiresGrad: expected a boolean, got {}",
+                        js::describe(env, r)
+                    );
                 }
                 o.requires_grad = js::boolean(env, r)?;
             }
@@ -56,21 +67,33 @@ pub fn options(env: RawEnv, v: Option<Val>) -> anyhow::Result<Opts> {
                 o.shape = Some(shape_arg(env, s, "options.shape")?);
             }
         }
-        _ => bail_code!(Code::InvalidArg, "options: expected an options object or a boolean, got {}", js::describe(env, v)),
+        _ => bail_code!(
+            Code::InvalidArg,
+            "options: expected an options object or a boolean, got {}",
+            js::describe(env, v)
+        ),
     }
     Ok(o)
 }
 
 pub fn string_arg(env: RawEnv, v: Val, what: &str) -> anyhow::Result<String> {
     if js::type_of(env, v)? != napi::sys::ValueType::napi_string {
-        bail_code!(Code::InvalidArg, "{what}: expected a string, got {}", js::describe(env, v));
+        bail_code!(
+            Code::InvalidArg,
+            "{what}: expected a string, got {}",
+            js::describe(env, v)
+        );
     }
     js::string(env, v)
 }
 
 pub fn number_arg(env: RawEnv, v: Val, what: &str) -> anyhow::Result<f64> {
     if js::type_of(env, v)? != napi::sys::ValueType::napi_number {
-        bail_code!(Code::InvalidArg, "{what}: expected a number, got {}", js::describe(env, v));
+        bail_code!(
+            Code::InvalidArg,
+            "{what}: expected a number, got {}",
+            js::describe(env, v)
+        );
     }
     js::number(env, v)
 }
@@ -81,7 +104,11 @@ pub fn shape_arg(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Vec<i64>> {
         return args::shape(&[js::number(env, v)?], what);
     }
     if !js::is_array(env, v)? {
-        bail_code!(Code::InvalidArg, "{what}: expected an array of sizes, got {}", js::describe(env, v));
+        bail_code!(
+            Code::InvalidArg,
+            "{what}: expected an array of sizes, got {}",
+            js::describe(env, v)
+        );
     }
     let sizes = (0..js::array_len(env, v)?)
         .map(|i| number_arg(env, js::element(env, v, i)?, &format!("{what}[{i}]")))
@@ -93,7 +120,11 @@ pub fn shape_arg(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Vec<i64>> {
 fn finish(t: Tensor, o: &Opts) -> anyhow::Result<JsTensor> {
     let t = if o.requires_grad {
         if !dtype::is_floating(t.kind()) {
-            bail_code!(Code::DTypeMismatch, "requiresGrad: only floating-point tensors can require gradients, not {}", dtype::name(t.kind()));
+            bail_code!(
+                Code::DTypeMismatch,
+                "requiresGrad: only floating-point tensors can require gradients, not {}",
+                dtype::name(t.kind())
+            );
         }
         t.f_set_requires_grad(true)?
     } else {
@@ -170,30 +201,47 @@ pub fn randint(env: Env, low: f64, high: f64, shape: Unknown, options: Option<Un
     let bounds = guard(|| {
         let (lo, hi) = (args::integer(low, "low")?, args::integer(high, "high")?);
         if lo >= hi {
-            bail_code!(Code::InvalidArg, "randint: low ({lo}) must be less than high ({hi})");
+            bail_code!(
+                Code::InvalidArg,
+                "randint: low ({lo}) must be less than high ({hi})"
+            );
         }
         Ok((lo, hi))
     })?;
-    from_shape(env, shape, options, Kind::Int64, |s, o| Tensor::f_randint_low(bounds.0, bounds.1, s, o))
+    from_shape(env, shape, options, Kind::Int64, |s, o| {
+        Tensor::f_randint_low(bounds.0, bounds.1, s, o)
+    })
 }
 
 /// Optional trailing numbers followed by an optional options object, as in PyTorch's
 /// `arange(5, dtype=...)`: `arange(5, {dtype})` and `arange(0, 5, 1, {dtype})` both work.
-fn numbers_then_options(env: RawEnv, rest: &[Option<Unknown>], what: &str) -> anyhow::Result<(Vec<f64>, Option<Val>)> {
+fn numbers_then_options(
+    env: RawEnv,
+    rest: &[Option<Unknown>],
+    what: &str,
+) -> anyhow::Result<(Vec<f64>, Option<Val>)> {
     let (mut numbers, mut options) = (Vec::new(), None);
     for (i, v) in rest.iter().flatten().map(|u| u.raw()).enumerate() {
         if js::is_nullish(env, v)? {
             continue;
         }
         if options.is_some() {
-            bail_code!(Code::InvalidArg, "{what}: the options object must be the last argument");
+            bail_code!(
+                Code::InvalidArg,
+                "{what}: the options object must be the last argument"
+            );
         }
         if js::type_of(env, v)? == napi::sys::ValueType::napi_number {
             numbers.push(js::number(env, v)?);
         } else if js::type_of(env, v)? == napi::sys::ValueType::napi_object {
             options = Some(v);
         } else {
-            bail_code!(Code::InvalidArg, "{what}: argument {}: expected a number or an options object, got {}", i + 2, js::describe(env, v));
+            bail_code!(
+                Code::InvalidArg,
+                "{what}: argument {}: expected a number or an options object, got {}",
+                i + 2,
+                js::describe(env, v)
+            );
         }
     }
     Ok((numbers, options))
@@ -202,8 +250,16 @@ fn numbers_then_options(env: RawEnv, rest: &[Option<Unknown>], what: &str) -> an
 /// `arange(end)`, `arange(start, end, step?)`: values from start (inclusive) to end
 /// (exclusive). int64 when every bound is an integer (as in PyTorch), else float32.
 /// Options may follow the last number given: `arange(5, {dtype: 'float32'})`.
-#[napi(ts_args_type = "start: number, end?: number | TensorOptions, step?: number | TensorOptions, options?: TensorOptions")]
-pub fn arange(env: Env, start: f64, end: Option<Unknown>, step: Option<Unknown>, options: Option<Unknown>) -> Result<JsTensor> {
+#[napi(
+    ts_args_type = "start: number, end?: number | TensorOptions, step?: number | TensorOptions, options?: TensorOptions"
+)]
+pub fn arange(
+    env: Env,
+    start: f64,
+    end: Option<Unknown>,
+    step: Option<Unknown>,
+    options: Option<Unknown>,
+) -> Result<JsTensor> {
     guard(|| {
         let (rest, options) = numbers_then_options(env.raw(), &[end, step, options], "arange")?;
         let (start, end, step) = match rest.as_slice() {
@@ -212,14 +268,22 @@ pub fn arange(env: Env, start: f64, end: Option<Unknown>, step: Option<Unknown>,
             [end, step, ..] => (start, *end, *step),
         };
         if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
-            bail_code!(Code::InvalidArg, "arange: start, end and step must be finite and step non-zero");
+            bail_code!(
+                Code::InvalidArg,
+                "arange: start, end and step must be finite and step non-zero"
+            );
         }
         if (end - start) / step < 0.0 {
-            bail_code!(Code::InvalidArg, "arange: step {step} does not lead from {start} to {end}");
+            bail_code!(
+                Code::InvalidArg,
+                "arange: step {step} does not lead from {start} to {end}"
+            );
         }
         let o = self::options(env.raw(), options)?;
         let integral = [start, end, step].iter().all(|x| x.fract() == 0.0);
-        let kind = o.dtype.unwrap_or(if integral { Kind::Int64 } else { Kind::Float });
+        let kind = o
+            .dtype
+            .unwrap_or(if integral { Kind::Int64 } else { Kind::Float });
         let t = Tensor::f_arange_start_step(start, end, step, (kind, o.device))?;
         finish(t, &o)
     })
@@ -267,8 +331,14 @@ impl Nested {
             match self.shape.get(depth) {
                 None if self.floats.is_empty() && depth == self.shape.len() => self.shape.push(len),
                 Some(&expected) if expected == len => {}
-                Some(&expected) => bail_code!(Code::InvalidArg, "data: ragged nested array: expected length {expected} at depth {depth}, got {len}"),
-                None => bail_code!(Code::InvalidArg, "data: ragged nested array: an array at depth {depth} where other entries are numbers"),
+                Some(&expected) => bail_code!(
+                    Code::InvalidArg,
+                    "data: ragged nested array: expected length {expected} at depth {depth}, got {len}"
+                ),
+                None => bail_code!(
+                    Code::InvalidArg,
+                    "data: ragged nested array: an array at depth {depth} where other entries are numbers"
+                ),
             }
             for i in 0..len as u32 {
                 self.walk(env, js::element(env, v, i)?, depth + 1)?;
@@ -276,7 +346,11 @@ impl Nested {
             return Ok(());
         }
         if depth != self.shape.len() {
-            bail_code!(Code::InvalidArg, "data: ragged nested array: a scalar at depth {depth} where arrays of depth {} were seen", self.shape.len());
+            bail_code!(
+                Code::InvalidArg,
+                "data: ragged nested array: a scalar at depth {depth} where arrays of depth {} were seen",
+                self.shape.len()
+            );
         }
         let (f, i) = match js::type_of(env, v)? {
             napi::sys::ValueType::napi_number => {
@@ -294,7 +368,11 @@ impl Nested {
                 let b = js::bigint(env, v, "data")?;
                 (b as f64, b)
             }
-            _ => bail_code!(Code::InvalidArg, "data: expected numbers, booleans or BigInts, got {}", js::describe(env, v)),
+            _ => bail_code!(
+                Code::InvalidArg,
+                "data: expected numbers, booleans or BigInts, got {}",
+                js::describe(env, v)
+            ),
         };
         self.floats.push(f);
         self.ints.push(i);
@@ -306,7 +384,14 @@ impl Nested {
 /// for booleans). Numbers are cast once, from f64, so `{dtype: 'float64'}` and integer dtypes
 /// keep every value a JS number can hold exactly.
 fn from_nested(env: RawEnv, v: Val, kind: Option<Kind>) -> anyhow::Result<Tensor> {
-    let mut n = Nested { shape: vec![], floats: vec![], ints: vec![], saw_number: false, saw_bigint: false, saw_bool: false };
+    let mut n = Nested {
+        shape: vec![],
+        floats: vec![],
+        ints: vec![],
+        saw_number: false,
+        saw_bigint: false,
+        saw_bool: false,
+    };
     n.walk(env, v, 0)?;
     // An empty list has no elements to type: float32, like torch.tensor([]).
     let default = if n.saw_number || (!n.saw_bigint && !n.saw_bool) {
@@ -318,8 +403,13 @@ fn from_nested(env: RawEnv, v: Val, kind: Option<Kind>) -> anyhow::Result<Tensor
     };
     let kind = kind.unwrap_or(default);
     // Integers go through int64 (exact up to 2^63), the rest through float64.
-    let exact_ints = !n.saw_number || (!dtype::is_floating(kind) && n.floats.iter().all(|f| f.fract() == 0.0));
-    let t = if exact_ints { Tensor::f_from_slice(&n.ints)? } else { Tensor::f_from_slice(&n.floats)? };
+    let exact_ints =
+        !n.saw_number || (!dtype::is_floating(kind) && n.floats.iter().all(|f| f.fract() == 0.0));
+    let t = if exact_ints {
+        Tensor::f_from_slice(&n.ints)?
+    } else {
+        Tensor::f_from_slice(&n.floats)?
+    };
     Ok(t.f_to_kind(kind)?.f_reshape(&n.shape)?)
 }
 
@@ -350,7 +440,16 @@ pub fn tensor(env: Env, data: Unknown, options: Option<Unknown>) -> Result<JsTen
         let base = if let Some(view) = js::typed_array(raw, data.raw())? {
             let t = from_typed_array(&view, o.dtype)?;
             match &o.shape {
-                Some(s) => t.f_reshape(s).map_err(|e| crate::error::fail(Code::ShapeMismatch, format!("options.shape: {} elements cannot be viewed as {s:?}: {}", view.len, crate::error::trim_libtorch(&e.to_string()))))?,
+                Some(s) => t.f_reshape(s).map_err(|e| {
+                    crate::error::fail(
+                        Code::ShapeMismatch,
+                        format!(
+                            "options.shape: {} elements cannot be viewed as {s:?}: {}",
+                            view.len,
+                            crate::error::trim_libtorch(&e.to_string())
+                        ),
+                    )
+                })?,
                 None => t,
             }
         } else if let Some(other) = super::unwrap_tensor(raw, data.raw()) {

@@ -33,7 +33,9 @@ pub fn values(t: &Tensor) -> anyhow::Result<Values> {
         let v = Vec::<i64>::try_from(&h.f_to_kind(Kind::Int64)?.f_reshape([-1])?)?;
         Values::Bools(v.into_iter().map(|x| x != 0).collect())
     } else {
-        Values::Numbers(Vec::<f64>::try_from(&h.f_to_kind(Kind::Double)?.f_reshape([-1])?)?)
+        Values::Numbers(Vec::<f64>::try_from(
+            &h.f_to_kind(Kind::Double)?.f_reshape([-1])?,
+        )?)
     })
 }
 
@@ -49,7 +51,9 @@ fn nest(env: RawEnv, values: &Values, shape: &[i64], offset: &mut usize) -> anyh
         *offset += 1;
         return scalar(env, values, *offset - 1);
     };
-    let items = (0..n).map(|_| nest(env, values, rest, offset)).collect::<anyhow::Result<Vec<_>>>()?;
+    let items = (0..n)
+        .map(|_| nest(env, values, rest, offset))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     js::new_array(env, items)
 }
 
@@ -75,7 +79,11 @@ impl JsTensor {
         guard(|| {
             let t = self.get()?;
             let Some(name) = dtype::typed_array_name(t.kind()) else {
-                bail_code!(Code::DTypeMismatch, "toTypedArray: dtype {} has no TypedArray", dtype::name(t.kind()));
+                bail_code!(
+                    Code::DTypeMismatch,
+                    "toTypedArray: dtype {} has no TypedArray",
+                    dtype::name(t.kind())
+                );
             };
             let v = js::new_typed_array(env.raw(), name, &bytes(t)?)?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
@@ -89,7 +97,11 @@ impl JsTensor {
             let t = self.get()?;
             let n = t.numel();
             if n != 1 {
-                bail_code!(Code::ShapeMismatch, "item: the tensor has {n} elements (shape {:?}); item() needs exactly one", t.size());
+                bail_code!(
+                    Code::ShapeMismatch,
+                    "item: the tensor has {n} elements (shape {:?}); item() needs exactly one",
+                    t.size()
+                );
             }
             let v = scalar(env.raw(), &values(t)?, 0)?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })

@@ -22,7 +22,9 @@ pub fn repr(t: &tch::Tensor) -> anyhow::Result<String> {
         }
     } else {
         let host = super::data::host(t)?;
-        ReprData::I64(Vec::<i64>::try_from(&host.f_to_kind(Kind::Int64)?.f_reshape([-1])?)?)
+        ReprData::I64(Vec::<i64>::try_from(
+            &host.f_to_kind(Kind::Int64)?.f_reshape([-1])?,
+        )?)
     };
     let device_name = device::name(t.device());
     let grad_fn = shim::grad_fn_name(t);

@@ -25,14 +25,20 @@ impl JsTensor {
     pub fn new(t: Tensor) -> JsTensor {
         let bytes = memory::tensor_bytes(&t);
         memory::track(bytes);
-        JsTensor { inner: Some(t), bytes }
+        JsTensor {
+            inner: Some(t),
+            bytes,
+        }
     }
 
     /// The tensor, or a `Disposed` error.
     pub fn get(&self) -> anyhow::Result<&Tensor> {
         match &self.inner {
             Some(t) => Ok(t),
-            None => bail_code!(Code::Disposed, "this tensor was disposed; it can no longer be used"),
+            None => bail_code!(
+                Code::Disposed,
+                "this tensor was disposed; it can no longer be used"
+            ),
         }
     }
 
@@ -106,6 +112,8 @@ impl JsTensor {
 /// unwrapped here, checking the class's type tag as the generated code does.
 ///
 /// The reference must not outlive the current call (use it to `shallow_clone` the tensor).
+/// `env` and `v` are N-API's opaque handles, checked by N-API itself (see `crate::js`).
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub fn unwrap_tensor<'a>(env: napi::sys::napi_env, v: napi::sys::napi_value) -> Option<&'a JsTensor> {
     use napi::bindgen_prelude::TypeTag;
     let mut wrapped: *mut std::ffi::c_void = std::ptr::null_mut();

@@ -44,19 +44,41 @@ impl JsTensor {
                 if s == "cpu" || s.starts_with("cuda") {
                     (Some(device::parse(&s)?), None)
                 } else {
-                    (None, Some(dtype::parse(&s).map_err(|_| {
-                        crate::error::fail(Code::InvalidArg, format!("to: '{s}' is neither a device ('cpu', 'cuda', 'cuda:N') nor a dtype"))
-                    })?))
+                    (
+                        None,
+                        Some(dtype::parse(&s).map_err(|_| {
+                            crate::error::fail(
+                                Code::InvalidArg,
+                                format!(
+                                    "to: '{s}' is neither a device ('cpu', 'cuda', 'cuda:N') nor a dtype"
+                                ),
+                            )
+                        })?),
+                    )
                 }
             } else if js::type_of(raw, v)? == napi::sys::ValueType::napi_object && !js::is_array(raw, v)? {
-                let dev = js::property(raw, v, "device")?.map(|d| string_arg(raw, d, "to: device")).transpose()?;
-                let kind = js::property(raw, v, "dtype")?.map(|d| string_arg(raw, d, "to: dtype")).transpose()?;
+                let dev = js::property(raw, v, "device")?
+                    .map(|d| string_arg(raw, d, "to: device"))
+                    .transpose()?;
+                let kind = js::property(raw, v, "dtype")?
+                    .map(|d| string_arg(raw, d, "to: dtype"))
+                    .transpose()?;
                 if dev.is_none() && kind.is_none() {
-                    bail_code!(Code::InvalidArg, "to: the options object names neither a device nor a dtype");
+                    bail_code!(
+                        Code::InvalidArg,
+                        "to: the options object names neither a device nor a dtype"
+                    );
                 }
-                (dev.map(|d| device::parse(&d)).transpose()?, kind.map(|k| dtype::parse(&k)).transpose()?)
+                (
+                    dev.map(|d| device::parse(&d)).transpose()?,
+                    kind.map(|k| dtype::parse(&k)).transpose()?,
+                )
             } else {
-                bail_code!(Code::InvalidArg, "to: expected a device or dtype string or {{device, dtype}}, got {}", js::describe(raw, v));
+                bail_code!(
+                    Code::InvalidArg,
+                    "to: expected a device or dtype string or {{device, dtype}}, got {}",
+                    js::describe(raw, v)
+                );
             };
             Ok(JsTensor::new(convert(self.get()?, dev, kind)?))
         })
@@ -119,10 +141,16 @@ impl JsTensor {
             let k = args::shape(&[k], "topk: k")?[0];
             let size = if t.dim() == 0 { 1 } else { t.size()[d as usize] };
             if k > size {
-                bail_code!(Code::InvalidArg, "topk: k ({k}) is larger than dimension {d} (size {size})");
+                bail_code!(
+                    Code::InvalidArg,
+                    "topk: k ({k}) is larger than dimension {d} (size {size})"
+                );
             }
             let (values, indices) = t.f_topk(k, d, true, true)?;
-            Ok(ValuesIndices { values: JsTensor::new(values), indices: JsTensor::new(indices) })
+            Ok(ValuesIndices {
+                values: JsTensor::new(values),
+                indices: JsTensor::new(indices),
+            })
         })
     }
 }
