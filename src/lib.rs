@@ -121,3 +121,37 @@ pub mod cuda {
         crate::device::cuda_device_count() as u32
     }
 }
+
+/// Runs once per JS context (main thread and each worker) as the addon loads.
+#[napi(module_exports)]
+pub fn init(_exports: napi::bindgen_prelude::Object, env: napi::Env) -> napi::Result<()> {
+    memory::set_thread_env(env.raw());
+    Ok(())
+}
+
+/// Node reads this at load time. `NAPI_VERSION_EXPERIMENTAL` makes Node run finalizers during
+/// GC (not later, from the event loop), so a tensor's native memory is freed as soon as V8
+/// collects its JS object — even inside a synchronous loop that never yields, where deferred
+/// finalizers pile up gigabytes (see the README, "Memory"). Verified on Node 20; Node lines
+/// that expose `node_api_create_buffer_from_arraybuffer` (22.12+) check for GC-affecting calls
+/// in such finalizers, which napi-rs's class finalizer makes, so there we keep the default
+/// (version 8). `TORCH_NODE_GC_FINALIZERS=0` opts out.
+#[no_mangle]
+pub extern "C" fn node_api_module_get_api_version_v1() -> i32 {
+    const DEFAULT: i32 = 8;
+    const EXPERIMENTAL: i32 = i32::MAX;
+    if std::env::var("TORCH_NODE_GC_FINALIZERS").is_ok_and(|v| v == "0") {
+        return DEFAULT;
+    }
+    let newer_node = unsafe {
+        libc::dlsym(
+            libc::RTLD_DEFAULT,
+            c"node_api_create_buffer_from_arraybuffer".as_ptr(),
+        )
+    };
+    if newer_node.is_null() {
+        EXPERIMENTAL
+    } else {
+        DEFAULT
+    }
+}
