@@ -29,6 +29,59 @@ function describe(value) {
   return name ? `${/^[AEIOU]/.test(name) ? 'an' : 'a'} ${name}` : 'an object'
 }
 
+// In-place methods (suffix `_`) return the tensor itself, so calls chain: `t.mul_(2).add_(1)`.
+for (const name of Object.getOwnPropertyNames(Tensor.prototype)) {
+  if (!name.endsWith('_') || typeof Tensor.prototype[name] !== 'function') continue
+  const impl = Tensor.prototype[name]
+  Object.defineProperty(Tensor.prototype, name, {
+    value: { [name](...args) { impl.apply(this, args); return this } }[name],
+    writable: true,
+    configurable: true,
+  })
+}
+
+// Shapes and dims as an array or as arguments, as PyTorch takes them: view(2, 3), view([2, 3]).
+for (const name of ['view', 'reshape', 'permute', 'expand']) {
+  const impl = Tensor.prototype[name]
+  Object.defineProperty(Tensor.prototype, name, {
+    value: { [name](...sizes) { return impl.call(this, sizes.length === 1 && Array.isArray(sizes[0]) ? sizes[0] : sizes) } }[name],
+    writable: true,
+    configurable: true,
+  })
+}
+
+// fromBuffer over a bare ArrayBuffer or SharedArrayBuffer: N-API 8 reads TypedArrays (and
+// cannot see SharedArrayBuffers directly), so view the bytes; the dtype defaults to float32.
+const fromBufferNative = native.fromBuffer
+function fromBuffer(data, shape, options) {
+  if (data instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && data instanceof SharedArrayBuffer)) {
+    return fromBufferNative(new Uint8Array(data), shape, { dtype: 'float32', ...options })
+  }
+  return fromBufferNative(data, shape, options)
+}
+
+/**
+ * Runs `fn` and disposes every tensor created while it runs, except those it returns (a
+ * Tensor, or arrays/objects of them). Synchronous functions only, as in tfjs.
+ */
+function tidy(fn) {
+  if (typeof fn !== 'function') throw codedError('InvalidArg', `tidy: expected a function, got ${describe(fn)}`)
+  native.tidyBegin()
+  let result
+  try {
+    result = fn()
+  } catch (e) {
+    native.tidyEnd(undefined)
+    throw e
+  }
+  if (result && typeof result.then === 'function') {
+    native.tidyEnd(undefined)
+    throw codedError('InvalidArg', 'tidy: the function returned a Promise; tidy only tracks synchronous work')
+  }
+  native.tidyEnd(result)
+  return result
+}
+
 // V8 answers a method called on the wrong receiver (`Tensor.prototype.numel.call({})`) with a
 // bare TypeError("Illegal invocation"); check the receiver first so it gets a code and says
 // what went wrong. Static methods are left alone.
@@ -80,4 +133,11 @@ Tensor.prototype[util.inspect.custom] = function () {
   return this.toString()
 }
 
-module.exports = native
+/** `torch.where(condition, x, y)`: x where condition holds, else y. */
+function where(condition, x, y) {
+  return x.where(condition, y)
+}
+
+module.exports = { ...native, fromBuffer, tidy, where }
+delete module.exports.tidyBegin
+delete module.exports.tidyEnd

@@ -31,6 +31,27 @@ pub fn shape(values: &[f64], what: &str) -> Result<Vec<i64>> {
         .collect()
 }
 
+/// A shape for `view`/`reshape`: non-negative sizes, or -1 once (inferred).
+pub fn view_shape(values: &[f64], what: &str) -> Result<Vec<i64>> {
+    let mut inferred = false;
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let n = integer(v, &format!("{what}[{i}]"))?;
+            if n == -1 && !inferred {
+                inferred = true;
+            } else if n < 0 {
+                bail_code!(
+                    Code::InvalidArg,
+                    "{what}[{i}]: sizes must be non-negative (or one -1), got {n}"
+                );
+            }
+            Ok(n)
+        })
+        .collect()
+}
+
 /// A dimension index for a tensor of `ndim` dims; negative counts from the end, as in PyTorch.
 pub fn dim(value: f64, ndim: usize, what: &str) -> Result<i64> {
     let d = integer(value, what)?;
@@ -60,6 +81,13 @@ mod tests {
         let (_, msg) = describe(&shape(&[1.5], "shape").unwrap_err());
         assert_eq!(msg, "shape[0]: expected an integer, got 1.5");
         assert!(shape(&[f64::NAN], "shape").is_err());
+    }
+
+    #[test]
+    fn view_shapes_allow_one_inferred_size() {
+        assert_eq!(view_shape(&[-1.0, 3.0], "shape").unwrap(), vec![-1, 3]);
+        let (_, msg) = describe(&view_shape(&[-1.0, -1.0], "shape").unwrap_err());
+        assert_eq!(msg, "shape[1]: sizes must be non-negative (or one -1), got -1");
     }
 
     #[test]

@@ -321,3 +321,17 @@ pub fn new_typed_array(env: Env, type_name: &str, bytes: &[u8]) -> Result<Val> {
     )?;
     Ok(out)
 }
+
+/// A TypedArray of `type_name` with `len` elements over an existing ArrayBuffer.
+pub fn typed_array_over(env: Env, type_name: &str, buffer: Val, len: usize) -> Result<Val> {
+    let idx = TYPED_ARRAY_NAMES
+        .iter()
+        .position(|n| *n == type_name)
+        .ok_or_else(|| anyhow!("no TypedArray {type_name}"))?;
+    let mut out = ptr::null_mut();
+    ok(
+        unsafe { sys::napi_create_typedarray(env, idx as i32, len, buffer, 0, &mut out) },
+        "typedarray",
+    )?;
+    Ok(out)
+}

@@ -126,7 +126,7 @@ pub mod cuda {
 #[napi(module_exports)]
 pub fn init(_exports: napi::bindgen_prelude::Object, env: napi::Env) -> napi::Result<()> {
     memory::set_thread_env(env.raw());
-    Ok(())
+    tensor::borrow::init_releaser(env.raw()).map_err(|e| napi::Error::from_reason(e.to_string()))
 }
 
 /// Node reads this at load time. `NAPI_VERSION_EXPERIMENTAL` makes Node run finalizers during

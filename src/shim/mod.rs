@@ -36,6 +36,19 @@ extern "C" {
     fn tn_grad_fn_name(t: *const C_tensor) -> *mut c_char;
     fn tn_module_to_device(m: *mut CModule_, device: c_int, err: *mut *mut c_char);
     fn tn_module_is_training(m: *mut CModule_) -> c_int;
+    fn tn_storage_offset(t: *const C_tensor) -> i64;
+    fn tn_storage_nbytes(t: *const C_tensor) -> i64;
+    fn tn_storage_id(t: *const C_tensor) -> *const c_void;
+    fn tn_from_blob(
+        data: *mut c_void,
+        sizes: *const i64,
+        strides: *const i64,
+        ndim: c_int,
+        dtype: c_int,
+        release: extern "C" fn(*mut c_void),
+        ctx: *mut c_void,
+        err: *mut *mut c_char,
+    ) -> *mut C_tensor;
 }
 
 /// One argument of a TorchScript method, as its schema declares it.
@@ -175,4 +188,67 @@ pub unsafe fn module_to_device(m: *mut CModule_, device: i32) -> Result<()> {
 /// `m` must be a live module handle.
 pub unsafe fn module_is_training(m: *mut CModule_) -> bool {
     tn_module_is_training(m) != 0
+}
+
+/// Where the tensor's view starts in its storage, in elements (`t.storage_offset()`).
+pub fn storage_offset(t: &tch::Tensor) -> i64 {
+    unsafe { tn_storage_offset(t.as_ptr()) }
+}
+
+/// The byte size of the tensor's whole storage.
+pub fn storage_nbytes(t: &tch::Tensor) -> i64 {
+    unsafe { tn_storage_nbytes(t.as_ptr()) }
+}
+
+/// Equal for tensors that share a storage.
+pub fn storage_id(t: &tch::Tensor) -> usize {
+    unsafe { tn_storage_id(t.as_ptr()) as usize }
+}
+
+/// libtorch's ScalarType numbers (c10/core/ScalarType.h) for the ten dtypes we expose.
+fn scalar_type(kind: tch::Kind) -> Result<c_int> {
+    use tch::Kind::*;
+    Ok(match kind {
+        Uint8 => 0,
+        Int8 => 1,
+        Int16 => 2,
+        Int => 3,
+        Int64 => 4,
+        Half => 5,
+        Float => 6,
+        Double => 7,
+        Bool => 11,
+        BFloat16 => 15,
+        other => return Err(anyhow!("dtype {other:?} cannot wrap external memory")),
+    })
+}
+
+/// A CPU tensor over `data`, which it does not own; `release(ctx)` runs once when the last
+/// tensor using the storage is freed (possibly on another thread).
+///
+/// # Safety
+/// `data` must stay valid for `sizes`/`strides` of `kind` until `release(ctx)` runs.
+pub unsafe fn from_blob(
+    data: *mut c_void,
+    sizes: &[i64],
+    strides: &[i64],
+    kind: tch::Kind,
+    release: extern "C" fn(*mut c_void),
+    ctx: *mut c_void,
+) -> Result<tch::Tensor> {
+    let mut err = std::ptr::null_mut();
+    let dtype = scalar_type(kind)?;
+    let n = sizes.len() as c_int;
+    let t = tn_from_blob(
+        data,
+        sizes.as_ptr(),
+        strides.as_ptr(),
+        n,
+        dtype,
+        release,
+        ctx,
+        &mut err,
+    );
+    check(err)?;
+    Ok(tch::Tensor::from_ptr(t))
 }

@@ -109,3 +109,31 @@ void tn_module_to_device(module_t m, int device, char** err) {
 int tn_module_is_training(module_t m) { return m->is_training() ? 1 : 0; }
 
 }  // extern "C"
+
+extern "C" {
+
+// Where a tensor's view starts in its storage, in elements.
+int64_t tn_storage_offset(tensor_t t) { return t->storage_offset(); }
+
+// The size of a tensor's whole storage, in bytes.
+int64_t tn_storage_nbytes(tensor_t t) {
+  return t->has_storage() ? static_cast<int64_t>(t->storage().nbytes()) : 0;
+}
+
+// An identity for a tensor's storage: equal for tensors that share one.
+const void* tn_storage_id(tensor_t t) {
+  return t->has_storage() ? static_cast<const void*>(t->storage().unsafeGetStorageImpl()) : nullptr;
+}
+
+// A CPU tensor over memory it does not own (memory lent by JS): `release(ctx)` runs when the
+// storage is freed — on whichever thread drops the last tensor that uses it.
+tensor_t tn_from_blob(void* data, const int64_t* sizes, const int64_t* strides, int ndim, int dtype,
+                      void (*release)(void*), void* ctx, char** err) {
+  TN_PROTECT(err, auto options = torch::TensorOptions().dtype(static_cast<c10::ScalarType>(dtype));
+             auto t = torch::from_blob(data, c10::IntArrayRef(sizes, ndim), c10::IntArrayRef(strides, ndim),
+                                       [release, ctx](void*) { release(ctx); }, options);
+             return new torch::Tensor(std::move(t));)
+  return nullptr;
+}
+
+}  // extern "C"

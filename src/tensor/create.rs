@@ -453,7 +453,7 @@ pub fn tensor(env: Env, data: Unknown, options: Option<Unknown>) -> Result<JsTen
                 None => t,
             }
         } else if let Some(other) = super::unwrap_tensor(raw, data.raw()) {
-            deep_copy(other.get()?)?
+            deep_copy(&*other.get()?)?
         } else {
             from_nested(raw, data.raw(), o.dtype)?
         };

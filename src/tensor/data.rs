@@ -65,7 +65,7 @@ impl JsTensor {
     pub fn to_array(&self, env: Env) -> Result<Unknown<'_>> {
         guard(|| {
             let t = self.get()?;
-            let (vals, mut offset) = (values(t)?, 0);
+            let (vals, mut offset) = (values(&t)?, 0);
             let v = nest(env.raw(), &vals, &t.size(), &mut offset)?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
         })
@@ -85,7 +85,7 @@ impl JsTensor {
                     dtype::name(t.kind())
                 );
             };
-            let v = js::new_typed_array(env.raw(), name, &bytes(t)?)?;
+            let v = js::new_typed_array(env.raw(), name, &bytes(&t)?)?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
         })
     }
@@ -103,7 +103,7 @@ impl JsTensor {
                     t.size()
                 );
             }
-            let v = scalar(env.raw(), &values(t)?, 0)?;
+            let v = scalar(env.raw(), &values(&t)?, 0)?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
         })
     }

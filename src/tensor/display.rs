@@ -48,7 +48,7 @@ impl JsTensor {
             if self.is_disposed() {
                 return Ok("tensor(<disposed>)".to_string());
             }
-            repr(self.get()?)
+            repr(&*self.get()?)
         })
     }
 }

@@ -3,55 +3,131 @@
 use crate::error::{guard, Code, Result};
 use crate::{bail_code, device, dtype, memory};
 use napi_derive::napi;
+use std::cell::{Cell, Ref, RefCell};
+use std::rc::{Rc, Weak};
 use tch::Tensor;
+
+/// What a JS `Tensor` owns. Shared (`Rc`) so that `torch.tidy` can dispose tensors it saw
+/// created, from the JS thread, without holding the JS objects.
+pub struct Slot {
+    tensor: RefCell<Option<Tensor>>,
+    /// Element bytes reported to V8 for this tensor (0 for views and borrowed memory).
+    bytes: Cell<i64>,
+}
+
+impl Slot {
+    /// Frees the tensor (idempotent); true when this call freed it.
+    pub fn release(&self) -> bool {
+        let freed = self.tensor.borrow_mut().take().is_some();
+        if freed {
+            memory::untrack(self.bytes.get());
+        }
+        freed
+    }
+
+    fn same(a: &Rc<Slot>, b: &Rc<Slot>) -> bool {
+        Rc::ptr_eq(a, b)
+    }
+}
+
+thread_local! {
+    /// Open `torch.tidy` scopes, innermost last: the tensors created inside each.
+    static SCOPES: RefCell<Vec<Vec<Weak<Slot>>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Opens a `tidy` scope.
+pub fn scope_begin() {
+    SCOPES.with(|s| s.borrow_mut().push(Vec::new()));
+}
+
+/// Closes the innermost scope: disposes its tensors except `keep`, which move to the
+/// enclosing scope (if any). Returns how many it disposed.
+pub fn scope_end(keep: &[Rc<Slot>]) -> usize {
+    let Some(created) = SCOPES.with(|s| s.borrow_mut().pop()) else {
+        return 0;
+    };
+    let mut disposed = 0;
+    let mut kept = Vec::new();
+    for slot in created.iter().filter_map(Weak::upgrade) {
+        if keep.iter().any(|k| Slot::same(k, &slot)) {
+            kept.push(Rc::downgrade(&slot));
+        } else if slot.release() {
+            disposed += 1;
+        }
+    }
+    SCOPES.with(|s| {
+        if let Some(outer) = s.borrow_mut().last_mut() {
+            outer.extend(kept);
+        }
+    });
+    disposed
+}
 
 /// A tensor: a view (shape, strides, offset, dtype) onto storage owned by libtorch, on the CPU
 /// or a CUDA device. Create one with `torch.tensor`, `torch.ones`, ...; free it early with
 /// `dispose()` (otherwise the garbage collector frees it).
 #[napi(js_name = "Tensor")]
 pub struct JsTensor {
-    inner: Option<Tensor>,
-    bytes: i64,
+    slot: Rc<Slot>,
 }
 
 // Declared after the struct: napi-rs's type generator learns `js_name = "Tensor"` when the
 // struct's macro expands, and impl blocks expanded before that would be typed as `JsTensor`.
+pub mod autograd;
+pub mod borrow;
 pub mod create;
 pub mod data;
 pub mod display;
+pub mod math;
 pub mod ops;
+pub mod view;
 
 impl JsTensor {
+    /// A tensor with storage of its own: its element bytes are reported to V8.
     pub fn new(t: Tensor) -> JsTensor {
         let bytes = memory::tensor_bytes(&t);
+        JsTensor::with_bytes(t, bytes)
+    }
+
+    /// A view of another tensor's storage, or of memory borrowed from JS: counted as a live
+    /// tensor, but its bytes are already accounted for elsewhere.
+    pub fn new_view(t: Tensor) -> JsTensor {
+        JsTensor::with_bytes(t, 0)
+    }
+
+    fn with_bytes(t: Tensor, bytes: i64) -> JsTensor {
         memory::track(bytes);
-        JsTensor {
-            inner: Some(t),
-            bytes,
-        }
+        let slot = Rc::new(Slot {
+            tensor: RefCell::new(Some(t)),
+            bytes: Cell::new(bytes),
+        });
+        SCOPES.with(|s| {
+            if let Some(scope) = s.borrow_mut().last_mut() {
+                scope.push(Rc::downgrade(&slot));
+            }
+        });
+        JsTensor { slot }
     }
 
     /// The tensor, or a `Disposed` error.
-    pub fn get(&self) -> anyhow::Result<&Tensor> {
-        match &self.inner {
-            Some(t) => Ok(t),
-            None => bail_code!(
+    pub fn get(&self) -> anyhow::Result<Ref<'_, Tensor>> {
+        match Ref::filter_map(self.slot.tensor.borrow(), Option::as_ref) {
+            Ok(t) => Ok(t),
+            Err(_) => bail_code!(
                 Code::Disposed,
                 "this tensor was disposed; it can no longer be used"
             ),
         }
     }
 
-    fn release(&mut self) {
-        if self.inner.take().is_some() {
-            memory::untrack(self.bytes);
-        }
+    pub fn slot(&self) -> &Rc<Slot> {
+        &self.slot
     }
 }
 
 impl Drop for JsTensor {
     fn drop(&mut self) {
-        self.release();
+        self.slot.release();
     }
 }
 
@@ -96,14 +172,14 @@ impl JsTensor {
     /// True once `dispose()` has run.
     #[napi(getter)]
     pub fn is_disposed(&self) -> bool {
-        self.inner.is_none()
+        self.slot.tensor.borrow().is_none()
     }
 
     /// Frees the tensor's memory now instead of at garbage collection. Idempotent; any later
     /// use throws an error with code `Disposed`.
     #[napi]
-    pub fn dispose(&mut self) {
-        self.release();
+    pub fn dispose(&self) {
+        self.slot.release();
     }
 }
 

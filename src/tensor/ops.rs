@@ -80,14 +80,14 @@ impl JsTensor {
                     js::describe(raw, v)
                 );
             };
-            Ok(JsTensor::new(convert(self.get()?, dev, kind)?))
+            Ok(JsTensor::new(convert(&*self.get()?, dev, kind)?))
         })
     }
 
     /// A copy in CPU memory (this tensor when it already is there).
     #[napi]
     pub fn cpu(&self) -> Result<JsTensor> {
-        guard(|| Ok(JsTensor::new(convert(self.get()?, Some(Device::Cpu), None)?)))
+        guard(|| Ok(JsTensor::new(convert(&*self.get()?, Some(Device::Cpu), None)?)))
     }
 
     /// A copy on a CUDA device (default `cuda:0`); `DeviceUnavailable` where there is none.
@@ -98,7 +98,7 @@ impl JsTensor {
             if d == Device::Cpu {
                 bail_code!(Code::InvalidArg, "cuda: expected a CUDA device, got 'cpu'");
             }
-            Ok(JsTensor::new(convert(self.get()?, Some(d), None)?))
+            Ok(JsTensor::new(convert(&*self.get()?, Some(d), None)?))
         })
     }
 

@@ -1,0 +1,249 @@
+//! Sharing memory with JS, both ways, without copying.
+//!
+//! In: `fromBuffer` makes a tensor over a TypedArray's memory. The tensor holds a napi
+//! reference to the array; libtorch calls our release function when the last tensor using that
+//! storage dies — views, outputs that alias it, tensors held by async work — on whatever
+//! thread that happens (the libuv pool, or inside GC). JS references may only be deleted on
+//! the JS thread, outside GC, so the release is queued to a per-thread threadsafe function.
+//!
+//! Out: `asTypedArray` makes an external ArrayBuffer over a tensor's memory; its finalizer
+//! owns a handle to the tensor, so the storage outlives `dispose()` while JS can still see it.
+use super::create::{options, shape_arg};
+use super::data::bytes;
+use super::JsTensor;
+use crate::error::{guard, Code, Result};
+use crate::{bail_code, dtype, js, shim};
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi::JsValue;
+use napi_derive::napi;
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::ptr;
+use tch::{Device, Kind, Tensor};
+
+thread_local! {
+    /// This JS thread's queue for releasing references from any thread.
+    static RELEASER: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// A reference keeping lent JS memory alive, and the queue that will delete it.
+struct Lent {
+    reference: sys::napi_ref,
+    releaser: sys::napi_threadsafe_function,
+}
+
+unsafe extern "C" fn delete_on_js_thread(
+    env: sys::napi_env,
+    _cb: sys::napi_value,
+    _ctx: *mut c_void,
+    data: *mut c_void,
+) {
+    let lent = Box::from_raw(data as *mut Lent);
+    if !env.is_null() {
+        sys::napi_delete_reference(env, lent.reference);
+    }
+}
+
+/// libtorch's storage deleter for lent memory: may run on any thread, even inside GC.
+extern "C" fn release_lent(ctx: *mut c_void) {
+    let releaser = unsafe { (*(ctx as *mut Lent)).releaser };
+    let status = unsafe {
+        sys::napi_call_threadsafe_function(releaser, ctx, sys::ThreadsafeFunctionCallMode::nonblocking)
+    };
+    if status != sys::Status::napi_ok {
+        // The JS thread is shutting down: its references go with it.
+        drop(unsafe { Box::from_raw(ctx as *mut Lent) });
+    }
+}
+
+/// Creates this JS thread's release queue (once per JS context, at load). Unref'd: it never
+/// keeps the process alive.
+pub fn init_releaser(env: sys::napi_env) -> anyhow::Result<()> {
+    let mut tsfn = ptr::null_mut();
+    let name = js::new_string(env, "torch-node: release lent memory")?;
+    let status = unsafe {
+        sys::napi_create_threadsafe_function(
+            env,
+            ptr::null_mut(),
+            ptr::null_mut(),
+            name,
+            0,
+            1,
+            ptr::null_mut(),
+            None,
+            ptr::null_mut(),
+            Some(delete_on_js_thread),
+            &mut tsfn,
+        )
+    };
+    if status != sys::Status::napi_ok {
+        anyhow::bail!("cannot create the release queue (status {status})");
+    }
+    unsafe { sys::napi_unref_threadsafe_function(env, tsfn) };
+    RELEASER.with(|r| r.set(Some(tsfn as usize)));
+    Ok(())
+}
+
+fn contiguous_strides(shape: &[i64]) -> Vec<i64> {
+    let mut strides = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * shape[i + 1].max(1);
+    }
+    strides
+}
+
+/// A tensor over `shape` elements of `kind` at `view.bytes[byte_offset..]`, sharing the memory.
+fn lend(
+    env: sys::napi_env,
+    array: sys::napi_value,
+    view: &js::TypedArrayView,
+    shape: &[i64],
+    kind: Kind,
+    byte_offset: usize,
+) -> anyhow::Result<Tensor> {
+    let elem = kind.elt_size_in_bytes();
+    let numel: i64 = shape.iter().product();
+    let need = numel as usize * elem;
+    let have = view.bytes.len().saturating_sub(byte_offset);
+    if byte_offset > view.bytes.len() || need > have {
+        bail_code!(Code::ShapeMismatch, "fromBuffer: shape {shape:?} of {} needs {need} bytes, but the buffer has {have} from byteOffset {byte_offset}", dtype::name(kind));
+    }
+    let data = unsafe { view.bytes.as_ptr().add(byte_offset) } as *mut c_void;
+    if (data as usize) % elem != 0 {
+        bail_code!(
+            Code::InvalidArg,
+            "fromBuffer: byteOffset {byte_offset} leaves the data misaligned for {} ({elem}-byte elements)",
+            dtype::name(kind)
+        );
+    }
+    let Some(releaser) = RELEASER.with(|r| r.get()) else {
+        anyhow::bail!("fromBuffer: the addon was not initialised on this thread");
+    };
+    let mut reference = ptr::null_mut();
+    if unsafe { sys::napi_create_reference(env, array, 1, &mut reference) } != sys::Status::napi_ok {
+        anyhow::bail!("fromBuffer: cannot reference the buffer");
+    }
+    let ctx = Box::into_raw(Box::new(Lent {
+        reference,
+        releaser: releaser as sys::napi_threadsafe_function,
+    })) as *mut c_void;
+    match unsafe { shim::from_blob(data, shape, &contiguous_strides(shape), kind, release_lent, ctx) } {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            // libtorch never took the deleter: drop the reference here, on the JS thread.
+            let lent = unsafe { Box::from_raw(ctx as *mut Lent) };
+            unsafe { sys::napi_delete_reference(env, lent.reference) };
+            Err(e)
+        }
+    }
+}
+
+/// A tensor over a TypedArray's (or an ArrayBuffer's / SharedArrayBuffer's) memory, without
+/// copying: writes on either side are seen by the other. The memory stays alive while any
+/// tensor that may alias it lives. `dtype` defaults to the array's own (float32 for a bare
+/// ArrayBuffer or SharedArrayBuffer); `byteOffset` skips bytes. Do not transfer or detach
+/// the buffer while tensors use it.
+#[napi(
+    ts_args_type = "data: ArrayBufferView | ArrayBuffer | SharedArrayBuffer, shape: number[] | number, options?: { dtype?: string; byteOffset?: number }"
+)]
+pub fn from_buffer(
+    env: Env,
+    data: Unknown,
+    shape: Unknown,
+    options_arg: Option<Unknown>,
+) -> Result<JsTensor> {
+    guard(|| {
+        let raw = env.raw();
+        let Some(view) = js::typed_array(raw, data.raw())? else {
+            bail_code!(
+                Code::InvalidArg,
+                "fromBuffer: data: expected a TypedArray, ArrayBuffer or SharedArrayBuffer, got {}",
+                js::describe(raw, data.raw())
+            );
+        };
+        let shape = shape_arg(raw, shape.raw(), "fromBuffer: shape")?;
+        let o = options(raw, options_arg.map(|u| u.raw()))?;
+        let kind = match (o.dtype, view.type_name) {
+            (Some(k), _) => k,
+            (None, "Uint16Array") => bail_code!(Code::InvalidArg, "fromBuffer: a Uint16Array holds float16 or bfloat16 bits; pass {{dtype: 'float16'}} or {{dtype: 'bfloat16'}}"),
+            (None, name) => dtype::from_typed_array(name).ok_or_else(|| crate::error::fail(Code::InvalidArg, format!("fromBuffer: {name} has no dtype; pass options.dtype")))?,
+        };
+        let byte_offset = match options_arg
+            .map(|u| u.raw())
+            .filter(|v| !js::is_nullish(raw, *v).unwrap_or(true))
+        {
+            Some(opts) => match js::property(raw, opts, "byteOffset")? {
+                Some(b) => crate::args::shape(
+                    &[super::create::number_arg(raw, b, "fromBuffer: byteOffset")?],
+                    "fromBuffer: byteOffset",
+                )?[0] as usize,
+                None => 0,
+            },
+            None => 0,
+        };
+        Ok(JsTensor::new_view(lend(
+            raw,
+            data.raw(),
+            &view,
+            &shape,
+            kind,
+            byte_offset,
+        )?))
+    })
+}
+
+unsafe extern "C" fn drop_tensor(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+    drop(Box::from_raw(hint as *mut Tensor));
+}
+
+/// An external ArrayBuffer over `t`'s memory; None when V8 refuses external buffers.
+fn external_buffer(env: sys::napi_env, t: &Tensor) -> Option<sys::napi_value> {
+    let nbytes = t.numel() * t.kind().elt_size_in_bytes();
+    let owner = Box::into_raw(Box::new(t.shallow_clone()));
+    let mut buffer = ptr::null_mut();
+    let status = unsafe {
+        sys::napi_create_external_arraybuffer(
+            env,
+            t.data_ptr(),
+            nbytes,
+            Some(drop_tensor),
+            owner as *mut c_void,
+            &mut buffer,
+        )
+    };
+    if status == sys::Status::napi_ok {
+        Some(buffer)
+    } else {
+        drop(unsafe { Box::from_raw(owner) });
+        None
+    }
+}
+
+#[napi]
+impl JsTensor {
+    /// A TypedArray over this tensor's own memory (no copy): writes on either side are seen
+    /// by the other, and the memory stays alive while the array does, even after `dispose()`.
+    /// Copies instead (like `toTypedArray`) when aliasing is impossible: a CUDA tensor, a
+    /// non-contiguous view, an empty tensor, or a runtime that refuses external buffers.
+    #[napi(ts_return_type = "TensorTypedArray")]
+    pub fn as_typed_array(&self, env: Env) -> Result<Unknown<'_>> {
+        guard(|| {
+            let raw = env.raw();
+            let t = self.get()?;
+            let Some(name) = dtype::typed_array_name(t.kind()) else {
+                bail_code!(
+                    Code::DTypeMismatch,
+                    "asTypedArray: dtype {} has no TypedArray",
+                    dtype::name(t.kind())
+                );
+            };
+            let shareable = t.device() == Device::Cpu && t.is_contiguous() && t.numel() > 0;
+            let array = match shareable.then(|| external_buffer(raw, &t)).flatten() {
+                Some(buffer) => js::typed_array_over(raw, name, buffer, t.numel())?,
+                None => js::new_typed_array(raw, name, &bytes(&t)?)?,
+            };
+            Ok(unsafe { Unknown::from_raw_unchecked(raw, array) })
+        })
+    }
+}

@@ -1,0 +1,434 @@
+//! Element-wise math, comparisons and reductions, with broadcasting; the second operand may be
+//! a tensor or a JS number (a 0-dim tensor in libtorch's type promotion, exactly like a Python
+//! scalar: `intTensor.add(2)` stays int, `intTensor.add(2.5)` becomes float). In-place versions
+//! (suffix `_`) write into this tensor's storage and return it (index.js returns `this`).
+use super::ops::ValuesIndices;
+use super::JsTensor;
+use crate::error::{guard, Code, Result};
+use crate::{args, bail_code, js};
+use napi::bindgen_prelude::*;
+use napi::JsValue;
+use napi_derive::napi;
+use tch::{Kind, TchError, Tensor};
+
+type Binary = fn(&Tensor, &Tensor) -> std::result::Result<Tensor, TchError>;
+type InPlace = fn(&mut Tensor, &Tensor) -> std::result::Result<Tensor, TchError>;
+type Unary = fn(&Tensor) -> std::result::Result<Tensor, TchError>;
+
+/// A tensor, or a JS number/boolean as a 0-dim tensor on `like`'s device.
+fn operand(env: Env, v: Unknown, like: &Tensor, what: &str) -> anyhow::Result<Tensor> {
+    let (raw, v) = (env.raw(), v.raw());
+    if let Some(t) = super::unwrap_tensor(raw, v) {
+        return Ok(t.get()?.shallow_clone());
+    }
+    let options = |k| (k, like.device());
+    Ok(match js::type_of(raw, v)? {
+        napi::sys::ValueType::napi_number => {
+            let x = js::number(raw, v)?;
+            if x.fract() == 0.0 && x.abs() < 9.007_199_254_740_992e15 {
+                Tensor::f_scalar_tensor(x as i64, options(Kind::Int64))?
+            } else {
+                Tensor::f_scalar_tensor(x, options(Kind::Double))?
+            }
+        }
+        napi::sys::ValueType::napi_boolean => {
+            Tensor::f_scalar_tensor(js::boolean(raw, v)? as i64, options(Kind::Bool))?
+        }
+        _ => bail_code!(
+            Code::InvalidArg,
+            "{what}: expected a Tensor or a number, got {}",
+            js::describe(raw, v)
+        ),
+    })
+}
+
+/// `dim` given as a number or an array of numbers.
+fn dims(env: Env, v: Option<Unknown>, ndim: usize, what: &str) -> anyhow::Result<Option<Vec<i64>>> {
+    let Some(v) = v else { return Ok(None) };
+    let (raw, v) = (env.raw(), v.raw());
+    if js::is_nullish(raw, v)? {
+        return Ok(None);
+    }
+    let list = if js::is_array(raw, v)? {
+        (0..js::array_len(raw, v)?)
+            .map(|i| js::element(raw, v, i))
+            .collect::<anyhow::Result<Vec<_>>>()?
+    } else {
+        vec![v]
+    };
+    let ds = list
+        .into_iter()
+        .map(|d| args::dim(super::create::number_arg(raw, d, what)?, ndim, what))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Some(ds))
+}
+
+impl JsTensor {
+    fn binary(&self, env: Env, other: Unknown, what: &str, op: Binary) -> Result<JsTensor> {
+        guard(|| {
+            let t = self.get()?;
+            let o = operand(env, other, &t, what)?;
+            Ok(JsTensor::new(op(&t, &o)?))
+        })
+    }
+
+    fn in_place(&self, env: Env, other: Unknown, what: &str, op: InPlace) -> Result<()> {
+        guard(|| {
+            let mut t = self.get()?.shallow_clone();
+            let o = operand(env, other, &t, what)?;
+            op(&mut t, &o)?;
+            Ok(())
+        })
+    }
+
+    fn unary(&self, op: Unary) -> Result<JsTensor> {
+        guard(|| Ok(JsTensor::new(op(&*self.get()?)?)))
+    }
+}
+
+#[napi]
+impl JsTensor {
+    /// `this + other`, broadcasting.
+    #[napi(ts_args_type = "other: Tensor | number")]
+    pub fn add(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+        self.binary(env, other, "add: other", |a, b| a.f_add(b))
+    }
+    /// `this - other`.
+    #[napi(ts_args_type = "other: Tensor | number")]
+    pub fn sub(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+        self.binary(env, other, "sub: other", |a, b| a.f_sub(b))
+    }
+    /// `this * other`, element-wise.
+    #[napi(ts_args_type = "other: Tensor | number")]
+    pub fn mul(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+        self.binary(env, other, "mul: other", |a, b| a.f_mul(b))
+    }
+    /// `this / other` (true division: integer inputs give float results).
+    #[napi(ts_args_type = "other: Tensor | number")]
+    pub fn div(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+        self.binary(env, other, "div: other", |a, b| a.f_div(b))
+    }
+    /// `this ** exponent` (a copy; `pow_` writes in place).
+    #[napi(ts_args_type = "exponent: Tensor | number")]
+    pub fn pow(&self, env: Env, exponent: Unknown) -> Result<JsTensor> {
+        self.binary(env, exponent, "pow: exponent", |a, b| a.f_pow(b))
+    }
+    /// Matrix product with PyTorch's `matmul` broadcasting rules.
+    #[napi]
+    pub fn matmul(&self, other: &JsTensor) -> Result<JsTensor> {
+        guard(|| Ok(JsTensor::new(self.get()?.f_matmul(&*other.get()?)?)))
+    }
+    /// Element-wise `==`, a bool tensor.
+    #[napi(ts_args_type = "other: Tensor | number")]
+    pub fn eq(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+        self.binary(env, other, "eq: other", |a, b| a.f_eq_tensor(b))
+    }
+    /// Element-wise `!=`.
+    #[napi(ts_args_type = "other: Tensor | number")]
+    pub fn ne(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+        self.binary(env, other, "ne: other", |a, b| a.f_ne_tensor(b))
+    }
+    /// Element-wise `<`.
+    #[napi(ts_args_type = "other: Tensor | number")]
+    pub fn lt(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+        self.binary(env, other, "lt: other", |a, b| a.f_lt_tensor(b))
+    }
+    /// Element-wise `<=`.
+    #[napi(ts_args_type = "other: Tensor | number")]
+    pub fn le(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+        self.binary(env, other, "le: other", |a, b| a.f_le_tensor(b))
+    }
+    /// Element-wise `>`.
+    #[napi(ts_args_type = "other: Tensor | number")]
+    pub fn gt(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+        self.binary(env, other, "gt: other", |a, b| a.f_gt_tensor(b))
+    }
+    /// Element-wise `>=`.
+    #[napi(ts_args_type = "other: Tensor | number")]
+    pub fn ge(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+        self.binary(env, other, "ge: other", |a, b| a.f_ge_tensor(b))
+    }
+    /// Where the bool `condition` holds this element, else `other`'s: PyTorch's
+    /// `x.where(condition, y)` (= `torch.where(condition, x, y)`).
+    #[napi(js_name = "where", ts_args_type = "condition: Tensor, other: Tensor | number")]
+    pub fn where_(&self, env: Env, condition: &JsTensor, other: Unknown) -> Result<JsTensor> {
+        guard(|| {
+            let t = self.get()?;
+            let o = operand(env, other, &t, "where: other")?;
+            Ok(JsTensor::new(t.f_where_self(&*condition.get()?, &o)?))
+        })
+    }
+
+    /// e^x.
+    #[napi]
+    pub fn exp(&self) -> Result<JsTensor> {
+        self.unary(|t| t.f_exp())
+    }
+    /// Natural logarithm.
+    #[napi]
+    pub fn log(&self) -> Result<JsTensor> {
+        self.unary(|t| t.f_log())
+    }
+    /// Square root.
+    #[napi]
+    pub fn sqrt(&self) -> Result<JsTensor> {
+        self.unary(|t| t.f_sqrt())
+    }
+    /// Absolute value.
+    #[napi]
+    pub fn abs(&self) -> Result<JsTensor> {
+        self.unary(|t| t.f_abs())
+    }
+    /// Negation.
+    #[napi]
+    pub fn neg(&self) -> Result<JsTensor> {
+        self.unary(|t| t.f_neg())
+    }
+    /// max(x, 0).
+    #[napi]
+    pub fn relu(&self) -> Result<JsTensor> {
+        self.unary(|t| t.f_relu())
+    }
+    /// 1 / (1 + e^-x).
+    #[napi]
+    pub fn sigmoid(&self) -> Result<JsTensor> {
+        self.unary(|t| t.f_sigmoid())
+    }
+    /// Hyperbolic tangent.
+    #[napi]
+    pub fn tanh(&self) -> Result<JsTensor> {
+        self.unary(|t| t.f_tanh())
+    }
+    /// Rounds half to even, as PyTorch does.
+    #[napi]
+    pub fn round(&self) -> Result<JsTensor> {
+        self.unary(|t| t.f_round())
+    }
+    /// Rounds down.
+    #[napi]
+    pub fn floor(&self) -> Result<JsTensor> {
+        self.unary(|t| t.f_floor())
+    }
+    /// Rounds up.
+    #[napi]
+    pub fn ceil(&self) -> Result<JsTensor> {
+        self.unary(|t| t.f_ceil())
+    }
+    /// Limits values to [min, max]; either bound may be null.
+    #[napi]
+    pub fn clamp(&self, min: Option<f64>, max: Option<f64>) -> Result<JsTensor> {
+        guard(|| Ok(JsTensor::new(clamp(&*self.get()?, min, max)?)))
+    }
+
+    /// The sum of all elements, or over `dim` (a number or an array), keeping reduced dims
+    /// as size 1 with `keepdim`.
+    #[napi(ts_args_type = "dim?: number | number[] | null, keepdim?: boolean")]
+    pub fn sum(&self, env: Env, dim: Option<Unknown>, keepdim: Option<bool>) -> Result<JsTensor> {
+        guard(|| {
+            let t = self.get()?;
+            Ok(JsTensor::new(match dims(env, dim, t.dim(), "sum: dim")? {
+                Some(d) => t.f_sum_dim_intlist(d.as_slice(), keepdim.unwrap_or(false), None)?,
+                None => t.f_sum(None)?,
+            }))
+        })
+    }
+
+    /// The mean of all elements, or over `dim` (floating tensors).
+    #[napi(ts_args_type = "dim?: number | number[] | null, keepdim?: boolean")]
+    pub fn mean(&self, env: Env, dim: Option<Unknown>, keepdim: Option<bool>) -> Result<JsTensor> {
+        guard(|| {
+            let t = self.get()?;
+            Ok(JsTensor::new(match dims(env, dim, t.dim(), "mean: dim")? {
+                Some(d) => t.f_mean_dim(d.as_slice(), keepdim.unwrap_or(false), None)?,
+                None => t.f_mean(None)?,
+            }))
+        })
+    }
+
+    /// `max()`: the largest element. `max(dim, keepdim?)`: `{values, indices}` along `dim`.
+    /// `max(other)`: the element-wise maximum with a tensor.
+    #[napi(
+        ts_args_type = "dimOrOther?: number | Tensor, keepdim?: boolean",
+        ts_return_type = "Tensor | ValuesIndices"
+    )]
+    pub fn max(
+        &self,
+        env: Env,
+        dim_or_other: Option<Unknown>,
+        keepdim: Option<bool>,
+    ) -> Result<Either<JsTensor, ValuesIndices>> {
+        self.extreme(env, dim_or_other, keepdim, true)
+    }
+
+    /// `min()`, `min(dim, keepdim?)`, `min(other)`: as `max`.
+    #[napi(
+        ts_args_type = "dimOrOther?: number | Tensor, keepdim?: boolean",
+        ts_return_type = "Tensor | ValuesIndices"
+    )]
+    pub fn min(
+        &self,
+        env: Env,
+        dim_or_other: Option<Unknown>,
+        keepdim: Option<bool>,
+    ) -> Result<Either<JsTensor, ValuesIndices>> {
+        self.extreme(env, dim_or_other, keepdim, false)
+    }
+
+    /// Index of the smallest value: over all elements (flattened), or along `dim`.
+    #[napi]
+    pub fn argmin(&self, dim: Option<f64>, keepdim: Option<bool>) -> Result<JsTensor> {
+        guard(|| {
+            let t = self.get()?;
+            let d = dim.map(|d| args::dim(d, t.dim(), "argmin: dim")).transpose()?;
+            Ok(JsTensor::new(t.f_argmin(d, keepdim.unwrap_or(false))?))
+        })
+    }
+
+    /// Sorted values along `dim` (default: the last) and where they came from.
+    #[napi]
+    pub fn sort(&self, dim: Option<f64>, descending: Option<bool>) -> Result<ValuesIndices> {
+        guard(|| {
+            let t = self.get()?;
+            let d = args::dim(dim.unwrap_or(-1.0), t.dim(), "sort: dim")?;
+            let (values, indices) = t.f_sort(d, descending.unwrap_or(false))?;
+            Ok(ValuesIndices {
+                values: JsTensor::new(values),
+                indices: JsTensor::new(indices),
+            })
+        })
+    }
+
+    /// In place: `this += other`. Returns this tensor.
+    #[napi(
+        js_name = "add_",
+        ts_args_type = "other: Tensor | number",
+        ts_return_type = "this"
+    )]
+    pub fn add_(&self, env: Env, other: Unknown) -> Result<()> {
+        self.in_place(env, other, "add_: other", |a, b| a.f_add_(b))
+    }
+    /// In place: `this -= other`.
+    #[napi(
+        js_name = "sub_",
+        ts_args_type = "other: Tensor | number",
+        ts_return_type = "this"
+    )]
+    pub fn sub_(&self, env: Env, other: Unknown) -> Result<()> {
+        self.in_place(env, other, "sub_: other", |a, b| a.f_sub_(b))
+    }
+    /// In place: `this *= other`.
+    #[napi(
+        js_name = "mul_",
+        ts_args_type = "other: Tensor | number",
+        ts_return_type = "this"
+    )]
+    pub fn mul_(&self, env: Env, other: Unknown) -> Result<()> {
+        self.in_place(env, other, "mul_: other", |a, b| a.f_mul_(b))
+    }
+    /// In place: `this /= other` (the tensor must be floating).
+    #[napi(
+        js_name = "div_",
+        ts_args_type = "other: Tensor | number",
+        ts_return_type = "this"
+    )]
+    pub fn div_(&self, env: Env, other: Unknown) -> Result<()> {
+        self.in_place(env, other, "div_: other", |a, b| a.f_div_(b))
+    }
+    /// In place: `this **= exponent`.
+    #[napi(
+        js_name = "pow_",
+        ts_args_type = "exponent: Tensor | number",
+        ts_return_type = "this"
+    )]
+    pub fn pow_(&self, env: Env, exponent: Unknown) -> Result<()> {
+        self.in_place(env, exponent, "pow_: exponent", |a, b| a.f_pow_tensor_(b))
+    }
+    /// In place: `this = other` (broadcast, cast to this dtype), writing through to storage.
+    #[napi(
+        js_name = "copy_",
+        ts_args_type = "src: Tensor | number",
+        ts_return_type = "this"
+    )]
+    pub fn copy_(&self, env: Env, src: Unknown) -> Result<()> {
+        self.in_place(env, src, "copy_: src", |a, b| {
+            a.f_copy_(b)?;
+            Ok(a.shallow_clone())
+        })
+    }
+    /// In place: limits values to [min, max].
+    #[napi(js_name = "clamp_", ts_return_type = "this")]
+    pub fn clamp_(&self, min: Option<f64>, max: Option<f64>) -> Result<()> {
+        guard(|| {
+            let mut t = self.get()?.shallow_clone();
+            let clamped = clamp(&t, min, max)?;
+            t.f_copy_(&clamped)?;
+            Ok(())
+        })
+    }
+    /// In place: every element becomes `value`.
+    #[napi(
+        js_name = "fill_",
+        ts_args_type = "value: number | boolean",
+        ts_return_type = "this"
+    )]
+    pub fn fill_(&self, env: Env, value: Unknown) -> Result<()> {
+        self.in_place(env, value, "fill_: value", |a, b| a.f_fill_tensor_(b))
+    }
+    /// In place: every element becomes 0.
+    #[napi(js_name = "zero_", ts_return_type = "this")]
+    pub fn zero_(&self) -> Result<()> {
+        guard(|| {
+            self.get()?.shallow_clone().f_zero_()?;
+            Ok(())
+        })
+    }
+}
+
+fn clamp(t: &Tensor, min: Option<f64>, max: Option<f64>) -> anyhow::Result<Tensor> {
+    Ok(match (min, max) {
+        (Some(lo), Some(hi)) => t.f_clamp(lo, hi)?,
+        (Some(lo), None) => t.f_clamp_min(lo)?,
+        (None, Some(hi)) => t.f_clamp_max(hi)?,
+        (None, None) => bail_code!(Code::InvalidArg, "clamp: give min, max or both"),
+    })
+}
+
+impl JsTensor {
+    fn extreme(
+        &self,
+        env: Env,
+        arg: Option<Unknown>,
+        keepdim: Option<bool>,
+        largest: bool,
+    ) -> Result<Either<JsTensor, ValuesIndices>> {
+        let name = if largest { "max" } else { "min" };
+        guard(|| {
+            let t = self.get()?;
+            let raw = env.raw();
+            let arg = arg.filter(|a| !js::is_nullish(raw, a.raw()).unwrap_or(true));
+            let Some(arg) = arg else {
+                let out = if largest { t.f_max()? } else { t.f_min()? };
+                return Ok(Either::A(JsTensor::new(out)));
+            };
+            if js::type_of(raw, arg.raw())? == napi::sys::ValueType::napi_number {
+                let d = args::dim(js::number(raw, arg.raw())?, t.dim(), &format!("{name}: dim"))?;
+                let k = keepdim.unwrap_or(false);
+                let (values, indices) = if largest {
+                    t.f_max_dim(d, k)?
+                } else {
+                    t.f_min_dim(d, k)?
+                };
+                return Ok(Either::B(ValuesIndices {
+                    values: JsTensor::new(values),
+                    indices: JsTensor::new(indices),
+                }));
+            }
+            let o = operand(env, arg, &t, &format!("{name}: other"))?;
+            Ok(Either::A(JsTensor::new(if largest {
+                t.f_maximum(&o)?
+            } else {
+                t.f_minimum(&o)?
+            })))
+        })
+    }
+}
