@@ -11,6 +11,16 @@ export type TensorTypedArray = Float32Array | Float64Array | Int8Array | Uint8Ar
  * string; null (None); array (List or Tuple); plain object (Dict with string keys) or Map (other keys).
  */
 export type IValue = Tensor | number | bigint | boolean | string | null | undefined | IValue[] | { [key: string]: IValue } | Map<IValue, IValue>
+
+/**
+ * Runs `fn` and disposes every tensor created while it runs, except those it returns (a Tensor,
+ * or arrays/objects of them). Synchronous functions only (a returned Promise is an error).
+ */
+export declare function tidy<T>(fn: () => T): T
+/** `torch.where(condition, x, y)`: `x` where the bool `condition` holds, else `y`. */
+export declare function where(condition: Tensor, x: Tensor, y: Tensor | number): Tensor
+
+
 export type TypedArray =
   | Int8Array
   | Uint8Array
@@ -87,6 +97,24 @@ export type JsScriptModule = ScriptModule
  */
 export declare class Tensor {
   /**
+   * Computes gradients of this tensor with respect to the leaves that require grad; they
+   * accumulate in each leaf's `grad`. A non-scalar tensor needs `gradient` (same shape).
+   */
+  backward(gradient?: Tensor | undefined | null): void
+  /** The gradient accumulated by `backward()`, or null. */
+  get grad(): Tensor | null
+  /** A view sharing this tensor's storage, cut from autograd. */
+  detach(): Tensor
+  /** In place: turns gradient recording on (default) or off for this leaf tensor. */
+  requiresGrad_(requiresGrad?: boolean | undefined | null): this
+  /**
+   * A TypedArray over this tensor's own memory (no copy): writes on either side are seen
+   * by the other, and the memory stays alive while the array does, even after `dispose()`.
+   * Copies instead (like `toTypedArray`) when aliasing is impossible: a CUDA tensor, a
+   * non-contiguous view, an empty tensor, or a runtime that refuses external buffers.
+   */
+  asTypedArray(): TensorTypedArray
+  /**
    * The values as nested arrays (a number or boolean for a 0-dim tensor). int64 values
    * beyond ±2^53 lose precision as JS numbers: use `toTypedArray()` (BigInt64Array) for those.
    */
@@ -104,6 +132,95 @@ export declare class Tensor {
    * also what `console.log` and `util.inspect` show.
    */
   toString(): string
+  /** `this + other`, broadcasting. */
+  add(other: Tensor | number): Tensor
+  /** `this - other`. */
+  sub(other: Tensor | number): Tensor
+  /** `this * other`, element-wise. */
+  mul(other: Tensor | number): Tensor
+  /** `this / other` (true division: integer inputs give float results). */
+  div(other: Tensor | number): Tensor
+  /** `this ** exponent` (a copy; `pow_` writes in place). */
+  pow(exponent: Tensor | number): Tensor
+  /** Matrix product with PyTorch's `matmul` broadcasting rules. */
+  matmul(other: Tensor): Tensor
+  /** Element-wise `==`, a bool tensor. */
+  eq(other: Tensor | number): Tensor
+  /** Element-wise `!=`. */
+  ne(other: Tensor | number): Tensor
+  /** Element-wise `<`. */
+  lt(other: Tensor | number): Tensor
+  /** Element-wise `<=`. */
+  le(other: Tensor | number): Tensor
+  /** Element-wise `>`. */
+  gt(other: Tensor | number): Tensor
+  /** Element-wise `>=`. */
+  ge(other: Tensor | number): Tensor
+  /**
+   * Where the bool `condition` holds this element, else `other`'s: PyTorch's
+   * `x.where(condition, y)` (= `torch.where(condition, x, y)`).
+   */
+  where(condition: Tensor, other: Tensor | number): Tensor
+  /** e^x. */
+  exp(): Tensor
+  /** Natural logarithm. */
+  log(): Tensor
+  /** Square root. */
+  sqrt(): Tensor
+  /** Absolute value. */
+  abs(): Tensor
+  /** Negation. */
+  neg(): Tensor
+  /** max(x, 0). */
+  relu(): Tensor
+  /** 1 / (1 + e^-x). */
+  sigmoid(): Tensor
+  /** Hyperbolic tangent. */
+  tanh(): Tensor
+  /** Rounds half to even, as PyTorch does. */
+  round(): Tensor
+  /** Rounds down. */
+  floor(): Tensor
+  /** Rounds up. */
+  ceil(): Tensor
+  /** Limits values to [min, max]; either bound may be null. */
+  clamp(min?: number | undefined | null, max?: number | undefined | null): Tensor
+  /**
+   * The sum of all elements, or over `dim` (a number or an array), keeping reduced dims
+   * as size 1 with `keepdim`.
+   */
+  sum(dim?: number | number[] | null, keepdim?: boolean): Tensor
+  /** The mean of all elements, or over `dim` (floating tensors). */
+  mean(dim?: number | number[] | null, keepdim?: boolean): Tensor
+  /**
+   * `max()`: the largest element. `max(dim, keepdim?)`: `{values, indices}` along `dim`.
+   * `max(other)`: the element-wise maximum with a tensor.
+   */
+  max(dimOrOther?: number | Tensor, keepdim?: boolean): Tensor | ValuesIndices
+  /** `min()`, `min(dim, keepdim?)`, `min(other)`: as `max`. */
+  min(dimOrOther?: number | Tensor, keepdim?: boolean): Tensor | ValuesIndices
+  /** Index of the smallest value: over all elements (flattened), or along `dim`. */
+  argmin(dim?: number | undefined | null, keepdim?: boolean | undefined | null): Tensor
+  /** Sorted values along `dim` (default: the last) and where they came from. */
+  sort(dim?: number | undefined | null, descending?: boolean | undefined | null): ValuesIndices
+  /** In place: `this += other`. Returns this tensor. */
+  add_(other: Tensor | number): this
+  /** In place: `this -= other`. */
+  sub_(other: Tensor | number): this
+  /** In place: `this *= other`. */
+  mul_(other: Tensor | number): this
+  /** In place: `this /= other` (the tensor must be floating). */
+  div_(other: Tensor | number): this
+  /** In place: `this **= exponent`. */
+  pow_(exponent: Tensor | number): this
+  /** In place: `this = other` (broadcast, cast to this dtype), writing through to storage. */
+  copy_(src: Tensor | number): this
+  /** In place: limits values to [min, max]. */
+  clamp_(min?: number | undefined | null, max?: number | undefined | null): this
+  /** In place: every element becomes `value`. */
+  fill_(value: number | boolean): this
+  /** In place: every element becomes 0. */
+  zero_(): this
   /**
    * A copy on another device and/or with another dtype: `to('cuda')`, `to('float16')`,
    * `to({device: 'cpu', dtype: 'float32'})`. Returns a tensor sharing memory with this one
@@ -122,6 +239,67 @@ export declare class Tensor {
   argmax(dim?: number | undefined | null, keepdim?: boolean | undefined | null): Tensor
   /** The `k` largest values along `dim` (default: the last), sorted, with their indices. */
   topk(k: number, dim?: number | undefined | null): ValuesIndices
+  /** Elements to step over in storage to move one position along each dimension. */
+  get strides(): Array<number>
+  /** Where this view starts in its storage, in elements. */
+  get storageOffset(): number
+  /** Whether the elements lie in storage in row-major order with no gaps. */
+  isContiguous(): boolean
+  /** Whether both tensors are views of the same storage. */
+  sharesStorage(other: Tensor): boolean
+  /** A 1-D view of the whole underlying storage (what Python prints for `t.storage()`). */
+  storage(): Tensor
+  /**
+   * A view with another shape (one size may be -1); the tensor must be contiguous enough
+   * for a view to exist — `reshape` copies when it is not. `view(2, 3)` or `view([2, 3])`.
+   */
+  view(...shape: Array<number | number[]>): Tensor
+  /** Another shape: a view when possible, else a copy (as in PyTorch). */
+  reshape(...shape: Array<number | number[]>): Tensor
+  /** Swaps two dimensions (a view: strides swap). */
+  transpose(dim0: number, dim1: number): Tensor
+  /** The transpose of a matrix (≤ 2 dims), as `t.t()` in PyTorch. */
+  t(): Tensor
+  /** Reorders dimensions: `permute(2, 0, 1)` or `permute([2, 0, 1])`. */
+  permute(...dims: Array<number | number[]>): Tensor
+  /** `length` elements of `dim` from `start` (a view). */
+  narrow(dim: number, start: number, length: number): Tensor
+  /** The slice at `index` of `dim`, without that dim: `a.select(0, 1)` is Python's `a[1]`. */
+  select(dim: number, index: number): Tensor
+  /**
+   * Python slicing along `dim`: `a.slice(0, 1)` is `a[1:]`, `a.slice(1, 0, -1, 2)` is
+   * `a[:, 0:-1:2]`; negative indices count from the end, out-of-range ends are clamped.
+   */
+  slice(dim: number, start?: number | undefined | null, end?: number | undefined | null, step?: number | undefined | null): Tensor
+  /** Removes dimensions of size 1 (all, or just `dim`). */
+  squeeze(dim?: number | undefined | null): Tensor
+  /** Inserts a dimension of size 1 at `dim`. */
+  unsqueeze(dim: number): Tensor
+  /** Repeats size-1 dimensions without copying (stride 0); -1 keeps a size. */
+  expand(...shape: Array<number | number[]>): Tensor
+  /** Merges dims `startDim..=endDim` (default: all) into one; a view when possible. */
+  flatten(startDim?: number | undefined | null, endDim?: number | undefined | null): Tensor
+  /** Splits `dim` into `sizes` (one may be -1). */
+  unflatten(dim: number, sizes: number[]): Tensor
+  /** Splits into `chunks` views along `dim` (default 0). */
+  chunk(chunks: number, dim?: number | undefined | null): Array<Tensor>
+  /** Splits along `dim` (default 0) into pieces of `size`, or of the listed sizes. */
+  split(sizeOrSections: number | number[], dim?: number): Array<Tensor>
+  /** The diagonal (offset 0: main; > 0 above; < 0 below) of dims `dim1`, `dim2` (0, 1). */
+  diagonal(offset?: number | undefined | null, dim1?: number | undefined | null, dim2?: number | undefined | null): Tensor
+  /**
+   * A view with explicit sizes, strides and storage offset (in elements). Unchecked
+   * beyond the storage's bounds, which libtorch verifies.
+   */
+  asStrided(size: number[], stride: number[], storageOffset?: number): Tensor
+  /** A copy with its own storage (autograd-tracked, as in PyTorch). */
+  clone(): Tensor
+  /** This tensor if already contiguous, else a row-major copy. */
+  contiguous(): Tensor
+  /** The elements where the bool `mask` (broadcast to this shape) is true, as a 1-D copy. */
+  maskedSelect(mask: Tensor): Tensor
+  /** The entries at the int64 `index` positions along `dim`, as a copy. */
+  indexSelect(dim: number, index: Tensor): Tensor
   /** The size of each dimension, e.g. `[1, 3, 224, 224]`. */
   get shape(): Array<number>
   /** The element type: `'float32'`, `'int64'`, `'bool'`, ... */
@@ -144,12 +322,24 @@ export declare class Tensor {
 }
 export type JsTensor = Tensor
 
+/** @internal Opens a `torch.tidy` scope; use `tidy(fn)`. */
+export declare function _tidyBegin(): void
+
+/**
+ * @internal Closes the innermost `torch.tidy` scope, disposing every tensor created in it
+ * except those in `keep` (a Tensor, or arrays/objects holding Tensors); use `tidy(fn)`.
+ */
+export declare function _tidyEnd(keep?: unknown): number
+
 /**
  * `arange(end)`, `arange(start, end, step?)`: values from start (inclusive) to end
  * (exclusive). int64 when every bound is an integer (as in PyTorch), else float32.
  * Options may follow the last number given: `arange(5, {dtype: 'float32'})`.
  */
 export declare function arange(start: number, end?: number | TensorOptions, step?: number | TensorOptions, options?: TensorOptions): Tensor
+
+/** Joins tensors along an existing dim (default 0) into a new tensor (a copy). */
+export declare function cat(tensors: Tensor[], dim?: number): Tensor
 
 /** A tensor with uninitialized contents (fast; fill it before reading). */
 export declare function empty(shape: number[] | number, options?: TensorOptions | boolean): Tensor
@@ -159,6 +349,15 @@ export declare function empty(shape: number[] | number, options?: TensorOptions 
  * `eye(3, {dtype: 'int64'})`.
  */
 export declare function eye(n: number, m?: number | TensorOptions, options?: TensorOptions): Tensor
+
+/**
+ * A tensor over a TypedArray's (or an ArrayBuffer's / SharedArrayBuffer's) memory, without
+ * copying: writes on either side are seen by the other. The memory stays alive while any
+ * tensor that may alias it lives. `dtype` defaults to the array's own (float32 for a bare
+ * ArrayBuffer or SharedArrayBuffer); `byteOffset` skips bytes. Do not transfer or detach
+ * the buffer while tensors use it.
+ */
+export declare function fromBuffer(data: ArrayBufferView | ArrayBuffer | SharedArrayBuffer, shape: number[] | number, options?: { dtype?: string; byteOffset?: number }): Tensor
 
 /** A tensor filled with `value` (float32 for a number, bool for a boolean, unless `dtype`). */
 export declare function full(shape: number[] | number, value: number | boolean, options?: TensorOptions | boolean): Tensor
@@ -207,6 +406,9 @@ export declare function setNumInteropThreads(n: number): void
 
 /** Sets the number of threads libtorch uses for intra-op parallelism (per process). */
 export declare function setNumThreads(n: number): void
+
+/** Stacks same-shape tensors along a new dim (default 0) into a new tensor (a copy). */
+export declare function stack(tensors: Tensor[], dim?: number): Tensor
 
 /**
  * A new tensor holding a copy of `data`: nested arrays of numbers, booleans or BigInts, a

@@ -66,19 +66,19 @@ function fromBuffer(data, shape, options) {
  */
 function tidy(fn) {
   if (typeof fn !== 'function') throw codedError('InvalidArg', `tidy: expected a function, got ${describe(fn)}`)
-  native.tidyBegin()
+  native._tidyBegin()
   let result
   try {
     result = fn()
   } catch (e) {
-    native.tidyEnd(undefined)
+    native._tidyEnd(undefined)
     throw e
   }
   if (result && typeof result.then === 'function') {
-    native.tidyEnd(undefined)
+    native._tidyEnd(undefined)
     throw codedError('InvalidArg', 'tidy: the function returned a Promise; tidy only tracks synchronous work')
   }
-  native.tidyEnd(result)
+  native._tidyEnd(result)
   return result
 }
 
@@ -139,5 +139,5 @@ function where(condition, x, y) {
 }
 
 module.exports = { ...native, fromBuffer, tidy, where }
-delete module.exports.tidyBegin
-delete module.exports.tidyEnd
+delete module.exports._tidyBegin
+delete module.exports._tidyEnd

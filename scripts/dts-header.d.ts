@@ -12,3 +12,11 @@ export type TensorTypedArray = Float32Array | Float64Array | Int8Array | Uint8Ar
  */
 export type IValue = Tensor | number | bigint | boolean | string | null | undefined | IValue[] | { [key: string]: IValue } | Map<IValue, IValue>
 
+/**
+ * Runs `fn` and disposes every tensor created while it runs, except those it returns (a Tensor,
+ * or arrays/objects of them). Synchronous functions only (a returned Promise is an error).
+ */
+export declare function tidy<T>(fn: () => T): T
+/** `torch.where(condition, x, y)`: `x` where the bool `condition` holds, else `y`. */
+export declare function where(condition: Tensor, x: Tensor, y: Tensor | number): Tensor
+

@@ -62,15 +62,15 @@ impl JsTensor {
     }
 }
 
-/// Opens a `torch.tidy` scope (index.js pairs it with `tidyEnd`).
-#[napi]
+/// @internal Opens a `torch.tidy` scope; use `tidy(fn)`.
+#[napi(js_name = "_tidyBegin")]
 pub fn tidy_begin() {
     scope_begin();
 }
 
-/// Closes the innermost `torch.tidy` scope, disposing every tensor created in it except those
-/// in `keep` (a Tensor, or arrays/objects holding Tensors). Returns how many it disposed.
-#[napi(ts_args_type = "keep?: unknown")]
+/// @internal Closes the innermost `torch.tidy` scope, disposing every tensor created in it
+/// except those in `keep` (a Tensor, or arrays/objects holding Tensors); use `tidy(fn)`.
+#[napi(js_name = "_tidyEnd", ts_args_type = "keep?: unknown")]
 pub fn tidy_end(env: Env, keep: Option<Unknown>) -> Result<u32> {
     guard(|| {
         let mut kept = Vec::new();
