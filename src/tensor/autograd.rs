@@ -54,7 +54,8 @@ impl JsTensor {
     #[napi(js_name = "requiresGrad_", ts_return_type = "this")]
     pub fn requires_grad_(&self, requires_grad: Option<bool>) -> Result<()> {
         guard(|| {
-            self.get()?
+            let _ = self
+                .get()?
                 .shallow_clone()
                 .f_requires_grad_(requires_grad.unwrap_or(true))?;
             Ok(())

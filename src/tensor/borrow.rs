@@ -57,6 +57,8 @@ extern "C" fn release_lent(ctx: *mut c_void) {
     }
 }
 
+/// `env` is N-API's opaque handle, checked by N-API itself (see `crate::js`).
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 /// Creates this JS thread's release queue (once per JS context, at load). Unref'd: it never
 /// keeps the process alive.
 pub fn init_releaser(env: sys::napi_env) -> anyhow::Result<()> {
@@ -110,7 +112,7 @@ fn lend(
         bail_code!(Code::ShapeMismatch, "fromBuffer: shape {shape:?} of {} needs {need} bytes, but the buffer has {have} from byteOffset {byte_offset}", dtype::name(kind));
     }
     let data = unsafe { view.bytes.as_ptr().add(byte_offset) } as *mut c_void;
-    if (data as usize) % elem != 0 {
+    if !(data as usize).is_multiple_of(elem) {
         bail_code!(
             Code::InvalidArg,
             "fromBuffer: byteOffset {byte_offset} leaves the data misaligned for {} ({elem}-byte elements)",

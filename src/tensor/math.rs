@@ -76,7 +76,7 @@ impl JsTensor {
         guard(|| {
             let mut t = self.get()?.shallow_clone();
             let o = operand(env, other, &t, what)?;
-            op(&mut t, &o)?;
+            let _ = op(&mut t, &o)?;
             Ok(())
         })
     }
@@ -378,7 +378,7 @@ impl JsTensor {
     #[napi(js_name = "zero_", ts_return_type = "this")]
     pub fn zero_(&self) -> Result<()> {
         guard(|| {
-            self.get()?.shallow_clone().f_zero_()?;
+            let _ = self.get()?.shallow_clone().f_zero_()?;
             Ok(())
         })
     }

@@ -39,10 +39,6 @@ fn numbers(env: Env, v: Unknown, what: &str) -> anyhow::Result<Vec<f64>> {
 }
 
 impl JsTensor {
-    fn dim_arg(&self, d: f64, what: &str) -> anyhow::Result<i64> {
-        args::dim(d, self.get()?.dim(), what)
-    }
-
     fn derive(&self, f: impl FnOnce(&Tensor) -> anyhow::Result<Tensor>) -> Result<JsTensor> {
         guard(|| {
             let t = self.get()?;
@@ -324,8 +320,8 @@ impl JsTensor {
     }
 
     /// A copy with its own storage (autograd-tracked, as in PyTorch).
-    #[napi]
-    pub fn clone(&self) -> Result<JsTensor> {
+    #[napi(js_name = "clone")]
+    pub fn clone_tensor(&self) -> Result<JsTensor> {
         guard(|| {
             let t = self.get()?;
             let mut out = t.f_empty_like()?;
