@@ -19,8 +19,6 @@ async function main() {
   const touched = saliency.gt(0).sum().item()
   console.log(`top class ${k}; |∂y/∂x| max ${saliency.max().item().toExponential(3)}, ` +
     `mean ${saliency.mean().item().toExponential(3)}; ${touched} of ${224 * 224} pixels influence it`)
-  // The central pixel's receptive field: gradient of one output position would be measured the
-  // same way on a fully convolutional trunk (take a feature map instead of the logits).
 }
 
 main().catch((e) => {
