@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Proves torch-node installs as a dependency of an ordinary Express app, as a user would get it:
-# `npm pack`, then `npm install --allow-scripts=torch-node <tarball>` in a fresh folder (npm 11
-# blocks dependency install scripts unless allowed), then an Express route that runs a model.
+# `npm pack`, then `npm install <tarball>` in a fresh folder whose package.json allows our install
+# script (npm 11's `allowScripts`; the `--allow-scripts` flag is refused in project installs),
+# then an Express route that runs a model.
 # Set LIBTORCH or LIBTORCH_USE_PYTORCH=1 (with PYTHON) to reuse a libtorch instead of a new
 # virtualenv inside node_modules/torch-node/.libtorch.
 set -euo pipefail
@@ -17,7 +18,8 @@ cat > package.json <<'JSON'
   "version": "1.0.0",
   "private": true,
   "main": "server.js",
-  "dependencies": { "express": "^4.21.0" }
+  "dependencies": { "express": "^4.21.0" },
+  "allowScripts": { "torch-node": true }
 }
 JSON
 cat > server.js <<'JS'
@@ -42,7 +44,7 @@ const server = app.listen(0, '127.0.0.1', async () => {
   server.close()
 })
 JS
-echo "[try-as-dependency] npm install --allow-scripts=torch-node $tarball"
-npm install --no-audit --no-fund --allow-scripts=torch-node "$work/$tarball"
+echo "[try-as-dependency] npm install $tarball (allowScripts: torch-node)"
+npm install --no-audit --no-fund "$work/$tarball"
 node server.js
 echo "[try-as-dependency] OK: $work/app"

@@ -12,6 +12,8 @@ pub enum Code {
     ShapeMismatch,
     DTypeMismatch,
     DeviceUnavailable,
+    /// Tensors on different devices in one operation (a CUDA module given CPU inputs).
+    DeviceMismatch,
     ModelLoadError,
     MethodNotFound,
     Disposed,
@@ -28,6 +30,7 @@ impl AsRef<str> for Code {
             Code::ShapeMismatch => "ShapeMismatch",
             Code::DTypeMismatch => "DTypeMismatch",
             Code::DeviceUnavailable => "DeviceUnavailable",
+            Code::DeviceMismatch => "DeviceMismatch",
             Code::ModelLoadError => "ModelLoadError",
             Code::MethodNotFound => "MethodNotFound",
             Code::Disposed => "Disposed",
@@ -103,7 +106,9 @@ fn error_line(line: &str) -> Option<&str> {
 pub fn classify(message: &str) -> Code {
     let m = message.to_ascii_lowercase();
     let has = |needles: &[&str]| needles.iter().any(|n| m.contains(n));
-    if has(&["cuda", "no kernel image", "hip error"])
+    if has(&["same device", "expected all tensors to be on the same"]) {
+        Code::DeviceMismatch
+    } else if has(&["cuda", "no kernel image", "hip error"])
         && has(&["not available", "no cuda", "driver", "not compiled", "cuda error"])
     {
         Code::DeviceUnavailable
@@ -222,6 +227,9 @@ mod tests {
             Code::ShapeMismatch
         );
         assert_eq!(classify("something odd happened"), Code::ForwardError);
+        let devices =
+            "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!";
+        assert_eq!(classify(devices), Code::DeviceMismatch);
     }
 
     #[test]

@@ -1,0 +1,189 @@
+'use strict'
+// Memory accounting (`torch.memory()`) and bounded RSS: temporaries that are never disposed are
+// freed by the garbage collector fast enough that a tight synchronous loop stays bounded; dispose
+// and tidy keep it flat. The RSS loops run in child processes so each measurement is isolated.
+const { describe, test } = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+const torch = require('..')
+
+const ROOT = path.join(__dirname, '..')
+const MiB = 2 ** 20
+const SHAPE = [1, 3, 224, 224]
+const IMAGE_BYTES = 3 * 224 * 224 * 4
+
+describe('memory() accounting', () => {
+  test('a new tensor adds one tensor and its bytes; dispose takes them away', () => {
+    const before = torch.memory()
+    const t = torch.zeros([10, 10])
+    const during = torch.memory()
+    assert.equal(during.tensors, before.tensors + 1)
+    assert.equal(during.bytes, before.bytes + 400)
+    t.dispose()
+    assert.deepEqual(torch.memory(), before)
+    t.dispose() // idempotent: no double count
+    assert.deepEqual(torch.memory(), before)
+  })
+
+  test('bytes follow the dtype', () => {
+    const before = torch.memory()
+    const tensors = [
+      torch.zeros([8], { dtype: 'float64' }),
+      torch.zeros([8], { dtype: 'int64' }),
+      torch.zeros([8], { dtype: 'int16' }),
+      torch.zeros([8], { dtype: 'bool' }),
+    ]
+    const during = torch.memory()
+    assert.equal(during.tensors, before.tensors + 4)
+    assert.equal(during.bytes, before.bytes + 64 + 64 + 16 + 8)
+    for (const t of tensors) t.dispose()
+    assert.deepEqual(torch.memory(), before)
+  })
+
+  test('a big tensor counts its full size', () => {
+    const before = torch.memory()
+    const t = torch.ones(SHAPE)
+    assert.equal(torch.memory().bytes - before.bytes, IMAGE_BYTES)
+    t.dispose()
+    assert.equal(torch.memory().bytes, before.bytes)
+  })
+
+  test('views count as tensors but add no bytes', () => {
+    const base = torch.zeros([4, 4])
+    const before = torch.memory()
+    const views = [base.slice(0, 1), base.select(0, 2), base.t(), base.view(16), base.narrow(1, 0, 2), base.expand(2, 4, 4)]
+    const during = torch.memory()
+    assert.equal(during.tensors, before.tensors + views.length)
+    assert.equal(during.bytes, before.bytes)
+    for (const v of views) v.dispose()
+    assert.deepEqual(torch.memory(), before)
+    // Disposing the base while a view lives: the base's bytes go, the view still works.
+    const v = base.slice(0, 2)
+    base.dispose()
+    assert.equal(torch.memory().bytes, before.bytes - 64)
+    assert.deepEqual(v.toArray(), [[0, 0, 0, 0], [0, 0, 0, 0]])
+    v.dispose()
+  })
+
+  test('an operation result counts; a fromBuffer tensor counts its tensor', () => {
+    const a = torch.ones([5])
+    const before = torch.memory()
+    const b = a.mul(2)
+    assert.equal(torch.memory().tensors, before.tensors + 1)
+    assert.equal(torch.memory().bytes, before.bytes + 20)
+    b.dispose()
+    const f = torch.fromBuffer(new Float32Array(5), [5])
+    assert.equal(torch.memory().tensors, before.tensors + 1)
+    f.dispose()
+    assert.deepEqual(torch.memory(), before)
+    a.dispose()
+  })
+
+  test('tidy leaves only what it returns', () => {
+    const before = torch.memory()
+    const kept = torch.tidy(() => {
+      const x = torch.ones([10])
+      const y = x.mul(3).add(1)
+      return y.sub(1)
+    })
+    const after = torch.memory()
+    assert.equal(after.tensors, before.tensors + 1)
+    assert.equal(after.bytes, before.bytes + 40)
+    assert.deepEqual(kept.toArray(), new Array(10).fill(3))
+    kept.dispose()
+    assert.deepEqual(torch.memory(), before)
+  })
+
+  test('a dropped tensor leaves the count once collected', { skip: typeof global.gc !== 'function' && 'run with --expose-gc' }, async () => {
+    global.gc()
+    await new Promise((r) => setImmediate(r))
+    const before = torch.memory()
+    ;(() => { torch.ones([1000]) })()
+    assert.equal(torch.memory().tensors, before.tensors + 1)
+    let back = false
+    for (let i = 0; i < 100 && !back; i++) {
+      global.gc()
+      await new Promise((r) => setTimeout(r, 5))
+      back = torch.memory().tensors === before.tensors
+    }
+    assert.ok(back, `still ${torch.memory().tensors} tensors, expected ${before.tensors}`)
+    assert.equal(torch.memory().bytes, before.bytes)
+  })
+})
+
+/**
+ * Runs a loop of `iterations` temporaries of shape 1×3×224×224 in a fresh Node process and
+ * returns its RSS in MiB: `baseline` (right after loading torch-node and making one tensor) and
+ * `peak` (the max of samples taken every 100 iterations, and at the end).
+ */
+function measure(mode, iterations, env = {}) {
+  const body = {
+    // Never disposed: the GC (finalizers run during collection) has to keep up.
+    none: 'torch.ones(SHAPE).mul(2)',
+    // Both tensors of the iteration disposed explicitly.
+    dispose: 'const a = torch.ones(SHAPE); const t = a.mul(2); a.dispose(); t.dispose()',
+    // Returns nothing, so tidy disposes both tensors (a returned tensor would escape it).
+    tidy: 'torch.tidy(() => { torch.ones(SHAPE).mul(2) })',
+  }[mode]
+  const code = `
+    const torch = require(${JSON.stringify(ROOT)})
+    const SHAPE = ${JSON.stringify(SHAPE)}
+    const first = torch.ones(SHAPE).mul(2)
+    const baseline = process.memoryUsage().rss
+    let peak = baseline
+    const start = Date.now()
+    for (let i = 0; i < ${iterations}; i++) {
+      ${body}
+      if (i % 100 === 0) peak = Math.max(peak, process.memoryUsage().rss)
+    }
+    peak = Math.max(peak, process.memoryUsage().rss)
+    if (first.sum().item() !== ${2 * 3 * 224 * 224}) throw new Error('wrong result')
+    console.log(JSON.stringify({ baseline, peak, ms: Date.now() - start }))
+  `
+  const r = spawnSync(process.execPath, ['-e', code], {
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    timeout: 120_000,
+    maxBuffer: 1 << 20,
+  })
+  if (r.status !== 0) {
+    throw new Error(`child (${mode}) exited with ${r.status} ${r.signal ?? ''}\n${r.stdout}\n${r.stderr}`)
+  }
+  const line = r.stdout.trim().split('\n').pop()
+  const { baseline, peak, ms } = JSON.parse(line)
+  return { baseline: baseline / MiB, peak: peak / MiB, growth: (peak - baseline) / MiB, ms }
+}
+
+const fmt = (m) => `baseline ${m.baseline.toFixed(0)} MiB, peak ${m.peak.toFixed(0)} MiB ` +
+  `(+${m.growth.toFixed(0)} MiB) in ${m.ms} ms`
+
+// libtorch alone takes ~400 MiB of RSS once loaded, so the dispose/tidy bounds are on the growth
+// above the baseline measured in the child right after loading torch-node and making a tensor.
+describe('RSS stays bounded over 20,000 temporaries of 1×3×224×224 (child processes)', () => {
+  const ITERATIONS = 20_000 // 2 tensors of 588 KiB per iteration: ~23 GiB allocated in all
+
+  test('without dispose: peak RSS under 2 GiB', (t) => {
+    const m = measure('none', ITERATIONS)
+    t.diagnostic(`no dispose: ${fmt(m)}`)
+    assert.ok(m.peak < 2048, `peak RSS ${m.peak.toFixed(0)} MiB >= 2048 MiB`)
+  })
+
+  test('with dispose(): growth under 300 MiB above the baseline', (t) => {
+    const m = measure('dispose', ITERATIONS)
+    t.diagnostic(`dispose: ${fmt(m)}`)
+    assert.ok(m.growth < 300, `RSS grew by ${m.growth.toFixed(0)} MiB (>= 300)`)
+  })
+
+  test('with tidy: growth under 300 MiB above the baseline', (t) => {
+    const m = measure('tidy', ITERATIONS)
+    t.diagnostic(`tidy: ${fmt(m)}`)
+    assert.ok(m.growth < 300, `RSS grew by ${m.growth.toFixed(0)} MiB (>= 300)`)
+  })
+
+  test('for information: TORCH_NODE_GC_FINALIZERS=0, no dispose, 3,000 iterations', (t) => {
+    // Finalizers deferred to the event loop pile up during a synchronous loop; no assertion.
+    const m = measure('none', 3000, { TORCH_NODE_GC_FINALIZERS: '0' })
+    t.diagnostic(`TORCH_NODE_GC_FINALIZERS=0, no dispose, 3000 iterations: ${fmt(m)}`)
+  })
+})
