@@ -82,6 +82,16 @@ function tidy(fn) {
   return result
 }
 
+// napi-rs reports its own argument conversion failures (`transpose(0)`: a missing number) with
+// N-API status codes (`NumberExpected`, `StringExpected`, ...); give them ours.
+function recode(e, where) {
+  if (e && typeof e.code === 'string' && /Expected$/.test(e.code)) {
+    e.message = `${where}: ${e.message}`
+    e.code = 'InvalidArg'
+  }
+  return e
+}
+
 // V8 answers a method called on the wrong receiver (`Tensor.prototype.numel.call({})`) with a
 // bare TypeError("Illegal invocation"); check the receiver first so it gets a code and says
 // what went wrong. Static methods are left alone.
@@ -96,7 +106,16 @@ function guardReceivers(Class) {
     }
     if (typeof desc.value === 'function') {
       const impl = desc.value
-      desc.value = { [name](...args) { check(this); return impl.apply(this, args) } }[name]
+      desc.value = {
+        [name](...args) {
+          check(this)
+          try {
+            return impl.apply(this, args)
+          } catch (e) {
+            throw recode(e, `${Class.name}.${name}`)
+          }
+        },
+      }[name]
     }
     if (desc.get) {
       const get = desc.get
@@ -138,6 +157,19 @@ function where(condition, x, y) {
   return x.where(condition, y)
 }
 
-module.exports = { ...native, fromBuffer, tidy, where }
+const exported = { ...native, fromBuffer, tidy, where }
+for (const [name, value] of Object.entries(exported)) {
+  if (typeof value !== 'function' || /^[A-Z]/.test(name)) continue
+  exported[name] = {
+    [name](...args) {
+      try {
+        return value.apply(this, args)
+      } catch (e) {
+        throw recode(e, name)
+      }
+    },
+  }[name]
+}
+module.exports = exported
 delete module.exports._tidyBegin
 delete module.exports._tidyEnd

@@ -737,7 +737,7 @@ describe('view ops share storage and match PyTorch', () => {
     assert.equal(e.toString(), 'tensor([[ 1.,  1.,  1.,  1.],\n        [20., 20., 20., 20.],\n        [ 3.,  3.,  3.,  3.]])')
   })
 
-  test('expand(...).fill_(v) fills through the stride-0 view, as in PyTorch', { todo: 'addon: fill_ on an expanded view throws ForwardError "unsupported operation: more than one element of the written-to tensor refers to a single memory location"; PyTorch fills it' }, () => {
+  test('expand(...).fill_(v) fills through the stride-0 view, as in PyTorch', () => {
     const c = torch.tensor([[1], [2]])
     const e = c.expand(2, 3)
     assert.equal(e.fill_(7), e)
@@ -1004,41 +1004,41 @@ describe('errors', () => {
   // Codes the addon gets wrong today: each is a bad argument to a tensor op (no model involved),
   // yet it surfaces as ForwardError ("any other error raised inside a model"), ShapeMismatch
   // for an index, or napi's raw NumberExpected.
-  test('permute with a repeated dim is InvalidArg', { todo: 'addon gives ForwardError "permute(): duplicate dims are not allowed."' }, () => {
+  test('permute with a repeated dim is InvalidArg', () => {
     assert.throws(() => a().permute(0, 0), coded('InvalidArg', /duplicate/))
   })
 
-  test('narrow with a start out of range is InvalidArg, as select is', { todo: 'addon gives ShapeMismatch "start out of range (expected to be in range of [-2, 2], but got 5)" (PyTorch: IndexError)' }, () => {
+  test('narrow with a start out of range is InvalidArg, as select is', () => {
     assert.throws(() => a().narrow(0, 5, 0), coded('InvalidArg', /start/))
     assert.throws(() => a().narrow(0, -5, 1), coded('InvalidArg', /start/))
   })
 
-  test('narrow with a negative length is InvalidArg', { todo: 'addon gives ForwardError "narrow(): length must be non-negative."' }, () => {
+  test('narrow with a negative length is InvalidArg', () => {
     assert.throws(() => a().narrow(0, 0, -1), coded('InvalidArg', /length/))
   })
 
-  test('indexSelect with an index out of range is InvalidArg', { todo: 'addon gives ShapeMismatch "index out of range in self" (PyTorch: IndexError)' }, () => {
+  test('indexSelect with an index out of range is InvalidArg', () => {
     assert.throws(() => a().indexSelect(0, torch.tensor([5], { dtype: 'int64' })), coded('InvalidArg'))
     assert.throws(() => a().indexSelect(0, torch.tensor([-1], { dtype: 'int64' })), coded('InvalidArg'))
   })
 
-  test('diagonal of one dim with itself is InvalidArg', { todo: 'addon gives ShapeMismatch "diagonal dimensions cannot be identical 0, 0"' }, () => {
+  test('diagonal of one dim with itself is InvalidArg', () => {
     assert.throws(() => a().diagonal(0, 0, 0), coded('InvalidArg', /identical/))
   })
 
-  test('flatten with startDim after endDim is InvalidArg', { todo: 'addon gives ForwardError "flatten() has invalid args: start_dim cannot come after end_dim"' }, () => {
+  test('flatten with startDim after endDim is InvalidArg', () => {
     assert.throws(() => a().flatten(1, 0), coded('InvalidArg', /start_dim|startDim/))
   })
 
-  test('unflatten into sizes that do not multiply up is ShapeMismatch', { todo: 'addon gives ForwardError "unflatten: Provided sizes [2, 2] don\'t multiply up to the size of dim 1 (3)"' }, () => {
+  test('unflatten into sizes that do not multiply up is ShapeMismatch', () => {
     assert.throws(() => a().unflatten(1, [2, 2]), coded('ShapeMismatch', /multiply/))
   })
 
-  test('stack of tensors with different shapes is ShapeMismatch, as cat', { todo: 'addon gives ForwardError "stack expects each tensor to be equal size, but got [2, 3] at entry 0 and [2, 2] at entry 1"' }, () => {
+  test('stack of tensors with different shapes is ShapeMismatch, as cat', () => {
     assert.throws(() => torch.stack([a(), torch.ones([2, 2])]), coded('ShapeMismatch', /equal size/))
   })
 
-  test('asStrided past the end of storage is ShapeMismatch or InvalidArg, not ForwardError', { todo: 'addon gives ForwardError "setStorage: sizes [10], strides [1], storage offset 0, ... out of bounds for storage of size 24"' }, () => {
+  test('asStrided past the end of storage is ShapeMismatch or InvalidArg, not ForwardError', () => {
     assert.throws(() => a().asStrided([10], [1]), (err) => {
       assert.ok(['InvalidArg', 'ShapeMismatch'].includes(err.code), `code ${err.code}: ${err.message}`)
       assert.match(err.message, /out of bounds/)
@@ -1046,11 +1046,11 @@ describe('errors', () => {
     })
   })
 
-  test('maskedSelect with a non-bool mask is DTypeMismatch', { todo: 'addon gives ForwardError "masked_select: expected BoolTensor for mask"' }, () => {
+  test('maskedSelect with a non-bool mask is DTypeMismatch', () => {
     assert.throws(() => a().maskedSelect(torch.ones([2, 3])), coded('DTypeMismatch', /BoolTensor|bool/))
   })
 
-  test('a missing or non-numeric dim/index is InvalidArg', { todo: 'addon gives napi\'s raw code NumberExpected ("Failed to convert napi value String into rust type `f64`")' }, () => {
+  test('a missing or non-numeric dim/index is InvalidArg', () => {
     assert.throws(() => a().slice(0, 'a'), coded('InvalidArg'))
     assert.throws(() => a().transpose(0), coded('InvalidArg'))
     assert.throws(() => a().narrow(0, 1), coded('InvalidArg'))

@@ -102,47 +102,67 @@ fn error_line(line: &str) -> Option<&str> {
     is_error_name.then_some(rest)
 }
 
-/// Picks a code for a libtorch message by what it says.
-pub fn classify(message: &str) -> Code {
+/// Picks a code for a libtorch message by what it says; None when nothing matches (the caller
+/// decides: `InvalidArg` for a tensor operation, `ForwardError` inside a model).
+pub fn classify(message: &str) -> Option<Code> {
     let m = message.to_ascii_lowercase();
     let has = |needles: &[&str]| needles.iter().any(|n| m.contains(n));
-    if has(&["same device", "expected all tensors to be on the same"]) {
-        Code::DeviceMismatch
-    } else if has(&["cuda", "no kernel image", "hip error"])
-        && has(&["not available", "no cuda", "driver", "not compiled", "cuda error"])
-    {
-        Code::DeviceUnavailable
-    } else if has(&[
-        "expected scalar type",
-        "dtype",
-        "expected object of scalar type",
-        "found dtype",
-        "not implemented for '",
-    ]) {
-        Code::DTypeMismatch
-    } else if has(&[
-        "shape",
-        "size mismatch",
-        "must match the size",
-        "channels",
-        "cannot be multiplied",
-        "dimension",
-        "out of range",
-        "expected input",
-        "sizes of tensors",
-        "invalid for input of size",
-    ]) {
-        Code::ShapeMismatch
-    } else if has(&[
-        "expected a value of type",
-        "expected at most",
-        "expected at least",
-        "argument",
-    ]) {
-        Code::InvalidArg
-    } else {
-        Code::ForwardError
-    }
+    let cuda_missing = has(&["cuda", "no kernel image", "hip error"])
+        && has(&["not available", "no cuda", "driver", "not compiled", "cuda error"]);
+    Some(
+        if has(&["same device", "expected all tensors to be on the same"]) {
+            Code::DeviceMismatch
+        } else if cuda_missing {
+            Code::DeviceUnavailable
+        } else if has(&[
+            "expected scalar type",
+            "dtype",
+            "expected object of scalar type",
+            "found dtype",
+            "not implemented for '",
+            "result type",
+            "can't be cast",
+            "booltensor",
+            "expected bool",
+        ]) {
+            Code::DTypeMismatch
+        } else if has(&[
+            "index out of range",
+            "start out of range",
+            "dimension out of range",
+            "duplicate dims",
+            "cannot come after",
+            "cannot be identical",
+            "written-to tensor refers to a single memory location",
+        ]) {
+            Code::InvalidArg
+        } else if has(&[
+            "shape",
+            "size mismatch",
+            "must match the size",
+            "channels",
+            "cannot be multiplied",
+            "dimension",
+            "out of range",
+            "expected input",
+            "sizes of tensors",
+            "invalid for input of size",
+            "multiply up",
+            "equal size",
+            "out of bounds for storage",
+        ]) {
+            Code::ShapeMismatch
+        } else if has(&[
+            "expected a value of type",
+            "expected at most",
+            "expected at least",
+            "argument",
+        ]) {
+            Code::InvalidArg
+        } else {
+            return None;
+        },
+    )
 }
 
 /// The code and one-line message of any error: a [`CodedError`] anywhere in the chain wins;
@@ -153,7 +173,10 @@ pub fn describe(err: &anyhow::Error) -> (Code, String) {
     let message = parts.join(": ");
     match coded {
         Some(c) => (c.code, message),
-        None => (classify(parts.last().map(String::as_str).unwrap_or("")), message),
+        None => {
+            let code = classify(parts.last().map(String::as_str).unwrap_or(""));
+            (code.unwrap_or(Code::InvalidArg), message)
+        }
     }
 }
 
@@ -213,23 +236,31 @@ mod tests {
         let msg = "The following operation failed in the TorchScript interpreter.\nTraceback of TorchScript, serialized code (most recent call last):\n  File \"code/__torch__/torch/nn/modules/conv.py\", line 12, in forward\n    return torch._convolution(input, weight)\n           ~~~~~~~~~~~~~~~~~~ <--- HERE\nRuntimeError: Given groups=1, weight of size [64, 3, 7, 7], expected input[1, 4, 224, 224] to have 3 channels, but got 4 channels instead\n";
         let line = trim_libtorch(msg);
         assert_eq!(line, "Given groups=1, weight of size [64, 3, 7, 7], expected input[1, 4, 224, 224] to have 3 channels, but got 4 channels instead");
-        assert_eq!(classify(&line), Code::ShapeMismatch);
+        assert_eq!(classify(&line), Some(Code::ShapeMismatch));
     }
 
     #[test]
     fn classifies_dtype_and_generic_errors() {
         assert_eq!(
-            classify("expected scalar type Float but found Double"),
+            classify("expected scalar type Float but found Double").unwrap(),
             Code::DTypeMismatch
         );
         assert_eq!(
-            classify("mat1 and mat2 shapes cannot be multiplied (2x5 and 4x8)"),
+            classify("mat1 and mat2 shapes cannot be multiplied (2x5 and 4x8)").unwrap(),
             Code::ShapeMismatch
         );
-        assert_eq!(classify("something odd happened"), Code::ForwardError);
+        assert_eq!(classify("something odd happened"), None);
+        assert_eq!(
+            classify("permute(): duplicate dims are not allowed."),
+            Some(Code::InvalidArg)
+        );
+        assert_eq!(
+            classify("result type Float can't be cast to the desired output type Int"),
+            Some(Code::DTypeMismatch)
+        );
         let devices =
             "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!";
-        assert_eq!(classify(devices), Code::DeviceMismatch);
+        assert_eq!(classify(devices), Some(Code::DeviceMismatch));
     }
 
     #[test]

@@ -135,7 +135,12 @@ impl Module {
         let ptrs: Vec<*mut CIValue> = owned.iter().map(|o| o.0).collect();
         let c_name = CString::new(method)?;
         let out = unsafe { atm_method_(self.ptr, c_name.as_ptr(), ptrs.as_ptr(), ptrs.len() as i32) };
-        check_last_error().with_context(|| format!("{method}()"))?;
+        // An error raised inside the model that says nothing more specific is a ForwardError.
+        check_last_error().map_err(|e| {
+            let message = crate::error::trim_libtorch(&e.to_string());
+            let code = crate::error::classify(&message).unwrap_or(Code::ForwardError);
+            fail(code, format!("{method}(): {message}"))
+        })?;
         from_ivalue(&Owned(out))
     }
 

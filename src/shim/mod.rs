@@ -36,6 +36,8 @@ extern "C" {
     fn tn_grad_fn_name(t: *const C_tensor) -> *mut c_char;
     fn tn_module_to_device(m: *mut CModule_, device: c_int, err: *mut *mut c_char);
     fn tn_module_is_training(m: *mut CModule_) -> c_int;
+    fn tn_wrapped_number(value: f64, is_integer: c_int, err: *mut *mut c_char) -> *mut C_tensor;
+    fn tn_clone(t: *const C_tensor, err: *mut *mut c_char) -> *mut C_tensor;
     fn tn_storage_offset(t: *const C_tensor) -> i64;
     fn tn_storage_nbytes(t: *const C_tensor) -> i64;
     fn tn_storage_id(t: *const C_tensor) -> *const c_void;
@@ -251,4 +253,20 @@ pub unsafe fn from_blob(
     );
     check(err)?;
     Ok(tch::Tensor::from_ptr(t))
+}
+
+/// A JS number as libtorch's "wrapped number" (what a Python scalar becomes in an operation).
+pub fn wrapped_number(value: f64, is_integer: bool) -> Result<tch::Tensor> {
+    let mut err = std::ptr::null_mut();
+    let t = unsafe { tn_wrapped_number(value, c_int::from(is_integer), &mut err) };
+    check(err)?;
+    Ok(unsafe { tch::Tensor::from_ptr(t) })
+}
+
+/// `t.clone()` (autograd records CloneBackward0).
+pub fn clone(t: &tch::Tensor) -> Result<tch::Tensor> {
+    let mut err = std::ptr::null_mut();
+    let out = unsafe { tn_clone(t.as_ptr(), &mut err) };
+    check(err)?;
+    Ok(unsafe { tch::Tensor::from_ptr(out) })
 }

@@ -137,3 +137,23 @@ tensor_t tn_from_blob(void* data, const int64_t* sizes, const int64_t* strides, 
 }
 
 }  // extern "C"
+
+extern "C" {
+
+// A JS number as PyTorch treats a Python scalar: a 0-dim "wrapped number" tensor, which type
+// promotion ranks below every tensor (int32 tensor + 2.5 -> float32, as in Python).
+tensor_t tn_wrapped_number(double value, int is_integer, char** err) {
+  TN_PROTECT(err, at::Tensor t = is_integer ? at::scalar_to_tensor(c10::Scalar(static_cast<int64_t>(value)))
+                                            : at::scalar_to_tensor(c10::Scalar(value));
+             t.unsafeGetTensorImpl()->set_wrapped_number(true);
+             return new torch::Tensor(std::move(t));)
+  return nullptr;
+}
+
+// `t.clone()`, recorded by autograd as CloneBackward0 like Python's.
+tensor_t tn_clone(tensor_t t, char** err) {
+  TN_PROTECT(err, return new torch::Tensor(t->clone());)
+  return nullptr;
+}
+
+}  // extern "C"

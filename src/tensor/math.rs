@@ -5,7 +5,7 @@
 use super::ops::ValuesIndices;
 use super::JsTensor;
 use crate::error::{guard, Code, Result};
-use crate::{args, bail_code, js};
+use crate::{args, bail_code, js, shim};
 use napi::bindgen_prelude::*;
 use napi::JsValue;
 use napi_derive::napi;
@@ -15,31 +15,36 @@ type Binary = fn(&Tensor, &Tensor) -> std::result::Result<Tensor, TchError>;
 type InPlace = fn(&mut Tensor, &Tensor) -> std::result::Result<Tensor, TchError>;
 type Unary = fn(&Tensor) -> std::result::Result<Tensor, TchError>;
 
-/// A tensor, or a JS number/boolean as a 0-dim tensor on `like`'s device.
+/// A tensor, or a JS number/boolean as a wrapped number on `like`'s device (type promotion
+/// then treats it exactly as PyTorch treats a Python scalar).
 fn operand(env: Env, v: Unknown, like: &Tensor, what: &str) -> anyhow::Result<Tensor> {
     let (raw, v) = (env.raw(), v.raw());
     if let Some(t) = super::unwrap_tensor(raw, v) {
         return Ok(t.get()?.shallow_clone());
     }
-    let options = |k| (k, like.device());
-    Ok(match js::type_of(raw, v)? {
-        napi::sys::ValueType::napi_number => {
-            let x = js::number(raw, v)?;
-            if x.fract() == 0.0 && x.abs() < 9.007_199_254_740_992e15 {
-                Tensor::f_scalar_tensor(x as i64, options(Kind::Int64))?
-            } else {
-                Tensor::f_scalar_tensor(x, options(Kind::Double))?
-            }
-        }
+    let number = match js::type_of(raw, v)? {
+        napi::sys::ValueType::napi_number => js::number(raw, v)?,
         napi::sys::ValueType::napi_boolean => {
-            Tensor::f_scalar_tensor(js::boolean(raw, v)? as i64, options(Kind::Bool))?
+            let b = shim::wrapped_number(js::boolean(raw, v)? as i64 as f64, true)?;
+            return Ok(b.f_to_kind(Kind::Bool)?.f_to_device(like.device())?);
         }
         _ => bail_code!(
             Code::InvalidArg,
             "{what}: expected a Tensor or a number, got {}",
             js::describe(raw, v)
         ),
-    })
+    };
+    let integral = number.fract() == 0.0 && number.abs() < 9.007_199_254_740_992e15;
+    let t = shim::wrapped_number(number, integral)?;
+    // A CPU wrapped number may join a CUDA operation, as a Python scalar does.
+    Ok(t)
+}
+
+/// A JS number, when `v` is one (for ops with a dedicated scalar form).
+fn number(env: Env, v: &Unknown) -> Option<f64> {
+    let raw = env.raw();
+    (js::type_of(raw, v.raw()).ok()? == napi::sys::ValueType::napi_number)
+        .then(|| js::number(raw, v.raw()).ok())?
 }
 
 /// `dim` given as a number or an array of numbers.
@@ -111,7 +116,10 @@ impl JsTensor {
     /// `this ** exponent` (a copy; `pow_` writes in place).
     #[napi(ts_args_type = "exponent: Tensor | number")]
     pub fn pow(&self, env: Env, exponent: Unknown) -> Result<JsTensor> {
-        self.binary(env, exponent, "pow: exponent", |a, b| a.f_pow(b))
+        match number(env, &exponent) {
+            Some(e) => guard(|| Ok(JsTensor::new(self.get()?.f_pow_tensor_scalar(scalar(e))?))),
+            None => self.binary(env, exponent, "pow: exponent", |a, b| a.f_pow(b)),
+        }
     }
     /// Matrix product with PyTorch's `matmul` broadcasting rules.
     #[napi]
@@ -360,8 +368,12 @@ impl JsTensor {
     pub fn clamp_(&self, min: Option<f64>, max: Option<f64>) -> Result<()> {
         guard(|| {
             let mut t = self.get()?.shallow_clone();
-            let clamped = clamp(&t, min, max)?;
-            t.f_copy_(&clamped)?;
+            let _ = match (min, max) {
+                (Some(lo), Some(hi)) => t.f_clamp_(scalar(lo), scalar(hi))?,
+                (Some(lo), None) => t.f_clamp_min_(scalar(lo))?,
+                (None, Some(hi)) => t.f_clamp_max_(scalar(hi))?,
+                (None, None) => bail_code!(Code::InvalidArg, "clamp_: give min, max or both"),
+            };
             Ok(())
         })
     }
@@ -372,7 +384,13 @@ impl JsTensor {
         ts_return_type = "this"
     )]
     pub fn fill_(&self, env: Env, value: Unknown) -> Result<()> {
-        self.in_place(env, value, "fill_: value", |a, b| a.f_fill_tensor_(b))
+        match number(env, &value) {
+            Some(v) => guard(|| {
+                let _ = self.get()?.shallow_clone().f_fill_(scalar(v))?;
+                Ok(())
+            }),
+            None => self.in_place(env, value, "fill_: value", |a, b| a.f_fill_tensor_(b)),
+        }
     }
     /// In place: every element becomes 0.
     #[napi(js_name = "zero_", ts_return_type = "this")]
@@ -384,11 +402,20 @@ impl JsTensor {
     }
 }
 
+/// A JS number as a libtorch scalar: int when integral (as a Python int), else float.
+fn scalar(x: f64) -> tch::Scalar {
+    if x.fract() == 0.0 && x.abs() < 9.007_199_254_740_992e15 {
+        tch::Scalar::int(x as i64)
+    } else {
+        tch::Scalar::float(x)
+    }
+}
+
 fn clamp(t: &Tensor, min: Option<f64>, max: Option<f64>) -> anyhow::Result<Tensor> {
     Ok(match (min, max) {
-        (Some(lo), Some(hi)) => t.f_clamp(lo, hi)?,
-        (Some(lo), None) => t.f_clamp_min(lo)?,
-        (None, Some(hi)) => t.f_clamp_max(hi)?,
+        (Some(lo), Some(hi)) => t.f_clamp(scalar(lo), scalar(hi))?,
+        (Some(lo), None) => t.f_clamp_min(scalar(lo))?,
+        (None, Some(hi)) => t.f_clamp_max(scalar(hi))?,
         (None, None) => bail_code!(Code::InvalidArg, "clamp: give min, max or both"),
     })
 }

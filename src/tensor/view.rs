@@ -322,12 +322,7 @@ impl JsTensor {
     /// A copy with its own storage (autograd-tracked, as in PyTorch).
     #[napi(js_name = "clone")]
     pub fn clone_tensor(&self) -> Result<JsTensor> {
-        guard(|| {
-            let t = self.get()?;
-            let mut out = t.f_empty_like()?;
-            out = out.f_copy_(&t).map(|_| out)?;
-            Ok(JsTensor::new(out))
-        })
+        guard(|| Ok(JsTensor::new(shim::clone(&*self.get()?)?)))
     }
 
     /// This tensor if already contiguous, else a row-major copy.
