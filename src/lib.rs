@@ -35,6 +35,7 @@ mod napi_test_stubs {
         )*};
     }
     stubs!(
+        napi_adjust_external_memory,
         napi_call_threadsafe_function,
         napi_delete_reference,
         napi_reference_unref
