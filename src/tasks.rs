@@ -25,6 +25,18 @@ pub fn load(source: &Source, device: Device) -> anyhow::Result<Module> {
     }
 }
 
+/// Runs a task's work once, on the pool thread, with what the JS thread prepared for it
+/// (or the error preparing it), catching panics.
+fn run_prepared<P, T>(
+    prepared: &mut Option<anyhow::Result<P>>,
+    work: impl FnOnce(P) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let prepared = prepared
+        .take()
+        .unwrap_or_else(|| Err(anyhow::anyhow!("task ran twice")));
+    catch_panic(|| prepared.and_then(work))
+}
+
 /// `ScriptModule.load(...)`. Argument errors travel inside the task so that the promise
 /// rejects with them instead of `load` throwing synchronously.
 pub struct LoadTask {
@@ -36,12 +48,8 @@ impl Task for LoadTask {
     type JsValue = JsScriptModule;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let prepared = self
-            .prepared
-            .take()
-            .unwrap_or_else(|| Err(anyhow::anyhow!("task ran twice")));
-        Ok(catch_panic(|| {
-            prepared.and_then(|(source, device)| load(&source, device))
+        Ok(run_prepared(&mut self.prepared, |(source, device)| {
+            load(&source, device)
         }))
     }
 
@@ -92,12 +100,9 @@ impl Task for CallTask {
     type JsValue = Output;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let prepared = self
-            .prepared
-            .take()
-            .unwrap_or_else(|| Err(anyhow::anyhow!("task ran twice")));
-        Ok(catch_panic(|| {
-            prepared.and_then(|(module, args)| call(&module, &self.method, args))
+        let method = &self.method;
+        Ok(run_prepared(&mut self.prepared, |(module, args)| {
+            call(&module, method, args)
         }))
     }
 
