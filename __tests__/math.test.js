@@ -6,6 +6,7 @@ const path = require('node:path')
 const { test, describe } = require('node:test')
 const assert = require('node:assert/strict')
 const torch = require('..')
+const { coded } = require('./helpers')
 
 const MLP = path.join(__dirname, '..', 'models', 'fixtures', 'mlp_traced.pt')
 
@@ -19,15 +20,6 @@ function assertClose(actual, expected, tol = 1e-6, message = '') {
   }
 }
 
-/** An assert.throws validator: an Error with this code (and a message matching `message`). */
-function coded(code, message) {
-  return (err) => {
-    assert.ok(err instanceof Error, `expected an Error, got ${err}`)
-    assert.equal(err.code, code, `code (message: ${err.message})`)
-    if (message) assert.match(err.message, message)
-    return true
-  }
-}
 
 // a = torch.tensor([[1., 2., 3.], [4., 5., 6.]]); b = torch.tensor([10., 20., 30.]); col = torch.tensor([[1.], [2.]])
 const A = () => torch.tensor([[1, 2, 3], [4, 5, 6]])

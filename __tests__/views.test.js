@@ -5,6 +5,7 @@
 const { test, describe } = require('node:test')
 const assert = require('node:assert/strict')
 const torch = require('..')
+const { coded } = require('./helpers')
 
 /** Python's `t[i, j, ...]` as a 0-dim view: select down each index in turn. */
 function at(t, ...index) {
@@ -20,15 +21,6 @@ function assertLayout(t, { shape, strides, offset, contiguous, repr }, message =
   if (repr !== undefined) assert.equal(t.toString(), repr, `${message} toString()`)
 }
 
-/** An assert.throws validator: an Error with this code (and a message matching `message`). */
-function coded(code, message) {
-  return (err) => {
-    assert.ok(err instanceof Error, `expected an Error, got ${err}`)
-    assert.equal(err.code, code, `code (message: ${err.message})`)
-    if (message) assert.match(err.message, message)
-    return true
-  }
-}
 
 describe('seed examples: a tensor is a view onto storage', () => {
   // a = torch.tensor([[1., 2., 3.], [4., 5., 6.]])
