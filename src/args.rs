@@ -13,6 +13,15 @@ pub fn integer(value: f64, what: &str) -> Result<i64> {
     Ok(value as i64)
 }
 
+/// A count of at least 1 (threads, chunks).
+pub fn positive(value: f64, what: &str) -> Result<i64> {
+    let n = integer(value, what)?;
+    if n < 1 {
+        bail_code!(Code::InvalidArg, "{what}: must be at least 1, got {n}");
+    }
+    Ok(n)
+}
+
 /// A shape: non-negative integers.
 pub fn shape(values: &[f64], what: &str) -> Result<Vec<i64>> {
     values

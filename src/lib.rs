@@ -58,13 +58,7 @@ pub fn manual_seed(seed: f64) -> Result<()> {
 #[napi]
 pub fn set_num_threads(n: f64) -> Result<()> {
     guard(|| {
-        let n = args::integer(n, "n")?;
-        if n < 1 {
-            bail_code!(
-                error::Code::InvalidArg,
-                "setNumThreads: n must be at least 1, got {n}"
-            );
-        }
+        let n = args::positive(n, "setNumThreads: n")?;
         tch::set_num_threads(n as i32);
         Ok(())
     })
@@ -81,13 +75,7 @@ pub fn get_num_threads() -> i32 {
 #[napi]
 pub fn set_num_interop_threads(n: f64) -> Result<()> {
     guard(|| {
-        let n = args::integer(n, "n")?;
-        if n < 1 {
-            bail_code!(
-                error::Code::InvalidArg,
-                "setNumInteropThreads: n must be at least 1, got {n}"
-            );
-        }
+        let n = args::positive(n, "setNumInteropThreads: n")?;
         unsafe { torch_sys::at_set_num_interop_threads(n as i32) };
         ivalue::ffi::check_last_error()
     })

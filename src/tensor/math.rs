@@ -282,16 +282,6 @@ impl JsTensor {
         self.extreme(env, dim_or_other, keepdim, false)
     }
 
-    /// Index of the smallest value: over all elements (flattened), or along `dim`.
-    #[napi]
-    pub fn argmin(&self, dim: Option<f64>, keepdim: Option<bool>) -> Result<JsTensor> {
-        guard(|| {
-            let t = self.get()?;
-            let d = dim.map(|d| args::dim(d, t.dim(), "argmin: dim")).transpose()?;
-            Ok(JsTensor::new(t.f_argmin(d, keepdim.unwrap_or(false))?))
-        })
-    }
-
     /// Sorted values along `dim` (default: the last) and where they came from.
     #[napi]
     pub fn sort(&self, dim: Option<f64>, descending: Option<bool>) -> Result<ValuesIndices> {

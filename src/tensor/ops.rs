@@ -30,6 +30,26 @@ fn convert(t: &tch::Tensor, dev: Option<Device>, kind: Option<tch::Kind>) -> any
     })
 }
 
+type ArgReduce = fn(&tch::Tensor, Option<i64>, bool) -> std::result::Result<tch::Tensor, tch::TchError>;
+
+impl JsTensor {
+    fn arg_extreme(
+        &self,
+        dim: Option<f64>,
+        keepdim: Option<bool>,
+        name: &str,
+        op: ArgReduce,
+    ) -> Result<JsTensor> {
+        guard(|| {
+            let t = self.get()?;
+            let d = dim
+                .map(|d| args::dim(d, t.dim(), &format!("{name}: dim")))
+                .transpose()?;
+            Ok(JsTensor::new(op(&t, d, keepdim.unwrap_or(false))?))
+        })
+    }
+}
+
 #[napi]
 impl JsTensor {
     /// A copy on another device and/or with another dtype: `to('cuda')`, `to('float16')`,
@@ -125,11 +145,13 @@ impl JsTensor {
     /// Index of the largest value: over all elements (flattened), or along `dim`.
     #[napi]
     pub fn argmax(&self, dim: Option<f64>, keepdim: Option<bool>) -> Result<JsTensor> {
-        guard(|| {
-            let t = self.get()?;
-            let d = dim.map(|d| args::dim(d, t.dim(), "argmax: dim")).transpose()?;
-            Ok(JsTensor::new(t.f_argmax(d, keepdim.unwrap_or(false))?))
-        })
+        self.arg_extreme(dim, keepdim, "argmax", |t, d, k| t.f_argmax(d, k))
+    }
+
+    /// Index of the smallest value: over all elements (flattened), or along `dim`.
+    #[napi]
+    pub fn argmin(&self, dim: Option<f64>, keepdim: Option<bool>) -> Result<JsTensor> {
+        self.arg_extreme(dim, keepdim, "argmin", |t, d, k| t.f_argmin(d, k))
     }
 
     /// The `k` largest values along `dim` (default: the last), sorted, with their indices.
