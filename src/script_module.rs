@@ -79,22 +79,19 @@ impl JsScriptModule {
         }
     }
 
-    fn call_task(&self, env: Env, method: Unknown, list: Unknown) -> Result<AsyncTask<CallTask>> {
-        let raw = env.raw();
-        let name = guard(|| string_arg(raw, method.raw(), "method name"))?;
-        let prepared = catch_panic(|| Ok((self.module()?, inputs(raw, list.raw())?)));
+    fn call_task(&self, env: Env, method: String, list: Unknown) -> Result<AsyncTask<CallTask>> {
+        let prepared = catch_panic(|| Ok((self.module()?, inputs(env.raw(), list.raw())?)));
         Ok(AsyncTask::new(CallTask {
-            method: name,
+            method,
             prepared: Some(prepared),
         }))
     }
 
-    fn call_sync<'e>(&self, env: &'e Env, method: Unknown, list: Unknown) -> Result<Unknown<'e>> {
+    fn call_sync<'e>(&self, env: &'e Env, method: &str, list: Unknown) -> Result<Unknown<'e>> {
         guard(|| {
-            let method = string_arg(env.raw(), method.raw(), "method name")?;
             let args = inputs(env.raw(), list.raw())?;
             let module = self.module()?;
-            let out = tasks::call(&module, &method, args)?;
+            let out = tasks::call(&module, method, args)?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), to_js(env.raw(), out)?) })
         })
     }
@@ -143,23 +140,13 @@ impl JsScriptModule {
     /// string, array, object, Map or null). Numbers follow the method's schema (int or float).
     #[napi(ts_args_type = "...inputs: IValue[]", ts_return_type = "Promise<IValue>")]
     pub fn forward(&self, env: Env, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
-        let name = js::new_string(env.raw(), "forward").map_err(|e| crate::error::to_js(&e))?;
-        self.call_task(
-            env,
-            unsafe { Unknown::from_raw_unchecked(env.raw(), name) },
-            inputs,
-        )
+        self.call_task(env, "forward".to_string(), inputs)
     }
 
     /// Runs `forward` on the calling thread and returns its output.
     #[napi(ts_args_type = "...inputs: IValue[]", ts_return_type = "IValue")]
     pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Unknown) -> Result<Unknown<'e>> {
-        let name = js::new_string(env.raw(), "forward").map_err(|e| crate::error::to_js(&e))?;
-        self.call_sync(
-            env,
-            unsafe { Unknown::from_raw_unchecked(env.raw(), name) },
-            inputs,
-        )
+        self.call_sync(env, "forward", inputs)
     }
 
     /// Runs another method (one exported with `@torch.jit.export`) on the thread pool.
@@ -168,13 +155,15 @@ impl JsScriptModule {
         ts_return_type = "Promise<IValue>"
     )]
     pub fn run_method(&self, env: Env, name: Unknown, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
+        let name = guard(|| string_arg(env.raw(), name.raw(), "method name"))?;
         self.call_task(env, name, inputs)
     }
 
     /// Runs another method on the calling thread.
     #[napi(ts_args_type = "name: string, ...inputs: IValue[]", ts_return_type = "IValue")]
     pub fn run_method_sync<'e>(&self, env: &'e Env, name: Unknown, inputs: Unknown) -> Result<Unknown<'e>> {
-        self.call_sync(env, name, inputs)
+        let name = guard(|| string_arg(env.raw(), name.raw(), "method name"))?;
+        self.call_sync(env, &name, inputs)
     }
 
     /// The module's methods: `forward` and every `@torch.jit.export`ed one.
