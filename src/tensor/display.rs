@@ -10,15 +10,11 @@ use tch::{Device, Kind};
 /// Python's `repr(t)` for a tensor.
 pub fn repr(t: &tch::Tensor) -> anyhow::Result<String> {
     let kind = t.kind();
-    let data = if dtype::is_floating(kind) {
+    // Integers are read as int64 (exact); floats and bools as `values` widens them for JS.
+    let data = if dtype::is_floating(kind) || kind == Kind::Bool {
         match values(t)? {
             Values::Numbers(v) => ReprData::F64(v),
-            Values::Bools(_) => unreachable!("a floating tensor reads as numbers"),
-        }
-    } else if kind == Kind::Bool {
-        match values(t)? {
             Values::Bools(v) => ReprData::Bool(v),
-            Values::Numbers(_) => unreachable!("a bool tensor reads as booleans"),
         }
     } else {
         let host = super::data::host(t)?;
