@@ -19,6 +19,16 @@ export type IValue = Tensor | number | bigint | boolean | string | null | undefi
 export declare function tidy<T>(fn: () => T): T
 /** `torch.where(condition, x, y)`: `x` where the bool `condition` holds, else `y`. */
 export declare function where(condition: Tensor, x: Tensor, y: Tensor | number): Tensor
+/** `using t = torch.ones([2])` (Node 24+) disposes `t` at the end of the block; callable by hand on every line. */
+export interface Tensor {
+  /** Same as `dispose()`. */
+  [Symbol.dispose](): void
+}
+/** `using m = new ScriptModule(path)` (Node 24+) disposes `m` at the end of the block. */
+export interface ScriptModule {
+  /** Same as `dispose()`: calls in flight finish first. */
+  [Symbol.dispose](): void
+}
 
 
 export type TypedArray =

@@ -147,6 +147,17 @@ for (const name of ['runMethod', 'runMethodSync']) {
 guardReceivers(Tensor)
 guardReceivers(ScriptModule)
 
+// `using t = torch.ones([2])` (explicit resource management: Node 24 and later) calls
+// `t[Symbol.dispose]()` at the end of the block; on 20 and 22 the symbol exists and the method can
+// be called by hand. napi-rs cannot declare a symbol-named method from Rust.
+for (const Class of [Tensor, ScriptModule]) {
+  Object.defineProperty(Class.prototype, Symbol.dispose, {
+    value: function dispose() { this.dispose() },
+    writable: true,
+    configurable: true,
+  })
+}
+
 // console.log(tensor) prints what Python prints.
 Tensor.prototype[util.inspect.custom] = function () {
   return this.toString()

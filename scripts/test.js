@@ -1,10 +1,14 @@
 'use strict'
-// `npm test`: the napi-free Rust unit tests (cargo test) and every node:test file in __tests__/.
+// `npm test`: the napi-free Rust unit tests (cargo test) and every node:test file in __tests__/,
+// on the Node running this script.
+// `npm run test:node -- 24` (or `node scripts/test.js --node 24`): the node:test files only, under
+// Node 24 from the npm registry (scripts/node-lines.js installs it once into .node-lines/).
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
 const { resolveLibtorch, ROOT } = require('./libtorch')
 const { cargoEnv } = require('./build')
+const { nodeBinary } = require('./node-lines')
 
 function run(cmd, args, env) {
   console.log(`$ ${cmd} ${args.join(' ')}`)
@@ -12,6 +16,12 @@ function run(cmd, args, env) {
   if (r.status !== 0) process.exit(r.status ?? 1)
 }
 
-run('cargo', ['test', '--release', '--lib'], cargoEnv(resolveLibtorch().libtorch))
+const flag = process.argv.indexOf('--node')
+const major = flag >= 0 ? process.argv[flag + 1] : null
+if (flag >= 0 && !major) throw new Error('test.js: --node needs a major version, e.g. --node 24')
+const node = major ? nodeBinary(major) : process.execPath
+
+if (!major) run('cargo', ['test', '--release', '--lib'], cargoEnv(resolveLibtorch().libtorch))
 const files = fs.readdirSync(path.join(ROOT, '__tests__')).filter((f) => f.endsWith('.test.js')).sort()
-run(process.execPath, ['--expose-gc', '--test', '--test-concurrency=1', ...files.map((f) => path.join('__tests__', f))], process.env)
+// Child processes the tests spawn (process.execPath) run on the same line.
+run(node, ['--expose-gc', '--test', '--test-concurrency=1', ...files.map((f) => path.join('__tests__', f))], process.env)

@@ -5,9 +5,18 @@ use crate::bail_code;
 use crate::error::Code;
 use anyhow::Result;
 
+/// The largest magnitude up to which every integer is exactly a JS number (2^53).
+pub const MAX_SAFE: f64 = 9_007_199_254_740_992.0;
+
+/// Whether a JS number is a whole number that an i64 holds exactly (|x| <= 2^53), the one rule
+/// for "is this number an int" (Python-scalar typing, TorchScript `int` arguments, shapes).
+pub fn is_integral(value: f64) -> bool {
+    value.is_finite() && value.fract() == 0.0 && value.abs() <= MAX_SAFE
+}
+
 /// A whole number that fits i64, or an InvalidArg error naming `what`.
 pub fn integer(value: f64, what: &str) -> Result<i64> {
-    if !value.is_finite() || value.fract() != 0.0 || value.abs() > 9.007_199_254_740_992e15 {
+    if !is_integral(value) {
         bail_code!(Code::InvalidArg, "{what}: expected an integer, got {value}");
     }
     Ok(value as i64)

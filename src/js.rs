@@ -15,12 +15,48 @@ use std::ptr;
 pub type Env = sys::napi_env;
 pub type Val = sys::napi_value;
 
+/// A JS exception is pending: JS code that a call ran (a getter, a Proxy trap, a setter) threw.
+///
+/// The rule (node-addon-api #1724): from here, return to JS at once — no further N-API calls,
+/// no allocation of JS values. A collection could otherwise run a finalizer during GC, and Node
+/// would see the stale exception and run JS inside GC (V8 fatal "AllowJavascriptExecution").
+/// napi-rs rethrows the pending exception itself when the export returns its error.
+#[derive(Debug)]
+pub struct JsThrew;
+
+impl std::fmt::Display for JsThrew {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JS exception is pending")
+    }
+}
+
+impl std::error::Error for JsThrew {}
+
+/// Whether `err` stands for a pending JS exception (see [`JsThrew`]).
+pub fn threw(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| e.is::<JsThrew>())
+}
+
 fn ok(status: sys::napi_status, what: &str) -> Result<()> {
     if status == sys::Status::napi_ok {
         Ok(())
+    } else if status == sys::Status::napi_pending_exception {
+        Err(JsThrew.into())
     } else {
         Err(anyhow!("N-API call failed ({what}, status {status})"))
     }
+}
+
+/// Takes the pending JS exception (the error a getter or Proxy threw), clearing it; None when
+/// nothing is pending. Allocates nothing on the JS heap.
+pub fn take_exception(env: Env) -> Option<Val> {
+    let mut pending = false;
+    if unsafe { sys::napi_is_exception_pending(env, &mut pending) } != sys::Status::napi_ok || !pending {
+        return None;
+    }
+    let mut out = ptr::null_mut();
+    let status = unsafe { sys::napi_get_and_clear_last_exception(env, &mut out) };
+    (status == sys::Status::napi_ok && !out.is_null()).then_some(out)
 }
 
 /// JS `typeof`, in N-API's terms.

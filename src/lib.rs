@@ -121,26 +121,20 @@ pub fn init(_exports: napi::bindgen_prelude::Object, env: napi::Env) -> napi::Re
 /// Node reads this at load time. `NAPI_VERSION_EXPERIMENTAL` makes Node run finalizers during
 /// GC (not later, from the event loop), so a tensor's native memory is freed as soon as V8
 /// collects its JS object — even inside a synchronous loop that never yields, where deferred
-/// finalizers pile up gigabytes (see the README, "Memory"). Verified on Node 20; Node lines
-/// that expose `node_api_create_buffer_from_arraybuffer` (22.12+) check for GC-affecting calls
-/// in such finalizers, which napi-rs's class finalizer makes, so there we keep the default
-/// (version 8). `TORCH_NODE_GC_FINALIZERS=0` opts out.
+/// finalizers pile up gigabytes (see the README, "Memory"). Such finalizers may only make
+/// "basic" N-API calls, and ours do: napi-rs's class finalizer deletes its reference
+/// (`napi_delete_reference`, basic on 20.20, 22, 24 and 26: nodejs/node #55620), a tensor's
+/// drop reports memory (`napi_adjust_external_memory`) and queues the release of lent JS
+/// memory (`napi_call_threadsafe_function`). Never version 10 on Node 20 (it crashes in
+/// `napi_module_register_by_symbol`); the experimental value is accepted on every line.
+/// `TORCH_NODE_GC_FINALIZERS=0` opts out (version 8: finalizers deferred to the event loop).
 #[no_mangle]
 pub extern "C" fn node_api_module_get_api_version_v1() -> i32 {
     const DEFAULT: i32 = 8;
     const EXPERIMENTAL: i32 = i32::MAX;
     if std::env::var("TORCH_NODE_GC_FINALIZERS").is_ok_and(|v| v == "0") {
-        return DEFAULT;
-    }
-    let newer_node = unsafe {
-        libc::dlsym(
-            libc::RTLD_DEFAULT,
-            c"node_api_create_buffer_from_arraybuffer".as_ptr(),
-        )
-    };
-    if newer_node.is_null() {
-        EXPERIMENTAL
-    } else {
         DEFAULT
+    } else {
+        EXPERIMENTAL
     }
 }

@@ -62,6 +62,17 @@ fn inputs(env: RawEnv, list: Val) -> anyhow::Result<Vec<Value>> {
         .collect()
 }
 
+/// Argument errors of async methods travel inside the task (the promise rejects with them),
+/// except an exception that the caller's own JS code threw while its arguments were read (a
+/// getter, a Proxy): that one is pending, so it propagates at once, synchronously, before
+/// anything (such as a promise) is allocated.
+fn rethrow<P>(prepared: anyhow::Result<P>) -> Result<anyhow::Result<P>> {
+    match prepared {
+        Err(e) if js::threw(&e) => Err(crate::error::to_js(&e)),
+        other => Ok(other),
+    }
+}
+
 impl JsScriptModule {
     pub fn from_module(m: Module) -> JsScriptModule {
         JsScriptModule {
@@ -80,7 +91,9 @@ impl JsScriptModule {
     }
 
     fn call_task(&self, env: Env, method: String, list: Unknown) -> Result<AsyncTask<CallTask>> {
-        let prepared = catch_panic(|| Ok((self.module()?, inputs(env.raw(), list.raw())?)));
+        let prepared = rethrow(catch_panic(|| {
+            Ok((self.module()?, inputs(env.raw(), list.raw())?))
+        }))?;
         Ok(AsyncTask::new(CallTask {
             method,
             prepared: Some(prepared),
@@ -127,13 +140,13 @@ impl JsScriptModule {
         ts_return_type = "Promise<ScriptModule>"
     )]
     pub fn load(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Result<AsyncTask<LoadTask>> {
-        guard(|| {
-            let (raw, options) = (env.raw(), options.map(|o| o.raw()));
-            let prepared = catch_panic(|| Ok((source(raw, source_arg.raw())?, load_device(raw, options)?)));
-            Ok(AsyncTask::new(LoadTask {
-                prepared: Some(prepared),
-            }))
-        })
+        let (raw, options) = (env.raw(), options.map(|o| o.raw()));
+        let prepared = rethrow(catch_panic(|| {
+            Ok((source(raw, source_arg.raw())?, load_device(raw, options)?))
+        }))?;
+        Ok(AsyncTask::new(LoadTask {
+            prepared: Some(prepared),
+        }))
     }
 
     /// Runs `forward` on the libuv thread pool; resolves to its output (a Tensor, number,

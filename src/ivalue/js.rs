@@ -109,8 +109,13 @@ pub fn to_js(env: RawEnv, v: Value) -> anyhow::Result<Val> {
 }
 
 /// A JS `Error` object with our `code`, for rejecting promises from async tasks (whose napi-rs
-/// error type only carries napi's own statuses).
+/// error type only carries napi's own statuses). When JS code that the conversion ran threw
+/// (a setter, a Proxy), the promise rejects with that exception, taken off the env first so
+/// that nothing allocates while it is pending.
 pub fn coded_error(env: RawEnv, err: &anyhow::Error) -> napi::Error {
+    if let Some(exception) = js::take_exception(env) {
+        return napi::Error::from(unsafe { Unknown::from_raw_unchecked(env, exception) });
+    }
     let (code, message) = crate::error::describe(err);
     let build = || -> anyhow::Result<Val> {
         let (c, m) = (

@@ -133,7 +133,7 @@ pub fn describe(v: &Value) -> String {
 }
 
 fn is_integral(f: f64) -> bool {
-    f.is_finite() && f.fract() == 0.0 && f.abs() <= 9.007_199_254_740_992e15
+    crate::args::is_integral(f)
 }
 
 /// An untyped JS number as TorchScript would see it in an `Any` slot.

@@ -4,6 +4,8 @@ use anyhow::{anyhow, Result};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use torch_sys::{CIValue, CModule_, C_tensor};
 
+pub mod scalar;
+
 extern "C" {
     fn tn_method_names(
         m: *mut CModule_,
@@ -221,7 +223,7 @@ fn scalar_type(kind: tch::Kind) -> Result<c_int> {
         Double => 7,
         Bool => 11,
         BFloat16 => 15,
-        other => return Err(anyhow!("dtype {other:?} cannot wrap external memory")),
+        other => return Err(anyhow!("dtype {other:?} is not supported")),
     })
 }
 

@@ -17,20 +17,51 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use napi::JsValue;
 use napi_derive::napi;
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::ffi::c_void;
 use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Arc, Mutex};
 use tch::{Device, Kind, Tensor};
 
 thread_local! {
     /// This JS thread's queue for releasing references from any thread.
-    static RELEASER: Cell<Option<usize>> = const { Cell::new(None) };
+    static RELEASER: RefCell<Option<Arc<Releaser>>> = const { RefCell::new(None) };
+}
+
+/// One JS thread's release queue (a threadsafe function) and whether its environment is
+/// tearing down.
+///
+/// Why the flag: since Node 24.14 (nodejs/node #55877) Node holds a threadsafe function's mutex
+/// while it runs the remaining finalizers at environment teardown; a finalizer that drops a
+/// tensor over lent memory runs libtorch's storage deleter, which would call
+/// `napi_call_threadsafe_function` on that same function and deadlock (the process or worker
+/// never exits). As napi-rs's `CustomGcHandle` (napi-rs #3357) does, an env cleanup hook —
+/// registered after the function, so it runs before the function's own teardown — sets
+/// `closing`; the deleter checks it under the lock, held across the call, and once closing
+/// frees its reference holder instead of calling into JS (the environment frees the
+/// references themselves as it goes).
+struct Releaser {
+    /// Set once, right after the function is created (its finalizer needs the releaser first).
+    tsfn: AtomicPtr<sys::napi_threadsafe_function__>,
+    closing: Mutex<bool>,
+}
+
+// SAFETY: a threadsafe function handle may be used from any thread (that is its purpose);
+// `closing` guards its use after teardown.
+unsafe impl Send for Releaser {}
+unsafe impl Sync for Releaser {}
+
+impl Releaser {
+    fn close(&self) {
+        *self.closing.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    }
 }
 
 /// A reference keeping lent JS memory alive, and the queue that will delete it.
 struct Lent {
     reference: sys::napi_ref,
-    releaser: sys::napi_threadsafe_function,
+    releaser: Arc<Releaser>,
 }
 
 unsafe extern "C" fn delete_on_js_thread(
@@ -40,21 +71,40 @@ unsafe extern "C" fn delete_on_js_thread(
     data: *mut c_void,
 ) {
     let lent = Box::from_raw(data as *mut Lent);
+    // A null env: the function is being torn down with items still queued.
     if !env.is_null() {
         sys::napi_delete_reference(env, lent.reference);
     }
 }
 
-/// libtorch's storage deleter for lent memory: may run on any thread, even inside GC.
+/// libtorch's storage deleter for lent memory: may run on any thread, even inside GC (where
+/// `napi_call_threadsafe_function` is one of the calls Node allows).
 extern "C" fn release_lent(ctx: *mut c_void) {
-    let releaser = unsafe { (*(ctx as *mut Lent)).releaser };
-    let status = unsafe {
-        sys::napi_call_threadsafe_function(releaser, ctx, sys::ThreadsafeFunctionCallMode::nonblocking)
-    };
-    if status != sys::Status::napi_ok {
-        // The JS thread is shutting down: its references go with it.
+    let releaser = unsafe { (*(ctx as *mut Lent)).releaser.clone() };
+    let closing = releaser.closing.lock().unwrap_or_else(|p| p.into_inner());
+    let queued = !*closing
+        && unsafe {
+            sys::napi_call_threadsafe_function(
+                releaser.tsfn.load(Ordering::Acquire),
+                ctx,
+                sys::ThreadsafeFunctionCallMode::nonblocking,
+            )
+        } == sys::Status::napi_ok;
+    drop(closing);
+    if !queued {
+        // The JS thread is tearing down (or gone): its references go with it.
         drop(unsafe { Box::from_raw(ctx as *mut Lent) });
     }
+}
+
+/// Env cleanup hook and the function's finalizer: from now on, nothing calls into it. Each
+/// owns one strong count of the releaser.
+unsafe extern "C" fn close_releaser(arg: *mut c_void) {
+    Arc::from_raw(arg as *const Releaser).close();
+}
+
+unsafe extern "C" fn close_releaser_on_finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    close_releaser(data);
 }
 
 /// `env` is N-API's opaque handle, checked by N-API itself (see `crate::js`).
@@ -64,6 +114,11 @@ extern "C" fn release_lent(ctx: *mut c_void) {
 pub fn init_releaser(env: sys::napi_env) -> anyhow::Result<()> {
     let mut tsfn = ptr::null_mut();
     let name = js::new_string(env, "torch-node: release lent memory")?;
+    let releaser = Arc::new(Releaser {
+        tsfn: AtomicPtr::new(ptr::null_mut()),
+        closing: Mutex::new(false),
+    });
+    let finalize_data = Arc::into_raw(releaser.clone()) as *mut c_void;
     let status = unsafe {
         sys::napi_create_threadsafe_function(
             env,
@@ -72,18 +127,26 @@ pub fn init_releaser(env: sys::napi_env) -> anyhow::Result<()> {
             name,
             0,
             1,
-            ptr::null_mut(),
-            None,
+            finalize_data,
+            Some(close_releaser_on_finalize),
             ptr::null_mut(),
             Some(delete_on_js_thread),
             &mut tsfn,
         )
     };
     if status != sys::Status::napi_ok {
+        drop(unsafe { Arc::from_raw(finalize_data as *const Releaser) });
         anyhow::bail!("cannot create the release queue (status {status})");
     }
+    releaser.tsfn.store(tsfn, Ordering::Release);
     unsafe { sys::napi_unref_threadsafe_function(env, tsfn) };
-    RELEASER.with(|r| r.set(Some(tsfn as usize)));
+    let hook_data = Arc::into_raw(releaser.clone()) as *mut c_void;
+    if unsafe { sys::napi_add_env_cleanup_hook(env, Some(close_releaser), hook_data) } != sys::Status::napi_ok
+    {
+        drop(unsafe { Arc::from_raw(hook_data as *const Releaser) });
+        anyhow::bail!("cannot register the release queue's cleanup hook");
+    }
+    RELEASER.with(|r| *r.borrow_mut() = Some(releaser));
     Ok(())
 }
 
@@ -120,17 +183,14 @@ fn lend(
             dtype::name(kind)
         );
     }
-    let Some(releaser) = RELEASER.with(|r| r.get()) else {
+    let Some(releaser) = RELEASER.with(|r| r.borrow().clone()) else {
         anyhow::bail!("fromBuffer: the addon was not initialised on this thread");
     };
     let mut reference = ptr::null_mut();
     if unsafe { sys::napi_create_reference(env, array, 1, &mut reference) } != sys::Status::napi_ok {
         anyhow::bail!("fromBuffer: cannot reference the buffer");
     }
-    let ctx = Box::into_raw(Box::new(Lent {
-        reference,
-        releaser: releaser as sys::napi_threadsafe_function,
-    })) as *mut c_void;
+    let ctx = Box::into_raw(Box::new(Lent { reference, releaser })) as *mut c_void;
     match unsafe { shim::from_blob(data, shape, &contiguous_strides(shape), kind, release_lent, ctx) } {
         Ok(t) => Ok(t),
         Err(e) => {

@@ -4,7 +4,7 @@
 use super::JsTensor;
 use crate::error::{guard, Code, Result};
 use crate::js::{self, Env as RawEnv, Val};
-use crate::{args, bail_code, device, dtype};
+use crate::{args, bail_code, device, dtype, shim};
 use anyhow::Context;
 use napi::bindgen_prelude::*;
 use napi::JsValue;
@@ -139,7 +139,7 @@ fn from_shape(
     shape: Unknown,
     options_arg: Option<Unknown>,
     default_kind: Kind,
-    make: impl FnOnce(&[i64], (Kind, Device)) -> std::result::Result<Tensor, tch::TchError>,
+    make: impl FnOnce(&[i64], (Kind, Device)) -> anyhow::Result<Tensor>,
 ) -> Result<JsTensor> {
     guard(|| {
         let shape = shape_arg(env.raw(), shape.raw(), "shape")?;
@@ -152,31 +152,37 @@ fn from_shape(
 /// A tensor filled with ones. `ones([2, 3])`, `ones([2, 3], {dtype: 'int64'})`, `ones([2], true)`.
 #[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
 pub fn ones(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
-    from_shape(env, shape, options, Kind::Float, |s, o| Tensor::f_ones(s, o))
+    from_shape(env, shape, options, Kind::Float, |s, o| Ok(Tensor::f_ones(s, o)?))
 }
 
 /// A tensor filled with zeros.
 #[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
 pub fn zeros(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
-    from_shape(env, shape, options, Kind::Float, |s, o| Tensor::f_zeros(s, o))
+    from_shape(env, shape, options, Kind::Float, |s, o| {
+        Ok(Tensor::f_zeros(s, o)?)
+    })
 }
 
 /// A tensor with uninitialized contents (fast; fill it before reading).
 #[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
 pub fn empty(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
-    from_shape(env, shape, options, Kind::Float, |s, o| Tensor::f_empty(s, o))
+    from_shape(env, shape, options, Kind::Float, |s, o| {
+        Ok(Tensor::f_empty(s, o)?)
+    })
 }
 
 /// Uniform random numbers in [0, 1) (seed with `manualSeed`).
 #[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
 pub fn rand(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
-    from_shape(env, shape, options, Kind::Float, |s, o| Tensor::f_rand(s, o))
+    from_shape(env, shape, options, Kind::Float, |s, o| Ok(Tensor::f_rand(s, o)?))
 }
 
 /// Standard normal random numbers.
 #[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
 pub fn randn(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
-    from_shape(env, shape, options, Kind::Float, |s, o| Tensor::f_randn(s, o))
+    from_shape(env, shape, options, Kind::Float, |s, o| {
+        Ok(Tensor::f_randn(s, o)?)
+    })
 }
 
 /// A tensor filled with `value` (float32 for a number, bool for a boolean, unless `dtype`).
@@ -192,7 +198,9 @@ pub fn full(env: Env, shape: Unknown, value: Unknown, options: Option<Unknown>) 
         }
     })?;
     let default = if is_bool { Kind::Bool } else { Kind::Float };
-    from_shape(env, shape, options, default, |s, o| Tensor::f_full(s, fill, o))
+    from_shape(env, shape, options, default, |s, o| {
+        shim::scalar::full(s, fill, o)
+    })
 }
 
 /// Random integers in [low, high), int64 unless `dtype` says otherwise.
@@ -209,7 +217,7 @@ pub fn randint(env: Env, low: f64, high: f64, shape: Unknown, options: Option<Un
         Ok((lo, hi))
     })?;
     from_shape(env, shape, options, Kind::Int64, |s, o| {
-        Tensor::f_randint_low(bounds.0, bounds.1, s, o)
+        Ok(Tensor::f_randint_low(bounds.0, bounds.1, s, o)?)
     })
 }
 
@@ -284,7 +292,7 @@ pub fn arange(
         let kind = o
             .dtype
             .unwrap_or(if integral { Kind::Int64 } else { Kind::Float });
-        let t = Tensor::f_arange_start_step(start, end, step, (kind, o.device))?;
+        let t = shim::scalar::arange(start, end, step, (kind, o.device))?;
         finish(t, &o)
     })
 }
@@ -295,7 +303,7 @@ pub fn linspace(env: Env, start: f64, end: f64, steps: f64, options: Option<Unkn
     guard(|| {
         let steps = args::shape(&[steps], "steps")?[0];
         let o = self::options(env.raw(), options.map(|u| u.raw()))?;
-        let t = Tensor::f_linspace(start, end, steps, (o.dtype.unwrap_or(Kind::Float), o.device))?;
+        let t = shim::scalar::linspace(start, end, steps, (o.dtype.unwrap_or(Kind::Float), o.device))?;
         finish(t, &o)
     })
 }

@@ -34,7 +34,7 @@ fn operand(env: Env, v: Unknown, like: &Tensor, what: &str) -> anyhow::Result<Te
             js::describe(raw, v)
         ),
     };
-    let integral = number.fract() == 0.0 && number.abs() < 9.007_199_254_740_992e15;
+    let integral = crate::args::is_integral(number);
     let t = shim::wrapped_number(number, integral)?;
     // A CPU wrapped number may join a CUDA operation, as a Python scalar does.
     Ok(t)
@@ -117,7 +117,7 @@ impl JsTensor {
     #[napi(ts_args_type = "exponent: Tensor | number")]
     pub fn pow(&self, env: Env, exponent: Unknown) -> Result<JsTensor> {
         match number(env, &exponent) {
-            Some(e) => guard(|| Ok(JsTensor::new(self.get()?.f_pow_tensor_scalar(scalar(e))?))),
+            Some(e) => guard(|| Ok(JsTensor::new(shim::scalar::pow(&*self.get()?, e, false)?))),
             None => self.binary(env, exponent, "pow: exponent", |a, b| a.f_pow(b)),
         }
     }
@@ -339,7 +339,12 @@ impl JsTensor {
         ts_return_type = "this"
     )]
     pub fn pow_(&self, env: Env, exponent: Unknown) -> Result<()> {
-        self.in_place(env, exponent, "pow_: exponent", |a, b| a.f_pow_tensor_(b))
+        // A number goes to `pow_.Scalar`, as in PyTorch: an integer tensor to a negative integer
+        // power is an error there, not a silent integer result.
+        match number(env, &exponent) {
+            Some(e) => guard(|| shim::scalar::pow(&*self.get()?, e, true).map(drop)),
+            None => self.in_place(env, exponent, "pow_: exponent", |a, b| a.f_pow_tensor_(b)),
+        }
     }
     /// In place: `this = other` (broadcast, cast to this dtype), writing through to storage.
     #[napi(
@@ -357,13 +362,10 @@ impl JsTensor {
     #[napi(js_name = "clamp_", ts_return_type = "this")]
     pub fn clamp_(&self, min: Option<f64>, max: Option<f64>) -> Result<()> {
         guard(|| {
-            let mut t = self.get()?.shallow_clone();
-            let _ = match (min, max) {
-                (Some(lo), Some(hi)) => t.f_clamp_(scalar(lo), scalar(hi))?,
-                (Some(lo), None) => t.f_clamp_min_(scalar(lo))?,
-                (None, Some(hi)) => t.f_clamp_max_(scalar(hi))?,
-                (None, None) => bail_code!(Code::InvalidArg, "clamp_: give min, max or both"),
-            };
+            if min.is_none() && max.is_none() {
+                bail_code!(Code::InvalidArg, "clamp_: give min, max or both");
+            }
+            let _ = shim::scalar::clamp(&*self.get()?, min, max, true)?;
             Ok(())
         })
     }
@@ -375,10 +377,7 @@ impl JsTensor {
     )]
     pub fn fill_(&self, env: Env, value: Unknown) -> Result<()> {
         match number(env, &value) {
-            Some(v) => guard(|| {
-                let _ = self.get()?.shallow_clone().f_fill_(scalar(v))?;
-                Ok(())
-            }),
+            Some(v) => guard(|| shim::scalar::fill_(&*self.get()?, v)),
             None => self.in_place(env, value, "fill_: value", |a, b| a.f_fill_tensor_(b)),
         }
     }
@@ -392,22 +391,11 @@ impl JsTensor {
     }
 }
 
-/// A JS number as a libtorch scalar: int when integral (as a Python int), else float.
-fn scalar(x: f64) -> tch::Scalar {
-    if x.fract() == 0.0 && x.abs() < 9.007_199_254_740_992e15 {
-        tch::Scalar::int(x as i64)
-    } else {
-        tch::Scalar::float(x)
-    }
-}
-
 fn clamp(t: &Tensor, min: Option<f64>, max: Option<f64>) -> anyhow::Result<Tensor> {
-    Ok(match (min, max) {
-        (Some(lo), Some(hi)) => t.f_clamp(scalar(lo), scalar(hi))?,
-        (Some(lo), None) => t.f_clamp_min(scalar(lo))?,
-        (None, Some(hi)) => t.f_clamp_max(scalar(hi))?,
-        (None, None) => bail_code!(Code::InvalidArg, "clamp: give min, max or both"),
-    })
+    if min.is_none() && max.is_none() {
+        bail_code!(Code::InvalidArg, "clamp: give min, max or both");
+    }
+    shim::scalar::clamp(t, min, max, false)
 }
 
 impl JsTensor {
