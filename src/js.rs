@@ -171,6 +171,43 @@ pub fn keys(env: Env, obj: Val) -> Result<Vec<String>> {
         .collect()
 }
 
+/// The own enumerable string keys of an object (not its prototype's).
+pub fn own_keys(env: Env, obj: Val) -> Result<Vec<String>> {
+    let mut names = ptr::null_mut();
+    ok(
+        unsafe {
+            sys::napi_get_all_property_names(
+                env,
+                obj,
+                sys::KeyCollectionMode::own_only,
+                sys::KeyFilter::enumerable | sys::KeyFilter::skip_symbols,
+                sys::KeyConversion::numbers_to_strings,
+                &mut names,
+            )
+        },
+        "own keys",
+    )?;
+    (0..array_len(env, names)?)
+        .map(|i| string(env, element(env, names, i)?))
+        .collect()
+}
+
+/// Refuses an options object with a key outside `accepted` (a misspelt or unsupported option
+/// would otherwise be silently ignored): InvalidArg naming the key and listing the accepted ones.
+pub fn check_keys(env: Env, obj: Val, accepted: &[&str], what: &str) -> Result<()> {
+    if let Some(unknown) = own_keys(env, obj)?
+        .into_iter()
+        .find(|k| !accepted.contains(&k.as_str()))
+    {
+        bail_code!(
+            Code::InvalidArg,
+            "{what}: unknown option '{unknown}'; accepted: {}",
+            accepted.join(", ")
+        );
+    }
+    Ok(())
+}
+
 pub fn global_property(env: Env, name: &str) -> Result<Val> {
     let mut global = ptr::null_mut();
     ok(unsafe { sys::napi_get_global(env, &mut global) }, "global")?;

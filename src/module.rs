@@ -4,20 +4,21 @@
 use crate::bail_code;
 use crate::error::{fail, Code};
 use crate::ivalue::ffi::{check_last_error, from_ivalue, to_ivalue, Owned};
-use crate::ivalue::value::{coerce_args, Value};
-use crate::shim::{self, MethodSchema};
+use crate::ivalue::value::{coerce_args, Signature, Value};
+use crate::shim;
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tch::Device;
 use torch_sys::*;
 
 pub struct Module {
     ptr: *mut CModule_,
     device: Device,
-    /// Schemas are immutable once loaded; reading one costs a C++ round trip, so cache them.
-    schemas: Mutex<HashMap<String, MethodSchema>>,
+    /// Schemas are immutable once loaded; reading one costs a C++ round trip and parsing its
+    /// annotations, so each method's is read and parsed once.
+    signatures: Mutex<HashMap<String, Arc<Signature>>>,
 }
 
 // SAFETY: a torch::jit::Module may run methods from several threads at once (PyTorch serves
@@ -56,7 +57,7 @@ impl Module {
         Ok(Module {
             ptr,
             device,
-            schemas: Mutex::new(HashMap::new()),
+            signatures: Mutex::new(HashMap::new()),
         })
     }
 
@@ -103,8 +104,13 @@ impl Module {
         unsafe { shim::method_names(self.ptr) }
     }
 
-    pub fn schema(&self, method: &str) -> Result<MethodSchema> {
-        if let Some(s) = self.schemas.lock().unwrap_or_else(|p| p.into_inner()).get(method) {
+    pub fn signature(&self, method: &str) -> Result<Arc<Signature>> {
+        if let Some(s) = self
+            .signatures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(method)
+        {
             return Ok(s.clone());
         }
         let schema = unsafe { shim::method_schema(self.ptr, method) }.map_err(|_| {
@@ -117,19 +123,19 @@ impl Module {
                 ),
             )
         })?;
-        self.schemas
+        let signature = Arc::new(Signature::new(method, &schema));
+        self.signatures
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(method.to_string(), schema.clone());
-        Ok(schema)
+            .insert(method.to_string(), signature.clone());
+        Ok(signature)
     }
 
     /// Runs a method. Under no-grad unless an input tensor requires grad (then autograd
     /// records, so `backward()` reaches the inputs); grad mode is per thread in libtorch, so
     /// the guard is taken here, on whichever thread runs the call.
     pub fn call(&self, method: &str, args: Vec<Value>) -> Result<Value> {
-        let schema = self.schema(method)?;
-        let args = coerce_args(method, &schema, args)?;
+        let args = coerce_args(&*self.signature(method)?, args)?;
         let _guard = (!args.iter().any(requires_grad)).then(tch::no_grad_guard);
         let owned = args.iter().map(to_ivalue).collect::<Result<Vec<Owned>>>()?;
         let ptrs: Vec<*mut CIValue> = owned.iter().map(|o| o.0).collect();

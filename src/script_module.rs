@@ -49,6 +49,14 @@ fn load_device(env: RawEnv, options: Option<Val>) -> anyhow::Result<Device> {
     let Some(o) = options.filter(|o| !js::is_nullish(env, *o).unwrap_or(true)) else {
         return Ok(Device::Cpu);
     };
+    if js::type_of(env, o)? != napi::sys::ValueType::napi_object {
+        bail_code!(
+            Code::InvalidArg,
+            "options: expected an options object, got {}",
+            js::describe(env, o)
+        );
+    }
+    js::check_keys(env, o, &["device"], "options")?;
     match js::property(env, o, "device")? {
         Some(d) => device::parse(&string_arg(env, d, "options.device")?),
         None => Ok(Device::Cpu),

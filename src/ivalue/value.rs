@@ -244,23 +244,47 @@ pub fn coerce_untyped(v: Value) -> Value {
     }
 }
 
-/// Checks a call's arguments against a method schema: arity, then each value's type.
-pub fn coerce_args(method: &str, schema: &crate::shim::MethodSchema, args: Vec<Value>) -> Result<Vec<Value>> {
-    let declared: Vec<String> = schema
-        .args
-        .iter()
-        .map(|a| format!("{}: {}", a.name, a.type_str))
-        .collect();
-    let signature = format!("{method}({})", declared.join(", "));
-    if args.len() > schema.args.len() {
+/// A method's schema with its argument annotations parsed: built once per method (the module
+/// caches it), so a call only checks values.
+#[derive(Debug)]
+pub struct Signature {
+    method: String,
+    args: Vec<(crate::shim::SchemaArg, IType)>,
+    /// `forward(x: Tensor, n: int)`, for error messages.
+    text: String,
+}
+
+impl Signature {
+    pub fn new(method: &str, schema: &crate::shim::MethodSchema) -> Signature {
+        let declared: Vec<String> = schema
+            .args
+            .iter()
+            .map(|a| format!("{}: {}", a.name, a.type_str))
+            .collect();
+        Signature {
+            method: method.to_string(),
+            args: schema
+                .args
+                .iter()
+                .map(|a| (a.clone(), IType::parse(&a.type_str)))
+                .collect(),
+            text: format!("{method}({})", declared.join(", ")),
+        }
+    }
+}
+
+/// Checks a call's arguments against a method's signature: arity, then each value's type.
+pub fn coerce_args(sig: &Signature, args: Vec<Value>) -> Result<Vec<Value>> {
+    let signature = &sig.text;
+    if args.len() > sig.args.len() {
         bail_code!(
             Code::InvalidArg,
             "{signature} takes {} argument(s), got {}",
-            schema.args.len(),
+            sig.args.len(),
             args.len()
         );
     }
-    if let Some(missing) = schema.args[args.len()..].iter().find(|a| !a.has_default) {
+    if let Some((missing, _)) = sig.args[args.len()..].iter().find(|(a, _)| !a.has_default) {
         bail_code!(
             Code::InvalidArg,
             "{signature}: missing argument '{}' ({}); got {} argument(s)",
@@ -270,14 +294,8 @@ pub fn coerce_args(method: &str, schema: &crate::shim::MethodSchema, args: Vec<V
         );
     }
     args.into_iter()
-        .zip(&schema.args)
-        .map(|(v, a)| {
-            coerce(
-                v,
-                &IType::parse(&a.type_str),
-                &format!("'{}' of {method}()", a.name),
-            )
-        })
+        .zip(&sig.args)
+        .map(|(v, (a, ty))| coerce(v, ty, &format!("'{}' of {}()", a.name, sig.method)))
         .collect()
 }
 
@@ -381,13 +399,13 @@ mod tests {
             ],
             returns: "Tensor".into(),
         };
-        let e = coerce_args("forward", &schema, vec![]).unwrap_err();
+        let e = coerce_args(&Signature::new("forward", &schema), vec![]).unwrap_err();
         assert_eq!(
             e.to_string(),
             "forward(x: Tensor, n: int): missing argument 'x' (Tensor); got 0 argument(s)"
         );
         let three = vec![Value::None, Value::None, Value::None];
-        let e = coerce_args("forward", &schema, three).unwrap_err();
+        let e = coerce_args(&Signature::new("forward", &schema), three).unwrap_err();
         assert_eq!(
             e.to_string(),
             "forward(x: Tensor, n: int) takes 2 argument(s), got 3"

@@ -226,7 +226,13 @@ pub fn from_buffer(
             );
         };
         let shape = shape_arg(raw, shape.raw(), "fromBuffer: shape")?;
-        let o = options(raw, options_arg.map(|u| u.raw()))?;
+        let o = options(raw, options_arg.map(|u| u.raw()), &["dtype", "byteOffset"])?;
+        if o.requires_grad {
+            bail_code!(
+                Code::InvalidArg,
+                "fromBuffer: options: expected {{dtype, byteOffset}}, got a boolean"
+            );
+        }
         let kind = match (o.dtype, view.type_name) {
             (Some(k), _) => k,
             (None, "Uint16Array") => bail_code!(Code::InvalidArg, "fromBuffer: a Uint16Array holds float16 or bfloat16 bits; pass {{dtype: 'float16'}} or {{dtype: 'bfloat16'}}"),

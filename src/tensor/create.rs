@@ -32,9 +32,14 @@ pub struct Opts {
     pub shape: Option<Vec<i64>>,
 }
 
-/// Reads `options`: an options object, or a boolean meaning `requiresGrad` (torchjs' form
-/// `ones(shape, true)`).
-pub fn options(env: RawEnv, v: Option<Val>) -> anyhow::Result<Opts> {
+/// The options of every factory (`ones`, `arange`, ...).
+pub const FACTORY_OPTIONS: &[&str] = &["dtype", "device", "requiresGrad"];
+/// `tensor(data, options)` also takes `shape`.
+const TENSOR_OPTIONS: &[&str] = &["dtype", "device", "requiresGrad", "shape"];
+
+/// Reads `options`: an options object with keys among `accepted`, or a boolean meaning
+/// `requiresGrad` (torchjs' form `ones(shape, true)`).
+pub fn options(env: RawEnv, v: Option<Val>, accepted: &[&str]) -> anyhow::Result<Opts> {
     let mut o = Opts {
         dtype: None,
         device: Device::Cpu,
@@ -47,6 +52,7 @@ pub fn options(env: RawEnv, v: Option<Val>) -> anyhow::Result<Opts> {
     match js::type_of(env, v)? {
         napi::sys::ValueType::napi_boolean => o.requires_grad = js::boolean(env, v)?,
         napi::sys::ValueType::napi_object => {
+            js::check_keys(env, v, accepted, "options")?;
             if let Some(d) = js::property(env, v, "dtype")? {
                 o.dtype = Some(dtype::parse(&string_arg(env, d, "options.dtype")?)?);
             }
@@ -143,7 +149,7 @@ fn from_shape(
 ) -> Result<JsTensor> {
     guard(|| {
         let shape = shape_arg(env.raw(), shape.raw(), "shape")?;
-        let o = self::options(env.raw(), options_arg.map(|u| u.raw()))?;
+        let o = self::options(env.raw(), options_arg.map(|u| u.raw()), FACTORY_OPTIONS)?;
         let t = make(&shape, (o.dtype.unwrap_or(default_kind), o.device))?;
         finish(t, &o)
     })
@@ -287,7 +293,7 @@ pub fn arange(
                 "arange: step {step} does not lead from {start} to {end}"
             );
         }
-        let o = self::options(env.raw(), options)?;
+        let o = self::options(env.raw(), options, FACTORY_OPTIONS)?;
         let integral = [start, end, step].iter().all(|x| x.fract() == 0.0);
         let kind = o
             .dtype
@@ -302,7 +308,7 @@ pub fn arange(
 pub fn linspace(env: Env, start: f64, end: f64, steps: f64, options: Option<Unknown>) -> Result<JsTensor> {
     guard(|| {
         let steps = args::shape(&[steps], "steps")?[0];
-        let o = self::options(env.raw(), options.map(|u| u.raw()))?;
+        let o = self::options(env.raw(), options.map(|u| u.raw()), FACTORY_OPTIONS)?;
         let t = shim::scalar::linspace(start, end, steps, (o.dtype.unwrap_or(Kind::Float), o.device))?;
         finish(t, &o)
     })
@@ -316,7 +322,7 @@ pub fn eye(env: Env, n: f64, m: Option<Unknown>, options: Option<Unknown>) -> Re
         let (rest, options) = numbers_then_options(env.raw(), &[m, options], "eye")?;
         let n = args::shape(&[n], "n")?[0];
         let m = args::shape(&[rest.first().copied().unwrap_or(n as f64)], "m")?[0];
-        let o = self::options(env.raw(), options)?;
+        let o = self::options(env.raw(), options, FACTORY_OPTIONS)?;
         let t = Tensor::f_eye_m(n, m, (o.dtype.unwrap_or(Kind::Float), o.device))?;
         finish(t, &o)
     })
@@ -444,26 +450,27 @@ pub fn from_typed_array(view: &js::TypedArrayView, kind: Option<Kind>) -> anyhow
 pub fn tensor(env: Env, data: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
     guard(|| {
         let raw = env.raw();
-        let o = self::options(raw, options.map(|u| u.raw()))?;
-        let base = if let Some(view) = js::typed_array(raw, data.raw())? {
-            let t = from_typed_array(&view, o.dtype)?;
-            match &o.shape {
-                Some(s) => t.f_reshape(s).map_err(|e| {
-                    crate::error::fail(
-                        Code::ShapeMismatch,
-                        format!(
-                            "options.shape: {} elements cannot be viewed as {s:?}: {}",
-                            view.len,
-                            crate::error::trim_libtorch(&e.to_string())
-                        ),
-                    )
-                })?,
-                None => t,
-            }
+        let o = self::options(raw, options.map(|u| u.raw()), TENSOR_OPTIONS)?;
+        let (base, numel) = if let Some(view) = js::typed_array(raw, data.raw())? {
+            (from_typed_array(&view, o.dtype)?, view.len as i64)
         } else if let Some(other) = super::unwrap_tensor(raw, data.raw()) {
-            deep_copy(&*other.get()?)?
+            let t = deep_copy(&*other.get()?)?;
+            let n = t.numel() as i64;
+            (t, n)
         } else {
-            from_nested(raw, data.raw(), o.dtype)?
+            let t = from_nested(raw, data.raw(), o.dtype)?;
+            let n = t.numel() as i64;
+            (t, n)
+        };
+        // `shape` views the data as that shape, whatever form it came in (a flat TypedArray,
+        // nested arrays, a tensor); the element count must match.
+        let base = match &o.shape {
+            Some(s) if s.iter().product::<i64>() != numel => bail_code!(
+                Code::ShapeMismatch,
+                "options.shape: {numel} elements cannot be viewed as {s:?}"
+            ),
+            Some(s) => base.f_reshape(s)?,
+            None => base,
         };
         let t = base.f_to_device(o.device)?;
         let t = match o.dtype {

@@ -77,6 +77,7 @@ impl JsTensor {
                     )
                 }
             } else if js::type_of(raw, v)? == napi::sys::ValueType::napi_object && !js::is_array(raw, v)? {
+                js::check_keys(raw, v, &["device", "dtype"], "to: options")?;
                 let dev = js::property(raw, v, "device")?
                     .map(|d| string_arg(raw, d, "to: device"))
                     .transpose()?;
