@@ -3,6 +3,7 @@
 // method arguments, util.inspect, and the `cuda` namespace object.
 const path = require('node:path')
 const util = require('node:util')
+const { markAsUntransferable } = require('node:worker_threads')
 
 let native
 try {
@@ -52,12 +53,18 @@ for (const name of ['view', 'reshape', 'permute', 'expand']) {
 
 // fromBuffer over a bare ArrayBuffer or SharedArrayBuffer: N-API 8 reads TypedArrays (and
 // cannot see SharedArrayBuffers directly), so view the bytes; the dtype defaults to float32.
+// Then the buffer is marked untransferable (a Node API N-API does not reach): transferring it
+// (`postMessage(buf, [buf])`, `structuredClone` with transfer, `buf.transfer()` on 24+) would
+// hand the memory the tensor reads to a new owner that may free it; marked, Node refuses the
+// transfer (20: copies instead). Permanent for that buffer.
 const fromBufferNative = native.fromBuffer
 function fromBuffer(data, shape, options) {
-  if (data instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && data instanceof SharedArrayBuffer)) {
-    return fromBufferNative(new Uint8Array(data), shape, { dtype: 'float32', ...options })
-  }
-  return fromBufferNative(data, shape, options)
+  const bare = data instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && data instanceof SharedArrayBuffer)
+  const t = bare
+    ? fromBufferNative(new Uint8Array(data), shape, { dtype: 'float32', ...options })
+    : fromBufferNative(data, shape, options)
+  markAsUntransferable(bare ? data : data.buffer)
+  return t
 }
 
 /**
@@ -68,13 +75,16 @@ function tidy(fn) {
   if (typeof fn !== 'function') throw codedError('InvalidArg', `tidy: expected a function, got ${describe(fn)}`)
   native._tidyBegin()
   let result
+  let isPromise
   try {
     result = fn()
+    isPromise = result !== null && (typeof result === 'object' || typeof result === 'function') &&
+      typeof result.then === 'function'
   } catch (e) {
-    native._tidyEnd(undefined)
+    native._tidyEnd(undefined) // the scope closes whatever fn (or a throwing `then` getter) did
     throw e
   }
-  if (result && typeof result.then === 'function') {
+  if (isPromise) {
     native._tidyEnd(undefined)
     throw codedError('InvalidArg', 'tidy: the function returned a Promise; tidy only tracks synchronous work')
   }

@@ -11,6 +11,7 @@ Writes (paths relative to --out, which defaults to the folder this script is in)
   fixtures/ivalues_scripted.pt      scripted module exercising IValues  (committed)
   fixtures/extra_method.pt          scripted module with extra methods  (committed)
   fixtures/golden.json              expected outputs for the fixtures   (committed)
+  fixtures/grow_scripted.pt         resize_s its input (hostile tests)  (committed)
   resnet18_traced.pt                traced torchvision ResNet-18        (generated)
   efficientnet_lite0_traced.pt      traced EfficientNet-Lite0, ImageNet (generated)
   golden/resnet18_*.f32, golden/resnet18.json                           (generated)
@@ -303,6 +304,20 @@ class ExtraMethod(nn.Module):
     @torch.jit.export
     def add_one(self, n: int) -> int:
         return n + 1
+
+
+class Grow(nn.Module):
+    """Grows its input's storage in place (`resize_`): hostile-input tests check that a JS array
+    lent over a tensor (`asTypedArray`) pins the storage so this fails instead of freeing it."""
+
+    def forward(self, x: Tensor, n: int) -> Tensor:
+        return x.resize_([n])
+
+
+def make_hostile_fixtures(out: str) -> None:
+    path = os.path.join(out, "fixtures", "grow_scripted.pt")
+    jit_save(torch.jit.script(Grow().eval()), path)
+    log("  wrote %s (%s)" % (rel(path, out), size_str(path)))
 
 
 def make_fixtures(out: str) -> None:
@@ -738,6 +753,8 @@ def main(argv=None) -> int:
         make_fixtures(out)
     else:
         log("[1/4] fixtures: present, kept (--fixtures rewrites them)")
+    if args.fixtures or not os.path.exists(os.path.join(out, "fixtures", "grow_scripted.pt")):
+        make_hostile_fixtures(out)
     log("[2/4] repr goldens")
     make_repr(out)
     if args.skip_large:

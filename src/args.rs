@@ -22,6 +22,53 @@ pub fn integer(value: f64, what: &str) -> Result<i64> {
     Ok(value as i64)
 }
 
+/// The most dimensions a shape may have. libtorch keeps sizes inline up to 5 dims and has no
+/// hard limit, but printing, `toArray` and nested data recurse once per dimension: a cap (as
+/// JSON parsers cap nesting) keeps hostile input from exhausting the native stack.
+pub const MAX_DIMS: usize = 1024;
+
+/// How deeply nested arrays, objects and TorchScript values may be (the same reason).
+pub const MAX_DEPTH: usize = 1024;
+
+/// The most threads `setNumThreads` / `setNumInteropThreads` accept (each is an OS thread).
+pub const MAX_THREADS: i64 = 1024;
+
+/// A thread count in 1..=MAX_THREADS.
+pub fn thread_count(value: f64, what: &str) -> Result<i32> {
+    let n = integer(value, what)?;
+    if !(1..=MAX_THREADS).contains(&n) {
+        bail_code!(
+            Code::InvalidArg,
+            "{what}: expected 1 to {MAX_THREADS} threads, got {n}"
+        );
+    }
+    Ok(n as i32)
+}
+
+/// Refuses more than [`MAX_DIMS`] dimensions, and sizes whose element count overflows int64
+/// (libtorch would wrap or throw from deep inside; a borrowed buffer's bounds check would pass).
+pub fn check_numel(sizes: &[i64], what: &str) -> Result<i64> {
+    if sizes.len() > MAX_DIMS {
+        bail_code!(
+            Code::InvalidArg,
+            "{what}: {} dimensions is more than the {MAX_DIMS} supported",
+            sizes.len()
+        );
+    }
+    if sizes.contains(&0) {
+        return Ok(0);
+    }
+    sizes
+        .iter()
+        .try_fold(1i64, |n, &s| n.checked_mul(s.max(0)))
+        .ok_or_else(|| {
+            crate::error::fail(
+                Code::InvalidArg,
+                format!("{what}: {sizes:?} has more elements than an int64 can count"),
+            )
+        })
+}
+
 /// A count of at least 1 (threads, chunks).
 pub fn positive(value: f64, what: &str) -> Result<i64> {
     let n = integer(value, what)?;
@@ -31,9 +78,9 @@ pub fn positive(value: f64, what: &str) -> Result<i64> {
     Ok(n)
 }
 
-/// A shape: non-negative integers.
+/// A shape: non-negative integers whose product fits int64.
 pub fn shape(values: &[f64], what: &str) -> Result<Vec<i64>> {
-    values
+    let sizes = values
         .iter()
         .enumerate()
         .map(|(i, &v)| {
@@ -46,13 +93,15 @@ pub fn shape(values: &[f64], what: &str) -> Result<Vec<i64>> {
             }
             Ok(n)
         })
-        .collect()
+        .collect::<Result<Vec<i64>>>()?;
+    check_numel(&sizes, what)?;
+    Ok(sizes)
 }
 
 /// A shape for `view`/`reshape`: non-negative sizes, or -1 once (inferred).
 pub fn view_shape(values: &[f64], what: &str) -> Result<Vec<i64>> {
     let mut inferred = false;
-    values
+    let sizes = values
         .iter()
         .enumerate()
         .map(|(i, &v)| {
@@ -67,7 +116,9 @@ pub fn view_shape(values: &[f64], what: &str) -> Result<Vec<i64>> {
             }
             Ok(n)
         })
-        .collect()
+        .collect::<Result<Vec<i64>>>()?;
+    check_numel(&sizes, what)?;
+    Ok(sizes)
 }
 
 /// A dimension index for a tensor of `ndim` dims; negative counts from the end, as in PyTorch.
@@ -99,6 +150,22 @@ mod tests {
         let (_, msg) = describe(&shape(&[1.5], "shape").unwrap_err());
         assert_eq!(msg, "shape[0]: expected an integer, got 1.5");
         assert!(shape(&[f64::NAN], "shape").is_err());
+    }
+
+    #[test]
+    fn shapes_whose_element_count_overflows_are_refused() {
+        let big = 4_294_967_296.0;
+        let (code, msg) = describe(&shape(&[big, big], "shape").unwrap_err());
+        assert_eq!(code, Code::InvalidArg);
+        assert!(msg.contains("more elements than an int64 can count"), "{msg}");
+        assert!(
+            shape(&[big, big, 0.0], "shape").is_ok(),
+            "a zero size makes the product 0"
+        );
+        assert!(shape(&vec![1.0; MAX_DIMS + 1], "shape").is_err());
+        assert!(thread_count(4_294_967_297.0, "n").is_err());
+        assert!(thread_count(5000.0, "n").is_err());
+        assert_eq!(thread_count(2.0, "n").unwrap(), 2);
     }
 
     #[test]

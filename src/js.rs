@@ -226,24 +226,84 @@ pub fn call_method(env: Env, obj: Val, method: &str, args: &[Val]) -> Result<Val
 }
 
 pub fn is_map(env: Env, v: Val) -> Result<bool> {
-    let ctor = global_property(env, "Map")?;
+    is_instance_of(env, v, "Map")
+}
+
+/// `v instanceof globalThis[class_name]`.
+pub fn is_instance_of(env: Env, v: Val, class_name: &str) -> Result<bool> {
+    let ctor = global_property(env, class_name)?;
     let mut out = false;
     ok(
         unsafe { sys::napi_instanceof(env, v, ctor, &mut out) },
-        "instanceof Map",
+        "instanceof",
     )?;
     Ok(out)
 }
 
+/// `Array.from(v)`: the items of an iterable (a Map's `[key, value]` pairs, a Set's values).
+pub fn array_from(env: Env, v: Val) -> Result<Vec<Val>> {
+    let array_ctor = global_property(env, "Array")?;
+    let items = call_method(env, array_ctor, "from", &[v])?;
+    (0..array_len(env, items)?)
+        .map(|i| element(env, items, i))
+        .collect()
+}
+
+/// An object whose prototype is `Object.prototype` or null (not a class instance).
+pub fn is_plain_object(env: Env, v: Val) -> Result<bool> {
+    let mut proto = ptr::null_mut();
+    ok(
+        unsafe { sys::napi_get_prototype(env, v, &mut proto) },
+        "prototype",
+    )?;
+    if type_of(env, proto)? == sys::ValueType::napi_null {
+        return Ok(true);
+    }
+    let object_ctor = global_property(env, "Object")?;
+    let object_proto =
+        property(env, object_ctor, "prototype")?.ok_or_else(|| anyhow!("no Object.prototype"))?;
+    let mut same = false;
+    ok(
+        unsafe { sys::napi_strict_equals(env, proto, object_proto, &mut same) },
+        "strict equals",
+    )?;
+    Ok(same)
+}
+
+/// The values of every own property of an object: enumerable or not, string- or symbol-keyed.
+pub fn own_property_values(env: Env, obj: Val) -> Result<Vec<Val>> {
+    let mut keys = ptr::null_mut();
+    ok(
+        unsafe {
+            sys::napi_get_all_property_names(
+                env,
+                obj,
+                sys::KeyCollectionMode::own_only,
+                sys::KeyFilter::all_properties,
+                sys::KeyConversion::keep_numbers,
+                &mut keys,
+            )
+        },
+        "own keys",
+    )?;
+    (0..array_len(env, keys)?)
+        .map(|i| {
+            let key = element(env, keys, i)?;
+            let mut out = ptr::null_mut();
+            ok(
+                unsafe { sys::napi_get_property(env, obj, key, &mut out) },
+                "property",
+            )?;
+            Ok(out)
+        })
+        .collect()
+}
+
 /// `[...map]`: the entries of a Map as `[key, value]` pairs.
 pub fn map_entries(env: Env, map: Val) -> Result<Vec<(Val, Val)>> {
-    let array_ctor = global_property(env, "Array")?;
-    let pairs = call_method(env, array_ctor, "from", &[map])?;
-    (0..array_len(env, pairs)?)
-        .map(|i| {
-            let pair = element(env, pairs, i)?;
-            Ok((element(env, pair, 0)?, element(env, pair, 1)?))
-        })
+    array_from(env, map)?
+        .into_iter()
+        .map(|pair| Ok((element(env, pair, 0)?, element(env, pair, 1)?)))
         .collect()
 }
 
@@ -266,26 +326,63 @@ pub fn new_array(env: Env, items: Vec<Val>) -> Result<Val> {
         unsafe { sys::napi_create_array_with_length(env, items.len(), &mut arr) },
         "array",
     )?;
-    for (i, item) in items.into_iter().enumerate() {
-        ok(
-            unsafe { sys::napi_set_element(env, arr, i as u32, item) },
-            "set element",
-        )?;
-    }
+    let keys = (0..items.len()).map(|i| i.to_string());
+    define_data_properties(env, arr, keys.zip(items))?;
     Ok(arr)
+}
+
+/// A JS array of numbers: `Array.from(new Float64Array(values))`, which defines the elements
+/// (no `Array.prototype` setter runs) in one builtin call, several times faster than defining
+/// them one by one.
+pub fn new_number_array(env: Env, values: &[f64]) -> Result<Val> {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let floats = new_typed_array(env, "Float64Array", &bytes)?;
+    let array_ctor = global_property(env, "Array")?;
+    call_method(env, array_ctor, "from", &[floats])
 }
 
 pub fn new_object(env: Env, entries: Vec<(String, Val)>) -> Result<Val> {
     let mut obj = ptr::null_mut();
     ok(unsafe { sys::napi_create_object(env, &mut obj) }, "object")?;
-    for (k, v) in entries {
-        let key = CString::new(k)?;
-        ok(
-            unsafe { sys::napi_set_named_property(env, obj, key.as_ptr(), v) },
-            "set property",
-        )?;
-    }
+    define_data_properties(env, obj, entries)?;
     Ok(obj)
+}
+
+/// Defines own data properties (writable, enumerable, configurable), as an object literal or
+/// `JSON.parse` does: a setter on `Array.prototype` or `Object.prototype` is not invoked (a
+/// plain assignment would run it), and a `"__proto__"` key becomes an own property instead of
+/// replacing the prototype.
+fn define_data_properties(
+    env: Env,
+    obj: Val,
+    entries: impl IntoIterator<Item = (String, Val)>,
+) -> Result<()> {
+    let entries = entries
+        .into_iter()
+        .map(|(k, v)| Ok((CString::new(k)?, v)))
+        .collect::<Result<Vec<_>>>()?;
+    let descriptors: Vec<sys::napi_property_descriptor> = entries
+        .iter()
+        .map(|(key, value)| sys::napi_property_descriptor {
+            utf8name: key.as_ptr(),
+            name: ptr::null_mut(),
+            method: None,
+            getter: None,
+            setter: None,
+            value: *value,
+            attributes: sys::PropertyAttributes::writable
+                | sys::PropertyAttributes::enumerable
+                | sys::PropertyAttributes::configurable,
+            data: ptr::null_mut(),
+        })
+        .collect();
+    if descriptors.is_empty() {
+        return Ok(());
+    }
+    ok(
+        unsafe { sys::napi_define_properties(env, obj, descriptors.len(), descriptors.as_ptr()) },
+        "define properties",
+    )
 }
 
 pub fn new_number(env: Env, x: f64) -> Result<Val> {
@@ -320,6 +417,8 @@ pub struct TypedArrayView<'a> {
     pub type_name: &'static str,
     pub bytes: &'a [u8],
     pub len: usize,
+    /// The ArrayBuffer (or SharedArrayBuffer) the array views.
+    pub buffer: Val,
 }
 
 const TYPED_ARRAY_NAMES: [&str; 11] = [
@@ -368,6 +467,7 @@ pub fn typed_array<'a>(env: Env, v: Val) -> Result<Option<TypedArrayView<'a>>> {
         type_name,
         bytes,
         len,
+        buffer: buf,
     }))
 }
 

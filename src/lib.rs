@@ -58,8 +58,7 @@ pub fn manual_seed(seed: f64) -> Result<()> {
 #[napi]
 pub fn set_num_threads(n: f64) -> Result<()> {
     guard(|| {
-        let n = args::positive(n, "setNumThreads: n")?;
-        tch::set_num_threads(n as i32);
+        tch::set_num_threads(args::thread_count(n, "setNumThreads: n")?);
         Ok(())
     })
 }
@@ -75,8 +74,8 @@ pub fn get_num_threads() -> i32 {
 #[napi]
 pub fn set_num_interop_threads(n: f64) -> Result<()> {
     guard(|| {
-        let n = args::positive(n, "setNumInteropThreads: n")?;
-        unsafe { torch_sys::at_set_num_interop_threads(n as i32) };
+        let n = args::thread_count(n, "setNumInteropThreads: n")?;
+        unsafe { torch_sys::at_set_num_interop_threads(n) };
         ivalue::ffi::check_last_error()
     })
 }

@@ -140,9 +140,11 @@ impl Module {
         let owned = args.iter().map(to_ivalue).collect::<Result<Vec<Owned>>>()?;
         let ptrs: Vec<*mut CIValue> = owned.iter().map(|o| o.0).collect();
         let c_name = CString::new(method)?;
+        let geometry: Vec<Geometry> = args.iter().flat_map(Geometry::of_inputs).collect();
         let out = unsafe { atm_method_(self.ptr, c_name.as_ptr(), ptrs.as_ptr(), ptrs.len() as i32) };
         // An error raised inside the model that says nothing more specific is a ForwardError.
         check_last_error().map_err(|e| {
+            geometry.iter().for_each(Geometry::restore);
             let message = crate::error::trim_libtorch(&e.to_string());
             let code = crate::error::classify(&message).unwrap_or(Code::ForwardError);
             fail(code, format!("{method}(): {message}"))
@@ -187,6 +189,45 @@ impl Module {
         let c_path = CString::new(path).map_err(|_| fail(Code::InvalidArg, "path: contains a NUL byte"))?;
         unsafe { atm_save(self.ptr, c_path.as_ptr()) };
         check_last_error().with_context(|| format!("cannot save the module to '{path}'"))
+    }
+}
+
+/// An input tensor's sizes, strides and offset before a call. libtorch's `resize_` sets the
+/// new sizes *before* it finds that the storage cannot grow (memory borrowed from JS, a storage
+/// pinned by `asTypedArray`) and throws, leaving a tensor that claims more elements than its
+/// storage holds: reading it reads past the block. After a failed call, inputs whose geometry
+/// changed are put back.
+struct Geometry {
+    tensor: tch::Tensor,
+    size: Vec<i64>,
+    stride: Vec<i64>,
+    offset: i64,
+}
+
+impl Geometry {
+    fn of_inputs(v: &Value) -> Vec<Geometry> {
+        match v {
+            Value::Tensor(t) => vec![Geometry {
+                tensor: t.shallow_clone(),
+                size: t.size(),
+                stride: t.stride(),
+                offset: shim::storage_offset(t),
+            }],
+            Value::List(_, items) | Value::Tuple(items) => {
+                items.iter().flat_map(Geometry::of_inputs).collect()
+            }
+            Value::Dict(_, entries) => entries.iter().flat_map(|(_, v)| Geometry::of_inputs(v)).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn restore(&self) {
+        let t = &self.tensor;
+        if t.size() != self.size || t.stride() != self.stride || shim::storage_offset(t) != self.offset {
+            let _ =
+                t.shallow_clone()
+                    .f_as_strided_(self.size.as_slice(), self.stride.as_slice(), self.offset);
+        }
     }
 }
 

@@ -95,6 +95,18 @@ fn read_many(len: c_int, read: impl FnOnce(*mut *mut CIValue)) -> Result<Vec<Own
 
 /// Reads an IValue (borrowed; the caller still owns and frees it) into a [`Value`].
 pub fn from_ivalue(owned: &Owned) -> Result<Value> {
+    read(owned, 0)
+}
+
+fn read(owned: &Owned, depth: usize) -> Result<Value> {
+    if depth > crate::args::MAX_DEPTH {
+        crate::bail_code!(
+            crate::error::Code::ForwardError,
+            "the output is nested deeper than {} levels",
+            crate::args::MAX_DEPTH
+        );
+    }
+    let from_ivalue = |o: &Owned| read(o, depth + 1);
     let v = owned.0;
     let tag = unsafe { ati_tag(v) };
     check_last_error()?;
@@ -132,7 +144,7 @@ pub fn from_ivalue(owned: &Owned) -> Result<Value> {
             let flat = read_many(len * 2, |out| unsafe { ati_to_generic_dict(v, out, len) })?;
             let mut entries = Vec::with_capacity(len as usize);
             for pair in flat.chunks(2) {
-                entries.push((from_ivalue(&pair[0])?, from_ivalue(&pair[1])?));
+                entries.push((read(&pair[0], depth + 1)?, read(&pair[1], depth + 1)?));
             }
             let string_keys = unsafe { shim::dict_has_string_keys(v) };
             let ty = string_keys.then(|| ("str".to_string(), "Any".to_string()));

@@ -12,6 +12,19 @@ use napi::sys::ValueType as T;
 
 /// Reads a JS value; `path` names it in errors (`input 0`, `input 0[2]`).
 pub fn from_js(env: RawEnv, v: Val, path: &str) -> anyhow::Result<Value> {
+    read(env, v, path, 0)
+}
+
+fn read(env: RawEnv, v: Val, path: &str, depth: usize) -> anyhow::Result<Value> {
+    if depth > crate::args::MAX_DEPTH {
+        bail_code!(
+            Code::InvalidArg,
+            "{}: nested deeper than {} levels",
+            path.split('[').next().unwrap_or(path),
+            crate::args::MAX_DEPTH
+        );
+    }
+    let from_js = |env, v, path: &str| read(env, v, path, depth + 1);
     Ok(match js::type_of(env, v)? {
         T::napi_undefined | T::napi_null => Value::None,
         T::napi_boolean => Value::Bool(js::boolean(env, v)?),
@@ -24,7 +37,7 @@ pub fn from_js(env: RawEnv, v: Val, path: &str) -> anyhow::Result<Value> {
                 .collect::<anyhow::Result<Vec<_>>>()?;
             Value::List(None, items)
         }
-        T::napi_object => object(env, v, path)?,
+        T::napi_object => object(env, v, path, depth)?,
         _ => bail_code!(
             Code::InvalidArg,
             "{path}: {} has no TorchScript equivalent",
@@ -33,7 +46,8 @@ pub fn from_js(env: RawEnv, v: Val, path: &str) -> anyhow::Result<Value> {
     })
 }
 
-fn object(env: RawEnv, v: Val, path: &str) -> anyhow::Result<Value> {
+fn object(env: RawEnv, v: Val, path: &str, depth: usize) -> anyhow::Result<Value> {
+    let from_js = |env, v, path: &str| read(env, v, path, depth + 1);
     if let Some(t) = crate::tensor::unwrap_tensor(env, v) {
         return Ok(Value::Tensor(
             t.get().map_err(|e| e.context(path.to_string()))?.shallow_clone(),

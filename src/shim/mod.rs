@@ -42,6 +42,7 @@ extern "C" {
     fn tn_clone(t: *const C_tensor, err: *mut *mut c_char) -> *mut C_tensor;
     fn tn_storage_offset(t: *const C_tensor) -> i64;
     fn tn_storage_nbytes(t: *const C_tensor) -> i64;
+    fn tn_storage_pin(t: *const C_tensor);
     fn tn_storage_id(t: *const C_tensor) -> *const c_void;
     fn tn_from_blob(
         data: *mut c_void,
@@ -202,6 +203,12 @@ pub fn storage_offset(t: &tch::Tensor) -> i64 {
 /// The byte size of the tensor's whole storage.
 pub fn storage_nbytes(t: &tch::Tensor) -> i64 {
     unsafe { tn_storage_nbytes(t.as_ptr()) }
+}
+
+/// Makes the tensor's storage non-resizable: its memory block stays where it is for as long
+/// as the storage lives (JS arrays lent over it rely on that).
+pub fn pin_storage(t: &tch::Tensor) {
+    unsafe { tn_storage_pin(t.as_ptr()) }
 }
 
 /// Equal for tensors that share a storage.

@@ -120,6 +120,13 @@ int64_t tn_storage_nbytes(tensor_t t) {
   return t->has_storage() ? static_cast<int64_t>(t->storage().nbytes()) : 0;
 }
 
+// Forbids growing the tensor's storage in place (`resize_` to more bytes would reallocate it
+// and free the block a JS array lent over it still points at), as PyTorch does for storages
+// it shares with numpy. Growing then throws "Trying to resize storage that is not resizable".
+void tn_storage_pin(tensor_t t) {
+  if (t->has_storage()) t->storage().unsafeGetStorageImpl()->set_resizable(false);
+}
+
 // An identity for a tensor's storage: equal for tensors that share one.
 const void* tn_storage_id(tensor_t t) {
   return t->has_storage() ? static_cast<const void*>(t->storage().unsafeGetStorageImpl()) : nullptr;

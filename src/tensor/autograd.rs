@@ -1,5 +1,5 @@
 //! Autograd basics — `backward`, `grad`, `detach`, `requiresGrad_` — and `torch.tidy`'s scopes.
-use super::{scope_begin, scope_end, unwrap_tensor, JsTensor};
+use super::{scope_begin, scope_end, unwrap_tensor, JsTensor, Keep};
 use crate::error::{guard, Code, Result};
 use crate::{bail_code, js};
 use napi::bindgen_prelude::*;
@@ -70,40 +70,82 @@ pub fn tidy_begin() {
 }
 
 /// @internal Closes the innermost `torch.tidy` scope, disposing every tensor created in it
-/// except those in `keep` (a Tensor, or arrays/objects holding Tensors); use `tidy(fn)`.
+/// except those in `keep` (the value `fn` returned); use `tidy(fn)`. The scope closes whatever
+/// happens: when reading `keep` throws (a getter), everything created is disposed and the
+/// exception propagates (tidy returns nothing, so nothing it made can be in use).
 #[napi(js_name = "_tidyEnd", ts_args_type = "keep?: unknown")]
 pub fn tidy_end(env: Env, keep: Option<Unknown>) -> Result<u32> {
     guard(|| {
-        let mut kept = Vec::new();
-        if let Some(k) = keep {
-            collect(env.raw(), k.raw(), &mut kept, 0)?;
+        let mut walk = Walk {
+            env: env.raw(),
+            kept: Vec::new(),
+            visited: 0,
+        };
+        let found = match keep {
+            Some(k) => walk.value(k.raw(), 0),
+            None => Ok(true),
+        };
+        match found {
+            Ok(true) => Ok(scope_end(&Keep::These(walk.kept)) as u32),
+            Ok(false) => Ok(scope_end(&Keep::All) as u32),
+            Err(e) => {
+                scope_end(&Keep::These(Vec::new()));
+                Err(e)
+            }
         }
-        Ok(scope_end(&kept) as u32)
     })
 }
 
-/// The tensors in a returned value: a Tensor, or arrays / plain objects holding them.
-fn collect(
+/// Finds the tensors in a value `tidy`'s function returned: a Tensor; arrays, plain objects
+/// (every own key: non-enumerable and symbol-keyed too), Maps and Sets holding them, nested.
+struct Walk {
     env: js::Env,
-    v: js::Val,
-    out: &mut Vec<std::rc::Rc<super::Slot>>,
-    depth: usize,
-) -> anyhow::Result<()> {
-    if depth > 64 || js::type_of(env, v)? != napi::sys::ValueType::napi_object {
-        return Ok(());
-    }
-    if let Some(t) = unwrap_tensor(env, v) {
-        out.push(t.slot().clone());
-    } else if js::is_array(env, v)? {
-        for i in 0..js::array_len(env, v)? {
-            collect(env, js::element(env, v, i)?, out, depth + 1)?;
+    kept: Vec<std::rc::Rc<super::Slot>>,
+    /// Values looked at: a bound instead of cycle detection (N-API cannot hash objects).
+    visited: usize,
+}
+
+/// Past this many values, or this deep, tidy stops looking and keeps everything.
+const MAX_VISITED: usize = 100_000;
+
+impl Walk {
+    /// Ok(false) when the value could not be seen through entirely (keep everything).
+    fn value(&mut self, v: js::Val, depth: usize) -> anyhow::Result<bool> {
+        use napi::sys::ValueType as T;
+        self.visited += 1;
+        if js::type_of(self.env, v)? != T::napi_object {
+            return Ok(true);
         }
-    } else if js::typed_array(env, v)?.is_none() {
-        for k in js::keys(env, v)? {
-            if let Some(x) = js::property(env, v, &k)? {
-                collect(env, x, out, depth + 1)?;
+        if depth > crate::args::MAX_DEPTH || self.visited > MAX_VISITED {
+            return Ok(false);
+        }
+        let env = self.env;
+        if let Some(t) = unwrap_tensor(env, v) {
+            self.kept.push(t.slot().clone());
+            return Ok(true);
+        }
+        if js::typed_array(env, v)?.is_some() {
+            return Ok(true);
+        }
+        let children = if js::is_array(env, v)? {
+            (0..js::array_len(env, v)?)
+                .map(|i| js::element(env, v, i))
+                .collect::<anyhow::Result<Vec<_>>>()?
+        } else if js::is_map(env, v)? || js::is_instance_of(env, v, "Set")? {
+            // `[...map]` gives [key, value] pairs, `[...set]` the values.
+            js::array_from(env, v)?
+        } else if js::is_plain_object(env, v)? {
+            js::own_property_values(env, v)?
+        } else {
+            // A class instance: private fields are invisible to N-API, so anything may be
+            // held there.
+            return Ok(false);
+        };
+        for child in children {
+            if !self.value(child, depth + 1)? {
+                return Ok(false);
             }
         }
+        Ok(true)
     }
-    Ok(())
 }

@@ -168,8 +168,19 @@ fn lend(
     byte_offset: usize,
 ) -> anyhow::Result<Tensor> {
     let elem = kind.elt_size_in_bytes();
-    let numel: i64 = shape.iter().product();
-    let need = numel as usize * elem;
+    let numel = crate::args::check_numel(shape, "fromBuffer: shape")?;
+    let need = usize::try_from(numel)
+        .ok()
+        .and_then(|n| n.checked_mul(elem))
+        .ok_or_else(|| {
+            crate::error::fail(
+                Code::ShapeMismatch,
+                format!(
+                    "fromBuffer: shape {shape:?} of {} is larger than any buffer",
+                    dtype::name(kind)
+                ),
+            )
+        })?;
     let have = view.bytes.len().saturating_sub(byte_offset);
     if byte_offset > view.bytes.len() || need > have {
         bail_code!(Code::ShapeMismatch, "fromBuffer: shape {shape:?} of {} needs {need} bytes, but the buffer has {have} from byteOffset {byte_offset}", dtype::name(kind));
@@ -181,6 +192,14 @@ fn lend(
             Code::InvalidArg,
             "fromBuffer: byteOffset {byte_offset} leaves the data misaligned for {} ({elem}-byte elements)",
             dtype::name(kind)
+        );
+    }
+    // A resizable ArrayBuffer can shrink under the tensor (`resize(0)` decommits its pages):
+    // refused. A growable SharedArrayBuffer only grows, in place, so it is fine.
+    if js::property(env, view.buffer, "resizable")?.is_some_and(|r| js::boolean(env, r).unwrap_or(false)) {
+        bail_code!(
+            Code::InvalidArg,
+            "fromBuffer: the buffer is a resizable ArrayBuffer, which could shrink under the tensor; copy it with torch.tensor(array) or use a fixed-length buffer"
         );
     }
     let Some(releaser) = RELEASER.with(|r| r.borrow().clone()) else {
@@ -269,6 +288,9 @@ unsafe extern "C" fn drop_tensor(_env: sys::napi_env, _data: *mut c_void, hint: 
 /// An external ArrayBuffer over `t`'s memory; None when V8 refuses external buffers.
 fn external_buffer(env: sys::napi_env, t: &Tensor) -> Option<sys::napi_value> {
     let nbytes = t.numel() * t.kind().elt_size_in_bytes();
+    // A model or an in-place op could otherwise `resize_` the storage to a new block and free
+    // the one this array points at.
+    shim::pin_storage(t);
     let owner = Box::into_raw(Box::new(t.shallow_clone()));
     let mut buffer = ptr::null_mut();
     let status = unsafe {

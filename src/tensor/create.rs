@@ -330,6 +330,8 @@ pub fn eye(env: Env, n: f64, m: Option<Unknown>, options: Option<Unknown>) -> Re
 
 /// Flattened nested-array data and its inferred shape.
 struct Nested {
+    /// The dtype asked for, when it is an integer one: values are range-checked as read.
+    int_kind: Option<(Kind, (i128, i128))>,
     shape: Vec<i64>,
     floats: Vec<f64>,
     ints: Vec<i64>,
@@ -340,6 +342,14 @@ struct Nested {
 
 impl Nested {
     fn walk(&mut self, env: RawEnv, v: Val, depth: usize) -> anyhow::Result<()> {
+        if depth > args::MAX_DIMS {
+            bail_code!(
+                Code::InvalidArg,
+                "data: nested deeper than {} levels (a tensor has at most {} dimensions)",
+                args::MAX_DIMS,
+                args::MAX_DIMS
+            );
+        }
         if js::is_array(env, v)? {
             let len = js::array_len(env, v)? as i64;
             match self.shape.get(depth) {
@@ -370,6 +380,15 @@ impl Nested {
             napi::sys::ValueType::napi_number => {
                 self.saw_number = true;
                 let x = js::number(env, v)?;
+                if let Some((kind, (lo, hi))) = self.int_kind {
+                    // Compared as doubles, as PyTorch does (255.9 overflows uint8); int64's
+                    // maximum rounds up to 2^63, itself out of range.
+                    let top = hi as f64;
+                    let above = if top as i128 > hi { x >= top } else { x > top };
+                    if x.is_nan() || x < lo as f64 || above {
+                        return Err(overflow(x, kind));
+                    }
+                }
                 (x, x as i64)
             }
             napi::sys::ValueType::napi_boolean => {
@@ -380,6 +399,11 @@ impl Nested {
             napi::sys::ValueType::napi_bigint => {
                 self.saw_bigint = true;
                 let b = js::bigint(env, v, "data")?;
+                if let Some((kind, (lo, hi))) = self.int_kind {
+                    if !(lo..=hi).contains(&(b as i128)) {
+                        return Err(overflow(b, kind));
+                    }
+                }
                 (b as f64, b)
             }
             _ => bail_code!(
@@ -399,6 +423,7 @@ impl Nested {
 /// keep every value a JS number can hold exactly.
 fn from_nested(env: RawEnv, v: Val, kind: Option<Kind>) -> anyhow::Result<Tensor> {
     let mut n = Nested {
+        int_kind: kind.and_then(|k| int_range(k).map(|r| (k, r))),
         shape: vec![],
         floats: vec![],
         ints: vec![],
@@ -425,6 +450,30 @@ fn from_nested(env: RawEnv, v: Val, kind: Option<Kind>) -> anyhow::Result<Tensor
         Tensor::f_from_slice(&n.floats)?
     };
     Ok(t.f_to_kind(kind)?.f_reshape(&n.shape)?)
+}
+
+/// The range of an integer dtype: as PyTorch, a value outside it (or NaN) is an overflow
+/// error, not a silent wrap (`tensor([-1, 256], {dtype: 'uint8'})`); fractions within range
+/// truncate.
+fn int_range(kind: Kind) -> Option<(i128, i128)> {
+    Some(match kind {
+        Kind::Uint8 => (0, 255),
+        Kind::Int8 => (-128, 127),
+        Kind::Int16 => (-32768, 32767),
+        Kind::Int => (i32::MIN as i128, i32::MAX as i128),
+        Kind::Int64 => (i64::MIN as i128, i64::MAX as i128),
+        _ => return None,
+    })
+}
+
+fn overflow(value: impl std::fmt::Display, kind: Kind) -> anyhow::Error {
+    crate::error::fail(
+        Code::InvalidArg,
+        format!(
+            "data: value {value} cannot be converted to type {} without overflow",
+            dtype::name(kind)
+        ),
+    )
 }
 
 /// Copies a TypedArray into a 1-D tensor of its own type (float16/bfloat16 bits for a

@@ -51,6 +51,11 @@ fn nest(env: RawEnv, values: &Values, shape: &[i64], offset: &mut usize) -> anyh
         *offset += 1;
         return scalar(env, values, *offset - 1);
     };
+    if let (true, Values::Numbers(v)) = (rest.is_empty(), values) {
+        let row = &v[*offset..*offset + n as usize];
+        *offset += n as usize;
+        return js::new_number_array(env, row);
+    }
     let items = (0..n)
         .map(|_| nest(env, values, rest, offset))
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -65,6 +70,7 @@ impl JsTensor {
     pub fn to_array(&self, env: Env) -> Result<Unknown<'_>> {
         guard(|| {
             let t = self.get()?;
+            crate::args::check_numel(&t.size(), "toArray")?;
             let (vals, mut offset) = (values(&t)?, 0);
             let v = nest(env.raw(), &vals, &t.size(), &mut offset)?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })

@@ -9,6 +9,7 @@ use tch::{Device, Kind};
 
 /// Python's `repr(t)` for a tensor.
 pub fn repr(t: &tch::Tensor) -> anyhow::Result<String> {
+    crate::args::check_numel(&t.size(), "toString")?;
     let kind = t.kind();
     // Integers are read as int64 (exact); floats and bools as `values` widens them for JS.
     let data = if dtype::is_floating(kind) || kind == Kind::Bool {

@@ -1,7 +1,7 @@
 //! The JS `Tensor` class: a newtype over `tch::Tensor` (`None` once disposed). Split by verb:
 //! `create` (factories), `data` (reading values out), `ops` (math and conversions), `display`.
 use crate::error::{guard, Code, Result};
-use crate::{bail_code, device, dtype, memory};
+use crate::{device, dtype, memory};
 use napi_derive::napi;
 use std::cell::{Cell, Ref, RefCell};
 use std::rc::{Rc, Weak};
@@ -13,16 +13,30 @@ pub struct Slot {
     tensor: RefCell<Option<Tensor>>,
     /// Element bytes reported to V8 for this tensor (0 for views and borrowed memory).
     bytes: Cell<i64>,
+    /// `dispose()` was called while a native call was using the tensor (JS it ran — a getter,
+    /// a Proxy trap — disposed it): the tensor is freed when that call lets go of it.
+    dispose_pending: Cell<bool>,
 }
 
 impl Slot {
-    /// Frees the tensor (idempotent); true when this call freed it.
+    /// Frees the tensor (idempotent); true when this call freed it. While a call holds the
+    /// tensor (see [`TensorRef`]) the release is deferred to the end of that call, and later
+    /// uses already see it as disposed.
     pub fn release(&self) -> bool {
-        let freed = self.tensor.borrow_mut().take().is_some();
+        let Ok(mut tensor) = self.tensor.try_borrow_mut() else {
+            let first = !self.dispose_pending.replace(true);
+            return first;
+        };
+        let freed = tensor.take().is_some();
+        drop(tensor);
         if freed {
             memory::untrack(self.bytes.get());
         }
         freed
+    }
+
+    fn is_disposed(&self) -> bool {
+        self.dispose_pending.get() || self.tensor.try_borrow().is_ok_and(|t| t.is_none())
     }
 
     fn same(a: &Rc<Slot>, b: &Rc<Slot>) -> bool {
@@ -40,16 +54,29 @@ pub fn scope_begin() {
     SCOPES.with(|s| s.borrow_mut().push(Vec::new()));
 }
 
-/// Closes the innermost scope: disposes its tensors except `keep`, which move to the
+/// What a closing `tidy` scope keeps.
+pub enum Keep {
+    /// These tensors (found in the returned value); the others are disposed.
+    These(Vec<Rc<Slot>>),
+    /// Every tensor: the returned value could not be seen through (a class instance, whose
+    /// private fields may hold tensors), so nothing is disposed.
+    All,
+}
+
+/// Closes the innermost scope: disposes its tensors except those kept, which move to the
 /// enclosing scope (if any). Returns how many it disposed.
-pub fn scope_end(keep: &[Rc<Slot>]) -> usize {
+pub fn scope_end(keep: &Keep) -> usize {
     let Some(created) = SCOPES.with(|s| s.borrow_mut().pop()) else {
         return 0;
     };
     let mut disposed = 0;
     let mut kept = Vec::new();
     for slot in created.iter().filter_map(Weak::upgrade) {
-        if keep.iter().any(|k| Slot::same(k, &slot)) {
+        let keep = match keep {
+            Keep::All => true,
+            Keep::These(list) => list.iter().any(|k| Slot::same(k, &slot)),
+        };
+        if keep {
             kept.push(Rc::downgrade(&slot));
         } else if slot.release() {
             disposed += 1;
@@ -100,6 +127,7 @@ impl JsTensor {
         let slot = Rc::new(Slot {
             tensor: RefCell::new(Some(t)),
             bytes: Cell::new(bytes),
+            dispose_pending: Cell::new(false),
         });
         SCOPES.with(|s| {
             if let Some(scope) = s.borrow_mut().last_mut() {
@@ -110,18 +138,53 @@ impl JsTensor {
     }
 
     /// The tensor, or a `Disposed` error.
-    pub fn get(&self) -> anyhow::Result<Ref<'_, Tensor>> {
-        match Ref::filter_map(self.slot.tensor.borrow(), Option::as_ref) {
-            Ok(t) => Ok(t),
-            Err(_) => bail_code!(
+    pub fn get(&self) -> anyhow::Result<TensorRef<'_>> {
+        let disposed = || {
+            crate::error::fail(
                 Code::Disposed,
-                "this tensor was disposed; it can no longer be used"
-            ),
+                "this tensor was disposed; it can no longer be used",
+            )
+        };
+        if self.slot.dispose_pending.get() {
+            return Err(disposed());
+        }
+        match Ref::filter_map(self.slot.tensor.borrow(), Option::as_ref) {
+            Ok(t) => Ok(TensorRef {
+                tensor: Some(t),
+                slot: &self.slot,
+            }),
+            Err(_) => Err(disposed()),
         }
     }
 
     pub fn slot(&self) -> &Rc<Slot> {
         &self.slot
+    }
+}
+
+/// A native call's hold on a tensor. JS that the call runs (an argument's getter) may call
+/// `dispose()` on the same tensor meanwhile; the release then happens when the hold ends,
+/// instead of a RefCell "already borrowed" panic (which aborts Node: it is outside `guard`).
+pub struct TensorRef<'a> {
+    tensor: Option<Ref<'a, Tensor>>,
+    slot: &'a Slot,
+}
+
+impl std::ops::Deref for TensorRef<'_> {
+    type Target = Tensor;
+    fn deref(&self) -> &Tensor {
+        self.tensor.as_deref().expect("held until drop")
+    }
+}
+
+impl Drop for TensorRef<'_> {
+    fn drop(&mut self) {
+        drop(self.tensor.take());
+        if self.slot.dispose_pending.get() && self.slot.tensor.try_borrow_mut().is_ok() {
+            self.slot.dispose_pending.set(false);
+            self.slot.release();
+            self.slot.dispose_pending.set(true);
+        }
     }
 }
 
@@ -133,6 +196,16 @@ impl Drop for JsTensor {
 
 #[napi]
 impl JsTensor {
+    /// Not for users: tensors come from `torch.tensor`, `torch.ones`, `torch.fromBuffer`, ...
+    /// (`new Tensor()` throws `InvalidArg`; napi-rs builds instances without calling this).
+    #[napi(constructor)]
+    pub fn new_from_js() -> Result<Self> {
+        Err(napi::Error::new(
+            Code::InvalidArg,
+            "new Tensor(): tensors are made with torch.tensor(data), torch.ones(shape), torch.fromBuffer(...), ...".to_string(),
+        ))
+    }
+
     /// The size of each dimension, e.g. `[1, 3, 224, 224]`.
     #[napi(getter)]
     pub fn shape(&self) -> Result<Vec<i64>> {
@@ -172,7 +245,7 @@ impl JsTensor {
     /// True once `dispose()` has run.
     #[napi(getter)]
     pub fn is_disposed(&self) -> bool {
-        self.slot.tensor.borrow().is_none()
+        self.slot.is_disposed()
     }
 
     /// Frees the tensor's memory now instead of at garbage collection. Idempotent; any later
