@@ -394,6 +394,11 @@ export interface MemoryInfo {
 export interface ModuleOptions {
   /** Device to load parameters onto: `'cpu'` (default), `'cuda'`, `'cuda:N'`. */
   device?: string
+  /**
+   * The most bytes of tensor data the file may declare (default 16 GiB): checked, with every
+   * storage record against its declared size, before libtorch reads the file.
+   */
+  maxBytes?: number
 }
 
 /** A tensor filled with ones. `ones([2, 3])`, `ones([2, 3], {dtype: 'int64'})`, `ones([2], true)`. */

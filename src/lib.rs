@@ -1,13 +1,14 @@
 #![deny(clippy::all)]
 //! torch-node: PyTorch's C++ runtime (libtorch, through `tch`) for Node.js.
 //!
-//! Napi-free core: `error`, `dtype`, `device`, `args`, `repr`, `memory`, `module`,
+//! Napi-free core: `error`, `dtype`, `device`, `args`, `archive`, `repr`, `memory`, `module`,
 //! `ivalue::value`, `ivalue::ffi`, `shim`. Glue (`#[napi]`): `tensor`, `script_module`,
 //! `tasks`, `ivalue::js`, `js`, and the free functions below.
 // `tensor` first: its `#[napi]` struct must expand before any file that names `JsTensor` in an
 // export, or the generated typings say `JsTensor` instead of `Tensor`.
 pub mod tensor;
 
+pub mod archive;
 pub mod args;
 pub mod device;
 pub mod dtype;

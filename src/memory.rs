@@ -1,8 +1,8 @@
 //! Live tensor accounting for `torch.memory()` (napi-free): how many JS-visible tensors are
 //! alive and how many bytes their elements occupy (a view counts its own elements, not the
 //! storage it shares).
-use std::cell::Cell;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 
 thread_local! {
     /// The N-API env of this JS thread (main thread or a worker), set when the addon loads
@@ -19,36 +19,80 @@ pub fn set_thread_env(env: napi::sys::napi_env) {
 /// its heap) pile up. `napi_adjust_external_memory` takes a basic env: it is allowed inside a
 /// finalizer that runs during GC. Off a JS thread (the libuv pool) it does nothing.
 fn report(delta: i64) {
-    if let Some(env) = ENV.with(|e| e.get()) {
+    if let Some(env) = ENV.try_with(|e| e.get()).ok().flatten() {
         let mut out = 0i64;
         unsafe { napi::sys::napi_adjust_external_memory(env as napi::sys::napi_env, delta, &mut out) };
     }
 }
 
-static TENSORS: AtomicI64 = AtomicI64::new(0);
-static BYTES: AtomicI64 = AtomicI64::new(0);
-
-/// Bytes of a tensor's elements.
-pub fn tensor_bytes(t: &tch::Tensor) -> i64 {
-    let elem = t.kind().elt_size_in_bytes() as i64;
-    t.size().iter().product::<i64>() * elem
+/// One JS thread's live tensors: how many, and the storages they use. Bytes are counted per
+/// storage, once, for as long as any JS tensor uses it: a view keeps its base's storage
+/// counted after the base is disposed (it does keep that memory alive), and disposing the base
+/// no longer hides those bytes from V8.
+#[derive(Default)]
+struct Live {
+    tensors: i64,
+    bytes: i64,
+    /// Storage identity -> (JS tensors using it, bytes counted for it).
+    storages: HashMap<usize, (u32, i64)>,
 }
 
-pub fn track(bytes: i64) {
-    TENSORS.fetch_add(1, Ordering::Relaxed);
-    BYTES.fetch_add(bytes, Ordering::Relaxed);
-    report(bytes);
+thread_local! {
+    static LIVE: RefCell<Live> = RefCell::new(Live::default());
 }
 
-pub fn untrack(bytes: i64) {
-    TENSORS.fetch_sub(1, Ordering::Relaxed);
-    BYTES.fetch_sub(bytes, Ordering::Relaxed);
-    report(-bytes);
+/// Counts a new JS tensor over `storage` (its identity) of `nbytes` bytes; `nbytes` is 0 for
+/// memory borrowed from JS (V8 already counts its ArrayBuffer). The first tensor of a storage
+/// decides its bytes.
+pub fn track(storage: usize, nbytes: i64) {
+    let added = LIVE
+        .try_with(|l| {
+            let mut l = l.borrow_mut();
+            l.tensors += 1;
+            let entry = l.storages.entry(storage).or_insert((0, nbytes));
+            entry.0 += 1;
+            let added = if entry.0 == 1 { entry.1 } else { 0 };
+            l.bytes += added;
+            added
+        })
+        .unwrap_or(0);
+    // Reported after the borrow ends: V8 may collect (and run finalizers that untrack) here.
+    if added != 0 {
+        report(added);
+    }
 }
 
-/// `(live tensors, bytes)`.
+/// Counts a JS tensor over `storage` as gone; the storage's bytes go with its last tensor.
+pub fn untrack(storage: usize) {
+    let removed = LIVE
+        .try_with(|l| {
+            let mut l = l.borrow_mut();
+            l.tensors -= 1;
+            let Some(entry) = l.storages.get_mut(&storage) else {
+                return 0;
+            };
+            entry.0 -= 1;
+            if entry.0 > 0 {
+                return 0;
+            }
+            let bytes = entry.1;
+            l.storages.remove(&storage);
+            l.bytes -= bytes;
+            bytes
+        })
+        .unwrap_or(0);
+    if removed != 0 {
+        report(-removed);
+    }
+}
+
+/// `(live tensors, bytes)` of this JS thread (the main thread or one worker).
 pub fn snapshot() -> (i64, i64) {
-    (TENSORS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed))
+    LIVE.try_with(|l| {
+        let l = l.borrow();
+        (l.tensors, l.bytes)
+    })
+    .unwrap_or((0, 0))
 }
 
 #[cfg(test)]
@@ -56,12 +100,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_element_bytes() {
-        let t = tch::Tensor::zeros([2, 3], (tch::Kind::Float, tch::Device::Cpu));
-        assert_eq!(tensor_bytes(&t), 24);
+    fn counts_each_storage_once_while_any_tensor_uses_it() {
         let (n0, b0) = snapshot();
-        track(24);
+        track(1, 24);
+        track(1, 24); // a view of the same storage
+        assert_eq!(snapshot(), (n0 + 2, b0 + 24));
+        untrack(1); // the base goes; the view still holds the storage
         assert_eq!(snapshot(), (n0 + 1, b0 + 24));
-        untrack(24);
+        untrack(1);
+        assert_eq!(snapshot(), (n0, b0));
+        track(2, 0); // borrowed memory: a tensor, no bytes
+        assert_eq!(snapshot(), (n0 + 1, b0));
+        untrack(2);
     }
 }

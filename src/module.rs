@@ -1,11 +1,11 @@
 //! A loaded TorchScript module (napi-free): load from a file or bytes, call methods with values
 //! checked against their schemas, parameters, device moves. It owns libtch's module handle
 //! (a `torch::jit::script::Module*`) directly so the C++ shim can read schemas from it.
-use crate::bail_code;
 use crate::error::{fail, Code};
 use crate::ivalue::ffi::{check_last_error, from_ivalue, to_ivalue, Owned};
 use crate::ivalue::value::{coerce_args, Signature, Value};
 use crate::shim;
+use crate::{archive, bail_code};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -61,8 +61,9 @@ impl Module {
         })
     }
 
-    /// Loads a `.pt` file written by `torch.jit.save` (traced or scripted).
-    pub fn load_file(path: &str, device: Device) -> Result<Module> {
+    /// Loads a `.pt` file written by `torch.jit.save` (traced or scripted), after checking its
+    /// records against what its pickle claims (`crate::archive`).
+    pub fn load_file(path: &str, device: Device, limits: &archive::Limits) -> Result<Module> {
         let what = format!("'{path}'");
         match std::fs::metadata(path) {
             Err(e) => bail_code!(
@@ -76,12 +77,18 @@ impl Module {
             Ok(_) => {}
         }
         let c_path = CString::new(path).map_err(|_| fail(Code::InvalidArg, "path: contains a NUL byte"))?;
+        archive::validate_file(std::path::Path::new(path), limits).map_err(|e| {
+            fail(
+                Code::ModelLoadError,
+                format!("cannot load TorchScript model from {what}: {e}"),
+            )
+        })?;
         let ptr = unsafe { atm_load_on_device(c_path.as_ptr(), device_index(device)) };
         Module::from_handle(ptr, device, &what)
     }
 
-    /// Loads a model from the bytes of a `.pt` file.
-    pub fn load_bytes(bytes: &[u8], device: Device) -> Result<Module> {
+    /// Loads a model from the bytes of a `.pt` file (checked as `load_file` checks a file).
+    pub fn load_bytes(bytes: &[u8], device: Device, limits: &archive::Limits) -> Result<Module> {
         let what = format!("a buffer of {} bytes", bytes.len());
         if bytes.is_empty() {
             bail_code!(
@@ -89,6 +96,12 @@ impl Module {
                 "cannot load TorchScript model from {what}: it is empty"
             );
         }
+        archive::validate_bytes(bytes, limits).map_err(|e| {
+            fail(
+                Code::ModelLoadError,
+                format!("cannot load TorchScript model from {what}: {e}"),
+            )
+        })?;
         let ptr = unsafe {
             atm_load_str_on_device(bytes.as_ptr() as *const c_char, bytes.len(), device_index(device))
         };
@@ -250,22 +263,33 @@ mod tests {
 
     #[test]
     fn missing_and_garbage_files_are_model_load_errors() {
-        let (code, msg) =
-            crate::error::describe(&Module::load_file("/nonexistent.pt", Device::Cpu).err().unwrap());
+        let (code, msg) = crate::error::describe(
+            &Module::load_file("/nonexistent.pt", Device::Cpu, &archive::Limits::default())
+                .err()
+                .unwrap(),
+        );
         assert_eq!(code, Code::ModelLoadError);
         assert!(
             msg.starts_with("cannot load TorchScript model from '/nonexistent.pt'"),
             "{msg}"
         );
-        let (code, msg) =
-            crate::error::describe(&Module::load_bytes(b"not a zip", Device::Cpu).err().unwrap());
+        let (code, msg) = crate::error::describe(
+            &Module::load_bytes(b"not a zip", Device::Cpu, &archive::Limits::default())
+                .err()
+                .unwrap(),
+        );
         assert_eq!(code, Code::ModelLoadError);
         assert!(!msg.contains('\n'), "{msg}");
     }
 
     #[test]
     fn calls_a_method_with_schema_checked_numbers() {
-        let m = Module::load_file(&fixture("extra_method.pt"), Device::Cpu).unwrap();
+        let m = Module::load_file(
+            &fixture("extra_method.pt"),
+            Device::Cpu,
+            &archive::Limits::default(),
+        )
+        .unwrap();
         let mut names = m.method_names().unwrap();
         names.sort();
         assert!(names.contains(&"forward".to_string()) && names.contains(&"add_one".to_string()));

@@ -1,4 +1,5 @@
 //! The JS `ScriptModule` class: a TorchScript module loaded from a `.pt` file or its bytes.
+use crate::archive::Limits;
 use crate::bail_code;
 use crate::device;
 use crate::error::{catch_panic, guard, Code, Result};
@@ -6,8 +7,8 @@ use crate::ivalue::js::{from_js, to_js};
 use crate::ivalue::value::Value;
 use crate::js::{self, Env as RawEnv, Val};
 use crate::module::Module;
-use crate::tasks::{self, CallTask, LoadTask, Source};
-use crate::tensor::create::string_arg;
+use crate::tasks::{self, CallTask, LoadOptions, LoadTask, Source};
+use crate::tensor::create::{number_arg, string_arg};
 use crate::tensor::JsTensor;
 use napi::bindgen_prelude::*;
 use napi::JsValue;
@@ -21,6 +22,9 @@ use tch::Device;
 pub struct ModuleOptions {
     /// Device to load parameters onto: `'cpu'` (default), `'cuda'`, `'cuda:N'`.
     pub device: Option<String>,
+    /// The most bytes of tensor data the file may declare (default 16 GiB): checked, with every
+    /// storage record against its declared size, before libtorch reads the file.
+    pub max_bytes: Option<f64>,
 }
 
 /// A TorchScript module (from `torch.jit.trace` or `torch.jit.script` + `torch.jit.save`).
@@ -45,9 +49,15 @@ fn source(env: RawEnv, v: Val) -> anyhow::Result<Source> {
     }
 }
 
-fn load_device(env: RawEnv, options: Option<Val>) -> anyhow::Result<Device> {
+/// Reads load options: `device`, and `maxBytes` (the most bytes of tensor data the archive may
+/// declare; default 16 GiB).
+fn load_options(env: RawEnv, options: Option<Val>) -> anyhow::Result<LoadOptions> {
+    let mut out = LoadOptions {
+        device: Device::Cpu,
+        limits: Limits::default(),
+    };
     let Some(o) = options.filter(|o| !js::is_nullish(env, *o).unwrap_or(true)) else {
-        return Ok(Device::Cpu);
+        return Ok(out);
     };
     if js::type_of(env, o)? != napi::sys::ValueType::napi_object {
         bail_code!(
@@ -56,11 +66,21 @@ fn load_device(env: RawEnv, options: Option<Val>) -> anyhow::Result<Device> {
             js::describe(env, o)
         );
     }
-    js::check_keys(env, o, &["device"], "options")?;
-    match js::property(env, o, "device")? {
-        Some(d) => device::parse(&string_arg(env, d, "options.device")?),
-        None => Ok(Device::Cpu),
+    js::check_keys(env, o, &["device", "maxBytes"], "options")?;
+    if let Some(d) = js::property(env, o, "device")? {
+        out.device = device::parse(&string_arg(env, d, "options.device")?)?;
     }
+    if let Some(m) = js::property(env, o, "maxBytes")? {
+        let n = crate::args::integer(number_arg(env, m, "options.maxBytes")?, "options.maxBytes")?;
+        if n < 0 {
+            bail_code!(
+                Code::InvalidArg,
+                "options.maxBytes: must be non-negative, got {n}"
+            );
+        }
+        out.limits.max_bytes = n as u64;
+    }
+    Ok(out)
 }
 
 /// Reads a call's inputs (a JS array of them).
@@ -137,8 +157,8 @@ impl JsScriptModule {
     pub fn new(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Result<Self> {
         guard(|| {
             let src = source(env.raw(), source_arg.raw())?;
-            let device = load_device(env.raw(), options.map(|o| o.raw()))?;
-            Ok(JsScriptModule::from_module(tasks::load(&src, device)?))
+            let options = load_options(env.raw(), options.map(|o| o.raw()))?;
+            Ok(JsScriptModule::from_module(tasks::load(&src, &options)?))
         })
     }
 
@@ -150,7 +170,7 @@ impl JsScriptModule {
     pub fn load(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Result<AsyncTask<LoadTask>> {
         let (raw, options) = (env.raw(), options.map(|o| o.raw()));
         let prepared = rethrow(catch_panic(|| {
-            Ok((source(raw, source_arg.raw())?, load_device(raw, options)?))
+            Ok((source(raw, source_arg.raw())?, load_options(raw, options)?))
         }))?;
         Ok(AsyncTask::new(LoadTask {
             prepared: Some(prepared),

@@ -18,10 +18,16 @@ pub enum Source {
     Bytes(Vec<u8>),
 }
 
-pub fn load(source: &Source, device: Device) -> anyhow::Result<Module> {
+/// How to load a module: the device, and the limits its archive is checked against.
+pub struct LoadOptions {
+    pub device: Device,
+    pub limits: crate::archive::Limits,
+}
+
+pub fn load(source: &Source, options: &LoadOptions) -> anyhow::Result<Module> {
     match source {
-        Source::Path(p) => Module::load_file(p, device),
-        Source::Bytes(b) => Module::load_bytes(b, device),
+        Source::Path(p) => Module::load_file(p, options.device, &options.limits),
+        Source::Bytes(b) => Module::load_bytes(b, options.device, &options.limits),
     }
 }
 
@@ -40,7 +46,7 @@ fn run_prepared<P, T>(
 /// `ScriptModule.load(...)`. Argument errors travel inside the task so that the promise
 /// rejects with them instead of `load` throwing synchronously.
 pub struct LoadTask {
-    pub prepared: Option<anyhow::Result<(Source, Device)>>,
+    pub prepared: Option<anyhow::Result<(Source, LoadOptions)>>,
 }
 
 impl Task for LoadTask {
@@ -48,8 +54,8 @@ impl Task for LoadTask {
     type JsValue = JsScriptModule;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        Ok(run_prepared(&mut self.prepared, |(source, device)| {
-            load(&source, device)
+        Ok(run_prepared(&mut self.prepared, |(source, options)| {
+            load(&source, &options)
         }))
     }
 

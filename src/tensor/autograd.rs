@@ -40,14 +40,14 @@ impl JsTensor {
     pub fn grad(&self) -> Result<Option<JsTensor>> {
         guard(|| {
             let g = self.get()?.f_grad()?;
-            Ok(g.defined().then(|| JsTensor::new_view(g)))
+            Ok(g.defined().then(|| JsTensor::new(g)))
         })
     }
 
     /// A view sharing this tensor's storage, cut from autograd.
     #[napi]
     pub fn detach(&self) -> Result<JsTensor> {
-        guard(|| Ok(JsTensor::new_view(self.get()?.f_detach()?)))
+        guard(|| Ok(JsTensor::new(self.get()?.f_detach()?)))
     }
 
     /// In place: turns gradient recording on (default) or off for this leaf tensor.

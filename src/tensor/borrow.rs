@@ -270,7 +270,7 @@ pub fn from_buffer(
             },
             None => 0,
         };
-        Ok(JsTensor::new_view(lend(
+        Ok(JsTensor::borrowed(lend(
             raw,
             data.raw(),
             &view,

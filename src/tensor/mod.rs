@@ -11,8 +11,8 @@ use tch::Tensor;
 /// created, from the JS thread, without holding the JS objects.
 pub struct Slot {
     tensor: RefCell<Option<Tensor>>,
-    /// Element bytes reported to V8 for this tensor (0 for views and borrowed memory).
-    bytes: Cell<i64>,
+    /// The storage this tensor was counted under (see `memory::track`).
+    storage: usize,
     /// `dispose()` was called while a native call was using the tensor (JS it ran — a getter,
     /// a Proxy trap — disposed it): the tensor is freed when that call lets go of it.
     dispose_pending: Cell<bool>,
@@ -30,7 +30,7 @@ impl Slot {
         let freed = tensor.take().is_some();
         drop(tensor);
         if freed {
-            memory::untrack(self.bytes.get());
+            memory::untrack(self.storage);
         }
         freed
     }
@@ -110,23 +110,25 @@ pub mod ops;
 pub mod view;
 
 impl JsTensor {
-    /// A tensor with storage of its own: its element bytes are reported to V8.
+    /// A JS tensor: its storage's bytes are reported to V8 while any JS tensor uses that
+    /// storage (a view of a counted storage adds no bytes).
     pub fn new(t: Tensor) -> JsTensor {
-        let bytes = memory::tensor_bytes(&t);
-        JsTensor::with_bytes(t, bytes)
+        let bytes = crate::shim::storage_nbytes(&t);
+        JsTensor::counted(t, bytes)
     }
 
-    /// A view of another tensor's storage, or of memory borrowed from JS: counted as a live
-    /// tensor, but its bytes are already accounted for elsewhere.
-    pub fn new_view(t: Tensor) -> JsTensor {
-        JsTensor::with_bytes(t, 0)
+    /// A tensor over memory borrowed from JS: V8 already counts that memory (its ArrayBuffer),
+    /// so it adds no bytes, nor do views of it made while it lives.
+    pub fn borrowed(t: Tensor) -> JsTensor {
+        JsTensor::counted(t, 0)
     }
 
-    fn with_bytes(t: Tensor, bytes: i64) -> JsTensor {
-        memory::track(bytes);
+    fn counted(t: Tensor, bytes: i64) -> JsTensor {
+        let storage = crate::shim::storage_id(&t);
+        memory::track(storage, bytes);
         let slot = Rc::new(Slot {
             tensor: RefCell::new(Some(t)),
-            bytes: Cell::new(bytes),
+            storage,
             dispose_pending: Cell::new(false),
         });
         SCOPES.with(|s| {

@@ -10,16 +10,6 @@ use napi::JsValue;
 use napi_derive::napi;
 use tch::Tensor;
 
-/// Wraps an op's result: a view when it shares `base`'s storage (its bytes are already
-/// counted), a new tensor otherwise.
-pub fn wrap_like(base: &Tensor, out: Tensor) -> JsTensor {
-    if shim::storage_id(&out) == shim::storage_id(base) && shim::storage_id(base) != 0 {
-        JsTensor::new_view(out)
-    } else {
-        JsTensor::new(out)
-    }
-}
-
 /// A list of numbers from JS (`[2, 3]`), for shapes and dims.
 fn numbers(env: Env, v: Unknown, what: &str) -> anyhow::Result<Vec<f64>> {
     let (raw, v) = (env.raw(), v.raw());
@@ -43,14 +33,14 @@ impl JsTensor {
         guard(|| {
             let t = self.get()?;
             let out = f(&t)?;
-            Ok(wrap_like(&t, out))
+            Ok(JsTensor::new(out))
         })
     }
 
     fn derive_many(&self, f: impl FnOnce(&Tensor) -> anyhow::Result<Vec<Tensor>>) -> Result<Vec<JsTensor>> {
         guard(|| {
             let t = self.get()?;
-            Ok(f(&t)?.into_iter().map(|o| wrap_like(&t, o)).collect())
+            Ok(f(&t)?.into_iter().map(JsTensor::new).collect())
         })
     }
 }
