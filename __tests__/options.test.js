@@ -18,7 +18,7 @@ describe('unknown option keys', () => {
     ['tensor', () => torch.tensor([1, 2], { shpae: [2, 1] }), 'shpae', 'dtype, device, requiresGrad, shape'],
     ['fromBuffer', () => torch.fromBuffer(new Float32Array(4), [4], { device: 'cpu' }), 'device', 'dtype, byteOffset'],
     ['to', () => torch.ones([2]).to({ dtype: 'float64', non_blocking: true }), 'non_blocking', 'device, dtype'],
-    ['ScriptModule', () => new torch.ScriptModule(MLP, { optimize: true }), 'optimize', 'device'],
+    ['ScriptModule', () => new torch.ScriptModule(MLP, { optimize: true }), 'optimize', 'device, maxBytes'],
   ]
   for (const [name, call, key, accepted] of cases) {
     test(`${name}: '${key}' is refused, naming the accepted keys`, () => {
@@ -27,7 +27,7 @@ describe('unknown option keys', () => {
   }
 
   test('ScriptModule.load rejects an unknown option', async () => {
-    await assert.rejects(torch.ScriptModule.load(MLP, { optimise: true }), coded('InvalidArg', /unknown option 'optimise'; accepted: device/))
+    await assert.rejects(torch.ScriptModule.load(MLP, { optimise: true }), coded('InvalidArg', /unknown option 'optimise'; accepted: device, maxBytes/))
   })
 
   test('accepted keys, inherited properties and symbols are fine', () => {
