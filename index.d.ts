@@ -19,6 +19,11 @@ export type IValue = Tensor | number | bigint | boolean | string | null | undefi
 export declare function tidy<T>(fn: () => T): T
 /** `torch.where(condition, x, y)`: `x` where the bool `condition` holds, else `y`. */
 export declare function where(condition: Tensor, x: Tensor, y: Tensor | number): Tensor
+/** Options of an async call, given as its last argument: `await m.forward(x, { signal })`. */
+export interface CallOptions {
+  /** Aborting rejects with code `Aborted`: at once if the call has not started; a call already running finishes and its output is dropped. */
+  signal: AbortSignal
+}
 /** `using t = torch.ones([2])` (Node 24+) disposes `t` at the end of the block; callable by hand on every line. */
 export interface Tensor {
   /** Same as `dispose()`. */
@@ -56,12 +61,17 @@ export declare class ScriptModule {
   /**
    * Runs `forward` on the libuv thread pool; resolves to its output (a Tensor, number,
    * string, array, object, Map or null). Numbers follow the method's schema (int or float).
+   * A last argument `{signal}` (an AbortSignal) is the call's options, not an input:
+   * aborting rejects with code `Aborted` (a call already running finishes first).
    */
-  forward(...inputs: IValue[]): Promise<IValue>
+  forward(...inputs: IValue[] | [...IValue[], CallOptions]): Promise<IValue>
   /** Runs `forward` on the calling thread and returns its output. */
   forwardSync(...inputs: IValue[]): IValue
-  /** Runs another method (one exported with `@torch.jit.export`) on the thread pool. */
-  runMethod(name: string, ...inputs: IValue[]): Promise<IValue>
+  /**
+   * Runs another method (one exported with `@torch.jit.export`) on the thread pool; takes a
+   * last `{signal}` argument as `forward` does.
+   */
+  runMethod(name: string, ...inputs: IValue[] | [...IValue[], CallOptions]): Promise<IValue>
   /** Runs another method on the calling thread. */
   runMethodSync(name: string, ...inputs: IValue[]): IValue
   /** The module's methods: `forward` and every `@torch.jit.export`ed one. */
@@ -399,6 +409,11 @@ export interface ModuleOptions {
    * storage record against its declared size, before libtorch reads the file.
    */
   maxBytes?: number
+  /**
+   * `ScriptModule.load` only: aborting rejects the promise with code `Aborted` — at once if
+   * the load has not started; a load already running finishes and its module is dropped.
+   */
+  signal?: AbortSignal
 }
 
 /** A tensor filled with ones. `ones([2, 3])`, `ones([2, 3], {dtype: 'int64'})`, `ones([2], true)`. */

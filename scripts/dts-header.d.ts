@@ -19,6 +19,11 @@ export type IValue = Tensor | number | bigint | boolean | string | null | undefi
 export declare function tidy<T>(fn: () => T): T
 /** `torch.where(condition, x, y)`: `x` where the bool `condition` holds, else `y`. */
 export declare function where(condition: Tensor, x: Tensor, y: Tensor | number): Tensor
+/** Options of an async call, given as its last argument: `await m.forward(x, { signal })`. */
+export interface CallOptions {
+  /** Aborting rejects with code `Aborted`: at once if the call has not started; a call already running finishes and its output is dropped. */
+  signal: AbortSignal
+}
 /** `using t = torch.ones([2])` (Node 24+) disposes `t` at the end of the block; callable by hand on every line. */
 export interface Tensor {
   /** Same as `dispose()`. */

@@ -19,6 +19,8 @@ pub enum Code {
     Disposed,
     /// An error raised while running a model that fits none of the codes above.
     ForwardError,
+    /// The `AbortSignal` passed to an async call aborted.
+    Aborted,
     /// A bug in torch-node (a caught panic) or an unexpected libtorch failure.
     Internal,
 }
@@ -35,6 +37,7 @@ impl AsRef<str> for Code {
             Code::MethodNotFound => "MethodNotFound",
             Code::Disposed => "Disposed",
             Code::ForwardError => "ForwardError",
+            Code::Aborted => "Aborted",
             Code::Internal => "Internal",
         }
     }

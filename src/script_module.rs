@@ -7,24 +7,28 @@ use crate::ivalue::js::{from_js, to_js};
 use crate::ivalue::value::Value;
 use crate::js::{self, Env as RawEnv, Val};
 use crate::module::Module;
-use crate::tasks::{self, CallTask, LoadOptions, LoadTask, Source};
+use crate::tasks::{self, AbortFlag, CallTask, LoadOptions, LoadTask, Source};
 use crate::tensor::create::{number_arg, string_arg};
 use crate::tensor::JsTensor;
 use napi::bindgen_prelude::*;
 use napi::JsValue;
 use napi_derive::napi;
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use tch::Device;
 
 /// Options for loading a module.
-#[napi(object)]
+#[napi(object, object_to_js = false)]
 pub struct ModuleOptions {
     /// Device to load parameters onto: `'cpu'` (default), `'cuda'`, `'cuda:N'`.
     pub device: Option<String>,
     /// The most bytes of tensor data the file may declare (default 16 GiB): checked, with every
     /// storage record against its declared size, before libtorch reads the file.
     pub max_bytes: Option<f64>,
+    /// `ScriptModule.load` only: aborting rejects the promise with code `Aborted` — at once if
+    /// the load has not started; a load already running finishes and its module is dropped.
+    pub signal: Option<AbortSignal>,
 }
 
 /// A TorchScript module (from `torch.jit.trace` or `torch.jit.script` + `torch.jit.save`).
@@ -50,14 +54,22 @@ fn source(env: RawEnv, v: Val) -> anyhow::Result<Source> {
 }
 
 /// Reads load options: `device`, and `maxBytes` (the most bytes of tensor data the archive may
-/// declare; default 16 GiB).
+/// declare; default 16 GiB); with `signal` (`ScriptModule.load` only), the AbortSignal too.
 fn load_options(env: RawEnv, options: Option<Val>) -> anyhow::Result<LoadOptions> {
+    load_options_with(env, options, &["device", "maxBytes"]).map(|(o, _)| o)
+}
+
+fn load_options_with(
+    env: RawEnv,
+    options: Option<Val>,
+    accepted: &[&str],
+) -> anyhow::Result<(LoadOptions, Option<Val>)> {
     let mut out = LoadOptions {
         device: Device::Cpu,
         limits: Limits::default(),
     };
     let Some(o) = options.filter(|o| !js::is_nullish(env, *o).unwrap_or(true)) else {
-        return Ok(out);
+        return Ok((out, None));
     };
     if js::type_of(env, o)? != napi::sys::ValueType::napi_object {
         bail_code!(
@@ -66,7 +78,7 @@ fn load_options(env: RawEnv, options: Option<Val>) -> anyhow::Result<LoadOptions
             js::describe(env, o)
         );
     }
-    js::check_keys(env, o, &["device", "maxBytes"], "options")?;
+    js::check_keys(env, o, accepted, "options")?;
     if let Some(d) = js::property(env, o, "device")? {
         out.device = device::parse(&string_arg(env, d, "options.device")?)?;
     }
@@ -80,14 +92,89 @@ fn load_options(env: RawEnv, options: Option<Val>) -> anyhow::Result<LoadOptions
         }
         out.limits.max_bytes = n as u64;
     }
-    Ok(out)
+    let signal = match accepted.contains(&"signal") {
+        true => js::property(env, o, "signal")?,
+        false => None,
+    };
+    Ok((out, signal))
 }
 
 /// Reads a call's inputs (a JS array of them).
 fn inputs(env: RawEnv, list: Val) -> anyhow::Result<Vec<Value>> {
-    (0..js::array_len(env, list)?)
-        .map(|i| from_js(env, js::element(env, list, i)?, &format!("input {i}")))
+    let items = (0..js::array_len(env, list)?)
+        .map(|i| js::element(env, list, i))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    values(env, &items)
+}
+
+fn values(env: RawEnv, items: &[Val]) -> anyhow::Result<Vec<Value>> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| from_js(env, *v, &format!("input {i}")))
         .collect()
+}
+
+/// An async call's inputs and its `AbortSignal`: a last argument `{signal}` holding an
+/// AbortSignal is the call's options, not an input (an AbortSignal is no TorchScript value,
+/// so this cannot shadow a real Dict input).
+fn inputs_and_signal(env: &Env, list: Val) -> anyhow::Result<(Vec<Value>, AbortFlag)> {
+    let raw = env.raw();
+    let mut items = (0..js::array_len(raw, list)?)
+        .map(|i| js::element(raw, list, i))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let signal = match items.last() {
+        Some(&last) if is_call_options(raw, last)? => {
+            items.pop();
+            js::property(raw, last, "signal")?
+        }
+        _ => None,
+    };
+    let abort = signal.map(|s| abort_flag(env, s)).transpose()?;
+    Ok((values(raw, &items)?, abort))
+}
+
+fn is_call_options(env: RawEnv, v: Val) -> anyhow::Result<bool> {
+    if js::type_of(env, v)? != napi::sys::ValueType::napi_object || js::is_array(env, v)? {
+        return Ok(false);
+    }
+    if js::own_keys(env, v)? != ["signal"] {
+        return Ok(false);
+    }
+    match js::property(env, v, "signal")? {
+        Some(s) => js::is_instance_of(env, s, "AbortSignal"),
+        None => Ok(false),
+    }
+}
+
+/// A flag the task checks, set when `signal` aborts (already set if it has).
+fn abort_flag(env: &Env, signal: Val) -> anyhow::Result<Arc<AtomicBool>> {
+    let raw = env.raw();
+    if js::type_of(raw, signal)? != napi::sys::ValueType::napi_object
+        || !js::is_instance_of(raw, signal, "AbortSignal")?
+    {
+        bail_code!(
+            Code::InvalidArg,
+            "options.signal: expected an AbortSignal, got {}",
+            js::describe(raw, signal)
+        );
+    }
+    let flag = Arc::new(AtomicBool::new(false));
+    if let Some(a) = js::property(raw, signal, "aborted")? {
+        if js::boolean(raw, a)? {
+            flag.store(true, Ordering::SeqCst);
+            return Ok(flag);
+        }
+    }
+    let set = flag.clone();
+    let listener: Function<'_, (), ()> = env.create_function_from_closure("onabort", move |_| {
+        set.store(true, Ordering::SeqCst);
+        Ok(())
+    })?;
+    let once = js::new_object(raw, vec![("once".to_string(), js::new_bool(raw, true)?)])?;
+    let event = js::new_string(raw, "abort")?;
+    js::call_method(raw, signal, "addEventListener", &[event, listener.raw(), once])?;
+    Ok(flag)
 }
 
 /// Argument errors of async methods travel inside the task (the promise rejects with them),
@@ -120,11 +207,17 @@ impl JsScriptModule {
 
     fn call_task(&self, env: Env, method: String, list: Unknown) -> Result<AsyncTask<CallTask>> {
         let prepared = rethrow(catch_panic(|| {
-            Ok((self.module()?, inputs(env.raw(), list.raw())?))
+            let (args, abort) = inputs_and_signal(&env, list.raw())?;
+            Ok((self.module()?, args, abort))
         }))?;
+        let (prepared, abort) = match prepared {
+            Ok((module, args, abort)) => (Ok((module, args)), abort),
+            Err(e) => (Err(e), None),
+        };
         Ok(AsyncTask::new(CallTask {
             method,
             prepared: Some(prepared),
+            abort,
         }))
     }
 
@@ -170,16 +263,28 @@ impl JsScriptModule {
     pub fn load(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Result<AsyncTask<LoadTask>> {
         let (raw, options) = (env.raw(), options.map(|o| o.raw()));
         let prepared = rethrow(catch_panic(|| {
-            Ok((source(raw, source_arg.raw())?, load_options(raw, options)?))
+            let (opts, signal) = load_options_with(raw, options, &["device", "maxBytes", "signal"])?;
+            let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
+            Ok((source(raw, source_arg.raw())?, opts, abort))
         }))?;
+        let (prepared, abort) = match prepared {
+            Ok((source, opts, abort)) => (Ok((source, opts)), abort),
+            Err(e) => (Err(e), None),
+        };
         Ok(AsyncTask::new(LoadTask {
             prepared: Some(prepared),
+            abort,
         }))
     }
 
     /// Runs `forward` on the libuv thread pool; resolves to its output (a Tensor, number,
     /// string, array, object, Map or null). Numbers follow the method's schema (int or float).
-    #[napi(ts_args_type = "...inputs: IValue[]", ts_return_type = "Promise<IValue>")]
+    /// A last argument `{signal}` (an AbortSignal) is the call's options, not an input:
+    /// aborting rejects with code `Aborted` (a call already running finishes first).
+    #[napi(
+        ts_args_type = "...inputs: IValue[] | [...IValue[], CallOptions]",
+        ts_return_type = "Promise<IValue>"
+    )]
     pub fn forward(&self, env: Env, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
         self.call_task(env, "forward".to_string(), inputs)
     }
@@ -190,9 +295,10 @@ impl JsScriptModule {
         self.call_sync(env, "forward", inputs)
     }
 
-    /// Runs another method (one exported with `@torch.jit.export`) on the thread pool.
+    /// Runs another method (one exported with `@torch.jit.export`) on the thread pool; takes a
+    /// last `{signal}` argument as `forward` does.
     #[napi(
-        ts_args_type = "name: string, ...inputs: IValue[]",
+        ts_args_type = "name: string, ...inputs: IValue[] | [...IValue[], CallOptions]",
         ts_return_type = "Promise<IValue>"
     )]
     pub fn run_method(&self, env: Env, name: Unknown, inputs: Unknown) -> Result<AsyncTask<CallTask>> {

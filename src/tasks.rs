@@ -9,6 +9,7 @@ use crate::module::Module;
 use crate::script_module::JsScriptModule;
 use napi::bindgen_prelude::*;
 use napi::{Env, Task};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use tch::Device;
 
@@ -31,6 +32,16 @@ pub fn load(source: &Source, options: &LoadOptions) -> anyhow::Result<Module> {
     }
 }
 
+/// Set when the call's `AbortSignal` aborts (from the JS thread).
+pub type AbortFlag = Option<Arc<AtomicBool>>;
+
+fn aborted(flag: &AbortFlag, what: &str) -> anyhow::Result<()> {
+    if flag.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)) {
+        crate::bail_code!(crate::error::Code::Aborted, "{what}: aborted");
+    }
+    Ok(())
+}
+
 /// Runs a task's work once, on the pool thread, with what the JS thread prepared for it
 /// (or the error preparing it), catching panics.
 fn run_prepared<P, T>(
@@ -47,6 +58,9 @@ fn run_prepared<P, T>(
 /// rejects with them instead of `load` throwing synchronously.
 pub struct LoadTask {
     pub prepared: Option<anyhow::Result<(Source, LoadOptions)>>,
+    /// Checked before the work starts and again when it ends (a load in progress cannot be
+    /// interrupted; its result is dropped).
+    pub abort: AbortFlag,
 }
 
 impl Task for LoadTask {
@@ -61,6 +75,7 @@ impl Task for LoadTask {
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
         output
+            .and_then(|m| aborted(&self.abort, "load").map(|_| m))
             .map(JsScriptModule::from_module)
             .map_err(|e| coded_error(env.raw(), &e))
     }
@@ -75,6 +90,8 @@ pub type PreparedCall = anyhow::Result<(Arc<RwLock<Module>>, Vec<Value>)>;
 pub struct CallTask {
     pub method: String,
     pub prepared: Option<PreparedCall>,
+    /// As for `LoadTask`: a call already running finishes, and its output is dropped.
+    pub abort: AbortFlag,
 }
 
 /// Runs a method with the module's read lock (mutations such as `to()` wait for running calls).
@@ -106,13 +123,17 @@ impl Task for CallTask {
     type JsValue = Output;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let method = &self.method;
+        let (method, abort) = (&self.method, &self.abort);
         Ok(run_prepared(&mut self.prepared, |(module, args)| {
+            aborted(abort, method)?;
             call(&module, method, args)
         }))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
-        output.map(Output).map_err(|e| coded_error(env.raw(), &e))
+        output
+            .and_then(|v| aborted(&self.abort, &self.method).map(|_| v))
+            .map(Output)
+            .map_err(|e| coded_error(env.raw(), &e))
     }
 }
