@@ -108,8 +108,6 @@ export declare class ScriptModule {
    */
   dispose(): void
 }
-export type JsScriptModule = ScriptModule
-
 /**
  * A tensor: a view (shape, strides, offset, dtype) onto storage owned by libtorch, on the CPU
  * or a CUDA device. Create one with `torch.tensor`, `torch.ones`, ...; free it early with
@@ -219,8 +217,6 @@ export declare class Tensor {
   max(dimOrOther?: number | Tensor, keepdim?: boolean): Tensor | ValuesIndices
   /** `min()`, `min(dim, keepdim?)`, `min(other)`: as `max`. */
   min(dimOrOther?: number | Tensor, keepdim?: boolean): Tensor | ValuesIndices
-  /** Index of the smallest value: over all elements (flattened), or along `dim`. */
-  argmin(dim?: number | undefined | null, keepdim?: boolean | undefined | null): Tensor
   /** Sorted values along `dim` (default: the last) and where they came from. */
   sort(dim?: number | undefined | null, descending?: boolean | undefined | null): ValuesIndices
   /** In place: `this += other`. Returns this tensor. */
@@ -250,13 +246,15 @@ export declare class Tensor {
   /** A copy in CPU memory (this tensor when it already is there). */
   cpu(): Tensor
   /** A copy on a CUDA device (default `cuda:0`); `DeviceUnavailable` where there is none. */
-  cuda(device?: string | undefined | null): Tensor
+  cuda(device?: string): Tensor
   /** Softmax along `dim` (default: the last). */
   softmax(dim?: number | undefined | null): Tensor
   /** Log-softmax along `dim` (default: the last). */
   logSoftmax(dim?: number | undefined | null): Tensor
   /** Index of the largest value: over all elements (flattened), or along `dim`. */
   argmax(dim?: number | undefined | null, keepdim?: boolean | undefined | null): Tensor
+  /** Index of the smallest value: over all elements (flattened), or along `dim`. */
+  argmin(dim?: number | undefined | null, keepdim?: boolean | undefined | null): Tensor
   /** The `k` largest values along `dim` (default: the last), sorted, with their indices. */
   topk(k: number, dim?: number | undefined | null): ValuesIndices
   /** Elements to step over in storage to move one position along each dimension. */
@@ -320,6 +318,11 @@ export declare class Tensor {
   maskedSelect(mask: Tensor): Tensor
   /** The entries at the int64 `index` positions along `dim`, as a copy. */
   indexSelect(dim: number, index: Tensor): Tensor
+  /**
+   * Not for users: tensors come from `torch.tensor`, `torch.ones`, `torch.fromBuffer`, ...
+   * (`new Tensor()` throws `InvalidArg`; napi-rs builds instances without calling this).
+   */
+  private constructor()
   /** The size of each dimension, e.g. `[1, 3, 224, 224]`. */
   get shape(): Array<number>
   /** The element type: `'float32'`, `'int64'`, `'bool'`, ... */
@@ -340,17 +343,6 @@ export declare class Tensor {
    */
   dispose(): void
 }
-export type JsTensor = Tensor
-
-/** @internal Opens a `torch.tidy` scope; use `tidy(fn)`. */
-export declare function _tidyBegin(): void
-
-/**
- * @internal Closes the innermost `torch.tidy` scope, disposing every tensor created in it
- * except those in `keep` (a Tensor, or arrays/objects holding Tensors); use `tidy(fn)`.
- */
-export declare function _tidyEnd(keep?: unknown): number
-
 /**
  * `arange(end)`, `arange(start, end, step?)`: values from start (inclusive) to end
  * (exclusive). int64 when every bound is an integer (as in PyTorch), else float32.

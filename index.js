@@ -60,9 +60,15 @@ for (const name of ['view', 'reshape', 'permute', 'expand']) {
 const fromBufferNative = native.fromBuffer
 function fromBuffer(data, shape, options) {
   const bare = data instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && data instanceof SharedArrayBuffer)
-  const t = bare
-    ? fromBufferNative(new Uint8Array(data), shape, { dtype: 'float32', ...options })
-    : fromBufferNative(data, shape, options)
+  let bytes = data
+  if (bare) {
+    try {
+      bytes = new Uint8Array(data)
+    } catch (e) { // a detached buffer (Node 20 has no `detached` property to ask first)
+      throw codedError('InvalidArg', `fromBuffer: data: cannot view the buffer (${e.message})`)
+    }
+  }
+  const t = bare ? fromBufferNative(bytes, shape, { dtype: 'float32', ...options }) : fromBufferNative(data, shape, options)
   markAsUntransferable(bare ? data : data.buffer)
   return t
 }
@@ -94,9 +100,14 @@ function tidy(fn) {
 
 // napi-rs reports its own argument conversion failures (`transpose(0)`: a missing number) with
 // N-API status codes (`NumberExpected`, `StringExpected`, ...); give them ours.
+// V8's own "Illegal invocation" (an object made with Object.create(Tensor.prototype) passes the
+// instanceof check below but has no native tensor) gets the same treatment.
 function recode(e, where) {
   if (e && typeof e.code === 'string' && /Expected$/.test(e.code)) {
     e.message = `${where}: ${e.message}`
+    e.code = 'InvalidArg'
+  } else if (e instanceof TypeError && e.message === 'Illegal invocation' && e.code === undefined) {
+    e.message = `${where}: called on an object that is not a native ${where.split('.')[0]} (made with Object.create?)`
     e.code = 'InvalidArg'
   }
   return e
@@ -175,6 +186,9 @@ Tensor.prototype[util.inspect.custom] = function () {
 
 /** `torch.where(condition, x, y)`: x where condition holds, else y. */
 function where(condition, x, y) {
+  if (!(condition instanceof Tensor)) throw codedError('InvalidArg', `where: condition: expected a bool Tensor, got ${describe(condition)}`)
+  if (typeof x === 'number' || typeof x === 'boolean') x = native.tensor(x)
+  if (!(x instanceof Tensor)) throw codedError('InvalidArg', `where: x: expected a Tensor or a number, got ${describe(x)}`)
   return x.where(condition, y)
 }
 
@@ -191,6 +205,7 @@ for (const [name, value] of Object.entries(exported)) {
     },
   }[name]
 }
+// The tidy scope natives are used by `tidy` above only (not typed, not exported).
+delete exported._tidyBegin
+delete exported._tidyEnd
 module.exports = exported
-delete module.exports._tidyBegin
-delete module.exports._tidyEnd

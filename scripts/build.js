@@ -1,11 +1,14 @@
 'use strict'
 // Builds the release addon `torch-node.node` against the libtorch that scripts/libtorch.js finds,
 // with plain cargo into target/release — the same target dir and flags `cargo test` uses, so
-// `npm test` does not rebuild libtch. `node scripts/build.js --typings` (npm run typings, for
-// developers) builds through `napi build` instead, which also regenerates index.d.ts from the
-// Rust doc comments; it builds into target/<triple>/ because napi passes --target.
+// `npm test` does not rebuild libtch. `node scripts/build.js --typings` (npm run typings) also
+// regenerates index.d.ts from the Rust doc comments the way `napi build` does — napi-derive
+// writes type definitions into NAPI_TYPE_DEF_TMP_FOLDER while compiling our crate, and
+// @napi-rs/cli's `generateTypeDef` renders them — but into the same target dir (`napi build`
+// passes --target and would rebuild libtch in target/<triple>/: minutes).
 const { execFileSync } = require('node:child_process')
 const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 const { resolveLibtorch, log, ROOT } = require('./libtorch')
 
@@ -20,22 +23,43 @@ function cargoEnv(libtorch) {
 function build(resolved = resolveLibtorch(), { typings = false } = {}) {
   const env = cargoEnv(resolved.libtorch)
   log('building the native addon (cold build: about 4 min on 2 cores; incremental: seconds)')
+  const typeDefDir = typings ? fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-typedefs-')) : null
   if (typings) {
-    const napiCli = path.join(ROOT, 'node_modules', '.bin', 'napi')
-    const header = fs.readFileSync(path.join(__dirname, 'dts-header.d.ts'), 'utf8')
-    execFileSync(napiCli, ['build', '--release', '--dts', 'index.d.ts', '--dts-header', header], { cwd: ROOT, env, stdio: 'inherit' })
-  } else {
-    execFileSync('cargo', ['build', '--release', '--lib'], { cwd: ROOT, env, stdio: 'inherit' })
-    // Copy then rename: overwriting in place would corrupt the mapping of a process that has
-    // the addon loaded.
-    const tmp = path.join(ROOT, `torch-node.node.${process.pid}.tmp`)
-    fs.copyFileSync(path.join(ROOT, 'target', 'release', 'libtorch_node.so'), tmp)
-    fs.renameSync(tmp, path.join(ROOT, 'torch-node.node'))
+    env.NAPI_TYPE_DEF_TMP_FOLDER = typeDefDir
+    env.NAPI_FORCE_BUILD_TORCH_NODE = String(Date.now()) // recompile our crate: its macros write the defs
   }
+  execFileSync('cargo', ['build', '--release', '--lib'], { cwd: ROOT, env, stdio: 'inherit' })
+  // Copy then rename: overwriting in place would corrupt the mapping of a process that has
+  // the addon loaded.
+  const tmp = path.join(ROOT, `torch-node.node.${process.pid}.tmp`)
+  fs.copyFileSync(path.join(ROOT, 'target', 'release', 'libtorch_node.so'), tmp)
+  fs.renameSync(tmp, path.join(ROOT, 'torch-node.node'))
+  if (typings) return writeTypings(typeDefDir).then(() => resolved)
   log('built torch-node.node')
   return resolved
 }
 
+/** Renders napi-derive's type definitions (header: scripts/dts-header.d.ts) into index.d.ts. */
+async function writeTypings(typeDefDir) {
+  const { generateTypeDef } = await import('@napi-rs/cli')
+  const header = fs.readFileSync(path.join(__dirname, 'dts-header.d.ts'), 'utf8')
+  const { dts } = await generateTypeDef({ typeDefDir, dtsHeader: header, cwd: ROOT })
+  fs.rmSync(typeDefDir, { recursive: true, force: true })
+  // Tensor's JS constructor only throws (tensors come from factories); napi-rs declares it
+  // public, TypeScript can say what it is.
+  const tensorCtor = /(export declare class Tensor \{[\s\S]*?\n {2})constructor\(\)/
+  if (!tensorCtor.test(dts)) throw new Error('typings: Tensor constructor not found')
+  // napi-rs aliases each renamed Rust struct (`export type JsTensor = Tensor`): not part of the API.
+  const aliases = /^export type Js\w+ = \w+\n\n?/gm
+  fs.writeFileSync(path.join(ROOT, 'index.d.ts'), dts.replace(tensorCtor, '$1private constructor()').replace(aliases, ''))
+  log('wrote index.d.ts')
+}
+
 module.exports = { build, cargoEnv }
 
-if (require.main === module) build(undefined, { typings: process.argv.includes('--typings') })
+if (require.main === module) {
+  Promise.resolve(build(undefined, { typings: process.argv.includes('--typings') })).catch((e) => {
+    console.error(e)
+    process.exit(1)
+  })
+}

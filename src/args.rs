@@ -27,8 +27,10 @@ pub fn integer(value: f64, what: &str) -> Result<i64> {
 /// JSON parsers cap nesting) keeps hostile input from exhausting the native stack.
 pub const MAX_DIMS: usize = 1024;
 
-/// How deeply nested arrays, objects and TorchScript values may be (the same reason).
-pub const MAX_DEPTH: usize = 1024;
+/// How deeply nested objects and TorchScript values may be (the same reason). Lower than
+/// MAX_DIMS: each level of a value reads properties through V8, whose own stack limit (~1 MB on
+/// the main thread) would otherwise end a deep walk with a bare RangeError.
+pub const MAX_DEPTH: usize = 256;
 
 /// The most threads `setNumThreads` / `setNumInteropThreads` accept (each is an OS thread).
 pub const MAX_THREADS: i64 = 1024;

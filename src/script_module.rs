@@ -356,8 +356,9 @@ impl JsScriptModule {
 
     /// Moves parameters and buffers to a device (`'cpu'`, `'cuda'`, `'cuda:N'`); inputs must
     /// then be on that device too. Waits for calls in flight to finish.
-    #[napi]
-    pub fn to(&self, device: String) -> Result<()> {
+    #[napi(ts_args_type = "device: string")]
+    pub fn to(&self, env: Env, device: Unknown) -> Result<()> {
+        let device = guard(|| string_arg(env.raw(), device.raw(), "to: device"))?;
         self.write(|m| m.to_device(device::parse(&device)?))
     }
 
@@ -386,8 +387,9 @@ impl JsScriptModule {
     }
 
     /// Saves the module as a TorchScript file (loadable from Python with `torch.jit.load`).
-    #[napi]
-    pub fn save(&self, path: String) -> Result<()> {
+    #[napi(ts_args_type = "path: string")]
+    pub fn save(&self, env: Env, path: Unknown) -> Result<()> {
+        let path = guard(|| string_arg(env.raw(), path.raw(), "save: path"))?;
         self.read(|m| m.save(&path))
     }
 

@@ -64,7 +64,7 @@ impl JsTensor {
 }
 
 /// @internal Opens a `torch.tidy` scope; use `tidy(fn)`.
-#[napi(js_name = "_tidyBegin")]
+#[napi(js_name = "_tidyBegin", skip_typescript)]
 pub fn tidy_begin() {
     scope_begin();
 }
@@ -73,7 +73,7 @@ pub fn tidy_begin() {
 /// except those in `keep` (the value `fn` returned); use `tidy(fn)`. The scope closes whatever
 /// happens: when reading `keep` throws (a getter), everything created is disposed and the
 /// exception propagates (tidy returns nothing, so nothing it made can be in use).
-#[napi(js_name = "_tidyEnd", ts_args_type = "keep?: unknown")]
+#[napi(js_name = "_tidyEnd", skip_typescript)]
 pub fn tidy_end(env: Env, keep: Option<Unknown>) -> Result<u32> {
     guard(|| {
         let mut walk = Walk {

@@ -112,9 +112,13 @@ impl JsTensor {
     }
 
     /// A copy on a CUDA device (default `cuda:0`); `DeviceUnavailable` where there is none.
-    #[napi]
-    pub fn cuda(&self, device: Option<String>) -> Result<JsTensor> {
+    #[napi(ts_args_type = "device?: string")]
+    pub fn cuda(&self, env: Env, device: Option<Unknown>) -> Result<JsTensor> {
         guard(|| {
+            let device = device
+                .filter(|d| !js::is_nullish(env.raw(), d.raw()).unwrap_or(true))
+                .map(|d| string_arg(env.raw(), d.raw(), "cuda: device"))
+                .transpose()?;
             let d = device::parse(device.as_deref().unwrap_or("cuda"))?;
             if d == Device::Cpu {
                 bail_code!(Code::InvalidArg, "cuda: expected a CUDA device, got 'cpu'");

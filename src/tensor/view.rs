@@ -154,6 +154,9 @@ impl JsTensor {
     #[napi]
     pub fn select(&self, dim: f64, index: f64) -> Result<JsTensor> {
         self.derive(|t| {
+            if t.dim() == 0 {
+                bail_code!(Code::InvalidArg, "select: cannot be applied to a 0-dim tensor");
+            }
             let d = args::dim(dim, t.dim(), "select: dim")?;
             let size = t.size()[d as usize];
             let i = args::integer(index, "select: index")?;
