@@ -2,8 +2,8 @@
 //! torch-node: PyTorch's C++ runtime (libtorch, through `tch`) for Node.js.
 //!
 //! Napi-free core: `error`, `dtype`, `device`, `args`, `archive`, `repr`, `memory`, `module`,
-//! `ivalue::value`, `ivalue::ffi`, `shim`. Glue (`#[napi]`): `tensor`, `script_module`,
-//! `tasks`, `ivalue::js`, `js`, and the free functions below.
+//! `ivalue::value`, `ivalue::ffi`, `shim`. Glue (`#[napi]`): `tensor`, `script_module` (with its
+//! `tasks`), `ivalue::js`, `js`, and the free functions below.
 // `tensor` first: its `#[napi]` struct must expand before any file that names `JsTensor` in an
 // export, or the generated typings say `JsTensor` instead of `Tensor`.
 pub mod tensor;
@@ -20,7 +20,6 @@ pub mod module;
 pub mod repr;
 pub mod script_module;
 pub mod shim;
-pub mod tasks;
 
 /// `cargo test` links the unit tests into an executable that Node never loads; these N-API
 /// functions, referenced by napi-rs's drop paths but never called by the tests, would

@@ -9,7 +9,7 @@ use crate::{archive, bail_code};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use tch::Device;
 use torch_sys::*;
 
@@ -251,6 +251,31 @@ fn requires_grad(v: &Value) -> bool {
         Value::Dict(_, entries) => entries.iter().any(|(_, v)| requires_grad(v)),
         _ => false,
     }
+}
+
+/// Where a module is loaded from.
+pub enum Source {
+    Path(String),
+    Bytes(Vec<u8>),
+}
+
+/// How to load a module: the device, and the limits its archive is checked against.
+pub struct LoadOptions {
+    pub device: Device,
+    pub limits: archive::Limits,
+}
+
+pub fn load(source: &Source, options: &LoadOptions) -> anyhow::Result<Module> {
+    match source {
+        Source::Path(p) => Module::load_file(p, options.device, &options.limits),
+        Source::Bytes(b) => Module::load_bytes(b, options.device, &options.limits),
+    }
+}
+
+/// Runs a method with the module's read lock (mutations such as `to()` wait for running calls).
+pub fn call(module: &RwLock<Module>, method: &str, args: Vec<Value>) -> anyhow::Result<Value> {
+    let m = module.read().unwrap_or_else(|p| p.into_inner());
+    m.call(method, args)
 }
 
 #[cfg(test)]

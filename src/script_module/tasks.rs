@@ -2,35 +2,15 @@
 //! and calling its methods. napi-rs does not catch panics inside `Task::compute`, so every
 //! body runs under `catch_panic`; errors travel as values and are turned into coded JS errors
 //! on the JS thread.
+use super::JsScriptModule;
 use crate::error::catch_panic;
 use crate::ivalue::js::{coded_error, to_js};
 use crate::ivalue::value::Value;
-use crate::module::Module;
-use crate::script_module::JsScriptModule;
+use crate::module::{self, LoadOptions, Module, Source};
 use napi::bindgen_prelude::*;
 use napi::{Env, Task};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
-use tch::Device;
-
-/// Where a module is loaded from.
-pub enum Source {
-    Path(String),
-    Bytes(Vec<u8>),
-}
-
-/// How to load a module: the device, and the limits its archive is checked against.
-pub struct LoadOptions {
-    pub device: Device,
-    pub limits: crate::archive::Limits,
-}
-
-pub fn load(source: &Source, options: &LoadOptions) -> anyhow::Result<Module> {
-    match source {
-        Source::Path(p) => Module::load_file(p, options.device, &options.limits),
-        Source::Bytes(b) => Module::load_bytes(b, options.device, &options.limits),
-    }
-}
 
 /// Set when the call's `AbortSignal` aborts (from the JS thread).
 pub type AbortFlag = Option<Arc<AtomicBool>>;
@@ -69,7 +49,7 @@ impl Task for LoadTask {
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
         Ok(run_prepared(&mut self.prepared, |(source, options)| {
-            load(&source, &options)
+            module::load(&source, &options)
         }))
     }
 
@@ -92,12 +72,6 @@ pub struct CallTask {
     pub prepared: Option<PreparedCall>,
     /// As for `LoadTask`: a call already running finishes, and its output is dropped.
     pub abort: AbortFlag,
-}
-
-/// Runs a method with the module's read lock (mutations such as `to()` wait for running calls).
-pub fn call(module: &RwLock<Module>, method: &str, args: Vec<Value>) -> anyhow::Result<Value> {
-    let m = module.read().unwrap_or_else(|p| p.into_inner());
-    m.call(method, args)
 }
 
 /// The value a call resolves to, converted to JS on the JS thread.
@@ -126,7 +100,7 @@ impl Task for CallTask {
         let (method, abort) = (&self.method, &self.abort);
         Ok(run_prepared(&mut self.prepared, |(module, args)| {
             aborted(abort, method)?;
-            call(&module, method, args)
+            module::call(&module, method, args)
         }))
     }
 

@@ -1,4 +1,7 @@
 //! The JS `ScriptModule` class: a TorchScript module loaded from a `.pt` file or its bytes.
+//! Its async work (load, calls) is in `tasks`; the module itself is napi-free (`crate::module`).
+pub mod tasks;
+
 use crate::archive::Limits;
 use crate::bail_code;
 use crate::device;
@@ -7,7 +10,7 @@ use crate::ivalue::js::{from_js, to_js};
 use crate::ivalue::value::Value;
 use crate::js::{self, Env as RawEnv, Val};
 use crate::module::Module;
-use crate::tasks::{self, AbortFlag, CallTask, LoadOptions, LoadTask, Source};
+use crate::module::{self as core, LoadOptions, Source};
 use crate::tensor::create::{number_arg, string_arg};
 use crate::tensor::JsTensor;
 use napi::bindgen_prelude::*;
@@ -16,6 +19,7 @@ use napi_derive::napi;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
+use tasks::{AbortFlag, CallTask, LoadTask};
 use tch::Device;
 
 /// Options for loading a module.
@@ -225,7 +229,7 @@ impl JsScriptModule {
         guard(|| {
             let args = inputs(env.raw(), list.raw())?;
             let module = self.module()?;
-            let out = tasks::call(&module, method, args)?;
+            let out = core::call(&module, method, args)?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), to_js(env.raw(), out)?) })
         })
     }
@@ -251,7 +255,7 @@ impl JsScriptModule {
         guard(|| {
             let src = source(env.raw(), source_arg.raw())?;
             let options = load_options(env.raw(), options.map(|o| o.raw()))?;
-            Ok(JsScriptModule::from_module(tasks::load(&src, &options)?))
+            Ok(JsScriptModule::from_module(core::load(&src, &options)?))
         })
     }
 
