@@ -12,11 +12,25 @@ export type TensorTypedArray = Float32Array | Float64Array | Int8Array | Uint8Ar
  */
 export type IValue = Tensor | number | bigint | boolean | string | null | undefined | IValue[] | { [key: string]: IValue } | Map<IValue, IValue>
 
+/** Element types (`tensor.dtype`, `{dtype}` options). */
+export type DType = 'float32' | 'float64' | 'float16' | 'bfloat16' | 'int8' | 'uint8' | 'int16' | 'int32' | 'int64' | 'bool'
+/** Devices: `'cpu'`, `'cuda'` (device 0) or `'cuda:N'`. */
+export type Device = 'cpu' | 'cuda' | `cuda:${number}`
+/** The `code` of every error torch-node throws (see the README's error table). */
+export type ErrorCode =
+  | 'InvalidArg' | 'ShapeMismatch' | 'DTypeMismatch' | 'DeviceUnavailable' | 'DeviceMismatch'
+  | 'ModelLoadError' | 'MethodNotFound' | 'Disposed' | 'ForwardError' | 'Aborted' | 'Internal'
+/** An error thrown (or a promise rejected) by torch-node: `if ((e as TorchError).code === 'ShapeMismatch')`. */
+export interface TorchError extends Error {
+  code: ErrorCode
+}
+
 /**
  * Runs `fn` and disposes every tensor created while it runs, except those it returns (a Tensor,
- * or arrays/objects of them). Synchronous functions only (a returned Promise is an error).
+ * or arrays, plain objects, Maps and Sets of them). Synchronous functions only: a function
+ * returning a Promise is a type error (and `InvalidArg` at run time).
  */
-export declare function tidy<T>(fn: () => T): T
+export declare function tidy<T>(fn: () => T & (T extends PromiseLike<unknown> ? never : unknown)): T
 /** `torch.where(condition, x, y)`: `x` where the bool `condition` holds, else `y`. */
 export declare function where(condition: Tensor, x: Tensor, y: Tensor | number): Tensor
 /** Options of an async call, given as its last argument: `await m.forward(x, { signal })`. */
@@ -64,16 +78,16 @@ export declare class ScriptModule {
    * A last argument `{signal}` (an AbortSignal) is the call's options, not an input:
    * aborting rejects with code `Aborted` (a call already running finishes first).
    */
-  forward(...inputs: IValue[] | [...IValue[], CallOptions]): Promise<IValue>
+  forward<T extends IValue = Tensor>(...inputs: IValue[] | [...IValue[], CallOptions]): Promise<T>
   /** Runs `forward` on the calling thread and returns its output. */
-  forwardSync(...inputs: IValue[]): IValue
+  forwardSync<T extends IValue = Tensor>(...inputs: IValue[]): T
   /**
    * Runs another method (one exported with `@torch.jit.export`) on the thread pool; takes a
    * last `{signal}` argument as `forward` does.
    */
-  runMethod(name: string, ...inputs: IValue[] | [...IValue[], CallOptions]): Promise<IValue>
+  runMethod<T extends IValue = Tensor>(name: string, ...inputs: IValue[] | [...IValue[], CallOptions]): Promise<T>
   /** Runs another method on the calling thread. */
-  runMethodSync(name: string, ...inputs: IValue[]): IValue
+  runMethodSync<T extends IValue = Tensor>(name: string, ...inputs: IValue[]): T
   /** The module's methods: `forward` and every `@torch.jit.export`ed one. */
   methodNames(): Array<string>
   /**
@@ -89,7 +103,7 @@ export declare class ScriptModule {
    * Moves parameters and buffers to a device (`'cpu'`, `'cuda'`, `'cuda:N'`); inputs must
    * then be on that device too. Waits for calls in flight to finish.
    */
-  to(device: string): void
+  to(device: Device): void
   /** Inference mode for dropout and batch norm (modules saved from `model.eval()` already are). */
   eval(): void
   /** Training mode for dropout and batch norm. */
@@ -97,7 +111,7 @@ export declare class ScriptModule {
   /** Whether the module is in training mode. */
   get isTraining(): boolean
   /** The device the module was loaded on or last moved to. */
-  get device(): string
+  get device(): Device
   /** Saves the module as a TorchScript file (loadable from Python with `torch.jit.load`). */
   save(path: string): void
   /** True once `dispose()` has run. */
@@ -242,11 +256,11 @@ export declare class Tensor {
    * `to({device: 'cpu', dtype: 'float32'})`. Returns a tensor sharing memory with this one
    * when nothing changes, as PyTorch does.
    */
-  to(target: string | { device?: string; dtype?: string }): Tensor
+  to(target: Device | DType | { device?: Device; dtype?: DType }): Tensor
   /** A copy in CPU memory (this tensor when it already is there). */
   cpu(): Tensor
   /** A copy on a CUDA device (default `cuda:0`); `DeviceUnavailable` where there is none. */
-  cuda(device?: string): Tensor
+  cuda(device?: Device): Tensor
   /** Softmax along `dim` (default: the last). */
   softmax(dim?: number | undefined | null): Tensor
   /** Log-softmax along `dim` (default: the last). */
@@ -326,9 +340,9 @@ export declare class Tensor {
   /** The size of each dimension, e.g. `[1, 3, 224, 224]`. */
   get shape(): Array<number>
   /** The element type: `'float32'`, `'int64'`, `'bool'`, ... */
-  get dtype(): string
+  get dtype(): DType
   /** Where the tensor lives: `'cpu'` or `'cuda:N'`. */
-  get device(): string
+  get device(): Device
   /** The number of dimensions. */
   get ndim(): number
   /** Whether autograd records operations on this tensor. */
@@ -369,7 +383,7 @@ export declare function eye(n: number, m?: number | TensorOptions, options?: Ten
  * ArrayBuffer or SharedArrayBuffer); `byteOffset` skips bytes. Do not transfer or detach
  * the buffer while tensors use it.
  */
-export declare function fromBuffer(data: ArrayBufferView | ArrayBuffer | SharedArrayBuffer, shape: number[] | number, options?: { dtype?: string; byteOffset?: number }): Tensor
+export declare function fromBuffer(data: ArrayBufferView | ArrayBuffer | SharedArrayBuffer, shape: number[] | number, options?: { dtype?: DType; byteOffset?: number }): Tensor
 
 /** A tensor filled with `value` (float32 for a number, bool for a boolean, unless `dtype`). */
 export declare function full(shape: number[] | number, value: number | boolean, options?: TensorOptions | boolean): Tensor
@@ -395,7 +409,7 @@ export interface MemoryInfo {
 /** Options for loading a module. */
 export interface ModuleOptions {
   /** Device to load parameters onto: `'cpu'` (default), `'cuda'`, `'cuda:N'`. */
-  device?: string
+  device?: Device
   /**
    * The most bytes of tensor data the file may declare (default 16 GiB): checked, with every
    * storage record against its declared size, before libtorch reads the file.
@@ -442,12 +456,15 @@ export declare function tensor(data: TensorData, options?: TensorOptions): Tenso
 /** Options accepted by every factory. */
 export interface TensorOptions {
   /** Element type; default float32 (int64 for `randint` and integral `arange`). */
-  dtype?: string
+  dtype?: DType
   /** `'cpu'` (default), `'cuda'` or `'cuda:N'`. */
-  device?: string
+  device?: Device
   /** Record operations for autograd (floating dtypes only). */
   requiresGrad?: boolean
-  /** For `tensor()` from a flat TypedArray: the shape to view it as. */
+  /**
+   * `tensor()` only: the shape to view the data as (nested arrays, a flat TypedArray or a
+   * tensor; the element count must match). Other factories refuse it.
+   */
   shape?: Array<number>
 }
 

@@ -12,11 +12,25 @@ export type TensorTypedArray = Float32Array | Float64Array | Int8Array | Uint8Ar
  */
 export type IValue = Tensor | number | bigint | boolean | string | null | undefined | IValue[] | { [key: string]: IValue } | Map<IValue, IValue>
 
+/** Element types (`tensor.dtype`, `{dtype}` options). */
+export type DType = 'float32' | 'float64' | 'float16' | 'bfloat16' | 'int8' | 'uint8' | 'int16' | 'int32' | 'int64' | 'bool'
+/** Devices: `'cpu'`, `'cuda'` (device 0) or `'cuda:N'`. */
+export type Device = 'cpu' | 'cuda' | `cuda:${number}`
+/** The `code` of every error torch-node throws (see the README's error table). */
+export type ErrorCode =
+  | 'InvalidArg' | 'ShapeMismatch' | 'DTypeMismatch' | 'DeviceUnavailable' | 'DeviceMismatch'
+  | 'ModelLoadError' | 'MethodNotFound' | 'Disposed' | 'ForwardError' | 'Aborted' | 'Internal'
+/** An error thrown (or a promise rejected) by torch-node: `if ((e as TorchError).code === 'ShapeMismatch')`. */
+export interface TorchError extends Error {
+  code: ErrorCode
+}
+
 /**
  * Runs `fn` and disposes every tensor created while it runs, except those it returns (a Tensor,
- * or arrays/objects of them). Synchronous functions only (a returned Promise is an error).
+ * or arrays, plain objects, Maps and Sets of them). Synchronous functions only: a function
+ * returning a Promise is a type error (and `InvalidArg` at run time).
  */
-export declare function tidy<T>(fn: () => T): T
+export declare function tidy<T>(fn: () => T & (T extends PromiseLike<unknown> ? never : unknown)): T
 /** `torch.where(condition, x, y)`: `x` where the bool `condition` holds, else `y`. */
 export declare function where(condition: Tensor, x: Tensor, y: Tensor | number): Tensor
 /** Options of an async call, given as its last argument: `await m.forward(x, { signal })`. */

@@ -26,6 +26,7 @@ use tch::Device;
 #[napi(object, object_to_js = false)]
 pub struct ModuleOptions {
     /// Device to load parameters onto: `'cpu'` (default), `'cuda'`, `'cuda:N'`.
+    #[napi(ts_type = "Device")]
     pub device: Option<String>,
     /// The most bytes of tensor data the file may declare (default 16 GiB): checked, with every
     /// storage record against its declared size, before libtorch reads the file.
@@ -286,15 +287,20 @@ impl JsScriptModule {
     /// A last argument `{signal}` (an AbortSignal) is the call's options, not an input:
     /// aborting rejects with code `Aborted` (a call already running finishes first).
     #[napi(
+        ts_generic_types = "T extends IValue = Tensor",
         ts_args_type = "...inputs: IValue[] | [...IValue[], CallOptions]",
-        ts_return_type = "Promise<IValue>"
+        ts_return_type = "Promise<T>"
     )]
     pub fn forward(&self, env: Env, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
         self.call_task(env, "forward".to_string(), inputs)
     }
 
     /// Runs `forward` on the calling thread and returns its output.
-    #[napi(ts_args_type = "...inputs: IValue[]", ts_return_type = "IValue")]
+    #[napi(
+        ts_generic_types = "T extends IValue = Tensor",
+        ts_args_type = "...inputs: IValue[]",
+        ts_return_type = "T"
+    )]
     pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Unknown) -> Result<Unknown<'e>> {
         self.call_sync(env, "forward", inputs)
     }
@@ -302,8 +308,9 @@ impl JsScriptModule {
     /// Runs another method (one exported with `@torch.jit.export`) on the thread pool; takes a
     /// last `{signal}` argument as `forward` does.
     #[napi(
+        ts_generic_types = "T extends IValue = Tensor",
         ts_args_type = "name: string, ...inputs: IValue[] | [...IValue[], CallOptions]",
-        ts_return_type = "Promise<IValue>"
+        ts_return_type = "Promise<T>"
     )]
     pub fn run_method(&self, env: Env, name: Unknown, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
         let name = guard(|| string_arg(env.raw(), name.raw(), "method name"))?;
@@ -311,7 +318,11 @@ impl JsScriptModule {
     }
 
     /// Runs another method on the calling thread.
-    #[napi(ts_args_type = "name: string, ...inputs: IValue[]", ts_return_type = "IValue")]
+    #[napi(
+        ts_generic_types = "T extends IValue = Tensor",
+        ts_args_type = "name: string, ...inputs: IValue[]",
+        ts_return_type = "T"
+    )]
     pub fn run_method_sync<'e>(&self, env: &'e Env, name: Unknown, inputs: Unknown) -> Result<Unknown<'e>> {
         let name = guard(|| string_arg(env.raw(), name.raw(), "method name"))?;
         self.call_sync(env, &name, inputs)
@@ -360,7 +371,7 @@ impl JsScriptModule {
 
     /// Moves parameters and buffers to a device (`'cpu'`, `'cuda'`, `'cuda:N'`); inputs must
     /// then be on that device too. Waits for calls in flight to finish.
-    #[napi(ts_args_type = "device: string")]
+    #[napi(ts_args_type = "device: Device")]
     pub fn to(&self, env: Env, device: Unknown) -> Result<()> {
         let device = guard(|| string_arg(env.raw(), device.raw(), "to: device"))?;
         self.write(|m| m.to_device(device::parse(&device)?))
@@ -385,7 +396,7 @@ impl JsScriptModule {
     }
 
     /// The device the module was loaded on or last moved to.
-    #[napi(getter)]
+    #[napi(getter, ts_return_type = "Device")]
     pub fn device(&self) -> Result<String> {
         self.read(|m| Ok(device::name(m.device())))
     }

@@ -227,7 +227,7 @@ fn lend(
 /// ArrayBuffer or SharedArrayBuffer); `byteOffset` skips bytes. Do not transfer or detach
 /// the buffer while tensors use it.
 #[napi(
-    ts_args_type = "data: ArrayBufferView | ArrayBuffer | SharedArrayBuffer, shape: number[] | number, options?: { dtype?: string; byteOffset?: number }"
+    ts_args_type = "data: ArrayBufferView | ArrayBuffer | SharedArrayBuffer, shape: number[] | number, options?: { dtype?: DType; byteOffset?: number }"
 )]
 pub fn from_buffer(
     env: Env,

@@ -15,12 +15,15 @@ use tch::{Device, Kind, Tensor};
 #[napi(object)]
 pub struct TensorOptions {
     /// Element type; default float32 (int64 for `randint` and integral `arange`).
+    #[napi(ts_type = "DType")]
     pub dtype: Option<String>,
     /// `'cpu'` (default), `'cuda'` or `'cuda:N'`.
+    #[napi(ts_type = "Device")]
     pub device: Option<String>,
     /// Record operations for autograd (floating dtypes only).
     pub requires_grad: Option<bool>,
-    /// For `tensor()` from a flat TypedArray: the shape to view it as.
+    /// `tensor()` only: the shape to view the data as (nested arrays, a flat TypedArray or a
+    /// tensor; the element count must match). Other factories refuse it.
     pub shape: Option<Vec<i64>>,
 }
 

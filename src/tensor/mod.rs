@@ -215,13 +215,13 @@ impl JsTensor {
     }
 
     /// The element type: `'float32'`, `'int64'`, `'bool'`, ...
-    #[napi(getter)]
+    #[napi(getter, ts_return_type = "DType")]
     pub fn dtype(&self) -> Result<String> {
         guard(|| Ok(dtype::name(self.get()?.kind())))
     }
 
     /// Where the tensor lives: `'cpu'` or `'cuda:N'`.
-    #[napi(getter)]
+    #[napi(getter, ts_return_type = "Device")]
     pub fn device(&self) -> Result<String> {
         guard(|| Ok(device::name(self.get()?.device())))
     }

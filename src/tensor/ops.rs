@@ -55,7 +55,7 @@ impl JsTensor {
     /// A copy on another device and/or with another dtype: `to('cuda')`, `to('float16')`,
     /// `to({device: 'cpu', dtype: 'float32'})`. Returns a tensor sharing memory with this one
     /// when nothing changes, as PyTorch does.
-    #[napi(ts_args_type = "target: string | { device?: string; dtype?: string }")]
+    #[napi(ts_args_type = "target: Device | DType | { device?: Device; dtype?: DType }")]
     pub fn to(&self, env: Env, target: Unknown) -> Result<JsTensor> {
         guard(|| {
             let (raw, v) = (env.raw(), target.raw());
@@ -112,7 +112,7 @@ impl JsTensor {
     }
 
     /// A copy on a CUDA device (default `cuda:0`); `DeviceUnavailable` where there is none.
-    #[napi(ts_args_type = "device?: string")]
+    #[napi(ts_args_type = "device?: Device")]
     pub fn cuda(&self, env: Env, device: Option<Unknown>) -> Result<JsTensor> {
         guard(|| {
             let device = device
