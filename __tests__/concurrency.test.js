@@ -1,0 +1,76 @@
+'use strict'
+// Concurrency and sustained load: many async forwards on one module at once, disposal while
+// they are in flight, forwards from several worker threads, and RSS over 10,000 async forwards.
+// Results must equal the serial ones.
+const { describe, test } = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+const { Worker } = require('node:worker_threads')
+const torch = require('..')
+
+const ROOT = path.join(__dirname, '..')
+const MLP = path.join(ROOT, 'models', 'fixtures', 'mlp_traced.pt')
+
+/** Input i: a [2, 4] tensor whose values depend on i. */
+const input = (i) => torch.arange(0, 8, { dtype: 'float32' }).add(i).div(10).view([2, 4])
+
+describe('concurrency and sustained load', () => {
+  test('200 concurrent async forwards on one module equal the serial results', async () => {
+    const m = await torch.ScriptModule.load(MLP)
+    const serial = Array.from({ length: 200 }, (_, i) => m.forwardSync(input(i)).toArray())
+    const outs = await Promise.all(Array.from({ length: 200 }, (_, i) => m.forward(input(i))))
+    outs.forEach((o, i) => assert.deepEqual(o.toArray(), serial[i], `call ${i}`))
+  })
+
+  test('disposing the module and the inputs while forwards are in flight: they all resolve', async () => {
+    const m = await torch.ScriptModule.load(MLP)
+    const expected = m.forwardSync(input(1)).toArray()
+    const inputs = Array.from({ length: 50 }, () => input(1))
+    const pending = inputs.map((x) => m.forward(x))
+    inputs.forEach((x) => x.dispose())
+    m.dispose()
+    for (const o of await Promise.all(pending)) assert.deepEqual(o.toArray(), expected)
+    assert.throws(() => m.forwardSync(input(1)), (e) => e.code === 'Disposed')
+  })
+
+  test('forwards from 4 worker threads at once equal the serial results', async () => {
+    const m = new torch.ScriptModule(MLP)
+    const serial = Array.from({ length: 20 }, (_, i) => m.forwardSync(input(i)).toArray())
+    const runs = await Promise.all([0, 1, 2, 3].map(() => new Promise((resolve, reject) => {
+      const w = new Worker(`
+        const torch = require(${JSON.stringify(ROOT)})
+        const { parentPort } = require('node:worker_threads')
+        const input = ${input.toString()}
+        ;(async () => {
+          const m = await torch.ScriptModule.load(${JSON.stringify(MLP)})
+          const outs = await Promise.all(Array.from({ length: 20 }, (_, i) => m.forward(input(i))))
+          parentPort.postMessage(outs.map((o) => o.toArray()))
+        })()`, { eval: true })
+      w.once('message', resolve)
+      w.once('error', reject)
+    })))
+    for (const outs of runs) assert.deepEqual(outs, serial)
+  })
+
+  test('10,000 async forwards: RSS grows less than 5% after warm-up (child process)', () => {
+    const code = `
+      const torch = require(${JSON.stringify(ROOT)})
+      ;(async () => {
+        const m = await torch.ScriptModule.load(${JSON.stringify(MLP)})
+        const x = torch.rand([64, 4])
+        const round = async (n) => { for (let i = 0; i < n; i += 100) await Promise.all(Array.from({ length: 100 }, () => m.forward(x))) }
+        await round(2000) // warm-up: allocator pools, thread pool, JIT caches
+        global.gc()
+        const warm = process.memoryUsage().rss
+        await round(10000)
+        global.gc()
+        console.log(JSON.stringify({ warm, after: process.memoryUsage().rss }))
+      })()`
+    const r = spawnSync(process.execPath, ['--expose-gc', '-e', code], { encoding: 'utf8', timeout: 180_000 })
+    assert.equal(r.status, 0, r.stderr)
+    const { warm, after } = JSON.parse(r.stdout.trim().split('\n').pop())
+    const growth = (after - warm) / warm
+    assert.ok(growth < 0.05, `RSS grew ${(growth * 100).toFixed(1)}% (${(warm / 2 ** 20).toFixed(0)} -> ${(after / 2 ** 20).toFixed(0)} MiB)`)
+  })
+})
