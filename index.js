@@ -30,17 +30,6 @@ function describe(value) {
   return name ? `${/^[AEIOU]/.test(name) ? 'an' : 'a'} ${name}` : 'an object'
 }
 
-// In-place methods (suffix `_`) return the tensor itself, so calls chain: `t.mul_(2).add_(1)`.
-for (const name of Object.getOwnPropertyNames(Tensor.prototype)) {
-  if (!name.endsWith('_') || typeof Tensor.prototype[name] !== 'function') continue
-  const impl = Tensor.prototype[name]
-  Object.defineProperty(Tensor.prototype, name, {
-    value: { [name](...args) { impl.apply(this, args); return this } }[name],
-    writable: true,
-    configurable: true,
-  })
-}
-
 // Shapes and dims as an array or as arguments, as PyTorch takes them: view(2, 3), view([2, 3]).
 for (const name of ['view', 'reshape', 'permute', 'expand']) {
   const impl = Tensor.prototype[name]

@@ -52,14 +52,15 @@ impl JsTensor {
 
     /// In place: turns gradient recording on (default) or off for this leaf tensor.
     #[napi(js_name = "requiresGrad_", ts_return_type = "this")]
-    pub fn requires_grad_(&self, requires_grad: Option<bool>) -> Result<()> {
-        guard(|| {
+    pub fn requires_grad_<'t>(&self, this: This<'t>, requires_grad: Option<bool>) -> Result<This<'t>> {
+        let done = guard(|| {
             let _ = self
                 .get()?
                 .shallow_clone()
                 .f_requires_grad_(requires_grad.unwrap_or(true))?;
             Ok(())
-        })
+        });
+        super::math::chain(this, done)
     }
 }
 

@@ -302,8 +302,8 @@ impl JsTensor {
         ts_args_type = "other: Tensor | number",
         ts_return_type = "this"
     )]
-    pub fn add_(&self, env: Env, other: Unknown) -> Result<()> {
-        self.in_place(env, other, "add_: other", |a, b| a.f_add_(b))
+    pub fn add_<'t>(&self, this: This<'t>, env: Env, other: Unknown) -> Result<This<'t>> {
+        chain(this, self.in_place(env, other, "add_: other", |a, b| a.f_add_(b)))
     }
     /// In place: `this -= other`.
     #[napi(
@@ -311,8 +311,8 @@ impl JsTensor {
         ts_args_type = "other: Tensor | number",
         ts_return_type = "this"
     )]
-    pub fn sub_(&self, env: Env, other: Unknown) -> Result<()> {
-        self.in_place(env, other, "sub_: other", |a, b| a.f_sub_(b))
+    pub fn sub_<'t>(&self, this: This<'t>, env: Env, other: Unknown) -> Result<This<'t>> {
+        chain(this, self.in_place(env, other, "sub_: other", |a, b| a.f_sub_(b)))
     }
     /// In place: `this *= other`.
     #[napi(
@@ -320,8 +320,8 @@ impl JsTensor {
         ts_args_type = "other: Tensor | number",
         ts_return_type = "this"
     )]
-    pub fn mul_(&self, env: Env, other: Unknown) -> Result<()> {
-        self.in_place(env, other, "mul_: other", |a, b| a.f_mul_(b))
+    pub fn mul_<'t>(&self, this: This<'t>, env: Env, other: Unknown) -> Result<This<'t>> {
+        chain(this, self.in_place(env, other, "mul_: other", |a, b| a.f_mul_(b)))
     }
     /// In place: `this /= other` (the tensor must be floating).
     #[napi(
@@ -329,8 +329,8 @@ impl JsTensor {
         ts_args_type = "other: Tensor | number",
         ts_return_type = "this"
     )]
-    pub fn div_(&self, env: Env, other: Unknown) -> Result<()> {
-        self.in_place(env, other, "div_: other", |a, b| a.f_div_(b))
+    pub fn div_<'t>(&self, this: This<'t>, env: Env, other: Unknown) -> Result<This<'t>> {
+        chain(this, self.in_place(env, other, "div_: other", |a, b| a.f_div_(b)))
     }
     /// In place: `this **= exponent`.
     #[napi(
@@ -338,13 +338,14 @@ impl JsTensor {
         ts_args_type = "exponent: Tensor | number",
         ts_return_type = "this"
     )]
-    pub fn pow_(&self, env: Env, exponent: Unknown) -> Result<()> {
+    pub fn pow_<'t>(&self, this: This<'t>, env: Env, exponent: Unknown) -> Result<This<'t>> {
         // A number goes to `pow_.Scalar`, as in PyTorch: an integer tensor to a negative integer
         // power is an error there, not a silent integer result.
-        match number(env, &exponent) {
+        let done = match number(env, &exponent) {
             Some(e) => guard(|| shim::scalar::pow(&*self.get()?, e, true).map(drop)),
             None => self.in_place(env, exponent, "pow_: exponent", |a, b| a.f_pow_tensor_(b)),
-        }
+        };
+        chain(this, done)
     }
     /// In place: `this = other` (broadcast, cast to this dtype), writing through to storage.
     #[napi(
@@ -352,22 +353,24 @@ impl JsTensor {
         ts_args_type = "src: Tensor | number",
         ts_return_type = "this"
     )]
-    pub fn copy_(&self, env: Env, src: Unknown) -> Result<()> {
-        self.in_place(env, src, "copy_: src", |a, b| {
+    pub fn copy_<'t>(&self, this: This<'t>, env: Env, src: Unknown) -> Result<This<'t>> {
+        let done = self.in_place(env, src, "copy_: src", |a, b| {
             a.f_copy_(b)?;
             Ok(a.shallow_clone())
-        })
+        });
+        chain(this, done)
     }
     /// In place: limits values to [min, max].
     #[napi(js_name = "clamp_", ts_return_type = "this")]
-    pub fn clamp_(&self, min: Option<f64>, max: Option<f64>) -> Result<()> {
-        guard(|| {
+    pub fn clamp_<'t>(&self, this: This<'t>, min: Option<f64>, max: Option<f64>) -> Result<This<'t>> {
+        let done = guard(|| {
             if min.is_none() && max.is_none() {
                 bail_code!(Code::InvalidArg, "clamp_: give min, max or both");
             }
             let _ = shim::scalar::clamp(&*self.get()?, min, max, true)?;
             Ok(())
-        })
+        });
+        chain(this, done)
     }
     /// In place: every element becomes `value`.
     #[napi(
@@ -375,20 +378,29 @@ impl JsTensor {
         ts_args_type = "value: number | boolean",
         ts_return_type = "this"
     )]
-    pub fn fill_(&self, env: Env, value: Unknown) -> Result<()> {
-        match number(env, &value) {
+    pub fn fill_<'t>(&self, this: This<'t>, env: Env, value: Unknown) -> Result<This<'t>> {
+        let done = match number(env, &value) {
             Some(v) => guard(|| shim::scalar::fill_(&*self.get()?, v)),
             None => self.in_place(env, value, "fill_: value", |a, b| a.f_fill_tensor_(b)),
-        }
+        };
+        chain(this, done)
     }
     /// In place: every element becomes 0.
     #[napi(js_name = "zero_", ts_return_type = "this")]
-    pub fn zero_(&self) -> Result<()> {
-        guard(|| {
-            let _ = self.get()?.shallow_clone().f_zero_()?;
-            Ok(())
-        })
+    pub fn zero_<'t>(&self, this: This<'t>) -> Result<This<'t>> {
+        chain(
+            this,
+            guard(|| {
+                let _ = self.get()?.shallow_clone().f_zero_()?;
+                Ok(())
+            }),
+        )
     }
+}
+
+/// In-place methods return the tensor itself (`this`), so calls chain: `t.mul_(2).add_(1)`.
+pub fn chain<'t>(this: This<'t>, done: Result<()>) -> Result<This<'t>> {
+    done.map(|()| this)
 }
 
 fn clamp(t: &Tensor, min: Option<f64>, max: Option<f64>) -> anyhow::Result<Tensor> {
