@@ -171,8 +171,13 @@ pub fn keys(env: Env, obj: Val) -> Result<Vec<String>> {
         .collect()
 }
 
-/// The own enumerable string keys of an object (not its prototype's).
-pub fn own_keys(env: Env, obj: Val) -> Result<Vec<String>> {
+/// An object's own property names (not its prototype's), as a JS array.
+fn own_names(
+    env: Env,
+    obj: Val,
+    filter: sys::napi_key_filter,
+    conversion: sys::napi_key_conversion,
+) -> Result<Val> {
     let mut names = ptr::null_mut();
     ok(
         unsafe {
@@ -180,13 +185,20 @@ pub fn own_keys(env: Env, obj: Val) -> Result<Vec<String>> {
                 env,
                 obj,
                 sys::KeyCollectionMode::own_only,
-                sys::KeyFilter::enumerable | sys::KeyFilter::skip_symbols,
-                sys::KeyConversion::numbers_to_strings,
+                filter,
+                conversion,
                 &mut names,
             )
         },
         "own keys",
     )?;
+    Ok(names)
+}
+
+/// The own enumerable string keys of an object (not its prototype's).
+pub fn own_keys(env: Env, obj: Val) -> Result<Vec<String>> {
+    let filter = sys::KeyFilter::enumerable | sys::KeyFilter::skip_symbols;
+    let names = own_names(env, obj, filter, sys::KeyConversion::numbers_to_strings)?;
     (0..array_len(env, names)?)
         .map(|i| string(env, element(env, names, i)?))
         .collect()
@@ -272,19 +284,11 @@ pub fn is_plain_object(env: Env, v: Val) -> Result<bool> {
 
 /// The values of every own property of an object: enumerable or not, string- or symbol-keyed.
 pub fn own_property_values(env: Env, obj: Val) -> Result<Vec<Val>> {
-    let mut keys = ptr::null_mut();
-    ok(
-        unsafe {
-            sys::napi_get_all_property_names(
-                env,
-                obj,
-                sys::KeyCollectionMode::own_only,
-                sys::KeyFilter::all_properties,
-                sys::KeyConversion::keep_numbers,
-                &mut keys,
-            )
-        },
-        "own keys",
+    let keys = own_names(
+        env,
+        obj,
+        sys::KeyFilter::all_properties,
+        sys::KeyConversion::keep_numbers,
     )?;
     (0..array_len(env, keys)?)
         .map(|i| {
