@@ -391,6 +391,25 @@ export declare function full(shape: number[] | number, value: number | boolean, 
 /** The number of threads libtorch uses for intra-op parallelism. */
 export declare function getNumThreads(): number
 
+/** Options of `torch.image.load`, `loadSync` and `loadBatch` (read by `transform_options`). */
+export interface ImageOptions {
+  /**
+   * A number: the shorter side becomes this many pixels, the aspect ratio kept, as
+   * `transforms.Resize(int)`; `[height, width]`: exactly that size.
+   */
+  resize?: number | [number, number]
+  /** A number (a square) or `[height, width]`, cut from the center as `transforms.CenterCrop`. */
+  centerCrop?: number | [number, number]
+  /** Per-channel mean subtracted after scaling to [0, 1], or `'imagenet'` (with its std). */
+  mean?: [number, number, number] | 'imagenet'
+  /** Per-channel standard deviation divided by (or `'imagenet'`). */
+  std?: [number, number, number] | 'imagenet'
+  /** `'nchw'` (default: `[1, 3, H, W]`), `'nhwc'`, or `'chw'`/`'hwc'` without the batch dim. */
+  layout?: 'nchw' | 'nhwc' | 'chw' | 'hwc'
+  /** `'float32'` (default: [0, 1], then normalized) or `'uint8'` (0..255). */
+  dtype?: 'float32' | 'uint8'
+}
+
 /** `steps` values evenly spaced from `start` to `end`, both included. */
 export declare function linspace(start: number, end: number, steps: number, options?: TensorOptions): Tensor
 
@@ -483,4 +502,33 @@ export declare namespace cuda {
   export function deviceCount(): number
   /** Whether libtorch can use a CUDA device here. */
   export function isAvailable(): boolean
+}
+
+export declare namespace image {
+  /**
+   * Decodes an image file's bytes (JPEG, PNG, WebP, GIF's first frame, BMP, TIFF) to a uint8
+   * tensor `[H, W, 3]` (RGB, channels last, EXIF orientation applied).
+   */
+  export function decode(data: Uint8Array): Tensor
+  /**
+   * Encodes an image tensor as PNG or JPEG: `[3, H, W]` or `[H, W, 3]` (or with a batch dim of
+   * 1), float in [0, 1] (scaled by 255, rounded, clamped) or uint8. `quality`: JPEG, 1..100
+   * (default 90).
+   */
+  export function encode(tensor: Tensor, format: 'png' | 'jpeg', options?: { quality?: number }): Uint8Array
+  /** `loadSync` on the libuv thread pool: decoding and resizing never block the event loop. */
+  export function load(source: string | Uint8Array, options?: ImageOptions): Promise<Tensor>
+  /**
+   * Loads several images (on the thread pool) into one batch `[N, 3, H, W]`; the transforms
+   * must bring them to one size.
+   */
+  export function loadBatch(sources: Array<string | Uint8Array>, options?: ImageOptions): Promise<Tensor>
+  /**
+   * Loads an image as a model input, on the calling thread: decode, then `resize` (a number:
+   * the shorter side, as `transforms.Resize(int)`; `[h, w]`: exact), `centerCrop`, to float in
+   * [0, 1], `mean`/`std` (`mean: 'imagenet'` for both presets). `layout`: `'nchw'` (default,
+   * `[1, 3, H, W]`), `'nhwc'`, or `'chw'`/`'hwc'` without the batch dim; `dtype`: `'float32'`
+   * (default) or `'uint8'` (0..255, no normalization).
+   */
+  export function loadSync(source: string | Uint8Array, options?: ImageOptions): Tensor
 }

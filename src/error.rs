@@ -21,6 +21,8 @@ pub enum Code {
     ForwardError,
     /// The `AbortSignal` passed to an async call aborted.
     Aborted,
+    /// Bytes that are not a decodable image (truncated, unknown format, over the size limits).
+    InvalidImage,
     /// A bug in torch-node (a caught panic) or an unexpected libtorch failure.
     Internal,
 }
@@ -38,6 +40,7 @@ impl AsRef<str> for Code {
             Code::Disposed => "Disposed",
             Code::ForwardError => "ForwardError",
             Code::Aborted => "Aborted",
+            Code::InvalidImage => "InvalidImage",
             Code::Internal => "Internal",
         }
     }

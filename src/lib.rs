@@ -13,6 +13,7 @@ pub mod args;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod image;
 pub mod ivalue;
 pub mod js;
 pub mod memory;

@@ -67,6 +67,14 @@ async function tour(): Promise<void> {
   m2.to('cuda'); m2.eval(); m2.train(); m2.isTraining; const d2: Device = m2.device; m2.save('copy.pt'); m2.dispose()
   const sm: ScriptModule = m2
 
+  // images
+  const photo: Tensor = await torch.image.load('photo.jpg', { resize: 256, centerCrop: 224, mean: 'imagenet' })
+  torch.image.loadSync(new Uint8Array(0), { resize: [224, 224], layout: 'nhwc', dtype: 'uint8' })
+  await torch.image.loadBatch(['a.jpg', 'b.png'], { resize: 256, centerCrop: 224, mean: [0.5, 0.5, 0.5], std: [0.5, 0.5, 0.5] })
+  const png: Uint8Array = torch.image.encode(torch.image.decode(png0()), 'png')
+  // @ts-expect-error not a layout
+  torch.image.loadSync('x.png', { layout: 'cwh' })
+
   // errors
   try {
     await model.forward(torch.ones([1, 4, 224, 224]))
@@ -86,7 +94,11 @@ async function tour(): Promise<void> {
   new Tensor()
   // @ts-expect-error not an error code
   const bad: TorchError['code'] = 'NotACode'
-  void [text, dt, dev, shape, kept, label, anyOut, d2, sm, bad]
+  void [text, dt, dev, shape, kept, label, anyOut, d2, sm, bad, photo, png]
+}
+
+function png0(): Uint8Array {
+  return new Uint8Array(0)
 }
 
 void tour

@@ -1,0 +1,399 @@
+//! The `torch.image` namespace (glue): reads options and sources, runs `transform` (on the libuv
+//! pool for the Promise forms), and wraps the pixels as tensors.
+use super::transform::{self, Pixels, Size, Transform, IMAGENET_MEAN, IMAGENET_STD};
+use crate::error::{catch_panic, guard, Code, Result};
+use crate::ivalue::js::coded_error;
+use crate::js::{self, Env as RawEnv, Val};
+use crate::tensor::create::{number_arg, string_arg};
+use crate::tensor::JsTensor;
+use crate::{args, bail_code, dtype};
+use napi::bindgen_prelude::*;
+use napi::{JsValue, Task};
+use napi_derive::napi;
+use tch::{Kind, Tensor};
+
+/// Options of `torch.image.load`, `loadSync` and `loadBatch` (read by `transform_options`).
+#[napi(object, object_to_js = false)]
+pub struct ImageOptions {
+    /// A number: the shorter side becomes this many pixels, the aspect ratio kept, as
+    /// `transforms.Resize(int)`; `[height, width]`: exactly that size.
+    #[napi(ts_type = "number | [number, number]")]
+    pub resize: Option<Unknown<'static>>,
+    /// A number (a square) or `[height, width]`, cut from the center as `transforms.CenterCrop`.
+    #[napi(ts_type = "number | [number, number]")]
+    pub center_crop: Option<Unknown<'static>>,
+    /// Per-channel mean subtracted after scaling to [0, 1], or `'imagenet'` (with its std).
+    #[napi(ts_type = "[number, number, number] | 'imagenet'")]
+    pub mean: Option<Unknown<'static>>,
+    /// Per-channel standard deviation divided by (or `'imagenet'`).
+    #[napi(ts_type = "[number, number, number] | 'imagenet'")]
+    pub std: Option<Unknown<'static>>,
+    /// `'nchw'` (default: `[1, 3, H, W]`), `'nhwc'`, or `'chw'`/`'hwc'` without the batch dim.
+    #[napi(ts_type = "'nchw' | 'nhwc' | 'chw' | 'hwc'")]
+    pub layout: Option<String>,
+    /// `'float32'` (default: [0, 1], then normalized) or `'uint8'` (0..255).
+    #[napi(ts_type = "'float32' | 'uint8'")]
+    pub dtype: Option<String>,
+}
+
+/// Where an image comes from: a file, or its bytes (copied on the JS thread).
+enum Source {
+    Path(String),
+    Bytes(Vec<u8>),
+}
+
+impl Source {
+    fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Source> {
+        if js::type_of(env, v)? == napi::sys::ValueType::napi_string {
+            return Ok(Source::Path(js::string(env, v)?));
+        }
+        match js::typed_array(env, v)? {
+            Some(view) if view.type_name == "Uint8Array" => Ok(Source::Bytes(view.bytes.to_vec())),
+            _ => bail_code!(
+                Code::InvalidArg,
+                "{what}: expected a file path or a Buffer/Uint8Array, got {}",
+                js::describe(env, v)
+            ),
+        }
+    }
+
+    fn bytes(self) -> anyhow::Result<Vec<u8>> {
+        match self {
+            Source::Bytes(b) => Ok(b),
+            Source::Path(p) => std::fs::read(&p)
+                .map_err(|e| crate::error::fail(Code::InvalidArg, format!("cannot read image '{p}': {e}"))),
+        }
+    }
+}
+
+fn size_option(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Size> {
+    let dims: Vec<f64> = if js::is_array(env, v)? {
+        (0..js::array_len(env, v)?)
+            .map(|i| number_arg(env, js::element(env, v, i)?, what))
+            .collect::<anyhow::Result<_>>()?
+    } else {
+        vec![number_arg(env, v, what)?]
+    };
+    let px = |x: f64| -> anyhow::Result<u32> {
+        let n = args::integer(x, what)?;
+        if !(1..=transform::MAX_SIDE as i64).contains(&n) {
+            bail_code!(
+                Code::InvalidArg,
+                "{what}: expected 1 to {} pixels, got {n}",
+                transform::MAX_SIDE
+            );
+        }
+        Ok(n as u32)
+    };
+    match dims.as_slice() {
+        [s] => Ok(Size::Short(px(*s)?)),
+        [h, w] => Ok(Size::Exact(px(*h)?, px(*w)?)),
+        _ => bail_code!(Code::InvalidArg, "{what}: expected a number or [height, width]"),
+    }
+}
+
+fn channels(env: RawEnv, v: Val, what: &str) -> anyhow::Result<[f32; 3]> {
+    if !js::is_array(env, v)? || js::array_len(env, v)? != 3 {
+        bail_code!(
+            Code::InvalidArg,
+            "{what}: expected 'imagenet' or three numbers (R, G, B)"
+        );
+    }
+    let mut out = [0f32; 3];
+    for (i, slot) in out.iter_mut().enumerate() {
+        *slot = number_arg(env, js::element(env, v, i as u32)?, what)? as f32;
+    }
+    Ok(out)
+}
+
+/// Reads `{resize, centerCrop, mean, std, layout, dtype}`.
+fn transform_options(env: RawEnv, options: Option<Val>) -> anyhow::Result<(Transform, bool)> {
+    let mut t = Transform::default();
+    let Some(o) = options.filter(|o| !js::is_nullish(env, *o).unwrap_or(true)) else {
+        return Ok((t, false));
+    };
+    js::check_keys(
+        env,
+        o,
+        &["resize", "centerCrop", "mean", "std", "layout", "dtype"],
+        "options",
+    )?;
+    if let Some(v) = js::property(env, o, "resize")? {
+        t.resize = Some(size_option(env, v, "options.resize")?);
+    }
+    if let Some(v) = js::property(env, o, "centerCrop")? {
+        t.center_crop = Some(size_option(env, v, "options.centerCrop")?);
+    }
+    let preset = |v: Val| -> anyhow::Result<bool> {
+        Ok(js::type_of(env, v)? == napi::sys::ValueType::napi_string && js::string(env, v)? == "imagenet")
+    };
+    let mean = js::property(env, o, "mean")?;
+    let std = js::property(env, o, "std")?;
+    t.normalize = match (mean, std) {
+        (None, None) => None,
+        (Some(m), s) if preset(m)? && s.map_or(Ok(true), preset)? => Some((IMAGENET_MEAN, IMAGENET_STD)),
+        (Some(m), Some(s)) => Some((
+            channels(env, m, "options.mean")?,
+            channels(env, s, "options.std")?,
+        )),
+        _ => bail_code!(
+            Code::InvalidArg,
+            "options: give mean and std together (or mean: 'imagenet')"
+        ),
+    };
+    let mut with_batch = true;
+    if let Some(v) = js::property(env, o, "layout")? {
+        match string_arg(env, v, "options.layout")?.as_str() {
+            "nchw" => {}
+            "nhwc" => t.channels_last = true,
+            "chw" => with_batch = false,
+            "hwc" => (with_batch, t.channels_last) = (false, true),
+            other => bail_code!(
+                Code::InvalidArg,
+                "options.layout: expected 'nchw', 'nhwc', 'chw' or 'hwc', got '{other}'"
+            ),
+        }
+    }
+    if let Some(v) = js::property(env, o, "dtype")? {
+        match dtype::parse(&string_arg(env, v, "options.dtype")?)? {
+            Kind::Float => {}
+            Kind::Uint8 if t.normalize.is_none() => t.uint8 = true,
+            Kind::Uint8 => bail_code!(
+                Code::InvalidArg,
+                "options.dtype: uint8 pixels cannot be normalized (drop mean/std)"
+            ),
+            k => bail_code!(
+                Code::InvalidArg,
+                "options.dtype: expected 'float32' or 'uint8', got '{}'",
+                dtype::name(k)
+            ),
+        }
+    }
+    Ok((t, !with_batch))
+}
+
+fn tensor_of(pixels: Pixels, shape: &[i64]) -> anyhow::Result<Tensor> {
+    let t = match pixels {
+        Pixels::F32(v) => Tensor::f_from_slice(&v)?,
+        Pixels::U8(v) => Tensor::f_from_slice(&v)?,
+    };
+    Ok(t.f_reshape(shape)?)
+}
+
+/// Decodes and transforms each source; one tensor `[N, ...]`, or `[...]` without the batch dim.
+fn load_all(sources: Vec<Source>, t: &Transform, no_batch: bool) -> anyhow::Result<Tensor> {
+    let mut images = Vec::with_capacity(sources.len());
+    for (i, s) in sources.into_iter().enumerate() {
+        let what = if no_batch {
+            String::new()
+        } else {
+            format!("image {i}: ")
+        };
+        let (pixels, shape) = transform::preprocess(transform::decode(&s.bytes()?)?, t)
+            .map_err(|e| e.context(what.trim_end_matches(": ").to_string()))?;
+        images.push(tensor_of(pixels, &shape)?);
+    }
+    if no_batch {
+        return Ok(images.remove(0));
+    }
+    let first = images[0].size();
+    if let Some(i) = images.iter().position(|im| im.size() != first) {
+        bail_code!(
+            Code::ShapeMismatch,
+            "loadBatch: image {i} is {:?} after the transforms, image 0 {first:?}; give resize and centerCrop so they match",
+            images[i].size()
+        );
+    }
+    Ok(Tensor::f_stack(&images, 0)?)
+}
+
+fn prepare(env: RawEnv, sources: Vec<Val>, options: Option<Val>) -> anyhow::Result<Prepared> {
+    let (transform, no_batch) = transform_options(env, options)?;
+    let sources = sources
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| Source::read(env, v, &format!("source {i}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if sources.is_empty() {
+        bail_code!(Code::InvalidArg, "loadBatch: expected at least one image");
+    }
+    Ok(Prepared {
+        sources,
+        transform,
+        no_batch,
+    })
+}
+
+struct Prepared {
+    sources: Vec<Source>,
+    transform: Transform,
+    no_batch: bool,
+}
+
+/// `load` / `loadBatch` on the libuv pool.
+pub struct LoadImages {
+    prepared: Option<anyhow::Result<Prepared>>,
+}
+
+impl Task for LoadImages {
+    type Output = anyhow::Result<Tensor>;
+    type JsValue = JsTensor;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        let prepared = self
+            .prepared
+            .take()
+            .unwrap_or_else(|| Err(anyhow::anyhow!("task ran twice")));
+        Ok(catch_panic(|| {
+            prepared.and_then(|p| load_all(p.sources, &p.transform, p.no_batch))
+        }))
+    }
+
+    fn resolve(&mut self, env: napi::Env, output: Self::Output) -> napi::Result<Self::JsValue> {
+        output.map(JsTensor::new).map_err(|e| coded_error(env.raw(), &e))
+    }
+}
+
+fn list(env: RawEnv, v: Val) -> anyhow::Result<Vec<Val>> {
+    if !js::is_array(env, v)? {
+        bail_code!(
+            Code::InvalidArg,
+            "sources: expected an array of paths or Buffers, got {}",
+            js::describe(env, v)
+        );
+    }
+    (0..js::array_len(env, v)?)
+        .map(|i| js::element(env, v, i))
+        .collect()
+}
+
+/// Image decoding and torchvision-style pre-processing.
+#[napi(namespace = "image")]
+pub mod image {
+    use super::*;
+
+    /// Decodes an image file's bytes (JPEG, PNG, WebP, GIF's first frame, BMP, TIFF) to a uint8
+    /// tensor `[H, W, 3]` (RGB, channels last, EXIF orientation applied).
+    #[napi(ts_args_type = "data: Uint8Array")]
+    pub fn decode(env: Env, data: Unknown) -> Result<JsTensor> {
+        guard(|| {
+            let bytes = Source::read(env.raw(), data.raw(), "data")?.bytes()?;
+            let img = transform::decode(&bytes)?;
+            let (w, h) = img.dimensions();
+            Ok(JsTensor::new(tensor_of(
+                Pixels::U8(img.into_raw()),
+                &[h as i64, w as i64, 3],
+            )?))
+        })
+    }
+
+    /// Loads an image as a model input, on the calling thread: decode, then `resize` (a number:
+    /// the shorter side, as `transforms.Resize(int)`; `[h, w]`: exact), `centerCrop`, to float in
+    /// [0, 1], `mean`/`std` (`mean: 'imagenet'` for both presets). `layout`: `'nchw'` (default,
+    /// `[1, 3, H, W]`), `'nhwc'`, or `'chw'`/`'hwc'` without the batch dim; `dtype`: `'float32'`
+    /// (default) or `'uint8'` (0..255, no normalization).
+    #[napi(ts_args_type = "source: string | Uint8Array, options?: ImageOptions")]
+    pub fn load_sync(env: Env, source: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+        guard(|| {
+            let p = prepare(env.raw(), vec![source.raw()], options.map(|o| o.raw()))?;
+            Ok(JsTensor::new(load_all(p.sources, &p.transform, p.no_batch)?))
+        })
+    }
+
+    /// `loadSync` on the libuv thread pool: decoding and resizing never block the event loop.
+    #[napi(
+        ts_args_type = "source: string | Uint8Array, options?: ImageOptions",
+        ts_return_type = "Promise<Tensor>"
+    )]
+    pub fn load(env: Env, source: Unknown, options: Option<Unknown>) -> AsyncTask<LoadImages> {
+        let prepared = catch_panic(|| prepare(env.raw(), vec![source.raw()], options.map(|o| o.raw())));
+        AsyncTask::new(LoadImages {
+            prepared: Some(prepared),
+        })
+    }
+
+    /// Loads several images (on the thread pool) into one batch `[N, 3, H, W]`; the transforms
+    /// must bring them to one size.
+    #[napi(
+        ts_args_type = "sources: Array<string | Uint8Array>, options?: ImageOptions",
+        ts_return_type = "Promise<Tensor>"
+    )]
+    pub fn load_batch(env: Env, sources: Unknown, options: Option<Unknown>) -> AsyncTask<LoadImages> {
+        let raw = env.raw();
+        let prepared = catch_panic(|| {
+            let p = prepare(raw, list(raw, sources.raw())?, options.map(|o| o.raw()))?;
+            if p.no_batch {
+                bail_code!(
+                    Code::InvalidArg,
+                    "loadBatch: options.layout must be 'nchw' or 'nhwc'"
+                );
+            }
+            Ok(p)
+        });
+        AsyncTask::new(LoadImages {
+            prepared: Some(prepared),
+        })
+    }
+
+    /// Encodes an image tensor as PNG or JPEG: `[3, H, W]` or `[H, W, 3]` (or with a batch dim of
+    /// 1), float in [0, 1] (scaled by 255, rounded, clamped) or uint8. `quality`: JPEG, 1..100
+    /// (default 90).
+    #[napi(
+        ts_args_type = "tensor: Tensor, format: 'png' | 'jpeg', options?: { quality?: number }",
+        ts_return_type = "Uint8Array"
+    )]
+    pub fn encode(env: Env, tensor: &JsTensor, format: Unknown, options: Option<Unknown>) -> Result<Buffer> {
+        guard(|| {
+            let raw = env.raw();
+            let format = string_arg(raw, format.raw(), "format")?;
+            let mut quality = 90u8;
+            if let Some(o) = options
+                .map(|o| o.raw())
+                .filter(|o| !js::is_nullish(raw, *o).unwrap_or(true))
+            {
+                js::check_keys(raw, o, &["quality"], "options")?;
+                if let Some(q) = js::property(raw, o, "quality")? {
+                    let q = args::integer(number_arg(raw, q, "options.quality")?, "options.quality")?;
+                    if !(1..=100).contains(&q) {
+                        bail_code!(Code::InvalidArg, "options.quality: expected 1 to 100, got {q}");
+                    }
+                    quality = q as u8;
+                }
+            }
+            let (rgb, w, h) = hwc_bytes(&*tensor.get()?)?;
+            Ok(transform::encode(rgb, w, h, &format, quality)?.into())
+        })
+    }
+}
+
+/// An image tensor as interleaved RGB bytes, its width and height.
+fn hwc_bytes(t: &Tensor) -> anyhow::Result<(Vec<u8>, u32, u32)> {
+    let mut size = t.size();
+    let mut t = t.shallow_clone();
+    if size.len() == 4 && size[0] == 1 {
+        t = t.f_squeeze_dim(0)?;
+        size.remove(0);
+    }
+    let t = match size.as_slice() {
+        [3, _, _] => t.f_permute([1, 2, 0])?,
+        [_, _, 3] => t,
+        _ => bail_code!(
+            Code::ShapeMismatch,
+            "encode: expected [3, H, W] or [H, W, 3] (RGB), got {size:?}"
+        ),
+    };
+    let t = match t.kind() {
+        Kind::Uint8 => t,
+        k if dtype::is_floating(k) => {
+            let scaled = t.f_mul(&crate::shim::wrapped_number(255.0, false)?)?.f_round()?;
+            crate::shim::scalar::clamp(&scaled, Some(0.0), Some(255.0), false)?.f_to_kind(Kind::Uint8)?
+        }
+        k => bail_code!(
+            Code::DTypeMismatch,
+            "encode: expected float or uint8 pixels, got {}",
+            dtype::name(k)
+        ),
+    };
+    let (h, w) = (t.size()[0] as u32, t.size()[1] as u32);
+    Ok((crate::tensor::data::bytes(&t)?, w, h))
+}
