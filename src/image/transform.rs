@@ -85,8 +85,9 @@ fn resized_size(w: u32, h: u32, size: Size) -> (u32, u32) {
     }
 }
 
-/// Resizes with Pillow's antialiased bilinear filter.
-pub fn resize(img: &RgbImage, size: Size) -> Result<RgbImage> {
+/// Resizes with Pillow's antialiased bilinear filter (taking the image: its buffer becomes the
+/// resizer's source without a copy).
+pub fn resize(img: RgbImage, size: Size) -> Result<RgbImage> {
     let (w, h) = img.dimensions();
     let (tw, th) = resized_size(w, h, size);
     if tw == 0 || th == 0 {
@@ -96,9 +97,9 @@ pub fn resize(img: &RgbImage, size: Size) -> Result<RgbImage> {
         );
     }
     if (tw, th) == (w, h) {
-        return Ok(img.clone());
+        return Ok(img);
     }
-    let src = FirImage::from_vec_u8(w, h, img.as_raw().clone(), PixelType::U8x3)?;
+    let src = FirImage::from_vec_u8(w, h, img.into_raw(), PixelType::U8x3)?;
     let mut dst = FirImage::new(tw, th, PixelType::U8x3);
     let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Bilinear));
     Resizer::new().resize(&src, &mut dst, &options)?;
@@ -128,7 +129,7 @@ pub fn center_crop(img: &RgbImage, size: Size) -> Result<RgbImage> {
 /// Runs the transform; returns the pixels and their shape (`[3, H, W]` or `[H, W, 3]`).
 pub fn preprocess(img: RgbImage, t: &Transform) -> Result<(Pixels, [i64; 3])> {
     let img = match t.resize {
-        Some(s) => resize(&img, s)?,
+        Some(s) => resize(img, s)?,
         None => img,
     };
     let img = match t.center_crop {
@@ -202,7 +203,7 @@ mod tests {
         assert_eq!(resized_size(640, 480, Size::Short(256)), (341, 256));
         assert_eq!(resized_size(480, 640, Size::Short(256)), (256, 341));
         assert_eq!(resized_size(300, 300, Size::Exact(10, 20)), (20, 10));
-        let r = resize(&gradient(640, 480), Size::Short(256)).unwrap();
+        let r = resize(gradient(640, 480), Size::Short(256)).unwrap();
         assert_eq!(r.dimensions(), (341, 256));
     }
 
