@@ -5,6 +5,13 @@ use crate::bail_code;
 use crate::error::Code;
 use anyhow::Result;
 
+/// Where a model or an image comes from: a file path, or the file's bytes (copied from JS, so
+/// they can travel to the thread pool).
+pub enum Source {
+    Path(String),
+    Bytes(Vec<u8>),
+}
+
 /// The largest magnitude up to which every integer is exactly a JS number (2^53).
 pub const MAX_SAFE: f64 = 9_007_199_254_740_992.0;
 

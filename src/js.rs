@@ -416,6 +416,23 @@ pub fn null(env: Env) -> Result<Val> {
     Ok(out)
 }
 
+/// A file path (a string) or a file's bytes (a Buffer or Uint8Array, copied), or an InvalidArg
+/// naming `what` and saying whose bytes are expected (`bytes_of`: "a .pt file's", ...).
+pub fn source(env: Env, v: Val, what: &str, bytes_of: &str) -> Result<crate::args::Source> {
+    use crate::args::Source;
+    if type_of(env, v)? == sys::ValueType::napi_string {
+        return Ok(Source::Path(string(env, v)?));
+    }
+    match typed_array(env, v)? {
+        Some(view) if view.type_name == "Uint8Array" => Ok(Source::Bytes(view.bytes.to_vec())),
+        _ => bail_code!(
+            Code::InvalidArg,
+            "{what}: expected a file path or a Buffer/Uint8Array with {bytes_of} bytes, got {}",
+            describe(env, v)
+        ),
+    }
+}
+
 /// A TypedArray's element type name (`Float32Array`) and the bytes it views.
 pub struct TypedArrayView<'a> {
     pub type_name: &'static str,

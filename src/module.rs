@@ -253,11 +253,7 @@ fn requires_grad(v: &Value) -> bool {
     }
 }
 
-/// Where a module is loaded from.
-pub enum Source {
-    Path(String),
-    Bytes(Vec<u8>),
-}
+pub use crate::args::Source;
 
 /// How to load a module: the device, and the limits its archive is checked against.
 pub struct LoadOptions {

@@ -1,6 +1,7 @@
 //! The `torch.image` namespace (glue): reads options and sources, runs `transform` (on the libuv
 //! pool for the Promise forms), and wraps the pixels as tensors.
 use super::transform::{self, Pixels, Size, Transform, IMAGENET_MEAN, IMAGENET_STD};
+use crate::args::Source;
 use crate::error::{catch_panic, guard, Code, Result};
 use crate::ivalue::js::coded_error;
 use crate::js::{self, Env as RawEnv, Val};
@@ -36,33 +37,12 @@ pub struct ImageOptions {
     pub dtype: Option<String>,
 }
 
-/// Where an image comes from: a file, or its bytes (copied on the JS thread).
-enum Source {
-    Path(String),
-    Bytes(Vec<u8>),
-}
-
-impl Source {
-    fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Source> {
-        if js::type_of(env, v)? == napi::sys::ValueType::napi_string {
-            return Ok(Source::Path(js::string(env, v)?));
-        }
-        match js::typed_array(env, v)? {
-            Some(view) if view.type_name == "Uint8Array" => Ok(Source::Bytes(view.bytes.to_vec())),
-            _ => bail_code!(
-                Code::InvalidArg,
-                "{what}: expected a file path or a Buffer/Uint8Array, got {}",
-                js::describe(env, v)
-            ),
-        }
-    }
-
-    fn bytes(self) -> anyhow::Result<Vec<u8>> {
-        match self {
-            Source::Bytes(b) => Ok(b),
-            Source::Path(p) => std::fs::read(&p)
-                .map_err(|e| crate::error::fail(Code::InvalidArg, format!("cannot read image '{p}': {e}"))),
-        }
+/// An image's bytes: read from its file, or already copied from JS.
+fn image_bytes(source: Source) -> anyhow::Result<Vec<u8>> {
+    match source {
+        Source::Bytes(b) => Ok(b),
+        Source::Path(p) => std::fs::read(&p)
+            .map_err(|e| crate::error::fail(Code::InvalidArg, format!("cannot read image '{p}': {e}"))),
     }
 }
 
@@ -189,7 +169,7 @@ fn load_all(sources: Vec<Source>, t: &Transform, no_batch: bool) -> anyhow::Resu
         } else {
             format!("image {i}: ")
         };
-        let (pixels, shape) = transform::preprocess(transform::decode(&s.bytes()?)?, t)
+        let (pixels, shape) = transform::preprocess(transform::decode(&image_bytes(s)?)?, t)
             .map_err(|e| e.context(what.trim_end_matches(": ").to_string()))?;
         images.push(tensor_of(pixels, &shape)?);
     }
@@ -212,7 +192,7 @@ fn prepare(env: RawEnv, sources: Vec<Val>, options: Option<Val>) -> anyhow::Resu
     let sources = sources
         .into_iter()
         .enumerate()
-        .map(|(i, v)| Source::read(env, v, &format!("source {i}")))
+        .map(|(i, v)| js::source(env, v, &format!("source {i}"), "an image file's"))
         .collect::<anyhow::Result<Vec<_>>>()?;
     if sources.is_empty() {
         bail_code!(Code::InvalidArg, "loadBatch: expected at least one image");
@@ -277,7 +257,7 @@ pub mod image {
     #[napi(ts_args_type = "data: Uint8Array")]
     pub fn decode(env: Env, data: Unknown) -> Result<JsTensor> {
         guard(|| {
-            let bytes = Source::read(env.raw(), data.raw(), "data")?.bytes()?;
+            let bytes = image_bytes(js::source(env.raw(), data.raw(), "data", "an image file's")?)?;
             let img = transform::decode(&bytes)?;
             let (w, h) = img.dimensions();
             Ok(JsTensor::new(tensor_of(

@@ -45,17 +45,7 @@ pub struct JsScriptModule {
 }
 
 fn source(env: RawEnv, v: Val) -> anyhow::Result<Source> {
-    if js::type_of(env, v)? == napi::sys::ValueType::napi_string {
-        return Ok(Source::Path(js::string(env, v)?));
-    }
-    match js::typed_array(env, v)? {
-        Some(view) if view.type_name == "Uint8Array" => Ok(Source::Bytes(view.bytes.to_vec())),
-        _ => bail_code!(
-            Code::InvalidArg,
-            "source: expected a file path or a Buffer/Uint8Array with a .pt file's bytes, got {}",
-            js::describe(env, v)
-        ),
-    }
+    js::source(env, v, "source", "a .pt file's")
 }
 
 /// Reads load options: `device`, and `maxBytes` (the most bytes of tensor data the archive may

@@ -503,17 +503,14 @@ pub fn tensor(env: Env, data: Unknown, options: Option<Unknown>) -> Result<JsTen
     guard(|| {
         let raw = env.raw();
         let o = self::options(raw, options.map(|u| u.raw()), TENSOR_OPTIONS)?;
-        let (base, numel) = if let Some(view) = js::typed_array(raw, data.raw())? {
-            (from_typed_array(&view, o.dtype)?, view.len as i64)
+        let base = if let Some(view) = js::typed_array(raw, data.raw())? {
+            from_typed_array(&view, o.dtype)?
         } else if let Some(other) = super::unwrap_tensor(raw, data.raw()) {
-            let t = deep_copy(&*other.get()?)?;
-            let n = t.numel() as i64;
-            (t, n)
+            deep_copy(&*other.get()?)?
         } else {
-            let t = from_nested(raw, data.raw(), o.dtype)?;
-            let n = t.numel() as i64;
-            (t, n)
+            from_nested(raw, data.raw(), o.dtype)?
         };
+        let numel = base.numel() as i64;
         // `shape` views the data as that shape, whatever form it came in (a flat TypedArray,
         // nested arrays, a tensor); the element count must match.
         let base = match &o.shape {

@@ -182,10 +182,9 @@ impl std::ops::Deref for TensorRef<'_> {
 impl Drop for TensorRef<'_> {
     fn drop(&mut self) {
         drop(self.tensor.take());
-        if self.slot.dispose_pending.get() && self.slot.tensor.try_borrow_mut().is_ok() {
-            self.slot.dispose_pending.set(false);
+        // Frees it when this was the last hold (another still open keeps it pending).
+        if self.slot.dispose_pending.get() {
             self.slot.release();
-            self.slot.dispose_pending.set(true);
         }
     }
 }
