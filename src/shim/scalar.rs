@@ -21,11 +21,19 @@ struct Scalar(*mut C_scalar);
 impl Scalar {
     /// A JS number as a libtorch scalar: int when integral (as a Python int), else float.
     fn new(x: f64) -> Result<Scalar> {
-        let p = if crate::args::is_integral(x) {
-            unsafe { torch_sys::ats_int(x as i64) }
+        if crate::args::is_integral(x) {
+            Scalar::checked(unsafe { torch_sys::ats_int(x as i64) })
         } else {
-            unsafe { torch_sys::ats_float(x) }
-        };
+            Scalar::float(x)
+        }
+    }
+
+    /// Always a float scalar.
+    fn float(x: f64) -> Result<Scalar> {
+        Scalar::checked(unsafe { torch_sys::ats_float(x) })
+    }
+
+    fn checked(p: *mut C_scalar) -> Result<Scalar> {
         check_last_error()?;
         if p.is_null() {
             bail!("libtorch returned no scalar");
@@ -108,8 +116,7 @@ pub fn fill_(t: &Tensor, value: f64) -> Result<()> {
 
 /// `torch.full(size, value)`; `value` is a float scalar, as `tch::Tensor::full` made it.
 pub fn full(size: &[i64], value: f64, (kind, device): (Kind, Device)) -> Result<Tensor> {
-    let v = Scalar(unsafe { torch_sys::ats_float(value) });
-    check_last_error()?;
+    let v = Scalar::float(value)?;
     let (k, d) = (scalar_type(kind)?, device_code(device)?);
     call(|out| unsafe { ffi::atg_full(out, size.as_ptr(), size.len() as c_int, v.0, k, d) })
 }
