@@ -18,10 +18,10 @@ const RESNET = path.join(ROOT, 'models', 'resnet18_traced.pt')
  * `{code, signal, stdout, stderr, lastWorkMs}`: `lastWorkMs` is how long the process lived after
  * it printed `LAST_WORK` (its last piece of work). Kills it after `timeoutMs`.
  */
-function child(source, { timeoutMs = 30_000, args = [] } = {}) {
+function child(source, { timeoutMs = 30_000, args = [], env = {} } = {}) {
   const code = `const torch = require(${JSON.stringify(ROOT)});\n${source}`
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [...args, '-e', code], { cwd: ROOT })
+    const p = spawn(process.execPath, [...args, '-e', code], { cwd: ROOT, env: { ...process.env, ...env } })
     let stdout = ''
     let stderr = ''
     let lastWork = null
@@ -91,15 +91,7 @@ describe(`processes exit promptly on Node ${process.versions.node}`, () => {
       for (let i = 0; i < 50; i++) keep.push(torch.fromBuffer(new Float64Array(64), [8, 8]).t())
       console.log('LAST_WORK')`
     assertExited(await child(source))
-    const deferred = await new Promise((resolve) => {
-      const p = spawn(process.execPath, ['-e', `const torch = require(${JSON.stringify(ROOT)});${source}`], {
-        env: { ...process.env, TORCH_NODE_GC_FINALIZERS: '0' },
-      })
-      let stderr = ''
-      p.stderr.on('data', (d) => { stderr += d })
-      const timer = setTimeout(() => p.kill('SIGKILL'), 30_000)
-      p.on('close', (code, signal) => { clearTimeout(timer); resolve({ code, signal, stderr, stdout: '', lastWorkMs: null }) })
-    })
+    const deferred = await child(source, { env: { TORCH_NODE_GC_FINALIZERS: '0' } })
     assertExited(deferred)
   })
 })
