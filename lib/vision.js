@@ -1,0 +1,123 @@
+'use strict'
+// torch.vision: image classification composed from public APIs only (torch.image.loadBatch,
+// ScriptModule.forward, softmax/topk), so it lives in JS; index.js hands it the exports.
+const IMAGENET_LABELS = Object.freeze(require('../data/imagenet-labels.json'))
+// torchvision's classic ImageNet evaluation transform: Resize(256), CenterCrop(224), ToTensor,
+// Normalize(ImageNet mean, std).
+const DEFAULT_PREPROCESS = Object.freeze({ resize: 256, centerCrop: 224, mean: 'imagenet' })
+const OPTION_KEYS = ['topk', 'labels', 'preprocess', 'signal']
+
+function codedError(code, message) {
+  const e = new Error(`classify: ${message}`)
+  e.code = code
+  return e
+}
+
+function describe(value) {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'an array'
+  if (typeof value !== 'object') return typeof value
+  const name = value.constructor && value.constructor.name
+  return name ? `${/^[AEIOU]/.test(name) ? 'an' : 'a'} ${name}` : 'an object'
+}
+
+const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
+const isSource = (v) => typeof v === 'string' || v instanceof Uint8Array
+
+/** The options with their defaults, or an InvalidArg error naming the bad one. */
+function readOptions(options) {
+  if (options === undefined) options = {}
+  if (!isPlainObject(options)) throw codedError('InvalidArg', `options: expected an object, got ${describe(options)}`)
+  for (const key of Object.keys(options)) {
+    if (!OPTION_KEYS.includes(key)) {
+      throw codedError('InvalidArg', `options: unknown option '${key}'; accepted: ${OPTION_KEYS.join(', ')}`)
+    }
+  }
+  const { topk = 5, labels = IMAGENET_LABELS, preprocess, signal } = options
+  if (!Number.isInteger(topk) || topk < 1) {
+    throw codedError('InvalidArg', `options.topk: expected a positive integer, got ${typeof topk === 'number' ? topk : describe(topk)}`)
+  }
+  if (!Array.isArray(labels) || !labels.every((l) => typeof l === 'string')) {
+    throw codedError('InvalidArg', 'options.labels: expected an array of strings (one per class)')
+  }
+  if (preprocess !== undefined && !isPlainObject(preprocess)) {
+    throw codedError('InvalidArg', `options.preprocess: expected torch.image options (an object), got ${describe(preprocess)}`)
+  }
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw codedError('InvalidArg', `options.signal: expected an AbortSignal, got ${describe(signal)}`)
+  }
+  return { topk, labels, preprocess, signal }
+}
+
+function throwIfAborted(signal) {
+  if (signal && signal.aborted) throw codedError('Aborted', 'the signal was aborted')
+}
+
+module.exports = function vision(torch) {
+  const { Tensor, ScriptModule } = torch
+
+  /** The model input: a Tensor as it is, else the images loaded into one batch. */
+  async function batchOf(images, preprocess) {
+    if (images instanceof Tensor) {
+      if (preprocess !== undefined) {
+        throw codedError('InvalidArg', 'options.preprocess: a Tensor input is used as it is; give image sources to preprocess')
+      }
+      return images
+    }
+    const sources = Array.isArray(images) ? images : [images]
+    if (!Array.isArray(images) && !isSource(images)) {
+      throw codedError('InvalidArg', `images: expected a path, a Buffer/Uint8Array, an array of them or a Tensor, got ${describe(images)}`)
+    }
+    if (sources.length === 0) throw codedError('InvalidArg', 'images: expected at least one image')
+    return torch.image.loadBatch(sources, preprocess || DEFAULT_PREPROCESS)
+  }
+
+  /**
+   * Softmax over the logits' classes, the top `topk` of each row as {label, index, probability};
+   * `count` is the batch size the model was given (one row per image).
+   */
+  function topClasses(logits, count, { topk, labels }) {
+    if (!(logits instanceof Tensor)) {
+      throw codedError('InvalidArg', `the model returned ${describe(logits)}; expected a logits Tensor [N, classes]`)
+    }
+    const [rows, classes] = logits.shape
+    if (logits.ndim !== 2 || rows !== count) {
+      throw codedError('ShapeMismatch', `the model returned logits of shape [${logits.shape}]; expected [${count}, classes] for ${count} images`)
+    }
+    if (labels.length !== classes) {
+      throw codedError('InvalidArg', `options.labels: ${labels.length} labels for a model with ${classes} classes`)
+    }
+    if (topk > classes) throw codedError('InvalidArg', `options.topk: ${topk} is more than the model's ${classes} classes`)
+    const probabilities = logits.softmax(1)
+    const { values, indices } = probabilities.topk(topk)
+    try {
+      const p = values.toArray()
+      return indices.toArray().map((row, n) => row.map((index, k) => ({ label: labels[index], index, probability: p[n][k] })))
+    } finally {
+      for (const t of [probabilities, values, indices]) t.dispose()
+    }
+  }
+
+  /**
+   * Classifies images with a model that returns logits `[N, classes]`: one array per image
+   * (in input order) of `{label, index, probability}`, most probable first.
+   */
+  async function classify(module, images, options) {
+    if (!(module instanceof ScriptModule)) throw codedError('InvalidArg', `module: expected a ScriptModule, got ${describe(module)}`)
+    const opts = readOptions(options)
+    throwIfAborted(opts.signal)
+    const batch = await batchOf(images, opts.preprocess)
+    const owned = batch !== images
+    let logits
+    try {
+      throwIfAborted(opts.signal) // loading is not interruptible; do not start the forward
+      logits = await module.forward(batch, ...(opts.signal ? [{ signal: opts.signal }] : []))
+      return topClasses(logits, batch.shape[0], opts)
+    } finally {
+      if (owned) batch.dispose()
+      if (logits instanceof Tensor) logits.dispose()
+    }
+  }
+
+  return { classify, imagenetLabels: IMAGENET_LABELS }
+}
