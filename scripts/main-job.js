@@ -1,31 +1,32 @@
 'use strict'
-// The main job, run once at the end of `npm install` (and by `npm run main-job`): the traced
-// ResNet-18 on the fixed golden input, printing its top-5 logits and the forward time.
+// The main job, run once at the end of `npm install` (and by `npm run main-job`): the bundled
+// EfficientNet-Lite0 (real ImageNet weights) classifies the sample photo, as
+// `torch-node classify` does, and the time of one classification is printed.
 const fs = require('node:fs')
 const path = require('node:path')
 const torch = require('..')
+const { modelPath, LITE0_PREPROCESS, SAMPLE_PHOTO } = require('../lib/bundled')
+const { formatPredictions } = require('../lib/cli')
 
-const MODELS = path.join(__dirname, '..', 'models')
-const modelPath = path.join(MODELS, 'resnet18_traced.pt')
-const inputPath = path.join(MODELS, 'golden', 'resnet18_input_b8.f32')
-if (!fs.existsSync(modelPath) || !fs.existsSync(inputPath)) {
-  console.error('[torch-node] models/resnet18_traced.pt is missing: run `npm run models` first')
-  process.exit(1)
+async function main() {
+  const model = modelPath()
+  if (!fs.existsSync(model)) {
+    console.error(`[torch-node] ${model} is missing: run \`npm run models\` first`)
+    process.exit(1)
+  }
+  const module = await torch.ScriptModule.load(model)
+  const options = { topk: 3, preprocess: LITE0_PREPROCESS }
+  await torch.vision.classify(module, SAMPLE_PHOTO, options) // warm-up: TorchScript's profiling pass
+  const t0 = process.hrtime.bigint()
+  const [predictions] = await torch.vision.classify(module, SAMPLE_PHOTO, options)
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6
+
+  console.log(`[torch-node] main job: EfficientNet-Lite0 (ImageNet weights) on ${path.relative(process.cwd(), SAMPLE_PHOTO)}`)
+  console.log(`  ${formatPredictions(path.basename(SAMPLE_PHOTO), predictions)}`)
+  console.log(`  classify: ${ms.toFixed(1)} ms (decode, resize, forward; batch 1, ${torch.getNumThreads()} threads)`)
 }
 
-const bytes = fs.readFileSync(inputPath)
-const batch8 = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4)
-const input = torch.tensor(batch8.subarray(0, 3 * 224 * 224), { shape: [1, 3, 224, 224] })
-
-const model = new torch.ScriptModule(modelPath)
-model.forwardSync(input) // warm-up: the first call runs TorchScript's profiling pass
-const t0 = process.hrtime.bigint()
-const logits = model.forwardSync(input)
-const ms = Number(process.hrtime.bigint() - t0) / 1e6
-
-const { values, indices } = logits.topk(5)
-console.log('[torch-node] main job: traced ResNet-18 (seed 0 weights), input models/golden/resnet18_input_b8.f32[0]')
-const v = values.toArray()[0]
-const i = indices.toArray()[0]
-for (let k = 0; k < 5; k++) console.log(`  #${k + 1}  class ${String(i[k]).padStart(4)}  logit ${v[k].toFixed(6)}`)
-console.log(`  forward: ${ms.toFixed(1)} ms (batch 1, ${torch.getNumThreads()} threads)`)
+main().catch((e) => {
+  console.error(`[torch-node] main job failed: ${e.code || 'Error'}: ${e.message}`)
+  process.exit(1)
+})
