@@ -32,4 +32,5 @@ export const {
   memory,
   cuda,
   image,
+  vision,
 } = torch

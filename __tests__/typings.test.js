@@ -56,6 +56,14 @@ test('the cuda namespace: the functions declared are the ones there', () => {
   assert.deepEqual(declared, Object.keys(torch.cuda).sort())
 })
 
+test('the vision namespace: the members declared are the ones there', () => {
+  const start = DTS.indexOf('export declare namespace vision {')
+  assert.ok(start >= 0, 'index.d.ts declares namespace vision')
+  const body = DTS.slice(start, DTS.indexOf('\n}\n', start))
+  const declared = [...body.matchAll(/export (?:function|const) (\w+)/g)].map((m) => m[1]).sort()
+  assert.deepEqual(declared, Object.keys(torch.vision).sort())
+})
+
 test('nothing internal leaks into the typings', () => {
   assert.doesNotMatch(DTS, /JsTensor|JsScriptModule|_tidyBegin|_tidyEnd|@internal/)
   assert.match(classBody('Tensor'), /private constructor\(\)/)

@@ -19,7 +19,7 @@ export type Device = 'cpu' | 'cuda' | `cuda:${number}`
 /** The `code` of every error torch-node throws (see the README's error table). */
 export type ErrorCode =
   | 'InvalidArg' | 'ShapeMismatch' | 'DTypeMismatch' | 'DeviceUnavailable' | 'DeviceMismatch'
-  | 'ModelLoadError' | 'MethodNotFound' | 'Disposed' | 'ForwardError' | 'Aborted' | 'Internal'
+  | 'ModelLoadError' | 'MethodNotFound' | 'Disposed' | 'ForwardError' | 'Aborted' | 'InvalidImage' | 'Internal'
 /** An error thrown (or a promise rejected) by torch-node: `if ((e as TorchError).code === 'ShapeMismatch')`. */
 export interface TorchError extends Error {
   code: ErrorCode
@@ -47,5 +47,43 @@ export interface Tensor {
 export interface ScriptModule {
   /** Same as `dispose()`: calls in flight finish first. */
   [Symbol.dispose](): void
+}
+
+/** One class in `torch.vision.classify`'s answer. */
+export interface Classification {
+  /** The class name: `labels[index]`. */
+  label: string
+  /** The class index: the column of the model's logits. */
+  index: number
+  /** Its softmax probability over all the model's classes, in [0, 1]. */
+  probability: number
+}
+/** Options of `torch.vision.classify`; any other key is refused (`InvalidArg`). */
+export interface ClassifyOptions {
+  /** How many classes per image, most probable first (default 5; at most the model's class count). */
+  topk?: number
+  /** One name per class, in logit order (default `imagenetLabels`); its length must equal the model's class count. */
+  labels?: readonly string[]
+  /**
+   * `torch.image` options for image sources, replacing (not merged with) the default
+   * `{ resize: 256, centerCrop: 224, mean: 'imagenet' }`; refused with a Tensor input.
+   */
+  preprocess?: ImageOptions
+  /** Aborting rejects with code `Aborted`; a forward already running finishes and its output is dropped. */
+  signal?: AbortSignal
+}
+/** Image classification composed from `torch.image.loadBatch`, `ScriptModule.forward` and softmax/topk. */
+export declare namespace vision {
+  /**
+   * Classifies images with a module that returns logits `[N, classes]`: resolves to one array per
+   * image, in input order (a single image gives an array of one), of `{label, index, probability}`,
+   * most probable first. `images`: a path, a Buffer/Uint8Array, an array of them (loaded off the
+   * event loop into one batch with `preprocess`), or a ready input Tensor `[N, 3, H, W]` used as it
+   * is (and not disposed). Errors reject: `InvalidArg`, `InvalidImage`, `ShapeMismatch` (logits not
+   * `[N, classes]`), `Aborted`, or the model's own.
+   */
+  export function classify(module: ScriptModule, images: string | Uint8Array | Array<string | Uint8Array> | Tensor, options?: ClassifyOptions): Promise<Classification[][]>
+  /** The 1000 ImageNet-1k class names in index order (torchvision's), frozen. */
+  export const imagenetLabels: readonly string[]
 }
 

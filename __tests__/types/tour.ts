@@ -1,7 +1,7 @@
 // The README's API tour as a TypeScript program: it must type-check under `tsc --noEmit --strict`
 // (__tests__/typescript.test.js) with no casts where the typings can know better, and the lines
 // marked @ts-expect-error must stay errors.
-import torch, { ones, ScriptModule, Tensor, type DType, type Device, type TorchError, type IValue } from 'torch-node'
+import torch, { ones, ScriptModule, Tensor, vision, type DType, type Device, type TorchError, type IValue, type Classification } from 'torch-node'
 
 async function tour(): Promise<void> {
   const a: Tensor = torch.ones([2, 3])
@@ -75,6 +75,19 @@ async function tour(): Promise<void> {
   // @ts-expect-error not a layout
   torch.image.loadSync('x.png', { layout: 'cwh' })
 
+  // classification
+  const answers: Classification[][] = await torch.vision.classify(model, ['cat.jpg', png0()], { topk: 3 })
+  const best: { label: string; index: number; probability: number } = answers[0][0]
+  await vision.classify(model, 'cat.jpg', { preprocess: { resize: 256, centerCrop: 224, mean: 'imagenet' }, signal: ac.signal })
+  await torch.vision.classify(model, photo, { labels: torch.vision.imagenetLabels })
+  const names: readonly string[] = vision.imagenetLabels
+  // @ts-expect-error topk is a number
+  await torch.vision.classify(model, 'cat.jpg', { topk: '3' })
+  // @ts-expect-error an unknown option
+  await torch.vision.classify(model, 'cat.jpg', { top: 3 })
+  // @ts-expect-error the labels are read-only
+  torch.vision.imagenetLabels.push('dog')
+
   // errors
   try {
     await model.forward(torch.ones([1, 4, 224, 224]))
@@ -94,7 +107,7 @@ async function tour(): Promise<void> {
   new Tensor()
   // @ts-expect-error not an error code
   const bad: TorchError['code'] = 'NotACode'
-  void [text, dt, dev, shape, kept, label, anyOut, d2, sm, bad, photo, png]
+  void [text, dt, dev, shape, kept, label, anyOut, d2, sm, bad, photo, png, best, names]
 }
 
 function png0(): Uint8Array {
