@@ -47,4 +47,11 @@ JS
 echo "[try-as-dependency] npm install $tarball (allowScripts: torch-node)"
 npm install --no-audit --no-fund "$work/$tarball"
 node server.js
+# The `torch-node` command is linked into node_modules/.bin; an app's install generates no models,
+# so without --model it must say so in one line and exit 2.
+set +e
+out=$(./node_modules/.bin/torch-node classify 2>&1); code=$?
+set -e
+echo "[try-as-dependency] torch-node classify (no bundled model) -> exit $code: $out"
+[ "$code" -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ]
 echo "[try-as-dependency] OK: $work/app"
