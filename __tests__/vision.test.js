@@ -159,6 +159,7 @@ describe('torch.vision.classify', () => {
       [[model, CHELSEA, { preprocess: { resize: -1 } }], 'InvalidArg', /resize/],
       [[model, CHELSEA, { preprocess: { flip: true } }], 'InvalidArg', /unknown option 'flip'/],
       [[model, torch.zeros([1, 3, 224, 224]), { preprocess: IMAGENET }], 'InvalidArg', /a Tensor input is used as it is/],
+      [[model, torch.tensor(1)], 'InvalidArg', /a Tensor input needs a batch dimension/],
       [[model, CHELSEA, { signal: 'stop' }], 'InvalidArg', /options\.signal: expected an AbortSignal, got string/],
       [[model, Buffer.from('not an image')], 'InvalidImage', /cannot decode the image/],
       [[model, [CHELSEA, 'no/such/file.png']], 'InvalidArg', /cannot read image 'no\/such\/file\.png'/],

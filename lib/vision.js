@@ -62,6 +62,7 @@ module.exports = function vision(torch) {
       if (preprocess !== undefined) {
         throw codedError('InvalidArg', 'options.preprocess: a Tensor input is used as it is; give image sources to preprocess')
       }
+      if (images.ndim === 0) throw codedError('InvalidArg', 'images: a Tensor input needs a batch dimension, [N, 3, H, W]')
       return images
     }
     const sources = Array.isArray(images) ? images : [images]
