@@ -166,6 +166,8 @@ export declare class ScriptModule {
  * `dispose()` (otherwise the garbage collector frees it).
  */
 export declare class Tensor {
+  /** Not for users: tensors come from `tensor`, `ones`, `fromBuffer`, ... (`new Tensor()` throws `InvalidArg`). */
+  private constructor()
   /**
    * Computes gradients of this tensor with respect to the leaves that require grad; they
    * accumulate in each leaf's `grad`. A non-scalar tensor needs `gradient` (same shape).
@@ -370,11 +372,6 @@ export declare class Tensor {
   maskedSelect(mask: Tensor): Tensor
   /** The entries at the int64 `index` positions along `dim`, as a copy. */
   indexSelect(dim: number, index: Tensor): Tensor
-  /**
-   * Not for users: tensors come from `torch.tensor`, `torch.ones`, `torch.fromBuffer`, ...
-   * (`new Tensor()` throws `InvalidArg`; napi-rs builds instances without calling this).
-   */
-  private constructor()
   /** The size of each dimension, e.g. `[1, 3, 224, 224]`. */
   get shape(): Array<number>
   /** The element type: `'float32'`, `'int64'`, `'bool'`, ... */

@@ -1,6 +1,11 @@
 'use strict'
-// Entry point: loads the native addon and adds only what Rust cannot express — variadic
-// method arguments, util.inspect, and the `cuda` namespace object.
+// Entry point: loads the native addon and adds the one layer Rust cannot provide.
+// - Errors are thrown from JS. A native export never throws: it returns the sentinel
+//   `native._failed` and stashes its error (src/outcome.rs says why: a throw from native code
+//   can kill the process through Node's GC-time finalizer path). The wrappers below see the
+//   sentinel and throw the error, with a stack that starts at the caller.
+// - Variadic arguments (`view(2, 3)`, `forward(a, b)`), receiver checks, the `Tensor` and
+//   `ScriptModule` constructors, util.inspect and Symbol.dispose.
 const path = require('node:path')
 const util = require('node:util')
 const { markAsUntransferable } = require('node:worker_threads')
@@ -14,12 +19,14 @@ try {
   throw e
 }
 
-const { Tensor, ScriptModule } = native
+const FAILED = native._failed
+const takeError = native._takeError
 
-/** An Error with a `code`, like the ones the native side throws. */
-function codedError(code, message) {
+/** An Error with a `code`, like every error torch-node throws. */
+function codedError(code, message, caller) {
   const e = new Error(message)
   e.code = code
+  if (caller) Error.captureStackTrace(e, caller)
   return e
 }
 
@@ -30,67 +37,16 @@ function describe(value) {
   return name ? `${/^[AEIOU]/.test(name) ? 'an' : 'a'} ${name}` : 'an object'
 }
 
-// Shapes and dims as an array or as arguments, as PyTorch takes them: view(2, 3), view([2, 3]).
-for (const name of ['view', 'reshape', 'permute', 'expand']) {
-  const impl = Tensor.prototype[name]
-  Object.defineProperty(Tensor.prototype, name, {
-    value: { [name](...sizes) { return impl.call(this, sizes.length === 1 && Array.isArray(sizes[0]) ? sizes[0] : sizes) } }[name],
-    writable: true,
-    configurable: true,
-  })
+/** Throws the error a native export just reported by returning the sentinel. */
+function raise(caller) {
+  const [code, detail] = takeError()
+  if (code === null) throw detail // what the caller's own code threw (a getter, a Proxy trap)
+  throw codedError(code, detail, caller)
 }
 
-// fromBuffer over a bare ArrayBuffer or SharedArrayBuffer: N-API 8 reads TypedArrays (and
-// cannot see SharedArrayBuffers directly), so view the bytes; the dtype defaults to float32.
-// Then the buffer is marked untransferable (a Node API N-API does not reach): transferring it
-// (`postMessage(buf, [buf])`, `structuredClone` with transfer, `buf.transfer()` on 24+) would
-// hand the memory the tensor reads to a new owner that may free it; marked, Node refuses the
-// transfer (20: copies instead). Permanent for that buffer.
-const fromBufferNative = native.fromBuffer
-function fromBuffer(data, shape, options) {
-  const bare = data instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && data instanceof SharedArrayBuffer)
-  let bytes = data
-  if (bare) {
-    try {
-      bytes = new Uint8Array(data)
-    } catch (e) { // a detached buffer (Node 20 has no `detached` property to ask first)
-      throw codedError('InvalidArg', `fromBuffer: data: cannot view the buffer (${e.message})`)
-    }
-  }
-  const t = bare ? fromBufferNative(bytes, shape, { dtype: 'float32', ...options }) : fromBufferNative(data, shape, options)
-  markAsUntransferable(bare ? data : data.buffer)
-  return t
-}
-
-/**
- * Runs `fn` and disposes every tensor created while it runs, except those it returns (a
- * Tensor, or arrays/objects of them). Synchronous functions only, as in tfjs.
- */
-function tidy(fn) {
-  if (typeof fn !== 'function') throw codedError('InvalidArg', `tidy: expected a function, got ${describe(fn)}`)
-  native._tidyBegin()
-  let result
-  let isPromise
-  try {
-    result = fn()
-    isPromise = result !== null && (typeof result === 'object' || typeof result === 'function') &&
-      typeof result.then === 'function'
-  } catch (e) {
-    native._tidyEnd(undefined) // the scope closes whatever fn (or a throwing `then` getter) did
-    throw e
-  }
-  if (isPromise) {
-    native._tidyEnd(undefined)
-    throw codedError('InvalidArg', 'tidy: the function returned a Promise; tidy only tracks synchronous work')
-  }
-  native._tidyEnd(result)
-  return result
-}
-
-// napi-rs reports its own argument conversion failures (`transpose(0)`: a missing number) with
-// N-API status codes (`NumberExpected`, `StringExpected`, ...); give them ours.
-// V8's own "Illegal invocation" (an object made with Object.create(Tensor.prototype) passes the
-// instanceof check below but has no native tensor) gets the same treatment.
+// napi-rs converts typed parameters itself and throws its own errors (`transpose('a', 1)`:
+// code `NumberExpected`); give them ours. V8's "Illegal invocation" (a method called on an
+// object made with Object.create(Tensor.prototype)) likewise.
 function recode(e, where) {
   if (e && typeof e.code === 'string' && /Expected$/.test(e.code)) {
     e.message = `${where}: ${e.message}`
@@ -102,99 +58,156 @@ function recode(e, where) {
   return e
 }
 
-// V8 answers a method called on the wrong receiver (`Tensor.prototype.numel.call({})`) with a
-// bare TypeError("Illegal invocation"); check the receiver first so it gets a code and says
-// what went wrong. Static methods are left alone.
-function guardReceivers(Class) {
-  for (const name of Object.getOwnPropertyNames(Class.prototype)) {
-    if (name === 'constructor') continue
-    const desc = Object.getOwnPropertyDescriptor(Class.prototype, name)
-    const check = (self) => {
-      if (!(self instanceof Class)) {
-        throw codedError('InvalidArg', `${Class.name}.${name}: called on ${describe(self)}; call it on a ${Class.name}`)
-      }
-    }
-    if (typeof desc.value === 'function') {
-      const impl = desc.value
-      desc.value = {
-        [name](...args) {
-          check(this)
-          try {
-            return impl.apply(this, args)
-          } catch (e) {
-            throw recode(e, `${Class.name}.${name}`)
-          }
-        },
-      }[name]
-    }
-    if (desc.get) {
-      const get = desc.get
-      desc.get = function () { check(this); return get.call(this) }
-    }
-    Object.defineProperty(Class.prototype, name, desc)
+/** Calls a native export as `caller` (the public function the user called). */
+function call(impl, self, args, caller, where) {
+  let r
+  try {
+    r = Reflect.apply(impl, self, args)
+  } catch (e) {
+    throw recode(e, where)
   }
+  if (r === FAILED) raise(caller)
+  return r
 }
 
-// napi-rs passes one JS argument per Rust parameter; these methods take their inputs as
-// rest parameters, so collect them into the array the native side reads.
-for (const name of ['forward', 'forwardSync']) {
-  const impl = ScriptModule.prototype[name]
-  Object.defineProperty(ScriptModule.prototype, name, {
-    value: function (...inputs) { return impl.call(this, inputs) },
-    writable: true,
-    configurable: true,
-  })
-}
-for (const name of ['runMethod', 'runMethodSync']) {
-  const impl = ScriptModule.prototype[name]
-  Object.defineProperty(ScriptModule.prototype, name, {
-    value: function (method, ...inputs) { return impl.call(this, method, inputs) },
-    writable: true,
-    configurable: true,
-  })
+/**
+ * The public form of a native function or method: `adapt` maps the JS arguments to the native
+ * ones; `Class` makes it a method that checks its receiver.
+ */
+function wrap(impl, name, where, { adapt, Class } = {}) {
+  const wrapper = {
+    [name]: function (...args) {
+      if (new.target) throw codedError('InvalidArg', `${where} is not a constructor`, wrapper)
+      if (Class && !(this instanceof Class)) {
+        throw codedError('InvalidArg', `${where}: called on ${describe(this)}; call it on a ${Class.name}`, wrapper)
+      }
+      return call(impl, this, adapt ? adapt(args) : args, wrapper, where)
+    },
+  }[name]
+  return wrapper
 }
 
-guardReceivers(Tensor)
-guardReceivers(ScriptModule)
+// Shapes and dims as an array or as arguments, as PyTorch takes them: view(2, 3), view([2, 3]).
+const sizes = (args) => [args.length === 1 && Array.isArray(args[0]) ? args[0] : args]
+// Model inputs as rest parameters; the native side reads one array.
+const inputs = (args) => [args]
+const methodInputs = ([method, ...rest]) => [method, rest]
+const ADAPT = { __proto__: null, view: sizes, reshape: sizes, permute: sizes, expand: sizes, forward: inputs, forwardSync: inputs, runMethod: methodInputs, runMethodSync: methodInputs }
 
-// `using t = torch.ones([2])` (explicit resource management: Node 24 and later) calls
-// `t[Symbol.dispose]()` at the end of the block; on 20 and 22 the symbol exists and the method can
-// be called by hand. napi-rs cannot declare a symbol-named method from Rust.
-for (const Class of [Tensor, ScriptModule]) {
-  Object.defineProperty(Class.prototype, Symbol.dispose, {
+/** Puts wrapped methods and getters of the native class `Native` on the prototype `Class` shares. */
+function wrapPrototype(Native, Class) {
+  const proto = Native.prototype
+  for (const name of Object.getOwnPropertyNames(proto)) {
+    if (name === 'constructor') continue
+    const desc = Object.getOwnPropertyDescriptor(proto, name)
+    const where = `${Class.name}.${name}`
+    if (typeof desc.value === 'function') desc.value = wrap(desc.value, name, where, { adapt: ADAPT[name], Class })
+    if (desc.get) desc.get = wrap(desc.get, name, where, { Class })
+    Object.defineProperty(proto, name, desc)
+  }
+  Class.prototype = proto
+  Object.defineProperty(proto, 'constructor', { value: Class, writable: true, configurable: true })
+  // `using t = torch.ones([2])` (explicit resource management, Node 24+) calls
+  // `t[Symbol.dispose]()`; napi-rs cannot declare a symbol-named method from Rust.
+  Object.defineProperty(proto, Symbol.dispose, {
     value: function dispose() { this.dispose() },
     writable: true,
     configurable: true,
   })
 }
 
+/** Tensors come from factories (`torch.tensor`, `torch.ones`, `torch.fromBuffer`, ...). */
+function Tensor() {
+  throw codedError('InvalidArg', 'new Tensor(): tensors are made with torch.tensor(data), torch.ones(shape), torch.fromBuffer(...), ...', Tensor)
+}
+wrapPrototype(native.Tensor, Tensor)
 // console.log(tensor) prints what Python prints.
 Tensor.prototype[util.inspect.custom] = function () {
   return this.toString()
 }
 
+/** Loads a module synchronously: `new ScriptModule('model.pt', {device: 'cuda'})`. */
+function ScriptModule(source, options) {
+  if (!new.target) throw codedError('InvalidArg', 'ScriptModule: call it with `new`, or use `await ScriptModule.load(...)`', ScriptModule)
+  const module = call(native.ScriptModule._open, null, [source, options], ScriptModule, 'ScriptModule')
+  if (new.target !== ScriptModule) Object.setPrototypeOf(module, new.target.prototype) // a subclass
+  return module
+}
+wrapPrototype(native.ScriptModule, ScriptModule)
+ScriptModule.load = wrap(native.ScriptModule.load, 'load', 'ScriptModule.load')
+
+// fromBuffer over a bare ArrayBuffer or SharedArrayBuffer: N-API 8 reads TypedArrays (and
+// cannot see SharedArrayBuffers directly), so view the bytes; the dtype defaults to float32.
+// Then the buffer is marked untransferable (a Node API N-API does not reach): transferring it
+// (`postMessage(buf, [buf])`, `structuredClone` with transfer, `buf.transfer()` on 24+) would
+// hand the memory the tensor reads to a new owner that may free it; marked, Node refuses the
+// transfer (20: copies instead). Permanent for that buffer.
+function fromBuffer(data, shape, options) {
+  const bare = data instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && data instanceof SharedArrayBuffer)
+  let args = [data, shape, options]
+  if (bare) {
+    try {
+      args = [new Uint8Array(data), shape, { dtype: 'float32', ...options }]
+    } catch (e) { // a detached buffer (Node 20 has no `detached` property to ask first)
+      throw codedError('InvalidArg', `fromBuffer: data: cannot view the buffer (${e.message})`, fromBuffer)
+    }
+  }
+  const t = call(native.fromBuffer, null, args, fromBuffer, 'fromBuffer')
+  markAsUntransferable(bare ? data : data.buffer)
+  return t
+}
+
+/**
+ * Runs `fn` and disposes every tensor created while it runs, except those it returns (a
+ * Tensor, or arrays/objects of them). Synchronous functions only, as in tfjs.
+ */
+function tidy(fn) {
+  if (typeof fn !== 'function') throw codedError('InvalidArg', `tidy: expected a function, got ${describe(fn)}`, tidy)
+  const end = (keep) => call(native._tidyEnd, null, [keep], tidy, 'tidy')
+  native._tidyBegin()
+  let result
+  let isPromise
+  try {
+    result = fn()
+    isPromise = result !== null && (typeof result === 'object' || typeof result === 'function') &&
+      typeof result.then === 'function'
+  } catch (e) {
+    end(undefined) // the scope closes whatever fn (or a throwing `then` getter) did
+    throw e
+  }
+  if (isPromise) {
+    end(undefined)
+    throw codedError('InvalidArg', 'tidy: the function returned a Promise; tidy only tracks synchronous work', tidy)
+  }
+  end(result)
+  return result
+}
+
 /** `torch.where(condition, x, y)`: x where condition holds, else y. */
 function where(condition, x, y) {
-  if (!(condition instanceof Tensor)) throw codedError('InvalidArg', `where: condition: expected a bool Tensor, got ${describe(condition)}`)
-  if (typeof x === 'number' || typeof x === 'boolean') x = native.tensor(x)
-  if (!(x instanceof Tensor)) throw codedError('InvalidArg', `where: x: expected a Tensor or a number, got ${describe(x)}`)
+  if (!(condition instanceof Tensor)) throw codedError('InvalidArg', `where: condition: expected a bool Tensor, got ${describe(condition)}`, where)
+  if (typeof x === 'number' || typeof x === 'boolean') x = exported.tensor(x)
+  if (!(x instanceof Tensor)) throw codedError('InvalidArg', `where: x: expected a Tensor or a number, got ${describe(x)}`, where)
   return x.where(condition, y)
 }
 
-const exported = { ...native, fromBuffer, tidy, where }
-for (const [name, value] of Object.entries(exported)) {
-  if (typeof value !== 'function' || /^[A-Z]/.test(name)) continue
-  exported[name] = {
-    [name](...args) {
-      try {
-        return value.apply(this, args)
-      } catch (e) {
-        throw recode(e, name)
-      }
-    },
-  }[name]
+/** Wraps every function of a native namespace object (`torch.cuda`, `torch.image`). */
+function wrapNamespace(ns, prefix) {
+  const out = {}
+  for (const [name, value] of Object.entries(ns)) {
+    out[name] = typeof value === 'function' ? wrap(value, name, `${prefix}${name}`) : value
+  }
+  return out
 }
-// The tidy scope natives are used by `tidy` above only (not typed, not exported).
-delete exported._tidyBegin
-delete exported._tidyEnd
+
+const INTERNAL = new Set(['_failed', '_takeError', '_tidyBegin', '_tidyEnd'])
+const exported = {}
+for (const [name, value] of Object.entries(native)) {
+  if (INTERNAL.has(name)) continue
+  if (typeof value === 'function') exported[name] = wrap(value, name, name)
+  else if (value !== null && typeof value === 'object') exported[name] = wrapNamespace(value, `${name}.`)
+  else exported[name] = value
+}
+Object.assign(exported, { Tensor, ScriptModule, fromBuffer, tidy, where })
+exported.vision = require('./lib/vision')(exported)
 module.exports = exported

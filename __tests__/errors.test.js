@@ -236,6 +236,44 @@ describe('errors', () => {
   })
 })
 
+describe('errors are thrown from JS, never from native code (src/outcome.rs)', () => {
+  const native = require('../torch-node.node')
+  const failures = {
+    'a libtorch error': () => torch.ones([2, 3]).view(7),
+    'an argument error': () => torch.ones([2], { dtype: 'float33' }),
+    'a failed load': () => new torch.ScriptModule(MISSING),
+    'a getter': () => torch.ones([2]).device,
+  }
+  for (const [what, fn] of Object.entries(failures)) {
+    test(`${what}: the stack starts at the caller`, () => {
+      const err = errorOfSync(fn)
+      if (what === 'a getter') return assert.equal(err, null) // a getter that works
+      assert.ok(err instanceof Error && typeof err.code === 'string', String(err))
+      assert.match(err.stack.split('\n')[1], /errors\.test\.js/, err.stack)
+    })
+  }
+  test('the native export returns the failure sentinel and stashes the error', () => {
+    assert.equal(native.ones([2, 3], { dtype: 'float33' }), native._failed) // index.js wraps a copy
+    const [code, message] = native._takeError()
+    assert.equal(code, 'InvalidArg')
+    assert.match(message, /float33/)
+    assert.equal(native._takeError()[0], 'Internal') // taken once
+  })
+  test("what the caller's own getter threw comes back as is", () => {
+    const mine = new RangeError('mine')
+    assert.throws(() => torch.ones([2], { get dtype() { throw mine } }), (e) => e === mine)
+  })
+})
+
+function errorOfSync(fn) {
+  try {
+    fn()
+    return null
+  } catch (e) {
+    return e
+  }
+}
+
 describe('dispose while a call is in flight', () => {
   let input, expected
   before(() => {

@@ -39,19 +39,39 @@ function build(resolved = resolveLibtorch(), { typings = false } = {}) {
   return resolved
 }
 
+/** Constructor declarations, by class (see writeTypings). */
+const CONSTRUCTORS = {
+  Tensor: '  /** Not for users: tensors come from `tensor`, `ones`, `fromBuffer`, ... (`new Tensor()` throws `InvalidArg`). */\n' +
+    '  private constructor()\n',
+  ScriptModule: '  /**\n' +
+    '   * Loads a module synchronously (blocking the event loop; prefer `ScriptModule.load` in\n' +
+    "   * servers): `new ScriptModule('model.pt')`, `new ScriptModule(buffer, {device: 'cuda'})`.\n" +
+    '   */\n' +
+    '  constructor(source: string | Uint8Array, options?: ModuleOptions)\n',
+}
+
 /** Renders napi-derive's type definitions (header: scripts/dts-header.d.ts) into index.d.ts. */
 async function writeTypings(typeDefDir) {
   const { generateTypeDef } = await import('@napi-rs/cli')
   const header = fs.readFileSync(path.join(__dirname, 'dts-header.d.ts'), 'utf8')
   const { dts } = await generateTypeDef({ typeDefDir, dtsHeader: header, cwd: ROOT })
   fs.rmSync(typeDefDir, { recursive: true, force: true })
-  // Tensor's JS constructor only throws (tensors come from factories); napi-rs declares it
-  // public, TypeScript can say what it is.
-  const tensorCtor = /(export declare class Tensor \{[\s\S]*?\n {2})constructor\(\)/
-  if (!tensorCtor.test(dts)) throw new Error('typings: Tensor constructor not found')
+  // The classes' constructors are JS functions (index.js: a native constructor could only fail
+  // by throwing from native code, see src/outcome.rs), so napi-rs declares none; say what they are.
+  let out = dts
+  for (const [cls, ctor] of Object.entries(CONSTRUCTORS)) {
+    const head = `export declare class ${cls} {\n`
+    if (!out.includes(head)) throw new Error(`typings: class ${cls} not found`)
+    out = out.replace(head, head + ctor)
+  }
   // napi-rs aliases each renamed Rust struct (`export type JsTensor = Tensor`): not part of the API.
-  const aliases = /^export type Js\w+ = \w+\n\n?/gm
-  fs.writeFileSync(path.join(ROOT, 'index.d.ts'), dts.replace(tensorCtor, '$1private constructor()').replace(aliases, ''))
+  out = out.replace(/^export type Js\w+ = \w+\n\n?/gm, '')
+  // An export's Rust type `Outcome<T>` (src/outcome.rs) is `T` to JS (index.js throws the
+  // failure), rendered as napi-rs renders `Result<T>`: `()` is void, `Option<T>` is `T | null`.
+  out = out.replace(/\bOutcome<([^<>]*(?:<[^<>]*>[^<>]*)*)>/g, (_, t) =>
+    t === 'undefined' ? 'void' : t.replace(/ \| undefined \| null$/, ' | null'))
+  if (/\bOutcome</.test(out)) throw new Error('typings: an Outcome<...> type was left unresolved')
+  fs.writeFileSync(path.join(ROOT, 'index.d.ts'), out)
   log('wrote index.d.ts')
 }
 

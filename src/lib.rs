@@ -18,6 +18,7 @@ pub mod ivalue;
 pub mod js;
 pub mod memory;
 pub mod module;
+pub mod outcome;
 pub mod repr;
 pub mod script_module;
 pub mod shim;
@@ -43,25 +44,28 @@ mod napi_test_stubs {
     );
 }
 
-use error::{guard, Result};
+use error::guard;
 use napi_derive::napi;
+use outcome::Outcome;
 
 /// Seeds libtorch's random number generators (CPU and CUDA), as `torch.manual_seed`.
 #[napi]
-pub fn manual_seed(seed: f64) -> Result<()> {
+pub fn manual_seed(seed: f64) -> Outcome<()> {
     guard(|| {
         tch::manual_seed(args::integer(seed, "seed")?);
         Ok(())
     })
+    .into()
 }
 
 /// Sets the number of threads libtorch uses for intra-op parallelism (per process).
 #[napi]
-pub fn set_num_threads(n: f64) -> Result<()> {
+pub fn set_num_threads(n: f64) -> Outcome<()> {
     guard(|| {
         tch::set_num_threads(args::thread_count(n, "setNumThreads: n")?);
         Ok(())
     })
+    .into()
 }
 
 /// The number of threads libtorch uses for intra-op parallelism.
@@ -73,12 +77,13 @@ pub fn get_num_threads() -> i32 {
 /// Sets the number of inter-op threads; libtorch accepts this only once, before any
 /// parallel work has started.
 #[napi]
-pub fn set_num_interop_threads(n: f64) -> Result<()> {
+pub fn set_num_interop_threads(n: f64) -> Outcome<()> {
     guard(|| {
         let n = args::thread_count(n, "setNumInteropThreads: n")?;
         unsafe { torch_sys::at_set_num_interop_threads(n) };
         ivalue::ffi::check_last_error()
     })
+    .into()
 }
 
 /// Live tensors (JS `Tensor` objects not yet disposed or collected) and their element bytes.
@@ -113,9 +118,12 @@ pub mod cuda {
 
 /// Runs once per JS context (main thread and each worker) as the addon loads.
 #[napi(module_exports)]
-pub fn init(_exports: napi::bindgen_prelude::Object, env: napi::Env) -> napi::Result<()> {
+pub fn init(exports: napi::bindgen_prelude::Object, env: napi::Env) -> napi::Result<()> {
     memory::set_thread_env(env.raw());
-    tensor::borrow::init_releaser(env.raw()).map_err(|e| napi::Error::from_reason(e.to_string()))
+    use napi::JsValue;
+    outcome::init(env.raw(), exports.raw())
+        .and_then(|()| tensor::borrow::init_releaser(env.raw()))
+        .map_err(|e| napi::Error::from_reason(e.to_string()))
 }
 
 /// Node reads this at load time. `NAPI_VERSION_EXPERIMENTAL` makes Node run finalizers during

@@ -2,9 +2,10 @@
 //! pool for the Promise forms), and wraps the pixels as tensors.
 use super::transform::{self, Pixels, Size, Transform, IMAGENET_MEAN, IMAGENET_STD};
 use crate::args::Source;
-use crate::error::{catch_panic, guard, Code, Result};
+use crate::error::{catch_panic, guard, Code};
 use crate::ivalue::js::coded_error;
 use crate::js::{self, Env as RawEnv, Val};
+use crate::outcome::Outcome;
 use crate::tensor::create::{number_arg, string_arg};
 use crate::tensor::JsTensor;
 use crate::{args, bail_code, dtype};
@@ -255,7 +256,7 @@ pub mod image {
     /// Decodes an image file's bytes (JPEG, PNG, WebP, GIF's first frame, BMP, TIFF) to a uint8
     /// tensor `[H, W, 3]` (RGB, channels last, EXIF orientation applied).
     #[napi(ts_args_type = "data: Uint8Array")]
-    pub fn decode(env: Env, data: Unknown) -> Result<JsTensor> {
+    pub fn decode(env: Env, data: Unknown) -> Outcome<JsTensor> {
         guard(|| {
             let bytes = image_bytes(js::source(env.raw(), data.raw(), "data", "an image file's")?)?;
             let img = transform::decode(&bytes)?;
@@ -265,6 +266,7 @@ pub mod image {
                 &[h as i64, w as i64, 3],
             )?))
         })
+        .into()
     }
 
     /// Loads an image as a model input, on the calling thread: decode, then `resize` (a number:
@@ -273,11 +275,12 @@ pub mod image {
     /// `[1, 3, H, W]`), `'nhwc'`, or `'chw'`/`'hwc'` without the batch dim; `dtype`: `'float32'`
     /// (default) or `'uint8'` (0..255, no normalization).
     #[napi(ts_args_type = "source: string | Uint8Array, options?: ImageOptions")]
-    pub fn load_sync(env: Env, source: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+    pub fn load_sync(env: Env, source: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
         guard(|| {
             let p = prepare(env.raw(), vec![source.raw()], options.map(|o| o.raw()))?;
             Ok(JsTensor::new(load_all(p.sources, &p.transform, p.no_batch)?))
         })
+        .into()
     }
 
     /// `loadSync` on the libuv thread pool: decoding and resizing never block the event loop.
@@ -322,7 +325,7 @@ pub mod image {
         ts_args_type = "tensor: Tensor, format: 'png' | 'jpeg', options?: { quality?: number }",
         ts_return_type = "Uint8Array"
     )]
-    pub fn encode(env: Env, tensor: &JsTensor, format: Unknown, options: Option<Unknown>) -> Result<Buffer> {
+    pub fn encode(env: Env, tensor: &JsTensor, format: Unknown, options: Option<Unknown>) -> Outcome<Buffer> {
         guard(|| {
             let raw = env.raw();
             let format = string_arg(raw, format.raw(), "format")?;
@@ -343,6 +346,7 @@ pub mod image {
             let (rgb, w, h) = hwc_bytes(&*tensor.get()?)?;
             Ok(transform::encode(rgb, w, h, &format, quality)?.into())
         })
+        .into()
     }
 }
 

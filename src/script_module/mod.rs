@@ -11,6 +11,7 @@ use crate::ivalue::value::Value;
 use crate::js::{self, Env as RawEnv, Val};
 use crate::module::Module;
 use crate::module::{self as core, LoadOptions, Source};
+use crate::outcome::Outcome;
 use crate::tensor::create::{number_arg, string_arg};
 use crate::tensor::JsTensor;
 use napi::bindgen_prelude::*;
@@ -236,18 +237,17 @@ impl JsScriptModule {
 
 #[napi]
 impl JsScriptModule {
-    /// Loads a module synchronously (blocking the event loop; prefer `ScriptModule.load` in
-    /// servers): `new ScriptModule('model.pt')`, `new ScriptModule(buffer, {device: 'cuda'})`.
-    #[napi(
-        constructor,
-        ts_args_type = "source: string | Uint8Array, options?: ModuleOptions"
-    )]
-    pub fn new(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Result<Self> {
+    /// @internal Loads a module synchronously: what `new ScriptModule(source, options)` runs
+    /// (index.js; a native constructor could only fail by throwing from native code, see
+    /// `crate::outcome`).
+    #[napi(js_name = "_open", skip_typescript)]
+    pub fn open(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Outcome<JsScriptModule> {
         guard(|| {
             let src = source(env.raw(), source_arg.raw())?;
             let options = load_options(env.raw(), options.map(|o| o.raw()))?;
             Ok(JsScriptModule::from_module(core::load(&src, &options)?))
         })
+        .into()
     }
 
     /// Loads a module on the libuv thread pool, without blocking the event loop.
@@ -255,21 +255,23 @@ impl JsScriptModule {
         ts_args_type = "source: string | Uint8Array, options?: ModuleOptions",
         ts_return_type = "Promise<ScriptModule>"
     )]
-    pub fn load(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Result<AsyncTask<LoadTask>> {
-        let (raw, options) = (env.raw(), options.map(|o| o.raw()));
-        let prepared = rethrow(catch_panic(|| {
-            let (opts, signal) = load_options_with(raw, options, &["device", "maxBytes", "signal"])?;
-            let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
-            Ok((source(raw, source_arg.raw())?, opts, abort))
-        }))?;
-        let (prepared, abort) = match prepared {
-            Ok((source, opts, abort)) => (Ok((source, opts)), abort),
-            Err(e) => (Err(e), None),
-        };
-        Ok(AsyncTask::new(LoadTask {
-            prepared: Some(prepared),
-            abort,
-        }))
+    pub fn load(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Outcome<AsyncTask<LoadTask>> {
+        Outcome::of(|| {
+            let (raw, options) = (env.raw(), options.map(|o| o.raw()));
+            let prepared = rethrow(catch_panic(|| {
+                let (opts, signal) = load_options_with(raw, options, &["device", "maxBytes", "signal"])?;
+                let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
+                Ok((source(raw, source_arg.raw())?, opts, abort))
+            }))?;
+            let (prepared, abort) = match prepared {
+                Ok((source, opts, abort)) => (Ok((source, opts)), abort),
+                Err(e) => (Err(e), None),
+            };
+            Ok(AsyncTask::new(LoadTask {
+                prepared: Some(prepared),
+                abort,
+            }))
+        })
     }
 
     /// Runs `forward` on the libuv thread pool; resolves to its output (a Tensor, number,
@@ -281,8 +283,8 @@ impl JsScriptModule {
         ts_args_type = "...inputs: IValue[] | [...IValue[], CallOptions]",
         ts_return_type = "Promise<T>"
     )]
-    pub fn forward(&self, env: Env, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
-        self.call_task(env, "forward".to_string(), inputs)
+    pub fn forward(&self, env: Env, inputs: Unknown) -> Outcome<AsyncTask<CallTask>> {
+        self.call_task(env, "forward".to_string(), inputs).into()
     }
 
     /// Runs `forward` on the calling thread and returns its output.
@@ -291,8 +293,8 @@ impl JsScriptModule {
         ts_args_type = "...inputs: IValue[]",
         ts_return_type = "T"
     )]
-    pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Unknown) -> Result<Unknown<'e>> {
-        self.call_sync(env, "forward", inputs)
+    pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Unknown) -> Outcome<Unknown<'e>> {
+        self.call_sync(env, "forward", inputs).into()
     }
 
     /// Runs another method (one exported with `@torch.jit.export`) on the thread pool; takes a
@@ -302,9 +304,11 @@ impl JsScriptModule {
         ts_args_type = "name: string, ...inputs: IValue[] | [...IValue[], CallOptions]",
         ts_return_type = "Promise<T>"
     )]
-    pub fn run_method(&self, env: Env, name: Unknown, inputs: Unknown) -> Result<AsyncTask<CallTask>> {
-        let name = guard(|| string_arg(env.raw(), name.raw(), "method name"))?;
-        self.call_task(env, name, inputs)
+    pub fn run_method(&self, env: Env, name: Unknown, inputs: Unknown) -> Outcome<AsyncTask<CallTask>> {
+        Outcome::of(|| {
+            let name = guard(|| string_arg(env.raw(), name.raw(), "method name"))?;
+            self.call_task(env, name, inputs)
+        })
     }
 
     /// Runs another method on the calling thread.
@@ -313,89 +317,99 @@ impl JsScriptModule {
         ts_args_type = "name: string, ...inputs: IValue[]",
         ts_return_type = "T"
     )]
-    pub fn run_method_sync<'e>(&self, env: &'e Env, name: Unknown, inputs: Unknown) -> Result<Unknown<'e>> {
-        let name = guard(|| string_arg(env.raw(), name.raw(), "method name"))?;
-        self.call_sync(env, &name, inputs)
+    pub fn run_method_sync<'e>(&self, env: &'e Env, name: Unknown, inputs: Unknown) -> Outcome<Unknown<'e>> {
+        Outcome::of(|| {
+            let name = guard(|| string_arg(env.raw(), name.raw(), "method name"))?;
+            self.call_sync(env, &name, inputs)
+        })
     }
 
     /// The module's methods: `forward` and every `@torch.jit.export`ed one.
     #[napi]
-    pub fn method_names(&self) -> Result<Vec<String>> {
-        self.read(|m| m.method_names())
+    pub fn method_names(&self) -> Outcome<Vec<String>> {
+        self.read(|m| m.method_names()).into()
     }
 
     /// Parameters by qualified name (`{'fc.weight': Tensor, ...}`), in registration order.
     /// The tensors share memory with the module.
     #[napi(ts_return_type = "Record<string, Tensor>")]
-    pub fn named_parameters<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
-        let params = self.read(|m| m.named_parameters())?;
-        guard(|| {
-            let fields = params
-                .into_iter()
-                .map(|(name, t)| {
-                    Ok((name, unsafe {
-                        JsTensor::to_napi_value(env.raw(), JsTensor::new(t))
-                    }?))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), js::new_object(env.raw(), fields)?) })
+    pub fn named_parameters<'e>(&self, env: &'e Env) -> Outcome<Unknown<'e>> {
+        Outcome::of(|| {
+            let params = self.read(|m| m.named_parameters())?;
+            guard(|| {
+                let fields = params
+                    .into_iter()
+                    .map(|(name, t)| {
+                        Ok((name, unsafe {
+                            JsTensor::to_napi_value(env.raw(), JsTensor::new(t))
+                        }?))
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), js::new_object(env.raw(), fields)?) })
+            })
         })
     }
 
     /// The parameters, in registration order.
     #[napi]
-    pub fn parameters(&self) -> Result<Vec<JsTensor>> {
+    pub fn parameters(&self) -> Outcome<Vec<JsTensor>> {
         self.read(|m| {
             Ok(m.named_parameters()?
                 .into_iter()
                 .map(|(_, t)| JsTensor::new(t))
                 .collect())
         })
+        .into()
     }
 
     /// The total number of parameter elements.
     #[napi]
-    pub fn num_parameters(&self) -> Result<i64> {
+    pub fn num_parameters(&self) -> Outcome<i64> {
         self.read(|m| Ok(m.named_parameters()?.iter().map(|(_, t)| t.numel() as i64).sum()))
+            .into()
     }
 
     /// Moves parameters and buffers to a device (`'cpu'`, `'cuda'`, `'cuda:N'`); inputs must
     /// then be on that device too. Waits for calls in flight to finish.
     #[napi(ts_args_type = "device: Device")]
-    pub fn to(&self, env: Env, device: Unknown) -> Result<()> {
-        let device = guard(|| string_arg(env.raw(), device.raw(), "to: device"))?;
-        self.write(|m| m.to_device(device::parse(&device)?))
+    pub fn to(&self, env: Env, device: Unknown) -> Outcome<()> {
+        Outcome::of(|| {
+            let device = guard(|| string_arg(env.raw(), device.raw(), "to: device"))?;
+            self.write(|m| m.to_device(device::parse(&device)?))
+        })
     }
 
     /// Inference mode for dropout and batch norm (modules saved from `model.eval()` already are).
     #[napi]
-    pub fn eval(&self) -> Result<()> {
-        self.write(|m| m.set_training(false))
+    pub fn eval(&self) -> Outcome<()> {
+        self.write(|m| m.set_training(false)).into()
     }
 
     /// Training mode for dropout and batch norm.
     #[napi]
-    pub fn train(&self) -> Result<()> {
-        self.write(|m| m.set_training(true))
+    pub fn train(&self) -> Outcome<()> {
+        self.write(|m| m.set_training(true)).into()
     }
 
     /// Whether the module is in training mode.
     #[napi(getter)]
-    pub fn is_training(&self) -> Result<bool> {
-        self.read(|m| Ok(m.is_training()))
+    pub fn is_training(&self) -> Outcome<bool> {
+        self.read(|m| Ok(m.is_training())).into()
     }
 
     /// The device the module was loaded on or last moved to.
     #[napi(getter, ts_return_type = "Device")]
-    pub fn device(&self) -> Result<String> {
-        self.read(|m| Ok(device::name(m.device())))
+    pub fn device(&self) -> Outcome<String> {
+        self.read(|m| Ok(device::name(m.device()))).into()
     }
 
     /// Saves the module as a TorchScript file (loadable from Python with `torch.jit.load`).
     #[napi(ts_args_type = "path: string")]
-    pub fn save(&self, env: Env, path: Unknown) -> Result<()> {
-        let path = guard(|| string_arg(env.raw(), path.raw(), "save: path"))?;
-        self.read(|m| m.save(&path))
+    pub fn save(&self, env: Env, path: Unknown) -> Outcome<()> {
+        Outcome::of(|| {
+            let path = guard(|| string_arg(env.raw(), path.raw(), "save: path"))?;
+            self.read(|m| m.save(&path))
+        })
     }
 
     /// True once `dispose()` has run.

@@ -1,6 +1,7 @@
 //! Autograd basics — `backward`, `grad`, `detach`, `requiresGrad_` — and `torch.tidy`'s scopes.
 use super::{scope_begin, scope_end, unwrap_tensor, JsTensor, Keep};
-use crate::error::{guard, Code, Result};
+use crate::error::{guard, Code};
+use crate::outcome::Outcome;
 use crate::{bail_code, js};
 use napi::bindgen_prelude::*;
 use napi::JsValue;
@@ -11,7 +12,7 @@ impl JsTensor {
     /// Computes gradients of this tensor with respect to the leaves that require grad; they
     /// accumulate in each leaf's `grad`. A non-scalar tensor needs `gradient` (same shape).
     #[napi]
-    pub fn backward(&self, gradient: Option<&JsTensor>) -> Result<()> {
+    pub fn backward(&self, gradient: Option<&JsTensor>) -> Outcome<()> {
         guard(|| {
             let t = self.get()?;
             if !t.requires_grad() {
@@ -33,34 +34,38 @@ impl JsTensor {
             };
             Ok(())
         })
+        .into()
     }
 
     /// The gradient accumulated by `backward()`, or null.
     #[napi(getter)]
-    pub fn grad(&self) -> Result<Option<JsTensor>> {
+    pub fn grad(&self) -> Outcome<Option<JsTensor>> {
         guard(|| {
             let g = self.get()?.f_grad()?;
             Ok(g.defined().then(|| JsTensor::new(g)))
         })
+        .into()
     }
 
     /// A view sharing this tensor's storage, cut from autograd.
     #[napi]
-    pub fn detach(&self) -> Result<JsTensor> {
-        guard(|| Ok(JsTensor::new(self.get()?.f_detach()?)))
+    pub fn detach(&self) -> Outcome<JsTensor> {
+        guard(|| Ok(JsTensor::new(self.get()?.f_detach()?))).into()
     }
 
     /// In place: turns gradient recording on (default) or off for this leaf tensor.
     #[napi(js_name = "requiresGrad_", ts_return_type = "this")]
-    pub fn requires_grad_<'t>(&self, this: This<'t>, requires_grad: Option<bool>) -> Result<This<'t>> {
-        let done = guard(|| {
-            let _ = self
-                .get()?
-                .shallow_clone()
-                .f_requires_grad_(requires_grad.unwrap_or(true))?;
-            Ok(())
-        });
-        super::math::chain(this, done)
+    pub fn requires_grad_<'t>(&self, this: This<'t>, requires_grad: Option<bool>) -> Outcome<This<'t>> {
+        Outcome::of(|| {
+            let done = guard(|| {
+                let _ = self
+                    .get()?
+                    .shallow_clone()
+                    .f_requires_grad_(requires_grad.unwrap_or(true))?;
+                Ok(())
+            });
+            super::math::chain(this, done)
+        })
     }
 }
 
@@ -75,7 +80,7 @@ pub fn tidy_begin() {
 /// happens: when reading `keep` throws (a getter), everything created is disposed and the
 /// exception propagates (tidy returns nothing, so nothing it made can be in use).
 #[napi(js_name = "_tidyEnd", skip_typescript)]
-pub fn tidy_end(env: Env, keep: Option<Unknown>) -> Result<u32> {
+pub fn tidy_end(env: Env, keep: Option<Unknown>) -> Outcome<u32> {
     guard(|| {
         let mut walk = Walk {
             env: env.raw(),
@@ -95,6 +100,7 @@ pub fn tidy_end(env: Env, keep: Option<Unknown>) -> Result<u32> {
             }
         }
     })
+    .into()
 }
 
 /// Finds the tensors in a value `tidy`'s function returned: a Tensor; arrays, plain objects

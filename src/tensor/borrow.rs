@@ -11,7 +11,8 @@
 use super::create::{options, shape_arg};
 use super::data::bytes;
 use super::JsTensor;
-use crate::error::{guard, Code, Result};
+use crate::error::{guard, Code};
+use crate::outcome::Outcome;
 use crate::{bail_code, dtype, js, shim};
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -234,7 +235,7 @@ pub fn from_buffer(
     data: Unknown,
     shape: Unknown,
     options_arg: Option<Unknown>,
-) -> Result<JsTensor> {
+) -> Outcome<JsTensor> {
     guard(|| {
         let raw = env.raw();
         let Some(view) = js::typed_array(raw, data.raw())? else {
@@ -278,7 +279,7 @@ pub fn from_buffer(
             kind,
             byte_offset,
         )?))
-    })
+    }).into()
 }
 
 unsafe extern "C" fn drop_tensor(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
@@ -318,7 +319,7 @@ impl JsTensor {
     /// Copies instead (like `toTypedArray`) when aliasing is impossible: a CUDA tensor, a
     /// non-contiguous view, an empty tensor, or a runtime that refuses external buffers.
     #[napi(ts_return_type = "TensorTypedArray")]
-    pub fn as_typed_array(&self, env: Env) -> Result<Unknown<'_>> {
+    pub fn as_typed_array(&self, env: Env) -> Outcome<Unknown<'_>> {
         guard(|| {
             let raw = env.raw();
             let t = self.get()?;
@@ -336,5 +337,6 @@ impl JsTensor {
             };
             Ok(unsafe { Unknown::from_raw_unchecked(raw, array) })
         })
+        .into()
     }
 }

@@ -4,6 +4,7 @@
 use super::JsTensor;
 use crate::error::{guard, Code, Result};
 use crate::js::{self, Env as RawEnv, Val};
+use crate::outcome::Outcome;
 use crate::{args, bail_code, device, dtype, shim};
 use anyhow::Context;
 use napi::bindgen_prelude::*;
@@ -160,73 +161,80 @@ fn from_shape(
 
 /// A tensor filled with ones. `ones([2, 3])`, `ones([2, 3], {dtype: 'int64'})`, `ones([2], true)`.
 #[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
-pub fn ones(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
-    from_shape(env, shape, options, Kind::Float, |s, o| Ok(Tensor::f_ones(s, o)?))
+pub fn ones(env: Env, shape: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
+    from_shape(env, shape, options, Kind::Float, |s, o| Ok(Tensor::f_ones(s, o)?)).into()
 }
 
 /// A tensor filled with zeros.
 #[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
-pub fn zeros(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+pub fn zeros(env: Env, shape: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
     from_shape(env, shape, options, Kind::Float, |s, o| {
         Ok(Tensor::f_zeros(s, o)?)
     })
+    .into()
 }
 
 /// A tensor with uninitialized contents (fast; fill it before reading).
 #[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
-pub fn empty(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+pub fn empty(env: Env, shape: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
     from_shape(env, shape, options, Kind::Float, |s, o| {
         Ok(Tensor::f_empty(s, o)?)
     })
+    .into()
 }
 
 /// Uniform random numbers in [0, 1) (seed with `manualSeed`).
 #[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
-pub fn rand(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
-    from_shape(env, shape, options, Kind::Float, |s, o| Ok(Tensor::f_rand(s, o)?))
+pub fn rand(env: Env, shape: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
+    from_shape(env, shape, options, Kind::Float, |s, o| Ok(Tensor::f_rand(s, o)?)).into()
 }
 
 /// Standard normal random numbers.
 #[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
-pub fn randn(env: Env, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+pub fn randn(env: Env, shape: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
     from_shape(env, shape, options, Kind::Float, |s, o| {
         Ok(Tensor::f_randn(s, o)?)
     })
+    .into()
 }
 
 /// A tensor filled with `value` (float32 for a number, bool for a boolean, unless `dtype`).
 #[napi(ts_args_type = "shape: number[] | number, value: number | boolean, options?: TensorOptions | boolean")]
-pub fn full(env: Env, shape: Unknown, value: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
-    let raw = env.raw();
-    let is_bool = js::type_of(raw, value.raw()).ok() == Some(napi::sys::ValueType::napi_boolean);
-    let fill = guard(|| {
-        if is_bool {
-            Ok(if js::boolean(raw, value.raw())? { 1.0 } else { 0.0 })
-        } else {
-            number_arg(raw, value.raw(), "value")
-        }
-    })?;
-    let default = if is_bool { Kind::Bool } else { Kind::Float };
-    from_shape(env, shape, options, default, |s, o| {
-        shim::scalar::full(s, fill, o)
+pub fn full(env: Env, shape: Unknown, value: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
+    Outcome::of(|| {
+        let raw = env.raw();
+        let is_bool = js::type_of(raw, value.raw()).ok() == Some(napi::sys::ValueType::napi_boolean);
+        let fill = guard(|| {
+            if is_bool {
+                Ok(if js::boolean(raw, value.raw())? { 1.0 } else { 0.0 })
+            } else {
+                number_arg(raw, value.raw(), "value")
+            }
+        })?;
+        let default = if is_bool { Kind::Bool } else { Kind::Float };
+        from_shape(env, shape, options, default, |s, o| {
+            shim::scalar::full(s, fill, o)
+        })
     })
 }
 
 /// Random integers in [low, high), int64 unless `dtype` says otherwise.
 #[napi(ts_args_type = "low: number, high: number, shape: number[] | number, options?: TensorOptions")]
-pub fn randint(env: Env, low: f64, high: f64, shape: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
-    let bounds = guard(|| {
-        let (lo, hi) = (args::integer(low, "low")?, args::integer(high, "high")?);
-        if lo >= hi {
-            bail_code!(
-                Code::InvalidArg,
-                "randint: low ({lo}) must be less than high ({hi})"
-            );
-        }
-        Ok((lo, hi))
-    })?;
-    from_shape(env, shape, options, Kind::Int64, |s, o| {
-        Ok(Tensor::f_randint_low(bounds.0, bounds.1, s, o)?)
+pub fn randint(env: Env, low: f64, high: f64, shape: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
+    Outcome::of(|| {
+        let bounds = guard(|| {
+            let (lo, hi) = (args::integer(low, "low")?, args::integer(high, "high")?);
+            if lo >= hi {
+                bail_code!(
+                    Code::InvalidArg,
+                    "randint: low ({lo}) must be less than high ({hi})"
+                );
+            }
+            Ok((lo, hi))
+        })?;
+        from_shape(env, shape, options, Kind::Int64, |s, o| {
+            Ok(Tensor::f_randint_low(bounds.0, bounds.1, s, o)?)
+        })
     })
 }
 
@@ -276,7 +284,7 @@ pub fn arange(
     end: Option<Unknown>,
     step: Option<Unknown>,
     options: Option<Unknown>,
-) -> Result<JsTensor> {
+) -> Outcome<JsTensor> {
     guard(|| {
         let (rest, options) = numbers_then_options(env.raw(), &[end, step, options], "arange")?;
         let (start, end, step) = match rest.as_slice() {
@@ -304,23 +312,25 @@ pub fn arange(
         let t = shim::scalar::arange(start, end, step, (kind, o.device))?;
         finish(t, &o)
     })
+    .into()
 }
 
 /// `steps` values evenly spaced from `start` to `end`, both included.
 #[napi(ts_args_type = "start: number, end: number, steps: number, options?: TensorOptions")]
-pub fn linspace(env: Env, start: f64, end: f64, steps: f64, options: Option<Unknown>) -> Result<JsTensor> {
+pub fn linspace(env: Env, start: f64, end: f64, steps: f64, options: Option<Unknown>) -> Outcome<JsTensor> {
     guard(|| {
         let steps = args::shape(&[steps], "steps")?[0];
         let o = self::options(env.raw(), options.map(|u| u.raw()), FACTORY_OPTIONS)?;
         let t = shim::scalar::linspace(start, end, steps, (o.dtype.unwrap_or(Kind::Float), o.device))?;
         finish(t, &o)
     })
+    .into()
 }
 
 /// An identity matrix of n rows and m (default n) columns: `eye(3)`, `eye(2, 3)`,
 /// `eye(3, {dtype: 'int64'})`.
 #[napi(ts_args_type = "n: number, m?: number | TensorOptions, options?: TensorOptions")]
-pub fn eye(env: Env, n: f64, m: Option<Unknown>, options: Option<Unknown>) -> Result<JsTensor> {
+pub fn eye(env: Env, n: f64, m: Option<Unknown>, options: Option<Unknown>) -> Outcome<JsTensor> {
     guard(|| {
         let (rest, options) = numbers_then_options(env.raw(), &[m, options], "eye")?;
         let n = args::shape(&[n], "n")?[0];
@@ -329,6 +339,7 @@ pub fn eye(env: Env, n: f64, m: Option<Unknown>, options: Option<Unknown>) -> Re
         let t = Tensor::f_eye_m(n, m, (o.dtype.unwrap_or(Kind::Float), o.device))?;
         finish(t, &o)
     })
+    .into()
 }
 
 /// Flattened nested-array data and its inferred shape.
@@ -499,7 +510,7 @@ pub fn from_typed_array(view: &js::TypedArrayView, kind: Option<Kind>) -> anyhow
 /// scalar, a TypedArray (its own dtype; reshape with `options.shape`), or a Tensor (copied).
 /// Numbers default to float32, booleans to bool, BigInts to int64.
 #[napi(ts_args_type = "data: TensorData, options?: TensorOptions")]
-pub fn tensor(env: Env, data: Unknown, options: Option<Unknown>) -> Result<JsTensor> {
+pub fn tensor(env: Env, data: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
     guard(|| {
         let raw = env.raw();
         let o = self::options(raw, options.map(|u| u.raw()), TENSOR_OPTIONS)?;
@@ -528,6 +539,7 @@ pub fn tensor(env: Env, data: Unknown, options: Option<Unknown>) -> Result<JsTen
         };
         finish(t, &o)
     })
+    .into()
 }
 
 /// A copy with its own storage, detached from autograd (what `torch.tensor(t)` gives).

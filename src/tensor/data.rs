@@ -1,7 +1,8 @@
 //! Reading values out: `toArray()` (nested arrays), `toTypedArray()` (a copy), `item()`.
 use super::JsTensor;
-use crate::error::{guard, Code, Result};
+use crate::error::{guard, Code};
 use crate::js::{self, Env as RawEnv, Val};
+use crate::outcome::Outcome;
 use crate::{bail_code, dtype};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -67,7 +68,7 @@ impl JsTensor {
     /// The values as nested arrays (a number or boolean for a 0-dim tensor). int64 values
     /// beyond ±2^53 lose precision as JS numbers: use `toTypedArray()` (BigInt64Array) for those.
     #[napi(ts_return_type = "NestedArray")]
-    pub fn to_array(&self, env: Env) -> Result<Unknown<'_>> {
+    pub fn to_array(&self, env: Env) -> Outcome<Unknown<'_>> {
         guard(|| {
             let t = self.get()?;
             crate::args::check_numel(&t.size(), "toArray")?;
@@ -75,13 +76,14 @@ impl JsTensor {
             let v = nest(env.raw(), &vals, &t.size(), &mut offset)?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
         })
+        .into()
     }
 
     /// A copy of the elements, row-major, in the dtype's TypedArray: Float32Array, Float64Array,
     /// Int8Array, Uint8Array (uint8 and bool), Int16Array, Int32Array, BigInt64Array (int64),
     /// Uint16Array (float16 and bfloat16 raw bits).
     #[napi(ts_return_type = "TensorTypedArray")]
-    pub fn to_typed_array(&self, env: Env) -> Result<Unknown<'_>> {
+    pub fn to_typed_array(&self, env: Env) -> Outcome<Unknown<'_>> {
         guard(|| {
             let t = self.get()?;
             let Some(name) = dtype::typed_array_name(t.kind()) else {
@@ -94,11 +96,12 @@ impl JsTensor {
             let v = js::new_typed_array(env.raw(), name, &bytes(&t)?)?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
         })
+        .into()
     }
 
     /// The value of a one-element tensor as a number (boolean for bool).
     #[napi(ts_return_type = "number | boolean")]
-    pub fn item(&self, env: Env) -> Result<Unknown<'_>> {
+    pub fn item(&self, env: Env) -> Outcome<Unknown<'_>> {
         guard(|| {
             let t = self.get()?;
             let n = t.numel();
@@ -112,5 +115,6 @@ impl JsTensor {
             let v = scalar(env.raw(), &values(&t)?, 0)?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
         })
+        .into()
     }
 }

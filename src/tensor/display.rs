@@ -1,7 +1,8 @@
 //! `toString()`: PyTorch's `repr`, formatted by `crate::repr` from the tensor's values.
 use super::data::{values, Values};
 use super::JsTensor;
-use crate::error::{guard, Result};
+use crate::error::guard;
+use crate::outcome::Outcome;
 use crate::repr::{tensor_repr, ReprData, ReprInput};
 use crate::{device, dtype, shim};
 use napi_derive::napi;
@@ -40,12 +41,13 @@ impl JsTensor {
     /// PyTorch's repr, e.g. `tensor([[1., 1.]])`, `tensor([1, 2], dtype=torch.int32)`;
     /// also what `console.log` and `util.inspect` show.
     #[napi]
-    pub fn to_string(&self) -> Result<String> {
+    pub fn to_string(&self) -> Outcome<String> {
         guard(|| {
             if self.is_disposed() {
                 return Ok("tensor(<disposed>)".to_string());
             }
             repr(&*self.get()?)
         })
+        .into()
     }
 }

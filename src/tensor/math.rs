@@ -5,6 +5,7 @@
 use super::ops::ValuesIndices;
 use super::JsTensor;
 use crate::error::{guard, Code, Result};
+use crate::outcome::Outcome;
 use crate::{args, bail_code, js, shim};
 use napi::bindgen_prelude::*;
 use napi::JsValue;
@@ -95,143 +96,151 @@ impl JsTensor {
 impl JsTensor {
     /// `this + other`, broadcasting.
     #[napi(ts_args_type = "other: Tensor | number")]
-    pub fn add(&self, env: Env, other: Unknown) -> Result<JsTensor> {
-        self.binary(env, other, "add: other", |a, b| a.f_add(b))
+    pub fn add(&self, env: Env, other: Unknown) -> Outcome<JsTensor> {
+        self.binary(env, other, "add: other", |a, b| a.f_add(b)).into()
     }
     /// `this - other`.
     #[napi(ts_args_type = "other: Tensor | number")]
-    pub fn sub(&self, env: Env, other: Unknown) -> Result<JsTensor> {
-        self.binary(env, other, "sub: other", |a, b| a.f_sub(b))
+    pub fn sub(&self, env: Env, other: Unknown) -> Outcome<JsTensor> {
+        self.binary(env, other, "sub: other", |a, b| a.f_sub(b)).into()
     }
     /// `this * other`, element-wise.
     #[napi(ts_args_type = "other: Tensor | number")]
-    pub fn mul(&self, env: Env, other: Unknown) -> Result<JsTensor> {
-        self.binary(env, other, "mul: other", |a, b| a.f_mul(b))
+    pub fn mul(&self, env: Env, other: Unknown) -> Outcome<JsTensor> {
+        self.binary(env, other, "mul: other", |a, b| a.f_mul(b)).into()
     }
     /// `this / other` (true division: integer inputs give float results).
     #[napi(ts_args_type = "other: Tensor | number")]
-    pub fn div(&self, env: Env, other: Unknown) -> Result<JsTensor> {
-        self.binary(env, other, "div: other", |a, b| a.f_div(b))
+    pub fn div(&self, env: Env, other: Unknown) -> Outcome<JsTensor> {
+        self.binary(env, other, "div: other", |a, b| a.f_div(b)).into()
     }
     /// `this ** exponent` (a copy; `pow_` writes in place).
     #[napi(ts_args_type = "exponent: Tensor | number")]
-    pub fn pow(&self, env: Env, exponent: Unknown) -> Result<JsTensor> {
+    pub fn pow(&self, env: Env, exponent: Unknown) -> Outcome<JsTensor> {
         match number(env, &exponent) {
             Some(e) => guard(|| Ok(JsTensor::new(shim::scalar::pow(&*self.get()?, e, false)?))),
             None => self.binary(env, exponent, "pow: exponent", |a, b| a.f_pow(b)),
         }
+        .into()
     }
     /// Matrix product with PyTorch's `matmul` broadcasting rules.
     #[napi]
-    pub fn matmul(&self, other: &JsTensor) -> Result<JsTensor> {
-        guard(|| Ok(JsTensor::new(self.get()?.f_matmul(&*other.get()?)?)))
+    pub fn matmul(&self, other: &JsTensor) -> Outcome<JsTensor> {
+        guard(|| Ok(JsTensor::new(self.get()?.f_matmul(&*other.get()?)?))).into()
     }
     /// Element-wise `==`, a bool tensor.
     #[napi(ts_args_type = "other: Tensor | number")]
-    pub fn eq(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+    pub fn eq(&self, env: Env, other: Unknown) -> Outcome<JsTensor> {
         self.binary(env, other, "eq: other", |a, b| a.f_eq_tensor(b))
+            .into()
     }
     /// Element-wise `!=`.
     #[napi(ts_args_type = "other: Tensor | number")]
-    pub fn ne(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+    pub fn ne(&self, env: Env, other: Unknown) -> Outcome<JsTensor> {
         self.binary(env, other, "ne: other", |a, b| a.f_ne_tensor(b))
+            .into()
     }
     /// Element-wise `<`.
     #[napi(ts_args_type = "other: Tensor | number")]
-    pub fn lt(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+    pub fn lt(&self, env: Env, other: Unknown) -> Outcome<JsTensor> {
         self.binary(env, other, "lt: other", |a, b| a.f_lt_tensor(b))
+            .into()
     }
     /// Element-wise `<=`.
     #[napi(ts_args_type = "other: Tensor | number")]
-    pub fn le(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+    pub fn le(&self, env: Env, other: Unknown) -> Outcome<JsTensor> {
         self.binary(env, other, "le: other", |a, b| a.f_le_tensor(b))
+            .into()
     }
     /// Element-wise `>`.
     #[napi(ts_args_type = "other: Tensor | number")]
-    pub fn gt(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+    pub fn gt(&self, env: Env, other: Unknown) -> Outcome<JsTensor> {
         self.binary(env, other, "gt: other", |a, b| a.f_gt_tensor(b))
+            .into()
     }
     /// Element-wise `>=`.
     #[napi(ts_args_type = "other: Tensor | number")]
-    pub fn ge(&self, env: Env, other: Unknown) -> Result<JsTensor> {
+    pub fn ge(&self, env: Env, other: Unknown) -> Outcome<JsTensor> {
         self.binary(env, other, "ge: other", |a, b| a.f_ge_tensor(b))
+            .into()
     }
     /// Where the bool `condition` holds this element, else `other`'s: PyTorch's
     /// `x.where(condition, y)` (= `torch.where(condition, x, y)`).
     #[napi(js_name = "where", ts_args_type = "condition: Tensor, other: Tensor | number")]
-    pub fn where_(&self, env: Env, condition: &JsTensor, other: Unknown) -> Result<JsTensor> {
+    pub fn where_(&self, env: Env, condition: &JsTensor, other: Unknown) -> Outcome<JsTensor> {
         guard(|| {
             let t = self.get()?;
             let o = operand(env, other, &t, "where: other")?;
             Ok(JsTensor::new(t.f_where_self(&*condition.get()?, &o)?))
         })
+        .into()
     }
 
     /// e^x.
     #[napi]
-    pub fn exp(&self) -> Result<JsTensor> {
-        self.unary(|t| t.f_exp())
+    pub fn exp(&self) -> Outcome<JsTensor> {
+        self.unary(|t| t.f_exp()).into()
     }
     /// Natural logarithm.
     #[napi]
-    pub fn log(&self) -> Result<JsTensor> {
-        self.unary(|t| t.f_log())
+    pub fn log(&self) -> Outcome<JsTensor> {
+        self.unary(|t| t.f_log()).into()
     }
     /// Square root.
     #[napi]
-    pub fn sqrt(&self) -> Result<JsTensor> {
-        self.unary(|t| t.f_sqrt())
+    pub fn sqrt(&self) -> Outcome<JsTensor> {
+        self.unary(|t| t.f_sqrt()).into()
     }
     /// Absolute value.
     #[napi]
-    pub fn abs(&self) -> Result<JsTensor> {
-        self.unary(|t| t.f_abs())
+    pub fn abs(&self) -> Outcome<JsTensor> {
+        self.unary(|t| t.f_abs()).into()
     }
     /// Negation.
     #[napi]
-    pub fn neg(&self) -> Result<JsTensor> {
-        self.unary(|t| t.f_neg())
+    pub fn neg(&self) -> Outcome<JsTensor> {
+        self.unary(|t| t.f_neg()).into()
     }
     /// max(x, 0).
     #[napi]
-    pub fn relu(&self) -> Result<JsTensor> {
-        self.unary(|t| t.f_relu())
+    pub fn relu(&self) -> Outcome<JsTensor> {
+        self.unary(|t| t.f_relu()).into()
     }
     /// 1 / (1 + e^-x).
     #[napi]
-    pub fn sigmoid(&self) -> Result<JsTensor> {
-        self.unary(|t| t.f_sigmoid())
+    pub fn sigmoid(&self) -> Outcome<JsTensor> {
+        self.unary(|t| t.f_sigmoid()).into()
     }
     /// Hyperbolic tangent.
     #[napi]
-    pub fn tanh(&self) -> Result<JsTensor> {
-        self.unary(|t| t.f_tanh())
+    pub fn tanh(&self) -> Outcome<JsTensor> {
+        self.unary(|t| t.f_tanh()).into()
     }
     /// Rounds half to even, as PyTorch does.
     #[napi]
-    pub fn round(&self) -> Result<JsTensor> {
-        self.unary(|t| t.f_round())
+    pub fn round(&self) -> Outcome<JsTensor> {
+        self.unary(|t| t.f_round()).into()
     }
     /// Rounds down.
     #[napi]
-    pub fn floor(&self) -> Result<JsTensor> {
-        self.unary(|t| t.f_floor())
+    pub fn floor(&self) -> Outcome<JsTensor> {
+        self.unary(|t| t.f_floor()).into()
     }
     /// Rounds up.
     #[napi]
-    pub fn ceil(&self) -> Result<JsTensor> {
-        self.unary(|t| t.f_ceil())
+    pub fn ceil(&self) -> Outcome<JsTensor> {
+        self.unary(|t| t.f_ceil()).into()
     }
     /// Limits values to [min, max]; either bound may be null.
     #[napi]
-    pub fn clamp(&self, min: Option<f64>, max: Option<f64>) -> Result<JsTensor> {
-        guard(|| Ok(JsTensor::new(clamp(&*self.get()?, min, max)?)))
+    pub fn clamp(&self, min: Option<f64>, max: Option<f64>) -> Outcome<JsTensor> {
+        guard(|| Ok(JsTensor::new(clamp(&*self.get()?, min, max)?))).into()
     }
 
     /// The sum of all elements, or over `dim` (a number or an array), keeping reduced dims
     /// as size 1 with `keepdim`.
     #[napi(ts_args_type = "dim?: number | number[] | null, keepdim?: boolean")]
-    pub fn sum(&self, env: Env, dim: Option<Unknown>, keepdim: Option<bool>) -> Result<JsTensor> {
+    pub fn sum(&self, env: Env, dim: Option<Unknown>, keepdim: Option<bool>) -> Outcome<JsTensor> {
         guard(|| {
             let t = self.get()?;
             Ok(JsTensor::new(match dims(env, dim, t.dim(), "sum: dim")? {
@@ -239,11 +248,12 @@ impl JsTensor {
                 None => t.f_sum(None)?,
             }))
         })
+        .into()
     }
 
     /// The mean of all elements, or over `dim` (floating tensors).
     #[napi(ts_args_type = "dim?: number | number[] | null, keepdim?: boolean")]
-    pub fn mean(&self, env: Env, dim: Option<Unknown>, keepdim: Option<bool>) -> Result<JsTensor> {
+    pub fn mean(&self, env: Env, dim: Option<Unknown>, keepdim: Option<bool>) -> Outcome<JsTensor> {
         guard(|| {
             let t = self.get()?;
             Ok(JsTensor::new(match dims(env, dim, t.dim(), "mean: dim")? {
@@ -251,6 +261,7 @@ impl JsTensor {
                 None => t.f_mean(None)?,
             }))
         })
+        .into()
     }
 
     /// `max()`: the largest element. `max(dim, keepdim?)`: `{values, indices}` along `dim`.
@@ -264,8 +275,8 @@ impl JsTensor {
         env: Env,
         dim_or_other: Option<Unknown>,
         keepdim: Option<bool>,
-    ) -> Result<Either<JsTensor, ValuesIndices>> {
-        self.extreme(env, dim_or_other, keepdim, true)
+    ) -> Outcome<Either<JsTensor, ValuesIndices>> {
+        self.extreme(env, dim_or_other, keepdim, true).into()
     }
 
     /// `min()`, `min(dim, keepdim?)`, `min(other)`: as `max`.
@@ -278,13 +289,13 @@ impl JsTensor {
         env: Env,
         dim_or_other: Option<Unknown>,
         keepdim: Option<bool>,
-    ) -> Result<Either<JsTensor, ValuesIndices>> {
-        self.extreme(env, dim_or_other, keepdim, false)
+    ) -> Outcome<Either<JsTensor, ValuesIndices>> {
+        self.extreme(env, dim_or_other, keepdim, false).into()
     }
 
     /// Sorted values along `dim` (default: the last) and where they came from.
     #[napi]
-    pub fn sort(&self, dim: Option<f64>, descending: Option<bool>) -> Result<ValuesIndices> {
+    pub fn sort(&self, dim: Option<f64>, descending: Option<bool>) -> Outcome<ValuesIndices> {
         guard(|| {
             let t = self.get()?;
             let d = args::dim(dim.unwrap_or(-1.0), t.dim(), "sort: dim")?;
@@ -294,6 +305,7 @@ impl JsTensor {
                 indices: JsTensor::new(indices),
             })
         })
+        .into()
     }
 
     /// In place: `this += other`. Returns this tensor.
@@ -302,8 +314,8 @@ impl JsTensor {
         ts_args_type = "other: Tensor | number",
         ts_return_type = "this"
     )]
-    pub fn add_<'t>(&self, this: This<'t>, env: Env, other: Unknown) -> Result<This<'t>> {
-        chain(this, self.in_place(env, other, "add_: other", |a, b| a.f_add_(b)))
+    pub fn add_<'t>(&self, this: This<'t>, env: Env, other: Unknown) -> Outcome<This<'t>> {
+        chain(this, self.in_place(env, other, "add_: other", |a, b| a.f_add_(b))).into()
     }
     /// In place: `this -= other`.
     #[napi(
@@ -311,8 +323,8 @@ impl JsTensor {
         ts_args_type = "other: Tensor | number",
         ts_return_type = "this"
     )]
-    pub fn sub_<'t>(&self, this: This<'t>, env: Env, other: Unknown) -> Result<This<'t>> {
-        chain(this, self.in_place(env, other, "sub_: other", |a, b| a.f_sub_(b)))
+    pub fn sub_<'t>(&self, this: This<'t>, env: Env, other: Unknown) -> Outcome<This<'t>> {
+        chain(this, self.in_place(env, other, "sub_: other", |a, b| a.f_sub_(b))).into()
     }
     /// In place: `this *= other`.
     #[napi(
@@ -320,8 +332,8 @@ impl JsTensor {
         ts_args_type = "other: Tensor | number",
         ts_return_type = "this"
     )]
-    pub fn mul_<'t>(&self, this: This<'t>, env: Env, other: Unknown) -> Result<This<'t>> {
-        chain(this, self.in_place(env, other, "mul_: other", |a, b| a.f_mul_(b)))
+    pub fn mul_<'t>(&self, this: This<'t>, env: Env, other: Unknown) -> Outcome<This<'t>> {
+        chain(this, self.in_place(env, other, "mul_: other", |a, b| a.f_mul_(b))).into()
     }
     /// In place: `this /= other` (the tensor must be floating).
     #[napi(
@@ -329,8 +341,8 @@ impl JsTensor {
         ts_args_type = "other: Tensor | number",
         ts_return_type = "this"
     )]
-    pub fn div_<'t>(&self, this: This<'t>, env: Env, other: Unknown) -> Result<This<'t>> {
-        chain(this, self.in_place(env, other, "div_: other", |a, b| a.f_div_(b)))
+    pub fn div_<'t>(&self, this: This<'t>, env: Env, other: Unknown) -> Outcome<This<'t>> {
+        chain(this, self.in_place(env, other, "div_: other", |a, b| a.f_div_(b))).into()
     }
     /// In place: `this **= exponent`.
     #[napi(
@@ -338,14 +350,16 @@ impl JsTensor {
         ts_args_type = "exponent: Tensor | number",
         ts_return_type = "this"
     )]
-    pub fn pow_<'t>(&self, this: This<'t>, env: Env, exponent: Unknown) -> Result<This<'t>> {
-        // A number goes to `pow_.Scalar`, as in PyTorch: an integer tensor to a negative integer
-        // power is an error there, not a silent integer result.
-        let done = match number(env, &exponent) {
-            Some(e) => guard(|| shim::scalar::pow(&*self.get()?, e, true).map(drop)),
-            None => self.in_place(env, exponent, "pow_: exponent", |a, b| a.f_pow_tensor_(b)),
-        };
-        chain(this, done)
+    pub fn pow_<'t>(&self, this: This<'t>, env: Env, exponent: Unknown) -> Outcome<This<'t>> {
+        Outcome::of(|| {
+            // A number goes to `pow_.Scalar`, as in PyTorch: an integer tensor to a negative integer
+            // power is an error there, not a silent integer result.
+            let done = match number(env, &exponent) {
+                Some(e) => guard(|| shim::scalar::pow(&*self.get()?, e, true).map(drop)),
+                None => self.in_place(env, exponent, "pow_: exponent", |a, b| a.f_pow_tensor_(b)),
+            };
+            chain(this, done)
+        })
     }
     /// In place: `this = other` (broadcast, cast to this dtype), writing through to storage.
     #[napi(
@@ -353,24 +367,28 @@ impl JsTensor {
         ts_args_type = "src: Tensor | number",
         ts_return_type = "this"
     )]
-    pub fn copy_<'t>(&self, this: This<'t>, env: Env, src: Unknown) -> Result<This<'t>> {
-        let done = self.in_place(env, src, "copy_: src", |a, b| {
-            a.f_copy_(b)?;
-            Ok(a.shallow_clone())
-        });
-        chain(this, done)
+    pub fn copy_<'t>(&self, this: This<'t>, env: Env, src: Unknown) -> Outcome<This<'t>> {
+        Outcome::of(|| {
+            let done = self.in_place(env, src, "copy_: src", |a, b| {
+                a.f_copy_(b)?;
+                Ok(a.shallow_clone())
+            });
+            chain(this, done)
+        })
     }
     /// In place: limits values to [min, max].
     #[napi(js_name = "clamp_", ts_return_type = "this")]
-    pub fn clamp_<'t>(&self, this: This<'t>, min: Option<f64>, max: Option<f64>) -> Result<This<'t>> {
-        let done = guard(|| {
-            if min.is_none() && max.is_none() {
-                bail_code!(Code::InvalidArg, "clamp_: give min, max or both");
-            }
-            let _ = shim::scalar::clamp(&*self.get()?, min, max, true)?;
-            Ok(())
-        });
-        chain(this, done)
+    pub fn clamp_<'t>(&self, this: This<'t>, min: Option<f64>, max: Option<f64>) -> Outcome<This<'t>> {
+        Outcome::of(|| {
+            let done = guard(|| {
+                if min.is_none() && max.is_none() {
+                    bail_code!(Code::InvalidArg, "clamp_: give min, max or both");
+                }
+                let _ = shim::scalar::clamp(&*self.get()?, min, max, true)?;
+                Ok(())
+            });
+            chain(this, done)
+        })
     }
     /// In place: every element becomes `value`.
     #[napi(
@@ -378,16 +396,18 @@ impl JsTensor {
         ts_args_type = "value: number | boolean",
         ts_return_type = "this"
     )]
-    pub fn fill_<'t>(&self, this: This<'t>, env: Env, value: Unknown) -> Result<This<'t>> {
-        let done = match number(env, &value) {
-            Some(v) => guard(|| shim::scalar::fill_(&*self.get()?, v)),
-            None => self.in_place(env, value, "fill_: value", |a, b| a.f_fill_tensor_(b)),
-        };
-        chain(this, done)
+    pub fn fill_<'t>(&self, this: This<'t>, env: Env, value: Unknown) -> Outcome<This<'t>> {
+        Outcome::of(|| {
+            let done = match number(env, &value) {
+                Some(v) => guard(|| shim::scalar::fill_(&*self.get()?, v)),
+                None => self.in_place(env, value, "fill_: value", |a, b| a.f_fill_tensor_(b)),
+            };
+            chain(this, done)
+        })
     }
     /// In place: every element becomes 0.
     #[napi(js_name = "zero_", ts_return_type = "this")]
-    pub fn zero_<'t>(&self, this: This<'t>) -> Result<This<'t>> {
+    pub fn zero_<'t>(&self, this: This<'t>) -> Outcome<This<'t>> {
         chain(
             this,
             guard(|| {
@@ -395,6 +415,7 @@ impl JsTensor {
                 Ok(())
             }),
         )
+        .into()
     }
 }
 

@@ -1,6 +1,7 @@
 //! The JS `Tensor` class: a newtype over `tch::Tensor` (`None` once disposed). Split by verb:
 //! `create` (factories), `data` (reading values out), `ops` (math and conversions), `display`.
-use crate::error::{guard, Code, Result};
+use crate::error::{guard, Code};
+use crate::outcome::Outcome;
 use crate::{device, dtype, memory};
 use napi_derive::napi;
 use std::cell::{Cell, Ref, RefCell};
@@ -197,50 +198,40 @@ impl Drop for JsTensor {
 
 #[napi]
 impl JsTensor {
-    /// Not for users: tensors come from `torch.tensor`, `torch.ones`, `torch.fromBuffer`, ...
-    /// (`new Tensor()` throws `InvalidArg`; napi-rs builds instances without calling this).
-    #[napi(constructor)]
-    pub fn new_from_js() -> Result<Self> {
-        Err(napi::Error::new(
-            Code::InvalidArg,
-            "new Tensor(): tensors are made with torch.tensor(data), torch.ones(shape), torch.fromBuffer(...), ...".to_string(),
-        ))
-    }
-
     /// The size of each dimension, e.g. `[1, 3, 224, 224]`.
     #[napi(getter)]
-    pub fn shape(&self) -> Result<Vec<i64>> {
-        guard(|| Ok(self.get()?.size()))
+    pub fn shape(&self) -> Outcome<Vec<i64>> {
+        guard(|| Ok(self.get()?.size())).into()
     }
 
     /// The element type: `'float32'`, `'int64'`, `'bool'`, ...
     #[napi(getter, ts_return_type = "DType")]
-    pub fn dtype(&self) -> Result<String> {
-        guard(|| Ok(dtype::name(self.get()?.kind())))
+    pub fn dtype(&self) -> Outcome<String> {
+        guard(|| Ok(dtype::name(self.get()?.kind()))).into()
     }
 
     /// Where the tensor lives: `'cpu'` or `'cuda:N'`.
     #[napi(getter, ts_return_type = "Device")]
-    pub fn device(&self) -> Result<String> {
-        guard(|| Ok(device::name(self.get()?.device())))
+    pub fn device(&self) -> Outcome<String> {
+        guard(|| Ok(device::name(self.get()?.device()))).into()
     }
 
     /// The number of dimensions.
     #[napi(getter)]
-    pub fn ndim(&self) -> Result<u32> {
-        guard(|| Ok(self.get()?.dim() as u32))
+    pub fn ndim(&self) -> Outcome<u32> {
+        guard(|| Ok(self.get()?.dim() as u32)).into()
     }
 
     /// Whether autograd records operations on this tensor.
     #[napi(getter)]
-    pub fn requires_grad(&self) -> Result<bool> {
-        guard(|| Ok(self.get()?.requires_grad()))
+    pub fn requires_grad(&self) -> Outcome<bool> {
+        guard(|| Ok(self.get()?.requires_grad())).into()
     }
 
     /// The number of elements (the product of the shape).
     #[napi]
-    pub fn numel(&self) -> Result<i64> {
-        guard(|| Ok(self.get()?.size().iter().product()))
+    pub fn numel(&self) -> Outcome<i64> {
+        guard(|| Ok(self.get()?.size().iter().product())).into()
     }
 
     /// True once `dispose()` has run.

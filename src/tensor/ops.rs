@@ -4,6 +4,7 @@ use super::create::string_arg;
 use super::JsTensor;
 use crate::error::{guard, Code, Result};
 use crate::js;
+use crate::outcome::Outcome;
 use crate::{args, bail_code, device, dtype};
 use napi::bindgen_prelude::*;
 use napi::JsValue;
@@ -56,7 +57,7 @@ impl JsTensor {
     /// `to({device: 'cpu', dtype: 'float32'})`. Returns a tensor sharing memory with this one
     /// when nothing changes, as PyTorch does.
     #[napi(ts_args_type = "target: Device | DType | { device?: Device; dtype?: DType }")]
-    pub fn to(&self, env: Env, target: Unknown) -> Result<JsTensor> {
+    pub fn to(&self, env: Env, target: Unknown) -> Outcome<JsTensor> {
         guard(|| {
             let (raw, v) = (env.raw(), target.raw());
             let (dev, kind) = if js::type_of(raw, v)? == napi::sys::ValueType::napi_string {
@@ -103,17 +104,18 @@ impl JsTensor {
             };
             Ok(JsTensor::new(convert(&*self.get()?, dev, kind)?))
         })
+        .into()
     }
 
     /// A copy in CPU memory (this tensor when it already is there).
     #[napi]
-    pub fn cpu(&self) -> Result<JsTensor> {
-        guard(|| Ok(JsTensor::new(convert(&*self.get()?, Some(Device::Cpu), None)?)))
+    pub fn cpu(&self) -> Outcome<JsTensor> {
+        guard(|| Ok(JsTensor::new(convert(&*self.get()?, Some(Device::Cpu), None)?))).into()
     }
 
     /// A copy on a CUDA device (default `cuda:0`); `DeviceUnavailable` where there is none.
     #[napi(ts_args_type = "device?: Device")]
-    pub fn cuda(&self, env: Env, device: Option<Unknown>) -> Result<JsTensor> {
+    pub fn cuda(&self, env: Env, device: Option<Unknown>) -> Outcome<JsTensor> {
         guard(|| {
             let device = device
                 .filter(|d| !js::is_nullish(env.raw(), d.raw()).unwrap_or(true))
@@ -125,43 +127,48 @@ impl JsTensor {
             }
             Ok(JsTensor::new(convert(&*self.get()?, Some(d), None)?))
         })
+        .into()
     }
 
     /// Softmax along `dim` (default: the last).
     #[napi]
-    pub fn softmax(&self, dim: Option<f64>) -> Result<JsTensor> {
+    pub fn softmax(&self, dim: Option<f64>) -> Outcome<JsTensor> {
         guard(|| {
             let t = self.get()?;
             let d = args::dim(dim.unwrap_or(-1.0), t.dim(), "softmax: dim")?;
             Ok(JsTensor::new(t.f_softmax(d, None)?))
         })
+        .into()
     }
 
     /// Log-softmax along `dim` (default: the last).
     #[napi]
-    pub fn log_softmax(&self, dim: Option<f64>) -> Result<JsTensor> {
+    pub fn log_softmax(&self, dim: Option<f64>) -> Outcome<JsTensor> {
         guard(|| {
             let t = self.get()?;
             let d = args::dim(dim.unwrap_or(-1.0), t.dim(), "logSoftmax: dim")?;
             Ok(JsTensor::new(t.f_log_softmax(d, None)?))
         })
+        .into()
     }
 
     /// Index of the largest value: over all elements (flattened), or along `dim`.
     #[napi]
-    pub fn argmax(&self, dim: Option<f64>, keepdim: Option<bool>) -> Result<JsTensor> {
+    pub fn argmax(&self, dim: Option<f64>, keepdim: Option<bool>) -> Outcome<JsTensor> {
         self.arg_extreme(dim, keepdim, "argmax", |t, d, k| t.f_argmax(d, k))
+            .into()
     }
 
     /// Index of the smallest value: over all elements (flattened), or along `dim`.
     #[napi]
-    pub fn argmin(&self, dim: Option<f64>, keepdim: Option<bool>) -> Result<JsTensor> {
+    pub fn argmin(&self, dim: Option<f64>, keepdim: Option<bool>) -> Outcome<JsTensor> {
         self.arg_extreme(dim, keepdim, "argmin", |t, d, k| t.f_argmin(d, k))
+            .into()
     }
 
     /// The `k` largest values along `dim` (default: the last), sorted, with their indices.
     #[napi]
-    pub fn topk(&self, k: f64, dim: Option<f64>) -> Result<ValuesIndices> {
+    pub fn topk(&self, k: f64, dim: Option<f64>) -> Outcome<ValuesIndices> {
         guard(|| {
             let t = self.get()?;
             let d = args::dim(dim.unwrap_or(-1.0), t.dim(), "topk: dim")?;
@@ -179,5 +186,6 @@ impl JsTensor {
                 indices: JsTensor::new(indices),
             })
         })
+        .into()
     }
 }

@@ -1,0 +1,159 @@
+//! How exports fail without throwing from native code.
+//!
+//! Why: when a native callback throws, Node's `CallIntoModule` rethrows the exception
+//! (`Isolate::ThrowException`, which allocates a message object and so may collect garbage)
+//! *before* it clears `last_exception`. A GC-time finalizer that runs during that collection
+//! (this addon's module version is the experimental one, see `lib.rs`) then sees the stale
+//! exception, and Node runs JS inside the GC: V8's fatal "AllowJavascriptExecution". That holds
+//! on Node 20, 22, 24 and 26 whatever the finalizer does, so the only safe throw is a JS one.
+//!
+//! So an export returns [`Outcome`]: its value, or — on failure — a frozen sentinel object
+//! (`FAILED`, exported as `_failed`) after stashing the error here; the JS wrapper that index.js
+//! puts on every export sees the sentinel, takes the error with `_takeError()` and throws it
+//! from JS. An exception that the caller's own JS code threw while its arguments were read (a
+//! getter, a Proxy trap) is taken off the env at once (no allocation while it is pending) and
+//! handed back as is.
+//!
+//! What remains native: napi-rs's own conversion of typed parameters (`transpose('a', 1)`:
+//! a string where a number is declared) throws before our code runs.
+//!
+//! `napi_env` and `napi_value` are opaque handles that Rust never dereferences (see `crate::js`).
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+use crate::error::{Code, Result};
+use crate::js::{self, Env, Val};
+use napi::bindgen_prelude::{ToNapiValue, TypeName, ValueType};
+use napi::sys;
+use std::cell::{Cell, RefCell};
+use std::ptr;
+
+/// An export's result: `T` on success; on failure the sentinel, with the error stashed.
+pub struct Outcome<T>(Result<T>);
+
+impl<T> From<Result<T>> for Outcome<T> {
+    fn from(r: Result<T>) -> Self {
+        Outcome(r)
+    }
+}
+
+impl<T> Outcome<T> {
+    /// Runs an export body that needs `?` on glue results.
+    pub fn of(body: impl FnOnce() -> Result<T>) -> Self {
+        Outcome(body())
+    }
+}
+
+/// A failure waiting for `_takeError()`.
+enum Stashed {
+    Coded(Code, String),
+    /// The exception the caller's own JS code threw, held by a reference.
+    Thrown(sys::napi_ref),
+}
+
+thread_local! {
+    // One per JS thread (main and each worker): each env lives on its own thread.
+    static FAILED: Cell<sys::napi_ref> = const { Cell::new(ptr::null_mut()) };
+    static LAST: RefCell<Option<Stashed>> = const { RefCell::new(None) };
+}
+
+/// Creates this thread's sentinel (a frozen empty object) and puts it on `exports._failed`.
+pub fn init(env: Env, exports: Val) -> anyhow::Result<()> {
+    let (mut sentinel, mut reference) = (ptr::null_mut(), ptr::null_mut());
+    unsafe {
+        check(sys::napi_create_object(env, &mut sentinel))?;
+        check(sys::napi_object_freeze(env, sentinel))?;
+        check(sys::napi_create_reference(env, sentinel, 1, &mut reference))?;
+        check(sys::napi_set_named_property(
+            env,
+            exports,
+            c"_failed".as_ptr(),
+            sentinel,
+        ))?;
+    }
+    FAILED.with(|f| f.set(reference));
+    Ok(())
+}
+
+fn check(status: sys::napi_status) -> anyhow::Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        anyhow::bail!("cannot create the failure sentinel (N-API status {status})")
+    }
+}
+
+/// Stashes `err` (or the pending JS exception, which wins) and returns the sentinel.
+fn fail(env: Env, err: napi::Error<Code>) -> napi::Result<Val> {
+    let stashed = match js::take_exception(env) {
+        Some(exception) => {
+            let mut reference = ptr::null_mut();
+            unsafe { sys::napi_create_reference(env, exception, 1, &mut reference) };
+            Stashed::Thrown(reference)
+        }
+        None => Stashed::Coded(err.status, err.reason),
+    };
+    if let Some(Stashed::Thrown(old)) = LAST.with(|l| l.borrow_mut().replace(stashed)) {
+        unsafe { sys::napi_delete_reference(env, old) };
+    }
+    let mut sentinel = ptr::null_mut();
+    let status = unsafe { sys::napi_get_reference_value(env, FAILED.with(Cell::get), &mut sentinel) };
+    if status != sys::Status::napi_ok || sentinel.is_null() {
+        return Err(napi::Error::from_reason(
+            "torch-node: the failure sentinel is missing",
+        ));
+    }
+    Ok(sentinel)
+}
+
+impl<T: ToNapiValue> ToNapiValue for Outcome<T> {
+    unsafe fn to_napi_value(env: Env, val: Self) -> napi::Result<Val> {
+        match val.0 {
+            Ok(v) => match unsafe { T::to_napi_value(env, v) } {
+                Ok(out) => Ok(out),
+                Err(e) => fail(env, napi::Error::new(Code::Internal, e.reason.clone())),
+            },
+            Err(e) => fail(env, e),
+        }
+    }
+}
+
+impl<T: TypeName> TypeName for Outcome<T> {
+    fn type_name() -> &'static str {
+        T::type_name()
+    }
+
+    fn value_type() -> ValueType {
+        T::value_type()
+    }
+}
+
+/// @internal The failure an export just reported with `_failed`: `[code, message]` for
+/// torch-node's own errors, `[null, exception]` for what the caller's JS code threw. Used by
+/// the wrappers in index.js only.
+#[napi_derive::napi(js_name = "_takeError", skip_typescript)]
+pub fn take_error(env: &napi::Env) -> napi::Result<napi::bindgen_prelude::Unknown<'_>> {
+    let raw = env.raw();
+    let stashed = LAST.with(|l| l.borrow_mut().take());
+    let pair = match stashed {
+        Some(Stashed::Thrown(reference)) => {
+            let mut exception = ptr::null_mut();
+            unsafe {
+                sys::napi_get_reference_value(raw, reference, &mut exception);
+                sys::napi_delete_reference(raw, reference);
+            }
+            vec![js::null(raw), Ok(exception)]
+        }
+        Some(Stashed::Coded(code, message)) => {
+            vec![js::new_string(raw, code.as_ref()), js::new_string(raw, &message)]
+        }
+        None => vec![
+            js::new_string(raw, Code::Internal.as_ref()),
+            js::new_string(raw, "torch-node: no error was recorded for this failure"),
+        ],
+    };
+    let items = pair
+        .into_iter()
+        .collect::<anyhow::Result<Vec<Val>>>()
+        .and_then(|items| js::new_array(raw, items))
+        .map_err(|e| napi::Error::from_reason(e.to_string()))?;
+    Ok(unsafe { napi::bindgen_prelude::Unknown::from_raw_unchecked(raw, items) })
+}
