@@ -474,6 +474,32 @@ export interface ModuleOptions {
    * the load has not started; a load already running finishes and its module is dropped.
    */
   signal?: AbortSignal
+  /**
+   * Prepares the module for inference: `torch.jit.freeze` (parameters become constants) and
+   * `torch.jit.optimize_for_inference` (conv/batch-norm folding, oneDNN prepacked weights),
+   * as in Python. Same outputs to float rounding; a frozen module cannot `to()`, `train()` or
+   * `save()`, and has no `parameters()`.
+   */
+  optimize?: boolean
+  /**
+   * Converts conv weights and 4-D inputs to the channels-last memory format (faster oneDNN
+   * convolutions on CPU); outputs may come back channels-last (same values and shape).
+   */
+  channelsLast?: boolean
+  /**
+   * `'float32'` (default) or `'bfloat16'`: floating weights converted to bf16, floating
+   * inputs cast in, bf16 outputs cast back to float32. About 3 significant digits; on a CPU
+   * only where it computes bf16 natively (AVX512-BF16 or AMX: see
+   * `torch.cpu.capabilities()`), else `DeviceUnavailable`.
+   */
+  dtype?: 'float32' | 'bfloat16'
+  /**
+   * Runs `forward(...example)` this many times at load (default 2 when `example` is given):
+   * TorchScript optimizes a method's graph after its first calls, which are slow.
+   */
+  warmup?: number
+  /** The inputs of one `forward` call (a Tensor, or an array of inputs) for `warmup`. */
+  example?: Tensor | IValue[]
 }
 
 /** A tensor filled with ones. `ones([2, 3])`, `ones([2, 3], {dtype: 'int64'})`, `ones([2], true)`. */
@@ -531,6 +557,19 @@ export interface ValuesIndices {
 
 /** A tensor filled with zeros. */
 export declare function zeros(shape: number[] | number, options?: TensorOptions | boolean): Tensor
+
+export declare namespace cpu {
+  /**
+   * libtorch's view of this CPU, as Python's `torch._C._cpu._get_cpu_capability()`: ISA
+   * flags (`avx512_bf16`, `amx_bf16`, `avx2`, ...), cache sizes, core counts, `cpu_name`.
+   */
+  export function capabilities(): Record<string, boolean | number | string>
+  /**
+   * Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX-BF16): where it does,
+   * `ScriptModule.load(path, {dtype: 'bfloat16'})` is available.
+   */
+  export function hasNativeBf16(): boolean
+}
 
 export declare namespace cuda {
   /** The number of CUDA devices libtorch sees (0 without CUDA). */

@@ -31,6 +31,7 @@ export const {
   setNumInteropThreads,
   memory,
   cuda,
+  cpu,
   image,
   vision,
 } = torch

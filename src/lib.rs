@@ -116,6 +116,44 @@ pub mod cuda {
     }
 }
 
+/// CPU queries.
+#[napi(namespace = "cpu")]
+pub mod cpu {
+    use crate::js;
+    use crate::outcome::Outcome;
+    use crate::shim::{self, Capability};
+    use napi::bindgen_prelude::Unknown;
+
+    /// libtorch's view of this CPU, as Python's `torch._C._cpu._get_cpu_capability()`: ISA
+    /// flags (`avx512_bf16`, `amx_bf16`, `avx2`, ...), cache sizes, core counts, `cpu_name`.
+    #[napi(ts_return_type = "Record<string, boolean | number | string>")]
+    pub fn capabilities(env: &napi::Env) -> Outcome<Unknown<'_>> {
+        crate::error::guard(|| {
+            let raw = env.raw();
+            let entries = shim::cpu_capabilities()?
+                .into_iter()
+                .map(|(name, value)| {
+                    let v = match value {
+                        Capability::Flag(b) => js::new_bool(raw, b),
+                        Capability::Count(n) => js::new_number(raw, n as f64),
+                        Capability::Text(t) => js::new_string(raw, &t),
+                    }?;
+                    Ok((name, v))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Ok(unsafe { Unknown::from_raw_unchecked(raw, js::new_object(raw, entries)?) })
+        })
+        .into()
+    }
+
+    /// Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX-BF16): where it does,
+    /// `ScriptModule.load(path, {dtype: 'bfloat16'})` is available.
+    #[napi]
+    pub fn has_native_bf16() -> bool {
+        shim::cpu_has_native_bf16()
+    }
+}
+
 /// Runs once per JS context (main thread and each worker) as the addon loads.
 #[napi(module_exports)]
 pub fn init(exports: napi::bindgen_prelude::Object, env: napi::Env) -> napi::Result<()> {

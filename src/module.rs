@@ -4,7 +4,7 @@
 use crate::error::{fail, Code};
 use crate::ivalue::ffi::{check_last_error, from_ivalue, to_ivalue, Owned};
 use crate::ivalue::value::{coerce_args, Signature, Value};
-use crate::shim;
+use crate::shim::{self, Prepare};
 use crate::{archive, bail_code};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
@@ -19,6 +19,10 @@ pub struct Module {
     /// Schemas are immutable once loaded; reading one costs a C++ round trip and parsing its
     /// annotations, so each method's is read and parsed once.
     signatures: Mutex<HashMap<String, Arc<Signature>>>,
+    /// How it was prepared at load ([`LoadOptions`]): bf16 casts floating inputs in and bf16
+    /// outputs back to float32, channels-last converts 4-D inputs; a frozen (optimized) module
+    /// cannot move, train or be saved.
+    prepared: Prepare,
 }
 
 // SAFETY: a torch::jit::Module may run methods from several threads at once (PyTorch serves
@@ -58,6 +62,7 @@ impl Module {
             ptr,
             device,
             signatures: Mutex::new(HashMap::new()),
+            prepared: Prepare::default(),
         })
     }
 
@@ -112,6 +117,47 @@ impl Module {
         self.device
     }
 
+    /// Converts, freezes and optimizes the module for inference (see `tn_module_prepare`).
+    pub fn prepare(&mut self, how: Prepare) -> Result<()> {
+        if how == Prepare::default() {
+            return Ok(());
+        }
+        unsafe { shim::module_prepare(self.ptr, how) }.map_err(|e| {
+            fail(
+                Code::ModelLoadError,
+                format!(
+                    "cannot optimize the module: {}",
+                    crate::error::trim_libtorch(&e.to_string())
+                ),
+            )
+        })?;
+        self.prepared = how;
+        Ok(())
+    }
+
+    fn refuse_if_frozen(&self, what: &str) -> Result<()> {
+        if self.prepared.optimize {
+            bail_code!(
+                Code::InvalidArg,
+                "{what}: the module was loaded with {{optimize: true}}: frozen, with weights prepacked for its device"
+            );
+        }
+        Ok(())
+    }
+
+    /// Inputs as the prepared module takes them: bf16, channels-last.
+    fn adapt_input(&self, t: tch::Tensor) -> Result<tch::Tensor> {
+        let floating = matches!(t.kind(), tch::Kind::Float | tch::Kind::Double | tch::Kind::Half);
+        let t = match self.prepared.bf16 && floating {
+            true => t.f_to_kind(tch::Kind::BFloat16)?,
+            false => t,
+        };
+        match self.prepared.channels_last && t.dim() == 4 {
+            true => shim::channels_last(&t),
+            false => Ok(t),
+        }
+    }
+
     /// `forward` and every `@torch.jit.export`ed method.
     pub fn method_names(&self) -> Result<Vec<String>> {
         unsafe { shim::method_names(self.ptr) }
@@ -150,6 +196,13 @@ impl Module {
     pub fn call(&self, method: &str, args: Vec<Value>) -> Result<Value> {
         let args = coerce_args(&*self.signature(method)?, args)?;
         let _guard = (!args.iter().any(requires_grad)).then(tch::no_grad_guard);
+        let args = match self.prepared.bf16 || self.prepared.channels_last {
+            true => args
+                .into_iter()
+                .map(|v| map_tensors(v, &|t| self.adapt_input(t)))
+                .collect::<Result<Vec<Value>>>()?,
+            false => args,
+        };
         let owned = args.iter().map(to_ivalue).collect::<Result<Vec<Owned>>>()?;
         let ptrs: Vec<*mut CIValue> = owned.iter().map(|o| o.0).collect();
         let c_name = CString::new(method)?;
@@ -162,7 +215,14 @@ impl Module {
             let code = crate::error::classify(&message).unwrap_or(Code::ForwardError);
             fail(code, format!("{method}(): {message}"))
         })?;
-        from_ivalue(&Owned(out))
+        let out = from_ivalue(&Owned(out))?;
+        match self.prepared.bf16 {
+            true => map_tensors(out, &|t| match t.kind() {
+                tch::Kind::BFloat16 => Ok(t.f_to_kind(tch::Kind::Float)?),
+                _ => Ok(t),
+            }),
+            false => Ok(out),
+        }
     }
 
     pub fn named_parameters(&self) -> Result<Vec<(String, tch::Tensor)>> {
@@ -178,12 +238,16 @@ impl Module {
     }
 
     pub fn to_device(&mut self, device: Device) -> Result<()> {
+        self.refuse_if_frozen("to()")?;
         unsafe { shim::module_to_device(self.ptr, device_index(device)) }?;
         self.device = device;
         Ok(())
     }
 
     pub fn set_training(&mut self, training: bool) -> Result<()> {
+        if training {
+            self.refuse_if_frozen("train()")?;
+        }
         unsafe {
             if training {
                 atm_train(self.ptr)
@@ -199,6 +263,7 @@ impl Module {
     }
 
     pub fn save(&self, path: &str) -> Result<()> {
+        self.refuse_if_frozen("save()")?;
         let c_path = CString::new(path).map_err(|_| fail(Code::InvalidArg, "path: contains a NUL byte"))?;
         unsafe { atm_save(self.ptr, c_path.as_ptr()) };
         check_last_error().with_context(|| format!("cannot save the module to '{path}'"))
@@ -244,6 +309,39 @@ impl Geometry {
     }
 }
 
+/// `v` with each tensor in it replaced by `f(tensor)`.
+fn map_tensors(v: Value, f: &impl Fn(tch::Tensor) -> Result<tch::Tensor>) -> Result<Value> {
+    Ok(match v {
+        Value::Tensor(t) => Value::Tensor(f(t)?),
+        Value::List(ty, items) => Value::List(ty, items.into_iter().map(|v| map_tensors(v, f)).collect::<Result<_>>()?),
+        Value::Tuple(items) => Value::Tuple(items.into_iter().map(|v| map_tensors(v, f)).collect::<Result<_>>()?),
+        Value::Dict(ty, entries) => Value::Dict(
+            ty,
+            entries
+                .into_iter()
+                .map(|(k, v)| Ok((k, map_tensors(v, f)?)))
+                .collect::<Result<_>>()?,
+        ),
+        other => other,
+    })
+}
+
+/// A copy of `v` whose tensors share their data with `v`'s (for calling with the same inputs twice).
+fn share(v: &Value) -> Value {
+    match v {
+        Value::None => Value::None,
+        Value::Bool(b) => Value::Bool(*b),
+        Value::Int(i) => Value::Int(*i),
+        Value::Float(x) => Value::Float(*x),
+        Value::Number(x) => Value::Number(*x),
+        Value::Str(s) => Value::Str(s.clone()),
+        Value::Tensor(t) => Value::Tensor(t.shallow_clone()),
+        Value::List(ty, items) => Value::List(ty.clone(), items.iter().map(share).collect()),
+        Value::Tuple(items) => Value::Tuple(items.iter().map(share).collect()),
+        Value::Dict(ty, entries) => Value::Dict(ty.clone(), entries.iter().map(|(k, v)| (share(k), share(v))).collect()),
+    }
+}
+
 fn requires_grad(v: &Value) -> bool {
     match v {
         Value::Tensor(t) => t.requires_grad(),
@@ -255,17 +353,35 @@ fn requires_grad(v: &Value) -> bool {
 
 pub use crate::args::Source;
 
-/// How to load a module: the device, and the limits its archive is checked against.
+/// How to load a module: the device, the limits its archive is checked against, how to prepare
+/// it for inference, and the warm-up calls to run before it is handed out.
 pub struct LoadOptions {
     pub device: Device,
     pub limits: archive::Limits,
+    pub prepare: Prepare,
+    /// `forward` runs this many times with `example` at load: TorchScript's profiling executor
+    /// optimizes a method's graph after its first calls, which are slow.
+    pub warmup: usize,
+    pub example: Vec<Value>,
 }
 
 pub fn load(source: &Source, options: &LoadOptions) -> anyhow::Result<Module> {
-    match source {
+    if options.prepare.bf16 && options.device == Device::Cpu && !shim::cpu_has_native_bf16() {
+        bail_code!(
+            Code::DeviceUnavailable,
+            "options.dtype 'bfloat16': this CPU has no native bfloat16 (AVX512-BF16 or AMX-BF16); libtorch would emulate it, slower than float32"
+        );
+    }
+    let mut m = match source {
         Source::Path(p) => Module::load_file(p, options.device, &options.limits),
         Source::Bytes(b) => Module::load_bytes(b, options.device, &options.limits),
+    }?;
+    m.prepare(options.prepare)?;
+    for _ in 0..options.warmup {
+        m.call("forward", options.example.iter().map(share).collect())
+            .context("options.example: the warm-up call failed")?;
     }
+    Ok(m)
 }
 
 /// Runs a method with the module's read lock (mutations such as `to()` wait for running calls).

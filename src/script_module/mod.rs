@@ -35,6 +35,26 @@ pub struct ModuleOptions {
     /// `ScriptModule.load` only: aborting rejects the promise with code `Aborted` — at once if
     /// the load has not started; a load already running finishes and its module is dropped.
     pub signal: Option<AbortSignal>,
+    /// Prepares the module for inference: `torch.jit.freeze` (parameters become constants) and
+    /// `torch.jit.optimize_for_inference` (conv/batch-norm folding, oneDNN prepacked weights),
+    /// as in Python. Same outputs to float rounding; a frozen module cannot `to()`, `train()` or
+    /// `save()`, and has no `parameters()`.
+    pub optimize: Option<bool>,
+    /// Converts conv weights and 4-D inputs to the channels-last memory format (faster oneDNN
+    /// convolutions on CPU); outputs may come back channels-last (same values and shape).
+    pub channels_last: Option<bool>,
+    /// `'float32'` (default) or `'bfloat16'`: floating weights converted to bf16, floating
+    /// inputs cast in, bf16 outputs cast back to float32. About 3 significant digits; on a CPU
+    /// only where it computes bf16 natively (AVX512-BF16 or AMX: see
+    /// `torch.cpu.capabilities()`), else `DeviceUnavailable`.
+    #[napi(ts_type = "'float32' | 'bfloat16'")]
+    pub dtype: Option<String>,
+    /// Runs `forward(...example)` this many times at load (default 2 when `example` is given):
+    /// TorchScript optimizes a method's graph after its first calls, which are slow.
+    pub warmup: Option<u32>,
+    /// The inputs of one `forward` call (a Tensor, or an array of inputs) for `warmup`.
+    #[napi(ts_type = "Tensor | IValue[]")]
+    pub example: Option<Unknown<'static>>,
 }
 
 /// A TorchScript module (from `torch.jit.trace` or `torch.jit.script` + `torch.jit.save`).
@@ -52,8 +72,20 @@ fn source(env: RawEnv, v: Val) -> anyhow::Result<Source> {
 /// Reads load options: `device`, and `maxBytes` (the most bytes of tensor data the archive may
 /// declare; default 16 GiB); with `signal` (`ScriptModule.load` only), the AbortSignal too.
 fn load_options(env: RawEnv, options: Option<Val>) -> anyhow::Result<LoadOptions> {
-    load_options_with(env, options, &["device", "maxBytes"]).map(|(o, _)| o)
+    load_options_with(env, options, &LOAD_OPTIONS[..LOAD_OPTIONS.len() - 1]).map(|(o, _)| o)
 }
+
+/// The keys of `ModuleOptions`; `signal` (last) is for `ScriptModule.load` only.
+const LOAD_OPTIONS: [&str; 8] = [
+    "device",
+    "maxBytes",
+    "optimize",
+    "channelsLast",
+    "dtype",
+    "warmup",
+    "example",
+    "signal",
+];
 
 fn load_options_with(
     env: RawEnv,
@@ -63,6 +95,9 @@ fn load_options_with(
     let mut out = LoadOptions {
         device: Device::Cpu,
         limits: Limits::default(),
+        prepare: Default::default(),
+        warmup: 0,
+        example: Vec::new(),
     };
     let Some(o) = options.filter(|o| !js::is_nullish(env, *o).unwrap_or(true)) else {
         return Ok((out, None));
@@ -87,6 +122,49 @@ fn load_options_with(
             );
         }
         out.limits.max_bytes = n as u64;
+    }
+    let flag = |name: &str| -> anyhow::Result<bool> {
+        match js::property(env, o, name)? {
+            Some(v) if js::type_of(env, v)? == napi::sys::ValueType::napi_boolean => js::boolean(env, v),
+            Some(v) if !js::is_nullish(env, v)? => bail_code!(
+                Code::InvalidArg,
+                "options.{name}: expected a boolean, got {}",
+                js::describe(env, v)
+            ),
+            _ => Ok(false),
+        }
+    };
+    out.prepare.optimize = flag("optimize")?;
+    out.prepare.channels_last = flag("channelsLast")?;
+    if let Some(d) = js::property(env, o, "dtype")? {
+        out.prepare.bf16 = match string_arg(env, d, "options.dtype")?.as_str() {
+            "float32" => false,
+            "bfloat16" => true,
+            other => bail_code!(
+                Code::InvalidArg,
+                "options.dtype: expected 'float32' or 'bfloat16', got '{other}'"
+            ),
+        };
+    }
+    if let Some(e) = js::property(env, o, "example")? {
+        out.example = match js::is_array(env, e)? {
+            true => inputs(env, e)?,
+            false => values(env, &[e])?,
+        };
+        out.warmup = 2;
+    }
+    if let Some(w) = js::property(env, o, "warmup")? {
+        let n = crate::args::integer(number_arg(env, w, "options.warmup")?, "options.warmup")?;
+        if !(0..=1000).contains(&n) {
+            bail_code!(Code::InvalidArg, "options.warmup: expected 0 to 1000 calls, got {n}");
+        }
+        if n > 0 && out.example.is_empty() {
+            bail_code!(
+                Code::InvalidArg,
+                "options.warmup: needs options.example, the inputs of one forward call"
+            );
+        }
+        out.warmup = n as usize;
     }
     let signal = match accepted.contains(&"signal") {
         true => js::property(env, o, "signal")?,
@@ -259,7 +337,7 @@ impl JsScriptModule {
         Outcome::of(|| {
             let (raw, options) = (env.raw(), options.map(|o| o.raw()));
             let prepared = rethrow(catch_panic(|| {
-                let (opts, signal) = load_options_with(raw, options, &["device", "maxBytes", "signal"])?;
+                let (opts, signal) = load_options_with(raw, options, &LOAD_OPTIONS)?;
                 let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
                 Ok((source(raw, source_arg.raw())?, opts, abort))
             }))?;

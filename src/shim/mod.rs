@@ -38,8 +38,15 @@ extern "C" {
     fn tn_grad_fn_name(t: *const C_tensor) -> *mut c_char;
     fn tn_module_to_device(m: *mut CModule_, device: c_int, err: *mut *mut c_char);
     fn tn_module_is_training(m: *mut CModule_) -> c_int;
+    fn tn_module_prepare(m: *mut CModule_, bf16: c_int, channels_last: c_int, optimize: c_int, err: *mut *mut c_char);
+    fn tn_cpu_capabilities(
+        cb: extern "C" fn(*mut c_void, *const c_char, c_int, i64, *const c_char),
+        ctx: *mut c_void,
+        err: *mut *mut c_char,
+    );
     fn tn_wrapped_number(value: f64, is_integer: c_int, err: *mut *mut c_char) -> *mut C_tensor;
     fn tn_clone(t: *const C_tensor, err: *mut *mut c_char) -> *mut C_tensor;
+    fn tn_channels_last(t: *const C_tensor, err: *mut *mut c_char) -> *mut C_tensor;
     fn tn_storage_offset(t: *const C_tensor) -> i64;
     fn tn_storage_nbytes(t: *const C_tensor) -> i64;
     fn tn_storage_pin(t: *const C_tensor);
@@ -195,6 +202,65 @@ pub unsafe fn module_is_training(m: *mut CModule_) -> bool {
     tn_module_is_training(m) != 0
 }
 
+/// How [`module_prepare`] transforms a module (see `tn_module_prepare` in shim.cpp).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Prepare {
+    pub bf16: bool,
+    pub channels_last: bool,
+    pub optimize: bool,
+}
+
+/// # Safety
+/// `m` must be a live module handle that no other thread uses during the call.
+pub unsafe fn module_prepare(m: *mut CModule_, how: Prepare) -> Result<()> {
+    let mut err = std::ptr::null_mut();
+    tn_module_prepare(
+        m,
+        how.bf16 as c_int,
+        how.channels_last as c_int,
+        how.optimize as c_int,
+        &mut err,
+    );
+    check(err)
+}
+
+/// One entry of libtorch's CPU capability map.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Capability {
+    Flag(bool),
+    Count(i64),
+    Text(String),
+}
+
+/// libtorch's CPU capability map (ISA flags such as `avx512_bf16`, cache sizes, the CPU name).
+pub fn cpu_capabilities() -> Result<Vec<(String, Capability)>> {
+    extern "C" fn push(ctx: *mut c_void, name: *const c_char, kind: c_int, number: i64, text: *const c_char) {
+        let out = unsafe { &mut *(ctx as *mut Vec<(String, Capability)>) };
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+        let value = match kind {
+            0 => Capability::Flag(number != 0),
+            1 => Capability::Count(number),
+            _ => Capability::Text(unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned()),
+        };
+        out.push((name, value));
+    }
+    let mut out: Vec<(String, Capability)> = Vec::new();
+    let mut err = std::ptr::null_mut();
+    unsafe { tn_cpu_capabilities(push, &mut out as *mut _ as *mut c_void, &mut err) };
+    check(err)?;
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Whether the CPU computes in bfloat16 natively (AVX512-BF16 or AMX-BF16): where it does not,
+/// libtorch emulates bf16 and a bf16 model runs slower than float32.
+pub fn cpu_has_native_bf16() -> bool {
+    cpu_capabilities().is_ok_and(|caps| {
+        caps.iter()
+            .any(|(k, v)| (k == "avx512_bf16" || k == "amx_bf16") && *v == Capability::Flag(true))
+    })
+}
+
 /// Where the tensor's view starts in its storage, in elements (`t.storage_offset()`).
 pub fn storage_offset(t: &tch::Tensor) -> i64 {
     unsafe { tn_storage_offset(t.as_ptr()) }
@@ -276,6 +342,14 @@ pub fn wrapped_number(value: f64, is_integer: bool) -> Result<tch::Tensor> {
 pub fn clone(t: &tch::Tensor) -> Result<tch::Tensor> {
     let mut err = std::ptr::null_mut();
     let out = unsafe { tn_clone(t.as_ptr(), &mut err) };
+    check(err)?;
+    Ok(unsafe { tch::Tensor::from_ptr(out) })
+}
+
+/// The tensor in the channels-last memory format (NHWC strides over the same NCHW shape).
+pub fn channels_last(t: &tch::Tensor) -> Result<tch::Tensor> {
+    let mut err = std::ptr::null_mut();
+    let out = unsafe { tn_channels_last(t.as_ptr(), &mut err) };
     check(err)?;
     Ok(unsafe { tch::Tensor::from_ptr(out) })
 }

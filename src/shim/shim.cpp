@@ -5,6 +5,7 @@
 // because an exception crossing into Rust aborts the process.
 #include <torch/script.h>
 #include <torch/csrc/jit/mobile/type_parser.h>
+#include <ATen/cpu/Utils.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -108,6 +109,48 @@ void tn_module_to_device(module_t m, int device, char** err) {
 // Whether the module is in training mode.
 int tn_module_is_training(module_t m) { return m->is_training() ? 1 : 0; }
 
+// Prepares a module for inference, in place, in this order (each step optional):
+// `bf16`: floating parameters and buffers to bfloat16; `channels_last`: 4-D parameters (conv
+// weights) to the channels-last memory format; `optimize`: eval mode, `torch::jit::freeze`
+// (parameters and attributes become constants, training-only code goes) and
+// `optimize_for_inference` (conv/bn folding, oneDNN prepacked weights). Methods other than
+// `forward` (the @torch.jit.export ones) are preserved through both passes.
+void tn_module_prepare(module_t m, int bf16, int channels_last, int optimize, char** err) {
+  TN_PROTECT(err, {
+    torch::NoGradGuard no_grad;
+    if (bf16) m->to(at::kBFloat16);
+    if (channels_last) {
+      for (at::Tensor p : m->parameters()) {
+        if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+      }
+    }
+    if (optimize) {
+      std::vector<std::string> others;
+      for (const auto& method : m->get_methods()) {
+        if (method.name() != "forward") others.push_back(method.name());
+      }
+      m->eval();
+      torch::jit::Module frozen = torch::jit::freeze(*m, others);
+      *m = torch::jit::optimize_for_inference(frozen, others);
+    }
+  })
+}
+
+// Calls `cb(ctx, name, kind, number, text)` for each entry of libtorch's CPU capability map
+// (`torch._C._cpu._get_cpu_capability()` in Python): kind 0 a bool in `number`, 1 an integer in
+// `number`, 2 a string in `text`.
+void tn_cpu_capabilities(void (*cb)(void*, const char*, int, int64_t, const char*), void* ctx,
+                         char** err) {
+  TN_PROTECT(err, {
+    for (const auto& entry : at::cpu::get_cpu_capabilities()) {
+      const c10::IValue& v = entry.second;
+      if (v.isBool()) cb(ctx, entry.first.c_str(), 0, v.toBool() ? 1 : 0, nullptr);
+      else if (v.isInt()) cb(ctx, entry.first.c_str(), 1, v.toInt(), nullptr);
+      else if (v.isString()) cb(ctx, entry.first.c_str(), 2, 0, v.toStringRef().c_str());
+    }
+  })
+}
+
 }  // extern "C"
 
 extern "C" {
@@ -160,6 +203,12 @@ tensor_t tn_wrapped_number(double value, int is_integer, char** err) {
 // `t.clone()`, recorded by autograd as CloneBackward0 like Python's.
 tensor_t tn_clone(tensor_t t, char** err) {
   TN_PROTECT(err, return new torch::Tensor(t->clone());)
+  return nullptr;
+}
+
+// The tensor in the channels-last memory format (itself when it already is).
+tensor_t tn_channels_last(tensor_t t, char** err) {
+  TN_PROTECT(err, return new torch::Tensor(t->contiguous(at::MemoryFormat::ChannelsLast));)
   return nullptr;
 }
 
