@@ -19,6 +19,13 @@ const MODEL_PACKAGES = {
   // sample photos (skimage.data) for the torch.image goldens
   'scikit-image': 'skimage',
 }
+// Optional, pinned: torch.onnx's exporter needs them for models/resnet18.onnx, which only the
+// onnxruntime-node benchmark (bench/compare.js) uses. A failed pip install of these is logged, not
+// fatal: the model script then skips the ONNX export and says so.
+const ONNX_PACKAGES = {
+  'onnx==1.23.2': 'onnx',
+  'onnxscript==0.7.2': 'onnxscript',
+}
 
 function log(msg) {
   console.log(`[torch-node] ${msg}`)
@@ -60,6 +67,14 @@ function provisionVenv({ withModelPackages }) {
   if (withModelPackages) {
     const missing = Object.keys(MODEL_PACKAGES).filter((p) => !hasModule(py, MODEL_PACKAGES[p]))
     if (missing.length) pip(py, [`torch==${TORCH_VERSION}`, ...missing])
+    const onnxMissing = Object.keys(ONNX_PACKAGES).filter((p) => !hasModule(py, ONNX_PACKAGES[p]))
+    if (onnxMissing.length) {
+      try {
+        pip(py, [`torch==${TORCH_VERSION}`, ...onnxMissing])
+      } catch (e) {
+        log(`pip install ${onnxMissing.join(' ')} failed (${e.message.split('\n')[0]}): models/resnet18.onnx will be skipped`)
+      }
+    }
   }
   return py
 }
