@@ -12,6 +12,7 @@ fn main() {
     );
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
+    println!("cargo:rustc-env=TORCH_NODE_LIBTORCH_LIB={}", lib_dir.display());
     // Without --no-as-needed the linker drops libtorch_cuda (nothing references it directly) and
     // CUDA is silently unavailable at run time (tch-rs issues #177, #904, #980).
     if lib_dir.join("libtorch_cuda.so").exists() {
@@ -20,6 +21,22 @@ fn main() {
         println!("cargo:rustc-link-arg=-Wl,--as-needed");
     }
     build_shim(&lib_dir);
+    build_python_stub();
+}
+
+/// `libtorch_python.so`, empty (src/shim/torch_python_stub.c says why), embedded in the addon.
+fn build_python_stub() {
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("libtorch_python_stub.so");
+    println!("cargo:rerun-if-changed=src/shim/torch_python_stub.c");
+    let compiler = cc::Build::new().get_compiler();
+    let status = compiler
+        .to_command()
+        .args(["-shared", "-fPIC", "-Wl,-soname,libtorch_python.so", "-o"])
+        .arg(&out)
+        .arg("src/shim/torch_python_stub.c")
+        .status()
+        .expect("cannot run the C compiler for the libtorch_python stub");
+    assert!(status.success(), "building the libtorch_python stub failed");
 }
 
 /// libtorch's headers sit beside its lib dir in both layouts we support: the libtorch zip

@@ -19,7 +19,7 @@ export type Device = 'cpu' | 'cuda' | `cuda:${number}`
 /** The `code` of every error torch-node throws (see the README's error table). */
 export type ErrorCode =
   | 'InvalidArg' | 'ShapeMismatch' | 'DTypeMismatch' | 'DeviceUnavailable' | 'DeviceMismatch'
-  | 'ModelLoadError' | 'MethodNotFound' | 'Disposed' | 'ForwardError' | 'Aborted' | 'InvalidImage' | 'Internal'
+  | 'ModelLoadError' | 'MethodNotFound' | 'Disposed' | 'ForwardError' | 'Aborted' | 'InvalidImage' | 'LibraryLoadError' | 'Internal'
 /** An error thrown (or a promise rejected) by torch-node: `if ((e as TorchError).code === 'ShapeMismatch')`. */
 export interface TorchError extends Error {
   code: ErrorCode
@@ -85,6 +85,14 @@ export declare namespace vision {
   export function classify(module: ScriptModule, images: string | Uint8Array | Array<string | Uint8Array> | Tensor, options?: ClassifyOptions): Promise<Classification[][]>
   /** The 1000 ImageNet-1k class names in index order (torchvision's), frozen. */
   export const imagenetLabels: readonly string[]
+  /**
+   * Registers torchvision's C++ ops (`nms`, `roi_align`, `deform_conv2d`, ...), which scripted
+   * detection and segmentation models call, from the torchvision wheel beside libtorch (or from
+   * `dir`, a torchvision package folder), without Python. Its version must match libtorch's
+   * (torchvision 0.28 for libtorch 2.13). Idempotent: true when this call loaded them.
+   * Errors: `LibraryLoadError`.
+   */
+  export function loadOps(dir?: string): boolean
 }
 
 
@@ -447,6 +455,15 @@ export interface ImageOptions {
 
 /** `steps` values evenly spaced from `start` to `end`, both included. */
 export declare function linspace(start: number, end: number, steps: number, options?: TensorOptions): Tensor
+
+/**
+ * Loads a shared library of custom ops into the process (as Python's
+ * `torch.ops.load_library`): its `TORCH_LIBRARY` registrations run, and TorchScript modules
+ * loaded afterwards can call its ops. Kept loaded; loading the same file again does nothing.
+ * Returns whether this call loaded it. Errors: `LibraryLoadError` (a missing file, unresolved
+ * symbols — named —, a registration that failed).
+ */
+export declare function loadLibrary(path: string): boolean
 
 /** Seeds libtorch's random number generators (CPU and CUDA), as `torch.manual_seed`. */
 export declare function manualSeed(seed: number): void

@@ -200,7 +200,7 @@ function wrapNamespace(ns, prefix) {
   return out
 }
 
-const INTERNAL = new Set(['_failed', '_takeError', '_tidyBegin', '_tidyEnd'])
+const INTERNAL = new Set(['_failed', '_takeError', '_tidyBegin', '_tidyEnd', '_loadTorchvisionOps'])
 const exported = {}
 for (const [name, value] of Object.entries(native)) {
   if (INTERNAL.has(name)) continue
@@ -209,5 +209,7 @@ for (const [name, value] of Object.entries(native)) {
   else exported[name] = value
 }
 Object.assign(exported, { Tensor, ScriptModule, fromBuffer, tidy, where })
-exported.vision = require('./lib/vision')(exported)
+exported.vision = require('./lib/vision')(exported, {
+  loadOps: wrap(native._loadTorchvisionOps, 'loadOps', 'vision.loadOps'),
+})
 module.exports = exported

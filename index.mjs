@@ -32,6 +32,7 @@ export const {
   memory,
   cuda,
   cpu,
+  loadLibrary,
   image,
   vision,
 } = torch

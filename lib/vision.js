@@ -53,8 +53,23 @@ function throwIfAborted(signal) {
   if (signal && signal.aborted) throw codedError('Aborted', 'the signal was aborted')
 }
 
-module.exports = function vision(torch) {
+// `native.loadOps(dir)` registers torchvision's C++ ops without Python (src/library.rs).
+module.exports = function vision(torch, native) {
   const { Tensor, ScriptModule } = torch
+
+  /**
+   * Registers torchvision's ops (nms, roi_align, deform_conv2d, ...) that scripted detection and
+   * segmentation models call, from the torchvision wheel beside libtorch (or `dir`). Idempotent;
+   * true when this call loaded them.
+   */
+  function loadOps(dir) {
+    if (dir !== undefined && typeof dir !== 'string') {
+      const e = new Error(`vision.loadOps: dir: expected a string, got ${describe(dir)}`)
+      e.code = 'InvalidArg'
+      throw e
+    }
+    return native.loadOps(dir)
+  }
 
   /** The model input: a Tensor as it is, else the images loaded into one batch. */
   async function batchOf(images, preprocess) {
@@ -120,5 +135,5 @@ module.exports = function vision(torch) {
     }
   }
 
-  return { classify, imagenetLabels: IMAGENET_LABELS }
+  return { classify, imagenetLabels: IMAGENET_LABELS, loadOps }
 }

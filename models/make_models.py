@@ -12,6 +12,7 @@ Writes (paths relative to --out, which defaults to the folder this script is in)
   fixtures/extra_method.pt          scripted module with extra methods  (committed)
   fixtures/golden.json              expected outputs for the fixtures   (committed)
   fixtures/grow_scripted.pt         resize_s its input (hostile tests)  (committed)
+  fixtures/nms_scripted.pt          calls torchvision::nms (op library) (committed)
   resnet18_traced.pt                traced torchvision ResNet-18        (generated)
   resnet18.onnx                     the same weights in ONNX, dynamic batch, for the
                                     onnxruntime-node benchmark (generated; skipped with a
@@ -320,6 +321,25 @@ class Grow(nn.Module):
 def make_hostile_fixtures(out: str) -> None:
     path = os.path.join(out, "fixtures", "grow_scripted.pt")
     jit_save(torch.jit.script(Grow().eval()), path)
+    log("  wrote %s (%s)" % (rel(path, out), size_str(path)))
+
+
+class Nms(nn.Module):
+    """Calls torchvision's C++ op `torchvision::nms`, as detection models do: the library tests
+    load it after `torch.vision.loadOps()` (nms(boxes, scores, 0.5) == [0, 2] for their input)."""
+
+    def forward(self, boxes: Tensor, scores: Tensor, iou: float) -> Tensor:
+        return torch.ops.torchvision.nms(boxes, scores, iou)
+
+
+def make_op_fixtures(out: str) -> None:
+    import torchvision  # noqa: F401 (registers torchvision::nms for scripting)
+
+    path = os.path.join(out, "fixtures", "nms_scripted.pt")
+    m = torch.jit.script(Nms().eval())
+    boxes = torch.tensor([[0, 0, 10, 10], [1, 1, 11, 11], [50, 50, 60, 60]], dtype=torch.float32)
+    assert m(boxes, torch.tensor([0.9, 0.8, 0.7]), 0.5).tolist() == [0, 2]
+    jit_save(m, path)
     log("  wrote %s (%s)" % (rel(path, out), size_str(path)))
 
 
@@ -851,6 +871,8 @@ def main(argv=None) -> int:
         log("[1/4] fixtures: present, kept (--fixtures rewrites them)")
     if args.fixtures or not os.path.exists(os.path.join(out, "fixtures", "grow_scripted.pt")):
         make_hostile_fixtures(out)
+    if args.fixtures or not os.path.exists(os.path.join(out, "fixtures", "nms_scripted.pt")):
+        make_op_fixtures(out)
     log("[2/4] repr goldens")
     make_repr(out)
     if args.skip_large:

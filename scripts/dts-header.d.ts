@@ -19,7 +19,7 @@ export type Device = 'cpu' | 'cuda' | `cuda:${number}`
 /** The `code` of every error torch-node throws (see the README's error table). */
 export type ErrorCode =
   | 'InvalidArg' | 'ShapeMismatch' | 'DTypeMismatch' | 'DeviceUnavailable' | 'DeviceMismatch'
-  | 'ModelLoadError' | 'MethodNotFound' | 'Disposed' | 'ForwardError' | 'Aborted' | 'InvalidImage' | 'Internal'
+  | 'ModelLoadError' | 'MethodNotFound' | 'Disposed' | 'ForwardError' | 'Aborted' | 'InvalidImage' | 'LibraryLoadError' | 'Internal'
 /** An error thrown (or a promise rejected) by torch-node: `if ((e as TorchError).code === 'ShapeMismatch')`. */
 export interface TorchError extends Error {
   code: ErrorCode
@@ -85,5 +85,13 @@ export declare namespace vision {
   export function classify(module: ScriptModule, images: string | Uint8Array | Array<string | Uint8Array> | Tensor, options?: ClassifyOptions): Promise<Classification[][]>
   /** The 1000 ImageNet-1k class names in index order (torchvision's), frozen. */
   export const imagenetLabels: readonly string[]
+  /**
+   * Registers torchvision's C++ ops (`nms`, `roi_align`, `deform_conv2d`, ...), which scripted
+   * detection and segmentation models call, from the torchvision wheel beside libtorch (or from
+   * `dir`, a torchvision package folder), without Python. Its version must match libtorch's
+   * (torchvision 0.28 for libtorch 2.13). Idempotent: true when this call loaded them.
+   * Errors: `LibraryLoadError`.
+   */
+  export function loadOps(dir?: string): boolean
 }
 

@@ -23,6 +23,8 @@ pub enum Code {
     Aborted,
     /// Bytes that are not a decodable image (truncated, unknown format, over the size limits).
     InvalidImage,
+    /// A shared library of custom ops that `torch.loadLibrary` could not load.
+    LibraryLoadError,
     /// A bug in torch-node (a caught panic) or an unexpected libtorch failure.
     Internal,
 }
@@ -41,6 +43,7 @@ impl AsRef<str> for Code {
             Code::ForwardError => "ForwardError",
             Code::Aborted => "Aborted",
             Code::InvalidImage => "InvalidImage",
+            Code::LibraryLoadError => "LibraryLoadError",
             Code::Internal => "Internal",
         }
     }

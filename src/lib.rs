@@ -16,6 +16,7 @@ pub mod error;
 pub mod image;
 pub mod ivalue;
 pub mod js;
+pub mod library;
 pub mod memory;
 pub mod module;
 pub mod outcome;
@@ -82,6 +83,29 @@ pub fn set_num_interop_threads(n: f64) -> Outcome<()> {
         let n = args::thread_count(n, "setNumInteropThreads: n")?;
         unsafe { torch_sys::at_set_num_interop_threads(n) };
         ivalue::ffi::check_last_error()
+    })
+    .into()
+}
+
+/// Loads a shared library of custom ops into the process (as Python's
+/// `torch.ops.load_library`): its `TORCH_LIBRARY` registrations run, and TorchScript modules
+/// loaded afterwards can call its ops. Kept loaded; loading the same file again does nothing.
+/// Returns whether this call loaded it. Errors: `LibraryLoadError` (a missing file, unresolved
+/// symbols — named —, a registration that failed).
+#[napi]
+pub fn load_library(path: String) -> Outcome<bool> {
+    guard(|| library::load(&path)).into()
+}
+
+/// @internal `torch.vision.loadOps(dir)`: torchvision's ops from its wheel's folder (default:
+/// beside the libtorch the addon was built against).
+#[napi(js_name = "_loadTorchvisionOps", skip_typescript)]
+pub fn load_torchvision_ops(dir: Option<String>) -> Outcome<bool> {
+    guard(|| {
+        let dir = dir
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(library::default_torchvision_dir);
+        library::load_torchvision(&dir)
     })
     .into()
 }

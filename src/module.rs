@@ -47,12 +47,14 @@ fn device_index(device: Device) -> i32 {
 impl Module {
     fn from_handle(ptr: *mut CModule_, device: Device, what: &str) -> Result<Module> {
         check_last_error().map_err(|e| {
+            let message = crate::error::trim_libtorch(&e.to_string());
+            let hint = match message.contains("torchvision::") {
+                true => " (torchvision's ops are not loaded: call torch.vision.loadOps() first)",
+                false => "",
+            };
             fail(
                 Code::ModelLoadError,
-                format!(
-                    "cannot load TorchScript model from {what}: {}",
-                    crate::error::trim_libtorch(&e.to_string())
-                ),
+                format!("cannot load TorchScript model from {what}: {message}{hint}"),
             )
         })?;
         if ptr.is_null() {
@@ -313,8 +315,19 @@ impl Geometry {
 fn map_tensors(v: Value, f: &impl Fn(tch::Tensor) -> Result<tch::Tensor>) -> Result<Value> {
     Ok(match v {
         Value::Tensor(t) => Value::Tensor(f(t)?),
-        Value::List(ty, items) => Value::List(ty, items.into_iter().map(|v| map_tensors(v, f)).collect::<Result<_>>()?),
-        Value::Tuple(items) => Value::Tuple(items.into_iter().map(|v| map_tensors(v, f)).collect::<Result<_>>()?),
+        Value::List(ty, items) => Value::List(
+            ty,
+            items
+                .into_iter()
+                .map(|v| map_tensors(v, f))
+                .collect::<Result<_>>()?,
+        ),
+        Value::Tuple(items) => Value::Tuple(
+            items
+                .into_iter()
+                .map(|v| map_tensors(v, f))
+                .collect::<Result<_>>()?,
+        ),
         Value::Dict(ty, entries) => Value::Dict(
             ty,
             entries
@@ -338,7 +351,10 @@ fn share(v: &Value) -> Value {
         Value::Tensor(t) => Value::Tensor(t.shallow_clone()),
         Value::List(ty, items) => Value::List(ty.clone(), items.iter().map(share).collect()),
         Value::Tuple(items) => Value::Tuple(items.iter().map(share).collect()),
-        Value::Dict(ty, entries) => Value::Dict(ty.clone(), entries.iter().map(|(k, v)| (share(k), share(v))).collect()),
+        Value::Dict(ty, entries) => Value::Dict(
+            ty.clone(),
+            entries.iter().map(|(k, v)| (share(k), share(v))).collect(),
+        ),
     }
 }
 

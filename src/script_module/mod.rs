@@ -156,7 +156,10 @@ fn load_options_with(
     if let Some(w) = js::property(env, o, "warmup")? {
         let n = crate::args::integer(number_arg(env, w, "options.warmup")?, "options.warmup")?;
         if !(0..=1000).contains(&n) {
-            bail_code!(Code::InvalidArg, "options.warmup: expected 0 to 1000 calls, got {n}");
+            bail_code!(
+                Code::InvalidArg,
+                "options.warmup: expected 0 to 1000 calls, got {n}"
+            );
         }
         if n > 0 && out.example.is_empty() {
             bail_code!(

@@ -38,7 +38,13 @@ extern "C" {
     fn tn_grad_fn_name(t: *const C_tensor) -> *mut c_char;
     fn tn_module_to_device(m: *mut CModule_, device: c_int, err: *mut *mut c_char);
     fn tn_module_is_training(m: *mut CModule_) -> c_int;
-    fn tn_module_prepare(m: *mut CModule_, bf16: c_int, channels_last: c_int, optimize: c_int, err: *mut *mut c_char);
+    fn tn_module_prepare(
+        m: *mut CModule_,
+        bf16: c_int,
+        channels_last: c_int,
+        optimize: c_int,
+        err: *mut *mut c_char,
+    );
     fn tn_cpu_capabilities(
         cb: extern "C" fn(*mut c_void, *const c_char, c_int, i64, *const c_char),
         ctx: *mut c_void,
@@ -47,6 +53,8 @@ extern "C" {
     fn tn_wrapped_number(value: f64, is_integer: c_int, err: *mut *mut c_char) -> *mut C_tensor;
     fn tn_clone(t: *const C_tensor, err: *mut *mut c_char) -> *mut C_tensor;
     fn tn_channels_last(t: *const C_tensor, err: *mut *mut c_char) -> *mut C_tensor;
+    fn tn_dlopen(path: *const c_char, err: *mut *mut c_char) -> *mut c_void;
+    fn tn_torch_version(major: *mut c_int, minor: *mut c_int);
     fn tn_storage_offset(t: *const C_tensor) -> i64;
     fn tn_storage_nbytes(t: *const C_tensor) -> i64;
     fn tn_storage_pin(t: *const C_tensor);
@@ -352,4 +360,22 @@ pub fn channels_last(t: &tch::Tensor) -> Result<tch::Tensor> {
     let out = unsafe { tn_channels_last(t.as_ptr(), &mut err) };
     check(err)?;
     Ok(unsafe { tch::Tensor::from_ptr(out) })
+}
+
+/// Loads a shared library into the process for good (`RTLD_NOW | RTLD_GLOBAL`): the dynamic
+/// loader's message (unresolved symbols named) or a C++ exception from its static initializers
+/// becomes the error.
+pub fn dlopen(path: &std::path::Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| anyhow!("the path contains a NUL byte"))?;
+    let mut err = std::ptr::null_mut();
+    unsafe { tn_dlopen(c.as_ptr(), &mut err) };
+    check(err)
+}
+
+/// libtorch's (major, minor) version, as compiled into the shim.
+pub fn torch_version() -> (i32, i32) {
+    let (mut major, mut minor) = (0, 0);
+    unsafe { tn_torch_version(&mut major, &mut minor) };
+    (major, minor)
 }

@@ -4,8 +4,11 @@
 // Every function catches C++ exceptions and reports them as a malloc'ed message in `*err`,
 // because an exception crossing into Rust aborts the process.
 #include <torch/script.h>
+#include <torch/version.h>
 #include <torch/csrc/jit/mobile/type_parser.h>
 #include <ATen/cpu/Utils.h>
+
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -209,6 +212,31 @@ tensor_t tn_clone(tensor_t t, char** err) {
 // The tensor in the channels-last memory format (itself when it already is).
 tensor_t tn_channels_last(tensor_t t, char** err) {
   TN_PROTECT(err, return new torch::Tensor(t->contiguous(at::MemoryFormat::ChannelsLast));)
+  return nullptr;
+}
+
+}  // extern "C"
+
+extern "C" {
+
+// The libtorch version this shim was compiled against.
+void tn_torch_version(int* major, int* minor) {
+  *major = TORCH_VERSION_MAJOR;
+  *minor = TORCH_VERSION_MINOR;
+}
+
+// dlopen(path, RTLD_NOW | RTLD_GLOBAL) for a library of custom ops: its static initializers
+// (TORCH_LIBRARY registrations) run now and may throw (a namespace registered twice); that
+// becomes an error message, not a crash. Returns the handle (never closed) or null.
+void* tn_dlopen(const char* path, char** err) {
+  TN_PROTECT(err, {
+    void* handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (!handle) {
+      const char* why = dlerror();
+      *err = copy_string(why ? why : "dlopen failed");
+    }
+    return handle;
+  })
   return nullptr;
 }
 
