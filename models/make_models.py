@@ -4,6 +4,7 @@
 Usage (from the repository root):
 
     .libtorch/bin/python models/make_models.py [--out models] [--pretrained] [--skip-large]
+        [--onnx-only | --detection-only | --pt2-only]
 
 Writes (paths relative to --out, which defaults to the folder this script is in):
 
@@ -21,6 +22,16 @@ Writes (paths relative to --out, which defaults to the folder this script is in)
   golden/resnet18_*.f32, golden/resnet18.json                           (generated)
   golden/efficientnet_lite0_*.f32, golden/efficientnet_lite0.json       (generated)
   golden/repr.json                  Python repr() of ~60 tensors        (generated)
+  ssdlite320_mobilenet_v3_large_scripted.pt, maskrcnn_mobilenet_v3_large_fpn_scripted.pt
+                                    scripted torchvision detectors, seed 0 (generated)
+  golden/detection.json, golden/detection_input.f32, golden/*_masks.f32
+                                    their outputs for data/chelsea.png  (generated)
+  resnet18.pt2                      resnet18_traced.pt's weights through torch.export +
+                                    AOTInductor, dynamic batch 1..64 (generated; machine
+                                    code for this CPU: never commit; skipped with a note
+                                    when AOTInductor cannot compile, e.g. no C++ compiler)
+  two_io.pt2                        (x [2,3], y [2,3]) -> (x + y, x * y), same way
+  golden/pt2.json                   the .pt2 files' input/output specs  (generated)
 
 Everything is seeded and runs on the CPU, so running the script again rewrites
 the same files.  Nothing is downloaded unless --pretrained is given (which asks
@@ -146,6 +157,11 @@ def write_bytes(path: str, data: bytes) -> None:
 def write_f32(path: str, t: Tensor) -> None:
     arr = t.detach().cpu().contiguous().to(torch.float32).numpy()
     write_bytes(path, arr.astype("<f4").tobytes())
+
+
+def read_f32(path: str, shape: List[int]) -> Tensor:
+    with open(path, "rb") as f:
+        return torch.frombuffer(bytearray(f.read()), dtype=torch.float32).reshape(shape)
 
 
 def jit_save(module, path: str) -> None:
@@ -512,6 +528,216 @@ def onnx_opset(path: str) -> int:
     return max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
 
 
+# --------------------------------------------------------------------------
+# C. PyTorch 2 export path: AOTInductor `.pt2` packages (generated, not committed)
+# --------------------------------------------------------------------------
+
+def aoti_package(model: nn.Module, args: tuple, path: str, dynamic_shapes=None) -> None:
+    """torch.export + AOTInductor into `path`. The package holds a shared library compiled here,
+    for this CPU and this libtorch: it is written at install time and never committed."""
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pytree deprecation notices from inside torch.export
+        exported = torch.export.export(model, args, dynamic_shapes=dynamic_shapes)
+        # package_path must end in .pt2; compile beside the target and rename (no half-written file).
+        tmp = path[:-len(".pt2")] + ".tmp.pt2"
+        torch._inductor.aoti_compile_and_package(exported, package_path=tmp)
+    os.replace(tmp, path)
+
+
+def make_pt2(out: str) -> None:
+    """resnet18.pt2 (the weights of resnet18_traced.pt, dynamic batch 1..64) and two_io.pt2 (two
+    inputs, two outputs) for torch.AOTModule. AOTInductor compiles C++ with the system compiler;
+    without one (or on any other failure) this prints one line and skips instead of failing
+    `npm install`."""
+    import torchvision
+
+    traced = os.path.join(out, "resnet18_traced.pt")
+    path = os.path.join(out, "resnet18.pt2")
+    try:
+        model = torchvision.models.resnet18(weights=None).eval()
+        model.load_state_dict(torch.jit.load(traced).state_dict())
+        batch = torch.export.Dim("batch", min=1, max=64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            aoti_package(model, (torch.rand(2, 3, 224, 224),), path, dynamic_shapes={"x": {0: batch}})
+    except Exception as e:  # no C++ compiler, an inductor limitation, ...
+        log("  resnet18.pt2, two_io.pt2: skipped (torch.export or AOTInductor failed: %s)"
+            % (str(e).strip().split("\n")[0][:200] or type(e).__name__))
+        return
+    loaded = torch._inductor.aoti_load_package(path)
+    gd = os.path.join(out, "golden")
+    input8 = read_f32(os.path.join(gd, "resnet18_input_b8.f32"), [8, 3, 224, 224])
+    diffs = {}
+    with torch.no_grad():
+        for n in (1, 8):
+            eager = model(input8[:n])
+            got = loaded(input8[:n])
+            diffs[n] = float((got - eager).abs().max())
+            assert got.shape == (n, 1000) and diffs[n] < 1e-5, "resnet18.pt2 batch %d: max diff %g" % (n, diffs[n])
+    log("  wrote %s (%s, dynamic batch 1..64); max |pt2 - eager|: batch 1 %.2e, batch 8 %.2e"
+        % (rel(path, out), size_str(path), diffs[1], diffs[8]))
+
+    class TwoInputsTwoOutputs(nn.Module):
+        def forward(self, x: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
+            return x + y, x * y
+
+    two = os.path.join(out, "two_io.pt2")
+    aoti_package(TwoInputsTwoOutputs(), (torch.zeros(2, 3), torch.zeros(2, 3)), two)
+    x, y = torch.arange(6.0).reshape(2, 3), torch.full((2, 3), 2.0)
+    s, p = torch._inductor.aoti_load_package(two)(x, y)
+    assert torch.equal(s, x + y) and torch.equal(p, x * y)
+    log("  wrote %s (%s, (x [2,3], y [2,3]) -> (x + y, x * y))" % (rel(two, out), size_str(two)))
+    write_json(os.path.join(gd, "pt2.json"), {
+        "resnet18.pt2": {
+            "weights": "those of resnet18_traced.pt (goldens: resnet18_output_b1.f32, resnet18_output_b8.f32)",
+            "inputs": [{"name": "x", "dtype": "float32", "shape": ["batch", 3, 224, 224], "batch": [1, 64]}],
+            "outputs": [{"dtype": "float32", "shape": ["batch", 1000]}],
+            "max_abs_diff_vs_eager": {"b1": diffs[1], "b8": diffs[8]},
+        },
+        "two_io.pt2": {
+            "inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]},
+                       {"name": "y", "dtype": "float32", "shape": [2, 3]}],
+            "outputs": [{"formula": "x + y", "dtype": "float32", "shape": [2, 3]},
+                        {"formula": "x * y", "dtype": "float32", "shape": [2, 3]}],
+        },
+        "torch_version": torch.__version__,
+        "note": "compiled for this machine's CPU and this libtorch; regenerate, never commit",
+    })
+
+
+# --------------------------------------------------------------------------
+# D. torchvision detection (needs torchvision's C++ ops; generated, not committed)
+# --------------------------------------------------------------------------
+
+# The fixed detection input: a real photo, committed in data/ (451x300 RGB PNG).
+DETECTION_IMAGE = os.path.join(os.path.dirname(HERE), "data", "chelsea.png")
+
+
+def calibrate_batchnorm(model: nn.Module, images: List[Tensor]) -> None:
+    """Sets every BatchNorm's running statistics from one batch of `images`. A randomly
+    initialised detector's BatchNorm layers keep mean 0 / var 1, so features shrink layer by
+    layer (SSDLite's 0.03-std init: 1e-26 by the last map) and every score is the uniform
+    1/num_classes; calibrated, the seeded detector's outputs depend on the image."""
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative average: exactly this batch's statistics
+        m.train()
+    with torch.no_grad():
+        batch, _ = model.transform(images)
+        features = list(model.backbone(batch.tensors).values())
+        if hasattr(model, "head"):  # SSD's head has BatchNorm too; R-CNN heads have none
+            model.head(features)
+    for m in norms:
+        m.momentum = 0.1
+        m.eval()
+
+
+def build_ssdlite(images: List[Tensor]) -> nn.Module:
+    from torchvision.models.detection import ssdlite320_mobilenet_v3_large
+
+    torch.manual_seed(0)
+    model = ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=91,
+                                          score_thresh=SSD_KWARGS["score_thresh"],
+                                          detections_per_img=SSD_KWARGS["detections_per_img"]).eval()
+    # Sharper class logits than the 0.03-std init, so that scores spread out and the ranking
+    # is far from ties.
+    for m in model.head.classification_head.modules():
+        if isinstance(m, nn.Conv2d) and m.out_channels % 91 == 0:
+            nn.init.normal_(m.weight, 0.0, 0.3)
+    calibrate_batchnorm(model, images)
+    return model
+
+
+def build_maskrcnn(images: List[Tensor]) -> nn.Module:
+    """torchvision's MaskRCNN on the MobileNetV3-Large FPN backbone that
+    fasterrcnn_mobilenet_v3_large_fpn builds (torchvision has no Mask R-CNN builder for it):
+    88 MB instead of maskrcnn_resnet50_fpn's 178 MB, same ops (nms, roi_align for boxes and
+    masks, mask pasting)."""
+    from torchvision.models import mobilenet_v3_large
+    from torchvision.models.detection import MaskRCNN
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.backbone_utils import _mobilenet_extractor
+
+    torch.manual_seed(0)
+    backbone = _mobilenet_extractor(mobilenet_v3_large(weights=None, norm_layer=nn.BatchNorm2d), True, 6)
+    anchor_sizes = ((32, 64, 128, 256, 512),) * 3  # as fasterrcnn_mobilenet_v3_large_fpn
+    aspect_ratios = ((0.5, 1.0, 2.0),) * len(anchor_sizes)
+    model = MaskRCNN(backbone, num_classes=91, rpn_anchor_generator=AnchorGenerator(anchor_sizes, aspect_ratios),
+                     **MASKRCNN_KWARGS).eval()
+    nn.init.normal_(model.roi_heads.box_predictor.cls_score.weight, 0.0, MASKRCNN_CLS_STD)
+    calibrate_batchnorm(model, images)
+    return model
+
+
+SSD_KWARGS = {"score_thresh": 0.5, "detections_per_img": 20}
+MASKRCNN_KWARGS = {"min_size": 320, "max_size": 320, "box_score_thresh": 0.5, "box_detections_per_img": 10}
+MASKRCNN_CLS_STD = 1.0
+
+DETECTORS = [
+    # (file, builder, what)
+    ("ssdlite320_mobilenet_v3_large_scripted.pt", build_ssdlite,
+     "torchvision ssdlite320_mobilenet_v3_large, seed 0, %s" % SSD_KWARGS),
+    ("maskrcnn_mobilenet_v3_large_fpn_scripted.pt", build_maskrcnn,
+     "torchvision MaskRCNN on the mobilenet_v3_large FPN backbone, seed 0, %s" % MASKRCNN_KWARGS),
+]
+
+
+def read_image_chw(path: str) -> Tensor:
+    """[3, H, W] float32 in [0, 1], RGB: what torchvision's detectors take (they normalize inside)."""
+    from torchvision.io import ImageReadMode, read_image
+
+    return read_image(path, ImageReadMode.RGB).to(torch.float32) / 255.0
+
+
+def make_detection(out: str) -> None:
+    """Scripted torchvision detectors with seeded random weights, and what Python's TorchScript
+    makes of one photo: golden/detection.json (boxes, scores, labels; masks in .f32)."""
+    import torchvision  # noqa: F401 (registers torchvision's ops)
+
+    gd = os.path.join(out, "golden")
+    image = read_image_chw(DETECTION_IMAGE)
+    write_f32(os.path.join(gd, "detection_input.f32"), image)
+    # BatchNorm statistics from the photo, its mirror image and two seeded noise images.
+    gen = torch.Generator().manual_seed(5)
+    calibration = [image, image.flip(-1)] + [torch.rand(image.shape, generator=gen) for _ in range(2)]
+    golden = {
+        "image": os.path.relpath(DETECTION_IMAGE, os.path.dirname(HERE)),
+        "input": {"file": "detection_input.f32", "shape": list(image.shape), "dtype": "float32",
+                  "formula": "torchvision.io.read_image(image, RGB).float() / 255"},
+        "models": {},
+    }
+    for name, build, what in DETECTORS:
+        scripted = torch.jit.script(build(calibration))
+        path = os.path.join(out, name)
+        jit_save(scripted, path)
+        loaded = torch.jit.load(path)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "... always returns a (Losses, Detections) tuple in scripting"
+            losses, detections = loaded([image])
+        assert losses == {} and len(detections) == 1
+        det = detections[0]
+        n = det["scores"].numel()
+        assert n >= 3, "%s: only %d detections for the fixed image" % (name, n)
+        scores = det["scores"]
+        gap = float((scores[:-1] - scores[1:]).min())
+        entry = {"file": name, "what": what, "count": n, "keys": list(det.keys()),
+                 "min_score_gap": gap, "losses": {}}
+        for key, t in det.items():
+            if key == "masks":
+                mask_file = name.replace("_scripted.pt", "_masks.f32")
+                write_f32(os.path.join(gd, mask_file), t)
+                entry["masks"] = {"file": mask_file, "shape": list(t.shape), "dtype": "float32"}
+            else:
+                entry[key] = tensor_json(t)
+        golden["models"][name.replace("_scripted.pt", "")] = entry
+        log("  wrote %s (%s): %d detections, scores %.3f..%.3f (min gap %.1e), labels %s"
+            % (rel(path, out), size_str(path), n, float(scores.max()), float(scores.min()), gap,
+               det["labels"].tolist()))
+    write_json(os.path.join(gd, "detection.json"), golden)
+    log("  wrote golden/detection.json, golden/detection_input.f32 %s" % list(image.shape))
+
+
 # EfficientNet-Lite is trained with inception-style preprocessing on [0, 255]
 # pixels: (p - 127) / 128 (tensorflow/tpu models/official/efficientnet/lite/
 # efficientnet_lite_builder.py MEAN_RGB / STDDEV_RGB), i.e. on [0, 1] inputs
@@ -789,6 +1015,7 @@ GITIGNORE = """\
 # Generated by make_models.py; large, not committed. fixtures/ is committed.
 /*.pt
 /*.onnx
+/*.pt2
 /golden/
 /images/
 *.tmp
@@ -852,6 +1079,10 @@ def main(argv=None) -> int:
                     help="only write fixtures/, golden/repr.json and .gitignore")
     ap.add_argument("--onnx-only", action="store_true",
                     help="only export resnet18.onnx from the existing resnet18_traced.pt")
+    ap.add_argument("--pt2-only", action="store_true",
+                    help="only compile resnet18.pt2 (from the existing resnet18_traced.pt) and two_io.pt2")
+    ap.add_argument("--detection-only", action="store_true",
+                    help="only write the scripted detectors and golden/detection.json")
     args = ap.parse_args(argv)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -863,28 +1094,42 @@ def main(argv=None) -> int:
         make_resnet18_onnx(out)
         log("done")
         return 0
+    if args.pt2_only or args.detection_only:
+        if args.detection_only:
+            make_detection(out)
+        if args.pt2_only:
+            make_pt2(out)
+        log("done")
+        return 0
     fixture_files = ["mlp_traced.pt", "ivalues_scripted.pt", "extra_method.pt", "golden.json"]
     if args.fixtures or not all(os.path.exists(os.path.join(out, "fixtures", f)) for f in fixture_files):
-        log("[1/4] fixtures")
+        log("[1/7] fixtures")
         make_fixtures(out)
     else:
-        log("[1/4] fixtures: present, kept (--fixtures rewrites them)")
+        log("[1/7] fixtures: present, kept (--fixtures rewrites them)")
     if args.fixtures or not os.path.exists(os.path.join(out, "fixtures", "grow_scripted.pt")):
         make_hostile_fixtures(out)
     if args.fixtures or not os.path.exists(os.path.join(out, "fixtures", "nms_scripted.pt")):
         make_op_fixtures(out)
-    log("[2/4] repr goldens")
+    log("[2/7] repr goldens")
     make_repr(out)
     if args.skip_large:
-        log("[3/4] resnet18: skipped (--skip-large)")
-        log("[4/4] efficientnet-lite0: skipped (--skip-large)")
+        log("[3/7] resnet18: skipped (--skip-large)")
+        log("[4/7] efficientnet-lite0: skipped (--skip-large)")
+        log("[5/7] sample photos: skipped (--skip-large)")
+        log("[6/7] torchvision detectors: skipped (--skip-large)")
+        log("[7/7] .pt2 packages: skipped (--skip-large)")
     else:
-        log("[3/4] resnet18%s" % (" (pretrained)" if args.pretrained else " (random init, seed 0)"))
+        log("[3/7] resnet18%s" % (" (pretrained)" if args.pretrained else " (random init, seed 0)"))
         make_resnet18(out, args.pretrained)
-        log("[4/4] efficientnet-lite0")
+        log("[4/7] efficientnet-lite0")
         make_efficientnet_lite0(out)
-        log("[5/5] sample photos and torchvision pre-processing goldens")
+        log("[5/7] sample photos and torchvision pre-processing goldens")
         make_images(out)
+        log("[6/7] torchvision detectors (scripted, seed 0; goldens for data/chelsea.png)")
+        make_detection(out)
+        log("[7/7] .pt2 packages (torch.export + AOTInductor, compiled for this CPU)")
+        make_pt2(out)
     log("done")
     return 0
 
