@@ -15,11 +15,14 @@ fn main() {
     println!("cargo:rustc-env=TORCH_NODE_LIBTORCH_LIB={}", lib_dir.display());
     // Without --no-as-needed the linker drops libtorch_cuda (nothing references it directly) and
     // CUDA is silently unavailable at run time (tch-rs issues #177, #904, #980).
+    // libtorch.so likewise: nothing in the addon calls into it, but the code of an AOTInductor
+    // package and torchvision's op library need it loaded (they have no RUNPATH to find it).
+    println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
     if lib_dir.join("libtorch_cuda.so").exists() {
-        println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
         println!("cargo:rustc-link-arg=-ltorch_cuda");
-        println!("cargo:rustc-link-arg=-Wl,--as-needed");
     }
+    println!("cargo:rustc-link-arg=-ltorch");
+    println!("cargo:rustc-link-arg=-Wl,--as-needed");
     build_shim(&lib_dir);
     build_python_stub();
 }

@@ -43,6 +43,11 @@ export interface Tensor {
   /** Same as `dispose()`. */
   [Symbol.dispose](): void
 }
+/** `using m = new AOTModule(path)` (Node 24+) disposes `m` at the end of the block. */
+export interface AOTModule {
+  /** Same as `dispose()`: calls in flight finish first. */
+  [Symbol.dispose](): void
+}
 /** `using m = new ScriptModule(path)` (Node 24+) disposes `m` at the end of the block. */
 export interface ScriptModule {
   /** Same as `dispose()`: calls in flight finish first. */
@@ -109,6 +114,34 @@ export type TypedArray =
   | BigInt64Array
   | BigUint64Array
 
+/**
+ * A compiled `torch.export` program from a `.pt2` package (AOTInductor). Tensors in, tensors
+ * out: one output is a Tensor, several an array of them.
+ */
+export declare class AOTModule {
+  /** Loads a `.pt2` package synchronously (blocking the event loop; prefer `AOTModule.load`). */
+  constructor(path: string, options?: { device?: Device })
+  /** Loads a `.pt2` package on the libuv thread pool (extracting and loading its compiled code). */
+  static load(path: string, options?: AotModuleOptions): Promise<AOTModule>
+  /**
+   * Runs the program on the libuv thread pool; resolves to its output (a Tensor, or an array
+   * of Tensors). A last argument `{signal}` aborts as in `ScriptModule.forward`.
+   */
+  forward<T extends Tensor | Tensor[] = Tensor>(...inputs: Tensor[] | [...Tensor[], CallOptions]): Promise<T>
+  /** Runs the program on the calling thread. */
+  forwardSync<T extends Tensor | Tensor[] = Tensor>(...inputs: Tensor[]): T
+  /**
+   * What the package records: AOTInductor's metadata (`AOTI_DEVICE_KEY`, ...) and the pytree
+   * specs of the program's inputs and outputs (`in_spec`, `out_spec`, JSON).
+   */
+  metadata(): Record<string, string>
+  /** The device the package runs on. */
+  get device(): Device
+  /** True once `dispose()` has run. */
+  get isDisposed(): boolean
+  /** Releases the package. Calls already running finish first; later calls throw `Disposed`. */
+  dispose(): void
+}
 /** A TorchScript module (from `torch.jit.trace` or `torch.jit.script` + `torch.jit.save`). */
 export declare class ScriptModule {
   /**
@@ -400,6 +433,17 @@ export declare class Tensor {
    */
   dispose(): void
 }
+/** Options for loading a `.pt2` package. */
+export interface AotModuleOptions {
+  /** `'cpu'` (default) for a package compiled for CPU; `'cuda'`/`'cuda:N'` for a CUDA one. */
+  device?: Device
+  /**
+   * `AOTModule.load` only: aborting rejects with code `Aborted` (a load already running
+   * finishes and its module is dropped).
+   */
+  signal?: AbortSignal
+}
+
 /**
  * `arange(end)`, `arange(start, end, step?)`: values from start (inclusive) to end
  * (exclusive). int64 when every bound is an integer (as in PyTorch), else float32.

@@ -126,15 +126,27 @@ Tensor.prototype[util.inspect.custom] = function () {
   return this.toString()
 }
 
-/** Loads a module synchronously: `new ScriptModule('model.pt', {device: 'cuda'})`. */
-function ScriptModule(source, options) {
-  if (!new.target) throw codedError('InvalidArg', 'ScriptModule: call it with `new`, or use `await ScriptModule.load(...)`', ScriptModule)
-  const module = call(native.ScriptModule._open, null, [source, options], ScriptModule, 'ScriptModule')
-  if (new.target !== ScriptModule) Object.setPrototypeOf(module, new.target.prototype) // a subclass
-  return module
+/**
+ * The public class of a native module class: `new Class(source, options)` loads synchronously
+ * (the native `_open`), `Class.load(...)` on the thread pool.
+ */
+function moduleClass(Native, name) {
+  const Class = {
+    [name]: function (source, options) {
+      if (!new.target) throw codedError('InvalidArg', `${name}: call it with \`new\`, or use \`await ${name}.load(...)\``, Class)
+      const module = call(Native._open, null, [source, options], Class, name)
+      if (new.target !== Class) Object.setPrototypeOf(module, new.target.prototype) // a subclass
+      return module
+    },
+  }[name]
+  wrapPrototype(Native, Class)
+  Class.load = wrap(Native.load, 'load', `${name}.load`)
+  return Class
 }
-wrapPrototype(native.ScriptModule, ScriptModule)
-ScriptModule.load = wrap(native.ScriptModule.load, 'load', 'ScriptModule.load')
+/** `new ScriptModule('model.pt', {device: 'cuda'})`: a TorchScript module. */
+const ScriptModule = moduleClass(native.ScriptModule, 'ScriptModule')
+/** `new AOTModule('model.pt2')`: an AOTInductor package. */
+const AOTModule = moduleClass(native.AOTModule, 'AOTModule')
 
 // fromBuffer over a bare ArrayBuffer or SharedArrayBuffer: N-API 8 reads TypedArrays (and
 // cannot see SharedArrayBuffers directly), so view the bytes; the dtype defaults to float32.
@@ -208,7 +220,7 @@ for (const [name, value] of Object.entries(native)) {
   else if (value !== null && typeof value === 'object') exported[name] = wrapNamespace(value, `${name}.`)
   else exported[name] = value
 }
-Object.assign(exported, { Tensor, ScriptModule, fromBuffer, tidy, where })
+Object.assign(exported, { Tensor, ScriptModule, AOTModule, fromBuffer, tidy, where })
 exported.vision = require('./lib/vision')(exported, {
   loadOps: wrap(native._loadTorchvisionOps, 'loadOps', 'vision.loadOps'),
 })

@@ -9,6 +9,7 @@ export default torch
 export const {
   Tensor,
   ScriptModule,
+  AOTModule,
   tensor,
   fromBuffer,
   ones,

@@ -48,6 +48,8 @@ const CONSTRUCTORS = {
     "   * servers): `new ScriptModule('model.pt')`, `new ScriptModule(buffer, {device: 'cuda'})`.\n" +
     '   */\n' +
     '  constructor(source: string | Uint8Array, options?: ModuleOptions)\n',
+  AOTModule: '  /** Loads a `.pt2` package synchronously (blocking the event loop; prefer `AOTModule.load`). */\n' +
+    '  constructor(path: string, options?: { device?: Device })\n',
 }
 
 /** Renders napi-derive's type definitions (header: scripts/dts-header.d.ts) into index.d.ts. */

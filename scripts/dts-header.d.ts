@@ -43,6 +43,11 @@ export interface Tensor {
   /** Same as `dispose()`. */
   [Symbol.dispose](): void
 }
+/** `using m = new AOTModule(path)` (Node 24+) disposes `m` at the end of the block. */
+export interface AOTModule {
+  /** Same as `dispose()`: calls in flight finish first. */
+  [Symbol.dispose](): void
+}
 /** `using m = new ScriptModule(path)` (Node 24+) disposes `m` at the end of the block. */
 export interface ScriptModule {
   /** Same as `dispose()`: calls in flight finish first. */

@@ -143,6 +143,7 @@ pub fn classify(message: &str) -> Option<Code> {
             "cannot come after",
             "cannot be identical",
             "written-to tensor refers to a single memory location",
+            "expected inputs vector size",
         ]) {
             Code::InvalidArg
         } else if has(&[
@@ -159,6 +160,9 @@ pub fn classify(message: &str) -> Option<Code> {
             "multiply up",
             "equal size",
             "out of bounds for storage",
+            "unmatched dim value",
+            "unmatched stride value",
+            "dim value is too",
         ]) {
             Code::ShapeMismatch
         } else if has(&[

@@ -8,6 +8,8 @@
 // export, or the generated typings say `JsTensor` instead of `Tensor`.
 pub mod tensor;
 
+pub mod aot;
+pub mod aot_module;
 pub mod archive;
 pub mod args;
 pub mod device;

@@ -70,13 +70,8 @@ pub fn load_torchvision(dir: &Path) -> Result<bool> {
         );
     }
     // `_C.so` has no RUNPATH (in Python, `import torch` has loaded its dependencies first):
-    // libtorch.so, which the addon itself does not link, is loaded first like the stub.
+    // the addon links libtorch.so for it (build.rs); the stub is loaded here.
     load(&python_stub()?.to_string_lossy())?;
-    load(
-        &Path::new(env!("TORCH_NODE_LIBTORCH_LIB"))
-            .join("libtorch.so")
-            .to_string_lossy(),
-    )?;
     load(&dir.join("_C.so").to_string_lossy())
 }
 

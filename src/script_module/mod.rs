@@ -211,7 +211,7 @@ fn inputs_and_signal(env: &Env, list: Val) -> anyhow::Result<(Vec<Value>, AbortF
     Ok((values(raw, &items)?, abort))
 }
 
-fn is_call_options(env: RawEnv, v: Val) -> anyhow::Result<bool> {
+pub(crate) fn is_call_options(env: RawEnv, v: Val) -> anyhow::Result<bool> {
     if js::type_of(env, v)? != napi::sys::ValueType::napi_object || js::is_array(env, v)? {
         return Ok(false);
     }
@@ -225,7 +225,7 @@ fn is_call_options(env: RawEnv, v: Val) -> anyhow::Result<bool> {
 }
 
 /// A flag the task checks, set when `signal` aborts (already set if it has).
-fn abort_flag(env: &Env, signal: Val) -> anyhow::Result<Arc<AtomicBool>> {
+pub(crate) fn abort_flag(env: &Env, signal: Val) -> anyhow::Result<Arc<AtomicBool>> {
     let raw = env.raw();
     if js::type_of(raw, signal)? != napi::sys::ValueType::napi_object
         || !js::is_instance_of(raw, signal, "AbortSignal")?
@@ -258,7 +258,7 @@ fn abort_flag(env: &Env, signal: Val) -> anyhow::Result<Arc<AtomicBool>> {
 /// except an exception that the caller's own JS code threw while its arguments were read (a
 /// getter, a Proxy): that one is pending, so it propagates at once, synchronously, before
 /// anything (such as a promise) is allocated.
-fn rethrow<P>(prepared: anyhow::Result<P>) -> Result<anyhow::Result<P>> {
+pub(crate) fn rethrow<P>(prepared: anyhow::Result<P>) -> Result<anyhow::Result<P>> {
     match prepared {
         Err(e) if js::threw(&e) => Err(crate::error::to_js(&e)),
         other => Ok(other),

@@ -15,7 +15,7 @@ use std::sync::{Arc, RwLock};
 /// Set when the call's `AbortSignal` aborts (from the JS thread).
 pub type AbortFlag = Option<Arc<AtomicBool>>;
 
-fn aborted(flag: &AbortFlag, what: &str) -> anyhow::Result<()> {
+pub(crate) fn aborted(flag: &AbortFlag, what: &str) -> anyhow::Result<()> {
     if flag.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)) {
         crate::bail_code!(crate::error::Code::Aborted, "{what}: aborted");
     }
@@ -24,7 +24,7 @@ fn aborted(flag: &AbortFlag, what: &str) -> anyhow::Result<()> {
 
 /// Runs a task's work once, on the pool thread, with what the JS thread prepared for it
 /// (or the error preparing it), catching panics.
-fn run_prepared<P, T>(
+pub(crate) fn run_prepared<P, T>(
     prepared: &mut Option<anyhow::Result<P>>,
     work: impl FnOnce(P) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {

@@ -55,6 +55,22 @@ extern "C" {
     fn tn_channels_last(t: *const C_tensor, err: *mut *mut c_char) -> *mut C_tensor;
     fn tn_dlopen(path: *const c_char, err: *mut *mut c_char) -> *mut c_void;
     fn tn_torch_version(major: *mut c_int, minor: *mut c_int);
+    fn tn_aoti_load(path: *const c_char, device: c_int, err: *mut *mut c_char) -> *mut c_void;
+    fn tn_aoti_free(m: *mut c_void);
+    fn tn_aoti_run(
+        m: *mut c_void,
+        inputs: *const *mut C_tensor,
+        n: c_int,
+        cb: extern "C" fn(*mut c_void, *mut C_tensor),
+        ctx: *mut c_void,
+        err: *mut *mut c_char,
+    );
+    fn tn_aoti_metadata(
+        m: *mut c_void,
+        cb: extern "C" fn(*mut c_void, *const c_char, *const c_char),
+        ctx: *mut c_void,
+        err: *mut *mut c_char,
+    );
     fn tn_storage_offset(t: *const C_tensor) -> i64;
     fn tn_storage_nbytes(t: *const C_tensor) -> i64;
     fn tn_storage_pin(t: *const C_tensor);
@@ -378,4 +394,68 @@ pub fn torch_version() -> (i32, i32) {
     let (mut major, mut minor) = (0, 0);
     unsafe { tn_torch_version(&mut major, &mut minor) };
     (major, minor)
+}
+
+/// A loaded AOTInductor package (`torch::inductor::AOTIModelPackageLoader`), freed on drop.
+pub struct AotiHandle(*mut c_void);
+
+// SAFETY: the loader's runner hands each `run` a model instance from its pool under a lock (one
+// instance here, so concurrent runs wait for each other); nothing else mutates it after load.
+unsafe impl Send for AotiHandle {}
+unsafe impl Sync for AotiHandle {}
+
+impl Drop for AotiHandle {
+    fn drop(&mut self) {
+        unsafe { tn_aoti_free(self.0) };
+    }
+}
+
+/// Loads a `.pt2` package; `device` is -1 for the package's own (CPU) device, else a CUDA index.
+pub fn aoti_load(path: &str, device: i32) -> Result<AotiHandle> {
+    let c = CString::new(path).map_err(|_| anyhow!("the path contains a NUL byte"))?;
+    let mut err = std::ptr::null_mut();
+    let h = unsafe { tn_aoti_load(c.as_ptr(), device, &mut err) };
+    check(err)?;
+    match h.is_null() {
+        true => Err(anyhow!("the AOTInductor loader returned nothing")),
+        false => Ok(AotiHandle(h)),
+    }
+}
+
+/// Runs a loaded package on its inputs (in the order its program flattens them).
+pub fn aoti_run(m: &AotiHandle, inputs: &[tch::Tensor]) -> Result<Vec<tch::Tensor>> {
+    extern "C" fn push(ctx: *mut c_void, t: *mut C_tensor) {
+        let out = unsafe { &mut *(ctx as *mut Vec<tch::Tensor>) };
+        out.push(unsafe { tch::Tensor::from_ptr(t) });
+    }
+    let ptrs: Vec<*mut C_tensor> = inputs.iter().map(|t| t.as_ptr() as *mut C_tensor).collect();
+    let mut out: Vec<tch::Tensor> = Vec::new();
+    let mut err = std::ptr::null_mut();
+    unsafe {
+        tn_aoti_run(
+            m.0,
+            ptrs.as_ptr(),
+            ptrs.len() as c_int,
+            push,
+            &mut out as *mut _ as *mut c_void,
+            &mut err,
+        )
+    };
+    check(err)?;
+    Ok(out)
+}
+
+/// A package's metadata, plus `in_spec`/`out_spec` (its pytree call specs), sorted by key.
+pub fn aoti_metadata(m: &AotiHandle) -> Result<Vec<(String, String)>> {
+    extern "C" fn push(ctx: *mut c_void, k: *const c_char, v: *const c_char) {
+        let out = unsafe { &mut *(ctx as *mut Vec<(String, String)>) };
+        let s = |p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+        out.push((s(k), s(v)));
+    }
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut err = std::ptr::null_mut();
+    unsafe { tn_aoti_metadata(m.0, push, &mut out as *mut _ as *mut c_void, &mut err) };
+    check(err)?;
+    out.sort();
+    Ok(out)
 }

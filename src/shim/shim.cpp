@@ -5,6 +5,7 @@
 // because an exception crossing into Rust aborts the process.
 #include <torch/script.h>
 #include <torch/version.h>
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/csrc/jit/mobile/type_parser.h>
 #include <ATen/cpu/Utils.h>
 
@@ -238,6 +239,48 @@ void* tn_dlopen(const char* path, char** err) {
     return handle;
   })
   return nullptr;
+}
+
+}  // extern "C"
+
+extern "C" {
+
+using aoti_t = torch::inductor::AOTIModelPackageLoader*;
+
+// Loads an AOTInductor package (`.pt2`): extracts its compiled model and loads it. `device` is
+// -1 for the package's own device (CPU packages), else a CUDA index.
+aoti_t tn_aoti_load(const char* path, int device, char** err) {
+  TN_PROTECT(err, return new torch::inductor::AOTIModelPackageLoader(
+                      path, "model", false, 1, static_cast<c10::DeviceIndex>(device));)
+  return nullptr;
+}
+
+void tn_aoti_free(aoti_t m) { delete m; }
+
+// Runs the compiled model on `n` input tensors; calls `cb(ctx, tensor)` for each output (the
+// callee owns it).
+void tn_aoti_run(aoti_t m, tensor_t* inputs, int n, void (*cb)(void*, tensor_t), void* ctx,
+                 char** err) {
+  TN_PROTECT(err, {
+    std::vector<at::Tensor> in;
+    in.reserve(n);
+    for (int i = 0; i < n; i++) in.push_back(*inputs[i]);
+    for (at::Tensor& t : m->run(in)) cb(ctx, new torch::Tensor(std::move(t)));
+  })
+}
+
+// Calls `cb(ctx, key, value)` for each entry of the package's metadata, then once more for each
+// of its call specs (keys "in_spec" and "out_spec": the pytree specs of inputs and outputs).
+void tn_aoti_metadata(aoti_t m, void (*cb)(void*, const char*, const char*), void* ctx,
+                      char** err) {
+  TN_PROTECT(err, {
+    for (const auto& entry : m->get_metadata()) cb(ctx, entry.first.c_str(), entry.second.c_str());
+    std::vector<std::string> spec = m->get_call_spec();
+    if (spec.size() == 2) {
+      cb(ctx, "in_spec", spec[0].c_str());
+      cb(ctx, "out_spec", spec[1].c_str());
+    }
+  })
 }
 
 }  // extern "C"
