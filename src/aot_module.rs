@@ -38,7 +38,12 @@ pub struct JsAotModule {
 }
 
 /// Reads `(path, device)` and, when `with_signal`, the AbortSignal's flag.
-fn load_args(env: &Env, path: Val, options: Option<Val>, with_signal: bool) -> anyhow::Result<(String, Device, AbortFlag)> {
+fn load_args(
+    env: &Env,
+    path: Val,
+    options: Option<Val>,
+    with_signal: bool,
+) -> anyhow::Result<(String, Device, AbortFlag)> {
     let raw = env.raw();
     if js::type_of(raw, path)? != napi::sys::ValueType::napi_string {
         bail_code!(
@@ -51,14 +56,29 @@ fn load_args(env: &Env, path: Val, options: Option<Val>, with_signal: bool) -> a
     let (mut dev, mut abort) = (Device::Cpu, None);
     if let Some(o) = options.filter(|o| !js::is_nullish(raw, *o).unwrap_or(true)) {
         if js::type_of(raw, o)? != napi::sys::ValueType::napi_object {
-            bail_code!(Code::InvalidArg, "options: expected an options object, got {}", js::describe(raw, o));
+            bail_code!(
+                Code::InvalidArg,
+                "options: expected an options object, got {}",
+                js::describe(raw, o)
+            );
         }
-        js::check_keys(raw, o, if with_signal { &["device", "signal"] } else { &["device"] }, "options")?;
+        js::check_keys(
+            raw,
+            o,
+            if with_signal {
+                &["device", "signal"]
+            } else {
+                &["device"]
+            },
+            "options",
+        )?;
         if let Some(d) = js::property(raw, o, "device")? {
             dev = device::parse(&string_arg(raw, d, "options.device")?)?;
         }
         if with_signal {
-            abort = js::property(raw, o, "signal")?.map(|s| abort_flag(env, s)).transpose()?;
+            abort = js::property(raw, o, "signal")?
+                .map(|s| abort_flag(env, s))
+                .transpose()?;
         }
     }
     Ok((path, dev, abort))
@@ -73,7 +93,9 @@ fn tensors(env: &Env, list: Val, async_call: bool) -> anyhow::Result<(Vec<tch::T
         if let Some(&last) = items.last() {
             if is_call_options(raw, last)? {
                 items.pop();
-                abort = js::property(raw, last, "signal")?.map(|s| abort_flag(env, s)).transpose()?;
+                abort = js::property(raw, last, "signal")?
+                    .map(|s| abort_flag(env, s))
+                    .transpose()?;
             }
         }
     }
@@ -104,7 +126,10 @@ impl JsAotModule {
     fn module(&self) -> anyhow::Result<Arc<AotModule>> {
         match &*self.inner.borrow() {
             Some(m) => Ok(m.clone()),
-            None => bail_code!(Code::Disposed, "this AOTModule was disposed; it can no longer be used"),
+            None => bail_code!(
+                Code::Disposed,
+                "this AOTModule was disposed; it can no longer be used"
+            ),
         }
     }
 }
@@ -130,7 +155,9 @@ impl JsAotModule {
     )]
     pub fn load(env: Env, path: Unknown, options: Option<Unknown>) -> Outcome<AsyncTask<AotLoadTask>> {
         Outcome::of(|| {
-            let prepared = rethrow(catch_panic(|| load_args(&env, path.raw(), options.map(|o| o.raw()), true)))?;
+            let prepared = rethrow(catch_panic(|| {
+                load_args(&env, path.raw(), options.map(|o| o.raw()), true)
+            }))?;
             let (prepared, abort) = match prepared {
                 Ok((path, dev, abort)) => (Ok((path, dev)), abort),
                 Err(e) => (Err(e), None),
@@ -228,7 +255,9 @@ impl Task for AotLoadTask {
     type JsValue = JsAotModule;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        Ok(run_prepared(&mut self.prepared, |(path, dev)| aot::load(&path, dev)))
+        Ok(run_prepared(&mut self.prepared, |(path, dev)| {
+            aot::load(&path, dev)
+        }))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
@@ -267,4 +296,3 @@ impl Task for AotCallTask {
             .map_err(|e| coded_error(env.raw(), &e))
     }
 }
-
