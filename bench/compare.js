@@ -219,6 +219,9 @@ const ortContender = {
       interOpNumThreads: 1,
       executionMode: 'sequential',
       graphOptimizationLevel: 'all',
+      // ONNX Runtime's pool threads spin after each run by default; in this shared process that
+      // would steal the cores from the call measured next (torch-node's), so they sleep instead.
+      extra: { session: { intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } },
     })
     const loadMs = msSince(t0)
     const [inputName] = session.inputNames
