@@ -254,7 +254,8 @@ const TOP = {
   linspace: 'bound bound count opts', randint: 'bound bound shape opts', fromBuffer: 'buffer shape bufOpts',
   cat: 'tensors dim', stack: 'tensors dim', where: 'tensor operand operand', tidy: 'fn', manualSeed: 'scalar',
   setNumThreads: 'threads', getNumThreads: '', setNumInteropThreads: 'threads', memory: '',
-  'cuda.isAvailable': '', 'cuda.deviceCount': '',
+  'cuda.isAvailable': '', 'cuda.deviceCount': '', 'cpu.capabilities': '', 'cpu.hasNativeBf16': '',
+  loadLibrary: 'source',
 }
 
 // The argument list: all slots, or fewer (missing arguments), or more (extra junk).
@@ -292,7 +293,8 @@ function calls() {
   const topCall = pick(...entries(TOP)).chain(([name, spec]) =>
     args(spec).map((a) => ({ label: `torch.${name}`, args: a, call: (xs) => `torch.${name}(${xs})` })))
   const special = fc.tuple(pick('new torch.ScriptModule', 'torch.ScriptModule.load', 'new torch.Tensor', 'torch.Tensor',
-    'String', 'recv[Symbol.dispose]', 'torch.ScriptModule.load.call', 'new torch.ScriptModule.load'), args('source mopts'), any)
+    'String', 'recv[Symbol.dispose]', 'torch.ScriptModule.load.call', 'new torch.ScriptModule.load',
+    'new torch.AOTModule', 'torch.AOTModule.load', 'torch.AOTModule'), args('source mopts'), any)
     .map(([fn, a, self]) => ({ label: fn, args: fn.endsWith('.call') ? [self, ...a] : fn === 'String' ? ['recv'] : a,
       call: (xs) => `${fn}(${xs})` }))
   return fc.oneof({ weight: 8, arbitrary: tensorCall }, { weight: 2, arbitrary: getter('Tensor', TENSOR_GETTERS, TENSORS) },

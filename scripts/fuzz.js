@@ -131,7 +131,7 @@ function uncovered(torch) {
   return [
     ...miss(Object.getOwnPropertyNames(torch.Tensor.prototype), known(Object.keys(values.TENSOR), values.TENSOR_GETTERS), 'Tensor#'),
     ...miss(Object.getOwnPropertyNames(torch.ScriptModule.prototype), known(Object.keys(values.MODULE), values.MODULE_GETTERS), 'ScriptModule#'),
-    ...miss([...top, ...Object.keys(torch.cuda || {}).map((n) => `cuda.${n}`)], known(Object.keys(values.TOP)), 'torch.'),
+    ...miss([...top, ...['cuda', 'cpu'].flatMap((ns) => Object.keys(torch[ns] || {}).map((n) => `${ns}.${n}`))], known(Object.keys(values.TOP)), 'torch.'),
   ]
 }
 
