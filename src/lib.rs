@@ -48,6 +48,7 @@ mod napi_test_stubs {
 }
 
 use error::guard;
+use napi::JsValue;
 use napi_derive::napi;
 use outcome::Outcome;
 
@@ -94,9 +95,16 @@ pub fn set_num_interop_threads(n: f64) -> Outcome<()> {
 /// loaded afterwards can call its ops. Kept loaded; loading the same file again does nothing.
 /// Returns whether this call loaded it. Errors: `LibraryLoadError` (a missing file, unresolved
 /// symbols — named —, a registration that failed).
-#[napi]
-pub fn load_library(path: String) -> Outcome<bool> {
-    guard(|| library::load(&path)).into()
+#[napi(ts_args_type = "path: string")]
+pub fn load_library(env: napi::Env, path: napi::bindgen_prelude::Unknown) -> Outcome<bool> {
+    guard(|| {
+        library::load(&tensor::create::string_arg(
+            env.raw(),
+            path.raw(),
+            "loadLibrary: path",
+        )?)
+    })
+    .into()
 }
 
 /// @internal `torch.vision.loadOps(dir)`: torchvision's ops from its wheel's folder (default:
@@ -184,7 +192,6 @@ pub mod cpu {
 #[napi(module_exports)]
 pub fn init(exports: napi::bindgen_prelude::Object, env: napi::Env) -> napi::Result<()> {
     memory::set_thread_env(env.raw());
-    use napi::JsValue;
     outcome::init(env.raw(), exports.raw())
         .and_then(|()| tensor::borrow::init_releaser(env.raw()))
         .map_err(|e| napi::Error::from_reason(e.to_string()))
