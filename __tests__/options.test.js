@@ -18,7 +18,8 @@ describe('unknown option keys', () => {
     ['tensor', () => torch.tensor([1, 2], { shpae: [2, 1] }), 'shpae', 'dtype, device, requiresGrad, shape'],
     ['fromBuffer', () => torch.fromBuffer(new Float32Array(4), [4], { device: 'cpu' }), 'device', 'dtype, byteOffset'],
     ['to', () => torch.ones([2]).to({ dtype: 'float64', non_blocking: true }), 'non_blocking', 'device, dtype'],
-    ['ScriptModule', () => new torch.ScriptModule(MLP, { optimize: true }), 'optimize', 'device, maxBytes'],
+    ['ScriptModule', () => new torch.ScriptModule(MLP, { optimise: true }), 'optimise', 'device, maxBytes, optimize, channelsLast, dtype, warmup, example'],
+    ['AOTModule', () => new torch.AOTModule(MLP, { optimize: true }), 'optimize', 'device'],
   ]
   for (const [name, call, key, accepted] of cases) {
     test(`${name}: '${key}' is refused, naming the accepted keys`, () => {
@@ -27,7 +28,7 @@ describe('unknown option keys', () => {
   }
 
   test('ScriptModule.load rejects an unknown option', async () => {
-    await assert.rejects(torch.ScriptModule.load(MLP, { optimise: true }), coded('InvalidArg', /unknown option 'optimise'; accepted: device, maxBytes/))
+    await assert.rejects(torch.ScriptModule.load(MLP, { optimise: true }), coded('InvalidArg', /unknown option 'optimise'; accepted: device, maxBytes, optimize, channelsLast, dtype, warmup, example, signal/))
   })
 
   test('accepted keys, inherited properties and symbols are fine', () => {
