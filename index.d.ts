@@ -539,9 +539,10 @@ export interface ModuleOptions {
    * Prepares the module for inference: `torch.jit.freeze` (parameters become constants) and
    * `torch.jit.optimize_for_inference` (conv/batch-norm folding, oneDNN prepacked weights),
    * as in Python. Same outputs to float rounding; a frozen module cannot `to()`, `train()` or
-   * `save()`, and has no `parameters()`.
+   * `save()`, and has no `parameters()`. `'fuse'`: freezing and oneDNN Graph fusion instead
+   * (faster on CPU; needs `example`: the fusion happens during the warm-up calls).
    */
-  optimize?: boolean
+  optimize?: boolean | 'fuse'
   /**
    * Converts conv weights and 4-D inputs to the channels-last memory format (faster oneDNN
    * convolutions on CPU); outputs may come back channels-last (same values and shape).

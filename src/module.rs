@@ -138,7 +138,7 @@ impl Module {
     }
 
     fn refuse_if_frozen(&self, what: &str) -> Result<()> {
-        if self.prepared.optimize {
+        if self.prepared.optimize || self.prepared.fuse {
             bail_code!(
                 Code::InvalidArg,
                 "{what}: the module was loaded with {{optimize: true}}: frozen, with weights prepacked for its device"
@@ -393,9 +393,26 @@ pub fn load(source: &Source, options: &LoadOptions) -> anyhow::Result<Module> {
         Source::Bytes(b) => Module::load_bytes(b, options.device, &options.limits),
     }?;
     m.prepare(options.prepare)?;
-    for _ in 0..options.warmup {
-        m.call("forward", options.example.iter().map(share).collect())
-            .context("options.example: the warm-up call failed")?;
+    let warm_up = |m: &Module| -> anyhow::Result<()> {
+        for _ in 0..options.warmup {
+            m.call("forward", options.example.iter().map(share).collect())
+                .context("options.example: the warm-up call failed")?;
+        }
+        Ok(())
+    };
+    if options.prepare.fuse {
+        // oneDNN Graph fusion is a process-wide pass of the profiling executor, which optimizes
+        // a graph during its first calls: it is on only while this module's warm-up runs, one
+        // such warm-up at a time. (A graph of another module optimized at that very moment, on
+        // another thread, is fused too: same results to float rounding.)
+        static FUSING: Mutex<()> = Mutex::new(());
+        let _one = FUSING.lock().unwrap_or_else(|p| p.into_inner());
+        shim::onednn_fusion(true)?;
+        let warmed = warm_up(&m);
+        shim::onednn_fusion(false)?;
+        warmed?;
+    } else {
+        warm_up(&m)?;
     }
     Ok(m)
 }

@@ -45,6 +45,7 @@ extern "C" {
         optimize: c_int,
         err: *mut *mut c_char,
     );
+    fn tn_onednn_fusion(enabled: c_int, err: *mut *mut c_char);
     fn tn_cpu_capabilities(
         cb: extern "C" fn(*mut c_void, *const c_char, c_int, i64, *const c_char),
         ctx: *mut c_void,
@@ -231,7 +232,10 @@ pub unsafe fn module_is_training(m: *mut CModule_) -> bool {
 pub struct Prepare {
     pub bf16: bool,
     pub channels_last: bool,
+    /// Freeze + `optimize_for_inference`.
     pub optimize: bool,
+    /// Freeze only; the module's graph is then fused by oneDNN Graph during its warm-up calls.
+    pub fuse: bool,
 }
 
 /// # Safety
@@ -242,9 +246,16 @@ pub unsafe fn module_prepare(m: *mut CModule_, how: Prepare) -> Result<()> {
         m,
         how.bf16 as c_int,
         how.channels_last as c_int,
-        how.optimize as c_int,
+        if how.fuse { 2 } else { how.optimize as c_int },
         &mut err,
     );
+    check(err)
+}
+
+/// Turns oneDNN Graph fusion on or off for the graphs optimized from now on (process-wide).
+pub fn onednn_fusion(enabled: bool) -> Result<()> {
+    let mut err = std::ptr::null_mut();
+    unsafe { tn_onednn_fusion(enabled as c_int, &mut err) };
     check(err)
 }
 

@@ -6,6 +6,7 @@
 #include <torch/script.h>
 #include <torch/version.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#include <torch/csrc/jit/codegen/onednn/interface.h>
 #include <torch/csrc/jit/mobile/type_parser.h>
 #include <ATen/cpu/Utils.h>
 
@@ -117,8 +118,9 @@ int tn_module_is_training(module_t m) { return m->is_training() ? 1 : 0; }
 // `bf16`: floating parameters and buffers to bfloat16; `channels_last`: 4-D parameters (conv
 // weights) to the channels-last memory format; `optimize`: eval mode, `torch::jit::freeze`
 // (parameters and attributes become constants, training-only code goes) and
-// `optimize_for_inference` (conv/bn folding, oneDNN prepacked weights). Methods other than
-// `forward` (the @torch.jit.export ones) are preserved through both passes.
+// `optimize_for_inference` (conv/bn folding, oneDNN prepacked weights) — or, with `optimize`
+// 2, freezing only, for oneDNN Graph fusion (which optimize_for_inference's rewrites break).
+// Methods other than `forward` (the @torch.jit.export ones) are preserved through both passes.
 void tn_module_prepare(module_t m, int bf16, int channels_last, int optimize, char** err) {
   TN_PROTECT(err, {
     torch::NoGradGuard no_grad;
@@ -135,9 +137,15 @@ void tn_module_prepare(module_t m, int bf16, int channels_last, int optimize, ch
       }
       m->eval();
       torch::jit::Module frozen = torch::jit::freeze(*m, others);
-      *m = torch::jit::optimize_for_inference(frozen, others);
+      *m = optimize == 2 ? frozen : torch::jit::optimize_for_inference(frozen, others);
     }
   })
+}
+
+// Turns oneDNN Graph (LLGA) fusion on or off for the TorchScript graphs that the profiling
+// executor optimizes from now on (a process-wide pass; `torch.jit.enable_onednn_fusion`).
+void tn_onednn_fusion(int enabled, char** err) {
+  TN_PROTECT(err, torch::jit::RegisterLlgaFuseGraph::setEnabled(enabled != 0);)
 }
 
 // Calls `cb(ctx, name, kind, number, text)` for each entry of libtorch's CPU capability map
