@@ -11,16 +11,18 @@ fn main() {
             .expect("DEP_TCH_LIBTORCH_LIB is unset: torch-sys did not find libtorch"),
     );
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
+    // scripts/build.js links `<package>/libtorch` to the libtorch folder: no absolute path of the
+    // build machine in the addon, and no LD_LIBRARY_PATH needed (cargo's test binaries get one
+    // from scripts/test.js).
+    println!("cargo:rustc-link-arg=-Wl,-rpath,$ORIGIN/libtorch/lib");
     println!("cargo:rustc-env=TORCH_NODE_LIBTORCH_LIB={}", lib_dir.display());
-    // Without --no-as-needed the linker drops libtorch_cuda (nothing references it directly) and
-    // CUDA is silently unavailable at run time (tch-rs issues #177, #904, #980).
-    // libtorch.so likewise: nothing in the addon calls into it, but the code of an AOTInductor
-    // package and torchvision's op library need it loaded (they have no RUNPATH to find it).
+    // libtorch.so must be NEEDED although nothing in the addon calls into it: the code of an
+    // AOTInductor package and torchvision's op library need it loaded (they have no RUNPATH to
+    // find it), and in a CUDA libtorch it is what loads libtorch_cuda.so (its own DT_NEEDED):
+    // without that CUDA is silently unavailable (tch-rs issues #177, #904, #980). Not linking
+    // libtorch_cuda.so directly keeps one addon binary for both cache variants (scripts/cache.js):
+    // the CPU variant's libtorch.so names libtorch_cpu.so only.
     println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
-    if lib_dir.join("libtorch_cuda.so").exists() {
-        println!("cargo:rustc-link-arg=-ltorch_cuda");
-    }
     println!("cargo:rustc-link-arg=-ltorch");
     println!("cargo:rustc-link-arg=-Wl,--as-needed");
     build_shim(&lib_dir);

@@ -14,9 +14,27 @@ let native
 try {
   native = require(path.join(__dirname, 'torch-node.node'))
 } catch (e) {
-  e.message = `torch-node: cannot load the native addon (torch-node.node). Run \`npm install\` ` +
-    `(or \`npm run build\`) in ${__dirname} first.\n${e.message}`
-  throw e
+  throw addonLoadError(e)
+}
+
+/** One line that names the fix when the addon or its libtorch cannot be loaded. */
+function addonLoadError(e) {
+  const fs = require('node:fs')
+  const link = path.join(__dirname, 'libtorch')
+  let target = null
+  try {
+    target = fs.readlinkSync(link)
+  } catch {}
+  if (target && !fs.existsSync(path.join(link, 'lib'))) {
+    e.message = `torch-node: libtorch is missing: ${link} points to ${target}, which is gone (the shared ` +
+      'libtorch cache was cleared, or this app was copied without it): run `npm rebuild torch-node`, or copy ' +
+      `that folder too (${e.message.split('\n')[0]})`
+  } else {
+    e.message = `torch-node: cannot load the native addon (torch-node.node): run \`npm rebuild torch-node\` ` +
+      `(in this repository: \`npm install\`) (${e.message.split('\n')[0]})`
+  }
+  e.code = 'LibraryLoadError'
+  return e
 }
 
 const FAILED = native._failed

@@ -20,7 +20,20 @@ function cargoEnv(libtorch) {
   return env
 }
 
-function build(resolved = resolveLibtorch(), { typings = false } = {}) {
+/**
+ * Points `<package>/libtorch` at the libtorch folder: the addon's RUNPATH is `$ORIGIN/libtorch/lib`,
+ * so it loads with no LD_LIBRARY_PATH and no absolute path of the build machine inside it. The
+ * link is absolute (a cache entry does not move), so moving the app folder keeps it working.
+ */
+function linkLibtorch(libtorch) {
+  const link = path.join(ROOT, 'libtorch')
+  const tmp = `${link}.${process.pid}.tmp`
+  fs.rmSync(tmp, { force: true })
+  fs.symlinkSync(path.resolve(libtorch), tmp)
+  fs.renameSync(tmp, link)
+}
+
+function build(resolved = resolveLibtorch(), { typings = false, clean = false } = {}) {
   const env = cargoEnv(resolved.libtorch)
   log('building the native addon (cold build: about 4 min on 2 cores; incremental: seconds)')
   const typeDefDir = typings ? fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-typedefs-')) : null
@@ -34,6 +47,9 @@ function build(resolved = resolveLibtorch(), { typings = false } = {}) {
   const tmp = path.join(ROOT, `torch-node.node.${process.pid}.tmp`)
   fs.copyFileSync(path.join(ROOT, 'target', 'release', 'libtorch_node.so'), tmp)
   fs.renameSync(tmp, path.join(ROOT, 'torch-node.node'))
+  linkLibtorch(resolved.libtorch)
+  // In an app, cargo's target/ (hundreds of MB) has served its purpose.
+  if (clean) fs.rmSync(path.join(ROOT, 'target'), { recursive: true, force: true })
   if (typings) return writeTypings(typeDefDir).then(() => resolved)
   log('built torch-node.node')
   return resolved
@@ -77,7 +93,7 @@ async function writeTypings(typeDefDir) {
   log('wrote index.d.ts')
 }
 
-module.exports = { build, cargoEnv }
+module.exports = { build, cargoEnv, linkLibtorch }
 
 if (require.main === module) {
   Promise.resolve(build(undefined, { typings: process.argv.includes('--typings') })).catch((e) => {

