@@ -11,16 +11,33 @@ const util = require('node:util')
 const { markAsUntransferable } = require('node:worker_threads')
 
 let native
+const addon = addonPath()
 try {
-  native = require(path.join(__dirname, 'torch-node.node'))
+  native = require(addon)
 } catch (e) {
-  throw addonLoadError(e)
+  throw addonLoadError(e, addon)
+}
+
+/**
+ * The addon this package built from source (torch-node.node), else the prebuilt platform
+ * package's (`@torch-node/linux-x64-gnu`, scripts/prebuild.js).
+ */
+function addonPath() {
+  const local = path.join(__dirname, 'torch-node.node')
+  if (require('node:fs').existsSync(local)) return local
+  const key = process.platform === 'linux' && ['x64', 'arm64'].includes(process.arch)
+    ? `linux-${process.arch}-${process.report?.getReport().header.glibcVersionRuntime ? 'gnu' : 'musl'}`
+    : null
+  try {
+    if (key) return require.resolve(`@torch-node/${key}`)
+  } catch {}
+  return local
 }
 
 /** One line that names the fix when the addon or its libtorch cannot be loaded. */
-function addonLoadError(e) {
+function addonLoadError(e, file) {
   const fs = require('node:fs')
-  const link = path.join(__dirname, 'libtorch')
+  const link = path.join(path.dirname(file), 'libtorch')
   let target = null
   try {
     target = fs.readlinkSync(link)
@@ -30,7 +47,7 @@ function addonLoadError(e) {
       'libtorch cache was cleared, or this app was copied without it): run `npm rebuild torch-node`, or copy ' +
       `that folder too (${e.message.split('\n')[0]})`
   } else {
-    e.message = `torch-node: cannot load the native addon (torch-node.node): run \`npm rebuild torch-node\` ` +
+    e.message = `torch-node: cannot load the native addon (${file}): run \`npm rebuild torch-node\` ` +
       `(in this repository: \`npm install\`) (${e.message.split('\n')[0]})`
   }
   e.code = 'LibraryLoadError'

@@ -6,7 +6,7 @@
 // writes type definitions into NAPI_TYPE_DEF_TMP_FOLDER while compiling our crate, and
 // @napi-rs/cli's `generateTypeDef` renders them — but into the same target dir (`napi build`
 // passes --target and would rebuild libtch in target/<triple>/: minutes).
-const { execFileSync } = require('node:child_process')
+const { execFileSync, spawn } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -25,8 +25,8 @@ function cargoEnv(libtorch) {
  * so it loads with no LD_LIBRARY_PATH and no absolute path of the build machine inside it. The
  * link is absolute (a cache entry does not move), so moving the app folder keeps it working.
  */
-function linkLibtorch(libtorch) {
-  const link = path.join(ROOT, 'libtorch')
+function linkLibtorch(libtorch, dir = ROOT) {
+  const link = path.join(dir, 'libtorch')
   const tmp = `${link}.${process.pid}.tmp`
   fs.rmSync(tmp, { force: true })
   fs.symlinkSync(path.resolve(libtorch), tmp)
@@ -42,6 +42,14 @@ function build(resolved = resolveLibtorch(), { typings = false, clean = false } 
     env.NAPI_FORCE_BUILD_TORCH_NODE = String(Date.now()) // recompile our crate: its macros write the defs
   }
   execFileSync('cargo', ['build', '--release', '--lib'], { cwd: ROOT, env, stdio: 'inherit' })
+  place(resolved, { clean })
+  if (typings) return writeTypings(typeDefDir).then(() => resolved)
+  log('built torch-node.node')
+  return resolved
+}
+
+/** Copies the built library to torch-node.node and links libtorch beside it. */
+function place(resolved, { clean }) {
   // Copy then rename: overwriting in place would corrupt the mapping of a process that has
   // the addon loaded.
   const tmp = path.join(ROOT, `torch-node.node.${process.pid}.tmp`)
@@ -50,9 +58,42 @@ function build(resolved = resolveLibtorch(), { typings = false, clean = false } 
   linkLibtorch(resolved.libtorch)
   // In an app, cargo's target/ (hundreds of MB) has served its purpose.
   if (clean) fs.rmSync(path.join(ROOT, 'target'), { recursive: true, force: true })
-  if (typings) return writeTypings(typeDefDir).then(() => resolved)
-  log('built torch-node.node')
-  return resolved
+}
+
+/**
+ * The source build of an app's install: cargo's output goes to stdout, which npm hides for a
+ * dependency, so a progress line also goes to the terminal (scripts/cache.js `progress`) every
+ * few seconds: the crate being compiled and the time so far.
+ */
+function buildWithProgress(resolved, { clean }) {
+  const { progress } = require('./cache')
+  const started = Date.now()
+  let latest = 'starting cargo'
+  let crates = 0
+  const child = spawn('cargo', ['build', '--release', '--lib'], { cwd: ROOT, env: cargoEnv(resolved.libtorch), stdio: ['ignore', 'inherit', 'pipe'] })
+  const timer = setInterval(() => progress(`building from source: ${crates} crates compiled, ${Math.round((Date.now() - started) / 1000)} s (${latest})`), 5000)
+  let tail = ''
+  child.stderr.on('data', (chunk) => {
+    process.stdout.write(chunk)
+    tail = (tail + chunk).slice(-4000)
+    for (const line of String(chunk).split('\n')) {
+      const m = /^\s*Compiling (\S+)/.exec(line)
+      if (m) {
+        crates++
+        latest = `compiling ${m[1]}`
+      }
+    }
+  })
+  return new Promise((resolve, reject) => {
+    child.on('error', reject)
+    child.on('close', (code) => {
+      clearInterval(timer)
+      if (code !== 0) return reject(new Error(`cargo build failed (exit ${code}):\n${tail}`))
+      place(resolved, { clean })
+      progress(`built torch-node.node from source in ${Math.round((Date.now() - started) / 1000)} s`)
+      resolve(resolved)
+    })
+  })
 }
 
 /** Constructor declarations, by class (see writeTypings). */
@@ -93,7 +134,7 @@ async function writeTypings(typeDefDir) {
   log('wrote index.d.ts')
 }
 
-module.exports = { build, cargoEnv, linkLibtorch }
+module.exports = { build, buildWithProgress, cargoEnv, linkLibtorch }
 
 if (require.main === module) {
   Promise.resolve(build(undefined, { typings: process.argv.includes('--typings') })).catch((e) => {

@@ -275,19 +275,20 @@ function du(dir) {
   return n
 }
 
-module.exports = { TORCH_VERSION, cacheRoot, variant, cached, ensure, plan, entryDir, du }
+module.exports = { TORCH_VERSION, cacheRoot, variant, cached, ensure, plan, entryDir, du, progress }
 
 // `node scripts/cache.js [--plan] [cpu|cuda]`: fills (or, with --plan, lists) an entry.
 if (require.main === module) {
   const args = process.argv.slice(2)
-  const v = args.find((a) => a === 'cpu' || a === 'cuda') ?? variant()
-  const main = args.includes('--plan')
-    ? plan(v).then((ws) => {
-      for (const w of ws) console.log(`${w.filename}  ${mb(w.size)}  sha256 ${w.sha256}`)
-      console.log(`${ws.length} wheels, ${mb(ws.reduce((n, w) => n + w.size, 0))}; entry: ${entryDir(v)}`)
-    })
-    : ensure(v).then((dir) => console.log(dir))
-  main.catch((e) => {
+  const main = async () => {
+    const fromEnv = variant()
+    const v = args.find((a) => a === 'cpu' || a === 'cuda') ?? fromEnv
+    if (!args.includes('--plan')) return console.log(await ensure(v))
+    const ws = await plan(v)
+    for (const w of ws) console.log(`${w.filename}  ${mb(w.size)}  sha256 ${w.sha256}`)
+    console.log(`${ws.length} wheels, ${mb(ws.reduce((n, w) => n + w.size, 0))}; entry: ${entryDir(v)}`)
+  }
+  main().catch((e) => {
     console.error(`[torch-node] ${e.message}`)
     process.exit(1)
   })
