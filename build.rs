@@ -15,7 +15,6 @@ fn main() {
     // build machine in the addon, and no LD_LIBRARY_PATH needed (cargo's test binaries get one
     // from scripts/test.js).
     println!("cargo:rustc-link-arg=-Wl,-rpath,$ORIGIN/libtorch/lib");
-    println!("cargo:rustc-env=TORCH_NODE_LIBTORCH_LIB={}", lib_dir.display());
     // libtorch.so must be NEEDED although nothing in the addon calls into it: the code of an
     // AOTInductor package and torchvision's op library need it loaded (they have no RUNPATH to
     // find it), and in a CUDA libtorch it is what loads libtorch_cuda.so (its own DT_NEEDED):

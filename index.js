@@ -42,7 +42,12 @@ function addonLoadError(e, file) {
   try {
     target = fs.readlinkSync(link)
   } catch {}
-  if (target && !fs.existsSync(path.join(link, 'lib'))) {
+  if (target === null && path.basename(file) !== 'torch-node.node') {
+    // The prebuilt is installed but our install script never linked libtorch beside it.
+    e.message = 'torch-node: its install script has not run, so libtorch is not set up: allow it in your ' +
+      'package.json ("allowScripts": {"torch-node": true}), then run `npm rebuild torch-node` ' +
+      `(${e.message.split('\n')[0]})`
+  } else if (target && !fs.existsSync(path.join(link, 'lib'))) {
     e.message = `torch-node: libtorch is missing: ${link} points to ${target}, which is gone (the shared ` +
       'libtorch cache was cleared, or this app was copied without it): run `npm rebuild torch-node`, or copy ' +
       `that folder too (${e.message.split('\n')[0]})`

@@ -7,6 +7,7 @@
 //   <cache>/libtorch-2.13.0-cuda/nvidia/...           the nvidia wheels' libraries, where the
 //                                                      torch libraries' RPATH ($ORIGIN/../../nvidia)
 //                                                      looks for them
+//   <cache>/libtorch-2.13.0-cuda/torchvision/_C.so    torchvision's ops (vision.loadOps)
 // <cache> is TORCH_NODE_CACHE, else $XDG_CACHE_HOME/torch-node, else ~/.cache/torch-node.
 // Filling takes a lock (a folder, atomic to create), downloads each wheel with a progress line,
 // checks its sha256 against the index, extracts only what the variant needs into a staging folder
@@ -19,6 +20,7 @@ const path = require('node:path')
 const { listEntries, extractEntry, retargetNeeded, neededOf } = require('./wheel')
 
 const TORCH_VERSION = '2.13.0'
+const TORCHVISION_VERSION = '0.28.0'
 const INDEX = (process.env.TORCH_NODE_PYPI_INDEX || 'https://pypi.org/simple').replace(/\/$/, '')
 // What pip resolves for torch==2.13.0 on Linux (its Requires-Dist, cuda-toolkit 13.0.3's extras).
 const NVIDIA = {
@@ -104,6 +106,14 @@ async function plan(v, arch = wheelPlatform()) {
     if (!lib) return null
     return v === 'cuda' || CPU_LIBS.includes(lib[1]) ? name : null
   }
+  // torchvision's op library (vision.loadOps) in the CUDA entry only: PyPI's torchvision links
+  // libtorch_cuda.so and libc10_cuda.so, which the CPU entry does not have.
+  const extra = []
+  if (v === 'cuda') {
+    const vision = await findWheel('torchvision', TORCHVISION_VERSION, arch)
+    vision.take = (name) => (name === 'torchvision/_C.so' || name === 'torchvision/version.py' ? name : null)
+    extra.push(vision)
+  }
   for (const w of nvidia) {
     w.take = (name) => {
       const lib = /^nvidia\/.+\/lib\/([^/]+\.so[.\d]*)$/.exec(name)
@@ -112,7 +122,7 @@ async function plan(v, arch = wheelPlatform()) {
       return CPU_NVIDIA[w.project].includes(lib[1]) ? `torch/lib/${lib[1]}` : null
     }
   }
-  return [torch, ...nvidia]
+  return [torch, ...nvidia, ...extra]
 }
 
 let tty
@@ -169,6 +179,8 @@ async function download(wheel, dir) {
         throw new Error(`${wheel.filename}: got ${got} bytes with sha256 ${digest}; the index says ${wheel.size} bytes, ${wheel.sha256}`)
       }
       fs.renameSync(`${dest}.partial`, dest)
+      const seconds = (Date.now() - started) / 1000
+      progress(`downloaded ${wheel.filename}: ${mb(got)} in ${seconds.toFixed(1)} s, sha256 checked`)
       return dest
     } catch (e) {
       fs.rmSync(`${dest}.partial`, { force: true })
@@ -275,7 +287,7 @@ function du(dir) {
   return n
 }
 
-module.exports = { TORCH_VERSION, cacheRoot, variant, cached, ensure, plan, entryDir, du, progress }
+module.exports = { TORCH_VERSION, TORCHVISION_VERSION, cacheRoot, variant, cached, ensure, plan, entryDir, du, progress }
 
 // `node scripts/cache.js [--plan] [cpu|cuda]`: fills (or, with --plan, lists) an entry.
 if (require.main === module) {

@@ -15,7 +15,7 @@ const cache = require('./cache')
 const ROOT = path.join(__dirname, '..')
 const VENV = path.join(ROOT, '.libtorch')
 const TORCH_VERSION = cache.TORCH_VERSION
-const TORCHVISION_VERSION = '0.28.0'
+const TORCHVISION_VERSION = cache.TORCHVISION_VERSION
 /** A clone of this repository (models, tests, benchmarks), not an app's node_modules/torch-node. */
 const IS_CHECKOUT = fs.existsSync(path.join(ROOT, '.git'))
 // torch's own requirements, less nvidia-*, cuda-*, and triton (CUDA and GPU compilation only).

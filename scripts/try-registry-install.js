@@ -25,7 +25,7 @@ const keep = args.includes('--keep')
 const work = args.includes('--work') ? path.resolve(args[args.indexOf('--work') + 1]) : fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-registry-'))
 const VERDACCIO = '6.10.4'
 const say = (msg) => console.log(`[try-registry] ${msg}`)
-const mb = (bytes) => `${(bytes / 1048576).toFixed(0)} MB`
+const mb = (bytes) => `${(bytes / 1048576).toFixed(bytes < 10485760 ? 1 : 0)} MB`
 
 function sh(cmd, argv, options = {}) {
   const r = spawnSync(cmd, argv, { encoding: 'utf8', maxBuffer: 64 << 20, ...options })
@@ -147,14 +147,14 @@ async function main() {
 main().catch((e) => { console.error(e.code, e.message); process.exit(1) })
 `
 
-function makeApp(dir, version) {
+function makeApp(dir, version, { allow = true } = {}) {
   fs.mkdirSync(dir, { recursive: true })
   fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({
     name: 'express-app',
     version: '1.0.0',
     private: true,
     dependencies: { express: '^5.1.0', 'torch-node': version },
-    allowScripts: { 'torch-node': true },
+    ...(allow ? { allowScripts: { 'torch-node': true } } : {}),
   }, null, 2) + '\n')
   fs.writeFileSync(path.join(dir, 'server.js'), SERVER)
 }
@@ -206,7 +206,7 @@ async function main() {
       makeApp(dir, version)
       const { seconds, out } = install(dir, registry, cache)
       say(`npm install (${label}): ${seconds.toFixed(1)} s`)
-      const progressLines = out.split('\n').filter((l) => l.includes('[torch-node] downloading')).length
+      const progressLines = out.split('\n').filter((l) => /\[torch-node\] download(ing|ed) torch-/.test(l)).length
       if (label === 'cold cache') check('the cold install printed download progress', progressLines > 0, out.slice(-2000))
       const pkgDir = path.join(dir, 'node_modules', 'torch-node')
       check(`${label}: the prebuilt addon is used, nothing was compiled`, !fs.existsSync(path.join(pkgDir, 'torch-node.node')) &&
@@ -233,6 +233,17 @@ async function main() {
     fs.renameSync(`${cache}.away`, cache)
     check('without the cache, one line that names `npm rebuild torch-node`', !gone.ok && gone.out.split('\n').length === 1 &&
       /LibraryLoadError torch-node: libtorch is missing: .*npm rebuild torch-node/.test(gone.out), gone.out)
+    // Without "allowScripts": whatever npm does, the user is told what to do.
+    const unallowed = path.join(work, 'app-not-allowed')
+    makeApp(unallowed, version, { allow: false })
+    const plain = npm(unallowed, registry, cache, ['install'])
+    const ranScript = plain.out.includes('using the prebuilt addon')
+    const plainRun = runApp(unallowed, cache)
+    say(`without "allowScripts", npm ${ranScript ? 'ran' : 'did not run'} torch-node's install script` +
+      (/allowScripts/.test(plain.out) ? ` and said: ${plain.out.split('\n').find((l) => /allowScripts/.test(l)).trim()}` : ''))
+    check('without "allowScripts": the app runs, or its error names allowScripts', ranScript
+      ? plainRun.ok
+      : !plainRun.ok && /install script has not run.*"allowScripts": \{"torch-node": true\}/.test(plainRun.out), plainRun.out)
     // No prebuilt (optional dependencies omitted) and no Rust: one clear failure.
     const bare = path.join(work, 'app-no-prebuilt')
     makeApp(bare, version)
@@ -252,8 +263,11 @@ async function main() {
     }
     // Uninstalling leaves nothing of torch-node in the app; the cache stays for the next one.
     const gone2 = npm(moved, registry, cache, ['uninstall', 'torch-node'])
-    check('`npm uninstall torch-node` removes the package and its platform package', gone2.status === 0 &&
-      !fs.existsSync(path.join(moved, 'node_modules', 'torch-node')) && !fs.existsSync(path.join(moved, 'node_modules', '@torch-node')), gone2.out.slice(-2000))
+    const scope = path.join(moved, 'node_modules', '@torch-node')
+    const left = [path.join(moved, 'node_modules', 'torch-node'), ...(fs.existsSync(scope) ? fs.readdirSync(scope).map((f) => path.join(scope, f)) : [])]
+      .filter((f) => fs.existsSync(f) || fs.lstatSync(f, { throwIfNoEntry: false }))
+    check('`npm uninstall torch-node` removes the package and its platform package', gone2.status === 0 && left.length === 0,
+      `left: ${left.join(', ')}\n${gone2.out.slice(-2000)}`)
     say('figures:')
     for (const f of figures) say(`  npm install, ${f.label}: ${f.seconds.toFixed(1)} s; node_modules ${mb(f.nodeModules)}`)
     say(`  libtorch cache (cpu): ${mb(cacheBytes)}`)

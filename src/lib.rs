@@ -108,7 +108,7 @@ pub fn load_library(env: napi::Env, path: napi::bindgen_prelude::Unknown) -> Out
 }
 
 /// @internal `torch.vision.loadOps(dir)`: torchvision's ops from its wheel's folder (default:
-/// beside the libtorch the addon was built against).
+/// beside the libtorch this process loaded).
 #[napi(js_name = "_loadTorchvisionOps", skip_typescript)]
 pub fn load_torchvision_ops(dir: Option<String>) -> Outcome<bool> {
     guard(|| {

@@ -37,10 +37,24 @@ pub fn load(path: &str) -> Result<bool> {
     Ok(true)
 }
 
-/// torchvision's folder beside the libtorch this addon was built against (the PyPI wheels'
-/// layout: `site-packages/{torch,torchvision}`).
+/// torchvision's folder beside the libtorch this process loaded (the PyPI wheels' layout:
+/// `site-packages/{torch,torchvision}`; a cache entry: `<entry>/{torch,torchvision}`). Found at
+/// run time, not recorded at build time: a prebuilt addon must not name the build machine's disk.
 pub fn default_torchvision_dir() -> PathBuf {
-    Path::new(env!("TORCH_NODE_LIBTORCH_LIB")).join("../../torchvision")
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let lib = libtorch_lib_dir(&maps).unwrap_or_else(|| PathBuf::from("libtorch/lib"));
+    match lib.parent().and_then(Path::parent) {
+        Some(root) => root.join("torchvision"),
+        None => lib.join("../../torchvision"),
+    }
+}
+
+/// The folder of the `libtorch_cpu.so` mapped into this process, from `/proc/self/maps`.
+fn libtorch_lib_dir(maps: &str) -> Option<PathBuf> {
+    maps.lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .find(|path| path.ends_with("/libtorch_cpu.so"))
+        .and_then(|path| Path::new(path).parent().map(Path::to_path_buf))
 }
 
 /// Registers torchvision's ops (`nms`, `roi_align`, `deform_conv2d`, ...) from its wheel's
@@ -101,6 +115,21 @@ fn python_stub() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn libtorch_lib_dir_comes_from_the_mapped_libtorch_cpu() {
+        let maps = "7f00-7f01 r-xp 00000000 fd:00 12 /usr/lib/libc.so.6\n\
+                    7f02-7f03 r-xp 00000000 fd:00 13 /cache/libtorch-2.13.0-cpu/torch/lib/libtorch_cpu.so\n\
+                    7f04-7f05 rw-p 00000000 00:00 0 \n";
+        assert_eq!(
+            libtorch_lib_dir(maps),
+            Some(PathBuf::from("/cache/libtorch-2.13.0-cpu/torch/lib"))
+        );
+        assert_eq!(
+            libtorch_lib_dir("7f00-7f01 r-xp 0 fd:00 1 /lib/libc.so.6\n"),
+            None
+        );
+    }
 
     #[test]
     fn missing_and_non_library_files_are_library_load_errors() {
