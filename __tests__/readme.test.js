@@ -1,0 +1,58 @@
+'use strict'
+// Every ```js block of the README is marked just above it: `<!-- snippet: runs ... -->` blocks run
+// here as written, each in its own process from the repository root (the models they name are the
+// ones `npm install` generates); `<!-- snippet: reference (why) -->` blocks are API listings with
+// placeholders. A block with neither mark fails, so a new snippet must be classified.
+// What "as written" allows, as doc tests do: a block that does not import torch-node itself runs
+// as ES module code after `import torch from 'torch-node'` and `import fs from 'node:fs'`; a block
+// that calls require() runs as CommonJS.
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawnSync } = require('node:child_process')
+const fs = require('node:fs')
+const path = require('node:path')
+
+const ROOT = path.join(__dirname, '..')
+const README = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n')
+
+function snippets() {
+  const out = []
+  for (let i = 0; i < README.length; i++) {
+    if (README[i].trim() !== '```js') continue
+    const end = README.indexOf('```', i + 1)
+    const mark = /^<!-- snippet: (runs|reference)\b.*-->$/.exec(README[i - 1] ?? '')
+    out.push({ line: i + 1, mark: mark?.[1] ?? null, code: README.slice(i + 1, end).join('\n') })
+    i = end
+  }
+  return out
+}
+
+test('every js block of the README is marked runs or reference', () => {
+  const all = snippets()
+  assert.ok(all.length >= 10, `only ${all.length} blocks found`)
+  const unmarked = all.filter((s) => !s.mark).map((s) => `README.md:${s.line}`)
+  assert.deepEqual(unmarked, [], 'mark these with <!-- snippet: runs --> or <!-- snippet: reference (why) -->')
+  assert.ok(all.filter((s) => s.mark === 'runs').length >= 5)
+})
+
+for (const snippet of snippets().filter((s) => s.mark === 'runs')) {
+  // The models `npm install` generates (TORCH_NODE_SKIP_MODELS=1 skips them).
+  const missing = [...snippet.code.matchAll(/'(models\/[^']+)'/g)].map((m) => m[1]).filter((f) => !fs.existsSync(path.join(ROOT, f)))
+  const skip = missing.length ? `not generated: ${missing.join(', ')}` : false
+  test(`README.md:${snippet.line} runs as written`, { skip }, () => {
+    const commonjs = /\brequire\(/.test(snippet.code.replace(/\/\/.*$/gm, ''))
+    const prelude = commonjs ? '' : [
+      /from 'torch-node'/.test(snippet.code) ? '' : "import torch from 'torch-node'",
+      /from 'node:fs'/.test(snippet.code) ? '' : "import fs from 'node:fs'",
+    ].join('\n')
+    const r = spawnSync(process.execPath, ['--input-type', commonjs ? 'commonjs' : 'module', '-e', `${prelude}\n${snippet.code}`], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 120000,
+    })
+    assert.equal(r.status, 0, `exit ${r.status ?? r.signal}\n${r.stderr}`)
+    // libtorch's own warnings (`[W1122 ...] Warning: ...`, e.g. torchvision's SSD in scripting) are
+    // what Python prints too; anything else on stderr fails.
+    assert.equal(r.stderr.split('\n').filter((l) => l && !/^\[W\d{4} /.test(l)).join('\n'), '')
+  })
+}
