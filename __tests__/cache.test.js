@@ -206,6 +206,25 @@ test('a download whose sha256 differs from the index is refused, and leaves no e
   }
 })
 
+test('an unreachable index and an unwritable cache fail with one line naming the way out', async () => {
+  const cacheDir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-cache-'))
+  try {
+    // A port nothing listens on: connection refused.
+    const closed = await serveIndex()
+    closed.close()
+    const r = await fill(cacheDir, closed)
+    assert.equal(r.code, 1)
+    assert.match(r.out, /TORCH_NODE_PYPI_INDEX names a PyPI mirror, and LIBTORCH a libtorch you already have/)
+    const file = path.join(cacheDir, 'a-file')
+    fs.writeFileSync(file, '')
+    const r2 = await fill(path.join(file, 'cache'), closed)
+    assert.equal(r2.code, 1)
+    assert.match(r2.out, /cannot write the libtorch cache .*a-file\/cache \(ENOTDIR\): set TORCH_NODE_CACHE to a writable folder/)
+  } finally {
+    fs.rmSync(cacheDir, { recursive: true, force: true })
+  }
+})
+
 test('a lock left by a dead install is broken; TORCH_NODE_CUDA other than 0/1 is refused', async () => {
   const index = await serveIndex()
   const cacheDir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-cache-'))

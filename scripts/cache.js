@@ -21,6 +21,7 @@ const { listEntries, extractEntry, retargetNeeded, neededOf } = require('./wheel
 
 const TORCH_VERSION = '2.13.0'
 const TORCHVISION_VERSION = '0.28.0'
+const WAY_OUT = 'TORCH_NODE_PYPI_INDEX names a PyPI mirror, and LIBTORCH a libtorch you already have'
 const INDEX = (process.env.TORCH_NODE_PYPI_INDEX || 'https://pypi.org/simple').replace(/\/$/, '')
 // What pip resolves for torch==2.13.0 on Linux (its Requires-Dist, cuda-toolkit 13.0.3's extras).
 const NVIDIA = {
@@ -76,8 +77,13 @@ function wheelPlatform() {
 
 /** The index's file record for one pinned wheel of `project` (PEP 691 JSON). */
 async function findWheel(project, version, arch) {
-  const res = await fetch(`${INDEX}/${project}/`, { headers: { accept: 'application/vnd.pypi.simple.v1+json' } })
-  if (!res.ok) throw new Error(`${INDEX}/${project}/: HTTP ${res.status}`)
+  let res
+  try {
+    res = await fetch(`${INDEX}/${project}/`, { headers: { accept: 'application/vnd.pypi.simple.v1+json' } })
+  } catch (e) {
+    throw new Error(`${INDEX}/${project}/: ${e.message}${e.cause ? ` (${e.cause.message ?? e.cause})` : ''}; ${WAY_OUT}`)
+  }
+  if (!res.ok) throw new Error(`${INDEX}/${project}/: HTTP ${res.status}; ${WAY_OUT}`)
   const { files } = await res.json()
   const dist = project.replace(/-/g, '_')
   const candidates = files.filter((f) => f.filename.startsWith(`${dist}-${version}-`) && f.filename.endsWith('.whl') &&
@@ -184,7 +190,9 @@ async function download(wheel, dir) {
       return dest
     } catch (e) {
       fs.rmSync(`${dest}.partial`, { force: true })
-      if (attempt >= 3) throw new Error(`downloading ${wheel.filename} failed: ${e.message}`)
+      if (attempt >= 3) {
+        throw new Error(`downloading ${wheel.filename} failed: ${e.message}${e.cause ? ` (${e.cause.message ?? e.cause})` : ''}; ${WAY_OUT}`)
+      }
       progress(`downloading ${wheel.filename} failed (${e.message}); retrying (${attempt + 1} of 3)`)
     }
   }
@@ -245,7 +253,12 @@ async function ensure(v = variant()) {
   const done = cached(v)
   if (done) return done
   const root = cacheRoot()
-  fs.mkdirSync(root, { recursive: true })
+  try {
+    fs.mkdirSync(root, { recursive: true })
+    fs.accessSync(root, fs.constants.W_OK)
+  } catch (e) {
+    throw new Error(`cannot write the libtorch cache ${root} (${e.code}): set TORCH_NODE_CACHE to a writable folder`)
+  }
   const release = await lock(root, entryName(v))
   try {
     if (cached(v)) return cached(v)

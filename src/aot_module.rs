@@ -8,7 +8,7 @@ use crate::ivalue::value::Value;
 use crate::js::{self, Val};
 use crate::outcome::Outcome;
 use crate::script_module::tasks::{aborted, run_prepared, AbortFlag, Output};
-use crate::script_module::{abort_flag, is_call_options, rethrow};
+use crate::script_module::{abort_flag, rethrow, split_call_options};
 use crate::tensor::create::string_arg;
 use crate::tensor::unwrap_tensor;
 use crate::{bail_code, device};
@@ -88,17 +88,11 @@ fn load_args(
 fn tensors(env: &Env, list: Val, async_call: bool) -> anyhow::Result<(Vec<tch::Tensor>, AbortFlag)> {
     let raw = env.raw();
     let mut items = js::array_from(raw, list)?;
-    let mut abort = None;
-    if async_call {
-        if let Some(&last) = items.last() {
-            if is_call_options(raw, last)? {
-                items.pop();
-                abort = js::property(raw, last, "signal")?
-                    .map(|s| abort_flag(env, s))
-                    .transpose()?;
-            }
-        }
-    }
+    let abort = if async_call {
+        split_call_options(env, &mut items)?
+    } else {
+        None
+    };
     let inputs = items
         .iter()
         .enumerate()

@@ -219,6 +219,14 @@ fn inputs_and_signal(env: &Env, list: Val) -> anyhow::Result<(Vec<Value>, AbortF
     let mut items = (0..js::array_len(raw, list)?)
         .map(|i| js::element(raw, list, i))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let abort = split_call_options(env, &mut items)?;
+    Ok((values(raw, &items)?, abort))
+}
+
+/// Takes a last `{signal}` argument (the call's options) off `items`: the abort flag of its
+/// signal, or None when the last argument is an input.
+pub(crate) fn split_call_options(env: &Env, items: &mut Vec<Val>) -> anyhow::Result<AbortFlag> {
+    let raw = env.raw();
     let signal = match items.last() {
         Some(&last) if is_call_options(raw, last)? => {
             items.pop();
@@ -226,8 +234,7 @@ fn inputs_and_signal(env: &Env, list: Val) -> anyhow::Result<(Vec<Value>, AbortF
         }
         _ => None,
     };
-    let abort = signal.map(|s| abort_flag(env, s)).transpose()?;
-    Ok((values(raw, &items)?, abort))
+    signal.map(|s| abort_flag(env, s)).transpose()
 }
 
 pub(crate) fn is_call_options(env: RawEnv, v: Val) -> anyhow::Result<bool> {
