@@ -2,7 +2,7 @@
 //! napi-free: load, run, metadata. A compiled program takes tensors and returns tensors, flat,
 //! in the order its pytree specs (`in_spec`, `out_spec` in the metadata) flatten them.
 use crate::error::{fail, trim_libtorch, Code};
-use crate::shim::{self, AotiHandle};
+use crate::ffi::{self, AotiHandle};
 use crate::{bail_code, device};
 use anyhow::Result;
 use std::io::Read;
@@ -39,7 +39,7 @@ pub fn load(path: &str, device: Device) -> Result<AotModule> {
         Device::Cuda(i) => i as i32,
         _ => -1,
     };
-    let handle = shim::aoti_load(path, index).map_err(|e| {
+    let handle = ffi::aoti_load(path, index).map_err(|e| {
         let message = trim_libtorch(&e.to_string());
         let code = match device {
             Device::Cuda(_) => crate::error::classify(&message).unwrap_or(Code::ModelLoadError),
@@ -60,7 +60,7 @@ impl AotModule {
     }
 
     pub fn metadata(&self) -> Result<Vec<(String, String)>> {
-        shim::aoti_metadata(&self.handle)
+        ffi::aoti_metadata(&self.handle)
     }
 
     /// Runs the program under no-grad. Inputs must be on the package's device; the compiled code
@@ -83,7 +83,7 @@ impl AotModule {
             .map(|t| t.f_contiguous())
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let _guard = tch::no_grad_guard();
-        shim::aoti_run(&self.handle, &inputs).map_err(|e| {
+        ffi::aoti_run(&self.handle, &inputs).map_err(|e| {
             let message = trim_libtorch(&e.to_string());
             let code = crate::error::classify(&message).unwrap_or(Code::ForwardError);
             fail(code, format!("forward() of '{}': {message}", self.path))

@@ -2,7 +2,7 @@
 //! torch-node: PyTorch's C++ runtime (libtorch, through `tch`) for Node.js.
 //!
 //! Napi-free core: `error`, `dtype`, `device`, `args`, `archive`, `repr`, `memory`, `module`,
-//! `ivalue::value`, `ivalue::ffi`, `shim`. Glue (`#[napi]`): `tensor`, `script_module` (with its
+//! `ivalue::value`, and `ffi` (every call into libtch and the C++ shim). Glue (`#[napi]`): `tensor`, `script_module` (with its
 //! `tasks`), `ivalue::js`, `js`, and the free functions below.
 // `tensor` first: its `#[napi]` struct must expand before any file that names `JsTensor` in an
 // export, or the generated typings say `JsTensor` instead of `Tensor`.
@@ -15,6 +15,7 @@ pub mod args;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod ffi;
 pub mod image;
 pub mod ivalue;
 pub mod js;
@@ -24,7 +25,6 @@ pub mod module;
 pub mod outcome;
 pub mod repr;
 pub mod script_module;
-pub mod shim;
 
 /// `cargo test` links the unit tests into an executable that Node never loads; these N-API
 /// functions, referenced by napi-rs's drop paths but never called by the tests, would
@@ -85,7 +85,7 @@ pub fn set_num_interop_threads(n: f64) -> Outcome<()> {
     guard(|| {
         let n = args::thread_count(n, "setNumInteropThreads: n")?;
         unsafe { torch_sys::at_set_num_interop_threads(n) };
-        ivalue::ffi::check_last_error()
+        ffi::check_last_error()
     })
     .into()
 }
@@ -153,9 +153,9 @@ pub mod cuda {
 /// CPU queries.
 #[napi(namespace = "cpu")]
 pub mod cpu {
+    use crate::ffi::{self, Capability};
     use crate::js;
     use crate::outcome::Outcome;
-    use crate::shim::{self, Capability};
     use napi::bindgen_prelude::Unknown;
 
     /// libtorch's view of this CPU, as Python's `torch._C._cpu._get_cpu_capability()`: ISA
@@ -164,7 +164,7 @@ pub mod cpu {
     pub fn capabilities(env: &napi::Env) -> Outcome<Unknown<'_>> {
         crate::error::guard(|| {
             let raw = env.raw();
-            let entries = shim::cpu_capabilities()?
+            let entries = ffi::cpu_capabilities()?
                 .into_iter()
                 .map(|(name, value)| {
                     let v = match value {
@@ -184,7 +184,7 @@ pub mod cpu {
     /// `ScriptModule.load(path, {dtype: 'bfloat16'})` is available.
     #[napi]
     pub fn has_native_bf16() -> bool {
-        shim::cpu_has_native_bf16()
+        ffi::cpu_has_native_bf16()
     }
 }
 

@@ -3,7 +3,7 @@
 //! `TORCH_LIBRARY` registrations; its ops then resolve in every TorchScript module loaded later.
 use crate::bail_code;
 use crate::error::{fail, trim_libtorch, Code};
-use crate::shim;
+use crate::ffi;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -27,7 +27,7 @@ pub fn load(path: &str) -> Result<bool> {
     if loaded.contains(&canonical) {
         return Ok(false);
     }
-    shim::dlopen(&canonical).map_err(|e| {
+    ffi::dlopen(&canonical).map_err(|e| {
         fail(
             Code::LibraryLoadError,
             format!("{what}: {}", trim_libtorch(&e.to_string())),
@@ -75,7 +75,7 @@ pub fn load_torchvision(dir: &Path) -> Result<bool> {
         .find_map(|l| l.strip_prefix("__version__ = '")?.split('\'').next())
         .unwrap_or("unknown")
         .to_string();
-    let (major, minor) = shim::torch_version();
+    let (major, minor) = ffi::torch_version();
     let expected = format!("0.{}.", minor + 15);
     if major != 2 || !found.starts_with(&expected) {
         bail_code!(

@@ -2,19 +2,19 @@
 //! checked against their schemas, parameters, device moves. It owns libtch's module handle
 //! (a `torch::jit::script::Module*`) directly so the C++ shim can read schemas from it.
 use crate::error::{fail, Code};
-use crate::ivalue::ffi::{check_last_error, from_ivalue, to_ivalue, Owned};
+use crate::ffi::ivalue::{from_ivalue, to_ivalue, Owned};
+use crate::ffi::module::ModuleHandle;
+use crate::ffi::{self, Prepare};
 use crate::ivalue::value::{coerce_args, Signature, Value};
-use crate::shim::{self, Prepare};
 use crate::{archive, bail_code};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::CString;
 use std::sync::{Arc, Mutex, RwLock};
 use tch::Device;
-use torch_sys::*;
 
 pub struct Module {
-    ptr: *mut CModule_,
+    handle: ModuleHandle,
     device: Device,
     /// Schemas are immutable once loaded; reading one costs a C++ round trip and parsing its
     /// annotations, so each method's is read and parsed once.
@@ -25,18 +25,6 @@ pub struct Module {
     prepared: Prepare,
 }
 
-// SAFETY: a torch::jit::Module may run methods from several threads at once (PyTorch serves
-// concurrent inference this way); mutation (`to`, `eval`, `train`) takes `&mut self`, which
-// the JS wrapper only gets through a write lock.
-unsafe impl Send for Module {}
-unsafe impl Sync for Module {}
-
-impl Drop for Module {
-    fn drop(&mut self) {
-        unsafe { atm_free(self.ptr) };
-    }
-}
-
 fn device_index(device: Device) -> i32 {
     match device {
         Device::Cuda(i) => i as i32,
@@ -45,8 +33,8 @@ fn device_index(device: Device) -> i32 {
 }
 
 impl Module {
-    fn from_handle(ptr: *mut CModule_, device: Device, what: &str) -> Result<Module> {
-        check_last_error().map_err(|e| {
+    fn from_handle(handle: Result<Option<ModuleHandle>>, device: Device, what: &str) -> Result<Module> {
+        let handle = handle.map_err(|e| {
             let message = crate::error::trim_libtorch(&e.to_string());
             let hint = match message.contains("torchvision::") {
                 true => " (torchvision's ops are not loaded: call torch.vision.loadOps() first)",
@@ -57,11 +45,11 @@ impl Module {
                 format!("cannot load TorchScript model from {what}: {message}{hint}"),
             )
         })?;
-        if ptr.is_null() {
+        let Some(handle) = handle else {
             bail_code!(Code::ModelLoadError, "cannot load TorchScript model from {what}");
-        }
+        };
         Ok(Module {
-            ptr,
+            handle,
             device,
             signatures: Mutex::new(HashMap::new()),
             prepared: Prepare::default(),
@@ -90,8 +78,11 @@ impl Module {
                 format!("cannot load TorchScript model from {what}: {e}"),
             )
         })?;
-        let ptr = unsafe { atm_load_on_device(c_path.as_ptr(), device_index(device)) };
-        Module::from_handle(ptr, device, &what)
+        Module::from_handle(
+            ModuleHandle::load_file(&c_path, device_index(device)),
+            device,
+            &what,
+        )
     }
 
     /// Loads a model from the bytes of a `.pt` file (checked as `load_file` checks a file).
@@ -109,10 +100,11 @@ impl Module {
                 format!("cannot load TorchScript model from {what}: {e}"),
             )
         })?;
-        let ptr = unsafe {
-            atm_load_str_on_device(bytes.as_ptr() as *const c_char, bytes.len(), device_index(device))
-        };
-        Module::from_handle(ptr, device, &what)
+        Module::from_handle(
+            ModuleHandle::load_bytes(bytes, device_index(device)),
+            device,
+            &what,
+        )
     }
 
     pub fn device(&self) -> Device {
@@ -124,7 +116,7 @@ impl Module {
         if how == Prepare::default() {
             return Ok(());
         }
-        unsafe { shim::module_prepare(self.ptr, how) }.map_err(|e| {
+        self.handle.prepare(how).map_err(|e| {
             fail(
                 Code::ModelLoadError,
                 format!(
@@ -155,14 +147,14 @@ impl Module {
             false => t,
         };
         match self.prepared.channels_last && t.dim() == 4 {
-            true => shim::channels_last(&t),
+            true => ffi::channels_last(&t),
             false => Ok(t),
         }
     }
 
     /// `forward` and every `@torch.jit.export`ed method.
     pub fn method_names(&self) -> Result<Vec<String>> {
-        unsafe { shim::method_names(self.ptr) }
+        self.handle.method_names()
     }
 
     pub fn signature(&self, method: &str) -> Result<Arc<Signature>> {
@@ -174,7 +166,7 @@ impl Module {
         {
             return Ok(s.clone());
         }
-        let schema = unsafe { shim::method_schema(self.ptr, method) }.map_err(|_| {
+        let schema = self.handle.method_schema(method).map_err(|_| {
             let names = self.method_names().unwrap_or_default();
             fail(
                 Code::MethodNotFound,
@@ -206,18 +198,16 @@ impl Module {
             false => args,
         };
         let owned = args.iter().map(to_ivalue).collect::<Result<Vec<Owned>>>()?;
-        let ptrs: Vec<*mut CIValue> = owned.iter().map(|o| o.0).collect();
         let c_name = CString::new(method)?;
         let geometry: Vec<Geometry> = args.iter().flat_map(Geometry::of_inputs).collect();
-        let out = unsafe { atm_method_(self.ptr, c_name.as_ptr(), ptrs.as_ptr(), ptrs.len() as i32) };
         // An error raised inside the model that says nothing more specific is a ForwardError.
-        check_last_error().map_err(|e| {
+        let out = self.handle.method(&c_name, &owned).map_err(|e| {
             geometry.iter().for_each(Geometry::restore);
             let message = crate::error::trim_libtorch(&e.to_string());
             let code = crate::error::classify(&message).unwrap_or(Code::ForwardError);
             fail(code, format!("{method}(): {message}"))
         })?;
-        let out = from_ivalue(&Owned(out))?;
+        let out = from_ivalue(&out)?;
         match self.prepared.bf16 {
             true => map_tensors(out, &|t| match t.kind() {
                 tch::Kind::BFloat16 => Ok(t.f_to_kind(tch::Kind::Float)?),
@@ -228,20 +218,12 @@ impl Module {
     }
 
     pub fn named_parameters(&self) -> Result<Vec<(String, tch::Tensor)>> {
-        extern "C" fn push(data: *mut c_void, name: *const c_char, t: *mut C_tensor) {
-            let v = unsafe { &mut *(data as *mut Vec<(String, tch::Tensor)>) };
-            let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
-            v.push((name, unsafe { tch::Tensor::from_ptr(t) }));
-        }
-        let mut params: Vec<(String, tch::Tensor)> = Vec::new();
-        unsafe { atm_named_parameters(self.ptr, &mut params as *mut _ as *mut c_void, push) };
-        check_last_error()?;
-        Ok(params)
+        self.handle.named_parameters()
     }
 
     pub fn to_device(&mut self, device: Device) -> Result<()> {
         self.refuse_if_frozen("to()")?;
-        unsafe { shim::module_to_device(self.ptr, device_index(device)) }?;
+        self.handle.to_device(device_index(device))?;
         self.device = device;
         Ok(())
     }
@@ -250,25 +232,19 @@ impl Module {
         if training {
             self.refuse_if_frozen("train()")?;
         }
-        unsafe {
-            if training {
-                atm_train(self.ptr)
-            } else {
-                atm_eval(self.ptr)
-            }
-        };
-        check_last_error()
+        self.handle.set_training(training)
     }
 
     pub fn is_training(&self) -> bool {
-        unsafe { shim::module_is_training(self.ptr) }
+        self.handle.is_training()
     }
 
     pub fn save(&self, path: &str) -> Result<()> {
         self.refuse_if_frozen("save()")?;
         let c_path = CString::new(path).map_err(|_| fail(Code::InvalidArg, "path: contains a NUL byte"))?;
-        unsafe { atm_save(self.ptr, c_path.as_ptr()) };
-        check_last_error().with_context(|| format!("cannot save the module to '{path}'"))
+        self.handle
+            .save(&c_path)
+            .with_context(|| format!("cannot save the module to '{path}'"))
     }
 }
 
@@ -291,7 +267,7 @@ impl Geometry {
                 tensor: t.shallow_clone(),
                 size: t.size(),
                 stride: t.stride(),
-                offset: shim::storage_offset(t),
+                offset: ffi::storage_offset(t),
             }],
             Value::List(_, items) | Value::Tuple(items) => {
                 items.iter().flat_map(Geometry::of_inputs).collect()
@@ -303,7 +279,7 @@ impl Geometry {
 
     fn restore(&self) {
         let t = &self.tensor;
-        if t.size() != self.size || t.stride() != self.stride || shim::storage_offset(t) != self.offset {
+        if t.size() != self.size || t.stride() != self.stride || ffi::storage_offset(t) != self.offset {
             let _ =
                 t.shallow_clone()
                     .f_as_strided_(self.size.as_slice(), self.stride.as_slice(), self.offset);
@@ -382,7 +358,7 @@ pub struct LoadOptions {
 }
 
 pub fn load(source: &Source, options: &LoadOptions) -> anyhow::Result<Module> {
-    if options.prepare.bf16 && options.device == Device::Cpu && !shim::cpu_has_native_bf16() {
+    if options.prepare.bf16 && options.device == Device::Cpu && !ffi::cpu_has_native_bf16() {
         bail_code!(
             Code::DeviceUnavailable,
             "options.dtype 'bfloat16': this CPU has no native bfloat16 (AVX512-BF16 or AMX-BF16); libtorch would emulate it, slower than float32"
@@ -407,9 +383,9 @@ pub fn load(source: &Source, options: &LoadOptions) -> anyhow::Result<Module> {
         // another thread, is fused too: same results to float rounding.)
         static FUSING: Mutex<()> = Mutex::new(());
         let _one = FUSING.lock().unwrap_or_else(|p| p.into_inner());
-        shim::onednn_fusion(true)?;
+        ffi::onednn_fusion(true)?;
         let warmed = warm_up(&m);
-        shim::onednn_fusion(false)?;
+        ffi::onednn_fusion(false)?;
         warmed?;
     } else {
         warm_up(&m)?;

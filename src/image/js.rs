@@ -369,8 +369,8 @@ fn hwc_bytes(t: &Tensor) -> anyhow::Result<(Vec<u8>, u32, u32)> {
     let t = match t.kind() {
         Kind::Uint8 => t,
         k if dtype::is_floating(k) => {
-            let scaled = t.f_mul(&crate::shim::wrapped_number(255.0, false)?)?.f_round()?;
-            crate::shim::scalar::clamp(&scaled, Some(0.0), Some(255.0), false)?.f_to_kind(Kind::Uint8)?
+            let scaled = t.f_mul(&crate::ffi::wrapped_number(255.0, false)?)?.f_round()?;
+            crate::ffi::scalar::clamp(&scaled, Some(0.0), Some(255.0), false)?.f_to_kind(Kind::Uint8)?
         }
         k => bail_code!(
             Code::DTypeMismatch,

@@ -1,5 +1,4 @@
 //! TorchScript values: `value` (the napi-free model and schema coercion), `ffi` (libtch IValue
 //! handles), `js` (JS values, glue).
-pub mod ffi;
 pub mod js;
 pub mod value;

@@ -249,13 +249,13 @@ pub fn coerce_untyped(v: Value) -> Value {
 #[derive(Debug)]
 pub struct Signature {
     method: String,
-    args: Vec<(crate::shim::SchemaArg, IType)>,
+    args: Vec<(crate::ffi::SchemaArg, IType)>,
     /// `forward(x: Tensor, n: int)`, for error messages.
     text: String,
 }
 
 impl Signature {
-    pub fn new(method: &str, schema: &crate::shim::MethodSchema) -> Signature {
+    pub fn new(method: &str, schema: &crate::ffi::MethodSchema) -> Signature {
         let declared: Vec<String> = schema
             .args
             .iter()
@@ -302,7 +302,7 @@ pub fn coerce_args(sig: &Signature, args: Vec<Value>) -> Result<Vec<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shim::{MethodSchema, SchemaArg};
+    use crate::ffi::{MethodSchema, SchemaArg};
 
     fn ty(s: &str) -> IType {
         IType::parse(s)

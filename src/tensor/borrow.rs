@@ -13,7 +13,7 @@ use super::data::bytes;
 use super::JsTensor;
 use crate::error::{guard, Code};
 use crate::outcome::Outcome;
-use crate::{bail_code, dtype, js, shim};
+use crate::{bail_code, dtype, ffi, js};
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi::JsValue;
@@ -211,7 +211,7 @@ fn lend(
         anyhow::bail!("fromBuffer: cannot reference the buffer");
     }
     let ctx = Box::into_raw(Box::new(Lent { reference, releaser })) as *mut c_void;
-    match unsafe { shim::from_blob(data, shape, &contiguous_strides(shape), kind, release_lent, ctx) } {
+    match unsafe { ffi::from_blob(data, shape, &contiguous_strides(shape), kind, release_lent, ctx) } {
         Ok(t) => Ok(t),
         Err(e) => {
             // libtorch never took the deleter: drop the reference here, on the JS thread.
@@ -291,7 +291,7 @@ fn external_buffer(env: sys::napi_env, t: &Tensor) -> Option<sys::napi_value> {
     let nbytes = t.numel() * t.kind().elt_size_in_bytes();
     // A model or an in-place op could otherwise `resize_` the storage to a new block and free
     // the one this array points at.
-    shim::pin_storage(t);
+    ffi::pin_storage(t);
     let owner = Box::into_raw(Box::new(t.shallow_clone()));
     let mut buffer = ptr::null_mut();
     let status = unsafe {

@@ -5,7 +5,7 @@ use super::JsTensor;
 use crate::error::{guard, Code, Result};
 use crate::js::{self, Env as RawEnv, Val};
 use crate::outcome::Outcome;
-use crate::{args, bail_code, device, dtype, shim};
+use crate::{args, bail_code, device, dtype, ffi};
 use anyhow::Context;
 use napi::bindgen_prelude::*;
 use napi::JsValue;
@@ -212,9 +212,7 @@ pub fn full(env: Env, shape: Unknown, value: Unknown, options: Option<Unknown>) 
             }
         })?;
         let default = if is_bool { Kind::Bool } else { Kind::Float };
-        from_shape(env, shape, options, default, |s, o| {
-            shim::scalar::full(s, fill, o)
-        })
+        from_shape(env, shape, options, default, |s, o| ffi::scalar::full(s, fill, o))
     })
 }
 
@@ -309,7 +307,7 @@ pub fn arange(
         let kind = o
             .dtype
             .unwrap_or(if integral { Kind::Int64 } else { Kind::Float });
-        let t = shim::scalar::arange(start, end, step, (kind, o.device))?;
+        let t = ffi::scalar::arange(start, end, step, (kind, o.device))?;
         finish(t, &o)
     })
     .into()
@@ -321,7 +319,7 @@ pub fn linspace(env: Env, start: f64, end: f64, steps: f64, options: Option<Unkn
     guard(|| {
         let steps = args::shape(&[steps], "steps")?[0];
         let o = self::options(env.raw(), options.map(|u| u.raw()), FACTORY_OPTIONS)?;
-        let t = shim::scalar::linspace(start, end, steps, (o.dtype.unwrap_or(Kind::Float), o.device))?;
+        let t = ffi::scalar::linspace(start, end, steps, (o.dtype.unwrap_or(Kind::Float), o.device))?;
         finish(t, &o)
     })
     .into()

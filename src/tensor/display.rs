@@ -4,7 +4,7 @@ use super::JsTensor;
 use crate::error::guard;
 use crate::outcome::Outcome;
 use crate::repr::{tensor_repr, ReprData, ReprInput};
-use crate::{device, dtype, shim};
+use crate::{device, dtype, ffi};
 use napi_derive::napi;
 use tch::{Device, Kind};
 
@@ -25,7 +25,7 @@ pub fn repr(t: &tch::Tensor) -> anyhow::Result<String> {
         )?)
     };
     let device_name = device::name(t.device());
-    let grad_fn = shim::grad_fn_name(t);
+    let grad_fn = ffi::grad_fn_name(t);
     Ok(tensor_repr(&ReprInput {
         shape: &t.size(),
         data,

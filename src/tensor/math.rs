@@ -6,7 +6,7 @@ use super::ops::ValuesIndices;
 use super::JsTensor;
 use crate::error::{guard, Code, Result};
 use crate::outcome::Outcome;
-use crate::{args, bail_code, js, shim};
+use crate::{args, bail_code, ffi, js};
 use napi::bindgen_prelude::*;
 use napi::JsValue;
 use napi_derive::napi;
@@ -26,7 +26,7 @@ fn operand(env: Env, v: Unknown, like: &Tensor, what: &str) -> anyhow::Result<Te
     let number = match js::type_of(raw, v)? {
         napi::sys::ValueType::napi_number => js::number(raw, v)?,
         napi::sys::ValueType::napi_boolean => {
-            let b = shim::wrapped_number(js::boolean(raw, v)? as i64 as f64, true)?;
+            let b = ffi::wrapped_number(js::boolean(raw, v)? as i64 as f64, true)?;
             return Ok(b.f_to_kind(Kind::Bool)?.f_to_device(like.device())?);
         }
         _ => bail_code!(
@@ -36,7 +36,7 @@ fn operand(env: Env, v: Unknown, like: &Tensor, what: &str) -> anyhow::Result<Te
         ),
     };
     let integral = crate::args::is_integral(number);
-    let t = shim::wrapped_number(number, integral)?;
+    let t = ffi::wrapped_number(number, integral)?;
     // A CPU wrapped number may join a CUDA operation, as a Python scalar does.
     Ok(t)
 }
@@ -118,7 +118,7 @@ impl JsTensor {
     #[napi(ts_args_type = "exponent: Tensor | number")]
     pub fn pow(&self, env: Env, exponent: Unknown) -> Outcome<JsTensor> {
         match number(env, &exponent) {
-            Some(e) => guard(|| Ok(JsTensor::new(shim::scalar::pow(&*self.get()?, e, false)?))),
+            Some(e) => guard(|| Ok(JsTensor::new(ffi::scalar::pow(&*self.get()?, e, false)?))),
             None => self.binary(env, exponent, "pow: exponent", |a, b| a.f_pow(b)),
         }
         .into()
@@ -355,7 +355,7 @@ impl JsTensor {
             // A number goes to `pow_.Scalar`, as in PyTorch: an integer tensor to a negative integer
             // power is an error there, not a silent integer result.
             let done = match number(env, &exponent) {
-                Some(e) => guard(|| shim::scalar::pow(&*self.get()?, e, true).map(drop)),
+                Some(e) => guard(|| ffi::scalar::pow(&*self.get()?, e, true).map(drop)),
                 None => self.in_place(env, exponent, "pow_: exponent", |a, b| a.f_pow_tensor_(b)),
             };
             chain(this, done)
@@ -384,7 +384,7 @@ impl JsTensor {
                 if min.is_none() && max.is_none() {
                     bail_code!(Code::InvalidArg, "clamp_: give min, max or both");
                 }
-                let _ = shim::scalar::clamp(&*self.get()?, min, max, true)?;
+                let _ = ffi::scalar::clamp(&*self.get()?, min, max, true)?;
                 Ok(())
             });
             chain(this, done)
@@ -399,7 +399,7 @@ impl JsTensor {
     pub fn fill_<'t>(&self, this: This<'t>, env: Env, value: Unknown) -> Outcome<This<'t>> {
         Outcome::of(|| {
             let done = match number(env, &value) {
-                Some(v) => guard(|| shim::scalar::fill_(&*self.get()?, v)),
+                Some(v) => guard(|| ffi::scalar::fill_(&*self.get()?, v)),
                 None => self.in_place(env, value, "fill_: value", |a, b| a.f_fill_tensor_(b)),
             };
             chain(this, done)
@@ -428,7 +428,7 @@ fn clamp(t: &Tensor, min: Option<f64>, max: Option<f64>) -> anyhow::Result<Tenso
     if min.is_none() && max.is_none() {
         bail_code!(Code::InvalidArg, "clamp: give min, max or both");
     }
-    shim::scalar::clamp(t, min, max, false)
+    ffi::scalar::clamp(t, min, max, false)
 }
 
 impl JsTensor {

@@ -114,7 +114,7 @@ impl JsTensor {
     /// A JS tensor: its storage's bytes are reported to V8 while any JS tensor uses that
     /// storage (a view of a counted storage adds no bytes).
     pub fn new(t: Tensor) -> JsTensor {
-        let bytes = crate::shim::storage_nbytes(&t);
+        let bytes = crate::ffi::storage_nbytes(&t);
         JsTensor::counted(t, bytes)
     }
 
@@ -125,7 +125,7 @@ impl JsTensor {
     }
 
     fn counted(t: Tensor, bytes: i64) -> JsTensor {
-        let storage = crate::shim::storage_id(&t);
+        let storage = crate::ffi::storage_id(&t);
         memory::track(storage, bytes);
         let slot = Rc::new(Slot {
             tensor: RefCell::new(Some(t)),

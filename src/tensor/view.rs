@@ -5,7 +5,7 @@ use super::create::{number_arg, shape_arg};
 use super::JsTensor;
 use crate::error::{guard, Code, Result};
 use crate::outcome::Outcome;
-use crate::{args, bail_code, js, shim};
+use crate::{args, bail_code, ffi, js};
 use napi::bindgen_prelude::*;
 use napi::JsValue;
 use napi_derive::napi;
@@ -57,7 +57,7 @@ impl JsTensor {
     /// Where this view starts in its storage, in elements.
     #[napi(getter)]
     pub fn storage_offset(&self) -> Outcome<i64> {
-        guard(|| Ok(shim::storage_offset(&*self.get()?))).into()
+        guard(|| Ok(ffi::storage_offset(&*self.get()?))).into()
     }
 
     /// Whether the elements lie in storage in row-major order with no gaps.
@@ -70,7 +70,7 @@ impl JsTensor {
     #[napi]
     pub fn shares_storage(&self, other: &JsTensor) -> Outcome<bool> {
         guard(|| {
-            let (a, b) = (shim::storage_id(&*self.get()?), shim::storage_id(&*other.get()?));
+            let (a, b) = (ffi::storage_id(&*self.get()?), ffi::storage_id(&*other.get()?));
             Ok(a != 0 && a == b)
         })
         .into()
@@ -80,7 +80,7 @@ impl JsTensor {
     #[napi]
     pub fn storage(&self) -> Outcome<JsTensor> {
         self.derive(|t| {
-            let n = shim::storage_nbytes(t) / t.kind().elt_size_in_bytes() as i64;
+            let n = ffi::storage_nbytes(t) / t.kind().elt_size_in_bytes() as i64;
             Ok(t.f_as_strided([n], [1], Some(0))?)
         })
         .into()
@@ -343,7 +343,7 @@ impl JsTensor {
     /// A copy with its own storage (autograd-tracked, as in PyTorch).
     #[napi(js_name = "clone")]
     pub fn clone_tensor(&self) -> Outcome<JsTensor> {
-        guard(|| Ok(JsTensor::new(shim::clone(&*self.get()?)?))).into()
+        guard(|| Ok(JsTensor::new(ffi::clone(&*self.get()?)?))).into()
     }
 
     /// This tensor if already contiguous, else a row-major copy.

@@ -1,10 +1,33 @@
-//! Safe Rust over the C++ shim (`shim.cpp`): method names and schemas, typed containers for
-//! TorchScript arguments, and autograd node names — what libtorch has and `tch` does not expose.
+//! The one FFI boundary: every call into libtch (`torch_sys`'s `atm_*`, `ati_*`, `atg_*` beyond
+//! what `tch` wraps) and into the C++ shim (`src/shim/shim.cpp`) is here, as safe Rust.
+//! Two error conventions come in — libtch's thread-local last error ([`check_last_error`]) and
+//! the shim's explicit `char** err` (`check`) — and leave as one: `anyhow::Error` with
+//! libtorch's message, which callers give a code (`crate::error`) and JS sees in one place
+//! (`crate::outcome`).
+//! - here: method names and schemas, typed containers for TorchScript arguments, autograd node
+//!   names, storage facts, CPU capabilities, AOTInductor, `dlopen` — what libtorch has and `tch`
+//!   does not expose;
+//! - `module`: the TorchScript module handle (`atm_*`), owned and safe;
+//! - `ivalue`: values to and from libtch IValue handles (`ati_*`);
+//! - `scalar`: the ops with scalar operands that tch's `f_*` functions get wrong on failure.
 use anyhow::{anyhow, Result};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use torch_sys::{CIValue, CModule_, C_tensor};
 
+pub mod ivalue;
+pub mod module;
 pub mod scalar;
+
+/// libtch reports C++ exceptions through a thread-local "last error".
+pub fn check_last_error() -> Result<()> {
+    let p = unsafe { torch_sys::get_and_reset_last_err() };
+    if p.is_null() {
+        return Ok(());
+    }
+    let msg = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    unsafe { libc::free(p as *mut libc::c_void) };
+    Err(anyhow!(msg))
+}
 
 extern "C" {
     fn tn_method_names(
@@ -137,7 +160,7 @@ extern "C" fn push_arg(ctx: *mut c_void, name: *const c_char, ty: *const c_char,
 
 /// # Safety
 /// `m` must be a live module handle.
-pub unsafe fn method_names(m: *mut CModule_) -> Result<Vec<String>> {
+unsafe fn method_names(m: *mut CModule_) -> Result<Vec<String>> {
     let mut names: Vec<String> = Vec::new();
     let mut err = std::ptr::null_mut();
     tn_method_names(m, push_name, &mut names as *mut _ as *mut c_void, &mut err);
@@ -147,7 +170,7 @@ pub unsafe fn method_names(m: *mut CModule_) -> Result<Vec<String>> {
 
 /// # Safety
 /// `m` must be a live module handle.
-pub unsafe fn method_schema(m: *mut CModule_, name: &str) -> Result<MethodSchema> {
+unsafe fn method_schema(m: *mut CModule_, name: &str) -> Result<MethodSchema> {
     let c_name = CString::new(name)?;
     let mut args: Vec<SchemaArg> = Vec::new();
     let mut err = std::ptr::null_mut();
@@ -215,7 +238,7 @@ pub fn grad_fn_name(t: &tch::Tensor) -> Option<String> {
 ///
 /// # Safety
 /// `m` must be a live module handle not used by another thread meanwhile.
-pub unsafe fn module_to_device(m: *mut CModule_, device: i32) -> Result<()> {
+unsafe fn module_to_device(m: *mut CModule_, device: i32) -> Result<()> {
     let mut err = std::ptr::null_mut();
     tn_module_to_device(m, device, &mut err);
     check(err)
@@ -223,7 +246,7 @@ pub unsafe fn module_to_device(m: *mut CModule_, device: i32) -> Result<()> {
 
 /// # Safety
 /// `m` must be a live module handle.
-pub unsafe fn module_is_training(m: *mut CModule_) -> bool {
+unsafe fn module_is_training(m: *mut CModule_) -> bool {
     tn_module_is_training(m) != 0
 }
 
@@ -240,7 +263,7 @@ pub struct Prepare {
 
 /// # Safety
 /// `m` must be a live module handle that no other thread uses during the call.
-pub unsafe fn module_prepare(m: *mut CModule_, how: Prepare) -> Result<()> {
+unsafe fn module_prepare(m: *mut CModule_, how: Prepare) -> Result<()> {
     let mut err = std::ptr::null_mut();
     tn_module_prepare(
         m,

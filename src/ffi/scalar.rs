@@ -8,7 +8,7 @@
 //! integer, a CUDA request without CUDA), the Scalar's destructor finds the error and panics.
 //! Here the scalars outlive the call, and the error is read and cleared before they are freed.
 use super::scalar_type;
-use crate::ivalue::ffi::check_last_error;
+use crate::ffi::check_last_error;
 use anyhow::{bail, Result};
 use std::ffi::c_int;
 use tch::{Device, Kind, Tensor};

@@ -1,22 +1,12 @@
 //! [`Value`] <-> libtch IValue handles (`torch_sys::ati_*`). `tch::IValue`'s own conversions are
 //! private, and its lists and dicts are untyped (`List[Any]`), which TorchScript rejects for a
 //! `List[int]` argument; typed containers come from the C++ shim.
-use super::value::Value;
-use crate::shim;
-use anyhow::{anyhow, bail, Result};
+use super::check_last_error;
+use crate::ffi;
+use crate::ivalue::value::Value;
+use anyhow::{bail, Result};
 use std::ffi::{c_char, c_int, CStr, CString};
 use torch_sys::*;
-
-/// libtch reports C++ exceptions through a thread-local "last error".
-pub fn check_last_error() -> Result<()> {
-    let p = unsafe { get_and_reset_last_err() };
-    if p.is_null() {
-        return Ok(());
-    }
-    let msg = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
-    unsafe { libc::free(p as *mut libc::c_void) };
-    Err(anyhow!(msg))
-}
 
 /// An owned IValue handle, freed on drop.
 pub struct Owned(pub *mut CIValue);
@@ -63,7 +53,7 @@ pub fn to_ivalue(v: &Value) -> Result<Owned> {
                 let owned = items.iter().map(to_ivalue).collect::<Result<Vec<_>>>()?;
                 let ptrs: Vec<*mut CIValue> = owned.iter().map(|o| o.0).collect();
                 match ty {
-                    Some(t) => Ok(Owned(shim::typed_list(t, &ptrs)?)),
+                    Some(t) => Ok(Owned(ffi::typed_list(t, &ptrs)?)),
                     None => checked(ati_generic_list(ptrs.as_ptr(), ptrs.len() as c_int)),
                 }
             }
@@ -79,7 +69,7 @@ pub fn to_ivalue(v: &Value) -> Result<Owned> {
                 let kp: Vec<*mut CIValue> = keys.iter().map(|o| o.0).collect();
                 let vp: Vec<*mut CIValue> = vals.iter().map(|o| o.0).collect();
                 let (kt, vt) = ty.clone().unwrap_or_else(|| ("str".into(), "Any".into()));
-                Ok(Owned(shim::typed_dict(&kt, &vt, &kp, &vp)?))
+                Ok(Owned(ffi::typed_dict(&kt, &vt, &kp, &vp)?))
             }
         }
     }
@@ -146,7 +136,7 @@ fn read(owned: &Owned, depth: usize) -> Result<Value> {
             for pair in flat.chunks(2) {
                 entries.push((read(&pair[0], depth + 1)?, read(&pair[1], depth + 1)?));
             }
-            let string_keys = unsafe { shim::dict_has_string_keys(v) };
+            let string_keys = unsafe { ffi::dict_has_string_keys(v) };
             let ty = string_keys.then(|| ("str".to_string(), "Any".to_string()));
             Value::Dict(ty, entries)
         }

@@ -1,0 +1,105 @@
+//! libtch's TorchScript module handle (`torch::jit::script::Module*`, the `atm_*` functions) and
+//! the shim's calls on it, as one owned type with safe methods: the only place the raw handle is.
+use super::ivalue::Owned;
+use super::{check_last_error, MethodSchema, Prepare};
+use anyhow::{bail, Result};
+use std::ffi::{c_char, c_void, CStr};
+use torch_sys::{
+    atm_eval, atm_free, atm_load_on_device, atm_load_str_on_device, atm_method_, atm_named_parameters,
+    atm_save, atm_train, CIValue, CModule_, C_tensor,
+};
+
+/// An owned module handle, freed on drop.
+pub struct ModuleHandle(*mut CModule_);
+
+// SAFETY: a torch::jit::Module may run methods from several threads at once (PyTorch serves
+// concurrent inference this way); the methods that mutate it (`to_device`, `set_training`,
+// `prepare`) take `&mut self`, which the JS wrapper only gets through a write lock.
+unsafe impl Send for ModuleHandle {}
+unsafe impl Sync for ModuleHandle {}
+
+impl Drop for ModuleHandle {
+    fn drop(&mut self) {
+        unsafe { atm_free(self.0) };
+    }
+}
+
+/// libtorch's error, or a null handle (`Ok(None)`), from a load.
+fn loaded(ptr: *mut CModule_) -> Result<Option<ModuleHandle>> {
+    check_last_error()?;
+    Ok((!ptr.is_null()).then_some(ModuleHandle(ptr)))
+}
+
+impl ModuleHandle {
+    /// Loads a `.pt` file onto `device` (-1: CPU, else a CUDA index).
+    pub fn load_file(path: &CStr, device: i32) -> Result<Option<ModuleHandle>> {
+        loaded(unsafe { atm_load_on_device(path.as_ptr(), device) })
+    }
+
+    /// Loads the bytes of a `.pt` file onto `device`.
+    pub fn load_bytes(bytes: &[u8], device: i32) -> Result<Option<ModuleHandle>> {
+        loaded(unsafe { atm_load_str_on_device(bytes.as_ptr() as *const c_char, bytes.len(), device) })
+    }
+
+    /// Runs method `name` on IValue arguments; libtorch's error as it is.
+    pub fn method(&self, name: &CStr, args: &[Owned]) -> Result<Owned> {
+        let ptrs: Vec<*mut CIValue> = args.iter().map(|o| o.0).collect();
+        let out = unsafe { atm_method_(self.0, name.as_ptr(), ptrs.as_ptr(), ptrs.len() as i32) };
+        let out = Owned(out);
+        check_last_error()?;
+        if out.0.is_null() {
+            bail!("libtorch returned no value");
+        }
+        Ok(out)
+    }
+
+    pub fn named_parameters(&self) -> Result<Vec<(String, tch::Tensor)>> {
+        extern "C" fn push(data: *mut c_void, name: *const c_char, t: *mut C_tensor) {
+            let v = unsafe { &mut *(data as *mut Vec<(String, tch::Tensor)>) };
+            let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+            v.push((name, unsafe { tch::Tensor::from_ptr(t) }));
+        }
+        let mut params: Vec<(String, tch::Tensor)> = Vec::new();
+        unsafe { atm_named_parameters(self.0, &mut params as *mut _ as *mut c_void, push) };
+        check_last_error()?;
+        Ok(params)
+    }
+
+    pub fn set_training(&mut self, training: bool) -> Result<()> {
+        unsafe {
+            if training {
+                atm_train(self.0)
+            } else {
+                atm_eval(self.0)
+            }
+        };
+        check_last_error()
+    }
+
+    pub fn is_training(&self) -> bool {
+        unsafe { super::module_is_training(self.0) }
+    }
+
+    pub fn save(&self, path: &CStr) -> Result<()> {
+        unsafe { atm_save(self.0, path.as_ptr()) };
+        check_last_error()
+    }
+
+    /// Moves parameters and buffers to `device` (-1: CPU, else a CUDA index).
+    pub fn to_device(&mut self, device: i32) -> Result<()> {
+        unsafe { super::module_to_device(self.0, device) }
+    }
+
+    /// Converts, freezes and optimizes for inference (see `tn_module_prepare` in shim.cpp).
+    pub fn prepare(&mut self, how: Prepare) -> Result<()> {
+        unsafe { super::module_prepare(self.0, how) }
+    }
+
+    pub fn method_names(&self) -> Result<Vec<String>> {
+        unsafe { super::method_names(self.0) }
+    }
+
+    pub fn method_schema(&self, name: &str) -> Result<MethodSchema> {
+        unsafe { super::method_schema(self.0, name) }
+    }
+}
