@@ -68,6 +68,13 @@ pub fn load_torchvision(dir: &Path) -> Result<bool> {
         "vision.loadOps: cannot load torchvision's ops from '{}'",
         dir.display()
     );
+    if !dir.is_dir() {
+        bail_code!(
+            Code::LibraryLoadError,
+            "{what}: no such folder (the CPU libtorch cache has no torchvision: install with \
+             TORCH_NODE_CUDA=1, or pass the folder of a torchvision 0.28 package)"
+        );
+    }
     let version = std::fs::read_to_string(dir.join("version.py"))
         .map_err(|e| fail(Code::LibraryLoadError, format!("{what}: version.py: {e}")))?;
     let found = version
