@@ -8,7 +8,9 @@
 //  3. installs it into a fresh app with no Rust toolchain on PATH and an empty libtorch cache
 //     (cold), then again into a second fresh app (warm); each app classifies a photo and answers
 //     an HTTP request;
-//  4. moves the app folder and runs it again; then hides the cache and checks the one-line error.
+//  4. runs the warm app on Node 22 and 26 too, reinstalls it with `npm ci`, moves an app folder and
+//     runs it again, hides the cache and checks the one-line error, and checks the failures an
+//     app can meet (no allowScripts, no prebuilt and no Rust).
 // Options: --keep (leave the work folder), --work DIR, --source (also the source-build fallback:
 // about 5 min and 1 GB more).
 const { execFileSync, spawn, spawnSync } = require('node:child_process')
@@ -181,11 +183,14 @@ function install(dir, registry, cache) {
   return r
 }
 
-/** Runs the app on Node 24 (`node` of an app's machine today; the install used this Node's npm). */
-function runApp(dir, cache) {
+/**
+ * Runs the app on Node `line` (24 by default: an app's machine today; the install used this
+ * Node's npm), with a time limit: it must also exit by itself once its server closes.
+ */
+function runApp(dir, cache, line = '24') {
   const model = path.join(ROOT, 'models', 'efficientnet_lite0_traced.pt')
-  const r = spawnSync(nodeBinary('24'), ['server.js'], { cwd: dir, encoding: 'utf8', env: { ...process.env, MODEL: model, TORCH_NODE_CACHE: cache } })
-  return { ok: r.status === 0, out: (r.stdout + r.stderr).trim() }
+  const r = spawnSync(nodeBinary(line), ['server.js'], { cwd: dir, encoding: 'utf8', timeout: 120000, env: { ...process.env, MODEL: model, TORCH_NODE_CACHE: cache } })
+  return { ok: r.status === 0, out: (r.stdout + r.stderr).trim() + (r.signal ? ` (killed: ${r.signal}, it did not exit)` : '') }
 }
 
 function check(what, condition, detail = '') {
@@ -216,6 +221,18 @@ async function main() {
       say(run.out.replace(/\n/g, ' | '))
       figures.push({ label, seconds, nodeModules: du(path.join(dir, 'node_modules')) })
     }
+    // The same installed app on every supported Node line (one prebuilt, N-API).
+    for (const line of ['22', '26']) {
+      const run = runApp(path.join(work, 'app2'), cache, line)
+      check(`warm cache: the app runs and exits on Node ${line}`, run.ok && /POST \/classify: 200 .*cat/.test(run.out), run.out)
+    }
+    // `npm ci` from the lockfile the install wrote, warm cache.
+    fs.rmSync(path.join(work, 'app2', 'node_modules'), { recursive: true, force: true })
+    const ci = npm(path.join(work, 'app2'), registry, cache, ['ci'])
+    check('`npm ci` (warm cache) uses the prebuilt and the app runs', ci.status === 0 && ci.out.includes('using the prebuilt addon') &&
+      runApp(path.join(work, 'app2'), cache).ok, ci.out.slice(-2000))
+    say(`npm ci (warm cache): ${ci.seconds.toFixed(1)} s`)
+    figures.push({ label: 'npm ci, warm cache', seconds: ci.seconds, nodeModules: du(path.join(work, 'app2', 'node_modules')) })
     const cacheBytes = du(cache)
     check('no staging folder or lock left in the cache', fs.readdirSync(cache).every((f) => f.startsWith('libtorch-')), fs.readdirSync(cache).join(' '))
     // Moved app folder: still works (the link points into the cache, which did not move).
@@ -269,7 +286,7 @@ async function main() {
     check('`npm uninstall torch-node` removes the package and its platform package', gone2.status === 0 && left.length === 0,
       `left: ${left.join(', ')}\n${gone2.out.slice(-2000)}`)
     say('figures:')
-    for (const f of figures) say(`  npm install, ${f.label}: ${f.seconds.toFixed(1)} s; node_modules ${mb(f.nodeModules)}`)
+    for (const f of figures) say(`  ${f.label.startsWith('npm') ? '' : 'npm install, '}${f.label}: ${f.seconds.toFixed(1)} s; node_modules ${mb(f.nodeModules)}`)
     say(`  libtorch cache (cpu): ${mb(cacheBytes)}`)
     say('OK')
   } finally {
