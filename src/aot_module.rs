@@ -2,13 +2,13 @@
 //! conventions: `new AOTModule(path)` or `await AOTModule.load(path)`, `forward(...tensors)` on
 //! the libuv pool (a last `{signal}` aborts) or `forwardSync`, coded errors, `dispose()`.
 use crate::aot::{self, AotModule};
-use crate::error::{catch_panic, guard, Code};
+use crate::error::{guard, Code};
 use crate::ivalue::js::coded_error;
 use crate::ivalue::value::Value;
 use crate::js::{self, Val};
 use crate::outcome::Outcome;
 use crate::script_module::tasks::{aborted, run_prepared, AbortFlag, Output};
-use crate::script_module::{abort_flag, rethrow, split_call_options};
+use crate::script_module::{abort_flag, prepare, split_call_options};
 use crate::tensor::create::string_arg;
 use crate::tensor::unwrap_tensor;
 use crate::{bail_code, device};
@@ -149,13 +149,10 @@ impl JsAotModule {
     )]
     pub fn load(env: Env, path: Unknown, options: Option<Unknown>) -> Outcome<AsyncTask<AotLoadTask>> {
         Outcome::of(|| {
-            let prepared = rethrow(catch_panic(|| {
-                load_args(&env, path.raw(), options.map(|o| o.raw()), true)
-            }))?;
-            let (prepared, abort) = match prepared {
-                Ok((path, dev, abort)) => (Ok((path, dev)), abort),
-                Err(e) => (Err(e), None),
-            };
+            let (prepared, abort) = prepare(|| {
+                let (path, dev, abort) = load_args(&env, path.raw(), options.map(|o| o.raw()), true)?;
+                Ok(((path, dev), abort))
+            })?;
             Ok(AsyncTask::new(AotLoadTask {
                 prepared: Some(prepared),
                 abort,
@@ -172,14 +169,10 @@ impl JsAotModule {
     )]
     pub fn forward(&self, env: Env, inputs: Unknown) -> Outcome<AsyncTask<AotCallTask>> {
         Outcome::of(|| {
-            let prepared = rethrow(catch_panic(|| {
+            let (prepared, abort) = prepare(|| {
                 let (inputs, abort) = tensors(&env, inputs.raw(), true)?;
-                Ok((self.module()?, inputs, abort))
-            }))?;
-            let (prepared, abort) = match prepared {
-                Ok((m, inputs, abort)) => (Ok((m, inputs)), abort),
-                Err(e) => (Err(e), None),
-            };
+                Ok(((self.module()?, inputs), abort))
+            })?;
             Ok(AsyncTask::new(AotCallTask {
                 prepared: Some(prepared),
                 abort,

@@ -280,14 +280,17 @@ pub(crate) fn abort_flag(env: &Env, signal: Val) -> anyhow::Result<Arc<AtomicBoo
     Ok(flag)
 }
 
-/// Argument errors of async methods travel inside the task (the promise rejects with them),
-/// except an exception that the caller's own JS code threw while its arguments were read (a
-/// getter, a Proxy): that one is pending, so it propagates at once, synchronously, before
-/// anything (such as a promise) is allocated.
-pub(crate) fn rethrow<P>(prepared: anyhow::Result<P>) -> Result<anyhow::Result<P>> {
-    match prepared {
+/// Reads a pool task's arguments on the JS thread, the one pattern of every async export: a JS
+/// exception pending from the caller's own getter or Proxy is rethrown at once (no promise is
+/// made), any other failure becomes the task's (its promise rejects with it), a panic is an
+/// `Internal` error, and the `{signal}`'s abort flag is split off for the task.
+pub(crate) fn prepare<P>(
+    read: impl FnOnce() -> anyhow::Result<(P, AbortFlag)>,
+) -> Result<(anyhow::Result<P>, AbortFlag)> {
+    match catch_panic(read) {
         Err(e) if js::threw(&e) => Err(crate::error::to_js(&e)),
-        other => Ok(other),
+        Err(e) => Ok((Err(e), None)),
+        Ok((p, abort)) => Ok((Ok(p), abort)),
     }
 }
 
@@ -309,14 +312,10 @@ impl JsScriptModule {
     }
 
     fn call_task(&self, env: Env, method: String, list: Unknown) -> Result<AsyncTask<CallTask>> {
-        let prepared = rethrow(catch_panic(|| {
+        let (prepared, abort) = prepare(|| {
             let (args, abort) = inputs_and_signal(&env, list.raw())?;
-            Ok((self.module()?, args, abort))
-        }))?;
-        let (prepared, abort) = match prepared {
-            Ok((module, args, abort)) => (Ok((module, args)), abort),
-            Err(e) => (Err(e), None),
-        };
+            Ok(((self.module()?, args), abort))
+        })?;
         Ok(AsyncTask::new(CallTask {
             method,
             prepared: Some(prepared),
@@ -365,15 +364,11 @@ impl JsScriptModule {
     pub fn load(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Outcome<AsyncTask<LoadTask>> {
         Outcome::of(|| {
             let (raw, options) = (env.raw(), options.map(|o| o.raw()));
-            let prepared = rethrow(catch_panic(|| {
+            let (prepared, abort) = prepare(|| {
                 let (opts, signal) = load_options_with(raw, options, &LOAD_OPTIONS)?;
                 let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
-                Ok((source(raw, source_arg.raw())?, opts, abort))
-            }))?;
-            let (prepared, abort) = match prepared {
-                Ok((source, opts, abort)) => (Ok((source, opts)), abort),
-                Err(e) => (Err(e), None),
-            };
+                Ok(((source(raw, source_arg.raw())?, opts), abort))
+            })?;
             Ok(AsyncTask::new(LoadTask {
                 prepared: Some(prepared),
                 abort,
