@@ -12,6 +12,41 @@ export type TensorTypedArray = Float32Array | Float64Array | Int8Array | Uint8Ar
  */
 export type IValue = Tensor | number | bigint | boolean | string | null | undefined | IValue[] | { [key: string]: IValue } | Map<IValue, IValue>
 
+/** Sizes: an array of sizes (`[2, 3]`), or one size (`4`). Whole, non-negative numbers. */
+export type Shape = readonly number[] | number
+/** Sizes where one may be -1 (inferred from the element count): an array, or one size. */
+export type Sizes = readonly number[] | number
+/** A dimension index of a tensor: 0-based; negative counts from the end (`-1`: the last), as in PyTorch. */
+export type Dim = number
+/** One dimension or several; null (or leaving it out) means all of them. */
+export type Dims = Dim | readonly Dim[] | null
+/** The other side of an element-wise op: a Tensor, or a JS number or boolean, which acts as a Python scalar does (`intTensor.add(2)` stays int). */
+export type Operand = Tensor | number | boolean
+/** A fill value: a number, or a boolean (a bool tensor). */
+export type Scalar = number | boolean
+/** A factory's options, or `true` for `{ requiresGrad: true }` (torchjs' form: `ones([2], true)`). */
+export type FactoryOptions = TensorOptions | boolean
+/** What `Tensor.to` takes: a device, a dtype, or both in an object. */
+export type ToTarget = Device | DType | { device?: Device; dtype?: DType }
+/** A file: its path, or its bytes. */
+export type Source = string | Uint8Array
+/** Memory `fromBuffer` borrows (not copies). */
+export type BufferData = ArrayBufferView | ArrayBuffer | SharedArrayBuffer
+/** Options of `fromBuffer`; any other key is refused (`InvalidArg`). */
+export interface FromBufferOptions {
+  /** The element type (default: the TypedArray's own; float32 for a bare ArrayBuffer). */
+  dtype?: DType
+  /** Bytes to skip at the start of the memory (a multiple of the dtype's size). */
+  byteOffset?: number
+}
+/** An image file format `torch.image.encode` writes. */
+export type ImageFormat = 'png' | 'jpeg'
+/** Options of `torch.image.encode`; any other key is refused (`InvalidArg`). */
+export interface EncodeOptions {
+  /** JPEG quality, 1 to 100 (default 90). */
+  quality?: number
+}
+
 /** Element types (`tensor.dtype`, `{dtype}` options). */
 export type DType = 'float32' | 'float64' | 'float16' | 'bfloat16' | 'int8' | 'uint8' | 'int16' | 'int32' | 'int64' | 'bool'
 /** Devices: `'cpu'`, `'cuda'` (device 0) or `'cuda:N'`. */
@@ -122,7 +157,7 @@ export declare class AOTModule {
   /** Loads a `.pt2` package synchronously (blocking the event loop; prefer `AOTModule.load`). */
   constructor(path: string, options?: { device?: Device })
   /** Loads a `.pt2` package on the libuv thread pool (extracting and loading its compiled code). */
-  static load(path: string, options?: AotModuleOptions): Promise<AOTModule>
+  static load(path: string, options?: AotModuleOptions | undefined | null): Promise<AOTModule>
   /**
    * Runs the program on the libuv thread pool; resolves to its output (a Tensor, or an array
    * of Tensors). A last argument `{signal}` aborts as in `ScriptModule.forward`.
@@ -150,7 +185,7 @@ export declare class ScriptModule {
    */
   constructor(source: string | Uint8Array, options?: ModuleOptions)
   /** Loads a module on the libuv thread pool, without blocking the event loop. */
-  static load(source: string | Uint8Array, options?: ModuleOptions): Promise<ScriptModule>
+  static load(source: Source, options?: ModuleOptions | undefined | null): Promise<ScriptModule>
   /**
    * Runs `forward` on the libuv thread pool; resolves to its output (a Tensor, number,
    * string, array, object, Map or null). Numbers follow the method's schema (int or float).
@@ -246,34 +281,34 @@ export declare class Tensor {
    */
   toString(): string
   /** `this + other`, broadcasting. */
-  add(other: Tensor | number): Tensor
+  add(other: Operand): Tensor
   /** `this - other`. */
-  sub(other: Tensor | number): Tensor
+  sub(other: Operand): Tensor
   /** `this * other`, element-wise. */
-  mul(other: Tensor | number): Tensor
+  mul(other: Operand): Tensor
   /** `this / other` (true division: integer inputs give float results). */
-  div(other: Tensor | number): Tensor
+  div(other: Operand): Tensor
   /** `this ** exponent` (a copy; `pow_` writes in place). */
-  pow(exponent: Tensor | number): Tensor
+  pow(exponent: Operand): Tensor
   /** Matrix product with PyTorch's `matmul` broadcasting rules. */
   matmul(other: Tensor): Tensor
   /** Element-wise `==`, a bool tensor. */
-  eq(other: Tensor | number): Tensor
+  eq(other: Operand): Tensor
   /** Element-wise `!=`. */
-  ne(other: Tensor | number): Tensor
+  ne(other: Operand): Tensor
   /** Element-wise `<`. */
-  lt(other: Tensor | number): Tensor
+  lt(other: Operand): Tensor
   /** Element-wise `<=`. */
-  le(other: Tensor | number): Tensor
+  le(other: Operand): Tensor
   /** Element-wise `>`. */
-  gt(other: Tensor | number): Tensor
+  gt(other: Operand): Tensor
   /** Element-wise `>=`. */
-  ge(other: Tensor | number): Tensor
+  ge(other: Operand): Tensor
   /**
    * Where the bool `condition` holds this element, else `other`'s: PyTorch's
    * `x.where(condition, y)` (= `torch.where(condition, x, y)`).
    */
-  where(condition: Tensor, other: Tensor | number): Tensor
+  where(condition: Tensor, other: Operand): Tensor
   /** e^x. */
   exp(): Tensor
   /** Natural logarithm. */
@@ -302,34 +337,34 @@ export declare class Tensor {
    * The sum of all elements, or over `dim` (a number or an array), keeping reduced dims
    * as size 1 with `keepdim`.
    */
-  sum(dim?: number | number[] | null, keepdim?: boolean): Tensor
+  sum(dim?: Dims | undefined | null, keepdim?: boolean | undefined | null): Tensor
   /** The mean of all elements, or over `dim` (floating tensors). */
-  mean(dim?: number | number[] | null, keepdim?: boolean): Tensor
+  mean(dim?: Dims | undefined | null, keepdim?: boolean | undefined | null): Tensor
   /**
    * `max()`: the largest element. `max(dim, keepdim?)`: `{values, indices}` along `dim`.
    * `max(other)`: the element-wise maximum with a tensor.
    */
-  max(dimOrOther?: number | Tensor, keepdim?: boolean): Tensor | ValuesIndices
+  max(dimOrOther?: Operand | undefined | null, keepdim?: boolean | undefined | null): Tensor | ValuesIndices
   /** `min()`, `min(dim, keepdim?)`, `min(other)`: as `max`. */
-  min(dimOrOther?: number | Tensor, keepdim?: boolean): Tensor | ValuesIndices
+  min(dimOrOther?: Operand | undefined | null, keepdim?: boolean | undefined | null): Tensor | ValuesIndices
   /** Sorted values along `dim` (default: the last) and where they came from. */
-  sort(dim?: number | undefined | null, descending?: boolean | undefined | null): ValuesIndices
+  sort(dim?: Dim | undefined | null, descending?: boolean | undefined | null): ValuesIndices
   /** In place: `this += other`. Returns this tensor. */
-  add_(other: Tensor | number): this
+  add_(other: Operand): this
   /** In place: `this -= other`. */
-  sub_(other: Tensor | number): this
+  sub_(other: Operand): this
   /** In place: `this *= other`. */
-  mul_(other: Tensor | number): this
+  mul_(other: Operand): this
   /** In place: `this /= other` (the tensor must be floating). */
-  div_(other: Tensor | number): this
+  div_(other: Operand): this
   /** In place: `this **= exponent`. */
-  pow_(exponent: Tensor | number): this
+  pow_(exponent: Operand): this
   /** In place: `this = other` (broadcast, cast to this dtype), writing through to storage. */
-  copy_(src: Tensor | number): this
+  copy_(src: Operand): this
   /** In place: limits values to [min, max]. */
   clamp_(min?: number | undefined | null, max?: number | undefined | null): this
   /** In place: every element becomes `value`. */
-  fill_(value: number | boolean): this
+  fill_(value: Operand): this
   /** In place: every element becomes 0. */
   zero_(): this
   /**
@@ -337,21 +372,21 @@ export declare class Tensor {
    * `to({device: 'cpu', dtype: 'float32'})`. Returns a tensor sharing memory with this one
    * when nothing changes, as PyTorch does.
    */
-  to(target: Device | DType | { device?: Device; dtype?: DType }): Tensor
+  to(target: ToTarget): Tensor
   /** A copy in CPU memory (this tensor when it already is there). */
   cpu(): Tensor
   /** A copy on a CUDA device (default `cuda:0`); `DeviceUnavailable` where there is none. */
-  cuda(device?: Device): Tensor
+  cuda(device?: Device | undefined | null): Tensor
   /** Softmax along `dim` (default: the last). */
-  softmax(dim?: number | undefined | null): Tensor
+  softmax(dim?: Dim | undefined | null): Tensor
   /** Log-softmax along `dim` (default: the last). */
-  logSoftmax(dim?: number | undefined | null): Tensor
+  logSoftmax(dim?: Dim | undefined | null): Tensor
   /** Index of the largest value: over all elements (flattened), or along `dim`. */
-  argmax(dim?: number | undefined | null, keepdim?: boolean | undefined | null): Tensor
+  argmax(dim?: Dim | undefined | null, keepdim?: boolean | undefined | null): Tensor
   /** Index of the smallest value: over all elements (flattened), or along `dim`. */
-  argmin(dim?: number | undefined | null, keepdim?: boolean | undefined | null): Tensor
+  argmin(dim?: Dim | undefined | null, keepdim?: boolean | undefined | null): Tensor
   /** The `k` largest values along `dim` (default: the last), sorted, with their indices. */
-  topk(k: number, dim?: number | undefined | null): ValuesIndices
+  topk(k: number, dim?: Dim | undefined | null): ValuesIndices
   /** Elements to step over in storage to move one position along each dimension. */
   get strides(): Array<number>
   /** Where this view starts in its storage, in elements. */
@@ -370,41 +405,41 @@ export declare class Tensor {
   /** Another shape: a view when possible, else a copy (as in PyTorch). */
   reshape(...shape: Array<number | number[]>): Tensor
   /** Swaps two dimensions (a view: strides swap). */
-  transpose(dim0: number, dim1: number): Tensor
+  transpose(dim0: Dim, dim1: Dim): Tensor
   /** The transpose of a matrix (≤ 2 dims), as `t.t()` in PyTorch. */
   t(): Tensor
   /** Reorders dimensions: `permute(2, 0, 1)` or `permute([2, 0, 1])`. */
   permute(...dims: Array<number | number[]>): Tensor
   /** `length` elements of `dim` from `start` (a view). */
-  narrow(dim: number, start: number, length: number): Tensor
+  narrow(dim: Dim, start: number, length: number): Tensor
   /** The slice at `index` of `dim`, without that dim: `a.select(0, 1)` is Python's `a[1]`. */
-  select(dim: number, index: number): Tensor
+  select(dim: Dim, index: number): Tensor
   /**
    * Python slicing along `dim`: `a.slice(0, 1)` is `a[1:]`, `a.slice(1, 0, -1, 2)` is
    * `a[:, 0:-1:2]`; negative indices count from the end, out-of-range ends are clamped.
    */
-  slice(dim: number, start?: number | undefined | null, end?: number | undefined | null, step?: number | undefined | null): Tensor
+  slice(dim: Dim, start?: number | undefined | null, end?: number | undefined | null, step?: number | undefined | null): Tensor
   /** Removes dimensions of size 1 (all, or just `dim`). */
-  squeeze(dim?: number | undefined | null): Tensor
+  squeeze(dim?: Dim | undefined | null): Tensor
   /** Inserts a dimension of size 1 at `dim`. */
-  unsqueeze(dim: number): Tensor
+  unsqueeze(dim: Dim): Tensor
   /** Repeats size-1 dimensions without copying (stride 0); -1 keeps a size. */
   expand(...shape: Array<number | number[]>): Tensor
   /** Merges dims `startDim..=endDim` (default: all) into one; a view when possible. */
-  flatten(startDim?: number | undefined | null, endDim?: number | undefined | null): Tensor
+  flatten(startDim?: Dim | undefined | null, endDim?: Dim | undefined | null): Tensor
   /** Splits `dim` into `sizes` (one may be -1). */
-  unflatten(dim: number, sizes: number[]): Tensor
+  unflatten(dim: Dim, sizes: Sizes): Tensor
   /** Splits into `chunks` views along `dim` (default 0). */
-  chunk(chunks: number, dim?: number | undefined | null): Array<Tensor>
+  chunk(chunks: number, dim?: Dim | undefined | null): Array<Tensor>
   /** Splits along `dim` (default 0) into pieces of `size`, or of the listed sizes. */
-  split(sizeOrSections: number | number[], dim?: number): Array<Tensor>
+  split(sizeOrSections: Shape, dim?: Dim | undefined | null): Array<Tensor>
   /** The diagonal (offset 0: main; > 0 above; < 0 below) of dims `dim1`, `dim2` (0, 1). */
-  diagonal(offset?: number | undefined | null, dim1?: number | undefined | null, dim2?: number | undefined | null): Tensor
+  diagonal(offset?: number | undefined | null, dim1?: Dim | undefined | null, dim2?: Dim | undefined | null): Tensor
   /**
    * A view with explicit sizes, strides and storage offset (in elements). Unchecked
    * beyond the storage's bounds, which libtorch verifies.
    */
-  asStrided(size: number[], stride: number[], storageOffset?: number): Tensor
+  asStrided(size: Shape, stride: Shape, storageOffset?: number | undefined | null): Tensor
   /** A copy with its own storage (autograd-tracked, as in PyTorch). */
   clone(): Tensor
   /** This tensor if already contiguous, else a row-major copy. */
@@ -412,7 +447,7 @@ export declare class Tensor {
   /** The elements where the bool `mask` (broadcast to this shape) is true, as a 1-D copy. */
   maskedSelect(mask: Tensor): Tensor
   /** The entries at the int64 `index` positions along `dim`, as a copy. */
-  indexSelect(dim: number, index: Tensor): Tensor
+  indexSelect(dim: Dim, index: Tensor): Tensor
   /** The size of each dimension, e.g. `[1, 3, 224, 224]`. */
   get shape(): Array<number>
   /** The element type: `'float32'`, `'int64'`, `'bool'`, ... */
@@ -452,10 +487,10 @@ export interface AotModuleOptions {
 export declare function arange(start: number, end?: number | TensorOptions, step?: number | TensorOptions, options?: TensorOptions): Tensor
 
 /** Joins tensors along an existing dim (default 0) into a new tensor (a copy). */
-export declare function cat(tensors: Tensor[], dim?: number): Tensor
+export declare function cat(tensors: Tensor[], dim?: Dim | undefined | null): Tensor
 
 /** A tensor with uninitialized contents (fast; fill it before reading). */
-export declare function empty(shape: number[] | number, options?: TensorOptions | boolean): Tensor
+export declare function empty(shape: Shape, options?: FactoryOptions | undefined | null): Tensor
 
 /**
  * An identity matrix of n rows and m (default n) columns: `eye(3)`, `eye(2, 3)`,
@@ -470,15 +505,15 @@ export declare function eye(n: number, m?: number | TensorOptions, options?: Ten
  * ArrayBuffer or SharedArrayBuffer); `byteOffset` skips bytes. Do not transfer or detach
  * the buffer while tensors use it.
  */
-export declare function fromBuffer(data: ArrayBufferView | ArrayBuffer | SharedArrayBuffer, shape: number[] | number, options?: { dtype?: DType; byteOffset?: number }): Tensor
+export declare function fromBuffer(data: BufferData, shape: Shape, options?: FromBufferOptions | undefined | null): Tensor
 
 /** A tensor filled with `value` (float32 for a number, bool for a boolean, unless `dtype`). */
-export declare function full(shape: number[] | number, value: number | boolean, options?: TensorOptions | boolean): Tensor
+export declare function full(shape: Shape, value: Scalar, options?: FactoryOptions | undefined | null): Tensor
 
 /** The number of threads libtorch uses for intra-op parallelism. */
 export declare function getNumThreads(): number
 
-/** Options of `torch.image.load`, `loadSync` and `loadBatch` (read by `transform_options`). */
+/** Options of `torch.image.load`, `loadSync` and `loadBatch`. */
 export interface ImageOptions {
   /**
    * A number: the shorter side becomes this many pixels, the aspect ratio kept, as
@@ -498,7 +533,7 @@ export interface ImageOptions {
 }
 
 /** `steps` values evenly spaced from `start` to `end`, both included. */
-export declare function linspace(start: number, end: number, steps: number, options?: TensorOptions): Tensor
+export declare function linspace(start: number, end: number, steps: number, options?: FactoryOptions | undefined | null): Tensor
 
 /**
  * Loads a shared library of custom ops into the process (as Python's
@@ -565,16 +600,16 @@ export interface ModuleOptions {
 }
 
 /** A tensor filled with ones. `ones([2, 3])`, `ones([2, 3], {dtype: 'int64'})`, `ones([2], true)`. */
-export declare function ones(shape: number[] | number, options?: TensorOptions | boolean): Tensor
+export declare function ones(shape: Shape, options?: FactoryOptions | undefined | null): Tensor
 
 /** Uniform random numbers in [0, 1) (seed with `manualSeed`). */
-export declare function rand(shape: number[] | number, options?: TensorOptions | boolean): Tensor
+export declare function rand(shape: Shape, options?: FactoryOptions | undefined | null): Tensor
 
 /** Random integers in [low, high), int64 unless `dtype` says otherwise. */
-export declare function randint(low: number, high: number, shape: number[] | number, options?: TensorOptions): Tensor
+export declare function randint(low: number, high: number, shape: Shape, options?: FactoryOptions | undefined | null): Tensor
 
 /** Standard normal random numbers. */
-export declare function randn(shape: number[] | number, options?: TensorOptions | boolean): Tensor
+export declare function randn(shape: Shape, options?: FactoryOptions | undefined | null): Tensor
 
 /**
  * Sets the number of inter-op threads; libtorch accepts this only once, before any
@@ -586,14 +621,14 @@ export declare function setNumInteropThreads(n: number): void
 export declare function setNumThreads(n: number): void
 
 /** Stacks same-shape tensors along a new dim (default 0) into a new tensor (a copy). */
-export declare function stack(tensors: Tensor[], dim?: number): Tensor
+export declare function stack(tensors: Tensor[], dim?: Dim | undefined | null): Tensor
 
 /**
  * A new tensor holding a copy of `data`: nested arrays of numbers, booleans or BigInts, a
  * scalar, a TypedArray (its own dtype; reshape with `options.shape`), or a Tensor (copied).
  * Numbers default to float32, booleans to bool, BigInts to int64.
  */
-export declare function tensor(data: TensorData, options?: TensorOptions): Tensor
+export declare function tensor(data: TensorData, options?: TensorOptions | undefined | null): Tensor
 
 /** Options accepted by every factory. */
 export interface TensorOptions {
@@ -618,7 +653,7 @@ export interface ValuesIndices {
 }
 
 /** A tensor filled with zeros. */
-export declare function zeros(shape: number[] | number, options?: TensorOptions | boolean): Tensor
+export declare function zeros(shape: Shape, options?: FactoryOptions | undefined | null): Tensor
 
 export declare namespace cpu {
   /**
@@ -645,20 +680,20 @@ export declare namespace image {
    * Decodes an image file's bytes (JPEG, PNG, WebP, GIF's first frame, BMP, TIFF) to a uint8
    * tensor `[H, W, 3]` (RGB, channels last, EXIF orientation applied).
    */
-  export function decode(data: Uint8Array): Tensor
+  export function decode(data: Source): Tensor
   /**
    * Encodes an image tensor as PNG or JPEG: `[3, H, W]` or `[H, W, 3]` (or with a batch dim of
    * 1), float in [0, 1] (scaled by 255, rounded, clamped) or uint8. `quality`: JPEG, 1..100
    * (default 90).
    */
-  export function encode(tensor: Tensor, format: 'png' | 'jpeg', options?: { quality?: number }): Uint8Array
+  export function encode(tensor: Tensor, format: ImageFormat, options?: EncodeOptions | undefined | null): Uint8Array
   /** `loadSync` on the libuv thread pool: decoding and resizing never block the event loop. */
-  export function load(source: string | Uint8Array, options?: ImageOptions): Promise<Tensor>
+  export function load(source: Source, options?: ImageOptions | undefined | null): Promise<Tensor>
   /**
    * Loads several images (on the thread pool) into one batch `[N, 3, H, W]`; the transforms
    * must bring them to one size.
    */
-  export function loadBatch(sources: Array<string | Uint8Array>, options?: ImageOptions): Promise<Tensor>
+  export function loadBatch(sources: Source[], options?: ImageOptions | undefined | null): Promise<Tensor>
   /**
    * Loads an image as a model input, on the calling thread: decode, then `resize` (a number:
    * the shorter side, as `transforms.Resize(int)`; `[h, w]`: exact), `centerCrop`, to float in
@@ -666,5 +701,5 @@ export declare namespace image {
    * `[1, 3, H, W]`), `'nhwc'`, or `'chw'`/`'hwc'` without the batch dim; `dtype`: `'float32'`
    * (default) or `'uint8'` (0..255, no normalization).
    */
-  export function loadSync(source: string | Uint8Array, options?: ImageOptions): Tensor
+  export function loadSync(source: Source, options?: ImageOptions | undefined | null): Tensor
 }

@@ -84,14 +84,11 @@ function raise(caller) {
   throw codedError(code, detail, caller)
 }
 
-// napi-rs converts typed parameters itself and throws its own errors (`transpose('a', 1)`:
-// code `NumberExpected`); give them ours. V8's "Illegal invocation" (a method called on an
-// object made with Object.create(Tensor.prototype)) likewise.
+// V8's "Illegal invocation" (a method called on an object made with
+// Object.create(Tensor.prototype), which passes the instanceof check): give it our code.
+// (Arguments never throw natively: src/convert.rs reads them inside the export.)
 function recode(e, where) {
-  if (e && typeof e.code === 'string' && /Expected$/.test(e.code)) {
-    e.message = `${where}: ${e.message}`
-    e.code = 'InvalidArg'
-  } else if (e instanceof TypeError && e.message === 'Illegal invocation' && e.code === undefined) {
+  if (e instanceof TypeError && e.message === 'Illegal invocation' && e.code === undefined) {
     e.message = `${where}: called on an object that is not a native ${where.split('.')[0]} (made with Object.create?)`
     e.code = 'InvalidArg'
   }

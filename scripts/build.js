@@ -109,6 +109,9 @@ const CONSTRUCTORS = {
     '  constructor(path: string, options?: { device?: Device })\n',
 }
 
+/** What the primitive and list argument types of src/convert.rs are to TypeScript. */
+const PRIMITIVES = { Num: 'number', Int: 'number', Flag: 'boolean', Str: 'string', Tensors: 'Tensor[]', Sources: 'Source[]' }
+
 /** Renders napi-derive's type definitions (header: scripts/dts-header.d.ts) into index.d.ts. */
 async function writeTypings(typeDefDir) {
   const { generateTypeDef } = await import('@napi-rs/cli')
@@ -123,6 +126,9 @@ async function writeTypings(typeDefDir) {
     if (!out.includes(head)) throw new Error(`typings: class ${cls} not found`)
     out = out.replace(head, head + ctor)
   }
+  // The primitive and list argument types of src/convert.rs are plain JS types; the others are
+  // declared in scripts/dts-header.d.ts under their Rust names.
+  out = out.replace(/(\w\??: )(Num|Int|Flag|Str|Tensors|Sources)\b/g, (_, head, t) => head + PRIMITIVES[t])
   // napi-rs aliases each renamed Rust struct (`export type JsTensor = Tensor`): not part of the API.
   out = out.replace(/^export type Js\w+ = \w+\n\n?/gm, '')
   // An export's Rust type `Outcome<T>` (src/outcome.rs) is `T` to JS (index.js throws the

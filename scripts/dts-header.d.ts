@@ -12,6 +12,41 @@ export type TensorTypedArray = Float32Array | Float64Array | Int8Array | Uint8Ar
  */
 export type IValue = Tensor | number | bigint | boolean | string | null | undefined | IValue[] | { [key: string]: IValue } | Map<IValue, IValue>
 
+/** Sizes: an array of sizes (`[2, 3]`), or one size (`4`). Whole, non-negative numbers. */
+export type Shape = readonly number[] | number
+/** Sizes where one may be -1 (inferred from the element count): an array, or one size. */
+export type Sizes = readonly number[] | number
+/** A dimension index of a tensor: 0-based; negative counts from the end (`-1`: the last), as in PyTorch. */
+export type Dim = number
+/** One dimension or several; null (or leaving it out) means all of them. */
+export type Dims = Dim | readonly Dim[] | null
+/** The other side of an element-wise op: a Tensor, or a JS number or boolean, which acts as a Python scalar does (`intTensor.add(2)` stays int). */
+export type Operand = Tensor | number | boolean
+/** A fill value: a number, or a boolean (a bool tensor). */
+export type Scalar = number | boolean
+/** A factory's options, or `true` for `{ requiresGrad: true }` (torchjs' form: `ones([2], true)`). */
+export type FactoryOptions = TensorOptions | boolean
+/** What `Tensor.to` takes: a device, a dtype, or both in an object. */
+export type ToTarget = Device | DType | { device?: Device; dtype?: DType }
+/** A file: its path, or its bytes. */
+export type Source = string | Uint8Array
+/** Memory `fromBuffer` borrows (not copies). */
+export type BufferData = ArrayBufferView | ArrayBuffer | SharedArrayBuffer
+/** Options of `fromBuffer`; any other key is refused (`InvalidArg`). */
+export interface FromBufferOptions {
+  /** The element type (default: the TypedArray's own; float32 for a bare ArrayBuffer). */
+  dtype?: DType
+  /** Bytes to skip at the start of the memory (a multiple of the dtype's size). */
+  byteOffset?: number
+}
+/** An image file format `torch.image.encode` writes. */
+export type ImageFormat = 'png' | 'jpeg'
+/** Options of `torch.image.encode`; any other key is refused (`InvalidArg`). */
+export interface EncodeOptions {
+  /** JPEG quality, 1 to 100 (default 90). */
+  quality?: number
+}
+
 /** Element types (`tensor.dtype`, `{dtype}` options). */
 export type DType = 'float32' | 'float64' | 'float16' | 'bfloat16' | 'int8' | 'uint8' | 'int16' | 'int32' | 'int64' | 'bool'
 /** Devices: `'cpu'`, `'cuda'` (device 0) or `'cuda:N'`. */

@@ -2,6 +2,7 @@
 //! conventions: `new AOTModule(path)` or `await AOTModule.load(path)`, `forward(...tensors)` on
 //! the libuv pool (a last `{signal}` aborts) or `forwardSync`, coded errors, `dispose()`.
 use crate::aot::{self, AotModule};
+use crate::convert::{string as string_arg, AotModuleOptions, Inputs, Str};
 use crate::error::{guard, Code};
 use crate::ivalue::js::coded_error;
 use crate::ivalue::value::Value;
@@ -9,7 +10,6 @@ use crate::js::{self, Val};
 use crate::outcome::Outcome;
 use crate::script_module::tasks::{aborted, run_prepared, AbortFlag, Output};
 use crate::script_module::{abort_flag, prepare, split_call_options};
-use crate::tensor::create::string_arg;
 use crate::tensor::unwrap_tensor;
 use crate::{bail_code, device};
 use napi::bindgen_prelude::*;
@@ -19,9 +19,15 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use tch::Device;
 
+// Read by `load_args`; this struct declares the keys to TypeScript.
 /// Options for loading a `.pt2` package.
-#[napi(object, object_to_js = false)]
-pub struct AotModuleOptions {
+#[napi(
+    object,
+    js_name = "AotModuleOptions",
+    object_from_js = false,
+    object_to_js = false
+)]
+pub struct JsAotModuleOptions {
     /// `'cpu'` (default) for a package compiled for CPU; `'cuda'`/`'cuda:N'` for a CUDA one.
     #[napi(ts_type = "Device")]
     pub device: Option<String>,
@@ -132,9 +138,9 @@ impl JsAotModule {
 impl JsAotModule {
     /// @internal Loads a package synchronously: what `new AOTModule(path, options)` runs (index.js).
     #[napi(js_name = "_open", skip_typescript)]
-    pub fn open(env: Env, path: Unknown, options: Option<Unknown>) -> Outcome<JsAotModule> {
+    pub fn open(env: Env, path: Str, options: Option<AotModuleOptions>) -> Outcome<JsAotModule> {
         guard(|| {
-            let (path, dev, _) = load_args(&env, path.raw(), options.map(|o| o.raw()), false)?;
+            let (path, dev, _) = load_args(&env, path.raw().val, options.map(|o| o.raw().val), false)?;
             Ok(JsAotModule {
                 inner: RefCell::new(Some(Arc::new(aot::load(&path, dev)?))),
             })
@@ -143,14 +149,12 @@ impl JsAotModule {
     }
 
     /// Loads a `.pt2` package on the libuv thread pool (extracting and loading its compiled code).
-    #[napi(
-        ts_args_type = "path: string, options?: AotModuleOptions",
-        ts_return_type = "Promise<AOTModule>"
-    )]
-    pub fn load(env: Env, path: Unknown, options: Option<Unknown>) -> Outcome<AsyncTask<AotLoadTask>> {
+    // napi-rs types an AsyncTask by its task's JsValue, which it cannot name for a class here.
+    #[napi(ts_return_type = "Promise<AOTModule>")]
+    pub fn load(env: Env, path: Str, options: Option<AotModuleOptions>) -> Outcome<AsyncTask<AotLoadTask>> {
         Outcome::of(|| {
             let (prepared, abort) = prepare(|| {
-                let (path, dev, abort) = load_args(&env, path.raw(), options.map(|o| o.raw()), true)?;
+                let (path, dev, abort) = load_args(&env, path.raw().val, options.map(|o| o.raw().val), true)?;
                 Ok(((path, dev), abort))
             })?;
             Ok(AsyncTask::new(AotLoadTask {
@@ -167,10 +171,10 @@ impl JsAotModule {
         ts_args_type = "...inputs: Tensor[] | [...Tensor[], CallOptions]",
         ts_return_type = "Promise<T>"
     )]
-    pub fn forward(&self, env: Env, inputs: Unknown) -> Outcome<AsyncTask<AotCallTask>> {
+    pub fn forward(&self, env: Env, inputs: Inputs) -> Outcome<AsyncTask<AotCallTask>> {
         Outcome::of(|| {
             let (prepared, abort) = prepare(|| {
-                let (inputs, abort) = tensors(&env, inputs.raw(), true)?;
+                let (inputs, abort) = tensors(&env, inputs.raw().val, true)?;
                 Ok(((self.module()?, inputs), abort))
             })?;
             Ok(AsyncTask::new(AotCallTask {
@@ -186,9 +190,9 @@ impl JsAotModule {
         ts_args_type = "...inputs: Tensor[]",
         ts_return_type = "T"
     )]
-    pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Unknown) -> Outcome<Unknown<'e>> {
+    pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Inputs) -> Outcome<Unknown<'e>> {
         guard(|| {
-            let (inputs, _) = tensors(env, inputs.raw(), false)?;
+            let (inputs, _) = tensors(env, inputs.raw().val, false)?;
             let out = output(self.module()?.run(inputs)?);
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), crate::ivalue::js::to_js(env.raw(), out)?) })
         })

@@ -12,6 +12,7 @@ pub mod aot;
 pub mod aot_module;
 pub mod archive;
 pub mod args;
+pub mod convert;
 pub mod device;
 pub mod dtype;
 pub mod error;
@@ -47,6 +48,7 @@ mod napi_test_stubs {
     );
 }
 
+use convert::{Int, Num, Read, ReadOpt, Str};
 use error::guard;
 use napi::JsValue;
 use napi_derive::napi;
@@ -54,9 +56,9 @@ use outcome::Outcome;
 
 /// Seeds libtorch's random number generators (CPU and CUDA), as `torch.manual_seed`.
 #[napi]
-pub fn manual_seed(seed: f64) -> Outcome<()> {
+pub fn manual_seed(seed: Int) -> Outcome<()> {
     guard(|| {
-        tch::manual_seed(args::integer(seed, "seed")?);
+        tch::manual_seed(seed.read("seed")?);
         Ok(())
     })
     .into()
@@ -64,9 +66,12 @@ pub fn manual_seed(seed: f64) -> Outcome<()> {
 
 /// Sets the number of threads libtorch uses for intra-op parallelism (per process).
 #[napi]
-pub fn set_num_threads(n: f64) -> Outcome<()> {
+pub fn set_num_threads(n: Num) -> Outcome<()> {
     guard(|| {
-        tch::set_num_threads(args::thread_count(n, "setNumThreads: n")?);
+        tch::set_num_threads(args::thread_count(
+            n.read("setNumThreads: n")?,
+            "setNumThreads: n",
+        )?);
         Ok(())
     })
     .into()
@@ -81,9 +86,9 @@ pub fn get_num_threads() -> i32 {
 /// Sets the number of inter-op threads; libtorch accepts this only once, before any
 /// parallel work has started.
 #[napi]
-pub fn set_num_interop_threads(n: f64) -> Outcome<()> {
+pub fn set_num_interop_threads(n: Num) -> Outcome<()> {
     guard(|| {
-        let n = args::thread_count(n, "setNumInteropThreads: n")?;
+        let n = args::thread_count(n.read("setNumInteropThreads: n")?, "setNumInteropThreads: n")?;
         unsafe { torch_sys::at_set_num_interop_threads(n) };
         ffi::check_last_error()
     })
@@ -95,24 +100,18 @@ pub fn set_num_interop_threads(n: f64) -> Outcome<()> {
 /// loaded afterwards can call its ops. Kept loaded; loading the same file again does nothing.
 /// Returns whether this call loaded it. Errors: `LibraryLoadError` (a missing file, unresolved
 /// symbols — named —, a registration that failed).
-#[napi(ts_args_type = "path: string")]
-pub fn load_library(env: napi::Env, path: napi::bindgen_prelude::Unknown) -> Outcome<bool> {
-    guard(|| {
-        library::load(&tensor::create::string_arg(
-            env.raw(),
-            path.raw(),
-            "loadLibrary: path",
-        )?)
-    })
-    .into()
+#[napi]
+pub fn load_library(path: Str) -> Outcome<bool> {
+    guard(|| library::load(&path.read("loadLibrary: path")?)).into()
 }
 
 /// @internal `torch.vision.loadOps(dir)`: torchvision's ops from its wheel's folder (default:
 /// beside the libtorch this process loaded).
 #[napi(js_name = "_loadTorchvisionOps", skip_typescript)]
-pub fn load_torchvision_ops(dir: Option<String>) -> Outcome<bool> {
+pub fn load_torchvision_ops(dir: Option<Str>) -> Outcome<bool> {
     guard(|| {
         let dir = dir
+            .read("vision.loadOps: dir")?
             .map(std::path::PathBuf::from)
             .unwrap_or_else(library::default_torchvision_dir);
         library::load_torchvision(&dir)

@@ -14,8 +14,9 @@
 //! getter, a Proxy trap) is taken off the env at once (no allocation while it is pending) and
 //! handed back as is.
 //!
-//! What remains native: napi-rs's own conversion of typed parameters (`transpose('a', 1)`:
-//! a string where a number is declared) throws before our code runs.
+//! napi-rs's own conversion of typed parameters would throw from native code too (a string
+//! where a number is declared), so exports declare the types of `crate::convert`, whose
+//! conversion cannot fail: the body reads them inside its `Outcome`.
 //!
 //! `napi_env` and `napi_value` are opaque handles that Rust never dereferences (see `crate::js`).
 #![allow(clippy::not_unsafe_ptr_arg_deref)]

@@ -2,21 +2,29 @@
 //! pool for the Promise forms), and wraps the pixels as tensors.
 use super::transform::{self, Pixels, Size, Transform, IMAGENET_MEAN, IMAGENET_STD};
 use crate::args::Source;
+use crate::convert::{
+    self, number as number_arg, string as string_arg, EncodeOptions, ImageFormat, ImageOptions, Sources,
+};
 use crate::error::{catch_panic, guard, Code};
 use crate::ivalue::js::coded_error;
 use crate::js::{self, Env as RawEnv, Val};
 use crate::outcome::Outcome;
-use crate::tensor::create::{number_arg, string_arg};
 use crate::tensor::JsTensor;
 use crate::{args, bail_code, dtype};
 use napi::bindgen_prelude::*;
-use napi::{JsValue, Task};
+use napi::Task;
 use napi_derive::napi;
 use tch::{Kind, Tensor};
 
-/// Options of `torch.image.load`, `loadSync` and `loadBatch` (read by `transform_options`).
-#[napi(object, object_to_js = false)]
-pub struct ImageOptions {
+// Read by `transform_options`; this struct declares the keys to TypeScript.
+/// Options of `torch.image.load`, `loadSync` and `loadBatch`.
+#[napi(
+    object,
+    js_name = "ImageOptions",
+    object_from_js = false,
+    object_to_js = false
+)]
+pub struct JsImageOptions {
     /// A number: the shorter side becomes this many pixels, the aspect ratio kept, as
     /// `transforms.Resize(int)`; `[height, width]`: exactly that size.
     #[napi(ts_type = "number | [number, number]")]
@@ -255,10 +263,11 @@ pub mod image {
 
     /// Decodes an image file's bytes (JPEG, PNG, WebP, GIF's first frame, BMP, TIFF) to a uint8
     /// tensor `[H, W, 3]` (RGB, channels last, EXIF orientation applied).
-    #[napi(ts_args_type = "data: Uint8Array")]
-    pub fn decode(env: Env, data: Unknown) -> Outcome<JsTensor> {
+    #[napi]
+    pub fn decode(data: convert::Source) -> Outcome<JsTensor> {
         guard(|| {
-            let bytes = image_bytes(js::source(env.raw(), data.raw(), "data", "an image file's")?)?;
+            let convert::Raw { env, val } = data.raw();
+            let bytes = image_bytes(js::source(env, val, "data", "an image file's")?)?;
             let img = transform::decode(&bytes)?;
             let (w, h) = img.dimensions();
             Ok(JsTensor::new(tensor_of(
@@ -274,22 +283,20 @@ pub mod image {
     /// [0, 1], `mean`/`std` (`mean: 'imagenet'` for both presets). `layout`: `'nchw'` (default,
     /// `[1, 3, H, W]`), `'nhwc'`, or `'chw'`/`'hwc'` without the batch dim; `dtype`: `'float32'`
     /// (default) or `'uint8'` (0..255, no normalization).
-    #[napi(ts_args_type = "source: string | Uint8Array, options?: ImageOptions")]
-    pub fn load_sync(env: Env, source: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
+    #[napi]
+    pub fn load_sync(env: Env, source: convert::Source, options: Option<ImageOptions>) -> Outcome<JsTensor> {
         guard(|| {
-            let p = prepare(env.raw(), vec![source.raw()], options.map(|o| o.raw()))?;
+            let p = prepare(env.raw(), vec![source.raw().val], options.map(|o| o.raw().val))?;
             Ok(JsTensor::new(load_all(p.sources, &p.transform, p.no_batch)?))
         })
         .into()
     }
 
     /// `loadSync` on the libuv thread pool: decoding and resizing never block the event loop.
-    #[napi(
-        ts_args_type = "source: string | Uint8Array, options?: ImageOptions",
-        ts_return_type = "Promise<Tensor>"
-    )]
-    pub fn load(env: Env, source: Unknown, options: Option<Unknown>) -> AsyncTask<LoadImages> {
-        let prepared = catch_panic(|| prepare(env.raw(), vec![source.raw()], options.map(|o| o.raw())));
+    #[napi(ts_return_type = "Promise<Tensor>")]
+    pub fn load(env: Env, source: convert::Source, options: Option<ImageOptions>) -> AsyncTask<LoadImages> {
+        let prepared =
+            catch_panic(|| prepare(env.raw(), vec![source.raw().val], options.map(|o| o.raw().val)));
         AsyncTask::new(LoadImages {
             prepared: Some(prepared),
         })
@@ -297,14 +304,11 @@ pub mod image {
 
     /// Loads several images (on the thread pool) into one batch `[N, 3, H, W]`; the transforms
     /// must bring them to one size.
-    #[napi(
-        ts_args_type = "sources: Array<string | Uint8Array>, options?: ImageOptions",
-        ts_return_type = "Promise<Tensor>"
-    )]
-    pub fn load_batch(env: Env, sources: Unknown, options: Option<Unknown>) -> AsyncTask<LoadImages> {
+    #[napi(ts_return_type = "Promise<Tensor>")]
+    pub fn load_batch(env: Env, sources: Sources, options: Option<ImageOptions>) -> AsyncTask<LoadImages> {
         let raw = env.raw();
         let prepared = catch_panic(|| {
-            let p = prepare(raw, list(raw, sources.raw())?, options.map(|o| o.raw()))?;
+            let p = prepare(raw, list(raw, sources.raw().val)?, options.map(|o| o.raw().val))?;
             if p.no_batch {
                 bail_code!(
                     Code::InvalidArg,
@@ -321,19 +325,19 @@ pub mod image {
     /// Encodes an image tensor as PNG or JPEG: `[3, H, W]` or `[H, W, 3]` (or with a batch dim of
     /// 1), float in [0, 1] (scaled by 255, rounded, clamped) or uint8. `quality`: JPEG, 1..100
     /// (default 90).
-    #[napi(
-        ts_args_type = "tensor: Tensor, format: 'png' | 'jpeg', options?: { quality?: number }",
-        ts_return_type = "Uint8Array"
-    )]
-    pub fn encode(env: Env, tensor: &JsTensor, format: Unknown, options: Option<Unknown>) -> Outcome<Buffer> {
+    #[napi(ts_return_type = "Uint8Array")]
+    pub fn encode(
+        env: Env,
+        tensor: convert::Tensor,
+        format: ImageFormat,
+        options: Option<EncodeOptions>,
+    ) -> Outcome<Buffer> {
         guard(|| {
             let raw = env.raw();
-            let format = string_arg(raw, format.raw(), "format")?;
+            let tensor = tensor.read("encode: tensor")?;
+            let format = string_arg(raw, format.raw().val, "format")?;
             let mut quality = 90u8;
-            if let Some(o) = options
-                .map(|o| o.raw())
-                .filter(|o| !js::is_nullish(raw, *o).unwrap_or(true))
-            {
+            if let Some(o) = options.map(|o| o.raw().val) {
                 js::check_keys(raw, o, &["quality"], "options")?;
                 if let Some(q) = js::property(raw, o, "quality")? {
                     let q = args::integer(number_arg(raw, q, "options.quality")?, "options.quality")?;

@@ -4,6 +4,7 @@ pub mod tasks;
 
 use crate::archive::Limits;
 use crate::bail_code;
+use crate::convert::{self, number as number_arg, string as string_arg, Inputs, ModuleOptions, Read, Str};
 use crate::device;
 use crate::error::{catch_panic, guard, Code, Result};
 use crate::ivalue::js::{from_js, to_js};
@@ -12,7 +13,6 @@ use crate::js::{self, Env as RawEnv, Val};
 use crate::module::Module;
 use crate::module::{self as core, LoadOptions, Source};
 use crate::outcome::Outcome;
-use crate::tensor::create::{number_arg, string_arg};
 use crate::tensor::JsTensor;
 use napi::bindgen_prelude::*;
 use napi::JsValue;
@@ -23,9 +23,15 @@ use std::sync::{Arc, RwLock};
 use tasks::{AbortFlag, CallTask, LoadTask};
 use tch::Device;
 
+// Read by `load_options`; this struct declares the keys to TypeScript.
 /// Options for loading a module.
-#[napi(object, object_to_js = false)]
-pub struct ModuleOptions {
+#[napi(
+    object,
+    js_name = "ModuleOptions",
+    object_from_js = false,
+    object_to_js = false
+)]
+pub struct JsModuleOptions {
     /// Device to load parameters onto: `'cpu'` (default), `'cuda'`, `'cuda:N'`.
     #[napi(ts_type = "Device")]
     pub device: Option<String>,
@@ -67,7 +73,7 @@ pub struct JsScriptModule {
     inner: RefCell<Option<Arc<RwLock<Module>>>>,
 }
 
-fn source(env: RawEnv, v: Val) -> anyhow::Result<Source> {
+fn read_source(env: RawEnv, v: Val) -> anyhow::Result<Source> {
     js::source(env, v, "source", "a .pt file's")
 }
 
@@ -311,9 +317,9 @@ impl JsScriptModule {
         }
     }
 
-    fn call_task(&self, env: Env, method: String, list: Unknown) -> Result<AsyncTask<CallTask>> {
+    fn call_task(&self, env: Env, method: String, list: Inputs) -> Result<AsyncTask<CallTask>> {
         let (prepared, abort) = prepare(|| {
-            let (args, abort) = inputs_and_signal(&env, list.raw())?;
+            let (args, abort) = inputs_and_signal(&env, list.raw().val)?;
             Ok(((self.module()?, args), abort))
         })?;
         Ok(AsyncTask::new(CallTask {
@@ -323,9 +329,9 @@ impl JsScriptModule {
         }))
     }
 
-    fn call_sync<'e>(&self, env: &'e Env, method: &str, list: Unknown) -> Result<Unknown<'e>> {
+    fn call_sync<'e>(&self, env: &'e Env, method: &str, list: Inputs) -> Result<Unknown<'e>> {
         guard(|| {
-            let args = inputs(env.raw(), list.raw())?;
+            let args = inputs(env.raw(), list.raw().val)?;
             let module = self.module()?;
             let out = core::call(&module, method, args)?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), to_js(env.raw(), out)?) })
@@ -347,27 +353,33 @@ impl JsScriptModule {
     /// (index.js; a native constructor could only fail by throwing from native code, see
     /// `crate::outcome`).
     #[napi(js_name = "_open", skip_typescript)]
-    pub fn open(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Outcome<JsScriptModule> {
+    pub fn open(
+        env: Env,
+        source: convert::Source,
+        options: Option<ModuleOptions>,
+    ) -> Outcome<JsScriptModule> {
         guard(|| {
-            let src = source(env.raw(), source_arg.raw())?;
-            let options = load_options(env.raw(), options.map(|o| o.raw()))?;
+            let src = read_source(env.raw(), source.raw().val)?;
+            let options = load_options(env.raw(), options.map(|o| o.raw().val))?;
             Ok(JsScriptModule::from_module(core::load(&src, &options)?))
         })
         .into()
     }
 
     /// Loads a module on the libuv thread pool, without blocking the event loop.
-    #[napi(
-        ts_args_type = "source: string | Uint8Array, options?: ModuleOptions",
-        ts_return_type = "Promise<ScriptModule>"
-    )]
-    pub fn load(env: Env, source_arg: Unknown, options: Option<Unknown>) -> Outcome<AsyncTask<LoadTask>> {
+    // napi-rs types an AsyncTask by its task's JsValue, which it cannot name for a class here.
+    #[napi(ts_return_type = "Promise<ScriptModule>")]
+    pub fn load(
+        env: Env,
+        source: convert::Source,
+        options: Option<ModuleOptions>,
+    ) -> Outcome<AsyncTask<LoadTask>> {
         Outcome::of(|| {
-            let (raw, options) = (env.raw(), options.map(|o| o.raw()));
+            let (raw, options) = (env.raw(), options.map(|o| o.raw().val));
             let (prepared, abort) = prepare(|| {
                 let (opts, signal) = load_options_with(raw, options, &LOAD_OPTIONS)?;
                 let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
-                Ok(((source(raw, source_arg.raw())?, opts), abort))
+                Ok(((read_source(raw, source.raw().val)?, opts), abort))
             })?;
             Ok(AsyncTask::new(LoadTask {
                 prepared: Some(prepared),
@@ -385,7 +397,7 @@ impl JsScriptModule {
         ts_args_type = "...inputs: IValue[] | [...IValue[], CallOptions]",
         ts_return_type = "Promise<T>"
     )]
-    pub fn forward(&self, env: Env, inputs: Unknown) -> Outcome<AsyncTask<CallTask>> {
+    pub fn forward(&self, env: Env, inputs: Inputs) -> Outcome<AsyncTask<CallTask>> {
         self.call_task(env, "forward".to_string(), inputs).into()
     }
 
@@ -395,7 +407,7 @@ impl JsScriptModule {
         ts_args_type = "...inputs: IValue[]",
         ts_return_type = "T"
     )]
-    pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Unknown) -> Outcome<Unknown<'e>> {
+    pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Inputs) -> Outcome<Unknown<'e>> {
         self.call_sync(env, "forward", inputs).into()
     }
 
@@ -406,9 +418,9 @@ impl JsScriptModule {
         ts_args_type = "name: string, ...inputs: IValue[] | [...IValue[], CallOptions]",
         ts_return_type = "Promise<T>"
     )]
-    pub fn run_method(&self, env: Env, name: Unknown, inputs: Unknown) -> Outcome<AsyncTask<CallTask>> {
+    pub fn run_method(&self, env: Env, name: Str, inputs: Inputs) -> Outcome<AsyncTask<CallTask>> {
         Outcome::of(|| {
-            let name = guard(|| string_arg(env.raw(), name.raw(), "method name"))?;
+            let name = guard(|| name.read("method name"))?;
             self.call_task(env, name, inputs)
         })
     }
@@ -419,9 +431,9 @@ impl JsScriptModule {
         ts_args_type = "name: string, ...inputs: IValue[]",
         ts_return_type = "T"
     )]
-    pub fn run_method_sync<'e>(&self, env: &'e Env, name: Unknown, inputs: Unknown) -> Outcome<Unknown<'e>> {
+    pub fn run_method_sync<'e>(&self, env: &'e Env, name: Str, inputs: Inputs) -> Outcome<Unknown<'e>> {
         Outcome::of(|| {
-            let name = guard(|| string_arg(env.raw(), name.raw(), "method name"))?;
+            let name = guard(|| name.read("method name"))?;
             self.call_sync(env, &name, inputs)
         })
     }
@@ -473,11 +485,11 @@ impl JsScriptModule {
 
     /// Moves parameters and buffers to a device (`'cpu'`, `'cuda'`, `'cuda:N'`); inputs must
     /// then be on that device too. Waits for calls in flight to finish.
-    #[napi(ts_args_type = "device: Device")]
-    pub fn to(&self, env: Env, device: Unknown) -> Outcome<()> {
+    #[napi]
+    pub fn to(&self, device: crate::convert::Device) -> Outcome<()> {
         Outcome::of(|| {
-            let device = guard(|| string_arg(env.raw(), device.raw(), "to: device"))?;
-            self.write(|m| m.to_device(device::parse(&device)?))
+            let device = guard(|| device.read("to: device"))?;
+            self.write(|m| m.to_device(device))
         })
     }
 
@@ -506,10 +518,10 @@ impl JsScriptModule {
     }
 
     /// Saves the module as a TorchScript file (loadable from Python with `torch.jit.load`).
-    #[napi(ts_args_type = "path: string")]
-    pub fn save(&self, env: Env, path: Unknown) -> Outcome<()> {
+    #[napi]
+    pub fn save(&self, path: Str) -> Outcome<()> {
         Outcome::of(|| {
-            let path = guard(|| string_arg(env.raw(), path.raw(), "save: path"))?;
+            let path = guard(|| path.read("save: path"))?;
             self.read(|m| m.save(&path))
         })
     }

@@ -1,5 +1,6 @@
 //! Autograd basics — `backward`, `grad`, `detach`, `requiresGrad_` — and `torch.tidy`'s scopes.
 use super::{scope_begin, scope_end, unwrap_tensor, JsTensor, Keep};
+use crate::convert::{Flag, ReadOpt};
 use crate::error::{guard, Code};
 use crate::outcome::Outcome;
 use crate::{bail_code, js};
@@ -12,8 +13,12 @@ impl JsTensor {
     /// Computes gradients of this tensor with respect to the leaves that require grad; they
     /// accumulate in each leaf's `grad`. A non-scalar tensor needs `gradient` (same shape).
     #[napi]
-    pub fn backward(&self, gradient: Option<&JsTensor>) -> Outcome<()> {
+    pub fn backward(&self, gradient: Option<crate::convert::Tensor>) -> Outcome<()> {
         guard(|| {
+            let gradient = gradient
+                .as_ref()
+                .map(|g| g.read("backward: gradient"))
+                .transpose()?;
             let t = self.get()?;
             if !t.requires_grad() {
                 bail_code!(
@@ -55,13 +60,11 @@ impl JsTensor {
 
     /// In place: turns gradient recording on (default) or off for this leaf tensor.
     #[napi(js_name = "requiresGrad_", ts_return_type = "this")]
-    pub fn requires_grad_<'t>(&self, this: This<'t>, requires_grad: Option<bool>) -> Outcome<This<'t>> {
+    pub fn requires_grad_<'t>(&self, this: This<'t>, requires_grad: Option<Flag>) -> Outcome<This<'t>> {
         Outcome::of(|| {
             let done = guard(|| {
-                let _ = self
-                    .get()?
-                    .shallow_clone()
-                    .f_requires_grad_(requires_grad.unwrap_or(true))?;
+                let on = requires_grad.read("requiresGrad_: requiresGrad")?.unwrap_or(true);
+                let _ = self.get()?.shallow_clone().f_requires_grad_(on)?;
                 Ok(())
             });
             super::math::chain(this, done)

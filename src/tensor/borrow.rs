@@ -8,15 +8,15 @@
 //!
 //! Out: `asTypedArray` makes an external ArrayBuffer over a tensor's memory; its finalizer
 //! owns a handle to the tensor, so the storage outlives `dispose()` while JS can still see it.
-use super::create::{options, shape_arg};
+use super::create::options_of;
 use super::data::bytes;
 use super::JsTensor;
+use crate::convert::{BufferData, FromBufferOptions, Raw, Read, Shape};
 use crate::error::{guard, Code};
 use crate::outcome::Outcome;
 use crate::{bail_code, dtype, ffi, js};
 use napi::bindgen_prelude::*;
 use napi::sys;
-use napi::JsValue;
 use napi_derive::napi;
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -227,26 +227,20 @@ fn lend(
 /// tensor that may alias it lives. `dtype` defaults to the array's own (float32 for a bare
 /// ArrayBuffer or SharedArrayBuffer); `byteOffset` skips bytes. Do not transfer or detach
 /// the buffer while tensors use it.
-#[napi(
-    ts_args_type = "data: ArrayBufferView | ArrayBuffer | SharedArrayBuffer, shape: number[] | number, options?: { dtype?: DType; byteOffset?: number }"
-)]
-pub fn from_buffer(
-    env: Env,
-    data: Unknown,
-    shape: Unknown,
-    options_arg: Option<Unknown>,
-) -> Outcome<JsTensor> {
+#[napi]
+pub fn from_buffer(data: BufferData, shape: Shape, options: Option<FromBufferOptions>) -> Outcome<JsTensor> {
     guard(|| {
-        let raw = env.raw();
-        let Some(view) = js::typed_array(raw, data.raw())? else {
+        let Raw { env: raw, val: data } = data.raw();
+        let Some(view) = js::typed_array(raw, data)? else {
             bail_code!(
                 Code::InvalidArg,
                 "fromBuffer: data: expected a TypedArray, ArrayBuffer or SharedArrayBuffer, got {}",
-                js::describe(raw, data.raw())
+                js::describe(raw, data)
             );
         };
-        let shape = shape_arg(raw, shape.raw(), "fromBuffer: shape")?;
-        let o = options(raw, options_arg.map(|u| u.raw()), &["dtype", "byteOffset"])?;
+        let shape = shape.read("fromBuffer: shape")?;
+        let options_arg = options.map(|o| o.raw().val);
+        let o = options_of(options_arg.map(|val| Raw { env: raw, val }), &["dtype", "byteOffset"])?;
         if o.requires_grad {
             bail_code!(
                 Code::InvalidArg,
@@ -258,13 +252,10 @@ pub fn from_buffer(
             (None, "Uint16Array") => bail_code!(Code::InvalidArg, "fromBuffer: a Uint16Array holds float16 or bfloat16 bits; pass {{dtype: 'float16'}} or {{dtype: 'bfloat16'}}"),
             (None, name) => dtype::from_typed_array(name).ok_or_else(|| crate::error::fail(Code::InvalidArg, format!("fromBuffer: {name} has no dtype; pass options.dtype")))?,
         };
-        let byte_offset = match options_arg
-            .map(|u| u.raw())
-            .filter(|v| !js::is_nullish(raw, *v).unwrap_or(true))
-        {
+        let byte_offset = match options_arg {
             Some(opts) => match js::property(raw, opts, "byteOffset")? {
                 Some(b) => crate::args::shape(
-                    &[super::create::number_arg(raw, b, "fromBuffer: byteOffset")?],
+                    &[crate::convert::number(raw, b, "fromBuffer: byteOffset")?],
                     "fromBuffer: byteOffset",
                 )?[0] as usize,
                 None => 0,
@@ -273,7 +264,7 @@ pub fn from_buffer(
         };
         Ok(JsTensor::borrowed(lend(
             raw,
-            data.raw(),
+            data,
             &view,
             &shape,
             kind,

@@ -2,6 +2,9 @@
 //! `arange`, `linspace`, `eye`. JS numbers have no int/float split, so numeric data becomes
 //! float32 (as in tfjs), booleans bool, BigInts int64; a TypedArray keeps its own type.
 use super::JsTensor;
+use crate::convert::{
+    self, string, FactoryOptions, Int, Num, Read, Scalar, Shape, TensorData, TensorOptions,
+};
 use crate::error::{guard, Code, Result};
 use crate::js::{self, Env as RawEnv, Val};
 use crate::outcome::Outcome;
@@ -12,9 +15,15 @@ use napi::JsValue;
 use napi_derive::napi;
 use tch::{Device, Kind, Tensor};
 
+// Read by `options`; this struct declares the keys to TypeScript.
 /// Options accepted by every factory.
-#[napi(object)]
-pub struct TensorOptions {
+#[napi(
+    object,
+    js_name = "TensorOptions",
+    object_from_js = false,
+    object_to_js = false
+)]
+pub struct JsTensorOptions {
     /// Element type; default float32 (int64 for `randint` and integral `arange`).
     #[napi(ts_type = "DType")]
     pub dtype: Option<String>,
@@ -58,10 +67,10 @@ pub fn options(env: RawEnv, v: Option<Val>, accepted: &[&str]) -> anyhow::Result
         napi::sys::ValueType::napi_object => {
             js::check_keys(env, v, accepted, "options")?;
             if let Some(d) = js::property(env, v, "dtype")? {
-                o.dtype = Some(dtype::parse(&string_arg(env, d, "options.dtype")?)?);
+                o.dtype = Some(dtype::parse(&string(env, d, "options.dtype")?)?);
             }
             if let Some(d) = js::property(env, v, "device")? {
-                o.device = device::parse(&string_arg(env, d, "options.device")?)?;
+                o.device = device::parse(&string(env, d, "options.device")?)?;
             }
             if let Some(r) = js::property(env, v, "requiresGrad")? {
                 if js::type_of(env, r)? != napi::sys::ValueType::napi_boolean {
@@ -74,7 +83,7 @@ pub fn options(env: RawEnv, v: Option<Val>, accepted: &[&str]) -> anyhow::Result
                 o.requires_grad = js::boolean(env, r)?;
             }
             if let Some(s) = js::property(env, v, "shape")? {
-                o.shape = Some(shape_arg(env, s, "options.shape")?);
+                o.shape = Some(convert::shape(env, s, "options.shape")?);
             }
         }
         _ => bail_code!(
@@ -86,44 +95,17 @@ pub fn options(env: RawEnv, v: Option<Val>, accepted: &[&str]) -> anyhow::Result
     Ok(o)
 }
 
-pub fn string_arg(env: RawEnv, v: Val, what: &str) -> anyhow::Result<String> {
-    if js::type_of(env, v)? != napi::sys::ValueType::napi_string {
-        bail_code!(
-            Code::InvalidArg,
-            "{what}: expected a string, got {}",
-            js::describe(env, v)
-        );
+/// [`options`] over a typed options argument.
+pub fn options_of(v: Option<convert::Raw>, accepted: &[&str]) -> anyhow::Result<Opts> {
+    match v {
+        Some(r) => options(r.env, Some(r.val), accepted),
+        None => options(std::ptr::null_mut(), None, accepted),
     }
-    js::string(env, v)
 }
 
-pub fn number_arg(env: RawEnv, v: Val, what: &str) -> anyhow::Result<f64> {
-    if js::type_of(env, v)? != napi::sys::ValueType::napi_number {
-        bail_code!(
-            Code::InvalidArg,
-            "{what}: expected a number, got {}",
-            js::describe(env, v)
-        );
-    }
-    js::number(env, v)
-}
-
-/// A shape given as an array of sizes or a single size.
-pub fn shape_arg(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Vec<i64>> {
-    if js::type_of(env, v)? == napi::sys::ValueType::napi_number {
-        return args::shape(&[js::number(env, v)?], what);
-    }
-    if !js::is_array(env, v)? {
-        bail_code!(
-            Code::InvalidArg,
-            "{what}: expected an array of sizes, got {}",
-            js::describe(env, v)
-        );
-    }
-    let sizes = (0..js::array_len(env, v)?)
-        .map(|i| number_arg(env, js::element(env, v, i)?, &format!("{what}[{i}]")))
-        .collect::<anyhow::Result<Vec<f64>>>()?;
-    args::shape(&sizes, what)
+/// A factory's options: `{dtype, device, requiresGrad}`, or a boolean for `requiresGrad`.
+fn factory_options(v: Option<FactoryOptions>) -> anyhow::Result<Opts> {
+    options_of(v.map(|o| o.raw()), FACTORY_OPTIONS)
 }
 
 /// Applies `requiresGrad` and wraps the result.
@@ -145,83 +127,65 @@ fn finish(t: Tensor, o: &Opts) -> anyhow::Result<JsTensor> {
 
 /// A factory over a shape argument: parses shape and options, then calls `make`.
 fn from_shape(
-    env: Env,
-    shape: Unknown,
-    options_arg: Option<Unknown>,
+    shape: Shape,
+    options: Option<FactoryOptions>,
     default_kind: Kind,
     make: impl FnOnce(&[i64], (Kind, Device)) -> anyhow::Result<Tensor>,
 ) -> Result<JsTensor> {
     guard(|| {
-        let shape = shape_arg(env.raw(), shape.raw(), "shape")?;
-        let o = self::options(env.raw(), options_arg.map(|u| u.raw()), FACTORY_OPTIONS)?;
+        let shape = shape.read("shape")?;
+        let o = factory_options(options)?;
         let t = make(&shape, (o.dtype.unwrap_or(default_kind), o.device))?;
         finish(t, &o)
     })
 }
 
 /// A tensor filled with ones. `ones([2, 3])`, `ones([2, 3], {dtype: 'int64'})`, `ones([2], true)`.
-#[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
-pub fn ones(env: Env, shape: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
-    from_shape(env, shape, options, Kind::Float, |s, o| Ok(Tensor::f_ones(s, o)?)).into()
+#[napi]
+pub fn ones(shape: Shape, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
+    from_shape(shape, options, Kind::Float, |s, o| Ok(Tensor::f_ones(s, o)?)).into()
 }
 
 /// A tensor filled with zeros.
-#[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
-pub fn zeros(env: Env, shape: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
-    from_shape(env, shape, options, Kind::Float, |s, o| {
-        Ok(Tensor::f_zeros(s, o)?)
-    })
-    .into()
+#[napi]
+pub fn zeros(shape: Shape, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
+    from_shape(shape, options, Kind::Float, |s, o| Ok(Tensor::f_zeros(s, o)?)).into()
 }
 
 /// A tensor with uninitialized contents (fast; fill it before reading).
-#[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
-pub fn empty(env: Env, shape: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
-    from_shape(env, shape, options, Kind::Float, |s, o| {
-        Ok(Tensor::f_empty(s, o)?)
-    })
-    .into()
+#[napi]
+pub fn empty(shape: Shape, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
+    from_shape(shape, options, Kind::Float, |s, o| Ok(Tensor::f_empty(s, o)?)).into()
 }
 
 /// Uniform random numbers in [0, 1) (seed with `manualSeed`).
-#[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
-pub fn rand(env: Env, shape: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
-    from_shape(env, shape, options, Kind::Float, |s, o| Ok(Tensor::f_rand(s, o)?)).into()
+#[napi]
+pub fn rand(shape: Shape, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
+    from_shape(shape, options, Kind::Float, |s, o| Ok(Tensor::f_rand(s, o)?)).into()
 }
 
 /// Standard normal random numbers.
-#[napi(ts_args_type = "shape: number[] | number, options?: TensorOptions | boolean")]
-pub fn randn(env: Env, shape: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
-    from_shape(env, shape, options, Kind::Float, |s, o| {
-        Ok(Tensor::f_randn(s, o)?)
-    })
-    .into()
+#[napi]
+pub fn randn(shape: Shape, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
+    from_shape(shape, options, Kind::Float, |s, o| Ok(Tensor::f_randn(s, o)?)).into()
 }
 
 /// A tensor filled with `value` (float32 for a number, bool for a boolean, unless `dtype`).
-#[napi(ts_args_type = "shape: number[] | number, value: number | boolean, options?: TensorOptions | boolean")]
-pub fn full(env: Env, shape: Unknown, value: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
+#[napi]
+pub fn full(shape: Shape, value: Scalar, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
     Outcome::of(|| {
-        let raw = env.raw();
-        let is_bool = js::type_of(raw, value.raw()).ok() == Some(napi::sys::ValueType::napi_boolean);
-        let fill = guard(|| {
-            if is_bool {
-                Ok(if js::boolean(raw, value.raw())? { 1.0 } else { 0.0 })
-            } else {
-                number_arg(raw, value.raw(), "value")
-            }
-        })?;
+        let (fill, is_bool) = guard(|| value.read("value"))?;
         let default = if is_bool { Kind::Bool } else { Kind::Float };
-        from_shape(env, shape, options, default, |s, o| ffi::scalar::full(s, fill, o))
+        from_shape(shape, options, default, |s, o| ffi::scalar::full(s, fill, o))
     })
 }
 
 /// Random integers in [low, high), int64 unless `dtype` says otherwise.
-#[napi(ts_args_type = "low: number, high: number, shape: number[] | number, options?: TensorOptions")]
-pub fn randint(env: Env, low: f64, high: f64, shape: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
+#[napi]
+pub fn randint(low: Int, high: Int, shape: Shape, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
     Outcome::of(|| {
         let bounds = guard(|| {
-            let (lo, hi) = (args::integer(low, "low")?, args::integer(high, "high")?);
+            let (lo, hi) = (low.read("low")?, high.read("high")?);
             if lo >= hi {
                 bail_code!(
                     Code::InvalidArg,
@@ -230,7 +194,7 @@ pub fn randint(env: Env, low: f64, high: f64, shape: Unknown, options: Option<Un
             }
             Ok((lo, hi))
         })?;
-        from_shape(env, shape, options, Kind::Int64, |s, o| {
+        from_shape(shape, options, Kind::Int64, |s, o| {
             Ok(Tensor::f_randint_low(bounds.0, bounds.1, s, o)?)
         })
     })
@@ -278,12 +242,13 @@ fn numbers_then_options(
 )]
 pub fn arange(
     env: Env,
-    start: f64,
+    start: Num,
     end: Option<Unknown>,
     step: Option<Unknown>,
     options: Option<Unknown>,
 ) -> Outcome<JsTensor> {
     guard(|| {
+        let start = start.read("start")?;
         let (rest, options) = numbers_then_options(env.raw(), &[end, step, options], "arange")?;
         let (start, end, step) = match rest.as_slice() {
             [] => (0.0, start, 1.0),
@@ -314,11 +279,12 @@ pub fn arange(
 }
 
 /// `steps` values evenly spaced from `start` to `end`, both included.
-#[napi(ts_args_type = "start: number, end: number, steps: number, options?: TensorOptions")]
-pub fn linspace(env: Env, start: f64, end: f64, steps: f64, options: Option<Unknown>) -> Outcome<JsTensor> {
+#[napi]
+pub fn linspace(start: Num, end: Num, steps: Int, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
     guard(|| {
-        let steps = args::shape(&[steps], "steps")?[0];
-        let o = self::options(env.raw(), options.map(|u| u.raw()), FACTORY_OPTIONS)?;
+        let (start, end) = (start.read("start")?, end.read("end")?);
+        let steps = args::shape(&[steps.read("steps")? as f64], "steps")?[0];
+        let o = factory_options(options)?;
         let t = ffi::scalar::linspace(start, end, steps, (o.dtype.unwrap_or(Kind::Float), o.device))?;
         finish(t, &o)
     })
@@ -328,10 +294,10 @@ pub fn linspace(env: Env, start: f64, end: f64, steps: f64, options: Option<Unkn
 /// An identity matrix of n rows and m (default n) columns: `eye(3)`, `eye(2, 3)`,
 /// `eye(3, {dtype: 'int64'})`.
 #[napi(ts_args_type = "n: number, m?: number | TensorOptions, options?: TensorOptions")]
-pub fn eye(env: Env, n: f64, m: Option<Unknown>, options: Option<Unknown>) -> Outcome<JsTensor> {
+pub fn eye(env: Env, n: Int, m: Option<Unknown>, options: Option<Unknown>) -> Outcome<JsTensor> {
     guard(|| {
+        let n = args::shape(&[n.read("n")? as f64], "n")?[0];
         let (rest, options) = numbers_then_options(env.raw(), &[m, options], "eye")?;
-        let n = args::shape(&[n], "n")?[0];
         let m = args::shape(&[rest.first().copied().unwrap_or(n as f64)], "m")?[0];
         let o = self::options(env.raw(), options, FACTORY_OPTIONS)?;
         let t = Tensor::f_eye_m(n, m, (o.dtype.unwrap_or(Kind::Float), o.device))?;
@@ -507,17 +473,17 @@ pub fn from_typed_array(view: &js::TypedArrayView, kind: Option<Kind>) -> anyhow
 /// A new tensor holding a copy of `data`: nested arrays of numbers, booleans or BigInts, a
 /// scalar, a TypedArray (its own dtype; reshape with `options.shape`), or a Tensor (copied).
 /// Numbers default to float32, booleans to bool, BigInts to int64.
-#[napi(ts_args_type = "data: TensorData, options?: TensorOptions")]
-pub fn tensor(env: Env, data: Unknown, options: Option<Unknown>) -> Outcome<JsTensor> {
+#[napi]
+pub fn tensor(data: TensorData, options: Option<TensorOptions>) -> Outcome<JsTensor> {
     guard(|| {
-        let raw = env.raw();
-        let o = self::options(raw, options.map(|u| u.raw()), TENSOR_OPTIONS)?;
-        let base = if let Some(view) = js::typed_array(raw, data.raw())? {
+        let o = self::options_of(options.map(|o| o.raw()), TENSOR_OPTIONS)?;
+        let convert::Raw { env: raw, val: data } = data.raw();
+        let base = if let Some(view) = js::typed_array(raw, data)? {
             from_typed_array(&view, o.dtype)?
-        } else if let Some(other) = super::unwrap_tensor(raw, data.raw()) {
+        } else if let Some(other) = super::unwrap_tensor(raw, data) {
             deep_copy(&*other.get()?)?
         } else {
-            from_nested(raw, data.raw(), o.dtype)?
+            from_nested(raw, data, o.dtype)?
         };
         let numel = base.numel() as i64;
         // `shape` views the data as that shape, whatever form it came in (a flat TypedArray,

@@ -1,13 +1,12 @@
 //! Conversions and the math a classifier's answer needs: `to`, `cpu`, `cuda`, `softmax`,
 //! `logSoftmax`, `argmax`, `topk`.
-use super::create::string_arg;
 use super::JsTensor;
+use crate::convert::{string, Dim, Flag, Int, Read, ReadOpt, ToTarget};
 use crate::error::{guard, Code, Result};
 use crate::js;
 use crate::outcome::Outcome;
 use crate::{args, bail_code, device, dtype};
-use napi::bindgen_prelude::*;
-use napi::JsValue;
+
 use napi_derive::napi;
 use tch::Device;
 
@@ -36,17 +35,18 @@ type ArgReduce = fn(&tch::Tensor, Option<i64>, bool) -> std::result::Result<tch:
 impl JsTensor {
     fn arg_extreme(
         &self,
-        dim: Option<f64>,
-        keepdim: Option<bool>,
+        dim: Option<Dim>,
+        keepdim: Option<Flag>,
         name: &str,
         op: ArgReduce,
     ) -> Result<JsTensor> {
         guard(|| {
             let t = self.get()?;
             let d = dim
-                .map(|d| args::dim(d, t.dim(), &format!("{name}: dim")))
+                .map(|d| d.read(t.dim(), &format!("{name}: dim")))
                 .transpose()?;
-            Ok(JsTensor::new(op(&t, d, keepdim.unwrap_or(false))?))
+            let keepdim = keepdim.read(&format!("{name}: keepdim"))?.unwrap_or(false);
+            Ok(JsTensor::new(op(&t, d, keepdim)?))
         })
     }
 }
@@ -56,10 +56,10 @@ impl JsTensor {
     /// A copy on another device and/or with another dtype: `to('cuda')`, `to('float16')`,
     /// `to({device: 'cpu', dtype: 'float32'})`. Returns a tensor sharing memory with this one
     /// when nothing changes, as PyTorch does.
-    #[napi(ts_args_type = "target: Device | DType | { device?: Device; dtype?: DType }")]
-    pub fn to(&self, env: Env, target: Unknown) -> Outcome<JsTensor> {
+    #[napi]
+    pub fn to(&self, target: ToTarget) -> Outcome<JsTensor> {
         guard(|| {
-            let (raw, v) = (env.raw(), target.raw());
+            let crate::convert::Raw { env: raw, val: v } = target.raw();
             let (dev, kind) = if js::type_of(raw, v)? == napi::sys::ValueType::napi_string {
                 let s = js::string(raw, v)?;
                 if s == "cpu" || s.starts_with("cuda") {
@@ -80,10 +80,10 @@ impl JsTensor {
             } else if js::type_of(raw, v)? == napi::sys::ValueType::napi_object && !js::is_array(raw, v)? {
                 js::check_keys(raw, v, &["device", "dtype"], "to: options")?;
                 let dev = js::property(raw, v, "device")?
-                    .map(|d| string_arg(raw, d, "to: device"))
+                    .map(|d| string(raw, d, "to: device"))
                     .transpose()?;
                 let kind = js::property(raw, v, "dtype")?
-                    .map(|d| string_arg(raw, d, "to: dtype"))
+                    .map(|d| string(raw, d, "to: dtype"))
                     .transpose()?;
                 if dev.is_none() && kind.is_none() {
                     bail_code!(
@@ -114,14 +114,12 @@ impl JsTensor {
     }
 
     /// A copy on a CUDA device (default `cuda:0`); `DeviceUnavailable` where there is none.
-    #[napi(ts_args_type = "device?: Device")]
-    pub fn cuda(&self, env: Env, device: Option<Unknown>) -> Outcome<JsTensor> {
+    #[napi]
+    pub fn cuda(&self, device: Option<crate::convert::Device>) -> Outcome<JsTensor> {
         guard(|| {
-            let device = device
-                .filter(|d| !js::is_nullish(env.raw(), d.raw()).unwrap_or(true))
-                .map(|d| string_arg(env.raw(), d.raw(), "cuda: device"))
-                .transpose()?;
-            let d = device::parse(device.as_deref().unwrap_or("cuda"))?;
+            let d = device
+                .read("cuda: device")?
+                .map_or_else(|| device::parse("cuda"), Ok)?;
             if d == Device::Cpu {
                 bail_code!(Code::InvalidArg, "cuda: expected a CUDA device, got 'cpu'");
             }
@@ -132,10 +130,10 @@ impl JsTensor {
 
     /// Softmax along `dim` (default: the last).
     #[napi]
-    pub fn softmax(&self, dim: Option<f64>) -> Outcome<JsTensor> {
+    pub fn softmax(&self, dim: Option<Dim>) -> Outcome<JsTensor> {
         guard(|| {
             let t = self.get()?;
-            let d = args::dim(dim.unwrap_or(-1.0), t.dim(), "softmax: dim")?;
+            let d = Dim::or(dim, -1.0, t.dim(), "softmax: dim")?;
             Ok(JsTensor::new(t.f_softmax(d, None)?))
         })
         .into()
@@ -143,10 +141,10 @@ impl JsTensor {
 
     /// Log-softmax along `dim` (default: the last).
     #[napi]
-    pub fn log_softmax(&self, dim: Option<f64>) -> Outcome<JsTensor> {
+    pub fn log_softmax(&self, dim: Option<Dim>) -> Outcome<JsTensor> {
         guard(|| {
             let t = self.get()?;
-            let d = args::dim(dim.unwrap_or(-1.0), t.dim(), "logSoftmax: dim")?;
+            let d = Dim::or(dim, -1.0, t.dim(), "logSoftmax: dim")?;
             Ok(JsTensor::new(t.f_log_softmax(d, None)?))
         })
         .into()
@@ -154,25 +152,25 @@ impl JsTensor {
 
     /// Index of the largest value: over all elements (flattened), or along `dim`.
     #[napi]
-    pub fn argmax(&self, dim: Option<f64>, keepdim: Option<bool>) -> Outcome<JsTensor> {
+    pub fn argmax(&self, dim: Option<Dim>, keepdim: Option<Flag>) -> Outcome<JsTensor> {
         self.arg_extreme(dim, keepdim, "argmax", |t, d, k| t.f_argmax(d, k))
             .into()
     }
 
     /// Index of the smallest value: over all elements (flattened), or along `dim`.
     #[napi]
-    pub fn argmin(&self, dim: Option<f64>, keepdim: Option<bool>) -> Outcome<JsTensor> {
+    pub fn argmin(&self, dim: Option<Dim>, keepdim: Option<Flag>) -> Outcome<JsTensor> {
         self.arg_extreme(dim, keepdim, "argmin", |t, d, k| t.f_argmin(d, k))
             .into()
     }
 
     /// The `k` largest values along `dim` (default: the last), sorted, with their indices.
     #[napi]
-    pub fn topk(&self, k: f64, dim: Option<f64>) -> Outcome<ValuesIndices> {
+    pub fn topk(&self, k: Int, dim: Option<Dim>) -> Outcome<ValuesIndices> {
         guard(|| {
             let t = self.get()?;
-            let d = args::dim(dim.unwrap_or(-1.0), t.dim(), "topk: dim")?;
-            let k = args::shape(&[k], "topk: k")?[0];
+            let d = Dim::or(dim, -1.0, t.dim(), "topk: dim")?;
+            let k = args::shape(&[k.read("topk: k")? as f64], "topk: k")?[0];
             let size = if t.dim() == 0 { 1 } else { t.size()[d as usize] };
             if k > size {
                 bail_code!(
