@@ -20,7 +20,7 @@
 use crate::error::Code;
 use crate::js::{self, Env, Val};
 use crate::tensor::JsTensor;
-use crate::{args, bail_code, device, dtype, ffi};
+use crate::{args, bail_code, device, ffi};
 use anyhow::Result;
 use napi::bindgen_prelude::{FromNapiValue, TypeName, ValueType};
 use napi::sys::ValueType as Js;
@@ -122,44 +122,39 @@ arg_types! {
     /// Inputs given as rest arguments, maybe ending in `{signal}` (index.js hands them over as
     /// one array).
     Inputs;
-    /// Anything at all (`unknown`): what `tidy` keeps.
-    Any;
+}
+
+/// `v` read by `get` when its JS type is `want`, else InvalidArg naming `what` and `noun`.
+fn primitive<T>(
+    (env, v): (Env, Val),
+    want: napi::sys::napi_valuetype,
+    noun: &str,
+    what: &str,
+    get: fn(Env, Val) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    if js::type_of(env, v)? != want {
+        bail_code!(
+            Code::InvalidArg,
+            "{what}: expected {noun}, got {}",
+            js::describe(env, v)
+        );
+    }
+    get(env, v)
 }
 
 /// A number, or InvalidArg naming `what`.
 pub fn number(env: Env, v: Val, what: &str) -> anyhow::Result<f64> {
-    if js::type_of(env, v)? != Js::napi_number {
-        bail_code!(
-            Code::InvalidArg,
-            "{what}: expected a number, got {}",
-            js::describe(env, v)
-        );
-    }
-    js::number(env, v)
+    primitive((env, v), Js::napi_number, "a number", what, js::number)
 }
 
 /// A string, or InvalidArg naming `what`.
 pub fn string(env: Env, v: Val, what: &str) -> anyhow::Result<String> {
-    if js::type_of(env, v)? != Js::napi_string {
-        bail_code!(
-            Code::InvalidArg,
-            "{what}: expected a string, got {}",
-            js::describe(env, v)
-        );
-    }
-    js::string(env, v)
+    primitive((env, v), Js::napi_string, "a string", what, js::string)
 }
 
 /// A boolean, or InvalidArg naming `what`.
 pub fn boolean(env: Env, v: Val, what: &str) -> anyhow::Result<bool> {
-    if js::type_of(env, v)? != Js::napi_boolean {
-        bail_code!(
-            Code::InvalidArg,
-            "{what}: expected a boolean, got {}",
-            js::describe(env, v)
-        );
-    }
-    js::boolean(env, v)
+    primitive((env, v), Js::napi_boolean, "a boolean", what, js::boolean)
 }
 
 /// A shape given as an array of sizes or a single size.
@@ -250,7 +245,6 @@ read_with!(Str -> String, |env, val, what| string(env, val, what));
 read_with!(Shape -> Vec<i64>, |env, val, what| shape(env, val, what));
 read_with!(Sizes -> Vec<f64>, |env, val, what| numbers(env, val, what));
 read_with!(Device -> tch::Device, |env, val, what| device::parse(&string(env, val, what)?));
-read_with!(Source -> args::Source, |env, val, what| js::source(env, val, what, "bytes"));
 read_with!(Tensors -> Vec<tch::Tensor>, |env, val, what| {
     if !js::is_array(env, val)? {
         bail_code!(Code::InvalidArg, "{what}: expected an array of tensors, got {}", js::describe(env, val));
@@ -350,11 +344,6 @@ impl Operand {
         let Raw { env, val } = self.0;
         (js::type_of(env, val).ok()? == Js::napi_number).then(|| js::number(env, val).ok())?
     }
-}
-
-/// A dtype name, as index.d.ts's `DType`.
-pub fn dtype_name(env: Env, v: Val, what: &str) -> anyhow::Result<tch::Kind> {
-    dtype::parse(&string(env, v, what)?)
 }
 
 impl Dim {
