@@ -159,31 +159,24 @@ pub fn boolean(env: Env, v: Val, what: &str) -> anyhow::Result<bool> {
 
 /// A shape given as an array of sizes or a single size.
 pub fn shape(env: Env, v: Val, what: &str) -> anyhow::Result<Vec<i64>> {
-    if js::type_of(env, v)? == Js::napi_number {
-        return args::shape(&[js::number(env, v)?], what);
-    }
-    if !js::is_array(env, v)? {
-        bail_code!(
-            Code::InvalidArg,
-            "{what}: expected an array of sizes, got {}",
-            js::describe(env, v)
-        );
-    }
-    let sizes = (0..js::array_len(env, v)?)
-        .map(|i| number(env, js::element(env, v, i)?, &format!("{what}[{i}]")))
-        .collect::<anyhow::Result<Vec<f64>>>()?;
-    args::shape(&sizes, what)
+    args::shape(&number_list(env, v, "sizes", what)?, what)
 }
 
 /// A number or an array of numbers, as a list.
 pub fn numbers(env: Env, v: Val, what: &str) -> anyhow::Result<Vec<f64>> {
+    number_list(env, v, "numbers", what)
+}
+
+/// One number, or an array of them (`noun` names them in the error); elements are named
+/// `what[i]`.
+fn number_list(env: Env, v: Val, noun: &str, what: &str) -> anyhow::Result<Vec<f64>> {
     if js::type_of(env, v)? == Js::napi_number {
         return Ok(vec![js::number(env, v)?]);
     }
     if !js::is_array(env, v)? {
         bail_code!(
             Code::InvalidArg,
-            "{what}: expected an array of numbers, got {}",
+            "{what}: expected an array of {noun}, got {}",
             js::describe(env, v)
         );
     }
@@ -280,9 +273,7 @@ impl Dims {
                 return Ok(None);
             }
             let list = if js::is_array(env, val)? {
-                (0..js::array_len(env, val)?)
-                    .map(|i| js::element(env, val, i))
-                    .collect::<anyhow::Result<Vec<_>>>()?
+                js::elements(env, val)?
             } else {
                 vec![val]
             };

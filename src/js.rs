@@ -148,6 +148,11 @@ pub fn element(env: Env, v: Val, i: u32) -> Result<Val> {
     Ok(out)
 }
 
+/// The elements of an array, in order.
+pub fn elements(env: Env, v: Val) -> Result<Vec<Val>> {
+    (0..array_len(env, v)?).map(|i| element(env, v, i)).collect()
+}
+
 /// A property, or None when it is undefined or null.
 pub fn property(env: Env, obj: Val, name: &str) -> Result<Option<Val>> {
     let key = CString::new(name)?;

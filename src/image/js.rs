@@ -251,9 +251,7 @@ fn list(env: RawEnv, v: Val) -> anyhow::Result<Vec<Val>> {
             js::describe(env, v)
         );
     }
-    (0..js::array_len(env, v)?)
-        .map(|i| js::element(env, v, i))
-        .collect()
+    js::elements(env, v)
 }
 
 /// Image decoding and torchvision-style pre-processing.

@@ -203,9 +203,7 @@ fn load_options_with(
 
 /// Reads a call's inputs (a JS array of them).
 fn inputs(env: RawEnv, list: Val) -> anyhow::Result<Vec<Value>> {
-    let items = (0..js::array_len(env, list)?)
-        .map(|i| js::element(env, list, i))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let items = js::elements(env, list)?;
     values(env, &items)
 }
 
@@ -222,9 +220,7 @@ fn values(env: RawEnv, items: &[Val]) -> anyhow::Result<Vec<Value>> {
 /// so this cannot shadow a real Dict input).
 fn inputs_and_signal(env: &Env, list: Val) -> anyhow::Result<(Vec<Value>, AbortFlag)> {
     let raw = env.raw();
-    let mut items = (0..js::array_len(raw, list)?)
-        .map(|i| js::element(raw, list, i))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut items = js::elements(raw, list)?;
     let abort = split_call_options(env, &mut items)?;
     Ok((values(raw, &items)?, abort))
 }

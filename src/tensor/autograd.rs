@@ -138,9 +138,7 @@ impl Walk {
             return Ok(true);
         }
         let children = if js::is_array(env, v)? {
-            (0..js::array_len(env, v)?)
-                .map(|i| js::element(env, v, i))
-                .collect::<anyhow::Result<Vec<_>>>()?
+            js::elements(env, v)?
         } else if js::is_map(env, v)? || js::is_instance_of(env, v, "Set")? {
             // `[...map]` gives [key, value] pairs, `[...set]` the values.
             js::array_from(env, v)?
