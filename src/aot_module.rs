@@ -1,19 +1,17 @@
 //! `torch.AOTModule`: an AOTInductor package (`.pt2`) from JS, with `ScriptModule`'s
 //! conventions: `new AOTModule(path)` or `await AOTModule.load(path)`, `forward(...tensors)` on
-//! the libuv pool (a last `{signal}` aborts) or `forwardSync`, coded errors, `dispose()`.
+//! torch-node's executor (a last `{signal}` aborts) or `forwardSync`, coded errors, `dispose()`.
 use crate::aot::{self, AotModule};
 use crate::convert::{string as string_arg, AotModuleOptions, Inputs, Str};
 use crate::error::{guard, Code};
-use crate::ivalue::js::coded_error;
 use crate::ivalue::value::Value;
 use crate::js::{self, Val};
 use crate::outcome::Outcome;
-use crate::script_module::tasks::{aborted, run_prepared, AbortFlag, Output};
-use crate::script_module::{abort_flag, prepare, split_call_options};
+use crate::task::{self, abort_flag, prepare, split_call_options, AbortFlag, Promise};
 use crate::tensor::unwrap_tensor;
 use crate::{bail_code, device};
 use napi::bindgen_prelude::*;
-use napi::{Env, Task};
+use napi::Env;
 use napi_derive::napi;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -142,45 +140,47 @@ impl JsAotModule {
         guard(|| {
             let (path, dev, _) = load_args(&env, path.raw().val, options.map(|o| o.raw().val), false)?;
             Ok(JsAotModule {
-                inner: RefCell::new(Some(Arc::new(aot::load(&path, dev)?))),
+                inner: RefCell::new(Some(Arc::new(task::run_sync(move || aot::load(&path, dev))?))),
             })
         })
         .into()
     }
 
-    /// Loads a `.pt2` package on the libuv thread pool (extracting and loading its compiled code).
+    /// Loads a `.pt2` package on the executor (extracting and loading its compiled code).
     // napi-rs types an AsyncTask by its task's JsValue, which it cannot name for a class here.
     #[napi(ts_return_type = "Promise<AOTModule>")]
-    pub fn load(env: Env, path: Str, options: Option<AotModuleOptions>) -> Outcome<AsyncTask<AotLoadTask>> {
+    pub fn load(env: Env, path: Str, options: Option<AotModuleOptions>) -> Outcome<Promise> {
         Outcome::of(|| {
-            let (prepared, abort) = prepare(|| {
+            let prepared = prepare(|| {
                 let (path, dev, abort) = load_args(&env, path.raw().val, options.map(|o| o.raw().val), true)?;
                 Ok(((path, dev), abort))
             })?;
-            Ok(AsyncTask::new(AotLoadTask {
-                prepared: Some(prepared),
-                abort,
-            }))
+            guard(|| task::spawn(env.raw(), "load", prepared, |(path, dev)| aot::load(&path, dev), module_value))
         })
     }
 
-    /// Runs the program on the libuv thread pool; resolves to its output (a Tensor, or an array
+    /// Runs the program on the executor; resolves to its output (a Tensor, or an array
     /// of Tensors). A last argument `{signal}` aborts as in `ScriptModule.forward`.
     #[napi(
         ts_generic_types = "T extends Tensor | Tensor[] = Tensor",
         ts_args_type = "...inputs: Tensor[] | [...Tensor[], CallOptions]",
         ts_return_type = "Promise<T>"
     )]
-    pub fn forward(&self, env: Env, inputs: Inputs) -> Outcome<AsyncTask<AotCallTask>> {
+    pub fn forward(&self, env: Env, inputs: Inputs) -> Outcome<Promise> {
         Outcome::of(|| {
-            let (prepared, abort) = prepare(|| {
+            let prepared = prepare(|| {
                 let (inputs, abort) = tensors(&env, inputs.raw().val, true)?;
                 Ok(((self.module()?, inputs), abort))
             })?;
-            Ok(AsyncTask::new(AotCallTask {
-                prepared: Some(prepared),
-                abort,
-            }))
+            guard(|| {
+                task::spawn(
+                    env.raw(),
+                    "forward",
+                    prepared,
+                    |(m, inputs)| Ok(output(m.run(inputs)?)),
+                    crate::ivalue::js::to_js,
+                )
+            })
         })
     }
 
@@ -193,7 +193,8 @@ impl JsAotModule {
     pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Inputs) -> Outcome<Unknown<'e>> {
         guard(|| {
             let (inputs, _) = tensors(env, inputs.raw().val, false)?;
-            let out = output(self.module()?.run(inputs)?);
+            let m = self.module()?;
+            let out = output(task::run_sync(move || m.run(inputs))?);
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), crate::ivalue::js::to_js(env.raw(), out)?) })
         })
         .into()
@@ -235,55 +236,11 @@ impl JsAotModule {
     }
 }
 
-/// `AOTModule.load(...)`; argument errors travel inside so that the promise rejects with them.
-pub struct AotLoadTask {
-    prepared: Option<anyhow::Result<(String, Device)>>,
-    abort: AbortFlag,
-}
-
-impl Task for AotLoadTask {
-    type Output = anyhow::Result<AotModule>;
-    type JsValue = JsAotModule;
-
-    fn compute(&mut self) -> napi::Result<Self::Output> {
-        Ok(run_prepared(&mut self.prepared, |(path, dev)| {
-            aot::load(&path, dev)
-        }))
-    }
-
-    fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
-        output
-            .and_then(|m| aborted(&self.abort, "load").map(|_| m))
-            .map(|m| JsAotModule {
-                inner: RefCell::new(Some(Arc::new(m))),
-            })
-            .map_err(|e| coded_error(env.raw(), &e))
-    }
-}
-
-/// `forward(...)`: holds its own reference to the package, so disposing the JS object while a
-/// call is in flight lets the call finish.
-pub struct AotCallTask {
-    prepared: Option<anyhow::Result<(Arc<AotModule>, Vec<tch::Tensor>)>>,
-    abort: AbortFlag,
-}
-
-impl Task for AotCallTask {
-    type Output = anyhow::Result<Value>;
-    type JsValue = Output;
-
-    fn compute(&mut self) -> napi::Result<Self::Output> {
-        let abort = &self.abort;
-        Ok(run_prepared(&mut self.prepared, |(m, inputs)| {
-            aborted(abort, "forward")?;
-            Ok(output(m.run(inputs)?))
-        }))
-    }
-
-    fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
-        output
-            .and_then(|v| aborted(&self.abort, "forward").map(|_| v))
-            .map(Output)
-            .map_err(|e| coded_error(env.raw(), &e))
-    }
+/// A loaded package as a JS `AOTModule` (on the JS thread, as a load's promise resolves).
+fn module_value(env: napi::sys::napi_env, m: AotModule) -> anyhow::Result<Val> {
+    let m = JsAotModule {
+        inner: RefCell::new(Some(Arc::new(m))),
+    };
+    // SAFETY: on the JS thread, inside the completion's N-API callback.
+    unsafe { JsAotModule::to_napi_value(env, m) }.map_err(|e| anyhow::anyhow!("{e}"))
 }

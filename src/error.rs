@@ -206,7 +206,7 @@ pub fn guard<T>(body: impl FnOnce() -> anyhow::Result<T>) -> Result<T> {
     }
 }
 
-/// Like [`guard`] for code that must stay in `anyhow` (async task bodies on the libuv pool).
+/// Like [`guard`] for code that must stay in `anyhow` (work on the executor).
 pub fn catch_panic<T>(body: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(r) => r,

@@ -16,16 +16,19 @@ pub mod convert;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod executor;
 pub mod ffi;
 pub mod image;
 pub mod ivalue;
 pub mod js;
+pub mod js_queue;
 pub mod library;
 pub mod memory;
 pub mod module;
 pub mod outcome;
 pub mod repr;
 pub mod script_module;
+pub mod task;
 
 /// `cargo test` links the unit tests into an executable that Node never loads; these N-API
 /// functions, referenced by napi-rs's drop paths but never called by the tests, would
@@ -64,23 +67,80 @@ pub fn manual_seed(seed: Int) -> Outcome<()> {
     .into()
 }
 
-/// Sets the number of threads libtorch uses for intra-op parallelism (per process).
+/// Sets how many intra-op threads (one OpenMP team) each executor instance gives a call:
+/// `forward`, `runMethod`, loads and image work run on the executor (see `setInstances`).
+/// Default: the cores libtorch sees ÷ instances. Tensor methods called directly from JS run
+/// on the calling thread with one thread, so they never add a team beside the executor's.
 #[napi]
 pub fn set_num_threads(n: Num) -> Outcome<()> {
     guard(|| {
-        tch::set_num_threads(args::thread_count(
-            n.read("setNumThreads: n")?,
-            "setNumThreads: n",
-        )?);
+        let n = args::thread_count(n.read("setNumThreads: n")?, "setNumThreads: n")?;
+        executor::set_threads(Some(n as usize));
         Ok(())
     })
     .into()
 }
 
-/// The number of threads libtorch uses for intra-op parallelism.
+/// The intra-op threads each executor instance uses.
 #[napi]
 pub fn get_num_threads() -> i32 {
-    tch::get_num_threads()
+    executor::stats().threads as i32
+}
+
+/// Sets how many calls run at once: the number of executor instances, each a native thread
+/// of torch-node's own (never libuv's pool) with `getNumThreads()` intra-op threads. Default 1
+/// (or `TORCH_NODE_INSTANCES`): one call at a time using every core is fastest per request;
+/// 2 instances × 1 thread each can serve more requests per second on small models. Keep
+/// instances × threads ≤ cores: more makes libgomp throttle every team. Shared by worker threads.
+#[napi]
+pub fn set_instances(n: Num) -> Outcome<()> {
+    guard(|| {
+        let n = args::thread_count(n.read("setInstances: n")?, "setInstances: n")? as usize;
+        if n > executor::MAX_INSTANCES {
+            crate::bail_code!(
+                error::Code::InvalidArg,
+                "setInstances: n: expected at most {}, got {n}",
+                executor::MAX_INSTANCES
+            );
+        }
+        executor::set_instances(n);
+        Ok(())
+    })
+    .into()
+}
+
+/// The number of executor instances (calls that run at once).
+#[napi]
+pub fn get_instances() -> u32 {
+    executor::stats().instances as u32
+}
+
+/// The executor's settings and load.
+#[napi(object)]
+pub struct ExecutorStats {
+    /// Calls that run at once (`setInstances`).
+    pub instances: u32,
+    /// Intra-op threads of each instance (`setNumThreads`).
+    pub threads: u32,
+    /// Calls waiting for a free instance.
+    pub queued: u32,
+    /// Calls running now.
+    pub running: u32,
+    /// Calls finished since the process started.
+    pub completed: f64,
+}
+
+/// What the executor is doing: settings, queued and running calls.
+#[napi]
+pub fn executor_stats() -> ExecutorStats {
+    let s = executor::stats();
+    ExecutorStats {
+        instances: s.instances as u32,
+        threads: s.threads as u32,
+        queued: s.queued as u32,
+        running: s.running as u32,
+        completed: s.completed as f64,
+    }
 }
 
 /// Sets the number of inter-op threads; libtorch accepts this only once, before any
@@ -191,8 +251,9 @@ pub mod cpu {
 #[napi(module_exports)]
 pub fn init(exports: napi::bindgen_prelude::Object, env: napi::Env) -> napi::Result<()> {
     memory::set_thread_env(env.raw());
+    executor::init_js_thread();
     outcome::init(env.raw(), exports.raw())
-        .and_then(|()| tensor::borrow::init_releaser(env.raw()))
+        .and_then(|()| js_queue::init(env.raw()))
         .map_err(|e| napi::Error::from_reason(e.to_string()))
 }
 

@@ -1,18 +1,17 @@
-//! The `torch.image` namespace (glue): reads options and sources, runs `transform` (on the libuv
-//! pool for the Promise forms), and wraps the pixels as tensors.
+//! The `torch.image` namespace (glue): reads options and sources, runs `transform` on the
+//! executor (`crate::task`; the sync forms wait for it), and wraps the pixels as tensors.
 use super::transform::{self, Pixels, Size, Transform, IMAGENET_MEAN, IMAGENET_STD};
 use crate::args::Source;
 use crate::convert::{
     self, number as number_arg, string as string_arg, EncodeOptions, ImageFormat, ImageOptions, Sources,
 };
-use crate::error::{catch_panic, guard, Code};
-use crate::ivalue::js::coded_error;
+use crate::error::{guard, Code};
 use crate::js::{self, Env as RawEnv, Val};
 use crate::outcome::Outcome;
 use crate::tensor::JsTensor;
 use crate::{args, bail_code, dtype};
 use napi::bindgen_prelude::*;
-use napi::Task;
+use crate::task::{self, prepare, Promise};
 use napi_derive::napi;
 use tch::{Kind, Tensor};
 
@@ -196,7 +195,7 @@ fn load_all(sources: Vec<Source>, t: &Transform, no_batch: bool) -> anyhow::Resu
     Ok(Tensor::f_stack(&images, 0)?)
 }
 
-fn prepare(env: RawEnv, sources: Vec<Val>, options: Option<Val>) -> anyhow::Result<Prepared> {
+fn read(env: RawEnv, sources: Vec<Val>, options: Option<Val>) -> anyhow::Result<Prepared> {
     let (transform, no_batch) = transform_options(env, options)?;
     let sources = sources
         .into_iter()
@@ -219,28 +218,26 @@ struct Prepared {
     no_batch: bool,
 }
 
-/// `load` / `loadBatch` on the libuv pool.
-pub struct LoadImages {
-    prepared: Option<anyhow::Result<Prepared>>,
+/// A loaded image as a JS `Tensor` (on the JS thread, as `load`'s promise resolves).
+fn tensor_value(env: RawEnv, t: Tensor) -> anyhow::Result<Val> {
+    // SAFETY: on the JS thread, inside the completion's N-API callback.
+    unsafe { JsTensor::to_napi_value(env, JsTensor::new(t)) }.map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-impl Task for LoadImages {
-    type Output = anyhow::Result<Tensor>;
-    type JsValue = JsTensor;
-
-    fn compute(&mut self) -> napi::Result<Self::Output> {
-        let prepared = self
-            .prepared
-            .take()
-            .unwrap_or_else(|| Err(anyhow::anyhow!("task ran twice")));
-        Ok(catch_panic(|| {
-            prepared.and_then(|p| load_all(p.sources, &p.transform, p.no_batch))
-        }))
-    }
-
-    fn resolve(&mut self, env: napi::Env, output: Self::Output) -> napi::Result<Self::JsValue> {
-        output.map(JsTensor::new).map_err(|e| coded_error(env.raw(), &e))
-    }
+/// `load` / `loadBatch` on the executor; what could not be read rejects the promise.
+fn spawn_load(env: RawEnv, read: impl FnOnce() -> anyhow::Result<Prepared>) -> Outcome<Promise> {
+    Outcome::of(|| {
+        let prepared = prepare(|| Ok((read()?, None)))?;
+        guard(|| {
+            task::spawn(
+                env,
+                "load",
+                prepared,
+                |p| load_all(p.sources, &p.transform, p.no_batch),
+                tensor_value,
+            )
+        })
+    })
 }
 
 fn list(env: RawEnv, v: Val) -> anyhow::Result<Vec<Val>> {
@@ -266,17 +263,16 @@ pub mod image {
         guard(|| {
             let convert::Raw { env, val } = data.raw();
             let bytes = image_bytes(js::source(env, val, "data", "an image file's")?)?;
-            let img = transform::decode(&bytes)?;
-            let (w, h) = img.dimensions();
-            Ok(JsTensor::new(tensor_of(
-                Pixels::U8(img.into_raw()),
-                &[h as i64, w as i64, 3],
-            )?))
+            Ok(JsTensor::new(task::run_sync(move || {
+                let img = transform::decode(&bytes)?;
+                let (w, h) = img.dimensions();
+                tensor_of(Pixels::U8(img.into_raw()), &[h as i64, w as i64, 3])
+            })?))
         })
         .into()
     }
 
-    /// Loads an image as a model input, on the calling thread: decode, then `resize` (a number:
+    /// Loads an image as a model input (the calling thread waits for the executor): decode, then `resize` (a number:
     /// the shorter side, as `transforms.Resize(int)`; `[h, w]`: exact), `centerCrop`, to float in
     /// [0, 1], `mean`/`std` (`mean: 'imagenet'` for both presets). `layout`: `'nchw'` (default,
     /// `[1, 3, H, W]`), `'nhwc'`, or `'chw'`/`'hwc'` without the batch dim; `dtype`: `'float32'`
@@ -284,29 +280,27 @@ pub mod image {
     #[napi]
     pub fn load_sync(env: Env, source: convert::Source, options: Option<ImageOptions>) -> Outcome<JsTensor> {
         guard(|| {
-            let p = prepare(env.raw(), vec![source.raw().val], options.map(|o| o.raw().val))?;
-            Ok(JsTensor::new(load_all(p.sources, &p.transform, p.no_batch)?))
+            let p = read(env.raw(), vec![source.raw().val], options.map(|o| o.raw().val))?;
+            Ok(JsTensor::new(task::run_sync(move || load_all(p.sources, &p.transform, p.no_batch))?))
         })
         .into()
     }
 
-    /// `loadSync` on the libuv thread pool: decoding and resizing never block the event loop.
+    /// `loadSync` on torch-node's executor: decoding and resizing never block the event loop.
     #[napi(ts_return_type = "Promise<Tensor>")]
-    pub fn load(env: Env, source: convert::Source, options: Option<ImageOptions>) -> AsyncTask<LoadImages> {
-        let prepared =
-            catch_panic(|| prepare(env.raw(), vec![source.raw().val], options.map(|o| o.raw().val)));
-        AsyncTask::new(LoadImages {
-            prepared: Some(prepared),
+    pub fn load(env: Env, source: convert::Source, options: Option<ImageOptions>) -> Outcome<Promise> {
+        spawn_load(env.raw(), || {
+            read(env.raw(), vec![source.raw().val], options.map(|o| o.raw().val))
         })
     }
 
     /// Loads several images (on the thread pool) into one batch `[N, 3, H, W]`; the transforms
     /// must bring them to one size.
     #[napi(ts_return_type = "Promise<Tensor>")]
-    pub fn load_batch(env: Env, sources: Sources, options: Option<ImageOptions>) -> AsyncTask<LoadImages> {
+    pub fn load_batch(env: Env, sources: Sources, options: Option<ImageOptions>) -> Outcome<Promise> {
         let raw = env.raw();
-        let prepared = catch_panic(|| {
-            let p = prepare(raw, list(raw, sources.raw().val)?, options.map(|o| o.raw().val))?;
+        spawn_load(raw, || {
+            let p = read(raw, list(raw, sources.raw().val)?, options.map(|o| o.raw().val))?;
             if p.no_batch {
                 bail_code!(
                     Code::InvalidArg,
@@ -314,9 +308,6 @@ pub mod image {
                 );
             }
             Ok(p)
-        });
-        AsyncTask::new(LoadImages {
-            prepared: Some(prepared),
         })
     }
 

@@ -1,12 +1,12 @@
 //! The JS `ScriptModule` class: a TorchScript module loaded from a `.pt` file or its bytes.
-//! Its async work (load, calls) is in `tasks`; the module itself is napi-free (`crate::module`).
-pub mod tasks;
+//! Its work (load, calls) runs on the executor through `crate::task`; the module itself is
+//! napi-free (`crate::module`).
 
 use crate::archive::Limits;
 use crate::bail_code;
 use crate::convert::{self, number as number_arg, string as string_arg, Inputs, ModuleOptions, Read, Str};
 use crate::device;
-use crate::error::{catch_panic, guard, Code, Result};
+use crate::error::{guard, Code, Result};
 use crate::ivalue::js::{from_js, to_js};
 use crate::ivalue::value::Value;
 use crate::js::{self, Env as RawEnv, Val};
@@ -15,12 +15,10 @@ use crate::module::{self as core, LoadOptions, Source};
 use crate::outcome::Outcome;
 use crate::tensor::JsTensor;
 use napi::bindgen_prelude::*;
-use napi::JsValue;
 use napi_derive::napi;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
-use tasks::{AbortFlag, CallTask, LoadTask};
+use crate::task::{self, abort_flag, prepare, split_call_options, AbortFlag, Promise};
 use tch::Device;
 
 // Read by `load_options`; this struct declares the keys to TypeScript.
@@ -216,84 +214,17 @@ fn values(env: RawEnv, items: &[Val]) -> anyhow::Result<Vec<Value>> {
 }
 
 /// An async call's inputs and its `AbortSignal`: a last argument `{signal}` holding an
-/// AbortSignal is the call's options, not an input (an AbortSignal is no TorchScript value,
-/// so this cannot shadow a real Dict input).
+/// AbortSignal is the call's options, not an input.
 fn inputs_and_signal(env: &Env, list: Val) -> anyhow::Result<(Vec<Value>, AbortFlag)> {
-    let raw = env.raw();
-    let mut items = js::elements(raw, list)?;
+    let mut items = js::elements(env.raw(), list)?;
     let abort = split_call_options(env, &mut items)?;
-    Ok((values(raw, &items)?, abort))
+    Ok((values(env.raw(), &items)?, abort))
 }
 
-/// Takes a last `{signal}` argument (the call's options) off `items`: the abort flag of its
-/// signal, or None when the last argument is an input.
-pub(crate) fn split_call_options(env: &Env, items: &mut Vec<Val>) -> anyhow::Result<AbortFlag> {
-    let raw = env.raw();
-    let signal = match items.last() {
-        Some(&last) if is_call_options(raw, last)? => {
-            items.pop();
-            js::property(raw, last, "signal")?
-        }
-        _ => None,
-    };
-    signal.map(|s| abort_flag(env, s)).transpose()
-}
-
-pub(crate) fn is_call_options(env: RawEnv, v: Val) -> anyhow::Result<bool> {
-    if js::type_of(env, v)? != napi::sys::ValueType::napi_object || js::is_array(env, v)? {
-        return Ok(false);
-    }
-    if js::own_keys(env, v)? != ["signal"] {
-        return Ok(false);
-    }
-    match js::property(env, v, "signal")? {
-        Some(s) => js::is_instance_of(env, s, "AbortSignal"),
-        None => Ok(false),
-    }
-}
-
-/// A flag the task checks, set when `signal` aborts (already set if it has).
-pub(crate) fn abort_flag(env: &Env, signal: Val) -> anyhow::Result<Arc<AtomicBool>> {
-    let raw = env.raw();
-    if js::type_of(raw, signal)? != napi::sys::ValueType::napi_object
-        || !js::is_instance_of(raw, signal, "AbortSignal")?
-    {
-        bail_code!(
-            Code::InvalidArg,
-            "options.signal: expected an AbortSignal, got {}",
-            js::describe(raw, signal)
-        );
-    }
-    let flag = Arc::new(AtomicBool::new(false));
-    if let Some(a) = js::property(raw, signal, "aborted")? {
-        if js::boolean(raw, a)? {
-            flag.store(true, Ordering::SeqCst);
-            return Ok(flag);
-        }
-    }
-    let set = flag.clone();
-    let listener: Function<'_, (), ()> = env.create_function_from_closure("onabort", move |_| {
-        set.store(true, Ordering::SeqCst);
-        Ok(())
-    })?;
-    let once = js::new_object(raw, vec![("once".to_string(), js::new_bool(raw, true)?)])?;
-    let event = js::new_string(raw, "abort")?;
-    js::call_method(raw, signal, "addEventListener", &[event, listener.raw(), once])?;
-    Ok(flag)
-}
-
-/// Reads a pool task's arguments on the JS thread, the one pattern of every async export: a JS
-/// exception pending from the caller's own getter or Proxy is rethrown at once (no promise is
-/// made), any other failure becomes the task's (its promise rejects with it), a panic is an
-/// `Internal` error, and the `{signal}`'s abort flag is split off for the task.
-pub(crate) fn prepare<P>(
-    read: impl FnOnce() -> anyhow::Result<(P, AbortFlag)>,
-) -> Result<(anyhow::Result<P>, AbortFlag)> {
-    match catch_panic(read) {
-        Err(e) if js::threw(&e) => Err(crate::error::to_js(&e)),
-        Err(e) => Ok((Err(e), None)),
-        Ok((p, abort)) => Ok((Ok(p), abort)),
-    }
+/// A loaded module as a JS `ScriptModule` (on the JS thread, as a load's promise resolves).
+fn module_value(env: RawEnv, m: Module) -> anyhow::Result<Val> {
+    // SAFETY: on the JS thread, inside the completion's N-API callback.
+    unsafe { JsScriptModule::to_napi_value(env, JsScriptModule::from_module(m)) }.map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 impl JsScriptModule {
@@ -313,23 +244,29 @@ impl JsScriptModule {
         }
     }
 
-    fn call_task(&self, env: Env, method: String, list: Inputs) -> Result<AsyncTask<CallTask>> {
-        let (prepared, abort) = prepare(|| {
+    fn call_task(&self, env: Env, method: String, list: Inputs) -> Result<Promise> {
+        let prepared = prepare(|| {
             let (args, abort) = inputs_and_signal(&env, list.raw().val)?;
             Ok(((self.module()?, args), abort))
         })?;
-        Ok(AsyncTask::new(CallTask {
-            method,
-            prepared: Some(prepared),
-            abort,
-        }))
+        let work_method = method.clone();
+        guard(|| {
+            task::spawn(
+                env.raw(),
+                &method,
+                prepared,
+                move |(module, args)| core::call(&module, &work_method, args),
+                to_js,
+            )
+        })
     }
 
     fn call_sync<'e>(&self, env: &'e Env, method: &str, list: Inputs) -> Result<Unknown<'e>> {
         guard(|| {
             let args = inputs(env.raw(), list.raw().val)?;
             let module = self.module()?;
-            let out = core::call(&module, method, args)?;
+            let method = method.to_string();
+            let out = task::run_sync(move || core::call(&module, &method, args))?;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), to_js(env.raw(), out)?) })
         })
     }
@@ -357,34 +294,34 @@ impl JsScriptModule {
         guard(|| {
             let src = read_source(env.raw(), source.raw().val)?;
             let options = load_options(env.raw(), options.map(|o| o.raw().val))?;
-            Ok(JsScriptModule::from_module(core::load(&src, &options)?))
+            Ok(JsScriptModule::from_module(task::run_sync(move || core::load(&src, &options))?))
         })
         .into()
     }
 
-    /// Loads a module on the libuv thread pool, without blocking the event loop.
-    // napi-rs types an AsyncTask by its task's JsValue, which it cannot name for a class here.
+    /// Loads a module on torch-node's executor threads, without blocking the event loop.
     #[napi(ts_return_type = "Promise<ScriptModule>")]
-    pub fn load(
-        env: Env,
-        source: convert::Source,
-        options: Option<ModuleOptions>,
-    ) -> Outcome<AsyncTask<LoadTask>> {
+    pub fn load(env: Env, source: convert::Source, options: Option<ModuleOptions>) -> Outcome<Promise> {
         Outcome::of(|| {
             let (raw, options) = (env.raw(), options.map(|o| o.raw().val));
-            let (prepared, abort) = prepare(|| {
+            let prepared = prepare(|| {
                 let (opts, signal) = load_options_with(raw, options, &LOAD_OPTIONS)?;
                 let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
                 Ok(((read_source(raw, source.raw().val)?, opts), abort))
             })?;
-            Ok(AsyncTask::new(LoadTask {
-                prepared: Some(prepared),
-                abort,
-            }))
+            guard(|| {
+                task::spawn(
+                    raw,
+                    "load",
+                    prepared,
+                    |(source, options)| core::load(&source, &options),
+                    module_value,
+                )
+            })
         })
     }
 
-    /// Runs `forward` on the libuv thread pool; resolves to its output (a Tensor, number,
+    /// Runs `forward` on torch-node's executor threads (see `torch.setInstances`); resolves to its output (a Tensor, number,
     /// string, array, object, Map or null). Numbers follow the method's schema (int or float).
     /// A last argument `{signal}` (an AbortSignal) is the call's options, not an input:
     /// aborting rejects with code `Aborted` (a call already running finishes first).
@@ -393,11 +330,12 @@ impl JsScriptModule {
         ts_args_type = "...inputs: IValue[] | [...IValue[], CallOptions]",
         ts_return_type = "Promise<T>"
     )]
-    pub fn forward(&self, env: Env, inputs: Inputs) -> Outcome<AsyncTask<CallTask>> {
+    pub fn forward(&self, env: Env, inputs: Inputs) -> Outcome<Promise> {
         self.call_task(env, "forward".to_string(), inputs).into()
     }
 
-    /// Runs `forward` on the calling thread and returns its output.
+    /// Runs `forward` and returns its output; the calling thread waits while an executor thread
+    /// runs it (so libtorch's thread teams stay the executor's).
     #[napi(
         ts_generic_types = "T extends IValue = Tensor",
         ts_args_type = "...inputs: IValue[]",
@@ -407,21 +345,21 @@ impl JsScriptModule {
         self.call_sync(env, "forward", inputs).into()
     }
 
-    /// Runs another method (one exported with `@torch.jit.export`) on the thread pool; takes a
+    /// Runs another method (one exported with `@torch.jit.export`) on the executor; takes a
     /// last `{signal}` argument as `forward` does.
     #[napi(
         ts_generic_types = "T extends IValue = Tensor",
         ts_args_type = "name: string, ...inputs: IValue[] | [...IValue[], CallOptions]",
         ts_return_type = "Promise<T>"
     )]
-    pub fn run_method(&self, env: Env, name: Str, inputs: Inputs) -> Outcome<AsyncTask<CallTask>> {
+    pub fn run_method(&self, env: Env, name: Str, inputs: Inputs) -> Outcome<Promise> {
         Outcome::of(|| {
             let name = guard(|| name.read("method name"))?;
             self.call_task(env, name, inputs)
         })
     }
 
-    /// Runs another method on the calling thread.
+    /// Runs another method; the calling thread waits for the executor.
     #[napi(
         ts_generic_types = "T extends IValue = Tensor",
         ts_args_type = "name: string, ...inputs: IValue[]",

@@ -3,8 +3,8 @@
 //! In: `fromBuffer` makes a tensor over a TypedArray's memory. The tensor holds a napi
 //! reference to the array; libtorch calls our release function when the last tensor using that
 //! storage dies — views, outputs that alias it, tensors held by async work — on whatever
-//! thread that happens (the libuv pool, or inside GC). JS references may only be deleted on
-//! the JS thread, outside GC, so the release is queued to a per-thread threadsafe function.
+//! thread that happens (torch-node's executor, or inside GC). JS references may only be deleted
+//! on the JS thread, outside GC, so the release is queued to that thread (`crate::js_queue`).
 //!
 //! Out: `asTypedArray` makes an external ArrayBuffer over a tensor's memory; its finalizer
 //! owns a handle to the tensor, so the storage outlives `dispose()` while JS can still see it.
@@ -14,141 +14,36 @@ use super::JsTensor;
 use crate::convert::{BufferData, FromBufferOptions, Raw, Read, Shape};
 use crate::error::{guard, Code};
 use crate::outcome::Outcome;
+use crate::js_queue::{self, JsQueue};
 use crate::{bail_code, dtype, ffi, js};
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
-use std::cell::RefCell;
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
 
-thread_local! {
-    /// This JS thread's queue for releasing references from any thread.
-    static RELEASER: RefCell<Option<Arc<Releaser>>> = const { RefCell::new(None) };
-}
-
-/// One JS thread's release queue (a threadsafe function) and whether its environment is
-/// tearing down.
-///
-/// Why the flag: since Node 24.14 (nodejs/node #55877) Node holds a threadsafe function's mutex
-/// while it runs the remaining finalizers at environment teardown; a finalizer that drops a
-/// tensor over lent memory runs libtorch's storage deleter, which would call
-/// `napi_call_threadsafe_function` on that same function and deadlock (the process or worker
-/// never exits). As napi-rs's `CustomGcHandle` (napi-rs #3357) does, an env cleanup hook —
-/// registered after the function, so it runs before the function's own teardown — sets
-/// `closing`; the deleter checks it under the lock, held across the call, and once closing
-/// frees its reference holder instead of calling into JS (the environment frees the
-/// references themselves as it goes).
-struct Releaser {
-    /// Set once, right after the function is created (its finalizer needs the releaser first).
-    tsfn: AtomicPtr<sys::napi_threadsafe_function__>,
-    closing: Mutex<bool>,
-}
-
-// SAFETY: a threadsafe function handle may be used from any thread (that is its purpose);
-// `closing` guards its use after teardown.
-unsafe impl Send for Releaser {}
-unsafe impl Sync for Releaser {}
-
-impl Releaser {
-    fn close(&self) {
-        *self.closing.lock().unwrap_or_else(|p| p.into_inner()) = true;
-    }
-}
-
-/// A reference keeping lent JS memory alive, and the queue that will delete it.
+/// A reference keeping lent JS memory alive, and the JS thread's queue that will delete it.
 struct Lent {
     reference: sys::napi_ref,
-    releaser: Arc<Releaser>,
+    queue: Arc<JsQueue>,
 }
 
-unsafe extern "C" fn delete_on_js_thread(
-    env: sys::napi_env,
-    _cb: sys::napi_value,
-    _ctx: *mut c_void,
-    data: *mut c_void,
-) {
-    let lent = Box::from_raw(data as *mut Lent);
-    // A null env: the function is being torn down with items still queued.
-    if !env.is_null() {
-        sys::napi_delete_reference(env, lent.reference);
-    }
-}
+// SAFETY: the reference is only used on its JS thread (the queue's work runs there).
+unsafe impl Send for Lent {}
 
-/// libtorch's storage deleter for lent memory: may run on any thread, even inside GC (where
-/// `napi_call_threadsafe_function` is one of the calls Node allows).
+/// libtorch's storage deleter for lent memory: may run on any thread, even inside GC; JS
+/// references may only be deleted on the JS thread, outside GC, so the deletion is queued.
+/// Once that thread is tearing down, the work is dropped: its references go with it.
 extern "C" fn release_lent(ctx: *mut c_void) {
-    let releaser = unsafe { (*(ctx as *mut Lent)).releaser.clone() };
-    let closing = releaser.closing.lock().unwrap_or_else(|p| p.into_inner());
-    let queued = !*closing
-        && unsafe {
-            sys::napi_call_threadsafe_function(
-                releaser.tsfn.load(Ordering::Acquire),
-                ctx,
-                sys::ThreadsafeFunctionCallMode::nonblocking,
-            )
-        } == sys::Status::napi_ok;
-    drop(closing);
-    if !queued {
-        // The JS thread is tearing down (or gone): its references go with it.
-        drop(unsafe { Box::from_raw(ctx as *mut Lent) });
-    }
-}
-
-/// Env cleanup hook and the function's finalizer: from now on, nothing calls into it. Each
-/// owns one strong count of the releaser.
-unsafe extern "C" fn close_releaser(arg: *mut c_void) {
-    Arc::from_raw(arg as *const Releaser).close();
-}
-
-unsafe extern "C" fn close_releaser_on_finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    close_releaser(data);
-}
-
-/// `env` is N-API's opaque handle, checked by N-API itself (see `crate::js`).
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
-/// Creates this JS thread's release queue (once per JS context, at load). Unref'd: it never
-/// keeps the process alive.
-pub fn init_releaser(env: sys::napi_env) -> anyhow::Result<()> {
-    let mut tsfn = ptr::null_mut();
-    let name = js::new_string(env, "torch-node: release lent memory")?;
-    let releaser = Arc::new(Releaser {
-        tsfn: AtomicPtr::new(ptr::null_mut()),
-        closing: Mutex::new(false),
-    });
-    let finalize_data = Arc::into_raw(releaser.clone()) as *mut c_void;
-    let status = unsafe {
-        sys::napi_create_threadsafe_function(
-            env,
-            ptr::null_mut(),
-            ptr::null_mut(),
-            name,
-            0,
-            1,
-            finalize_data,
-            Some(close_releaser_on_finalize),
-            ptr::null_mut(),
-            Some(delete_on_js_thread),
-            &mut tsfn,
-        )
-    };
-    if status != sys::Status::napi_ok {
-        drop(unsafe { Arc::from_raw(finalize_data as *const Releaser) });
-        anyhow::bail!("cannot create the release queue (status {status})");
-    }
-    releaser.tsfn.store(tsfn, Ordering::Release);
-    unsafe { sys::napi_unref_threadsafe_function(env, tsfn) };
-    let hook_data = Arc::into_raw(releaser.clone()) as *mut c_void;
-    if unsafe { sys::napi_add_env_cleanup_hook(env, Some(close_releaser), hook_data) } != sys::Status::napi_ok
-    {
-        drop(unsafe { Arc::from_raw(hook_data as *const Releaser) });
-        anyhow::bail!("cannot register the release queue's cleanup hook");
-    }
-    RELEASER.with(|r| *r.borrow_mut() = Some(releaser));
-    Ok(())
+    // SAFETY: `ctx` is the `Box<Lent>` that `lend` gave libtorch with this deleter.
+    let lent = unsafe { Box::from_raw(ctx as *mut Lent) };
+    let queue = lent.queue.clone();
+    queue.post(Box::new(move |env| {
+        // SAFETY: on the reference's own JS thread, outside GC.
+        unsafe { sys::napi_delete_reference(env, lent.reference) };
+    }));
 }
 
 fn contiguous_strides(shape: &[i64]) -> Vec<i64> {
@@ -203,14 +98,14 @@ fn lend(
             "fromBuffer: the buffer is a resizable ArrayBuffer, which could shrink under the tensor; copy it with torch.tensor(array) or use a fixed-length buffer"
         );
     }
-    let Some(releaser) = RELEASER.with(|r| r.borrow().clone()) else {
+    let Some(queue) = js_queue::current() else {
         anyhow::bail!("fromBuffer: the addon was not initialised on this thread");
     };
     let mut reference = ptr::null_mut();
     if unsafe { sys::napi_create_reference(env, array, 1, &mut reference) } != sys::Status::napi_ok {
         anyhow::bail!("fromBuffer: cannot reference the buffer");
     }
-    let ctx = Box::into_raw(Box::new(Lent { reference, releaser })) as *mut c_void;
+    let ctx = Box::into_raw(Box::new(Lent { reference, queue })) as *mut c_void;
     match unsafe { ffi::from_blob(data, shape, &contiguous_strides(shape), kind, release_lent, ctx) } {
         Ok(t) => Ok(t),
         Err(e) => {
