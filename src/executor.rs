@@ -54,6 +54,13 @@ struct Executor {
 static EXECUTOR: OnceLock<Executor> = OnceLock::new();
 /// libtorch's default intra-op thread count, read before any JS thread was set to one.
 static CORES: OnceLock<usize> = OnceLock::new();
+/// Runs first on each instance thread (the glue installs libtorch's per-thread warning handler).
+static ON_START: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what each instance thread runs as it starts (once; later calls are ignored).
+pub fn on_thread_start(hook: fn()) {
+    let _ = ON_START.set(hook);
+}
 
 thread_local! {
     /// Set on executor threads: a sync call made from one runs inline (it would otherwise wait
@@ -134,6 +141,9 @@ fn grow(state: &mut State) {
 
 fn instance() {
     ON_EXECUTOR.with(|f| f.set(true));
+    if let Some(hook) = ON_START.get() {
+        hook();
+    }
     let exec = executor();
     let mut applied: Option<u64> = None;
     let mut state = lock();

@@ -29,6 +29,7 @@ pub mod outcome;
 pub mod repr;
 pub mod script_module;
 pub mod task;
+pub mod warnings;
 
 /// `cargo test` links the unit tests into an executable that Node never loads; these N-API
 /// functions, referenced by napi-rs's drop paths but never called by the tests, would
@@ -254,6 +255,10 @@ pub fn init(exports: napi::bindgen_prelude::Object, env: napi::Env) -> napi::Res
     executor::init_js_thread();
     outcome::init(env.raw(), exports.raw())
         .and_then(|()| js_queue::init(env.raw()))
+        .map(|()| {
+            warnings::init_thread(js_queue::current());
+            executor::on_thread_start(|| warnings::init_thread(None));
+        })
         .map_err(|e| napi::Error::from_reason(e.to_string()))
 }
 

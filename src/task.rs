@@ -13,6 +13,7 @@ use crate::error::{catch_panic, Code};
 use crate::executor;
 use crate::js::{self, Env as RawEnv, Val};
 use crate::js_queue;
+use crate::warnings;
 use napi::bindgen_prelude::{Function, ToNapiValue, TypeName, ValueType};
 use napi::{sys, Env, JsValue};
 use std::ptr;
@@ -203,7 +204,8 @@ where
             .compare_exchange(QUEUED, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok();
         // Cancelled while queued: the listener has rejected; only the keep-alive is left.
-        let out = started.then(|| catch_panic(|| work(input)));
+        let origin = Some(queue.clone());
+        let out = started.then(|| warnings::with_origin(origin, || catch_panic(|| work(input))));
         queue.post(Box::new(move |env| {
             js_queue::fulfilled(env);
             let (Some(out), Some(d)) = (out, call.take_deferred()) else {
@@ -223,7 +225,8 @@ where
 pub(crate) fn run_sync<T: Send + 'static>(
     work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
 ) -> anyhow::Result<T> {
-    executor::run_sync(move || catch_panic(work))
+    let origin = js_queue::current();
+    executor::run_sync(move || warnings::with_origin(origin, || catch_panic(work)))
 }
 
 /// Resolves or rejects on the JS thread. A JS exception pending from `finish` is the rejection.

@@ -109,6 +109,14 @@ extern "C" {
         ctx: *mut c_void,
         err: *mut *mut c_char,
     ) -> *mut C_tensor;
+    fn tn_forward_warnings(cb: extern "C" fn(*const c_char, c_int));
+}
+
+/// Sends libtorch's warnings raised on the calling thread to `cb` (message, 1 for a
+/// deprecation) instead of stderr. `cb` must not unwind.
+pub fn forward_warnings(cb: extern "C" fn(*const c_char, c_int)) {
+    // SAFETY: installs a static handler on this thread; nothing is freed.
+    unsafe { tn_forward_warnings(cb) }
 }
 
 /// One argument of a TorchScript method, as its schema declares it.

@@ -292,3 +292,28 @@ void tn_aoti_metadata(aoti_t m, void (*cb)(void*, const char*, const char*), voi
 }
 
 }  // extern "C"
+
+// libtorch's warnings (TORCH_WARN, TorchScript's `warnings.warn`) go to a thread-local
+// c10::WarningHandler whose default prints to stderr. This one hands them to torch-node, which
+// delivers them to Node's process.emitWarning on the JS thread that asked for the work.
+namespace {
+using warning_cb_t = void (*)(const char* message, int deprecation);
+warning_cb_t warning_cb = nullptr;
+
+class ForwardingHandler : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& w) override {
+    if (!warning_cb) return c10::WarningHandler::process(w);
+    warning_cb(w.msg().c_str(), std::holds_alternative<c10::DeprecationWarning>(w.type()) ? 1 : 0);
+  }
+};
+}  // namespace
+
+extern "C" {
+// Installs the forwarding handler on the calling thread (the handler is per thread in c10).
+void tn_forward_warnings(warning_cb_t cb) {
+  static ForwardingHandler handler;
+  warning_cb = cb;
+  c10::WarningUtils::set_warning_handler(&handler);
+}
+}
