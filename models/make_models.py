@@ -14,6 +14,8 @@ Writes (paths relative to --out, which defaults to the folder this script is in)
   fixtures/golden.json              expected outputs for the fixtures   (committed)
   fixtures/grow_scripted.pt         resize_s its input (hostile tests)  (committed)
   fixtures/nms_scripted.pt          calls torchvision::nms (op library) (committed)
+  fixtures/text_encoder.pt          embedding + masked self-attention   (committed)
+  fixtures/sequences.json           its goldens, pad_sequence goldens   (committed)
   resnet18_traced.pt                traced torchvision ResNet-18        (generated)
   resnet18.onnx                     the same weights in ONNX, dynamic batch, for the
                                     onnxruntime-node benchmark (generated; skipped with a
@@ -357,6 +359,104 @@ def make_op_fixtures(out: str) -> None:
     assert m(boxes, torch.tensor([0.9, 0.8, 0.7]), 0.5).tolist() == [0, 2]
     jit_save(m, path)
     log("  wrote %s (%s)" % (rel(path, out), size_str(path)))
+
+
+class TextEncoder(nn.Module):
+    """A transformer-style text encoder small enough to commit: token and position embeddings, one
+    block of two-head self-attention whose keys are masked out where `mask` is False (padding), a
+    residual layer norm. forward(ids int64 [B, L], mask bool [B, L], True on real tokens) ->
+    (hidden [B, L, 8], pooled [B, 8]: the mean of hidden over the real tokens). Rows never see
+    each other and real tokens never see padding, so a right-padded batch gives each row what it
+    gives alone (the Batcher tests rely on this). Plain parameters rather than nn.Embedding,
+    nn.Linear and nn.LayerNorm: their scripted code and debug tables would make the file 18 KB."""
+
+    def __init__(self, vocab: int = 32, dim: int = 8, heads: int = 2, max_len: int = 32):
+        super().__init__()
+        self.heads = heads
+        self.token = nn.Parameter(torch.randn(vocab, dim))
+        self.position = nn.Parameter(torch.randn(max_len, dim) * 0.5)
+        self.qkv = nn.Parameter(torch.randn(dim, 3 * dim) / math.sqrt(dim))
+        self.out = nn.Parameter(torch.randn(dim, dim) / math.sqrt(dim))
+
+    def forward(self, ids: Tensor, mask: Tensor) -> Tuple[Tensor, Tensor]:
+        b, length = ids.shape[0], ids.shape[1]
+        x = self.token[ids] + self.position[:length]
+        # [B, L, 3 * dim] -> q, k, v, each [B, heads, L, dim / heads]
+        qkv = (x @ self.qkv).view(b, length, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        # A padded key gets -inf, hence weight exactly 0 after softmax (a row of only padding,
+        # length 0, would be NaN: the tests never send one).
+        scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
+        h = x + (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, length, -1) @ self.out
+        hidden = (h - h.mean(-1, keepdim=True)) / (h.var(-1, unbiased=False, keepdim=True) + 1e-5).sqrt()
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+        return hidden, pooled
+
+
+# Token id sequences of different lengths for the text encoder's goldens (none of length 8, the
+# hidden size: see the Batcher's `unpad` option).
+TEXT_ENCODER_IDS = [[5, 7, 2], [3, 9, 4, 11, 6, 1], [12], [8, 8, 8, 8, 8, 8, 8, 2, 4, 20, 17, 31], [30, 2]]
+
+
+def make_sequence_fixtures(out: str) -> None:
+    """fixtures/text_encoder.pt and fixtures/sequences.json: the encoder's output for each id
+    sequence run alone (batch 1, no padding), and torch.nn.utils.rnn.pad_sequence goldens, for
+    the Batcher's variable-length tests and torch.padSequence."""
+    from torch.nn.utils.rnn import pad_sequence
+
+    torch.manual_seed(0)
+    path = os.path.join(out, "fixtures", "text_encoder.pt")
+    jit_save(torch.jit.script(TextEncoder().eval()), path)
+    loaded = torch.jit.load(path)
+    encoder = []
+    with torch.no_grad():
+        for ids in TEXT_ENCODER_IDS:
+            x = torch.tensor([ids])
+            hidden, pooled = loaded(x, torch.ones_like(x, dtype=torch.bool))
+            encoder.append({"ids": ids, "hidden": tensor_json(hidden), "pooled": tensor_json(pooled)})
+        # The property the Batcher relies on, checked here once: padded together, each row's real
+        # positions are what it gives alone.
+        ids = pad_sequence([torch.tensor(i) for i in TEXT_ENCODER_IDS], batch_first=True)
+        lengths = torch.tensor([len(i) for i in TEXT_ENCODER_IDS])
+        mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]
+        hidden, pooled = loaded(ids, mask)
+        for row, case in enumerate(encoder):
+            n = len(case["ids"])
+            alone = torch.tensor(case["hidden"]["data"]).view(1, n, -1)
+            assert (hidden[row:row + 1, :n] - alone).abs().max() < 1e-5
+            assert (pooled[row] - torch.tensor(case["pooled"]["data"])).abs().max() < 1e-5
+
+    seq = [torch.tensor([1.0, 2.0, 3.0]), torch.tensor([4.0, 5.0]), torch.tensor([6.0])]
+    pairs = [torch.tensor([[1, 2], [3, 4]]), torch.tensor([[5, 6], [7, 8], [9, 10]]), torch.tensor([[11, 12]])]
+    pad_cases = []
+    for sequences, options in (
+        (seq, {}),
+        (seq, {"batch_first": True}),
+        (seq, {"batch_first": True, "padding_value": -1.5}),
+        (seq, {"batch_first": True, "padding_side": "left"}),
+        (seq, {"padding_side": "left", "padding_value": 9.0}),
+        (pairs, {"padding_value": 7}),
+        (pairs, {"batch_first": True, "padding_value": -1}),
+        ([torch.tensor([True]), torch.tensor([True, True])], {"batch_first": True}),
+    ):
+        pad_cases.append({
+            "sequences": [tensor_json(t) for t in sequences],
+            "options": options,
+            "output": tensor_json(pad_sequence(sequences, **options)),
+        })
+    path_json = os.path.join(out, "fixtures", "sequences.json")
+    write_json(path_json, {
+        "torch_version": torch.__version__.split("+")[0],
+        "text_encoder": {
+            "file": "text_encoder.pt",
+            "signature": "forward(ids: int64 [B, L], mask: bool [B, L], True on real tokens) -> (hidden [B, L, 8], pooled [B, 8])",
+            "cases": encoder,
+        },
+        "pad_sequence": pad_cases,
+    })
+    log("  wrote %s (%s), %s (%s)" % (rel(path, out), size_str(path), rel(path_json, out), size_str(path_json)))
 
 
 def make_fixtures(out: str) -> None:
@@ -1115,6 +1215,8 @@ def main(argv=None) -> int:
         make_hostile_fixtures(out)
     if args.fixtures or not os.path.exists(os.path.join(out, "fixtures", "nms_scripted.pt")):
         make_op_fixtures(out)
+    if args.fixtures or not all(os.path.exists(os.path.join(out, "fixtures", f)) for f in ("text_encoder.pt", "sequences.json")):
+        make_sequence_fixtures(out)
     log("[2/7] repr goldens")
     make_repr(out)
     if args.skip_large:
