@@ -261,4 +261,9 @@ Object.assign(exported, { Tensor, ScriptModule, AOTModule, fromBuffer, tidy, whe
 exported.vision = require('./lib/vision')(exported, {
   loadOps: wrap(native._loadTorchvisionOps, 'loadOps', 'vision.loadOps'),
 })
+// Variable-length sequences and dynamic batching are compositions of the public API (lib/).
+const sequences = require('./lib/ragged')(exported, { codedError, describe })
+exported.ragged = sequences.ragged
+exported.padSequence = sequences.padSequence
+exported.Batcher = require('./lib/batcher')(exported, { codedError, describe, maskOf: sequences.maskOf }).Batcher
 module.exports = exported

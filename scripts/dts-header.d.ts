@@ -55,6 +55,7 @@ export type Device = 'cpu' | 'cuda' | `cuda:${number}`
 export type ErrorCode =
   | 'InvalidArg' | 'ShapeMismatch' | 'DTypeMismatch' | 'DeviceUnavailable' | 'DeviceMismatch'
   | 'ModelLoadError' | 'MethodNotFound' | 'Disposed' | 'ForwardError' | 'Aborted' | 'InvalidImage' | 'LibraryLoadError' | 'Internal'
+  | 'QueueFull' | 'Timeout' | 'Closed'
 /** An error thrown (or a promise rejected) by torch-node: `if ((e as TorchError).code === 'ShapeMismatch')`. */
 export interface TorchError extends Error {
   code: ErrorCode
@@ -135,3 +136,146 @@ export declare namespace vision {
   export function loadOps(dir?: string): boolean
 }
 
+/** What a `Batcher` drives: any object whose `forward` returns the output or a Promise of it (`runMethod` for `options.method`). */
+export interface BatchModule {
+  forward(...inputs: any[]): unknown
+  runMethod?(name: string, ...inputs: any[]): unknown
+}
+/** Options of `new torch.Batcher`; any other key is refused (`InvalidArg`). */
+export interface BatcherOptions {
+  /** A batch is dispatched once it holds this many rows (default 8). A request is never split: a bigger one runs alone. */
+  maxBatchSize?: number
+  /** ...or this many milliseconds after its oldest request was queued (default 5). */
+  maxDelayMs?: number
+  /** How many requests may wait (default 1024; `Infinity`: no bound); past it `run` rejects at once with `QueueFull`. */
+  maxQueue?: number
+  /** How many batches run at once (default `torch.getInstances()`); requests keep collecting meanwhile. */
+  concurrency?: number
+  /** A ScriptModule method to run instead of `forward`. */
+  method?: string
+  /**
+   * Pads tensor inputs of two or more dims along dim 1 (their length) to the longest in the
+   * batch, with this value; an array gives one per input (`null`: that input is not padded).
+   * Without it, requests whose lengths differ go to separate batches.
+   */
+  padValue?: number | boolean | ReadonlyArray<number | boolean | null>
+  /**
+   * Passes a mask `[rows, length]`, true on real positions, as an extra input: `true` after the
+   * inputs, a number at that input index, or `{index, dtype (default 'bool'), invert}` (`invert`:
+   * true on padding, as `nn.MultiheadAttention`'s `key_padding_mask`). Needs `padValue`.
+   */
+  mask?: boolean | number | { index?: number; dtype?: DType; invert?: boolean }
+  /** Lengths up to each bound are batched apart from longer ones (`[16, 64]`), so short requests are not padded to long ones. Needs `padValue`. */
+  buckets?: readonly number[]
+  /**
+   * Which outputs are cut back to each request's own length along dim 1: `true` (default) every
+   * tensor output of two or more dims whose dim 1 equals the padded length (one that does by
+   * coincidence too); `false` none; or their paths, as errors name them (`['output[0]']`).
+   */
+  unpad?: boolean | readonly string[]
+}
+/** Options of `Batcher.run`, given as its last argument: a plain object with only these keys. */
+export interface BatchRunOptions {
+  /** Aborting removes the request from the queue and rejects it (`Aborted`); a request whose batch runs finishes. */
+  signal?: AbortSignal
+  /** The longest the request may wait in the queue, in milliseconds (then `Timeout`); not a limit on the forward. */
+  timeoutMs?: number
+}
+/** `Batcher.stats()`: counts since construction and the state now. `requests` = completed + failed + rejected + timedOut + aborted + closed + queued + running. */
+export interface BatcherStats {
+  /** `run` calls. */
+  requests: number
+  /** Requests waiting now. */
+  queued: number
+  /** Requests in running batches now. */
+  running: number
+  /** Batches running now. */
+  inFlight: number
+  completed: number
+  /** Rejected by the model, by a split error or as malformed. */
+  failed: number
+  /** Refused with `QueueFull`. */
+  rejected: number
+  timedOut: number
+  aborted: number
+  /** Rejected with `Closed`. */
+  closed: number
+  /** Batches dispatched. */
+  batches: number
+  /** Rows in those batches. */
+  rows: number
+  /** rows / batches (0 before the first). */
+  meanBatchSize: number
+  /** Batches whose forward threw and whose requests were run again one by one. */
+  retried: number
+}
+/**
+ * Dynamic batching: concurrent `run` calls are concatenated along dim 0 into one forward, and
+ * each gets its own rows of the output back (views). Requests share a batch when their
+ * non-tensor inputs are equal and their tensors agree in dtype, device and trailing dims.
+ */
+export declare class Batcher<T extends IValue = Tensor> {
+  constructor(module: ScriptModule | AOTModule | BatchModule, options?: BatcherOptions)
+  /**
+   * Queues one request (tensor inputs carry its rows along dim 0); resolves to its share of the
+   * output. Errors reject: `QueueFull`, `Aborted`, `Timeout`, `Closed`, `InvalidArg`,
+   * `ShapeMismatch` (also an output that cannot be split), or the model's own.
+   */
+  run(...inputs: IValue[] | [...IValue[], BatchRunOptions]): Promise<T>
+  /** Counts and the state now. */
+  stats(): BatcherStats
+  /** Rejects the queued requests and every later `run` (`Closed`); resolves once the running batches finish. The module is not disposed. */
+  close(): Promise<void>
+  /** True once `close()` was called. */
+  get isClosed(): boolean
+  /** Same as `close()`, not waiting. */
+  [Symbol.dispose](): void
+  /** `await using b = new Batcher(m)` (Node 24+) closes it at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** `ragged.pad()`'s answer. */
+export interface PaddedSequences {
+  /** `[n, max length, ...rest]`, each sequence at the start of its row, the rest filled. */
+  padded: Tensor
+  /** bool `[n, max length]`, true on real data (on the values' device). */
+  mask: Tensor
+  /** The ragged's own `lengths`. */
+  lengths: Tensor
+}
+/** Sequences packed end to end (`torch.ragged`): sequence i is `values[offsets[i] : offsets[i + 1]]`. */
+export interface Ragged {
+  /** `[sum of lengths, ...rest]`: the sequences concatenated along dim 0 (a copy). */
+  readonly values: Tensor
+  /** int64 CPU `[n + 1]`, starting at 0. */
+  readonly offsets: Tensor
+  /** int64 CPU `[n]`. */
+  readonly lengths: Tensor
+  /** The number of sequences. */
+  readonly count: number
+  /** Sequence `i` (negative counts from the end): a view of `values`. */
+  at(i: number): Tensor
+  /** The sequences padded after their end with `value` (default 0), with a mask. */
+  pad(value?: number | boolean): PaddedSequences
+  /** Splits a padded tensor `[n, ≥ max length, ...]` (`pad`'s, or a model's output over it) back into one view per sequence. */
+  unpad(tensor: Tensor): Tensor[]
+  /** Frees `values`, `offsets` and `lengths`. */
+  dispose(): void
+  [Symbol.dispose](): void
+}
+/**
+ * Packs tensors `[length_i, ...rest]` (one dtype, device and rest; lengths may be 0) along dim 0,
+ * with int64 offsets and lengths. Errors: `InvalidArg`, `ShapeMismatch`, `DTypeMismatch`, `DeviceMismatch`.
+ */
+export declare function ragged(tensors: readonly Tensor[]): Ragged
+/** Options of `torch.padSequence`; any other key is refused (`InvalidArg`). */
+export interface PadSequenceOptions {
+  /** `[n, max length, ...]` instead of `[max length, n, ...]` (default false). */
+  batchFirst?: boolean
+  /** The fill (default 0). */
+  paddingValue?: number | boolean
+  /** Where the fill goes (default `'right'`). */
+  paddingSide?: 'right' | 'left'
+}
+/** PyTorch's `torch.nn.utils.rnn.pad_sequence`: the first sequence's dtype and device; the others are cast. */
+export declare function padSequence(sequences: readonly Tensor[], options?: PadSequenceOptions): Tensor
