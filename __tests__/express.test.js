@@ -1,13 +1,14 @@
 'use strict'
 // examples/express-server.js over real HTTP on a loopback port: raw and multipart images, JSON
-// errors (400 bad image, 413 too large, 415 wrong type), and 20 requests at once.
+// errors (400 bad image, 413 too large, 415 wrong type), 20 requests at once through its
+// torch.Batcher, and 503 QueueFull when the batcher's queue is full.
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
 const torch = require('..')
-const { start } = require('../examples/express-server')
+const { start, createApp } = require('../examples/express-server')
 const { LITE0_PREPROCESS } = require('../lib/bundled')
 
 const ROOT = path.join(__dirname, '..')
@@ -107,17 +108,60 @@ describe('examples/express-server.js', () => {
     await error(await fetch(`${service.url}/v1/nope`), 404, 'NotFound', /no route GET \/v1\/nope/)
   })
 
-  test('20 concurrent requests: all 200, all the same answer', async () => {
+  test('20 concurrent requests: all 200, all the same answer (within 1e-5: they share batches)', async () => {
+    const before = service.batcher.stats()
     const answers = await Promise.all(Array.from({ length: 20 }, async (_, i) => {
       const res = i % 2 ? await post(multipart(CHELSEA)) : await postImage(CHELSEA)
       return json(res, 200)
     }))
-    for (const a of answers) assert.deepEqual(a, answers[0])
+    // Matrix kernels block differently by batch size: the last bits of a row depend on its batch.
+    for (const a of answers) {
+      assert.deepEqual(a.predictions.map((p) => p.label), answers[0].predictions.map((p) => p.label))
+      a.predictions.forEach((p, k) => assert.ok(Math.abs(p.probability - answers[0].predictions[k].probability) < 1e-5))
+    }
     assert.ok(CATS.includes(answers[0].predictions[0].index))
+    const after = service.batcher.stats()
+    assert.equal(after.completed - before.completed, 20)
+    assert.ok(after.batches - before.batches <= 20)
   })
+})
+
+test('a full queue answers 503 QueueFull at once, with Retry-After; the others are served', { timeout: 60_000 }, async () => {
+  // A fake classifier whose forward waits for the test: one request runs, one waits, the third
+  // finds the queue (maxQueue 1) full. No timing: the test waits for each state to be reached.
+  let open
+  const gate = new Promise((resolve) => { open = resolve })
+  const classifier = { forward: async (x) => { await gate; return torch.zeros([x.shape[0], 1000]) } }
+  const batcher = new torch.Batcher(classifier, { maxBatchSize: 1, maxQueue: 1, concurrency: 1 })
+  const app = createApp(batcher, { maxBytes: MAX_BYTES, preprocess: LITE0_PREPROCESS })
+  const server = await new Promise((resolve) => { const s = app.listen(0, '127.0.0.1', () => resolve(s)) })
+  const post = () => fetch(`http://127.0.0.1:${server.address().port}/v1/classify?topk=1`, { method: 'POST', body: CHELSEA, headers: { 'content-type': 'image/png' } })
+  const until = async (ok) => { while (!ok(batcher.stats())) await new Promise((resolve) => setTimeout(resolve, 5)) }
+  try {
+    const first = post()
+    await until((s) => s.inFlight === 1)
+    const second = post()
+    await until((s) => s.queued === 1)
+    const refused = await post()
+    assert.equal(refused.status, 503)
+    assert.equal(refused.headers.get('retry-after'), '1')
+    assert.deepEqual(await refused.json(), { error: { code: 'QueueFull', message: 'Batcher.run: the queue is full (1 waiting, options.maxQueue); try again later' } })
+    open()
+    for (const res of [await first, await second]) {
+      assert.equal(res.status, 200)
+      assert.equal((await res.json()).predictions[0].probability, Math.fround(0.001)) // softmax of zeros, float32
+    }
+    assert.deepEqual([batcher.stats().completed, batcher.stats().rejected], [2, 1])
+  } finally {
+    open()
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+    await batcher.close()
+  }
 })
 
 test('start refuses a bad maxBytes and a missing model with coded errors', async () => {
   await assert.rejects(start({ port: 0, maxBytes: Number('x') }), { code: 'InvalidArg', message: /maxBytes: expected a positive integer, got NaN/ })
   await assert.rejects(start({ port: 0, model: path.join(ROOT, 'no-such-model.pt') }), { code: 'ModelLoadError' })
+  await assert.rejects(start({ port: 0, batch: { maxQueue: 0 } }), { code: 'InvalidArg', message: /options\.maxQueue/ })
 })
