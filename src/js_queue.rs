@@ -69,6 +69,11 @@ impl JsQueue {
         queued
     }
 
+    /// Whether the JS thread is tearing down (work for it would be dropped).
+    pub fn is_closing(&self) -> bool {
+        *self.closing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn close(&self) {
         *self.closing.lock().unwrap_or_else(|p| p.into_inner()) = true;
     }

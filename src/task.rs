@@ -199,11 +199,13 @@ where
     *call.deferred.lock().unwrap_or_else(|p| p.into_inner()) = Some(deferred);
     js_queue::expect(env, &queue);
     executor::submit(Box::new(move || {
-        let started = call
-            .state
-            .compare_exchange(QUEUED, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok();
-        // Cancelled while queued: the listener has rejected; only the keep-alive is left.
+        // Cancelled while queued (the listener has rejected; only the keep-alive is left), or
+        // its JS thread is gone (a terminated worker): skipped.
+        let started = !queue.is_closing()
+            && call
+                .state
+                .compare_exchange(QUEUED, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok();
         let origin = Some(queue.clone());
         let out = started.then(|| warnings::with_origin(origin, || catch_panic(|| work(input))));
         queue.post(Box::new(move |env| {
@@ -254,6 +256,11 @@ fn error_value(env: RawEnv, err: &anyhow::Error) -> Val {
     if let (Ok(c), Ok(m)) = (js::new_string(env, code.as_ref()), js::new_string(env, &message)) {
         // SAFETY: plain N-API call on the JS thread.
         unsafe { sys::napi_create_error(env, c, m, &mut out) };
+    }
+    if out.is_null() {
+        // No error object could be made (out of memory?): reject with `undefined`, never hang.
+        // SAFETY: plain N-API call on the JS thread.
+        unsafe { sys::napi_get_undefined(env, &mut out) };
     }
     out
 }
