@@ -55,6 +55,7 @@ export type Device = 'cpu' | 'cuda' | `cuda:${number}`
 export type ErrorCode =
   | 'InvalidArg' | 'ShapeMismatch' | 'DTypeMismatch' | 'DeviceUnavailable' | 'DeviceMismatch'
   | 'ModelLoadError' | 'MethodNotFound' | 'Disposed' | 'ForwardError' | 'Aborted' | 'InvalidImage' | 'LibraryLoadError' | 'Internal'
+  | 'QueueFull' | 'Timeout' | 'Closed'
 /** An error thrown (or a promise rejected) by torch-node: `if ((e as TorchError).code === 'ShapeMismatch')`. */
 export interface TorchError extends Error {
   code: ErrorCode
@@ -135,6 +136,149 @@ export declare namespace vision {
   export function loadOps(dir?: string): boolean
 }
 
+/** What a `Batcher` drives: any object whose `forward` returns the output or a Promise of it (`runMethod` for `options.method`). */
+export interface BatchModule {
+  forward(...inputs: any[]): unknown
+  runMethod?(name: string, ...inputs: any[]): unknown
+}
+/** Options of `new torch.Batcher`; any other key is refused (`InvalidArg`). */
+export interface BatcherOptions {
+  /** A batch is dispatched once it holds this many rows (default 8). A request is never split: a bigger one runs alone. */
+  maxBatchSize?: number
+  /** ...or this many milliseconds after its oldest request was queued (default 5). */
+  maxDelayMs?: number
+  /** How many requests may wait (default 1024; `Infinity`: no bound); past it `run` rejects at once with `QueueFull`. */
+  maxQueue?: number
+  /** How many batches run at once (default `torch.getInstances()`); requests keep collecting meanwhile. */
+  concurrency?: number
+  /** A ScriptModule method to run instead of `forward`. */
+  method?: string
+  /**
+   * Pads tensor inputs of two or more dims along dim 1 (their length) to the longest in the
+   * batch, with this value; an array gives one per input (`null`: that input is not padded).
+   * Without it, requests whose lengths differ go to separate batches.
+   */
+  padValue?: number | boolean | ReadonlyArray<number | boolean | null>
+  /**
+   * Passes a mask `[rows, length]`, true on real positions, as an extra input: `true` after the
+   * inputs, a number at that input index, or `{index, dtype (default 'bool'), invert}` (`invert`:
+   * true on padding, as `nn.MultiheadAttention`'s `key_padding_mask`). Needs `padValue`.
+   */
+  mask?: boolean | number | { index?: number; dtype?: DType; invert?: boolean }
+  /** Lengths up to each bound are batched apart from longer ones (`[16, 64]`), so short requests are not padded to long ones. Needs `padValue`. */
+  buckets?: readonly number[]
+  /**
+   * Which outputs are cut back to each request's own length along dim 1: `true` (default) every
+   * tensor output of two or more dims whose dim 1 equals the padded length (one that does by
+   * coincidence too); `false` none; or their paths, as errors name them (`['output[0]']`).
+   */
+  unpad?: boolean | readonly string[]
+}
+/** Options of `Batcher.run`, given as its last argument: a plain object with only these keys. */
+export interface BatchRunOptions {
+  /** Aborting removes the request from the queue and rejects it (`Aborted`); a request whose batch runs finishes. */
+  signal?: AbortSignal
+  /** The longest the request may wait in the queue, in milliseconds (then `Timeout`); not a limit on the forward. */
+  timeoutMs?: number
+}
+/** `Batcher.stats()`: counts since construction and the state now. `requests` = completed + failed + rejected + timedOut + aborted + closed + queued + running. */
+export interface BatcherStats {
+  /** `run` calls. */
+  requests: number
+  /** Requests waiting now. */
+  queued: number
+  /** Requests in running batches now. */
+  running: number
+  /** Batches running now. */
+  inFlight: number
+  completed: number
+  /** Rejected by the model, by a split error or as malformed. */
+  failed: number
+  /** Refused with `QueueFull`. */
+  rejected: number
+  timedOut: number
+  aborted: number
+  /** Rejected with `Closed`. */
+  closed: number
+  /** Batches dispatched. */
+  batches: number
+  /** Rows in those batches. */
+  rows: number
+  /** rows / batches (0 before the first). */
+  meanBatchSize: number
+  /** Batches whose forward threw and whose requests were run again one by one. */
+  retried: number
+}
+/**
+ * Dynamic batching: concurrent `run` calls are concatenated along dim 0 into one forward, and
+ * each gets its own rows of the output back (views). Requests share a batch when their
+ * non-tensor inputs are equal and their tensors agree in dtype, device and trailing dims.
+ */
+export declare class Batcher<T extends IValue = Tensor> {
+  constructor(module: ScriptModule | AOTModule | BatchModule, options?: BatcherOptions)
+  /**
+   * Queues one request (tensor inputs carry its rows along dim 0); resolves to its share of the
+   * output. Errors reject: `QueueFull`, `Aborted`, `Timeout`, `Closed`, `InvalidArg`,
+   * `ShapeMismatch` (also an output that cannot be split), or the model's own.
+   */
+  run(...inputs: IValue[] | [...IValue[], BatchRunOptions]): Promise<T>
+  /** Counts and the state now. */
+  stats(): BatcherStats
+  /** Rejects the queued requests and every later `run` (`Closed`); resolves once the running batches finish. The module is not disposed. */
+  close(): Promise<void>
+  /** True once `close()` was called. */
+  get isClosed(): boolean
+  /** Same as `close()`, not waiting. */
+  [Symbol.dispose](): void
+  /** `await using b = new Batcher(m)` (Node 24+) closes it at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** `ragged.pad()`'s answer. */
+export interface PaddedSequences {
+  /** `[n, max length, ...rest]`, each sequence at the start of its row, the rest filled. */
+  padded: Tensor
+  /** bool `[n, max length]`, true on real data (on the values' device). */
+  mask: Tensor
+  /** The ragged's own `lengths`. */
+  lengths: Tensor
+}
+/** Sequences packed end to end (`torch.ragged`): sequence i is `values[offsets[i] : offsets[i + 1]]`. */
+export interface Ragged {
+  /** `[sum of lengths, ...rest]`: the sequences concatenated along dim 0 (a copy). */
+  readonly values: Tensor
+  /** int64 CPU `[n + 1]`, starting at 0. */
+  readonly offsets: Tensor
+  /** int64 CPU `[n]`. */
+  readonly lengths: Tensor
+  /** The number of sequences. */
+  readonly count: number
+  /** Sequence `i` (negative counts from the end): a view of `values`. */
+  at(i: number): Tensor
+  /** The sequences padded after their end with `value` (default 0), with a mask. */
+  pad(value?: number | boolean): PaddedSequences
+  /** Splits a padded tensor `[n, ≥ max length, ...]` (`pad`'s, or a model's output over it) back into one view per sequence. */
+  unpad(tensor: Tensor): Tensor[]
+  /** Frees `values`, `offsets` and `lengths`. */
+  dispose(): void
+  [Symbol.dispose](): void
+}
+/**
+ * Packs tensors `[length_i, ...rest]` (one dtype, device and rest; lengths may be 0) along dim 0,
+ * with int64 offsets and lengths. Errors: `InvalidArg`, `ShapeMismatch`, `DTypeMismatch`, `DeviceMismatch`.
+ */
+export declare function ragged(tensors: readonly Tensor[]): Ragged
+/** Options of `torch.padSequence`; any other key is refused (`InvalidArg`). */
+export interface PadSequenceOptions {
+  /** `[n, max length, ...]` instead of `[max length, n, ...]` (default false). */
+  batchFirst?: boolean
+  /** The fill (default 0). */
+  paddingValue?: number | boolean
+  /** Where the fill goes (default `'right'`). */
+  paddingSide?: 'right' | 'left'
+}
+/** PyTorch's `torch.nn.utils.rnn.pad_sequence`: the first sequence's dtype and device; the others are cast. */
+export declare function padSequence(sequences: readonly Tensor[], options?: PadSequenceOptions): Tensor
 
 export type TypedArray =
   | Int8Array
@@ -156,10 +300,10 @@ export type TypedArray =
 export declare class AOTModule {
   /** Loads a `.pt2` package synchronously (blocking the event loop; prefer `AOTModule.load`). */
   constructor(path: string, options?: { device?: Device })
-  /** Loads a `.pt2` package on the libuv thread pool (extracting and loading its compiled code). */
+  /** Loads a `.pt2` package on the executor (extracting and loading its compiled code). */
   static load(path: string, options?: AotModuleOptions | undefined | null): Promise<AOTModule>
   /**
-   * Runs the program on the libuv thread pool; resolves to its output (a Tensor, or an array
+   * Runs the program on the executor; resolves to its output (a Tensor, or an array
    * of Tensors). A last argument `{signal}` aborts as in `ScriptModule.forward`.
    */
   forward<T extends Tensor | Tensor[] = Tensor>(...inputs: Tensor[] | [...Tensor[], CallOptions]): Promise<T>
@@ -184,23 +328,26 @@ export declare class ScriptModule {
    * servers): `new ScriptModule('model.pt')`, `new ScriptModule(buffer, {device: 'cuda'})`.
    */
   constructor(source: string | Uint8Array, options?: ModuleOptions)
-  /** Loads a module on the libuv thread pool, without blocking the event loop. */
+  /** Loads a module on torch-node's executor threads, without blocking the event loop. */
   static load(source: Source, options?: ModuleOptions | undefined | null): Promise<ScriptModule>
   /**
-   * Runs `forward` on the libuv thread pool; resolves to its output (a Tensor, number,
+   * Runs `forward` on torch-node's executor threads (see `torch.setInstances`); resolves to its output (a Tensor, number,
    * string, array, object, Map or null). Numbers follow the method's schema (int or float).
    * A last argument `{signal}` (an AbortSignal) is the call's options, not an input:
    * aborting rejects with code `Aborted` (a call already running finishes first).
    */
   forward<T extends IValue = Tensor>(...inputs: IValue[] | [...IValue[], CallOptions]): Promise<T>
-  /** Runs `forward` on the calling thread and returns its output. */
+  /**
+   * Runs `forward` and returns its output; the calling thread waits while an executor thread
+   * runs it (so libtorch's thread teams stay the executor's).
+   */
   forwardSync<T extends IValue = Tensor>(...inputs: IValue[]): T
   /**
-   * Runs another method (one exported with `@torch.jit.export`) on the thread pool; takes a
+   * Runs another method (one exported with `@torch.jit.export`) on the executor; takes a
    * last `{signal}` argument as `forward` does.
    */
   runMethod<T extends IValue = Tensor>(name: string, ...inputs: IValue[] | [...IValue[], CallOptions]): Promise<T>
-  /** Runs another method on the calling thread. */
+  /** Runs another method; the calling thread waits for the executor. */
   runMethodSync<T extends IValue = Tensor>(name: string, ...inputs: IValue[]): T
   /** The module's methods: `forward` and every `@torch.jit.export`ed one. */
   methodNames(): Array<string>
@@ -492,6 +639,23 @@ export declare function cat(tensors: Tensor[], dim?: Dim | undefined | null): Te
 /** A tensor with uninitialized contents (fast; fill it before reading). */
 export declare function empty(shape: Shape, options?: FactoryOptions | undefined | null): Tensor
 
+/** What the executor is doing: settings, queued and running calls. */
+export declare function executorStats(): ExecutorStats
+
+/** The executor's settings and load. */
+export interface ExecutorStats {
+  /** Calls that run at once (`setInstances`). */
+  instances: number
+  /** Intra-op threads of each instance (`setNumThreads`). */
+  threads: number
+  /** Calls waiting for a free instance. */
+  queued: number
+  /** Calls running now. */
+  running: number
+  /** Calls finished since the process started. */
+  completed: number
+}
+
 /**
  * An identity matrix of n rows and m (default n) columns: `eye(3)`, `eye(2, 3)`,
  * `eye(3, {dtype: 'int64'})`.
@@ -510,7 +674,10 @@ export declare function fromBuffer(data: BufferData, shape: Shape, options?: Fro
 /** A tensor filled with `value` (float32 for a number, bool for a boolean, unless `dtype`). */
 export declare function full(shape: Shape, value: Scalar, options?: FactoryOptions | undefined | null): Tensor
 
-/** The number of threads libtorch uses for intra-op parallelism. */
+/** The number of executor instances (calls that run at once). */
+export declare function getInstances(): number
+
+/** The intra-op threads each executor instance uses. */
 export declare function getNumThreads(): number
 
 /** Options of `torch.image.load`, `loadSync` and `loadBatch`. */
@@ -612,12 +779,26 @@ export declare function randint(low: number, high: number, shape: Shape, options
 export declare function randn(shape: Shape, options?: FactoryOptions | undefined | null): Tensor
 
 /**
+ * Sets how many calls run at once: the number of executor instances, each a native thread
+ * of torch-node's own (never libuv's pool) with `getNumThreads()` intra-op threads. Default 1
+ * (or `TORCH_NODE_INSTANCES`): one call at a time using every core is fastest per request;
+ * 2 instances × 1 thread each can serve more requests per second on small models. Keep
+ * instances × threads ≤ cores: more makes libgomp throttle every team. Shared by worker threads.
+ */
+export declare function setInstances(n: number): void
+
+/**
  * Sets the number of inter-op threads; libtorch accepts this only once, before any
  * parallel work has started.
  */
 export declare function setNumInteropThreads(n: number): void
 
-/** Sets the number of threads libtorch uses for intra-op parallelism (per process). */
+/**
+ * Sets how many intra-op threads (one OpenMP team) each executor instance gives a call:
+ * `forward`, `runMethod`, loads and image work run on the executor (see `setInstances`).
+ * Default: the cores libtorch sees ÷ instances. Tensor methods called directly from JS run
+ * on the calling thread with one thread, so they never add a team beside the executor's.
+ */
 export declare function setNumThreads(n: number): void
 
 /** Stacks same-shape tensors along a new dim (default 0) into a new tensor (a copy). */
@@ -687,7 +868,7 @@ export declare namespace image {
    * (default 90).
    */
   export function encode(tensor: Tensor, format: ImageFormat, options?: EncodeOptions | undefined | null): Uint8Array
-  /** `loadSync` on the libuv thread pool: decoding and resizing never block the event loop. */
+  /** `loadSync` on torch-node's executor: decoding and resizing never block the event loop. */
   export function load(source: Source, options?: ImageOptions | undefined | null): Promise<Tensor>
   /**
    * Loads several images (on the thread pool) into one batch `[N, 3, H, W]`; the transforms
@@ -695,7 +876,7 @@ export declare namespace image {
    */
   export function loadBatch(sources: Source[], options?: ImageOptions | undefined | null): Promise<Tensor>
   /**
-   * Loads an image as a model input, on the calling thread: decode, then `resize` (a number:
+   * Loads an image as a model input (the calling thread waits for the executor): decode, then `resize` (a number:
    * the shorter side, as `transforms.Resize(int)`; `[h, w]`: exact), `centerCrop`, to float in
    * [0, 1], `mean`/`std` (`mean: 'imagenet'` for both presets). `layout`: `'nchw'` (default,
    * `[1, 3, H, W]`), `'nhwc'`, or `'chw'`/`'hwc'` without the batch dim; `dtype`: `'float32'`

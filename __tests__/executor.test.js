@@ -115,9 +115,8 @@ describe('executor', () => {
       const ac = new AbortController()
       const queued = m.forward(big, { signal: ac.signal }).then(() => events.push('queued resolved'), (e) => events.push('queued ' + e.code))
       setImmediate(() => ac.abort())
-      Promise.all([first, queued]).then(() => console.log(JSON.stringify({ events, stats: torch.executorStats() })))`)
+      Promise.all([first, queued]).then(() => console.log(JSON.stringify({ events })))`)
     assert.deepEqual(out.events, ['queued Aborted', 'first'])
-    assert.equal(out.stats.queued, 0)
   })
 
   test('the process exits once async work completes, and waits for it', () => {
