@@ -13,6 +13,8 @@ Writes (paths relative to --out, which defaults to the folder this script is in)
   fixtures/extra_method.pt          scripted module with extra methods  (committed)
   fixtures/golden.json              expected outputs for the fixtures   (committed)
   fixtures/grow_scripted.pt         resize_s its input (hostile tests)  (committed)
+  fixtures/warn_scripted.pt         warnings.warn in forward (warnings)  (committed)
+  fixtures/quant_scripted.pt        quantize_per_tensor (warnings)      (committed)
   fixtures/nms_scripted.pt          calls torchvision::nms (op library) (committed)
   fixtures/text_encoder.pt          embedding + masked self-attention   (committed)
   fixtures/sequences.json           its goldens, pad_sequence goldens   (committed)
@@ -340,6 +342,29 @@ def make_hostile_fixtures(out: str) -> None:
     path = os.path.join(out, "fixtures", "grow_scripted.pt")
     jit_save(torch.jit.script(Grow().eval()), path)
     log("  wrote %s (%s)" % (rel(path, out), size_str(path)))
+
+
+class Warns(nn.Module):
+    """`warnings.warn` in TorchScript: libtorch raises it through its warning handler, which
+    torch-node turns into a Node 'warning' event (the warnings tests)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        warnings.warn("Warns: this model is only a test fixture")
+        return x * 2
+
+
+class Quantizes(nn.Module):
+    """torch.quantize_per_tensor, deprecated since PyTorch 2.10: libtorch warns once per process."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.quantize_per_tensor(x, 0.1, 0, torch.quint8).dequantize()
+
+
+def make_warning_fixtures(out: str) -> None:
+    for name, module in (("warn_scripted.pt", Warns()), ("quant_scripted.pt", Quantizes())):
+        path = os.path.join(out, "fixtures", name)
+        jit_save(torch.jit.script(module.eval()), path)
+        log("  wrote %s (%s)" % (rel(path, out), size_str(path)))
 
 
 class Nms(nn.Module):
@@ -1213,6 +1238,8 @@ def main(argv=None) -> int:
         log("[1/7] fixtures: present, kept (--fixtures rewrites them)")
     if args.fixtures or not os.path.exists(os.path.join(out, "fixtures", "grow_scripted.pt")):
         make_hostile_fixtures(out)
+    if args.fixtures or not all(os.path.exists(os.path.join(out, "fixtures", f)) for f in ("warn_scripted.pt", "quant_scripted.pt")):
+        make_warning_fixtures(out)
     if args.fixtures or not os.path.exists(os.path.join(out, "fixtures", "nms_scripted.pt")):
         make_op_fixtures(out)
     if args.fixtures or not all(os.path.exists(os.path.join(out, "fixtures", f)) for f in ("text_encoder.pt", "sequences.json")):
