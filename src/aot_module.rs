@@ -155,7 +155,15 @@ impl JsAotModule {
                 let (path, dev, abort) = load_args(&env, path.raw().val, options.map(|o| o.raw().val), true)?;
                 Ok(((path, dev), abort))
             })?;
-            guard(|| task::spawn(env.raw(), "load", prepared, |(path, dev)| aot::load(&path, dev), module_value))
+            guard(|| {
+                task::spawn(
+                    env.raw(),
+                    "load",
+                    prepared,
+                    |(path, dev)| aot::load(&path, dev),
+                    module_value,
+                )
+            })
         })
     }
 

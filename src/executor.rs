@@ -254,7 +254,9 @@ mod tests {
             let tx = tx.clone();
             submit(Box::new(move || tx.send(i).unwrap()));
         }
-        let order: Vec<i32> = (0..20).map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap()).collect();
+        let order: Vec<i32> = (0..20)
+            .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+            .collect();
         assert_eq!(order, (0..20).collect::<Vec<_>>());
 
         // Two instances run two calls at once: each waits for the other to start.
@@ -269,7 +271,8 @@ mod tests {
             }));
         }
         for _ in 0..2 {
-            rx.recv_timeout(Duration::from_secs(10)).expect("both ran concurrently");
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("both ran concurrently");
         }
         set_threads(Some(3));
         assert_eq!(stats().threads, 3);

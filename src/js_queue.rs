@@ -109,7 +109,12 @@ pub fn fulfilled(env: sys::napi_env) {
     });
 }
 
-unsafe extern "C" fn run_on_js_thread(env: sys::napi_env, _cb: sys::napi_value, _ctx: *mut c_void, data: *mut c_void) {
+unsafe extern "C" fn run_on_js_thread(
+    env: sys::napi_env,
+    _cb: sys::napi_value,
+    _ctx: *mut c_void,
+    data: *mut c_void,
+) {
     // SAFETY: `data` is the `Box<Work>` that `post` handed over.
     let work = Box::from_raw(data as *mut Work);
     // A null env: the function is being torn down with items still queued.

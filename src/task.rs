@@ -67,7 +67,9 @@ pub type AbortFlag = Option<Arc<Call>>;
 /// rejected at once.
 pub(crate) fn abort_flag(env: &Env, signal: Val) -> anyhow::Result<Arc<Call>> {
     let raw = env.raw();
-    if js::type_of(raw, signal)? != sys::ValueType::napi_object || !js::is_instance_of(raw, signal, "AbortSignal")? {
+    if js::type_of(raw, signal)? != sys::ValueType::napi_object
+        || !js::is_instance_of(raw, signal, "AbortSignal")?
+    {
         crate::bail_code!(
             Code::InvalidArg,
             "options.signal: expected an AbortSignal, got {}",

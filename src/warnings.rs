@@ -50,7 +50,11 @@ extern "C" fn on_warning(message: *const c_char, deprecation: c_int) {
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: libtorch passes a NUL-terminated message that lives for this call.
         let message = unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned();
-        let code = if deprecation != 0 { "TORCH_DEPRECATION" } else { "TORCH_WARNING" };
+        let code = if deprecation != 0 {
+            "TORCH_DEPRECATION"
+        } else {
+            "TORCH_WARNING"
+        };
         let Some(queue) = ORIGIN.with(|o| o.borrow().clone()) else {
             eprintln!("[torch-node] TorchWarning: {message}");
             return;
@@ -73,7 +77,12 @@ fn emit(env: sys::napi_env, message: &str, code: &str) {
                 ("code".to_string(), js::new_string(env, code)?),
             ],
         )?;
-        js::call_method(env, process, "emitWarning", &[js::new_string(env, message)?, options])?;
+        js::call_method(
+            env,
+            process,
+            "emitWarning",
+            &[js::new_string(env, message)?, options],
+        )?;
         Ok(())
     };
     if call().is_err() {

@@ -8,10 +8,10 @@ use crate::convert::{
 use crate::error::{guard, Code};
 use crate::js::{self, Env as RawEnv, Val};
 use crate::outcome::Outcome;
+use crate::task::{self, prepare, Promise};
 use crate::tensor::JsTensor;
 use crate::{args, bail_code, dtype};
 use napi::bindgen_prelude::*;
-use crate::task::{self, prepare, Promise};
 use napi_derive::napi;
 use tch::{Kind, Tensor};
 
@@ -281,7 +281,9 @@ pub mod image {
     pub fn load_sync(env: Env, source: convert::Source, options: Option<ImageOptions>) -> Outcome<JsTensor> {
         guard(|| {
             let p = read(env.raw(), vec![source.raw().val], options.map(|o| o.raw().val))?;
-            Ok(JsTensor::new(task::run_sync(move || load_all(p.sources, &p.transform, p.no_batch))?))
+            Ok(JsTensor::new(task::run_sync(move || {
+                load_all(p.sources, &p.transform, p.no_batch)
+            })?))
         })
         .into()
     }

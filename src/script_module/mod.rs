@@ -13,12 +13,12 @@ use crate::js::{self, Env as RawEnv, Val};
 use crate::module::Module;
 use crate::module::{self as core, LoadOptions, Source};
 use crate::outcome::Outcome;
+use crate::task::{self, abort_flag, prepare, split_call_options, AbortFlag, Promise};
 use crate::tensor::JsTensor;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::cell::RefCell;
 use std::sync::{Arc, RwLock};
-use crate::task::{self, abort_flag, prepare, split_call_options, AbortFlag, Promise};
 use tch::Device;
 
 // Read by `load_options`; this struct declares the keys to TypeScript.
@@ -224,7 +224,8 @@ fn inputs_and_signal(env: &Env, list: Val) -> anyhow::Result<(Vec<Value>, AbortF
 /// A loaded module as a JS `ScriptModule` (on the JS thread, as a load's promise resolves).
 fn module_value(env: RawEnv, m: Module) -> anyhow::Result<Val> {
     // SAFETY: on the JS thread, inside the completion's N-API callback.
-    unsafe { JsScriptModule::to_napi_value(env, JsScriptModule::from_module(m)) }.map_err(|e| anyhow::anyhow!("{e}"))
+    unsafe { JsScriptModule::to_napi_value(env, JsScriptModule::from_module(m)) }
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 impl JsScriptModule {
@@ -294,7 +295,9 @@ impl JsScriptModule {
         guard(|| {
             let src = read_source(env.raw(), source.raw().val)?;
             let options = load_options(env.raw(), options.map(|o| o.raw().val))?;
-            Ok(JsScriptModule::from_module(task::run_sync(move || core::load(&src, &options))?))
+            Ok(JsScriptModule::from_module(task::run_sync(move || {
+                core::load(&src, &options)
+            })?))
         })
         .into()
     }
