@@ -122,6 +122,18 @@ describe('modules', () => {
     assert.equal(again.runMethodSync('add_one', 1), 2)
   })
 
+  test('signature(): argument names and TorchScript types, as the schema declares them', () => {
+    const m = new torch.ScriptModule(path.join(MODELS, 'fixtures', 'ivalues_scripted.pt'))
+    assert.deepEqual(m.signature(), {
+      name: 'forward',
+      args: [{ name: 'x', type: 'Tensor', hasDefault: false }, { name: 'n', type: 'int', hasDefault: false }],
+      returns: 'Tuple[Tensor, int, float, bool, str, Optional[Tensor], List[int], Dict[str, Tensor]]',
+    })
+    assert.deepEqual(m.signature('forward'), m.signature())
+    assert.throws(() => m.signature('nope'), { code: 'MethodNotFound', message: /no method 'nope'; it has: forward/ })
+    assert.throws(() => m.signature(3), { code: 'InvalidArg', message: /signature: method: expected a string/ })
+  })
+
   test('to("cpu") keeps working; CUDA fails cleanly where there is none', { skip: torch.cuda.isAvailable() }, () => {
     const m = new torch.ScriptModule(path.join(MODELS, 'fixtures', 'mlp_traced.pt'))
     m.to('cpu')

@@ -157,6 +157,12 @@ impl Module {
         self.handle.method_names()
     }
 
+    /// A method's declared arguments (without `self`) and return type.
+    pub fn schema(&self, method: &str) -> Result<crate::ffi::MethodSchema> {
+        self.signature(method)?;
+        self.handle.method_schema(method)
+    }
+
     pub fn signature(&self, method: &str) -> Result<Arc<Signature>> {
         if let Some(s) = self
             .signatures

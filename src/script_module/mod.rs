@@ -4,7 +4,9 @@
 
 use crate::archive::Limits;
 use crate::bail_code;
-use crate::convert::{self, number as number_arg, string as string_arg, Inputs, ModuleOptions, Read, Str};
+use crate::convert::{
+    self, number as number_arg, string as string_arg, Inputs, ModuleOptions, Read, ReadOpt, Str,
+};
 use crate::device;
 use crate::error::{guard, Code, Result};
 use crate::ivalue::js::{from_js, to_js};
@@ -61,6 +63,28 @@ pub struct JsModuleOptions {
     /// The inputs of one `forward` call (a Tensor, or an array of inputs) for `warmup`.
     #[napi(ts_type = "Tensor | IValue[]")]
     pub example: Option<Unknown<'static>>,
+}
+
+/// One argument of a TorchScript method.
+#[napi(object)]
+pub struct MethodArg {
+    /// The argument's name in the Python source (`x`, `input_ids`; traced modules: as traced).
+    pub name: String,
+    /// TorchScript's annotation: `Tensor`, `int`, `float`, `List[Tensor]`, `Dict[str, Tensor]`, ...
+    pub r#type: String,
+    /// Whether the argument has a default value (it may be left out).
+    pub has_default: bool,
+}
+
+/// A TorchScript method's signature (`ScriptModule.signature()`).
+#[napi(object)]
+pub struct MethodSignature {
+    /// The method's name.
+    pub name: String,
+    /// Its arguments after `self`, in order.
+    pub args: Vec<MethodArg>,
+    /// Its return type's annotation (`Tensor`, `Tuple[Tensor, Tensor]`, `Dict[str, Tensor]`, ...).
+    pub returns: String,
 }
 
 /// A TorchScript module (from `torch.jit.trace` or `torch.jit.script` + `torch.jit.save`).
@@ -372,6 +396,31 @@ impl JsScriptModule {
         Outcome::of(|| {
             let name = guard(|| name.read("method name"))?;
             self.call_sync(env, &name, inputs)
+        })
+    }
+
+    /// A method's declared signature (default `forward`): its arguments after `self`, with
+    /// TorchScript's type annotations, and its return type, e.g.
+    /// `{name: 'forward', args: [{name: 'x', type: 'Tensor', hasDefault: false}], returns: 'Tensor'}`.
+    /// Unknown methods: `MethodNotFound`.
+    #[napi]
+    pub fn signature(&self, method: Option<Str>) -> Outcome<MethodSignature> {
+        Outcome::of(|| {
+            let name = guard(|| method.read("signature: method"))?.unwrap_or_else(|| "forward".to_string());
+            let schema = self.read(|m| m.schema(&name))?;
+            Ok(MethodSignature {
+                name,
+                args: schema
+                    .args
+                    .into_iter()
+                    .map(|a| MethodArg {
+                        name: a.name,
+                        r#type: a.type_str,
+                        has_default: a.has_default,
+                    })
+                    .collect(),
+                returns: schema.returns,
+            })
         })
     }
 
