@@ -180,6 +180,14 @@ pub fn load_torchvision_ops(dir: Option<Str>) -> Outcome<bool> {
     .into()
 }
 
+/// The libtorch version this addon was built against, `'major.minor'` (e.g. `'2.13'`): files
+/// it saves load in libtorch (or PyTorch) of that version or newer.
+#[napi]
+pub fn libtorch_version() -> String {
+    let (major, minor) = ffi::torch_version();
+    format!("{major}.{minor}")
+}
+
 /// Live tensors (JS `Tensor` objects not yet disposed or collected) and their element bytes.
 #[napi(object)]
 pub struct MemoryInfo {
