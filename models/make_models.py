@@ -15,6 +15,7 @@ Writes (paths relative to --out, which defaults to the folder this script is in)
   fixtures/grow_scripted.pt         resize_s its input (hostile tests)  (committed)
   fixtures/warn_scripted.pt         warnings.warn in forward (warnings)  (committed)
   fixtures/quant_scripted.pt        quantize_per_tensor (warnings)      (committed)
+  fixtures/fixed_batch_traced.pt    reshape(1, 8): batch 1 only (Triton)  (committed)
   fixtures/nms_scripted.pt          calls torchvision::nms (op library) (committed)
   fixtures/text_encoder.pt          embedding + masked self-attention   (committed)
   fixtures/sequences.json           its goldens, pad_sequence goldens   (committed)
@@ -358,6 +359,20 @@ class Quantizes(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return torch.quantize_per_tensor(x, 0.1, 0, torch.quint8).dequantize()
+
+
+class FixedBatch(nn.Module):
+    """Traced at batch 1 with a hard-coded reshape: it cannot run at batch 2, so a Triton config
+    for it needs max_batch_size 0 (the writeTritonRepository tests)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.reshape(1, 8) * 2
+
+
+def make_fixed_batch_fixture(out: str) -> None:
+    path = os.path.join(out, "fixtures", "fixed_batch_traced.pt")
+    jit_save(torch.jit.trace(FixedBatch().eval(), torch.ones(1, 8)), path)
+    log("  wrote %s (%s)" % (rel(path, out), size_str(path)))
 
 
 def make_warning_fixtures(out: str) -> None:
@@ -1240,6 +1255,8 @@ def main(argv=None) -> int:
         make_hostile_fixtures(out)
     if args.fixtures or not all(os.path.exists(os.path.join(out, "fixtures", f)) for f in ("warn_scripted.pt", "quant_scripted.pt")):
         make_warning_fixtures(out)
+    if args.fixtures or not os.path.exists(os.path.join(out, "fixtures", "fixed_batch_traced.pt")):
+        make_fixed_batch_fixture(out)
     if args.fixtures or not os.path.exists(os.path.join(out, "fixtures", "nms_scripted.pt")):
         make_op_fixtures(out)
     if args.fixtures or not all(os.path.exists(os.path.join(out, "fixtures", f)) for f in ("text_encoder.pt", "sequences.json")):
