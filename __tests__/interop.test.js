@@ -33,6 +33,7 @@ async function churn() {
   let junk = []
   for (let i = 0; i < 48; i++) junk.push(new Float32Array(1 << 18).fill(-7)) // 48 MiB of JS memory
   for (let i = 0; i < 48; i++) junk.push(torch.full([1 << 18], -7)) // 48 MiB of tensors, dropped
+  // eslint-disable-next-line no-useless-assignment -- drops the last reference before the GC
   junk = null
   await gcCycles(3)
   const again = []
@@ -376,6 +377,7 @@ describe('asTypedArray', () => {
     const a = t.asTypedArray()
     t.dispose()
     assert.ok(t.isDisposed)
+    // eslint-disable-next-line no-useless-assignment -- drops the last reference before the GC
     t = null
     if (HAS_GC) global.gc()
     assert.equal(a.length, 1000)

@@ -250,14 +250,12 @@ describe('Symbol.dispose', () => {
     assert.ok(m.isDisposed)
     let hasUsing = true
     try {
-      // eslint-disable-next-line no-new-func
       new Function('{ using x = null }')
     } catch {
       hasUsing = false
     }
     if (Number(process.versions.node.split('.')[0]) >= 24) assert.ok(hasUsing, 'Node 24+ has `using`')
     if (hasUsing) {
-      // eslint-disable-next-line no-new-func
       const scoped = new Function('torch', 'path', `
         let seen
         { using t = torch.ones([3]); using m = new torch.ScriptModule(path); seen = [t, m] }

@@ -348,7 +348,7 @@ const table = (header, rows) => [
   ...rows.map((r) => `| ${r.join(' | ')} |`),
 ].join('\n')
 
-function modelTables({ live, results }, peak) {
+function modelTables({ results }, peak) {
   const out = []
   for (const batch of config.batches) {
     const { times, accuracy } = results[batch]

@@ -1,13 +1,20 @@
 'use strict'
-// `npm run lint`: `cargo fmt --check` and `cargo clippy -- -D warnings`, with the same LIBTORCH
-// as the build (another value would make torch-sys rebuild libtch: minutes).
+// `npm run lint`: ESLint over every JS file (eslint.config.js; `npm run lint:js` runs it alone),
+// then `cargo fmt --check` and `cargo clippy -- -D warnings`, with the same LIBTORCH as the build
+// (another value would make torch-sys rebuild libtch: minutes).
 const { spawnSync } = require('node:child_process')
+const path = require('node:path')
 const { resolveLibtorch, ROOT } = require('./libtorch')
 const { cargoEnv } = require('./build')
 
-const env = cargoEnv(resolveLibtorch().libtorch)
-for (const args of [['fmt', '--check'], ['clippy', '--release', '--lib', '--tests', '--', '-D', 'warnings']]) {
-  console.log(`$ cargo ${args.join(' ')}`)
-  const r = spawnSync('cargo', args, { cwd: ROOT, env, stdio: 'inherit' })
+function run(command, args, env) {
+  console.log(`$ ${[path.basename(command), ...args].join(' ')}`)
+  const r = spawnSync(command, args, { cwd: ROOT, env, stdio: 'inherit' })
   if (r.status !== 0) process.exit(r.status ?? 1)
 }
+
+// ESLint's own bin, run by this Node (the package exports no path to it).
+run(process.execPath, [path.join(path.dirname(require.resolve('eslint/package.json')), 'bin', 'eslint.js'), '.'])
+const env = cargoEnv(resolveLibtorch().libtorch)
+run('cargo', ['fmt', '--check'], env)
+run('cargo', ['clippy', '--release', '--lib', '--tests', '--', '-D', 'warnings'], env)
