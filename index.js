@@ -1,81 +1,22 @@
 'use strict'
-// Entry point: loads the native addon and adds the one layer Rust cannot provide.
+// Entry point: loads the native addon (lib/addon.js) and adds the one layer Rust cannot provide.
+// Each piece below says why it is JS; everything else is the native export itself.
 // - Errors are thrown from JS. A native export never throws: it returns the sentinel
 //   `native._failed` and stashes its error (src/outcome.rs says why: a throw from native code
 //   can kill the process through Node's GC-time finalizer path). The wrappers below see the
 //   sentinel and throw the error, with a stack that starts at the caller.
 // - Variadic arguments (`view(2, 3)`, `forward(a, b)`), receiver checks, the `Tensor` and
-//   `ScriptModule` constructors, util.inspect and Symbol.dispose.
-const path = require('node:path')
+//   module constructors, util.inspect and Symbol.dispose.
+// - lib/ holds what is composed from the public API (vision, ragged, Batcher) and the shared
+//   error helpers (lib/errors.js).
 const util = require('node:util')
 const { markAsUntransferable } = require('node:worker_threads')
+const { loadAddon } = require('./lib/addon')
+const { codedError, describe } = require('./lib/errors')
 
-let native
-const addon = addonPath()
-try {
-  native = require(addon)
-} catch (e) {
-  throw addonLoadError(e, addon)
-}
-
-/**
- * The addon this package built from source (torch-node.node), else the prebuilt platform
- * package's (`@torch-node/linux-x64-gnu`, scripts/prebuild.js).
- */
-function addonPath() {
-  const local = path.join(__dirname, 'torch-node.node')
-  if (require('node:fs').existsSync(local)) return local
-  const key = process.platform === 'linux' && ['x64', 'arm64'].includes(process.arch)
-    ? `linux-${process.arch}-${process.report?.getReport().header.glibcVersionRuntime ? 'gnu' : 'musl'}`
-    : null
-  try {
-    if (key) return require.resolve(`@torch-node/${key}`)
-  } catch {}
-  return local
-}
-
-/** One line that names the fix when the addon or its libtorch cannot be loaded. */
-function addonLoadError(e, file) {
-  const fs = require('node:fs')
-  const link = path.join(path.dirname(file), 'libtorch')
-  let target = null
-  try {
-    target = fs.readlinkSync(link)
-  } catch {}
-  if (target === null && path.basename(file) !== 'torch-node.node') {
-    // The prebuilt is installed but our install script never linked libtorch beside it.
-    e.message = 'torch-node: its install script has not run, so libtorch is not set up: allow it in your ' +
-      'package.json ("allowScripts": {"torch-node": true}), then run `npm rebuild torch-node` ' +
-      `(${e.message.split('\n')[0]})`
-  } else if (target && !fs.existsSync(path.join(link, 'lib'))) {
-    e.message = `torch-node: libtorch is missing: ${link} points to ${target}, which is gone (the shared ` +
-      'libtorch cache was cleared, or this app was copied without it): run `npm rebuild torch-node`, or copy ' +
-      `that folder too (${e.message.split('\n')[0]})`
-  } else {
-    e.message = `torch-node: cannot load the native addon (${file}): run \`npm rebuild torch-node\` ` +
-      `(in this repository: \`npm install\`) (${e.message.split('\n')[0]})`
-  }
-  e.code = 'LibraryLoadError'
-  return e
-}
-
+const native = loadAddon()
 const FAILED = native._failed
 const takeError = native._takeError
-
-/** An Error with a `code`, like every error torch-node throws. */
-function codedError(code, message, caller) {
-  const e = new Error(message)
-  e.code = code
-  if (caller) Error.captureStackTrace(e, caller)
-  return e
-}
-
-function describe(value) {
-  if (value === null) return 'null'
-  if (typeof value !== 'object') return typeof value
-  const name = value.constructor && value.constructor.name
-  return name ? `${/^[AEIOU]/.test(name) ? 'an' : 'a'} ${name}` : 'an object'
-}
 
 /** Throws the error a native export just reported by returning the sentinel. */
 function raise(caller) {
@@ -85,7 +26,8 @@ function raise(caller) {
 }
 
 // V8's "Illegal invocation" (a method called on an object made with
-// Object.create(Tensor.prototype), which passes the instanceof check): give it our code.
+// Object.create(Tensor.prototype), which passes the instanceof check) is thrown by V8 before
+// the native method runs, so only JS can give it our code.
 // (Arguments never throw natively: src/convert.rs reads them inside the export.)
 function recode(e, where) {
   if (e instanceof TypeError && e.message === 'Illegal invocation' && e.code === undefined) {
@@ -109,7 +51,8 @@ function call(impl, self, args, caller, where) {
 
 /**
  * The public form of a native function or method: `adapt` maps the JS arguments to the native
- * ones; `Class` makes it a method that checks its receiver.
+ * ones; `Class` makes it a method that checks its receiver first, so that a wrong `this` gets a
+ * coded error naming the class instead of the uncoded one V8 or napi-rs would throw.
  */
 function wrap(impl, name, where, { adapt, Class } = {}) {
   const wrapper = {
@@ -124,6 +67,7 @@ function wrap(impl, name, where, { adapt, Class } = {}) {
   return wrapper
 }
 
+// Rest parameters: napi-rs declares a fixed parameter list, so variadic calls are packed here.
 // Shapes and dims as an array or as arguments, as PyTorch takes them: view(2, 3), view([2, 3]).
 const sizes = (args) => [args.length === 1 && Array.isArray(args[0]) ? args[0] : args]
 // Model inputs as rest parameters; the native side reads one array.
@@ -153,19 +97,24 @@ function wrapPrototype(Native, Class) {
   })
 }
 
-/** Tensors come from factories (`torch.tensor`, `torch.ones`, `torch.fromBuffer`, ...). */
+/**
+ * Tensors come from factories (`torch.tensor`, `torch.ones`, `torch.fromBuffer`, ...). JS
+ * because napi-rs's class without a constructor throws its own uncoded error, natively.
+ */
 function Tensor() {
   throw codedError('InvalidArg', 'new Tensor(): tensors are made with torch.tensor(data), torch.ones(shape), torch.fromBuffer(...), ...', Tensor)
 }
 wrapPrototype(native.Tensor, Tensor)
-// console.log(tensor) prints what Python prints.
+// console.log(tensor) prints what Python prints; util.inspect.custom is a symbol-named method.
 Tensor.prototype[util.inspect.custom] = function () {
   return this.toString()
 }
 
 /**
  * The public class of a native module class: `new Class(source, options)` loads synchronously
- * (the native `_open`), `Class.load(...)` on the thread pool.
+ * (the native `_open`), `Class.load(...)` on the executor. JS because a napi-rs constructor can
+ * only fail by throwing from native code, and so that subclasses (`class M extends
+ * ScriptModule`) get their own prototype.
  */
 function moduleClass(Native, name) {
   const Class = {
@@ -208,7 +157,8 @@ function fromBuffer(data, shape, options) {
 
 /**
  * Runs `fn` and disposes every tensor created while it runs, except those it returns (a
- * Tensor, or arrays/objects of them). Synchronous functions only, as in tfjs.
+ * Tensor, or arrays/objects of them). Synchronous functions only, as in tfjs. JS because `fn`
+ * may throw, and its exception must reach the caller without a native rethrow.
  */
 function tidy(fn) {
   if (typeof fn !== 'function') throw codedError('InvalidArg', `tidy: expected a function, got ${describe(fn)}`, tidy)
@@ -232,7 +182,10 @@ function tidy(fn) {
   return result
 }
 
-/** `torch.where(condition, x, y)`: x where condition holds, else y. */
+/**
+ * `torch.where(condition, x, y)`: x where condition holds, else y. The native form is the
+ * method `x.where(condition, y)`; this free form turns a number `x` into a tensor first.
+ */
 function where(condition, x, y) {
   if (!(condition instanceof Tensor)) throw codedError('InvalidArg', `where: condition: expected a bool Tensor, got ${describe(condition)}`, where)
   if (typeof x === 'number' || typeof x === 'boolean') x = exported.tensor(x)
@@ -258,12 +211,13 @@ for (const [name, value] of Object.entries(native)) {
   else exported[name] = value
 }
 Object.assign(exported, { Tensor, ScriptModule, AOTModule, fromBuffer, tidy, where })
+// Compositions of the public API (lib/): image classification, variable-length sequences,
+// dynamic batching. They raise errors with the same helpers (lib/errors.js).
 exported.vision = require('./lib/vision')(exported, {
   loadOps: wrap(native._loadTorchvisionOps, 'loadOps', 'vision.loadOps'),
 })
-// Variable-length sequences and dynamic batching are compositions of the public API (lib/).
-const sequences = require('./lib/ragged')(exported, { codedError, describe })
+const sequences = require('./lib/ragged')(exported)
 exported.ragged = sequences.ragged
 exported.padSequence = sequences.padSequence
-exported.Batcher = require('./lib/batcher')(exported, { codedError, describe, maskOf: sequences.maskOf }).Batcher
+exported.Batcher = require('./lib/batcher')(exported, { maskOf: sequences.maskOf }).Batcher
 module.exports = exported

@@ -143,15 +143,15 @@ describe('torch.vision.classify', () => {
 
   test('bad arguments reject (never throw) with coded one-line errors', async () => {
     const cases = [
-      [[{}, CHELSEA], 'InvalidArg', /module: expected a ScriptModule, got an Object/],
+      [[{}, CHELSEA], 'InvalidArg', /module: expected a ScriptModule, got an object/],
       [[model, 42], 'InvalidArg', /images: expected a path, a Buffer\/Uint8Array, an array of them or a Tensor, got number/],
-      [[model, {}], 'InvalidArg', /images: expected .* got an Object/],
+      [[model, {}], 'InvalidArg', /images: expected .* got an object/],
       [[model, []], 'InvalidArg', /images: expected at least one image/],
       [[model, CHELSEA, 5], 'InvalidArg', /options: expected an object, got number/],
       [[model, CHELSEA, { top: 1 }], 'InvalidArg', /unknown option 'top'; accepted: topk, labels, preprocess, signal/],
       [[model, CHELSEA, { topk: 0 }], 'InvalidArg', /options\.topk: expected a positive integer, got 0/],
       [[model, CHELSEA, { topk: 1.5 }], 'InvalidArg', /options\.topk/],
-      [[model, CHELSEA, { topk: '3' }], 'InvalidArg', /options\.topk: expected a positive integer, got string/],
+      [[model, CHELSEA, { topk: '3' }], 'InvalidArg', /options\.topk: expected a positive integer, got a string/],
       [[model, CHELSEA, { topk: 1001 }], 'InvalidArg', /options\.topk: 1001 is more than the model's 1000 classes/],
       [[model, CHELSEA, { labels: 'abc' }], 'InvalidArg', /options\.labels: expected an array of strings/],
       [[model, CHELSEA, { labels: [1, 2] }], 'InvalidArg', /options\.labels: expected an array of strings/],
@@ -160,7 +160,7 @@ describe('torch.vision.classify', () => {
       [[model, CHELSEA, { preprocess: { flip: true } }], 'InvalidArg', /unknown option 'flip'/],
       [[model, torch.zeros([1, 3, 224, 224]), { preprocess: IMAGENET }], 'InvalidArg', /a Tensor input is used as it is/],
       [[model, torch.tensor(1)], 'InvalidArg', /a Tensor input needs a batch dimension/],
-      [[model, CHELSEA, { signal: 'stop' }], 'InvalidArg', /options\.signal: expected an AbortSignal, got string/],
+      [[model, CHELSEA, { signal: 'stop' }], 'InvalidArg', /options\.signal: expected an AbortSignal, got a string/],
       [[model, Buffer.from('not an image')], 'InvalidImage', /cannot decode the image/],
       [[model, [CHELSEA, 'no/such/file.png']], 'InvalidArg', /cannot read image 'no\/such\/file\.png'/],
     ]

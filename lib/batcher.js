@@ -6,7 +6,7 @@
 // that arrive while a batch runs collect into the next one: batches grow with the load.
 // Composed from public APIs only (cat, full, narrow, copy_, forward), so it lives in JS.
 //
-// The rules (the README's "Batching requests" says the same for users):
+// The rules (docs/serving.md's "Batching requests" says the same for users):
 // - A request joins a group of requests with the same signature: the same number of inputs;
 //   each tensor input with the same dtype, device and trailing dims (dims after 0; with
 //   `padValue`, dims after 1: dim 1 is padded; with `buckets`, the length's bucket too); each
@@ -16,6 +16,8 @@
 // - A group is dispatched when it holds `maxBatchSize` rows, or `maxDelayMs` after its oldest
 //   request was queued, while fewer than `concurrency` batches run; the oldest ready group first.
 // - If a batched forward throws, its requests are run again one by one, so only the culprit fails.
+
+const { codedError, describe } = require('./errors')
 
 const OPTION_KEYS = ['maxBatchSize', 'maxDelayMs', 'maxQueue', 'concurrency', 'method', 'padValue', 'mask', 'buckets', 'unpad']
 const RUN_KEYS = ['signal', 'timeoutMs']
@@ -30,13 +32,13 @@ const isPlainObject = (v) => v !== null && typeof v === 'object' &&
   (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)
 
 /** A value for an error message: numbers and strings as written, anything else described. */
-function show(value, describe) {
+function show(value) {
   if (typeof value === 'number') return String(value)
   if (typeof value === 'string') return JSON.stringify(value)
   return describe(value)
 }
 
-module.exports = function batcher(torch, { codedError, describe, maskOf }) {
+module.exports = function batcher(torch, { maskOf }) {
   const { Tensor } = torch
 
   // Group keys: values by content, other objects (a Tensor nested in a list, say) by identity.
@@ -83,7 +85,7 @@ module.exports = function batcher(torch, { codedError, describe, maskOf }) {
     const o = { ...DEFAULTS, concurrency: Number.isInteger(instances) && instances > 0 ? instances : 1, unpad: true }
     for (const [key, value] of Object.entries(options)) if (value !== undefined) o[key] = value
     const expect = (key, ok, what) => {
-      if (!ok(o[key])) throw bad(`options.${key}: expected ${what}, got ${show(o[key], describe)}`)
+      if (!ok(o[key])) throw bad(`options.${key}: expected ${what}, got ${show(o[key])}`)
     }
     const positive = (v) => Number.isInteger(v) && v > 0
     const fill = (v) => typeof v === 'number' || typeof v === 'boolean'
@@ -119,14 +121,14 @@ module.exports = function batcher(torch, { codedError, describe, maskOf }) {
     if (mask === undefined || mask === false) return null
     if (mask === true) return { index: null, dtype: 'bool', invert: false }
     if (Number.isInteger(mask) && mask >= 0) return { index: mask, dtype: 'bool', invert: false }
-    if (!isPlainObject(mask)) throw bad(`options.mask: expected true, an input index or {index, dtype, invert}, got ${show(mask, describe)}`)
+    if (!isPlainObject(mask)) throw bad(`options.mask: expected true, an input index or {index, dtype, invert}, got ${show(mask)}`)
     for (const key of Object.keys(mask)) {
       if (!MASK_KEYS.includes(key)) throw bad(`options.mask: unknown option '${key}'; accepted: ${MASK_KEYS.join(', ')}`)
     }
     const { index = null, dtype = 'bool', invert = false } = mask
-    if (index !== null && !(Number.isInteger(index) && index >= 0)) throw bad(`options.mask.index: expected an input index ≥ 0, got ${show(index, describe)}`)
-    if (!DTYPES.includes(dtype)) throw bad(`options.mask.dtype: expected one of ${DTYPES.join(', ')}, got ${show(dtype, describe)}`)
-    if (typeof invert !== 'boolean') throw bad(`options.mask.invert: expected a boolean, got ${show(invert, describe)}`)
+    if (index !== null && !(Number.isInteger(index) && index >= 0)) throw bad(`options.mask.index: expected an input index ≥ 0, got ${show(index)}`)
+    if (!DTYPES.includes(dtype)) throw bad(`options.mask.dtype: expected one of ${DTYPES.join(', ')}, got ${show(dtype)}`)
+    if (typeof invert !== 'boolean') throw bad(`options.mask.invert: expected a boolean, got ${show(invert)}`)
     return { index, dtype, invert }
   }
 
@@ -250,7 +252,7 @@ module.exports = function batcher(torch, { codedError, describe, maskOf }) {
       const { signal, timeoutMs } = options
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw bad('InvalidArg', `options.signal: expected an AbortSignal, got ${describe(signal)}`)
       if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs >= 0)) {
-        throw bad('InvalidArg', `options.timeoutMs: expected a number of milliseconds ≥ 0, got ${show(timeoutMs, describe)}`)
+        throw bad('InvalidArg', `options.timeoutMs: expected a number of milliseconds ≥ 0, got ${show(timeoutMs)}`)
       }
       if (args.length === 0) throw bad('InvalidArg', 'expected the model inputs, got none')
       const { padValue, mask, buckets } = this.#options
@@ -552,7 +554,7 @@ module.exports = function batcher(torch, { codedError, describe, maskOf }) {
           return batch.map((_, k) => parts.map((p) => p[k]))
         }
         if (value instanceof Map) {
-          const parts = [...value].map(([key, v]) => [key, walk(v, `${path}.get(${show(key, describe)})`)])
+          const parts = [...value].map(([key, v]) => [key, walk(v, `${path}.get(${show(key)})`)])
           return batch.map((_, k) => new Map(parts.map(([key, p]) => [key, p[k]])))
         }
         if (isPlainObject(value)) {

@@ -3,9 +3,10 @@
 // (PaddlePaddle's level-of-detail layout: one values tensor, no padding stored), pads them for a
 // model that wants a rectangle, and splits a padded result back; torch.padSequence is PyTorch's
 // torch.nn.utils.rnn.pad_sequence. Composed from public tensor methods (cat, full, narrow,
-// copy_), so it lives in JS; index.js hands it the exports and its error helpers.
+// copy_), so it lives in JS; index.js hands it the exports.
+const { codedError, describe } = require('./errors')
 
-module.exports = function sequences(torch, { codedError, describe }) {
+module.exports = function sequences(torch) {
   const { Tensor } = torch
 
   /**

@@ -7,19 +7,10 @@ const IMAGENET_LABELS = Object.freeze(require('../data/imagenet-labels.json'))
 const DEFAULT_PREPROCESS = Object.freeze({ resize: 256, centerCrop: 224, mean: 'imagenet' })
 const OPTION_KEYS = ['topk', 'labels', 'preprocess', 'signal']
 
-function codedError(code, message) {
-  const e = new Error(`classify: ${message}`)
-  e.code = code
-  return e
-}
+const { codedError, describe } = require('./errors')
 
-function describe(value) {
-  if (value === null) return 'null'
-  if (Array.isArray(value)) return 'an array'
-  if (typeof value !== 'object') return typeof value
-  const name = value.constructor && value.constructor.name
-  return name ? `${/^[AEIOU]/.test(name) ? 'an' : 'a'} ${name}` : 'an object'
-}
+/** An error of `classify`, which rejects its promise with it. */
+const classifyError = (code, message) => codedError(code, `classify: ${message}`)
 
 const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
 const isSource = (v) => typeof v === 'string' || v instanceof Uint8Array
@@ -27,30 +18,30 @@ const isSource = (v) => typeof v === 'string' || v instanceof Uint8Array
 /** The options with their defaults, or an InvalidArg error naming the bad one. */
 function readOptions(options) {
   if (options === undefined) options = {}
-  if (!isPlainObject(options)) throw codedError('InvalidArg', `options: expected an object, got ${describe(options)}`)
+  if (!isPlainObject(options)) throw classifyError('InvalidArg', `options: expected an object, got ${describe(options)}`)
   for (const key of Object.keys(options)) {
     if (!OPTION_KEYS.includes(key)) {
-      throw codedError('InvalidArg', `options: unknown option '${key}'; accepted: ${OPTION_KEYS.join(', ')}`)
+      throw classifyError('InvalidArg', `options: unknown option '${key}'; accepted: ${OPTION_KEYS.join(', ')}`)
     }
   }
   const { topk = 5, labels = IMAGENET_LABELS, preprocess, signal } = options
   if (!Number.isInteger(topk) || topk < 1) {
-    throw codedError('InvalidArg', `options.topk: expected a positive integer, got ${typeof topk === 'number' ? topk : describe(topk)}`)
+    throw classifyError('InvalidArg', `options.topk: expected a positive integer, got ${typeof topk === 'number' ? topk : describe(topk)}`)
   }
   if (!Array.isArray(labels) || !labels.every((l) => typeof l === 'string')) {
-    throw codedError('InvalidArg', 'options.labels: expected an array of strings (one per class)')
+    throw classifyError('InvalidArg', 'options.labels: expected an array of strings (one per class)')
   }
   if (preprocess !== undefined && !isPlainObject(preprocess)) {
-    throw codedError('InvalidArg', `options.preprocess: expected torch.image options (an object), got ${describe(preprocess)}`)
+    throw classifyError('InvalidArg', `options.preprocess: expected torch.image options (an object), got ${describe(preprocess)}`)
   }
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw codedError('InvalidArg', `options.signal: expected an AbortSignal, got ${describe(signal)}`)
+    throw classifyError('InvalidArg', `options.signal: expected an AbortSignal, got ${describe(signal)}`)
   }
   return { topk, labels, preprocess, signal }
 }
 
 function throwIfAborted(signal) {
-  if (signal && signal.aborted) throw codedError('Aborted', 'the signal was aborted')
+  if (signal && signal.aborted) throw classifyError('Aborted', 'the signal was aborted')
 }
 
 // `native.loadOps(dir)` registers torchvision's C++ ops without Python (src/library.rs).
@@ -64,9 +55,7 @@ module.exports = function vision(torch, native) {
    */
   function loadOps(dir) {
     if (dir !== undefined && typeof dir !== 'string') {
-      const e = new Error(`vision.loadOps: dir: expected a string, got ${describe(dir)}`)
-      e.code = 'InvalidArg'
-      throw e
+      throw codedError('InvalidArg', `vision.loadOps: dir: expected a string, got ${describe(dir)}`, loadOps)
     }
     return native.loadOps(dir)
   }
@@ -75,16 +64,16 @@ module.exports = function vision(torch, native) {
   async function batchOf(images, preprocess) {
     if (images instanceof Tensor) {
       if (preprocess !== undefined) {
-        throw codedError('InvalidArg', 'options.preprocess: a Tensor input is used as it is; give image sources to preprocess')
+        throw classifyError('InvalidArg', 'options.preprocess: a Tensor input is used as it is; give image sources to preprocess')
       }
-      if (images.ndim === 0) throw codedError('InvalidArg', 'images: a Tensor input needs a batch dimension, [N, 3, H, W]')
+      if (images.ndim === 0) throw classifyError('InvalidArg', 'images: a Tensor input needs a batch dimension, [N, 3, H, W]')
       return images
     }
     const sources = Array.isArray(images) ? images : [images]
     if (!Array.isArray(images) && !isSource(images)) {
-      throw codedError('InvalidArg', `images: expected a path, a Buffer/Uint8Array, an array of them or a Tensor, got ${describe(images)}`)
+      throw classifyError('InvalidArg', `images: expected a path, a Buffer/Uint8Array, an array of them or a Tensor, got ${describe(images)}`)
     }
-    if (sources.length === 0) throw codedError('InvalidArg', 'images: expected at least one image')
+    if (sources.length === 0) throw classifyError('InvalidArg', 'images: expected at least one image')
     return torch.image.loadBatch(sources, preprocess || DEFAULT_PREPROCESS)
   }
 
@@ -94,16 +83,16 @@ module.exports = function vision(torch, native) {
    */
   function topClasses(logits, count, { topk, labels }) {
     if (!(logits instanceof Tensor)) {
-      throw codedError('InvalidArg', `the model returned ${describe(logits)}; expected a logits Tensor [N, classes]`)
+      throw classifyError('InvalidArg', `the model returned ${describe(logits)}; expected a logits Tensor [N, classes]`)
     }
     const [rows, classes] = logits.shape
     if (logits.ndim !== 2 || rows !== count) {
-      throw codedError('ShapeMismatch', `the model returned logits of shape [${logits.shape}]; expected [${count}, classes] for ${count} images`)
+      throw classifyError('ShapeMismatch', `the model returned logits of shape [${logits.shape}]; expected [${count}, classes] for ${count} images`)
     }
     if (labels.length !== classes) {
-      throw codedError('InvalidArg', `options.labels: ${labels.length} labels for a model with ${classes} classes`)
+      throw classifyError('InvalidArg', `options.labels: ${labels.length} labels for a model with ${classes} classes`)
     }
-    if (topk > classes) throw codedError('InvalidArg', `options.topk: ${topk} is more than the model's ${classes} classes`)
+    if (topk > classes) throw classifyError('InvalidArg', `options.topk: ${topk} is more than the model's ${classes} classes`)
     const probabilities = logits.softmax(1)
     const { values, indices } = probabilities.topk(topk)
     try {
@@ -119,7 +108,7 @@ module.exports = function vision(torch, native) {
    * (in input order) of `{label, index, probability}`, most probable first.
    */
   async function classify(module, images, options) {
-    if (!(module instanceof ScriptModule)) throw codedError('InvalidArg', `module: expected a ScriptModule, got ${describe(module)}`)
+    if (!(module instanceof ScriptModule)) throw classifyError('InvalidArg', `module: expected a ScriptModule, got ${describe(module)}`)
     const opts = readOptions(options)
     throwIfAborted(opts.signal)
     const batch = await batchOf(images, opts.preprocess)
