@@ -1,7 +1,10 @@
 'use strict'
-// index.d.ts says what the runtime has, no more, no less: the module's exports, and each class's
-// methods, getters and static methods, compared by name in both directions. (`npm run typings`
-// regenerates index.d.ts from the Rust doc comments; CI fails when the committed file is stale.)
+// index.d.ts says what the runtime has, no more, no less: the module's exports; each class's
+// methods, getters, static methods and Symbol.dispose/asyncDispose; the members of the objects
+// the API hands out (Ragged); each namespace's functions and constants — compared by name in
+// both directions, for every class and namespace index.d.ts declares. (`npm run typings`
+// regenerates index.d.ts from the Rust doc comments and scripts/dts-header.d.ts; CI fails when
+// the committed file is stale.)
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -9,62 +12,93 @@ const path = require('node:path')
 const torch = require('..')
 
 const DTS = fs.readFileSync(path.join(__dirname, '..', 'index.d.ts'), 'utf8')
+const SYMBOLS = [['dispose', Symbol.dispose], ['asyncDispose', Symbol.asyncDispose]]
 
-/** The body of `export declare class Name { ... }` (classes close with a line `}`). */
-function classBody(name) {
-  const start = DTS.indexOf(`export declare class ${name} {`)
-  assert.ok(start >= 0, `index.d.ts declares class ${name}`)
-  return DTS.slice(start, DTS.indexOf('\n}\n', start))
+/** The declared names of one kind (`class`, `namespace`) in the typings. */
+function declared(kind) {
+  return [...DTS.matchAll(new RegExp(`^export declare ${kind} (\\w+)`, 'gm'))].map((m) => m[1])
 }
 
-/** Declared member names of a class: `{instance, statics}` (constructors left out). */
+/** The bodies of every `export declare class|interface|namespace Name ...{` (they close with a line `}`). */
+function bodies(name) {
+  const out = []
+  for (const m of DTS.matchAll(new RegExp(`^export (?:declare (?:class|namespace)|interface) ${name}\\b[^\\n]*\\{$`, 'gm'))) {
+    out.push(DTS.slice(m.index, DTS.indexOf('\n}\n', m.index)))
+  }
+  assert.ok(out.length > 0, `index.d.ts declares ${name}`)
+  return out
+}
+
+/** Declared members of a class or interface: `{instance, statics, symbols}` (constructors left out). */
 function members(name) {
   const instance = new Set()
   const statics = new Set()
-  for (const m of classBody(name).matchAll(/^ {2}(private )?(static )?(get |set )?(\w+)[<(]/gm)) {
-    if (m[4] === 'constructor') continue
-    ;(m[2] ? statics : instance).add(m[4])
+  const symbols = new Set()
+  for (const body of bodies(name)) {
+    for (const m of body.matchAll(/^ {2}(?:private )?(static )?(?:readonly )?(?:get |set )?(\w+)\??[<(:]/gm)) {
+      if (m[2] !== 'constructor') (m[1] ? statics : instance).add(m[2])
+    }
+    for (const m of body.matchAll(/^ {2}\[Symbol\.(\w+)\]/gm)) symbols.add(m[1])
   }
-  return { instance, statics }
+  return { instance: sorted(instance), statics: sorted(statics), symbols: sorted(symbols) }
 }
 
-function sorted(set) {
-  return [...set].sort()
+/** Runtime members of an instance's prototype (and, given `instance`, its own properties). */
+function runtimeMembers(proto, { statics = {}, instance } = {}) {
+  const names = new Set(Object.getOwnPropertyNames(proto).filter((k) => k !== 'constructor'))
+  if (instance) for (const k of Object.keys(instance)) names.add(k)
+  return {
+    instance: sorted(names),
+    statics: sorted(Object.getOwnPropertyNames(statics).filter((k) => !['length', 'name', 'prototype', 'arguments', 'caller'].includes(k))),
+    symbols: SYMBOLS.filter(([, s]) => Object.getOwnPropertySymbols(proto).includes(s)).map(([n]) => n).sort(),
+  }
+}
+
+function sorted(names) {
+  return [...names].sort()
 }
 
 test('module exports = the names index.d.ts declares', () => {
-  const declared = new Set()
-  for (const m of DTS.matchAll(/^export declare (?:function|class|namespace|const) (\w+)/gm)) declared.add(m[1])
-  assert.deepEqual(sorted(declared), Object.keys(torch).sort())
+  const names = new Set()
+  for (const m of DTS.matchAll(/^export declare (?:function|class|namespace|const) (\w+)/gm)) names.add(m[1])
+  assert.deepEqual(sorted(names), Object.keys(torch).sort())
 })
 
-for (const name of ['Tensor', 'ScriptModule']) {
-  test(`${name}: prototype and static members = those index.d.ts declares`, () => {
+test('the classes and namespaces below are read from index.d.ts, the known ones among them', () => {
+  for (const name of ['AOTModule', 'Batcher', 'ScriptModule', 'Tensor']) assert.ok(declared('class').includes(name), name)
+  for (const name of ['cpu', 'cuda', 'image', 'vision']) assert.ok(declared('namespace').includes(name), name)
+})
+
+for (const name of declared('class')) {
+  test(`${name}: prototype, static and symbol members = those index.d.ts declares`, () => {
     const Class = torch[name]
-    const runtime = Object.getOwnPropertyNames(Class.prototype).filter((k) => k !== 'constructor')
-    const statics = Object.getOwnPropertyNames(Class).filter((k) => !['length', 'name', 'prototype', 'arguments', 'caller'].includes(k))
-    const declared = members(name)
-    assert.deepEqual(sorted(declared.instance), runtime.sort())
-    assert.deepEqual(sorted(declared.statics), statics.sort())
+    assert.equal(typeof Class, 'function', `torch.${name} is a class`)
+    assert.deepEqual(members(name), runtimeMembers(Class.prototype, { statics: Class }))
   })
 }
 
-test('the cuda namespace: the functions declared are the ones there', () => {
-  const start = DTS.indexOf('export declare namespace cuda {')
-  const body = DTS.slice(start, DTS.indexOf('\n}\n', start))
-  const declared = [...body.matchAll(/export function (\w+)/g)].map((m) => m[1]).sort()
-  assert.deepEqual(declared, Object.keys(torch.cuda).sort())
+test('Ragged (what torch.ragged returns): members = those index.d.ts declares', () => {
+  const r = torch.ragged([torch.ones([2]), torch.ones([1])])
+  try {
+    assert.deepEqual(members('Ragged'), runtimeMembers(Object.getPrototypeOf(r), { instance: r }))
+  } finally {
+    r.dispose()
+  }
 })
 
-test('the vision namespace: the members declared are the ones there', () => {
-  const start = DTS.indexOf('export declare namespace vision {')
-  assert.ok(start >= 0, 'index.d.ts declares namespace vision')
-  const body = DTS.slice(start, DTS.indexOf('\n}\n', start))
-  const declared = [...body.matchAll(/export (?:function|const) (\w+)/g)].map((m) => m[1]).sort()
-  assert.deepEqual(declared, Object.keys(torch.vision).sort())
-})
+for (const name of declared('namespace')) {
+  test(`the ${name} namespace: the functions and constants declared are the ones there`, () => {
+    const [body] = bodies(name)
+    const names = [...body.matchAll(/^ {2}export (?:function|const) (\w+)/gm)].map((m) => m[1])
+    assert.deepEqual(sorted(new Set(names)), Object.keys(torch[name]).sort())
+    for (const n of names) {
+      const kind = new RegExp(`^ {2}export function ${n}\\b`, 'm').test(body) ? 'function' : 'object'
+      assert.equal(typeof torch[name][n], kind, `${name}.${n}`)
+    }
+  })
+}
 
 test('nothing internal leaks into the typings', () => {
   assert.doesNotMatch(DTS, /JsTensor|JsScriptModule|_tidyBegin|_tidyEnd|@internal/)
-  assert.match(classBody('Tensor'), /private constructor\(\)/)
+  assert.match(bodies('Tensor').join('\n'), /private constructor\(\)/)
 })
