@@ -88,7 +88,7 @@ describe('hostile input: each reviewed defect stays fixed', () => {
     assert.deepEqual(r[1], { value: 'tensor([1., 1., 1., 1.])' })
   })
 
-  test('a buffer a tensor borrows cannot be transferred away (24+: refused; 20: copied; 22: see README)', () => {
+  test('a buffer a tensor borrows cannot be transferred away (24+: refused; 20: copied; 22: see docs/memory.md)', () => {
     const r = run(`
       const { MessageChannel } = require('node:worker_threads')
       const arr = new Float32Array([1, 2, 3, 4])

@@ -1,8 +1,9 @@
 'use strict'
-// Every ```js block of the README is marked just above it: `<!-- snippet: runs ... -->` blocks run
-// here as written, each in its own process from the repository root (the models they name are the
-// ones `npm install` generates); `<!-- snippet: reference (why) -->` blocks are API listings with
-// placeholders. A block with neither mark fails, so a new snippet must be classified.
+// Every ```js block of the README and of docs/*.md is marked just above it: `<!-- snippet: runs
+// ... -->` blocks run here as written, each in its own process from the repository root (the
+// models they name are the ones `npm install` generates); `<!-- snippet: reference (why) -->`
+// blocks are API listings with placeholders. A block with neither mark fails, so a new snippet
+// must be classified.
 // What "as written" allows, as doc tests do: a block that does not import torch-node itself runs
 // as ES module code after `import torch from 'torch-node'` and `import fs from 'node:fs'`; a block
 // that calls require() runs as CommonJS.
@@ -13,33 +14,38 @@ const fs = require('node:fs')
 const path = require('node:path')
 
 const ROOT = path.join(__dirname, '..')
-const README = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n')
+const PAGES = ['README.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)]
 
-function snippets() {
+/** The ```js blocks of one page: `{where, mark, code}`. */
+function snippets(page) {
+  const lines = fs.readFileSync(path.join(ROOT, page), 'utf8').split('\n')
   const out = []
-  for (let i = 0; i < README.length; i++) {
-    if (README[i].trim() !== '```js') continue
-    const end = README.indexOf('```', i + 1)
-    const mark = /^<!-- snippet: (runs|reference)\b.*-->$/.exec(README[i - 1] ?? '')
-    out.push({ line: i + 1, mark: mark?.[1] ?? null, code: README.slice(i + 1, end).join('\n') })
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i].trim() !== '```js') continue
+    const end = lines.indexOf('```', i + 1)
+    const mark = /^<!-- snippet: (runs|reference)\b.*-->$/.exec(lines[i - 1] ?? '')
+    out.push({ where: `${page}:${i + 1}`, mark: mark?.[1] ?? null, code: lines.slice(i + 1, end).join('\n') })
     i = end
   }
   return out
 }
 
-test('every js block of the README is marked runs or reference', () => {
-  const all = snippets()
-  assert.ok(all.length >= 10, `only ${all.length} blocks found`)
-  const unmarked = all.filter((s) => !s.mark).map((s) => `README.md:${s.line}`)
+const ALL = PAGES.flatMap(snippets)
+
+test('every js block of the README and docs/ is marked runs or reference', () => {
+  assert.ok(PAGES.length >= 5, `only ${PAGES.join(', ')}`)
+  assert.ok(ALL.length >= 10, `only ${ALL.length} blocks found`)
+  const unmarked = ALL.filter((s) => !s.mark).map((s) => s.where)
   assert.deepEqual(unmarked, [], 'mark these with <!-- snippet: runs --> or <!-- snippet: reference (why) -->')
-  assert.ok(all.filter((s) => s.mark === 'runs').length >= 5)
+  assert.ok(ALL.filter((s) => s.mark === 'runs').length >= 5)
+  assert.ok(snippets('README.md').some((s) => s.mark === 'runs'), 'the README itself has runnable examples')
 })
 
-for (const snippet of snippets().filter((s) => s.mark === 'runs')) {
+for (const snippet of ALL.filter((s) => s.mark === 'runs')) {
   // The models `npm install` generates (TORCH_NODE_SKIP_MODELS=1 skips them).
   const missing = [...snippet.code.matchAll(/'(models\/[^']+)'/g)].map((m) => m[1]).filter((f) => !fs.existsSync(path.join(ROOT, f)))
   const skip = missing.length ? `not generated: ${missing.join(', ')}` : false
-  test(`README.md:${snippet.line} runs as written`, { skip }, () => {
+  test(`${snippet.where} runs as written`, { skip }, () => {
     const commonjs = /\brequire\(/.test(snippet.code.replace(/\/\/.*$/gm, ''))
     const prelude = commonjs ? '' : [
       /from 'torch-node'/.test(snippet.code) ? '' : "import torch from 'torch-node'",

@@ -1,5 +1,5 @@
 'use strict'
-// Memory and exit figures per Node line, for the README's "Memory" section:
+// Memory and exit figures per Node line, for docs/memory.md's "Who frees what, and when":
 //   node bench/node-lines.js [majors...]      (default: 20 or whatever runs this, 22, 24, 26)
 // For each line, in child processes: peak RSS of 20,000 temporary 1×3×224×224 results in a
 // synchronous loop (no dispose / dispose() / tidy) with finalizers during GC (the default), and

@@ -51,7 +51,7 @@ export interface EncodeOptions {
 export type DType = 'float32' | 'float64' | 'float16' | 'bfloat16' | 'int8' | 'uint8' | 'int16' | 'int32' | 'int64' | 'bool'
 /** Devices: `'cpu'`, `'cuda'` (device 0) or `'cuda:N'`. */
 export type Device = 'cpu' | 'cuda' | `cuda:${number}`
-/** The `code` of every error torch-node throws (see the README's error table). */
+/** The `code` of every error torch-node throws (see docs/errors.md). */
 export type ErrorCode =
   | 'InvalidArg' | 'ShapeMismatch' | 'DTypeMismatch' | 'DeviceUnavailable' | 'DeviceMismatch'
   | 'ModelLoadError' | 'MethodNotFound' | 'Disposed' | 'ForwardError' | 'Aborted' | 'InvalidImage' | 'LibraryLoadError' | 'Internal'

@@ -1,5 +1,5 @@
 'use strict'
-// Finds or provisions libtorch, in the order the README documents:
+// Finds or provisions libtorch, in the order docs/install.md documents:
 //   1. LIBTORCH: a libtorch folder the user already has (e.g. a CUDA build from pytorch.org);
 //   2. LIBTORCH_USE_PYTORCH=1: the torch package of a Python whose torch is 2.13.x;
 //   3. in a clone of this repository: the dev virtualenv `.libtorch/` (the model script needs

@@ -11,7 +11,7 @@ const path = require('node:path')
 
 const ROOT = path.join(__dirname, '..')
 const CACHE = path.join(ROOT, '.node-lines')
-/** The lines `.ci/run` tests besides the one it runs on (see the README's support policy). */
+/** The lines `.ci/run` tests besides the one it runs on (see docs/install.md, "Node lines"). */
 const MATRIX = ['22', '24', '26']
 
 function log(msg) {

@@ -1,4 +1,4 @@
-// The README's API tour as a TypeScript program: it must type-check under `tsc --noEmit --strict`
+// The API tour (README and docs/) as a TypeScript program: it must type-check under `tsc --noEmit --strict`
 // (__tests__/typescript.test.js) with no casts where the typings can know better, and the lines
 // marked @ts-expect-error must stay errors.
 import torch, { ones, ScriptModule, Tensor, vision, type DType, type Device, type TorchError, type IValue, type Classification } from 'torch-node'
