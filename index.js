@@ -212,7 +212,7 @@ for (const [name, value] of Object.entries(native)) {
 }
 Object.assign(exported, { Tensor, ScriptModule, AOTModule, fromBuffer, tidy, where })
 // Compositions of the public API (lib/): image classification, variable-length sequences,
-// dynamic batching. They raise errors with the same helpers (lib/errors.js).
+// dynamic batching, the Open Inference Protocol (lib/oip/). They raise errors with the same helpers (lib/errors.js).
 exported.vision = require('./lib/vision')(exported, {
   loadOps: wrap(native._loadTorchvisionOps, 'loadOps', 'vision.loadOps'),
 })
@@ -220,4 +220,5 @@ const sequences = require('./lib/ragged')(exported)
 exported.ragged = sequences.ragged
 exported.padSequence = sequences.padSequence
 exported.Batcher = require('./lib/batcher')(exported, { maskOf: sequences.maskOf }).Batcher
+Object.assign(exported, require('./lib/oip')(exported))
 module.exports = exported

@@ -37,9 +37,12 @@ export const {
   cuda,
   cpu,
   loadLibrary,
+  libtorchVersion,
   image,
   vision,
   Batcher,
   ragged,
   padSequence,
+  RemoteModule,
+  oip,
 } = torch

@@ -65,8 +65,8 @@ test('module exports = the names index.d.ts declares', () => {
 })
 
 test('the classes and namespaces below are read from index.d.ts, the known ones among them', () => {
-  for (const name of ['AOTModule', 'Batcher', 'ScriptModule', 'Tensor']) assert.ok(declared('class').includes(name), name)
-  for (const name of ['cpu', 'cuda', 'image', 'vision']) assert.ok(declared('namespace').includes(name), name)
+  for (const name of ['AOTModule', 'Batcher', 'RemoteModule', 'ScriptModule', 'Tensor']) assert.ok(declared('class').includes(name), name)
+  for (const name of ['cpu', 'cuda', 'image', 'oip', 'vision']) assert.ok(declared('namespace').includes(name), name)
 })
 
 for (const name of declared('class')) {

@@ -56,6 +56,7 @@ export type ErrorCode =
   | 'InvalidArg' | 'ShapeMismatch' | 'DTypeMismatch' | 'DeviceUnavailable' | 'DeviceMismatch'
   | 'ModelLoadError' | 'MethodNotFound' | 'Disposed' | 'ForwardError' | 'Aborted' | 'InvalidImage' | 'LibraryLoadError' | 'Internal'
   | 'QueueFull' | 'Timeout' | 'Closed'
+  | 'Unavailable' | 'RemoteError' | 'ModelNotFound'
 /** An error thrown (or a promise rejected) by torch-node: `if ((e as TorchError).code === 'ShapeMismatch')`. */
 export interface TorchError extends Error {
   code: ErrorCode
@@ -279,3 +280,129 @@ export interface PadSequenceOptions {
 }
 /** PyTorch's `torch.nn.utils.rnn.pad_sequence`: the first sequence's dtype and device; the others are cast. */
 export declare function padSequence(sequences: readonly Tensor[], options?: PadSequenceOptions): Tensor
+
+/** A tensor's name, datatype and shape in the Open Inference Protocol's model metadata. */
+export interface TensorMetadata {
+  name: string
+  /** `'BOOL' | 'UINT8' | 'INT8' | 'INT16' | 'INT32' | 'INT64' | 'FP16' | 'FP32' | 'FP64' | 'BF16'` (or another the server names). */
+  datatype: string
+  /** Sizes; -1 for a dynamic one. `[-1]` from a torch-node server without `example`: any shape. */
+  shape: number[]
+}
+/** Options of `RemoteModule.load`; any other key is refused (`InvalidArg`). */
+export interface RemoteModuleOptions {
+  /** `'http'` (default) or `'grpc'` (implied by a `grpc://` url). */
+  protocol?: 'http' | 'grpc'
+  /** HTTP: raw tensor bytes (the binary tensor extension, default true) or JSON number arrays (false). gRPC always sends raw bytes. */
+  binary?: boolean
+  /** The model version to call (default: the server's choice). */
+  version?: string | number
+  /** Extra request headers (HTTP) or metadata (gRPC), e.g. an authorization token. */
+  headers?: Record<string, string>
+  /** Bounds each request (`Unavailable` when the server does not answer in time). */
+  timeoutMs?: number
+  /** Aborting rejects with `Aborted`. */
+  signal?: AbortSignal
+}
+/** Options of one `RemoteModule.forward` call, as its last argument. */
+export interface RemoteCallOptions {
+  signal?: AbortSignal
+  timeoutMs?: number
+}
+/**
+ * A model served by an Open Inference Protocol (KServe v2) server — Triton, KServe, or
+ * `torch.oip.serve` — called as a ScriptModule is. Errors: `InvalidArg`, `ShapeMismatch`,
+ * `DTypeMismatch` (inputs checked against the metadata before any request), `RemoteError`
+ * (the server's 4xx/5xx, with `status`), `Unavailable`, `ModelNotFound`, `Aborted`, `Disposed`.
+ */
+export declare class RemoteModule {
+  private constructor()
+  /** Connects to `modelName` at `url` (`http://host:port`, or `host:port` / `grpc://host:port` for gRPC) and reads its metadata. */
+  static load(url: string, modelName: string, options?: RemoteModuleOptions): Promise<RemoteModule>
+  /** The model's name on the server. */
+  get name(): string
+  /** The version asked for (undefined: the server's choice). */
+  get version(): string | undefined
+  /** The server the module calls. */
+  get url(): string
+  /** The model's inputs, in the order positional `forward` arguments take. */
+  get inputs(): readonly TensorMetadata[]
+  get outputs(): readonly TensorMetadata[]
+  /** Runs the model remotely: positional tensors, or `{inputName: tensor}`; one output as a Tensor, several keyed by name. */
+  forward(...inputs: Tensor[] | [...Tensor[], RemoteCallOptions] | [Record<string, Tensor>] | [Record<string, Tensor>, RemoteCallOptions]): Promise<Tensor | Record<string, Tensor>>
+  /** Closes its connections; later calls reject with `Disposed`. */
+  dispose(): void
+  get isDisposed(): boolean
+  [Symbol.dispose](): void
+}
+/** A model `torch.oip.serve` serves: a module, a Batcher, a `.pt`/`.pt2` path, or one of these with its metadata. */
+export type ServedModel = ScriptModule | AOTModule | Batcher<any> | string | {
+  model: ScriptModule | AOTModule | Batcher<any> | string
+  /** Metadata of the inputs (names, datatypes, shapes with -1); default: the forward's argument names (or from `example`). */
+  inputs?: Array<Partial<TensorMetadata> & { name: string }>
+  outputs?: Array<Partial<TensorMetadata> & { name: string }>
+  /** The version the server reports (default `'1'`). */
+  version?: string | number
+  /** The inputs of one call: run once at start to learn the metadata's datatypes and shapes. */
+  example?: Tensor | Tensor[]
+}
+/** Options of `torch.oip.serve` and `torch.oip.router`; any other key is refused (`InvalidArg`). */
+export interface OipServeOptions {
+  models: Record<string, ServedModel>
+  /** HTTP port (default 0: any free one). */
+  port?: number
+  /** Address to bind (default `'127.0.0.1'`; `'0.0.0.0'` to face the network). */
+  host?: string
+  /** Largest request body accepted (default 64 MiB; bigger: 413 before it is buffered). */
+  maxBodyBytes?: number
+  /** Also serve gRPC (`inference.GRPCInferenceService`) on this port (0: any free one). */
+  grpcPort?: number
+}
+/** A running protocol server. */
+export interface OipServer {
+  url: string
+  port: number
+  /** `host:port` of the gRPC server, when `grpcPort` was given. */
+  grpcUrl?: string
+  grpcPort?: number
+  /** The underlying `http.Server`. */
+  server: { close(callback?: () => void): unknown }
+  /** Stops listening; resolves once both servers closed. */
+  close(): Promise<void>
+}
+/** Options of `torch.oip.writeTritonRepository`; any other key is refused (`InvalidArg`). */
+export interface TritonRepositoryOptions {
+  /** The model's name in the repository. */
+  name: string
+  /** A ScriptModule or a `.pt` file's path; saved as `<name>/1/model.pt`. */
+  model: ScriptModule | string
+  /** Triton's `max_batch_size` (default 8 when the model runs at batch 2, else 0). */
+  maxBatchSize?: number
+  /** Names (default `INPUT__i`) and Triton `dims` (without the batch dim when batching; -1: a size that varies). */
+  inputs?: Array<string | { name?: string; datatype?: string; dims?: number[] }>
+  /** Names (default `OUTPUT__i`). */
+  outputs?: Array<string | { name?: string }>
+  dynamicBatching?: { maxQueueDelayMicroseconds?: number; preferredBatchSize?: number[] }
+  /** CPU instances (`instance_group`). */
+  instances?: number
+  /** The inputs of one batch-1 call, run at batch 1 and 2 to check the config. */
+  example?: Tensor | Tensor[]
+}
+/** What `writeTritonRepository` wrote. */
+export interface TritonModelConfig {
+  name: string
+  maxBatchSize: number
+  inputs: Array<{ name: string; datatype: string; dims: number[] }>
+  outputs: Array<{ name: string; datatype: string; dims: number[] }>
+  /** The model's folder. */
+  path: string
+}
+/** The Open Inference Protocol (KServe v2) on the server side, and Triton model repositories. */
+export declare namespace oip {
+  /** Starts an HTTP (and gRPC) protocol server for `models`. */
+  export function serve(options: OipServeOptions): Promise<OipServer>
+  /** A `(req, res, next)` handler for the protocol's `/v2` routes in an existing Express or `http` server. */
+  export function router(options: Omit<OipServeOptions, 'port' | 'host' | 'grpcPort'>): (req: object, res: object, next?: () => void) => Promise<void>
+  /** Writes `dir/<name>/config.pbtxt` (`pytorch_libtorch`) and `dir/<name>/1/model.pt`, checked against the model at batch 1 and 2. */
+  export function writeTritonRepository(dir: string, options: TritonRepositoryOptions): TritonModelConfig
+}

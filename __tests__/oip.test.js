@@ -1,0 +1,233 @@
+'use strict'
+// The Open Inference Protocol (KServe v2) both ways, over HTTP on 127.0.0.1: torch.oip.serve
+// answering RemoteModule (binary and JSON tensors) with the same tensors a local forward gives,
+// its coded errors, and a hostile sweep of malformed requests that must each get a 4xx with
+// the protocol's {"error"} body while the server keeps serving.
+const { describe, test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const http = require('node:http')
+const path = require('node:path')
+const torch = require('..')
+
+const FIXTURES = path.join(__dirname, '..', 'models', 'fixtures')
+const MLP = path.join(FIXTURES, 'mlp_traced.pt') // [N, 4] -> [N, 3]
+const ENCODER = path.join(FIXTURES, 'text_encoder.pt') // (ids, mask) -> (hidden, pooled)
+
+function assertClose(a, b, tol, what) {
+  assert.deepEqual(a.shape, b.shape, `${what}: shape`)
+  const x = a.toTypedArray()
+  const y = b.toTypedArray()
+  for (let i = 0; i < x.length; i++) assert.ok(Math.abs(x[i] - y[i]) <= tol, `${what}[${i}]: ${x[i]} vs ${y[i]}`)
+}
+
+/** A raw HTTP exchange: {status, json}. */
+function raw(url, { method = 'POST', headers = {}, body } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, headers }, (res) => {
+      const chunks = []
+      res.on('data', (c) => chunks.push(c))
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8')
+        let json = null
+        try { json = JSON.parse(text) } catch {}
+        resolve({ status: res.statusCode, json, text })
+      })
+    })
+    req.on('error', reject)
+    req.setTimeout(10_000, () => req.destroy(new Error('timeout')))
+    req.end(body)
+  })
+}
+
+describe('Open Inference Protocol', () => {
+  let server
+  let mlp
+  let encoder
+  before(async () => {
+    mlp = await torch.ScriptModule.load(MLP)
+    encoder = await torch.ScriptModule.load(ENCODER)
+    server = await torch.oip.serve({
+      models: {
+        mlp: { model: mlp, example: torch.rand([2, 4]) },
+        encoder,
+        batched: { model: new torch.Batcher(mlp, { maxDelayMs: 2 }), inputs: [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }] },
+      },
+      grpcPort: 0,
+    })
+  })
+  after(() => server.close())
+
+  test('serve binds 127.0.0.1; health, server metadata and model metadata', async () => {
+    assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+$/)
+    assert.equal((await raw(`${server.url}/v2/health/ready`, { method: 'GET' })).status, 200)
+    assert.equal((await raw(`${server.url}/v2`, { method: 'GET' })).json.name, 'torch-node')
+    const meta = (await raw(`${server.url}/v2/models/mlp`, { method: 'GET' })).json
+    assert.deepEqual(meta.inputs, [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }], 'named after forward(input), dims from the example')
+    assert.deepEqual(meta.outputs, [{ name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, 3] }])
+    const enc = (await raw(`${server.url}/v2/models/encoder`, { method: 'GET' })).json
+    assert.deepEqual(enc.inputs.map((s) => s.name), ['ids', 'mask'])
+    assert.equal((await raw(`${server.url}/v2/models/mlp/versions/1/ready`, { method: 'GET' })).status, 200)
+  })
+
+  for (const binary of [true, false]) {
+    test(`RemoteModule over HTTP ${binary ? 'binary' : 'JSON'}: the same tensors as a local forward`, async () => {
+      const remote = await torch.RemoteModule.load(server.url, 'mlp', { binary })
+      try {
+        assert.deepEqual(remote.inputs, [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }])
+        const x = torch.rand([5, 4])
+        const y = await remote.forward(x)
+        assertClose(y, mlp.forwardSync(x), binary ? 0 : 1e-6, 'positional')
+        assertClose(await remote.forward({ input: x }), y, 0, 'named')
+        const many = await Promise.all(Array.from({ length: 16 }, (_, i) => remote.forward(torch.full([1, 4], i / 10))))
+        many.forEach((o, i) => assertClose(o, mlp.forwardSync(torch.full([1, 4], i / 10)), 1e-6, `concurrent ${i}`))
+      } finally {
+        remote.dispose()
+      }
+    })
+  }
+
+  test('RemoteModule over gRPC (raw contents): the same tensors; coded errors', async () => {
+    assert.match(server.grpcUrl, /^127\.0\.0\.1:\d+$/)
+    for (const url of [`grpc://${server.grpcUrl}`, server.grpcUrl]) {
+      const remote = await torch.RemoteModule.load(url, 'mlp', { protocol: url.startsWith('grpc') ? undefined : 'grpc' })
+      try {
+        assert.deepEqual(remote.inputs, [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }])
+        const x = torch.rand([5, 4])
+        assertClose(await remote.forward(x), mlp.forwardSync(x), 0, 'gRPC')
+        const many = await Promise.all(Array.from({ length: 8 }, (_, i) => remote.forward(torch.full([2, 4], i))))
+        many.forEach((o, i) => assertClose(o, mlp.forwardSync(torch.full([2, 4], i)), 1e-6, `concurrent ${i}`))
+        await assert.rejects(remote.forward(torch.rand([2, 5])), { code: 'ShapeMismatch' })
+      } finally {
+        remote.dispose()
+      }
+    }
+    await assert.rejects(torch.RemoteModule.load(server.grpcUrl, 'missing', { protocol: 'grpc' }), (e) => e.code === 'ModelNotFound' && /'missing'/.test(e.message))
+    await assert.rejects(torch.RemoteModule.load('127.0.0.1:1', 'mlp', { protocol: 'grpc', timeoutMs: 3000 }), { code: 'Unavailable' })
+    await assert.rejects(torch.RemoteModule.load('not a target', 'mlp', { protocol: 'grpc' }), { code: 'InvalidArg' })
+  })
+
+  test('several inputs and outputs by name; a Batcher behind the server', async () => {
+    const remote = await torch.RemoteModule.load(server.url, 'encoder')
+    const ids = torch.tensor([[3, 5, 7, 0]], { dtype: 'int64' })
+    const mask = torch.tensor([[true, true, true, false]])
+    remote.inputs.forEach((s) => assert.deepEqual(s.shape, [-1], 'no example: the rank is unknown ([-1])'))
+    const local = encoder.forwardSync(ids, mask)
+    // Without an example the metadata says FP32 [-1]: forward checks the metadata first.
+    await assert.rejects(remote.forward(ids, mask), { code: 'DTypeMismatch' })
+    remote.dispose()
+    const typed = await torch.oip.serve({
+      models: { encoder: { model: encoder, example: [ids, mask] } },
+    })
+    try {
+      const r = await torch.RemoteModule.load(typed.url, 'encoder')
+      assert.deepEqual(r.inputs.map((s) => [s.name, s.datatype]), [['ids', 'INT64'], ['mask', 'BOOL']])
+      const out = await r.forward({ ids, mask })
+      assert.deepEqual(Object.keys(out), ['OUTPUT__0', 'OUTPUT__1'])
+      assertClose(out.OUTPUT__0, local[0], 0, 'hidden')
+      assertClose(out.OUTPUT__1, local[1], 0, 'pooled')
+      r.dispose()
+    } finally {
+      await typed.close()
+    }
+    const batched = await torch.RemoteModule.load(server.url, 'batched')
+    const xs = Array.from({ length: 6 }, () => torch.rand([1, 4]))
+    const ys = await Promise.all(xs.map((x) => batched.forward(x)))
+    ys.forEach((y, i) => assertClose(y, mlp.forwardSync(xs[i]), 1e-5, `batched ${i}`))
+    batched.dispose()
+  })
+
+  test('coded errors: bad inputs before any request, unknown models, unreachable servers, aborts', async () => {
+    const remote = await torch.RemoteModule.load(server.url, 'mlp')
+    await assert.rejects(remote.forward(torch.rand([2, 5])), { code: 'ShapeMismatch', message: /'input' has shape \[2,5\], the model takes \[-1,4\]/ })
+    await assert.rejects(remote.forward(torch.rand([2, 4], { dtype: 'float64' })), { code: 'DTypeMismatch' })
+    await assert.rejects(remote.forward(), { code: 'InvalidArg', message: /takes 1 input/ })
+    await assert.rejects(remote.forward({ nope: torch.rand([1, 4]) }), { code: 'InvalidArg', message: /unknown input 'nope'/ })
+    const ac = new AbortController()
+    ac.abort()
+    await assert.rejects(remote.forward(torch.rand([1, 4]), { signal: ac.signal }), { code: 'Aborted' })
+    remote.dispose()
+    await assert.rejects(remote.forward(torch.rand([1, 4])), { code: 'Disposed' })
+    await assert.rejects(torch.RemoteModule.load(server.url, 'missing'), (e) => e.code === 'ModelNotFound' && /'missing'/.test(e.message) && e.status === 404)
+    await assert.rejects(torch.RemoteModule.load(server.url, 'mlp', { version: '7' }), (e) => e.code === 'ModelNotFound' && /version '7'/.test(e.message))
+    // A port nobody listens on: closed at once.
+    const probe = http.createServer()
+    await new Promise((r) => probe.listen(0, '127.0.0.1', r))
+    const { port } = probe.address()
+    await new Promise((r) => probe.close(r))
+    await assert.rejects(torch.RemoteModule.load(`http://127.0.0.1:${port}`, 'mlp', { timeoutMs: 2000 }), { code: 'Unavailable' })
+    // A server that never answers: bounded by timeoutMs.
+    const silent = http.createServer(() => {})
+    await new Promise((r) => silent.listen(0, '127.0.0.1', r))
+    try {
+      await assert.rejects(torch.RemoteModule.load(`http://127.0.0.1:${silent.address().port}`, 'mlp', { timeoutMs: 200 }), { code: 'Unavailable', message: /within 200 ms/ })
+    } finally {
+      silent.closeAllConnections?.()
+      await new Promise((r) => silent.close(r))
+    }
+    await assert.rejects(torch.RemoteModule.load(server.url, 'mlp', { protocol: 'smtp' }), { code: 'InvalidArg', message: /'http' or 'grpc'/ })
+  })
+
+  test('malformed requests get a 4xx with {"error"}, and the server keeps serving', async () => {
+    const infer = `${server.url}/v2/models/mlp/infer`
+    const json = (o) => ({ headers: { 'content-type': 'application/json' }, body: JSON.stringify(o) })
+    const input = (extra) => ({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4], ...extra }] })
+    const deep = '['.repeat(100000) + ']'.repeat(100000)
+    const binary = (headerLength, bytes, size = 16) => {
+      const h = Buffer.from(JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 4], parameters: { binary_data_size: size } }] }))
+      return { headers: { 'inference-header-content-length': String(headerLength ?? h.length) }, body: Buffer.concat([h, Buffer.alloc(bytes)]) }
+    }
+    const cases = {
+      'not JSON': { body: '{"inputs": [' },
+      'deep nesting': { body: `{"inputs": ${deep}}` },
+      'inputs not an array': json({ inputs: 5 }),
+      'unknown input': json({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] }),
+      'missing input': json({ inputs: [] }),
+      'unknown datatype': json(input({ datatype: 'FP128' })),
+      'BYTES': json(input({ datatype: 'BYTES' })),
+      'data shorter than its shape': json(input({ data: [1, 2, 3] })),
+      'data longer than its shape': json(input({ data: [1, 2, 3, 4, 5] })),
+      'data nested deeper than its shape': json(input({ data: [[[[1, 2, 3, 4]]]] })),
+      'a string in FP32 data': json(input({ data: [1, 2, 'x', 4] })),
+      'element count that overflows': json(input({ shape: [2 ** 40, 2 ** 40], data: [] })),
+      'negative size': json(input({ shape: [-1, 4] })),
+      'header length past the body': binary(10_000, 16),
+      'header length not a number': binary('12abc', 16),
+      'binary_data_size disagrees with the shape': binary(undefined, 12, 12),
+      'binary data shorter than declared': binary(undefined, 8),
+      'trailing bytes': binary(undefined, 20),
+      'unknown output': json({ ...input(), outputs: [{ name: 'OUTPUT__9' }] }),
+      'wrong shape for the model': json(input({ shape: [1, 2], data: [1, 2] })),
+    }
+    for (const [name, req] of Object.entries(cases)) {
+      const r = await raw(infer, req)
+      assert.ok(r.status >= 400 && r.status < 500, `${name}: status ${r.status} ${r.text.slice(0, 200)}`)
+      assert.equal(typeof r.json?.error, 'string', `${name}: ${r.text.slice(0, 200)}`)
+    }
+    const big = await raw(infer, { body: Buffer.alloc(65 * 2 ** 20) })
+    assert.equal(big.status, 413)
+    assert.equal((await raw(`${server.url}/v2/models/nope/infer`, json(input()))).status, 404)
+    const ok = await raw(infer, json(input()))
+    assert.equal(ok.status, 200, ok.text)
+    assert.deepEqual(ok.json.outputs[0].shape, [1, 3])
+    assertClose(torch.tensor(ok.json.outputs[0].data).view([1, 3]), mlp.forwardSync(torch.tensor([[1, 2, 3, 4]])), 1e-6, 'JSON answer')
+  })
+
+  test('router() mounts on an existing http server; options are checked', async () => {
+    assert.throws(() => torch.oip.router({}), { code: 'InvalidArg' })
+    await assert.rejects(torch.oip.serve({ models: {}, prot: 1 }), { code: 'InvalidArg', message: /unknown option 'prot'/ })
+    await assert.rejects(torch.oip.serve({ models: { m: 42 } }), { code: 'InvalidArg' })
+    const handler = torch.oip.router({ models: { mlp } })
+    const app = http.createServer((req, res) => handler(req, res, () => { res.writeHead(418); res.end() }))
+    await new Promise((r) => app.listen(0, '127.0.0.1', r))
+    try {
+      const url = `http://127.0.0.1:${app.address().port}`
+      assert.equal((await raw(`${url}/other`, { method: 'GET' })).status, 418, 'other routes go to next()')
+      const r = await torch.RemoteModule.load(url, 'mlp')
+      assert.deepEqual((await r.forward(torch.ones([1, 4]).view([1, 4]))).shape, [1, 3])
+      r.dispose()
+    } finally {
+      app.closeAllConnections?.()
+      await new Promise((r) => app.close(r))
+    }
+  })
+})
