@@ -77,7 +77,7 @@ describe('torchvision ops without Python', { skip: NO_TORCHVISION }, () => {
     fs.copyFileSync(path.join(TORCHVISION, '_C.so'), path.join(fake, '_C.so'))
     assert.throws(() => torch.vision.loadOps(fake), { code: 'LibraryLoadError', message: /torchvision 0\.27\.1\+cpu does not match libtorch 2\.13/ })
     assert.throws(() => torch.vision.loadOps(path.join(fake, 'nope')),
-      { code: 'LibraryLoadError', message: /nope': no such folder \(the CPU libtorch cache has no torchvision: install with TORCH_NODE_CUDA=1/ })
+      { code: 'LibraryLoadError', message: /nope': no such folder \(a libtorch cache entry filled by an older torch-node has none: run `npm rebuild torch-node`/ })
     const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'torchvision-'))
     assert.throws(() => torch.vision.loadOps(empty), { code: 'LibraryLoadError', message: /version\.py/ })
     assert.throws(() => torch.vision.loadOps(7), { code: 'InvalidArg' })

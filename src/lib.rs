@@ -273,7 +273,7 @@ pub fn init(exports: napi::bindgen_prelude::Object, env: napi::Env) -> napi::Res
 /// Node reads this at load time. `NAPI_VERSION_EXPERIMENTAL` makes Node run finalizers during
 /// GC (not later, from the event loop), so a tensor's native memory is freed as soon as V8
 /// collects its JS object — even inside a synchronous loop that never yields, where deferred
-/// finalizers pile up gigabytes (see the README, "Memory"). Such finalizers may only make
+/// finalizers pile up gigabytes (see docs/memory.md). Such finalizers may only make
 /// "basic" N-API calls, and ours do: napi-rs's class finalizer deletes its reference
 /// (`napi_delete_reference`, basic on 20.20, 22, 24 and 26: nodejs/node #55620), a tensor's
 /// drop reports memory (`napi_adjust_external_memory`) and queues the release of lent JS

@@ -71,8 +71,9 @@ pub fn load_torchvision(dir: &Path) -> Result<bool> {
     if !dir.is_dir() {
         bail_code!(
             Code::LibraryLoadError,
-            "{what}: no such folder (the CPU libtorch cache has no torchvision: install with \
-             TORCH_NODE_CUDA=1, or pass the folder of a torchvision 0.28 package)"
+            "{what}: no such folder (a libtorch cache entry filled by an older torch-node has \
+             none: run `npm rebuild torch-node`; with LIBTORCH, pass the folder of a \
+             torchvision 0.28 package)"
         );
     }
     let version = std::fs::read_to_string(dir.join("version.py"))
