@@ -22,8 +22,10 @@ function snippets(page) {
   const out = []
   for (let i = 0; i < lines.length; i++) {
     if (lines[i].trim() !== '```js') continue
-    const end = lines.indexOf('```', i + 1)
-    const mark = /^<!-- snippet: (runs|reference)\b.*-->$/.exec(lines[i - 1] ?? '')
+    // Fences may be indented (a block inside a list item); an unclosed one ends the page.
+    let end = lines.findIndex((l, j) => j > i && l.trim() === '```')
+    if (end < 0) end = lines.length
+    const mark = /^<!-- snippet: (runs|reference)\b.*-->$/.exec((lines[i - 1] ?? '').trim())
     out.push({ where: `${page}:${i + 1}`, mark: mark?.[1] ?? null, code: lines.slice(i + 1, end).join('\n') })
     i = end
   }
