@@ -41,6 +41,11 @@ export interface FromBufferOptions {
 }
 /** An image file format `torch.image.encode` writes. */
 export type ImageFormat = 'png' | 'jpeg'
+/** Options of `torch.image.decode`; any other key is refused (`InvalidArg`). */
+export interface DecodeOptions {
+  /** `true`: decode a file that is cut short instead of refusing it (`InvalidImage`); a JPEG's missing rows come out grey. */
+  allowTruncated?: boolean
+}
 /** Options of `torch.image.encode`; any other key is refused (`InvalidArg`). */
 export interface EncodeOptions {
   /** JPEG quality, 1 to 100 (default 90). */
@@ -422,7 +427,10 @@ export type TypedArray =
 
 /**
  * A compiled `torch.export` program from a `.pt2` package (AOTInductor). Tensors in, tensors
- * out: one output is a Tensor, several an array of them.
+ * out: one output is a Tensor, several an array of them. Each call checks its inputs against
+ * what the package's generated code records (dtype, rank, sizes, the range of each dynamic
+ * size, sizes shared by inputs) and refuses a mismatch with `DTypeMismatch`/`ShapeMismatch`;
+ * a dynamic size of 1 runs, as in Python.
  */
 export declare class AOTModule {
   /** Loads a `.pt2` package synchronously (blocking the event loop; prefer `AOTModule.load`). */
@@ -831,6 +839,11 @@ export interface ImageOptions {
   layout?: 'nchw' | 'nhwc' | 'chw' | 'hwc'
   /** `'float32'` (default: [0, 1], then normalized) or `'uint8'` (0..255). */
   dtype?: 'float32' | 'uint8'
+  /**
+   * `true`: decode a file that is cut short instead of refusing it with `InvalidImage`
+   * (PIL's `LOAD_TRUNCATED_IMAGES`): a JPEG's missing rows come out grey. Default `false`.
+   */
+  allowTruncated?: boolean
 }
 
 /**
@@ -1019,9 +1032,10 @@ export declare namespace cuda {
 export declare namespace image {
   /**
    * Decodes an image file's bytes (JPEG, PNG, WebP, GIF's first frame, BMP, TIFF) to a uint8
-   * tensor `[H, W, 3]` (RGB, channels last, EXIF orientation applied).
+   * tensor `[H, W, 3]` (RGB, channels last, EXIF orientation applied). A file cut short is
+   * `InvalidImage` unless `options.allowTruncated`.
    */
-  export function decode(data: Source): Tensor
+  export function decode(data: Source, options?: DecodeOptions | undefined | null): Tensor
   /**
    * Encodes an image tensor as PNG or JPEG: `[3, H, W]` or `[H, W, 3]` (or with a batch dim of
    * 1), float in [0, 1] (scaled by 255, rounded, clamped) or uint8. `quality`: JPEG, 1..100

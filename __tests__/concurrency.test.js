@@ -1,7 +1,8 @@
 'use strict'
 // Concurrency and sustained load: many async forwards on one module at once, disposal while
 // they are in flight, forwards from several worker threads, and RSS over 10,000 async forwards.
-// Results must equal the serial ones.
+// Results must equal the serial ones exactly: every call has the same input shape, so the same
+// kernels and the same arithmetic (across batch sizes they would differ in the last bits).
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')

@@ -45,11 +45,18 @@ function assertMatches(name, detection, expected) {
   assert.deepEqual(detection.scores.shape, [expected.count], `${name}: detection count`)
   assert.deepEqual(detection.boxes.shape, expected.boxes.shape, name)
   assert.equal(detection.labels.dtype, 'int64')
-  assert.deepEqual(detection.labels.toArray(), expected.labels.data, `${name}: labels`)
   for (const key of ['boxes', 'scores']) {
     const diff = maxAbsDiff(detection[key].toTypedArray(), expected[key].data)
     assert.ok(diff <= TOLERANCE[key], `${name}: ${key} differ from Python by ${diff} (tolerance ${TOLERANCE[key]})`)
   }
+  // Labels exactly, though Python ran batch 1 and some calls here run batch 2 (other kernel
+  // blockings, last-bit differences): their order is the scores' order, and the closest two
+  // scores are min_score_gap apart (5.5e-5 and 1e-3 here), while batch 2 moved the scores by
+  // 2e-7 and 2e-6 (AMD EPYC, 2026-11-23). Should they move by half the gap, a swap would be the
+  // scores' doing: say so instead.
+  const moved = maxAbsDiff(detection.scores.toTypedArray(), expected.scores.data)
+  assert.ok(moved < expected.min_score_gap / 2, `${name}: scores moved by ${moved}, half their closest gap ${expected.min_score_gap}: the label order is not comparable`)
+  assert.deepEqual(detection.labels.toArray(), expected.labels.data, `${name}: labels`)
   if (expected.masks) {
     assert.deepEqual(detection.masks.shape, expected.masks.shape, name)
     const diff = maxAbsDiff(detection.masks.toTypedArray(), readF32(expected.masks.file))

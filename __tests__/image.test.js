@@ -132,6 +132,14 @@ describe('torch.image API', () => {
     assert.throws(() => torch.image.loadSync('/nonexistent.png'), coded('InvalidArg', /cannot read image/))
   })
 
+  test('allowTruncated must be a boolean, and only known keys reach decode', () => {
+    const ok = png(4, 3)
+    assert.throws(() => torch.image.loadSync(ok, { allowTruncated: 'yes' }), coded('InvalidArg', /options.allowTruncated: expected a boolean/))
+    assert.throws(() => torch.image.decode(ok, { resize: 2 }), coded('InvalidArg', /unknown option 'resize'/))
+    assert.deepEqual(torch.image.decode(ok, { allowTruncated: false }).shape, [3, 4, 3])
+    assert.deepEqual(torch.image.decode(ok, null).shape, [3, 4, 3])
+  })
+
   test('load keeps the event loop turning while it decodes and resizes', async () => {
     const big = need(path.join(IMAGES, 'coffee_1280x800.jpg'))
     let ticks = 0
@@ -139,5 +147,102 @@ describe('torch.image API', () => {
     await Promise.all(Array.from({ length: 8 }, () => torch.image.load(big, IMAGENET)))
     clearInterval(timer)
     assert.ok(ticks > 0, 'timers ran during the loads')
+  })
+})
+
+// A file cut short (an upload that stopped) is refused as PIL refuses it ("image file is
+// truncated"), in every format the decoder reads; before, the JPEG decoder filled the missing
+// rows with grey and the WebP and GIF decoders did without their last bytes. The cut files are
+// made here from data/chelsea.png: PNG as it is, JPEG by torch.image.encode, the others (and a
+// progressive JPEG) by PIL in the dev virtualenv, which also gives its verdict on every cut.
+describe('truncated images', () => {
+  const ROOT = path.join(__dirname, '..')
+  const photo = fs.readFileSync(path.join(ROOT, 'data', 'chelsea.png'))
+  const python = [path.join(ROOT, '.libtorch', 'bin', 'python'), 'python3'].find((p) =>
+    require('node:child_process').spawnSync(p, ['-c', 'import PIL'], { stdio: 'ignore' }).status === 0)
+  const fractions = [0.1, 0.3, 0.5, 0.7, 0.9]
+  const tails = [20, 4, 2, 1]
+  const cutsOf = (n) => [...fractions.map((f) => Math.floor(n * f)), ...tails.map((t) => n - t)]
+
+  /** name -> { bytes, pil: {cut: 'ok' | 'truncated'} } for the formats PIL writes. */
+  function pilFiles() {
+    const script = `
+import base64, io, json, sys
+from PIL import Image
+src = Image.open(sys.argv[1]).convert('RGB').resize((150, 100))
+fractions, tails = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+out = {}
+for name, kw in [('jpeg-progressive', dict(format='JPEG', quality=90, progressive=True)),
+                 ('webp', dict(format='WEBP', quality=80)), ('webp-lossless', dict(format='WEBP', lossless=True)),
+                 ('gif', dict(format='GIF')), ('bmp', dict(format='BMP')), ('tiff', dict(format='TIFF')),
+                 ('tiff-lzw', dict(format='TIFF', compression='tiff_lzw'))]:
+    b = io.BytesIO(); src.save(b, **kw); data = b.getvalue(); n = len(data)
+    verdicts = {}
+    for cut in [int(n * f) for f in fractions] + [n - t for t in tails]:
+        try:
+            im = Image.open(io.BytesIO(data[:cut])); im.load(); verdicts[cut] = 'ok'
+        except Exception:
+            verdicts[cut] = 'truncated'
+    out[name] = {'bytes': base64.b64encode(data).decode(), 'pil': verdicts}
+print(json.dumps(out))
+`
+    const args = ['-c', script, path.join(ROOT, 'data', 'chelsea.png'), JSON.stringify(fractions), JSON.stringify(tails)]
+    const r = require('node:child_process').spawnSync(python, args, { encoding: 'utf8' })
+    assert.equal(r.status, 0, r.stderr)
+    return JSON.parse(r.stdout)
+  }
+
+  /** Every cut PIL refuses is InvalidImage; `pil(cut)` is PIL's verdict. */
+  function check(name, bytes, pil) {
+    const full = torch.image.decode(bytes)
+    for (const cut of cutsOf(bytes.length)) {
+      const part = bytes.subarray(0, cut)
+      const verdict = pil(cut)
+      if (verdict === 'truncated') {
+        assert.throws(() => torch.image.decode(part), coded('InvalidImage'), `${name} cut at ${cut} of ${bytes.length} bytes: PIL refuses it`)
+      } else {
+        // PIL accepts a file missing only its trailer (a GIF's, a PNG's IEND): so may we, then
+        // with every pixel there.
+        try {
+          assert.deepEqual(torch.image.decode(part).toTypedArray(), full.toTypedArray(), `${name} cut at ${cut}`)
+        } catch (e) {
+          if (e.code !== 'InvalidImage') throw e
+        }
+      }
+    }
+  }
+
+  test('PNG (data/chelsea.png) and JPEG (torch.image.encode) cut at 9 points', () => {
+    // PIL stops reading a PNG after its image data: a cut inside the 12-byte IEND chunk is
+    // fine (for it and for us); everything before is truncated. A JPEG needs its end marker.
+    check('png', photo, (cut) => (cut >= photo.length - 12 ? 'ok' : 'truncated'))
+    const jpeg = Buffer.from(torch.image.encode(torch.image.decode(photo), 'jpeg'))
+    check('jpeg', jpeg, () => 'truncated')
+  })
+
+  test('progressive JPEG, WebP (lossy, lossless), GIF, BMP, TIFF (raw, LZW) written by PIL, cut where PIL refuses them', { skip: !python && 'no Python with PIL (.libtorch/bin/python)' }, () => {
+    const files = pilFiles()
+    assert.equal(Object.keys(files).length, 7)
+    for (const [name, { bytes, pil }] of Object.entries(files)) check(name, Buffer.from(bytes, 'base64'), (cut) => pil[cut])
+  })
+
+  test('the message names the format; allowTruncated decodes what is there (JPEG: grey rows)', async () => {
+    const hwc = torch.image.decode(photo)
+    const jpeg = Buffer.from(torch.image.encode(hwc, 'jpeg'))
+    const half = jpeg.subarray(0, jpeg.length >> 1)
+    const refused = coded('InvalidImage', /^cannot decode the image: the JPEG file is truncated: it ends inside the image data \(\d+ bytes\)$/)
+    assert.throws(() => torch.image.decode(half), refused)
+    assert.throws(() => torch.image.loadSync(half), refused)
+    await assert.rejects(torch.image.load(half, IMAGENET), refused)
+    await assert.rejects(torch.image.loadBatch([jpeg, half], IMAGENET), coded('InvalidImage', /^image 1: cannot decode the image: the JPEG file is truncated/))
+    const partial = torch.image.decode(half, { allowTruncated: true })
+    assert.deepEqual(partial.shape, hwc.shape)
+    // The top rows decode as the whole file's; the bottom ones are grey fill.
+    const whole = torch.image.decode(jpeg)
+    assert.deepEqual(partial.narrow(0, 0, 16).toTypedArray(), whole.narrow(0, 0, 16).toTypedArray())
+    const bottom = partial.narrow(0, hwc.shape[0] - 8, 8).to('float32')
+    assert.ok(bottom.sub(128).abs().max().item() <= 1, 'grey where the data ran out')
+    assert.deepEqual((await torch.image.load(half, { ...IMAGENET, allowTruncated: true })).shape, [1, 3, 224, 224])
+    assert.deepEqual(torch.image.loadSync(half, { allowTruncated: true, layout: 'hwc', dtype: 'uint8' }).toTypedArray(), partial.toTypedArray())
   })
 })

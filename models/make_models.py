@@ -35,7 +35,7 @@ Writes (paths relative to --out, which defaults to the folder this script is in)
                                     AOTInductor, dynamic batch (generated; machine
                                     code for this CPU: never commit; skipped with a note
                                     when AOTInductor cannot compile, e.g. no C++ compiler)
-  two_io.pt2                        (x [2,3], y [2,3]) -> (x + y, x * y), same way
+  two_io.pt2                        (x [b,3], y [b,3]) -> (x + y, x * y), b = Dim(1..64)
   golden/pt2.json                   the .pt2 files' input/output specs  (generated)
 
 Everything is seeded and runs on the CPU, so running the script again rewrites
@@ -679,11 +679,9 @@ def aoti_package(model: nn.Module, args: tuple, path: str, dynamic_shapes=None) 
         warnings.simplefilter("ignore")  # pytree deprecation notices from inside torch.export
         exported = torch.export.export(model, args, dynamic_shapes=dynamic_shapes)
         # package_path must end in .pt2; compile beside the target and rename (no half-written file).
+        # Compiled the default way, as users do: the generated input checks record a lower bound
+        # of 2 for Dim(min=1) (torch.export specializes 0 and 1); torch-node reads it as 1.
         tmp = path[:-len(".pt2")] + ".tmp.pt2"
-        # torch-node runs packages with AOTI_RUNTIME_CHECK_INPUTS=1 (the generated code checks
-        # dtypes, sizes and strides); without this, that check refuses a dynamic size of 1 (the
-        # export specializes 0 and 1, so its lower bound reads 2).
-        torch._inductor.config.aot_inductor.check_lowerbound = False
         torch._inductor.aoti_compile_and_package(exported, package_path=tmp)
     os.replace(tmp, path)
 
@@ -700,7 +698,7 @@ def make_pt2(out: str) -> None:
     try:
         model = torchvision.models.resnet18(weights=None).eval()
         model.load_state_dict(torch.jit.load(traced).state_dict())
-        batch = torch.export.Dim("batch", min=1)
+        batch = torch.export.Dim("batch", min=1, max=64)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             aoti_package(model, (torch.rand(2, 3, 224, 224),), path, dynamic_shapes={"x": {0: batch}})
@@ -725,24 +723,31 @@ def make_pt2(out: str) -> None:
         def forward(self, x: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
             return x + y, x * y
 
+    # One batch size shared by both inputs: the package's kernels size their loops by x's.
     two = os.path.join(out, "two_io.pt2")
-    aoti_package(TwoInputsTwoOutputs(), (torch.zeros(2, 3), torch.zeros(2, 3)), two)
-    x, y = torch.arange(6.0).reshape(2, 3), torch.full((2, 3), 2.0)
-    s, p = torch._inductor.aoti_load_package(two)(x, y)
-    assert torch.equal(s, x + y) and torch.equal(p, x * y)
-    log("  wrote %s (%s, (x [2,3], y [2,3]) -> (x + y, x * y))" % (rel(two, out), size_str(two)))
+    shared = torch.export.Dim("batch", min=1, max=64)
+    aoti_package(TwoInputsTwoOutputs(), (torch.zeros(2, 3), torch.zeros(2, 3)), two,
+                 dynamic_shapes={"x": {0: shared}, "y": {0: shared}})
+    two_io = torch._inductor.aoti_load_package(two)
+    for n in (1, 2, 64):
+        x, y = torch.arange(3.0 * n).reshape(n, 3), torch.full((n, 3), 2.0)
+        s, p = two_io(x, y)
+        assert torch.equal(s, x + y) and torch.equal(p, x * y), "two_io.pt2 batch %d" % n
+    log("  wrote %s (%s, (x [b,3], y [b,3]) -> (x + y, x * y), b in 1..64)" % (rel(two, out), size_str(two)))
     write_json(os.path.join(gd, "pt2.json"), {
         "resnet18.pt2": {
             "weights": "those of resnet18_traced.pt (goldens: resnet18_output_b1.f32, resnet18_output_b8.f32)",
-            "inputs": [{"name": "x", "dtype": "float32", "shape": ["batch", 3, 224, 224], "batch": "dynamic; the compiled checks bound it (15 here)"}],
+            "inputs": [{"name": "x", "dtype": "float32", "shape": ["batch", 3, 224, 224],
+                        "batch": "Dim(min=1, max=64); the package's checks record 2..15 (15: the batch >= 16 test of NNPACK in ATen's convolution backend choice), torch-node runs 1..15"}],
             "outputs": [{"dtype": "float32", "shape": ["batch", 1000]}],
             "max_abs_diff_vs_eager": {"b1": diffs[1], "b8": diffs[8]},
         },
         "two_io.pt2": {
-            "inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]},
-                       {"name": "y", "dtype": "float32", "shape": [2, 3]}],
-            "outputs": [{"formula": "x + y", "dtype": "float32", "shape": [2, 3]},
-                        {"formula": "x * y", "dtype": "float32", "shape": [2, 3]}],
+            "inputs": [{"name": "x", "dtype": "float32", "shape": ["batch", 3]},
+                       {"name": "y", "dtype": "float32", "shape": ["batch", 3]}],
+            "batch": "Dim(min=1, max=64), shared by x and y",
+            "outputs": [{"formula": "x + y", "dtype": "float32", "shape": ["batch", 3]},
+                        {"formula": "x * y", "dtype": "float32", "shape": ["batch", 3]}],
         },
         "torch_version": torch.__version__,
         "note": "compiled for this machine's CPU and this libtorch; regenerate, never commit",

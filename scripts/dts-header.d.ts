@@ -41,6 +41,11 @@ export interface FromBufferOptions {
 }
 /** An image file format `torch.image.encode` writes. */
 export type ImageFormat = 'png' | 'jpeg'
+/** Options of `torch.image.decode`; any other key is refused (`InvalidArg`). */
+export interface DecodeOptions {
+  /** `true`: decode a file that is cut short instead of refusing it (`InvalidImage`); a JPEG's missing rows come out grey. */
+  allowTruncated?: boolean
+}
 /** Options of `torch.image.encode`; any other key is refused (`InvalidArg`). */
 export interface EncodeOptions {
   /** JPEG quality, 1 to 100 (default 90). */

@@ -1,7 +1,8 @@
 //! An AOTInductor package (`.pt2`, written by `torch._inductor.aoti_compile_and_package`),
 //! napi-free: load, run, metadata. A compiled program takes tensors and returns tensors, flat,
 //! in the order its pytree specs (`in_spec`, `out_spec` in the metadata) flatten them.
-use crate::error::{fail, trim_libtorch, Code};
+use crate::aot_inputs::{self, Actual, InputChecks};
+use crate::error::{describe, fail, trim_libtorch, Code};
 use crate::ffi::{self, AotiHandle};
 use crate::{bail_code, device};
 use anyhow::Result;
@@ -12,6 +13,9 @@ pub struct AotModule {
     handle: AotiHandle,
     device: Device,
     path: String,
+    /// None only when the package has no generated source and the user turned on the compiled
+    /// checks (`AOTI_RUNTIME_CHECK_INPUTS=1`) instead.
+    inputs: Option<InputChecks>,
 }
 
 /// Loads a package after checking that `path` is a file that starts like a zip archive.
@@ -31,10 +35,8 @@ pub fn load(path: &str, device: Device) -> Result<AotModule> {
             "{what}: not a .pt2 package (a zip archive from torch._inductor.aoti_compile_and_package)"
         );
     }
-    // AOTInductor's generated code checks each input's dtype, sizes and strides only when this
-    // is set when it first runs (it reads it once): without it, a wrong shape reads out of bounds.
-    static CHECK_INPUTS: std::sync::Once = std::sync::Once::new();
-    CHECK_INPUTS.call_once(|| std::env::set_var("AOTI_RUNTIME_CHECK_INPUTS", "1"));
+    let inputs =
+        input_checks(path).map_err(|e| fail(Code::ModelLoadError, format!("{what}: {}", describe(&e).1)))?;
     let index = match device {
         Device::Cuda(i) => i as i32,
         _ => -1,
@@ -51,7 +53,39 @@ pub fn load(path: &str, device: Device) -> Result<AotModule> {
         handle,
         device,
         path: path.to_string(),
+        inputs,
     })
+}
+
+/// The package's input checks, read from its generated wrapper (see `aot_inputs`). Without a
+/// wrapper nothing would stop a wrong shape from reading out of bounds — Python's runner checks
+/// nothing — unless the user turned on the compiled program's own checks, which read
+/// `AOTI_RUNTIME_CHECK_INPUTS` once, at the program's first run.
+pub(crate) fn input_checks(path: &str) -> Result<Option<InputChecks>> {
+    match aot_inputs::wrapper_source(path)? {
+        Some(source) => Ok(Some(InputChecks::parse(&source)?)),
+        None if std::env::var("AOTI_RUNTIME_CHECK_INPUTS")
+            .is_ok_and(|v| !v.is_empty() && !v.starts_with('0')) =>
+        {
+            Ok(None)
+        }
+        None => bail_code!(
+            Code::ModelLoadError,
+            "the package holds no generated wrapper source (data/aotinductor/model/*.wrapper.cpp), \
+             which torch-node reads the input checks from; set AOTI_RUNTIME_CHECK_INPUTS=1 to run \
+             it with the compiled checks instead"
+        ),
+    }
+}
+
+/// AOTInductor's name of a dtype: ours, except for the complex kinds (which have no JS name).
+fn aoti_dtype_name(kind: tch::Kind) -> String {
+    match kind {
+        tch::Kind::ComplexHalf => "complex32".into(),
+        tch::Kind::ComplexFloat => "complex64".into(),
+        tch::Kind::ComplexDouble => "complex128".into(),
+        k => crate::dtype::name(k),
+    }
 }
 
 impl AotModule {
@@ -63,8 +97,8 @@ impl AotModule {
         ffi::aoti_metadata(&self.handle)
     }
 
-    /// Runs the program under no-grad. Inputs must be on the package's device; the compiled code
-    /// checks their count, dtypes and shapes against what it was exported with.
+    /// Runs the program under no-grad. Inputs must be on the package's device and pass the
+    /// package's input checks; the runner checks their count.
     pub fn run(&self, inputs: Vec<tch::Tensor>) -> Result<Vec<tch::Tensor>> {
         for (i, t) in inputs.iter().enumerate() {
             if t.device() != self.device {
@@ -82,10 +116,33 @@ impl AotModule {
             .iter()
             .map(|t| t.f_contiguous())
             .collect::<std::result::Result<Vec<_>, _>>()?;
+        self.check_inputs(&inputs)?;
         let _guard = tch::no_grad_guard();
         ffi::aoti_run(&self.handle, &inputs).map_err(|e| {
             let message = trim_libtorch(&e.to_string());
             let code = crate::error::classify(&message).unwrap_or(Code::ForwardError);
+            fail(code, format!("forward() of '{}': {message}", self.path))
+        })
+    }
+
+    fn check_inputs(&self, inputs: &[tch::Tensor]) -> Result<()> {
+        let Some(checks) = self.inputs.as_ref().filter(|c| c.len() == inputs.len()) else {
+            return Ok(());
+        };
+        let shapes: Vec<(Vec<i64>, Vec<i64>, String)> = inputs
+            .iter()
+            .map(|t| (t.size(), t.stride(), aoti_dtype_name(t.kind())))
+            .collect();
+        let actual: Vec<Actual> = shapes
+            .iter()
+            .map(|(sizes, strides, dtype)| Actual {
+                sizes,
+                strides,
+                dtype,
+            })
+            .collect();
+        checks.check(&actual).map_err(|e| {
+            let (code, message) = describe(&e);
             fail(code, format!("forward() of '{}': {message}", self.path))
         })
     }

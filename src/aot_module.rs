@@ -35,7 +35,10 @@ pub struct JsAotModuleOptions {
 }
 
 /// A compiled `torch.export` program from a `.pt2` package (AOTInductor). Tensors in, tensors
-/// out: one output is a Tensor, several an array of them.
+/// out: one output is a Tensor, several an array of them. Each call checks its inputs against
+/// what the package's generated code records (dtype, rank, sizes, the range of each dynamic
+/// size, sizes shared by inputs) and refuses a mismatch with `DTypeMismatch`/`ShapeMismatch`;
+/// a dynamic size of 1 runs, as in Python.
 #[napi(js_name = "AOTModule")]
 pub struct JsAotModule {
     inner: RefCell<Option<Arc<AotModule>>>,

@@ -115,6 +115,8 @@ arg_types! {
     ImageOptions;
     /// `torch.image.encode`'s options (`EncodeOptions`).
     EncodeOptions;
+    /// `torch.image.decode`'s options (`DecodeOptions`).
+    DecodeOptions;
     /// An image format name (`ImageFormat`).
     ImageFormat;
     /// Image sources (`Source[]`).

@@ -1,7 +1,7 @@
 #![deny(clippy::all)]
 //! torch-node: PyTorch's C++ runtime (libtorch, through `tch`) for Node.js.
 //!
-//! Napi-free core: `error`, `dtype`, `device`, `args`, `archive`, `repr`, `memory`, `module`,
+//! Napi-free core: `error`, `dtype`, `device`, `args`, `archive`, `aot`, `aot_inputs`, `repr`, `memory`, `module`,
 //! `ivalue::value`, and `ffi` (every call into libtch and the C++ shim). Glue (`#[napi]`): `tensor`, `script_module` (with its
 //! `tasks`), `ivalue::js`, `js`, and the free functions below.
 // `tensor` first: its `#[napi]` struct must expand before any file that names `JsTensor` in an
@@ -9,6 +9,7 @@
 pub mod tensor;
 
 pub mod aot;
+pub mod aot_inputs;
 pub mod aot_module;
 pub mod archive;
 pub mod args;

@@ -3,7 +3,8 @@
 use super::transform::{self, Pixels, Size, Transform, IMAGENET_MEAN, IMAGENET_STD};
 use crate::args::Source;
 use crate::convert::{
-    self, number as number_arg, string as string_arg, EncodeOptions, ImageFormat, ImageOptions, Sources,
+    self, number as number_arg, string as string_arg, DecodeOptions, EncodeOptions, ImageFormat,
+    ImageOptions, Sources,
 };
 use crate::error::{guard, Code};
 use crate::js::{self, Env as RawEnv, Val};
@@ -43,6 +44,9 @@ pub struct JsImageOptions {
     /// `'float32'` (default: [0, 1], then normalized) or `'uint8'` (0..255).
     #[napi(ts_type = "'float32' | 'uint8'")]
     pub dtype: Option<String>,
+    /// `true`: decode a file that is cut short instead of refusing it with `InvalidImage`
+    /// (PIL's `LOAD_TRUNCATED_IMAGES`): a JPEG's missing rows come out grey. Default `false`.
+    pub allow_truncated: Option<bool>,
 }
 
 /// An image's bytes: read from its file, or already copied from JS.
@@ -103,9 +107,18 @@ fn transform_options(env: RawEnv, options: Option<Val>) -> anyhow::Result<(Trans
     js::check_keys(
         env,
         o,
-        &["resize", "centerCrop", "mean", "std", "layout", "dtype"],
+        &[
+            "resize",
+            "centerCrop",
+            "mean",
+            "std",
+            "layout",
+            "dtype",
+            "allowTruncated",
+        ],
         "options",
     )?;
+    t.allow_truncated = allow_truncated(env, o)?;
     if let Some(v) = js::property(env, o, "resize")? {
         t.resize = Some(size_option(env, v, "options.resize")?);
     }
@@ -160,6 +173,14 @@ fn transform_options(env: RawEnv, options: Option<Val>) -> anyhow::Result<(Trans
     Ok((t, !with_batch))
 }
 
+/// `options.allowTruncated`, a boolean (default false).
+fn allow_truncated(env: RawEnv, o: Val) -> anyhow::Result<bool> {
+    js::property(env, o, "allowTruncated")?
+        .map(|v| convert::boolean(env, v, "options.allowTruncated"))
+        .transpose()
+        .map(|b| b.unwrap_or(false))
+}
+
 fn tensor_of(pixels: Pixels, shape: &[i64]) -> anyhow::Result<Tensor> {
     let t = match pixels {
         Pixels::F32(v) => Tensor::f_from_slice(&v)?,
@@ -170,15 +191,16 @@ fn tensor_of(pixels: Pixels, shape: &[i64]) -> anyhow::Result<Tensor> {
 
 /// Decodes and transforms each source; one tensor `[N, ...]`, or `[...]` without the batch dim.
 fn load_all(sources: Vec<Source>, t: &Transform, no_batch: bool) -> anyhow::Result<Tensor> {
-    let mut images = Vec::with_capacity(sources.len());
+    let (mut images, several) = (Vec::with_capacity(sources.len()), sources.len() > 1);
     for (i, s) in sources.into_iter().enumerate() {
-        let what = if no_batch {
-            String::new()
-        } else {
-            format!("image {i}: ")
+        // Which image failed (to decode or to transform), when there are several.
+        let named = |e: anyhow::Error| match several {
+            true => e.context(format!("image {i}")),
+            false => e,
         };
-        let (pixels, shape) = transform::preprocess(transform::decode(&image_bytes(s)?)?, t)
-            .map_err(|e| e.context(what.trim_end_matches(": ").to_string()))?;
+        let (pixels, shape) = image_bytes(s)
+            .and_then(|bytes| transform::preprocess(transform::decode(&bytes, t.allow_truncated)?, t))
+            .map_err(named)?;
         images.push(tensor_of(pixels, &shape)?);
     }
     if no_batch {
@@ -257,14 +279,23 @@ pub mod image {
     use super::*;
 
     /// Decodes an image file's bytes (JPEG, PNG, WebP, GIF's first frame, BMP, TIFF) to a uint8
-    /// tensor `[H, W, 3]` (RGB, channels last, EXIF orientation applied).
+    /// tensor `[H, W, 3]` (RGB, channels last, EXIF orientation applied). A file cut short is
+    /// `InvalidImage` unless `options.allowTruncated`.
     #[napi]
-    pub fn decode(data: convert::Source) -> Outcome<JsTensor> {
+    pub fn decode(data: convert::Source, options: Option<DecodeOptions>) -> Outcome<JsTensor> {
         guard(|| {
             let convert::Raw { env, val } = data.raw();
             let bytes = image_bytes(js::source(env, val, "data", "an image file's")?)?;
+            let mut allow = false;
+            if let Some(o) = options
+                .map(|o| o.raw().val)
+                .filter(|o| !js::is_nullish(env, *o).unwrap_or(true))
+            {
+                js::check_keys(env, o, &["allowTruncated"], "options")?;
+                allow = allow_truncated(env, o)?;
+            }
             Ok(JsTensor::new(task::run_sync(move || {
-                let img = transform::decode(&bytes)?;
+                let img = transform::decode(&bytes, allow)?;
                 let (w, h) = img.dimensions();
                 tensor_of(Pixels::U8(img.into_raw()), &[h as i64, w as i64, 3])
             })?))

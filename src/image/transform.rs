@@ -3,6 +3,7 @@
 //! `Resize(int | [h, w])`, `CenterCrop`, `ToTensor`, `Normalize` — with the same numbers:
 //! resizing uses fast_image_resize's convolution with the bilinear filter, which reproduces
 //! Pillow's antialiased `Image.resize(..., BILINEAR)` (what torchvision runs on PIL images).
+use super::complete;
 use crate::bail_code;
 use crate::error::{fail, Code};
 use anyhow::Result;
@@ -21,17 +22,27 @@ pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
 
 /// Decodes an image file's bytes to 8-bit RGB, upright (EXIF orientation applied); grayscale,
-/// alpha and CMYK become RGB (alpha dropped, as PIL's `convert('RGB')`).
-pub fn decode(bytes: &[u8]) -> Result<RgbImage> {
+/// alpha and CMYK become RGB (alpha dropped, as PIL's `convert('RGB')`). A file cut short is
+/// refused, as PIL refuses it, unless `allow_truncated` (then what the decoder makes of it: a
+/// JPEG's missing rows are grey; the PNG, BMP and TIFF decoders still fail).
+pub fn decode(bytes: &[u8], allow_truncated: bool) -> Result<RgbImage> {
     let invalid =
         |e: &dyn std::fmt::Display| fail(Code::InvalidImage, format!("cannot decode the image: {e}"));
     let mut reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| invalid(&e))?;
-    if reader.format().is_none() {
+    let Some(format) = reader.format() else {
         bail_code!(
             Code::InvalidImage,
             "cannot decode the image: not a JPEG, PNG, WebP, GIF, BMP or TIFF file ({} bytes)",
+            bytes.len()
+        );
+    };
+    if let Some(why) = complete::truncation(bytes, format).filter(|_| !allow_truncated) {
+        bail_code!(
+            Code::InvalidImage,
+            "cannot decode the image: the {} file is truncated: {why} ({} bytes)",
+            complete::name(format),
             bytes.len()
         );
     }
@@ -67,6 +78,8 @@ pub struct Transform {
     pub uint8: bool,
     /// Channels last (`[H, W, 3]`) instead of first (`[3, H, W]`).
     pub channels_last: bool,
+    /// Decode a file cut short instead of refusing it (see [`decode`]).
+    pub allow_truncated: bool,
 }
 
 /// Pre-processed pixels and their shape (without the batch dimension).
@@ -242,17 +255,33 @@ mod tests {
 
     #[test]
     fn hostile_files_fail_with_invalid_image() {
-        let (code, _) = crate::error::describe(&decode(b"not an image").unwrap_err());
+        let (code, _) = crate::error::describe(&decode(b"not an image", false).unwrap_err());
         assert_eq!(code, Code::InvalidImage);
         let png = encode(gradient(8, 8).into_raw(), 8, 8, "png", 90).unwrap();
-        assert_eq!(decode(&png).unwrap().dimensions(), (8, 8));
-        let (code, _) = crate::error::describe(&decode(&png[..png.len() / 2]).unwrap_err());
+        assert_eq!(decode(&png, false).unwrap().dimensions(), (8, 8));
+        let (code, _) = crate::error::describe(&decode(&png[..png.len() / 2], false).unwrap_err());
         assert_eq!(code, Code::InvalidImage);
         // A PNG header claiming 100000×100000 pixels: refused by the limits, before allocating.
         let mut huge = png.clone();
         huge[16..20].copy_from_slice(&100_000u32.to_be_bytes());
         huge[20..24].copy_from_slice(&100_000u32.to_be_bytes());
-        let e = decode(&huge).unwrap_err().to_string();
+        let e = decode(&huge, false).unwrap_err().to_string();
         assert!(e.contains("cannot decode"), "{e}");
+    }
+
+    #[test]
+    fn a_truncated_jpeg_is_refused_unless_allowed() {
+        let jpeg = encode(gradient(64, 48).into_raw(), 64, 48, "jpeg", 90).unwrap();
+        assert_eq!(decode(&jpeg, false).unwrap().dimensions(), (64, 48));
+        for n in [jpeg.len() / 2, jpeg.len() - 20, jpeg.len() - 1] {
+            let (code, message) = crate::error::describe(&decode(&jpeg[..n], false).unwrap_err());
+            assert_eq!(code, Code::InvalidImage);
+            assert!(
+                message.starts_with("cannot decode the image: the JPEG file is truncated: "),
+                "{message}"
+            );
+            // zune-jpeg makes an image of it: grey where the data ran out.
+            assert_eq!(decode(&jpeg[..n], true).unwrap().dimensions(), (64, 48));
+        }
     }
 }
