@@ -67,6 +67,12 @@ describe('Open Inference Protocol', () => {
     const enc = (await raw(`${server.url}/v2/models/encoder`, { method: 'GET' })).json
     assert.deepEqual(enc.inputs.map((s) => s.name), ['ids', 'mask'])
     assert.equal((await raw(`${server.url}/v2/models/mlp/versions/1/ready`, { method: 'GET' })).status, 200)
+    // Triton's model configuration extension, which perf_analyzer reads before a run.
+    const config = (await raw(`${server.url}/v2/models/mlp/config`, { method: 'GET' })).json
+    assert.deepEqual(config, {
+      name: 'mlp', platform: 'torch_node', backend: 'torch_node', max_batch_size: 0,
+      input: [{ name: 'input', data_type: 'TYPE_FP32', dims: [-1, 4] }], output: [{ name: 'OUTPUT__0', data_type: 'TYPE_FP32', dims: [-1, 3] }],
+    })
   })
 
   for (const binary of [true, false]) {
@@ -97,6 +103,9 @@ describe('Open Inference Protocol', () => {
         const many = await Promise.all(Array.from({ length: 8 }, (_, i) => remote.forward(torch.full([2, 4], i))))
         many.forEach((o, i) => assertClose(o, mlp.forwardSync(torch.full([2, 4], i)), 1e-6, `concurrent ${i}`))
         await assert.rejects(remote.forward(torch.rand([2, 5])), { code: 'ShapeMismatch' })
+        // 4.8 MB replies: past grpc-js's default 4 MiB receive limit.
+        const big = torch.rand([400_000, 4])
+        assertClose(await remote.forward(big), mlp.forwardSync(big), 0, 'gRPC, 4.8 MB each way')
       } finally {
         remote.dispose()
       }
@@ -163,6 +172,15 @@ describe('Open Inference Protocol', () => {
     } finally {
       silent.closeAllConnections?.()
       await new Promise((r) => silent.close(r))
+    }
+    // A URL that reaches some other web server: a coded error, not a SyntaxError.
+    const html = http.createServer((req, res) => res.end('<html></html>'))
+    await new Promise((r) => html.listen(0, '127.0.0.1', r))
+    try {
+      await assert.rejects(torch.RemoteModule.load(`http://127.0.0.1:${html.address().port}`, 'mlp'), { code: 'RemoteError', message: /did not answer with the protocol's model metadata/ })
+    } finally {
+      html.closeAllConnections?.()
+      await new Promise((r) => html.close(r))
     }
     await assert.rejects(torch.RemoteModule.load(server.url, 'mlp', { protocol: 'smtp' }), { code: 'InvalidArg', message: /'http' or 'grpc'/ })
   })

@@ -21,6 +21,9 @@ function grpcService() {
   return loaded
 }
 
+/** The largest message a protobuf length can hold (tritonclient's MAX_GRPC_MESSAGE_SIZE). */
+const MAX_MESSAGE = 2 ** 31 - 1
+
 /** The typed-contents field of each datatype (when a peer sends `contents`, not raw bytes). */
 const CONTENTS = { BOOL: 'bool_contents', UINT8: 'uint_contents', INT8: 'int_contents', INT16: 'int_contents', INT32: 'int_contents', INT64: 'int64_contents', FP32: 'fp32_contents', FP64: 'fp64_contents' }
 
@@ -63,7 +66,11 @@ function errorOf(e, what, notFound) {
  */
 function clientTransport(target, { name, version, headers, timeoutMs }) {
   const { grpc, Service } = grpcService()
-  const client = new Service(target, grpc.credentials.createInsecure())
+  // grpc-js refuses replies over 4 MiB by default (RESOURCE_EXHAUSTED), which a batch of
+  // outputs passes easily; tritonclient lifts both limits to INT32_MAX, as Triton's server does.
+  const client = new Service(target, grpc.credentials.createInsecure(), {
+    'grpc.max_receive_message_length': MAX_MESSAGE, 'grpc.max_send_message_length': MAX_MESSAGE,
+  })
   const metadata = new grpc.Metadata()
   for (const [k, v] of Object.entries(headers ?? {})) metadata.set(k, String(v))
   const call = (method, request, o, what, notFound) => new Promise((resolve, reject) => {
@@ -124,12 +131,13 @@ async function serveGrpc(torch, handler, { host, port, maxBodyBytes }) {
   server.addService(Service.service, {
     ServerLive: unary(async () => ({ live: true })),
     ServerReady: unary(async () => ({ ready: true })),
-    ServerMetadata: unary(async () => ({ name: 'torch-node', version: require('../../package.json').version, extensions: [] })),
+    ServerMetadata: unary(async () => ({ name: 'torch-node', version: require('../../package.json').version, extensions: ['model_configuration'] })),
     ModelReady: unary(async (r) => ({ ready: Boolean(await model(r.name, r.version)) })),
     ModelMetadata: unary(async (r) => {
       const m = await model(r.name, r.version)
       return { name: m.name, versions: [m.version], platform: m.metadata.platform, inputs: m.metadata.inputs, outputs: m.metadata.outputs }
     }),
+    ModelConfig: unary(async (r) => ({ config: (await model(r.name, r.version)).config })),
     ModelInfer: unary(async (r) => {
       const m = await model(r.model_name, r.model_version)
       const given = readTensors(torch, r.inputs, r.raw_input_contents, 'inputs', maxBodyBytes)

@@ -72,7 +72,15 @@ module.exports = function remote(torch) {
       async metadata(o, what, notFound) {
         const r = await exchange(base, o, what)
         if (r.status !== 200) throw remoteError(r, what, notFound)
-        return JSON.parse(r.body.toString('utf8'))
+        // A 200 that is not the protocol's JSON (a URL that reaches some other web server).
+        let m
+        try {
+          m = JSON.parse(r.body.toString('utf8'))
+        } catch {}
+        if (m === null || typeof m !== 'object' || !Array.isArray(m.inputs)) {
+          throw fail('RemoteError', `${what}: ${base.href} did not answer with the protocol's model metadata: ${JSON.stringify(r.body.toString('utf8').slice(0, 200))}`, { status: r.status })
+        }
+        return m
       },
       async ready(o, what) {
         return (await exchange(new URL(`${base.pathname}/ready`, base), o, what)).status === 200

@@ -87,7 +87,19 @@ module.exports = function oipServer(torch) {
       inputs,
       outputs,
       metadata: { name, versions: [version], platform: 'torch_node', inputs, outputs: outputs ?? [] },
+      config: tritonConfig(name, inputs, outputs ?? []),
     }
+  }
+
+  /**
+   * Triton's model configuration extension (`GET /v2/models/{m}/config`, gRPC `ModelConfig`):
+   * Triton's clients read it before a run — perf_analyzer stops with "failed to get model
+   * config" without it. `max_batch_size: 0` because the shapes in the metadata already hold the
+   * batch dimension (the module takes whole tensors); a client then sends full shapes.
+   */
+  function tritonConfig(name, inputs, outputs) {
+    const tensor = (s) => ({ name: s.name, data_type: `TYPE_${s.datatype}`, dims: s.shape })
+    return { name, platform: 'torch_node', backend: 'torch_node', max_batch_size: 0, input: inputs.map(tensor), output: outputs.map(tensor) }
   }
 
   /** Reads the body, refusing at once past `limit` bytes. */
@@ -188,7 +200,7 @@ module.exports = function oipServer(torch) {
       if (parts[0] !== 'v2') return next ? next() : send(res, 404, { error: `no route ${url.pathname}` })
       try {
         const [, a, b, c, d, e] = parts
-        if (req.method === 'GET' && parts.length === 1) return send(res, 200, { name: 'torch-node', version: require('../../package.json').version, extensions: ['binary_tensor_data'] })
+        if (req.method === 'GET' && parts.length === 1) return send(res, 200, { name: 'torch-node', version: require('../../package.json').version, extensions: ['binary_tensor_data', 'model_configuration'] })
         if (req.method === 'GET' && a === 'health' && (b === 'live' || b === 'ready') && parts.length === 3) return send(res, 200, {})
         if (a !== 'models' || !b) throw new P.ProtocolError(`no route ${req.method} ${url.pathname}`, 404)
         const m = await handler.lookup(b)
@@ -199,6 +211,7 @@ module.exports = function oipServer(torch) {
         }
         if (req.method === 'GET' && rest.length === 0) return send(res, 200, m.metadata)
         if (req.method === 'GET' && rest[0] === 'ready' && rest.length === 1) return send(res, 200, {})
+        if (req.method === 'GET' && rest[0] === 'config' && rest.length === 1) return send(res, 200, m.config)
         if (req.method === 'POST' && rest[0] === 'infer' && rest.length === 1) return await infer(m, req, res, maxBodyBytes)
         throw new P.ProtocolError(`no route ${req.method} ${url.pathname}`, 404)
       } catch (err) {
