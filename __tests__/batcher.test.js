@@ -397,14 +397,14 @@ describe('Batcher over an AOTModule', { ...TIMEOUT, skip: missing.length > 0 && 
     await batcher.close()
   })
 
-  test('a static-shape .pt2 refuses the batch: rerun one by one, every request succeeds', async () => {
-    const m = new torch.AOTModule(TWO_IO) // (x [2, 3], y [2, 3]) only
+  test('a two-input .pt2 (a batch Dim shared by x and y): one forward, each request its own rows', async () => {
+    const m = new torch.AOTModule(TWO_IO) // (x [b, 3], y [b, 3]) -> (x + y, x * y), b in 1..64
     const batcher = new torch.Batcher(m, { maxDelayMs: 50 })
     const x = torch.arange(0, 6, { dtype: 'float32' }).view(2, 3)
     const out = await Promise.all([batcher.run(x, torch.ones([2, 3])), batcher.run(x, torch.full([2, 3], 2))])
     assert.deepEqual(out[0][0].toArray(), [[1, 2, 3], [4, 5, 6]])
     assert.deepEqual(out[1][1].toArray(), [[0, 2, 4], [6, 8, 10]])
-    assert.deepEqual([batcher.stats().retried, batcher.stats().completed], [1, 2])
+    assert.deepEqual([batcher.stats().batches, batcher.stats().retried, batcher.stats().completed], [1, 0, 2])
     await batcher.close()
   })
 })

@@ -2,9 +2,10 @@
 //! napi-free: load, run, metadata. A compiled program takes tensors and returns tensors, flat,
 //! in the order its pytree specs (`in_spec`, `out_spec` in the metadata) flatten them.
 use crate::aot_inputs::{self, Actual, InputChecks};
+use crate::device;
+use crate::error::bail_code;
 use crate::error::{describe, fail, trim_libtorch, Code};
 use crate::ffi::{self, AotiHandle};
-use crate::{bail_code, device};
 use anyhow::Result;
 use std::io::Read;
 use tch::Device;

@@ -2,14 +2,15 @@
 //! conventions: `new AOTModule(path)` or `await AOTModule.load(path)`, `forward(...tensors)` on
 //! torch-node's executor (a last `{signal}` aborts) or `forwardSync`, coded errors, `dispose()`.
 use crate::aot::{self, AotModule};
-use crate::convert::{string as string_arg, AotModuleOptions, Inputs, Str};
+use crate::device;
+use crate::error::bail_code;
 use crate::error::{guard, Code};
 use crate::ivalue::value::Value;
-use crate::js::{self, Val};
-use crate::outcome::Outcome;
-use crate::task::{self, abort_flag, prepare, split_call_options, AbortFlag, Promise};
+use crate::napi::convert::{string as string_arg, AotModuleOptions, Inputs, Str};
+use crate::napi::js::{self, Val};
+use crate::napi::outcome::Outcome;
+use crate::napi::task::{self, abort_flag, prepare, split_call_options, AbortFlag, Promise};
 use crate::tensor::unwrap_tensor;
-use crate::{bail_code, device};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;

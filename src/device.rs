@@ -1,6 +1,6 @@
 //! Devices: `'cpu'`, `'cuda'`, `'cuda:N'`. A CUDA request where there is no usable GPU fails
 //! here, with `DeviceUnavailable`, before libtorch is asked.
-use crate::bail_code;
+use crate::error::bail_code;
 use crate::error::Code;
 use anyhow::Result;
 use tch::Device;

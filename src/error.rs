@@ -72,13 +72,13 @@ pub fn fail(code: Code, message: impl Into<String>) -> anyhow::Error {
     })
 }
 
-/// `bail!` for coded errors.
-#[macro_export]
+/// `bail!` for coded errors (crate-private: `use crate::error::bail_code;`).
 macro_rules! bail_code {
     ($code:expr, $($arg:tt)*) => {
         return Err($crate::error::fail($code, format!($($arg)*)))
     };
 }
+pub(crate) use bail_code;
 
 /// Reduces a libtorch message to one line: a TorchScript traceback becomes its final
 /// `SomethingError: ...` line, a C++ backtrace (`Exception raised from ...`) is dropped.

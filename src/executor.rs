@@ -11,7 +11,7 @@
 //! (`instances`), each with a fixed number of intra-op threads, and the JS threads themselves
 //! get one intra-op thread (`init_js_thread`) for the tensor methods they run directly.
 //!
-//! Napi-free: work is a boxed closure; how results reach JS is `crate::task`'s business.
+//! Napi-free: work is a boxed closure; how results reach JS is `crate::napi::task`'s business.
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -1,7 +1,7 @@
 //! Shared libraries of custom ops: `torch.loadLibrary(path)`, the analogue of Python's
 //! `torch.ops.load_library`, and torchvision's ops without Python. Loading a library runs its
 //! `TORCH_LIBRARY` registrations; its ops then resolve in every TorchScript module loaded later.
-use crate::bail_code;
+use crate::error::bail_code;
 use crate::error::{fail, trim_libtorch, Code};
 use crate::ffi;
 use anyhow::Result;

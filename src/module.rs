@@ -1,12 +1,13 @@
 //! A loaded TorchScript module (napi-free): load from a file or bytes, call methods with values
 //! checked against their schemas, parameters, device moves. It owns libtch's module handle
 //! (a `torch::jit::script::Module*`) directly so the C++ shim can read schemas from it.
+use crate::archive;
+use crate::error::bail_code;
 use crate::error::{fail, Code};
 use crate::ffi::ivalue::{from_ivalue, to_ivalue, Owned};
 use crate::ffi::module::ModuleHandle;
 use crate::ffi::{self, Prepare};
 use crate::ivalue::value::{coerce_args, Signature, Value};
-use crate::{archive, bail_code};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -158,7 +159,7 @@ impl Module {
     }
 
     /// A method's declared arguments (without `self`) and return type.
-    pub fn schema(&self, method: &str) -> Result<crate::ffi::MethodSchema> {
+    pub fn schema(&self, method: &str) -> Result<crate::ivalue::schema::MethodSchema> {
         self.signature(method)?;
         self.handle.method_schema(method)
     }

@@ -90,7 +90,7 @@ pub fn from_ivalue(owned: &Owned) -> Result<Value> {
 
 fn read(owned: &Owned, depth: usize) -> Result<Value> {
     if depth > crate::args::MAX_DEPTH {
-        crate::bail_code!(
+        crate::error::bail_code!(
             crate::error::Code::ForwardError,
             "the output is nested deeper than {} levels",
             crate::args::MAX_DEPTH

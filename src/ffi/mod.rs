@@ -3,7 +3,7 @@
 //! Two error conventions come in — libtch's thread-local last error ([`check_last_error`]) and
 //! the shim's explicit `char** err` (`check`) — and leave as one: `anyhow::Error` with
 //! libtorch's message, which callers give a code (`crate::error`) and JS sees in one place
-//! (`crate::outcome`).
+//! (`crate::napi::outcome`).
 //! - here: method names and schemas, typed containers for TorchScript arguments, autograd node
 //!   names, storage facts, CPU capabilities, AOTInductor, `dlopen` — what libtorch has and `tch`
 //!   does not expose;
@@ -112,28 +112,29 @@ extern "C" {
     fn tn_forward_warnings(cb: extern "C" fn(*const c_char, c_int));
 }
 
-/// Sends libtorch's warnings raised on the calling thread to `cb` (message, 1 for a
-/// deprecation) instead of stderr. `cb` must not unwind.
-pub fn forward_warnings(cb: extern "C" fn(*const c_char, c_int)) {
+/// Where libtorch's warnings go: (message, whether it is a deprecation). Set once.
+static ON_WARNING: std::sync::OnceLock<fn(String, bool)> = std::sync::OnceLock::new();
+
+extern "C" fn warning_trampoline(message: *const c_char, deprecation: c_int) {
+    // Called from C++: nothing may unwind out of here.
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: libtorch passes a NUL-terminated message that lives for this call.
+        let message = unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned();
+        if let Some(handler) = ON_WARNING.get() {
+            handler(message, deprecation != 0);
+        }
+    });
+}
+
+/// Sends libtorch's warnings raised on the calling thread to `handler` instead of stderr
+/// (libtorch's warning handler is per thread: call this on every thread that runs libtorch).
+pub fn forward_warnings(handler: fn(String, bool)) {
+    let _ = ON_WARNING.set(handler);
     // SAFETY: installs a static handler on this thread; nothing is freed.
-    unsafe { tn_forward_warnings(cb) }
+    unsafe { tn_forward_warnings(warning_trampoline) }
 }
 
-/// One argument of a TorchScript method, as its schema declares it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SchemaArg {
-    pub name: String,
-    /// TorchScript's annotation string, e.g. `Dict[str, List[float]]`.
-    pub type_str: String,
-    pub has_default: bool,
-}
-
-/// A method's arguments (without `self`) and return type.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MethodSchema {
-    pub args: Vec<SchemaArg>,
-    pub returns: String,
-}
+pub use crate::ivalue::schema::{MethodSchema, SchemaArg};
 
 /// Takes ownership of a malloc'ed C string.
 unsafe fn take_string(p: *mut c_char) -> Option<String> {
@@ -150,6 +151,19 @@ fn check(err: *mut c_char) -> Result<()> {
         Some(msg) => Err(anyhow!(msg)),
         None => Ok(()),
     }
+}
+
+/// Calls a shim function whose last argument is its error out-parameter (every shim function
+/// catches C++ exceptions and reports them there) and returns its result or that error, as
+/// tch's `unsafe_torch_err!` does for libtch. Callers state in their `// SAFETY:` line (or
+/// their `# Safety` section) why the handles they pass are live.
+macro_rules! shim {
+    ($f:ident($($arg:expr),* $(,)?)) => {{
+        let mut err: *mut c_char = std::ptr::null_mut();
+        #[allow(unused_unsafe)]
+        let out = unsafe { $f($($arg,)* &mut err) };
+        check(err).map(|()| out)
+    }};
 }
 
 extern "C" fn push_name(ctx: *mut c_void, name: *const c_char) {
@@ -170,9 +184,7 @@ extern "C" fn push_arg(ctx: *mut c_void, name: *const c_char, ty: *const c_char,
 /// `m` must be a live module handle.
 unsafe fn method_names(m: *mut CModule_) -> Result<Vec<String>> {
     let mut names: Vec<String> = Vec::new();
-    let mut err = std::ptr::null_mut();
-    tn_method_names(m, push_name, &mut names as *mut _ as *mut c_void, &mut err);
-    check(err)?;
+    shim!(tn_method_names(m, push_name, &mut names as *mut _ as *mut c_void))?;
     Ok(names)
 }
 
@@ -181,15 +193,12 @@ unsafe fn method_names(m: *mut CModule_) -> Result<Vec<String>> {
 unsafe fn method_schema(m: *mut CModule_, name: &str) -> Result<MethodSchema> {
     let c_name = CString::new(name)?;
     let mut args: Vec<SchemaArg> = Vec::new();
-    let mut err = std::ptr::null_mut();
-    let ret = tn_method_schema(
+    let ret = shim!(tn_method_schema(
         m,
         c_name.as_ptr(),
         push_arg,
-        &mut args as *mut _ as *mut c_void,
-        &mut err,
-    );
-    check(err)?;
+        &mut args as *mut _ as *mut c_void
+    ))?;
     let returns = take_string(ret).unwrap_or_default();
     Ok(MethodSchema { args, returns })
 }
@@ -200,10 +209,7 @@ unsafe fn method_schema(m: *mut CModule_, name: &str) -> Result<MethodSchema> {
 /// Every item must be a live IValue.
 pub unsafe fn typed_list(elem_type: &str, items: &[*mut CIValue]) -> Result<*mut CIValue> {
     let ty = CString::new(elem_type)?;
-    let mut err = std::ptr::null_mut();
-    let v = tn_typed_list(ty.as_ptr(), items.as_ptr(), items.len() as c_int, &mut err);
-    check(err)?;
-    Ok(v)
+    shim!(tn_typed_list(ty.as_ptr(), items.as_ptr(), items.len() as c_int))
 }
 
 /// A `Dict[key_type, value_type]` IValue holding copies of the pairs.
@@ -217,18 +223,13 @@ pub unsafe fn typed_dict(
     values: &[*mut CIValue],
 ) -> Result<*mut CIValue> {
     let (k, v) = (CString::new(key_type)?, CString::new(value_type)?);
-    let mut err = std::ptr::null_mut();
-    let n = keys.len() as c_int;
-    let d = tn_typed_dict(
+    shim!(tn_typed_dict(
         k.as_ptr(),
         v.as_ptr(),
         keys.as_ptr(),
         values.as_ptr(),
-        n,
-        &mut err,
-    );
-    check(err)?;
-    Ok(d)
+        keys.len() as c_int
+    ))
 }
 
 /// # Safety
@@ -247,9 +248,7 @@ pub fn grad_fn_name(t: &tch::Tensor) -> Option<String> {
 /// # Safety
 /// `m` must be a live module handle not used by another thread meanwhile.
 unsafe fn module_to_device(m: *mut CModule_, device: i32) -> Result<()> {
-    let mut err = std::ptr::null_mut();
-    tn_module_to_device(m, device, &mut err);
-    check(err)
+    shim!(tn_module_to_device(m, device))
 }
 
 /// # Safety
@@ -272,22 +271,19 @@ pub struct Prepare {
 /// # Safety
 /// `m` must be a live module handle that no other thread uses during the call.
 unsafe fn module_prepare(m: *mut CModule_, how: Prepare) -> Result<()> {
-    let mut err = std::ptr::null_mut();
-    tn_module_prepare(
+    let level = if how.fuse { 2 } else { how.optimize as c_int };
+    shim!(tn_module_prepare(
         m,
         how.bf16 as c_int,
         how.channels_last as c_int,
-        if how.fuse { 2 } else { how.optimize as c_int },
-        &mut err,
-    );
-    check(err)
+        level
+    ))
 }
 
 /// Turns oneDNN Graph fusion on or off for the graphs optimized from now on (process-wide).
 pub fn onednn_fusion(enabled: bool) -> Result<()> {
-    let mut err = std::ptr::null_mut();
-    unsafe { tn_onednn_fusion(enabled as c_int, &mut err) };
-    check(err)
+    // SAFETY: a global switch; no handles.
+    shim!(tn_onednn_fusion(enabled as c_int))
 }
 
 /// One entry of libtorch's CPU capability map.
@@ -311,9 +307,8 @@ pub fn cpu_capabilities() -> Result<Vec<(String, Capability)>> {
         out.push((name, value));
     }
     let mut out: Vec<(String, Capability)> = Vec::new();
-    let mut err = std::ptr::null_mut();
-    unsafe { tn_cpu_capabilities(push, &mut out as *mut _ as *mut c_void, &mut err) };
-    check(err)?;
+    // SAFETY: `push` receives `out`, which lives across the call.
+    shim!(tn_cpu_capabilities(push, &mut out as *mut _ as *mut c_void))?;
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }
@@ -379,44 +374,38 @@ pub unsafe fn from_blob(
     release: extern "C" fn(*mut c_void),
     ctx: *mut c_void,
 ) -> Result<tch::Tensor> {
-    let mut err = std::ptr::null_mut();
     let dtype = scalar_type(kind)?;
     let n = sizes.len() as c_int;
-    let t = tn_from_blob(
+    let t = shim!(tn_from_blob(
         data,
         sizes.as_ptr(),
         strides.as_ptr(),
         n,
         dtype,
         release,
-        ctx,
-        &mut err,
-    );
-    check(err)?;
+        ctx
+    ))?;
     Ok(tch::Tensor::from_ptr(t))
 }
 
 /// A JS number as libtorch's "wrapped number" (what a Python scalar becomes in an operation).
 pub fn wrapped_number(value: f64, is_integer: bool) -> Result<tch::Tensor> {
-    let mut err = std::ptr::null_mut();
-    let t = unsafe { tn_wrapped_number(value, c_int::from(is_integer), &mut err) };
-    check(err)?;
+    // SAFETY: no handles in; the result is a new tensor we own.
+    let t = shim!(tn_wrapped_number(value, c_int::from(is_integer)))?;
     Ok(unsafe { tch::Tensor::from_ptr(t) })
 }
 
 /// `t.clone()` (autograd records CloneBackward0).
 pub fn clone(t: &tch::Tensor) -> Result<tch::Tensor> {
-    let mut err = std::ptr::null_mut();
-    let out = unsafe { tn_clone(t.as_ptr(), &mut err) };
-    check(err)?;
+    // SAFETY: `t` is borrowed for the call; the result is a new tensor we own.
+    let out = shim!(tn_clone(t.as_ptr()))?;
     Ok(unsafe { tch::Tensor::from_ptr(out) })
 }
 
 /// The tensor in the channels-last memory format (NHWC strides over the same NCHW shape).
 pub fn channels_last(t: &tch::Tensor) -> Result<tch::Tensor> {
-    let mut err = std::ptr::null_mut();
-    let out = unsafe { tn_channels_last(t.as_ptr(), &mut err) };
-    check(err)?;
+    // SAFETY: `t` is borrowed for the call; the result is a new tensor we own.
+    let out = shim!(tn_channels_last(t.as_ptr()))?;
     Ok(unsafe { tch::Tensor::from_ptr(out) })
 }
 
@@ -426,9 +415,15 @@ pub fn channels_last(t: &tch::Tensor) -> Result<tch::Tensor> {
 pub fn dlopen(path: &std::path::Path) -> Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| anyhow!("the path contains a NUL byte"))?;
-    let mut err = std::ptr::null_mut();
-    unsafe { tn_dlopen(c.as_ptr(), &mut err) };
-    check(err)
+    // SAFETY: a C string that lives across the call.
+    shim!(tn_dlopen(c.as_ptr())).map(|_| ())
+}
+
+/// Sets libtorch's inter-op thread count (accepted once, before any inter-op work started).
+pub fn set_num_interop_threads(n: i32) -> Result<()> {
+    // SAFETY: a plain setter; libtorch reports a refusal through its last-error slot.
+    unsafe { torch_sys::at_set_num_interop_threads(n) };
+    check_last_error()
 }
 
 /// libtorch's (major, minor) version, as compiled into the shim.
@@ -455,9 +450,8 @@ impl Drop for AotiHandle {
 /// Loads a `.pt2` package; `device` is -1 for the package's own (CPU) device, else a CUDA index.
 pub fn aoti_load(path: &str, device: i32) -> Result<AotiHandle> {
     let c = CString::new(path).map_err(|_| anyhow!("the path contains a NUL byte"))?;
-    let mut err = std::ptr::null_mut();
-    let h = unsafe { tn_aoti_load(c.as_ptr(), device, &mut err) };
-    check(err)?;
+    // SAFETY: a C string that lives across the call.
+    let h = shim!(tn_aoti_load(c.as_ptr(), device))?;
     match h.is_null() {
         true => Err(anyhow!("the AOTInductor loader returned nothing")),
         false => Ok(AotiHandle(h)),
@@ -472,18 +466,15 @@ pub fn aoti_run(m: &AotiHandle, inputs: &[tch::Tensor]) -> Result<Vec<tch::Tenso
     }
     let ptrs: Vec<*mut C_tensor> = inputs.iter().map(|t| t.as_ptr() as *mut C_tensor).collect();
     let mut out: Vec<tch::Tensor> = Vec::new();
-    let mut err = std::ptr::null_mut();
-    unsafe {
-        tn_aoti_run(
-            m.0,
-            ptrs.as_ptr(),
-            ptrs.len() as c_int,
-            push,
-            &mut out as *mut _ as *mut c_void,
-            &mut err,
-        )
-    };
-    check(err)?;
+    // SAFETY: `m` and the input tensors are live while borrowed; `push` receives `out`, which
+    // lives across the call.
+    shim!(tn_aoti_run(
+        m.0,
+        ptrs.as_ptr(),
+        ptrs.len() as c_int,
+        push,
+        &mut out as *mut _ as *mut c_void
+    ))?;
     Ok(out)
 }
 
@@ -495,9 +486,8 @@ pub fn aoti_metadata(m: &AotiHandle) -> Result<Vec<(String, String)>> {
         out.push((s(k), s(v)));
     }
     let mut out: Vec<(String, String)> = Vec::new();
-    let mut err = std::ptr::null_mut();
-    unsafe { tn_aoti_metadata(m.0, push, &mut out as *mut _ as *mut c_void, &mut err) };
-    check(err)?;
+    // SAFETY: `m` is live while borrowed; `push` receives `out`, which lives across the call.
+    shim!(tn_aoti_metadata(m.0, push, &mut out as *mut _ as *mut c_void))?;
     out.sort();
     Ok(out)
 }

@@ -1,17 +1,18 @@
 //! The `torch.image` namespace (glue): reads options and sources, runs `transform` on the
-//! executor (`crate::task`; the sync forms wait for it), and wraps the pixels as tensors.
+//! executor (`crate::napi::task`; the sync forms wait for it), and wraps the pixels as tensors.
 use super::transform::{self, Pixels, Size, Transform, IMAGENET_MEAN, IMAGENET_STD};
 use crate::args::Source;
-use crate::convert::{
+use crate::error::bail_code;
+use crate::error::{guard, Code};
+use crate::napi::convert::{
     self, number as number_arg, string as string_arg, DecodeOptions, EncodeOptions, ImageFormat,
     ImageOptions, Sources,
 };
-use crate::error::{guard, Code};
-use crate::js::{self, Env as RawEnv, Val};
-use crate::outcome::Outcome;
-use crate::task::{self, prepare, Promise};
+use crate::napi::js::{self, Env as RawEnv, Val};
+use crate::napi::outcome::Outcome;
+use crate::napi::task::{self, prepare, Promise};
 use crate::tensor::JsTensor;
-use crate::{args, bail_code, dtype};
+use crate::{args, dtype};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tch::{Kind, Tensor};

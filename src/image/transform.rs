@@ -4,7 +4,7 @@
 //! resizing uses fast_image_resize's convolution with the bilinear filter, which reproduces
 //! Pillow's antialiased `Image.resize(..., BILINEAR)` (what torchvision runs on PIL images).
 use super::complete;
-use crate::bail_code;
+use crate::error::bail_code;
 use crate::error::{fail, Code};
 use anyhow::Result;
 use fast_image_resize::images::Image as FirImage;

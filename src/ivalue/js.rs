@@ -3,9 +3,9 @@
 //! Takes N-API's opaque handles like `crate::js`, which N-API itself validates.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 use super::value::Value;
-use crate::bail_code;
+use crate::error::bail_code;
 use crate::error::Code;
-use crate::js::{self, Env as RawEnv, Val};
+use crate::napi::js::{self, Env as RawEnv, Val};
 use crate::tensor::JsTensor;
 use napi::bindgen_prelude::*;
 use napi::sys::ValueType as T;

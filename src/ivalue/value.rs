@@ -2,7 +2,7 @@
 //! and the coercion that decides what a JS number is: JS has one number type, TorchScript has
 //! `int` and `float`, so the method's declared schema settles it (`2` for a `float` argument
 //! becomes 2.0; `2.5` for an `int` argument is an error naming the argument).
-use crate::bail_code;
+use crate::error::bail_code;
 use crate::error::Code;
 use anyhow::Result;
 
@@ -249,13 +249,13 @@ pub fn coerce_untyped(v: Value) -> Value {
 #[derive(Debug)]
 pub struct Signature {
     method: String,
-    args: Vec<(crate::ffi::SchemaArg, IType)>,
+    args: Vec<(super::schema::SchemaArg, IType)>,
     /// `forward(x: Tensor, n: int)`, for error messages.
     text: String,
 }
 
 impl Signature {
-    pub fn new(method: &str, schema: &crate::ffi::MethodSchema) -> Signature {
+    pub fn new(method: &str, schema: &super::schema::MethodSchema) -> Signature {
         let declared: Vec<String> = schema
             .args
             .iter()
@@ -302,7 +302,7 @@ pub fn coerce_args(sig: &Signature, args: Vec<Value>) -> Result<Vec<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ffi::{MethodSchema, SchemaArg};
+    use crate::ivalue::schema::{MethodSchema, SchemaArg};
 
     fn ty(s: &str) -> IType {
         IType::parse(s)

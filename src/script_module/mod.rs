@@ -1,21 +1,21 @@
 //! The JS `ScriptModule` class: a TorchScript module loaded from a `.pt` file or its bytes.
-//! Its work (load, calls) runs on the executor through `crate::task`; the module itself is
+//! Its work (load, calls) runs on the executor through `crate::napi::task`; the module itself is
 //! napi-free (`crate::module`).
 
 use crate::archive::Limits;
-use crate::bail_code;
-use crate::convert::{
-    self, number as number_arg, string as string_arg, Inputs, ModuleOptions, Read, ReadOpt, Str,
-};
 use crate::device;
+use crate::error::bail_code;
 use crate::error::{guard, Code, Result};
 use crate::ivalue::js::{from_js, to_js};
 use crate::ivalue::value::Value;
-use crate::js::{self, Env as RawEnv, Val};
 use crate::module::Module;
 use crate::module::{self as core, LoadOptions, Source};
-use crate::outcome::Outcome;
-use crate::task::{self, abort_flag, prepare, split_call_options, AbortFlag, Promise};
+use crate::napi::convert::{
+    self, number as number_arg, string as string_arg, Inputs, ModuleOptions, Read, ReadOpt, Str,
+};
+use crate::napi::js::{self, Env as RawEnv, Val};
+use crate::napi::outcome::Outcome;
+use crate::napi::task::{self, abort_flag, prepare, split_call_options, AbortFlag, Promise};
 use crate::tensor::JsTensor;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -309,7 +309,7 @@ impl JsScriptModule {
 impl JsScriptModule {
     /// @internal Loads a module synchronously: what `new ScriptModule(source, options)` runs
     /// (index.js; a native constructor could only fail by throwing from native code, see
-    /// `crate::outcome`).
+    /// `crate::napi::outcome`).
     #[napi(js_name = "_open", skip_typescript)]
     pub fn open(
         env: Env,
@@ -472,7 +472,7 @@ impl JsScriptModule {
     /// Moves parameters and buffers to a device (`'cpu'`, `'cuda'`, `'cuda:N'`); inputs must
     /// then be on that device too. Waits for calls in flight to finish.
     #[napi]
-    pub fn to(&self, device: crate::convert::Device) -> Outcome<()> {
+    pub fn to(&self, device: crate::napi::convert::Device) -> Outcome<()> {
         Outcome::of(|| {
             let device = guard(|| device.read("to: device"))?;
             self.write(|m| m.to_device(device))

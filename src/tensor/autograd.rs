@@ -1,9 +1,10 @@
 //! Autograd basics — `backward`, `grad`, `detach`, `requiresGrad_` — and `torch.tidy`'s scopes.
 use super::{scope_begin, scope_end, unwrap_tensor, JsTensor, Keep};
-use crate::convert::{Flag, ReadOpt};
+use crate::error::bail_code;
 use crate::error::{guard, Code};
-use crate::outcome::Outcome;
-use crate::{bail_code, js};
+use crate::napi::convert::{Flag, ReadOpt};
+use crate::napi::js;
+use crate::napi::outcome::Outcome;
 use napi::bindgen_prelude::*;
 use napi::JsValue;
 use napi_derive::napi;
@@ -13,7 +14,7 @@ impl JsTensor {
     /// Computes gradients of this tensor with respect to the leaves that require grad; they
     /// accumulate in each leaf's `grad`. A non-scalar tensor needs `gradient` (same shape).
     #[napi]
-    pub fn backward(&self, gradient: Option<crate::convert::Tensor>) -> Outcome<()> {
+    pub fn backward(&self, gradient: Option<crate::napi::convert::Tensor>) -> Outcome<()> {
         guard(|| {
             let gradient = gradient
                 .as_ref()

@@ -4,18 +4,20 @@
 //! reference to the array; libtorch calls our release function when the last tensor using that
 //! storage dies — views, outputs that alias it, tensors held by async work — on whatever
 //! thread that happens (torch-node's executor, or inside GC). JS references may only be deleted
-//! on the JS thread, outside GC, so the release is queued to that thread (`crate::js_queue`).
+//! on the JS thread, outside GC, so the release is queued to that thread (`crate::napi::queue`).
 //!
 //! Out: `asTypedArray` makes an external ArrayBuffer over a tensor's memory; its finalizer
 //! owns a handle to the tensor, so the storage outlives `dispose()` while JS can still see it.
 use super::create::options_of;
 use super::data::bytes;
 use super::JsTensor;
-use crate::convert::{BufferData, FromBufferOptions, Raw, Read, Shape};
+use crate::error::bail_code;
 use crate::error::{guard, Code};
-use crate::js_queue::{self, JsQueue};
-use crate::outcome::Outcome;
-use crate::{bail_code, dtype, ffi, js};
+use crate::napi::convert::{BufferData, FromBufferOptions, Raw, Read, Shape};
+use crate::napi::js;
+use crate::napi::outcome::Outcome;
+use crate::napi::queue::{self, JsQueue};
+use crate::{dtype, ffi};
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
@@ -98,7 +100,7 @@ fn lend(
             "fromBuffer: the buffer is a resizable ArrayBuffer, which could shrink under the tensor; copy it with torch.tensor(array) or use a fixed-length buffer"
         );
     }
-    let Some(queue) = js_queue::current() else {
+    let Some(queue) = queue::current() else {
         anyhow::bail!("fromBuffer: the addon was not initialised on this thread");
     };
     let mut reference = ptr::null_mut();
@@ -150,7 +152,7 @@ pub fn from_buffer(data: BufferData, shape: Shape, options: Option<FromBufferOpt
         let byte_offset = match options_arg {
             Some(opts) => match js::property(raw, opts, "byteOffset")? {
                 Some(b) => crate::args::shape(
-                    &[crate::convert::number(raw, b, "fromBuffer: byteOffset")?],
+                    &[crate::napi::convert::number(raw, b, "fromBuffer: byteOffset")?],
                     "fromBuffer: byteOffset",
                 )?[0] as usize,
                 None => 0,

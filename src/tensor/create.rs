@@ -2,13 +2,14 @@
 //! `arange`, `linspace`, `eye`. JS numbers have no int/float split, so numeric data becomes
 //! float32 (as in tfjs), booleans bool, BigInts int64; a TypedArray keeps its own type.
 use super::JsTensor;
-use crate::convert::{
+use crate::error::bail_code;
+use crate::error::{guard, Code, Result};
+use crate::napi::convert::{
     self, string, FactoryOptions, Int, Num, Read, Scalar, Shape, TensorData, TensorOptions,
 };
-use crate::error::{guard, Code, Result};
-use crate::js::{self, Env as RawEnv, Val};
-use crate::outcome::Outcome;
-use crate::{args, bail_code, device, dtype, ffi};
+use crate::napi::js::{self, Env as RawEnv, Val};
+use crate::napi::outcome::Outcome;
+use crate::{args, device, dtype, ffi};
 use anyhow::Context;
 use napi::bindgen_prelude::*;
 use napi::JsValue;

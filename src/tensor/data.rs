@@ -1,9 +1,10 @@
 //! Reading values out: `toArray()` (nested arrays), `toTypedArray()` (a copy), `item()`.
 use super::JsTensor;
+use crate::dtype;
+use crate::error::bail_code;
 use crate::error::{guard, Code};
-use crate::js::{self, Env as RawEnv, Val};
-use crate::outcome::Outcome;
-use crate::{bail_code, dtype};
+use crate::napi::js::{self, Env as RawEnv, Val};
+use crate::napi::outcome::Outcome;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tch::{Device, Kind, Tensor};

@@ -2,7 +2,7 @@
 use super::data::{values, Values};
 use super::JsTensor;
 use crate::error::guard;
-use crate::outcome::Outcome;
+use crate::napi::outcome::Outcome;
 use crate::repr::{tensor_repr, ReprData, ReprInput};
 use crate::{device, dtype, ffi};
 use napi_derive::napi;

@@ -4,10 +4,11 @@
 //! (suffix `_`) write into this tensor's storage and return it (index.js returns `this`).
 use super::ops::ValuesIndices;
 use super::JsTensor;
-use crate::convert::{Dim, Dims, Flag, Num, Operand, ReadOpt};
+use crate::error::bail_code;
 use crate::error::{guard, Code, Result};
-use crate::outcome::Outcome;
-use crate::{bail_code, ffi};
+use crate::ffi;
+use crate::napi::convert::{Dim, Dims, Flag, Num, Operand, ReadOpt};
+use crate::napi::outcome::Outcome;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tch::{TchError, Tensor};
@@ -72,7 +73,7 @@ impl JsTensor {
     }
     /// Matrix product with PyTorch's `matmul` broadcasting rules.
     #[napi]
-    pub fn matmul(&self, other: crate::convert::Tensor) -> Outcome<JsTensor> {
+    pub fn matmul(&self, other: crate::napi::convert::Tensor) -> Outcome<JsTensor> {
         guard(|| {
             let other = other.read("matmul: other")?;
             Ok(JsTensor::new(self.get()?.f_matmul(&*other.get()?)?))
@@ -112,7 +113,7 @@ impl JsTensor {
     /// Where the bool `condition` holds this element, else `other`'s: PyTorch's
     /// `x.where(condition, y)` (= `torch.where(condition, x, y)`).
     #[napi(js_name = "where")]
-    pub fn where_(&self, condition: crate::convert::Tensor, other: Operand) -> Outcome<JsTensor> {
+    pub fn where_(&self, condition: crate::napi::convert::Tensor, other: Operand) -> Outcome<JsTensor> {
         guard(|| {
             let condition = condition.read("where: condition")?;
             let t = self.get()?;

@@ -1,7 +1,7 @@
 //! The JS `Tensor` class: a newtype over `tch::Tensor` (`None` once disposed). Split by verb:
 //! `create` (factories), `data` (reading values out), `ops` (math and conversions), `display`.
 use crate::error::{guard, Code};
-use crate::outcome::Outcome;
+use crate::napi::outcome::Outcome;
 use crate::{device, dtype, memory};
 use napi_derive::napi;
 use std::cell::{Cell, Ref, RefCell};

@@ -1,11 +1,12 @@
 //! Conversions and the math a classifier's answer needs: `to`, `cpu`, `cuda`, `softmax`,
 //! `logSoftmax`, `argmax`, `topk`.
 use super::JsTensor;
-use crate::convert::{string, Dim, Flag, Int, Read, ReadOpt, ToTarget};
+use crate::error::bail_code;
 use crate::error::{guard, Code, Result};
-use crate::js;
-use crate::outcome::Outcome;
-use crate::{args, bail_code, device, dtype};
+use crate::napi::convert::{string, Dim, Flag, Int, Read, ReadOpt, ToTarget};
+use crate::napi::js;
+use crate::napi::outcome::Outcome;
+use crate::{args, device, dtype};
 
 use napi_derive::napi;
 use tch::Device;
@@ -59,7 +60,7 @@ impl JsTensor {
     #[napi]
     pub fn to(&self, target: ToTarget) -> Outcome<JsTensor> {
         guard(|| {
-            let crate::convert::Raw { env: raw, val: v } = target.raw();
+            let crate::napi::convert::Raw { env: raw, val: v } = target.raw();
             let (dev, kind) = if js::type_of(raw, v)? == napi::sys::ValueType::napi_string {
                 let s = js::string(raw, v)?;
                 if s == "cpu" || s.starts_with("cuda") {
@@ -115,7 +116,7 @@ impl JsTensor {
 
     /// A copy on a CUDA device (default `cuda:0`); `DeviceUnavailable` where there is none.
     #[napi]
-    pub fn cuda(&self, device: Option<crate::convert::Device>) -> Outcome<JsTensor> {
+    pub fn cuda(&self, device: Option<crate::napi::convert::Device>) -> Outcome<JsTensor> {
         guard(|| {
             let d = device
                 .read("cuda: device")?

@@ -2,10 +2,11 @@
 //! a flat storage; these methods make new views of the same storage (no copy), except where
 //! noted (`reshape` copies only when no view can express the result, as in PyTorch).
 use super::JsTensor;
-use crate::convert::{self, Dim, Int, Read, ReadOpt, Shape, Sizes};
+use crate::error::bail_code;
 use crate::error::{guard, Code, Result};
-use crate::outcome::Outcome;
-use crate::{args, bail_code, ffi};
+use crate::napi::convert::{self, Dim, Int, Read, ReadOpt, Shape, Sizes};
+use crate::napi::outcome::Outcome;
+use crate::{args, ffi};
 use napi_derive::napi;
 use tch::Tensor;
 

@@ -17,10 +17,11 @@
 //! A value read here lives as long as the call (N-API's handle scope): read it in the export's
 //! body, never keep it.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
+use crate::error::bail_code;
 use crate::error::Code;
-use crate::js::{self, Env, Val};
+use crate::napi::js::{self, Env, Val};
 use crate::tensor::JsTensor;
-use crate::{args, bail_code, device, ffi};
+use crate::{args, device, ffi};
 use anyhow::Result;
 use napi::bindgen_prelude::{FromNapiValue, TypeName, ValueType};
 use napi::sys::ValueType as Js;

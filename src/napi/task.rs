@@ -1,6 +1,6 @@
 //! Async and sync exports over the executor (`crate::executor`): what every class that runs
 //! libtorch work shares — reading the `{signal}` call option, the promise, the hand-off to an
-//! instance thread, and the result's trip back to the JS thread (`crate::js_queue`).
+//! instance thread, and the result's trip back to the JS thread (`crate::napi::queue`).
 //!
 //! An async export: its arguments are read on the JS thread (`prepare`), the work runs on an
 //! instance, and its result is converted to JS and settles the promise on the JS thread that
@@ -11,9 +11,9 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 use crate::error::{catch_panic, Code};
 use crate::executor;
-use crate::js::{self, Env as RawEnv, Val};
-use crate::js_queue;
-use crate::warnings;
+use crate::napi::js::{self, Env as RawEnv, Val};
+use crate::napi::queue;
+use crate::napi::warnings;
 use napi::bindgen_prelude::{Function, ToNapiValue, TypeName, ValueType};
 use napi::{sys, Env, JsValue};
 use std::ptr;
@@ -70,7 +70,7 @@ pub(crate) fn abort_flag(env: &Env, signal: Val) -> anyhow::Result<Arc<Call>> {
     if js::type_of(raw, signal)? != sys::ValueType::napi_object
         || !js::is_instance_of(raw, signal, "AbortSignal")?
     {
-        crate::bail_code!(
+        crate::error::bail_code!(
             Code::InvalidArg,
             "options.signal: expected an AbortSignal, got {}",
             js::describe(raw, signal)
@@ -190,7 +190,7 @@ where
         Ok(_) if call.aborted.load(Ordering::SeqCst) => Err(call.aborted_error()),
         other => other,
     };
-    let (input, queue) = match (prepared, js_queue::current()) {
+    let (input, queue) = match (prepared, queue::current()) {
         (Ok(p), Some(q)) => (p, q),
         (Err(e), _) => {
             settle(env, deferred, Err(e));
@@ -199,7 +199,7 @@ where
         (Ok(_), None) => anyhow::bail!("{what}: the addon was not initialised on this thread"),
     };
     *call.deferred.lock().unwrap_or_else(|p| p.into_inner()) = Some(deferred);
-    js_queue::expect(env, &queue);
+    queue::expect(env, &queue);
     executor::submit(Box::new(move || {
         // Cancelled while queued (the listener has rejected; only the keep-alive is left), or
         // its JS thread is gone (a terminated worker): skipped.
@@ -211,7 +211,7 @@ where
         let origin = Some(queue.clone());
         let out = started.then(|| warnings::with_origin(origin, || catch_panic(|| work(input))));
         queue.post(Box::new(move |env| {
-            js_queue::fulfilled(env);
+            queue::fulfilled(env);
             let (Some(out), Some(d)) = (out, call.take_deferred()) else {
                 return;
             };
@@ -229,7 +229,7 @@ where
 pub(crate) fn run_sync<T: Send + 'static>(
     work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
 ) -> anyhow::Result<T> {
-    let origin = js_queue::current();
+    let origin = queue::current();
     executor::run_sync(move || warnings::with_origin(origin, || catch_panic(work)))
 }
 

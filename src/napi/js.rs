@@ -5,7 +5,7 @@
 //! `napi_env` and `napi_value` are opaque handles that Rust never dereferences: N-API checks
 //! them and answers a bad one with an error status, which these helpers turn into errors.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
-use crate::bail_code;
+use crate::error::bail_code;
 use crate::error::Code;
 use anyhow::{anyhow, Result};
 use napi::sys;

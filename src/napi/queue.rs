@@ -137,7 +137,7 @@ unsafe extern "C" fn close_queue_on_finalize(_env: sys::napi_env, data: *mut c_v
 /// Creates this JS thread's queue (once per JS context, at load).
 pub fn init(env: sys::napi_env) -> anyhow::Result<()> {
     let mut tsfn = ptr::null_mut();
-    let name = crate::js::new_string(env, "torch-node: JS thread queue")?;
+    let name = crate::napi::js::new_string(env, "torch-node: JS thread queue")?;
     let queue = Arc::new(JsQueue {
         tsfn: AtomicPtr::new(ptr::null_mut()),
         closing: Mutex::new(false),

@@ -9,12 +9,11 @@
 //!
 //! `napi_env` is an opaque handle that Rust never dereferences (see `crate::js`).
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
-use crate::js;
-use crate::js_queue::JsQueue;
+use crate::napi::js;
+use crate::napi::queue::JsQueue;
 use napi::sys;
 use std::cell::RefCell;
 use std::collections::HashSet;
-use std::ffi::{c_char, c_int, CStr};
 use std::sync::Arc;
 
 thread_local! {
@@ -45,22 +44,17 @@ pub fn with_origin<T>(origin: Option<Arc<JsQueue>>, work: impl FnOnce() -> T) ->
     work()
 }
 
-extern "C" fn on_warning(message: *const c_char, deprecation: c_int) {
-    // Called from C++: nothing may unwind out of here.
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: libtorch passes a NUL-terminated message that lives for this call.
-        let message = unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned();
-        let code = if deprecation != 0 {
-            "TORCH_DEPRECATION"
-        } else {
-            "TORCH_WARNING"
-        };
-        let Some(queue) = ORIGIN.with(|o| o.borrow().clone()) else {
-            eprintln!("[torch-node] TorchWarning: {message}");
-            return;
-        };
-        queue.post(Box::new(move |env| emit(env, &message, code)));
-    });
+fn on_warning(message: String, deprecation: bool) {
+    let code = if deprecation {
+        "TORCH_DEPRECATION"
+    } else {
+        "TORCH_WARNING"
+    };
+    let Some(queue) = ORIGIN.with(|o| o.borrow().clone()) else {
+        eprintln!("[torch-node] TorchWarning: {message}");
+        return;
+    };
+    queue.post(Box::new(move |env| emit(env, &message, code)));
 }
 
 /// `process.emitWarning(message, {type: 'TorchWarning', code})`, once per message.

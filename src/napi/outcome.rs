@@ -15,13 +15,13 @@
 //! handed back as is.
 //!
 //! napi-rs's own conversion of typed parameters would throw from native code too (a string
-//! where a number is declared), so exports declare the types of `crate::convert`, whose
+//! where a number is declared), so exports declare the types of `crate::napi::convert`, whose
 //! conversion cannot fail: the body reads them inside its `Outcome`.
 //!
 //! `napi_env` and `napi_value` are opaque handles that Rust never dereferences (see `crate::js`).
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 use crate::error::{Code, Result};
-use crate::js::{self, Env, Val};
+use crate::napi::js::{self, Env, Val};
 use napi::bindgen_prelude::{ToNapiValue, TypeName, ValueType};
 use napi::sys;
 use std::cell::{Cell, RefCell};

@@ -1,0 +1,220 @@
+//! The free functions of the `torch` namespace (`manualSeed`, the thread and executor
+//! settings, `loadLibrary`, `memory`, `libtorchVersion`), the `cuda` and `cpu` namespaces, and
+//! the per-context initialisation. Glue: each reads its arguments and calls the core.
+use crate::error::{self, guard};
+use crate::napi::convert::{Int, Num, Read, ReadOpt, Str};
+use crate::napi::outcome::Outcome;
+use crate::{args, executor, ffi, library, memory};
+use napi::JsValue;
+use napi_derive::napi;
+
+/// Seeds libtorch's random number generators (CPU and CUDA), as `torch.manual_seed`.
+#[napi]
+pub fn manual_seed(seed: Int) -> Outcome<()> {
+    guard(|| {
+        tch::manual_seed(seed.read("seed")?);
+        Ok(())
+    })
+    .into()
+}
+
+/// Sets how many intra-op threads (one OpenMP team) each executor instance gives a call:
+/// `forward`, `runMethod`, loads and image work run on the executor (see `setInstances`).
+/// Default: the cores libtorch sees ÷ instances. Tensor methods called directly from JS run
+/// on the calling thread with one thread, so they never add a team beside the executor's.
+#[napi]
+pub fn set_num_threads(n: Num) -> Outcome<()> {
+    guard(|| {
+        let n = args::thread_count(n.read("setNumThreads: n")?, "setNumThreads: n")?;
+        executor::set_threads(Some(n as usize));
+        Ok(())
+    })
+    .into()
+}
+
+/// The intra-op threads each executor instance uses.
+#[napi]
+pub fn get_num_threads() -> i32 {
+    executor::stats().threads as i32
+}
+
+/// Sets how many calls run at once: the number of executor instances, each a native thread
+/// of torch-node's own (never libuv's pool) with `getNumThreads()` intra-op threads. Default 1
+/// (or `TORCH_NODE_INSTANCES`): one call at a time using every core is fastest per request;
+/// 2 instances × 1 thread each can serve more requests per second on small models. Keep
+/// instances × threads ≤ cores: more makes libgomp throttle every team. Shared by worker threads.
+#[napi]
+pub fn set_instances(n: Num) -> Outcome<()> {
+    guard(|| {
+        let n = args::thread_count(n.read("setInstances: n")?, "setInstances: n")? as usize;
+        if n > executor::MAX_INSTANCES {
+            crate::error::bail_code!(
+                error::Code::InvalidArg,
+                "setInstances: n: expected at most {}, got {n}",
+                executor::MAX_INSTANCES
+            );
+        }
+        executor::set_instances(n);
+        Ok(())
+    })
+    .into()
+}
+
+/// The number of executor instances (calls that run at once).
+#[napi]
+pub fn get_instances() -> u32 {
+    executor::stats().instances as u32
+}
+
+/// The executor's settings and load.
+#[napi(object)]
+pub struct ExecutorStats {
+    /// Calls that run at once (`setInstances`).
+    pub instances: u32,
+    /// Intra-op threads of each instance (`setNumThreads`).
+    pub threads: u32,
+    /// Calls waiting for a free instance.
+    pub queued: u32,
+    /// Calls running now.
+    pub running: u32,
+    /// Calls finished since the process started.
+    pub completed: f64,
+}
+
+/// What the executor is doing: settings, queued and running calls.
+#[napi]
+pub fn executor_stats() -> ExecutorStats {
+    let s = executor::stats();
+    ExecutorStats {
+        instances: s.instances as u32,
+        threads: s.threads as u32,
+        queued: s.queued as u32,
+        running: s.running as u32,
+        completed: s.completed as f64,
+    }
+}
+
+/// Sets the number of inter-op threads; libtorch accepts this only once, before any
+/// parallel work has started.
+#[napi]
+pub fn set_num_interop_threads(n: Num) -> Outcome<()> {
+    guard(|| {
+        let n = args::thread_count(n.read("setNumInteropThreads: n")?, "setNumInteropThreads: n")?;
+        ffi::set_num_interop_threads(n)
+    })
+    .into()
+}
+
+/// Loads a shared library of custom ops into the process (as Python's
+/// `torch.ops.load_library`): its `TORCH_LIBRARY` registrations run, and TorchScript modules
+/// loaded afterwards can call its ops. Kept loaded; loading the same file again does nothing.
+/// Returns whether this call loaded it. Errors: `LibraryLoadError` (a missing file, unresolved
+/// symbols — named —, a registration that failed).
+#[napi]
+pub fn load_library(path: Str) -> Outcome<bool> {
+    guard(|| library::load(&path.read("loadLibrary: path")?)).into()
+}
+
+/// @internal `torch.vision.loadOps(dir)`: torchvision's ops from its wheel's folder (default:
+/// beside the libtorch this process loaded).
+#[napi(js_name = "_loadTorchvisionOps", skip_typescript)]
+pub fn load_torchvision_ops(dir: Option<Str>) -> Outcome<bool> {
+    guard(|| {
+        let dir = dir
+            .read("vision.loadOps: dir")?
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(library::default_torchvision_dir);
+        library::load_torchvision(&dir)
+    })
+    .into()
+}
+
+/// The libtorch version this addon was built against, `'major.minor'` (e.g. `'2.13'`): files
+/// it saves load in libtorch (or PyTorch) of that version or newer.
+#[napi]
+pub fn libtorch_version() -> String {
+    let (major, minor) = ffi::torch_version();
+    format!("{major}.{minor}")
+}
+
+/// Live tensors (JS `Tensor` objects not yet disposed or collected) and their element bytes.
+#[napi(object)]
+pub struct MemoryInfo {
+    pub tensors: i64,
+    pub bytes: i64,
+}
+
+/// How many tensors are alive and how many bytes their elements take.
+#[napi]
+pub fn memory() -> MemoryInfo {
+    let (tensors, bytes) = memory::snapshot();
+    MemoryInfo { tensors, bytes }
+}
+
+/// CUDA queries.
+#[napi(namespace = "cuda")]
+pub mod cuda {
+    /// Whether libtorch can use a CUDA device here.
+    #[napi]
+    pub fn is_available() -> bool {
+        crate::device::cuda_device_count() > 0
+    }
+
+    /// The number of CUDA devices libtorch sees (0 without CUDA).
+    #[napi]
+    pub fn device_count() -> u32 {
+        crate::device::cuda_device_count() as u32
+    }
+}
+
+/// CPU queries.
+#[napi(namespace = "cpu")]
+pub mod cpu {
+    use crate::ffi::{self, Capability};
+    use crate::napi::js;
+    use crate::napi::outcome::Outcome;
+    use napi::bindgen_prelude::Unknown;
+
+    /// libtorch's view of this CPU, as Python's `torch._C._cpu._get_cpu_capability()`: ISA
+    /// flags (`avx512_bf16`, `amx_bf16`, `avx2`, ...), cache sizes, core counts, `cpu_name`.
+    #[napi(ts_return_type = "Record<string, boolean | number | string>")]
+    pub fn capabilities(env: &napi::Env) -> Outcome<Unknown<'_>> {
+        crate::error::guard(|| {
+            let raw = env.raw();
+            let entries = ffi::cpu_capabilities()?
+                .into_iter()
+                .map(|(name, value)| {
+                    let v = match value {
+                        Capability::Flag(b) => js::new_bool(raw, b),
+                        Capability::Count(n) => js::new_number(raw, n as f64),
+                        Capability::Text(t) => js::new_string(raw, &t),
+                    }?;
+                    Ok((name, v))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Ok(unsafe { Unknown::from_raw_unchecked(raw, js::new_object(raw, entries)?) })
+        })
+        .into()
+    }
+
+    /// Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX-BF16): where it does,
+    /// `ScriptModule.load(path, {dtype: 'bfloat16'})` is available.
+    #[napi]
+    pub fn has_native_bf16() -> bool {
+        ffi::cpu_has_native_bf16()
+    }
+}
+
+/// Runs once per JS context (main thread and each worker) as the addon loads.
+#[napi(module_exports)]
+pub fn init(exports: napi::bindgen_prelude::Object, env: napi::Env) -> napi::Result<()> {
+    memory::set_thread_env(env.raw());
+    executor::init_js_thread();
+    crate::napi::outcome::init(env.raw(), exports.raw())
+        .and_then(|()| crate::napi::queue::init(env.raw()))
+        .map(|()| {
+            crate::napi::warnings::init_thread(crate::napi::queue::current());
+            executor::on_thread_start(|| crate::napi::warnings::init_thread(None));
+        })
+        .map_err(|e| napi::Error::from_reason(e.to_string()))
+}
