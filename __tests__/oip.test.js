@@ -215,6 +215,7 @@ describe('Open Inference Protocol', () => {
       'trailing bytes': binary(undefined, 20),
       'unknown output': json({ ...input(), outputs: [{ name: 'OUTPUT__9' }] }),
       'wrong shape for the model': json(input({ shape: [1, 2], data: [1, 2] })),
+      'wrong datatype for the model': json(input({ datatype: 'FP64' })),
     }
     for (const [name, req] of Object.entries(cases)) {
       const r = await raw(infer, req)

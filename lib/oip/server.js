@@ -78,12 +78,16 @@ module.exports = function oipServer(torch) {
     const scripted = isBatcher(module) ? null : module instanceof torch.ScriptModule ? module : null
     const argNames = scripted ? scripted.signature().args.filter((a) => !a.hasDefault).map((a) => a.name) : null
     if (argNames && inputs && !(full && spec.inputs) && example !== undefined) inputs = inputs.map((s, i) => ({ ...s, name: argNames[i] ?? s.name }))
+    // Without `inputs` or `example` the datatypes and shapes are unknown: reported as FP32 [-1]
+    // and not checked (the model checks its inputs itself).
+    const declared = inputs !== null
     inputs ??= (argNames ?? ['INPUT__0']).map((n) => ({ name: n, datatype: 'FP32', shape: [-1] }))
     const version = full && spec.version !== undefined ? String(spec.version) : '1'
     return {
       name,
       version,
       call,
+      declared,
       inputs,
       outputs,
       metadata: { name, versions: [version], platform: 'torch_node', inputs, outputs: outputs ?? [] },
@@ -155,7 +159,17 @@ module.exports = function oipServer(torch) {
     }
     const args = model.inputs.map((s) => {
       if (!byName.has(s.name)) throw new P.ProtocolError(`input '${s.name}' is missing`)
-      return byName.get(s.name)
+      const t = byName.get(s.name)
+      if (!model.declared) return t
+      // Checked against the metadata before the model runs, as Triton does: behind a Batcher a
+      // request that does not fit must not reach a batch. [-1] (no example given): any shape.
+      const datatype = P.DATATYPE[t.dtype]
+      if (datatype !== s.datatype) throw new P.ProtocolError(`input '${s.name}' is ${datatype}, the model takes ${s.datatype}`)
+      const anyRank = s.shape.length === 1 && s.shape[0] === -1
+      if (!anyRank && (s.shape.length !== t.shape.length || s.shape.some((d, j) => d !== -1 && d !== t.shape[j]))) {
+        throw new P.ProtocolError(`input '${s.name}' has shape [${t.shape}], the model takes [${s.shape}] (-1: any size)`)
+      }
+      return t
     })
     const outputs = namedOutputs(await model.call(args), model.outputs && model.outputs.map((o) => o.name))
     if (asked !== undefined && !Array.isArray(asked)) throw new P.ProtocolError('outputs must be an array')
