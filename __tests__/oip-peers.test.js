@@ -450,7 +450,7 @@ print(json.dumps({
       // tritonclient reads our {"error"} bodies (and gRPC statuses) into its exception's message.
       assert.match(got.errors.httpUnknown, /unknown model 'nope'/)
       assert.match(got.errors.grpcUnknown, /unknown model 'nope'/)
-      assert.match(got.errors.httpShape, /forward\(\): Expected 4-dimensional input/)
+      assert.match(got.errors.httpShape, /\[400\] input 'x' has shape \[1,3\], the model takes \[-1,3,224,224\]/)
     })
 
     const pa = perfAnalyzer()
