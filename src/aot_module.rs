@@ -5,10 +5,11 @@ use crate::aot::{self, AotModule};
 use crate::device;
 use crate::error::bail_code;
 use crate::error::{guard, Code};
+use crate::ivalue::js::Output;
 use crate::ivalue::value::Value;
 use crate::napi::convert::{string as string_arg, AotModuleOptions, Inputs, Str};
 use crate::napi::js::{self, Val};
-use crate::napi::outcome::Outcome;
+use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::task::{self, abort_flag, prepare, split_call_options, AbortFlag, Promise};
 use crate::tensor::unwrap_tensor;
 use napi::bindgen_prelude::*;
@@ -34,6 +35,18 @@ pub struct JsAotModuleOptions {
     /// finishes and its module is dropped).
     pub signal: Option<AbortSignal>,
 }
+
+js_result!(
+    /// Strings by key as a plain object (`metadata()`).
+    StringRecord(Vec<(String, String)>) as "Record<string, string>",
+    |env, fields| {
+        let fields = fields
+            .into_iter()
+            .map(|(k, v)| Ok((k, js::new_string(env, &v)?)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        js::new_object(env, fields)
+    }
+);
 
 /// A compiled `torch.export` program from a `.pt2` package (AOTInductor). Tensors in, tensors
 /// out: one output is a Tensor, several an array of them. Each call checks its inputs against
@@ -202,12 +215,11 @@ impl JsAotModule {
         ts_args_type = "...inputs: Tensor[]",
         ts_return_type = "T"
     )]
-    pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Inputs) -> Outcome<Unknown<'e>> {
+    pub fn forward_sync(&self, env: Env, inputs: Inputs) -> Outcome<Output> {
         guard(|| {
-            let (inputs, _) = tensors(env, inputs.raw().val, false)?;
+            let (inputs, _) = tensors(&env, inputs.raw().val, false)?;
             let m = self.module()?;
-            let out = output(task::run_sync(move || m.run(inputs))?);
-            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), crate::ivalue::js::to_js(env.raw(), out)?) })
+            Ok(Output(output(task::run_sync(move || m.run(inputs))?)))
         })
         .into()
     }
@@ -215,18 +227,8 @@ impl JsAotModule {
     /// What the package records: AOTInductor's metadata (`AOTI_DEVICE_KEY`, ...) and the pytree
     /// specs of the program's inputs and outputs (`in_spec`, `out_spec`, JSON).
     #[napi(ts_return_type = "Record<string, string>")]
-    pub fn metadata<'e>(&self, env: &'e Env) -> Outcome<Unknown<'e>> {
-        guard(|| {
-            let raw = env.raw();
-            let fields = self
-                .module()?
-                .metadata()?
-                .into_iter()
-                .map(|(k, v)| Ok((k, js::new_string(raw, &v)?)))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            Ok(unsafe { Unknown::from_raw_unchecked(raw, js::new_object(raw, fields)?) })
-        })
-        .into()
+    pub fn metadata(&self) -> Outcome<StringRecord> {
+        guard(|| Ok(StringRecord(self.module()?.metadata()?))).into()
     }
 
     /// The device the package runs on.
@@ -254,5 +256,5 @@ fn module_value(env: napi::sys::napi_env, m: AotModule) -> anyhow::Result<Val> {
         inner: RefCell::new(Some(Arc::new(m))),
     };
     // SAFETY: on the JS thread, inside the completion's N-API callback.
-    unsafe { JsAotModule::to_napi_value(env, m) }.map_err(|e| anyhow::anyhow!("{e}"))
+    js::value_of(env, m)
 }

@@ -172,30 +172,33 @@ pub mod cuda {
 pub mod cpu {
     use crate::ffi::{self, Capability};
     use crate::napi::js;
-    use crate::napi::outcome::Outcome;
-    use napi::bindgen_prelude::Unknown;
+    use crate::napi::outcome::{js_result, Outcome};
 
     /// libtorch's view of this CPU, as Python's `torch._C._cpu._get_cpu_capability()`: ISA
     /// flags (`avx512_bf16`, `amx_bf16`, `avx2`, ...), cache sizes, core counts, `cpu_name`.
     #[napi(ts_return_type = "Record<string, boolean | number | string>")]
-    pub fn capabilities(env: &napi::Env) -> Outcome<Unknown<'_>> {
-        crate::error::guard(|| {
-            let raw = env.raw();
-            let entries = ffi::cpu_capabilities()?
+    pub fn capabilities() -> Outcome<Capabilities> {
+        crate::error::guard(|| Ok(Capabilities(ffi::cpu_capabilities()?))).into()
+    }
+
+    js_result!(
+        /// The capability map as a plain object of booleans, numbers and strings.
+        Capabilities(Vec<(String, Capability)>) as "Record<string, boolean | number | string>",
+        |env, entries| {
+            let entries = entries
                 .into_iter()
                 .map(|(name, value)| {
                     let v = match value {
-                        Capability::Flag(b) => js::new_bool(raw, b),
-                        Capability::Count(n) => js::new_number(raw, n as f64),
-                        Capability::Text(t) => js::new_string(raw, &t),
+                        Capability::Flag(b) => js::new_bool(env, b),
+                        Capability::Count(n) => js::new_number(env, n as f64),
+                        Capability::Text(t) => js::new_string(env, &t),
                     }?;
                     Ok((name, v))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            Ok(unsafe { Unknown::from_raw_unchecked(raw, js::new_object(raw, entries)?) })
-        })
-        .into()
-    }
+            js::new_object(env, entries)
+        }
+    );
 
     /// Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX-BF16): where it does,
     /// `ScriptModule.load(path, {dtype: 'bfloat16'})` is available.

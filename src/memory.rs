@@ -20,8 +20,7 @@ pub fn set_thread_env(env: napi::sys::napi_env) {
 /// finalizer that runs during GC. Off a JS thread (the libuv pool) it does nothing.
 fn report(delta: i64) {
     if let Some(env) = ENV.try_with(|e| e.get()).ok().flatten() {
-        let mut out = 0i64;
-        unsafe { napi::sys::napi_adjust_external_memory(env as napi::sys::napi_env, delta, &mut out) };
+        crate::napi::js::adjust_external_memory(env as napi::sys::napi_env, delta);
     }
 }
 

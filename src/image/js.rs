@@ -244,7 +244,7 @@ struct Prepared {
 /// A loaded image as a JS `Tensor` (on the JS thread, as `load`'s promise resolves).
 fn tensor_value(env: RawEnv, t: Tensor) -> anyhow::Result<Val> {
     // SAFETY: on the JS thread, inside the completion's N-API callback.
-    unsafe { JsTensor::to_napi_value(env, JsTensor::new(t)) }.map_err(|e| anyhow::anyhow!("{e}"))
+    js::value_of(env, JsTensor::new(t))
 }
 
 /// `load` / `loadBatch` on the executor; what could not be read rejects the promise.

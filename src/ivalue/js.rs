@@ -6,8 +6,8 @@ use super::value::Value;
 use crate::error::bail_code;
 use crate::error::Code;
 use crate::napi::js::{self, Env as RawEnv, Val};
+use crate::napi::outcome::js_result;
 use crate::tensor::JsTensor;
-use napi::bindgen_prelude::*;
 use napi::sys::ValueType as T;
 
 /// Reads a JS value; `path` names it in errors (`input 0`, `input 0[2]`).
@@ -82,6 +82,24 @@ fn object(env: RawEnv, v: Val, path: &str, depth: usize) -> anyhow::Result<Value
     Ok(Value::Dict(None, entries))
 }
 
+js_result!(
+    /// A model's output (a sync call's answer), in its JS form (`to_js`).
+    Output(Value) as "IValue",
+    |env, v| to_js(env, v)
+);
+
+js_result!(
+    /// Named tensors as a plain object (`namedParameters()`): `{'fc.weight': Tensor, ...}`.
+    TensorRecord(Vec<(String, tch::Tensor)>) as "Record<string, Tensor>",
+    |env, fields| {
+        let fields = fields
+            .into_iter()
+            .map(|(name, t)| Ok((name, to_js(env, Value::Tensor(t))?)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        js::new_object(env, fields)
+    }
+);
+
 /// Builds the JS form of a value: tensors become `Tensor` objects, dicts with string keys plain
 /// objects, other dicts `Map`s, tuples and lists arrays, None `null`.
 pub fn to_js(env: RawEnv, v: Value) -> anyhow::Result<Val> {
@@ -91,7 +109,7 @@ pub fn to_js(env: RawEnv, v: Value) -> anyhow::Result<Val> {
         Value::Int(i) => js::new_number(env, i as f64),
         Value::Float(f) | Value::Number(f) => js::new_number(env, f),
         Value::Str(s) => js::new_string(env, &s),
-        Value::Tensor(t) => Ok(unsafe { JsTensor::to_napi_value(env, JsTensor::new(t)) }?),
+        Value::Tensor(t) => js::value_of(env, JsTensor::new(t)),
         Value::List(_, items) | Value::Tuple(items) => {
             let items = items
                 .into_iter()
@@ -119,29 +137,5 @@ pub fn to_js(env: RawEnv, v: Value) -> anyhow::Result<Val> {
                 js::new_map(env, pairs)
             }
         }
-    }
-}
-
-/// A JS `Error` object with our `code`, for rejecting promises from async tasks (whose napi-rs
-/// error type only carries napi's own statuses). When JS code that the conversion ran threw
-/// (a setter, a Proxy), the promise rejects with that exception, taken off the env first so
-/// that nothing allocates while it is pending.
-pub fn coded_error(env: RawEnv, err: &anyhow::Error) -> napi::Error {
-    if let Some(exception) = js::take_exception(env) {
-        return napi::Error::from(unsafe { Unknown::from_raw_unchecked(env, exception) });
-    }
-    let (code, message) = crate::error::describe(err);
-    let build = || -> anyhow::Result<Val> {
-        let (c, m) = (
-            js::new_string(env, code.as_ref())?,
-            js::new_string(env, &message)?,
-        );
-        let mut out = std::ptr::null_mut();
-        unsafe { napi::sys::napi_create_error(env, c, m, &mut out) };
-        Ok(out)
-    };
-    match build() {
-        Ok(e) if !e.is_null() => napi::Error::from(unsafe { Unknown::from_raw_unchecked(env, e) }),
-        _ => napi::Error::from_reason(message),
     }
 }

@@ -537,3 +537,18 @@ pub fn typed_array_over(env: Env, type_name: &str, buffer: Val, len: usize) -> R
     )?;
     Ok(out)
 }
+
+/// A Rust value as its JS object (a napi-rs class instance, a typed result), on the JS thread.
+pub fn value_of<T: napi::bindgen_prelude::ToNapiValue>(env: Env, v: T) -> Result<Val> {
+    // SAFETY: `env` is the env of the N-API callback running on this JS thread (every caller
+    // is glue called from one); napi-rs checks the statuses.
+    unsafe { T::to_napi_value(env, v) }.map_err(|e| anyhow!("{e}"))
+}
+
+/// Tells V8 that native memory grew or shrank by `delta` bytes. A basic call: allowed inside a
+/// finalizer that runs during GC.
+pub fn adjust_external_memory(env: Env, delta: i64) {
+    let mut out = 0i64;
+    // SAFETY: a basic N-API call with this thread's env.
+    unsafe { sys::napi_adjust_external_memory(env, delta, &mut out) };
+}

@@ -105,17 +105,76 @@ fn fail(env: Env, err: napi::Error<Code>) -> napi::Result<Val> {
     Ok(sentinel)
 }
 
+/// The reason of the error a [`js_result!`] type returns once it has stashed its real one.
+const STASHED: &str = "torch-node: the error is stashed";
+
+/// Stashes a result type's conversion error (see [`js_result!`]); the `Outcome` around it then
+/// returns the sentinel.
+pub fn stash(env: Env, err: &anyhow::Error) -> napi::Error {
+    match fail(env, crate::error::to_js(err)) {
+        Ok(_) => napi::Error::from_reason(STASHED),
+        Err(e) => e,
+    }
+}
+
 impl<T: ToNapiValue> ToNapiValue for Outcome<T> {
     unsafe fn to_napi_value(env: Env, val: Self) -> napi::Result<Val> {
         match val.0 {
             Ok(v) => match unsafe { T::to_napi_value(env, v) } {
                 Ok(out) => Ok(out),
+                Err(e) if e.reason == STASHED => sentinel(env),
                 Err(e) => fail(env, napi::Error::new(Code::Internal, e.reason.clone())),
             },
             Err(e) => fail(env, e),
         }
     }
 }
+
+fn sentinel(env: Env) -> napi::Result<Val> {
+    let mut out = ptr::null_mut();
+    // SAFETY: the sentinel's reference lives as long as this JS thread.
+    let status = unsafe { sys::napi_get_reference_value(env, FAILED.with(Cell::get), &mut out) };
+    match status == sys::Status::napi_ok && !out.is_null() {
+        true => Ok(out),
+        false => Err(napi::Error::from_reason(
+            "torch-node: the failure sentinel is missing",
+        )),
+    }
+}
+
+/// A typed export result: a newtype over what the export computed, turned into JS by `build`
+/// on the JS thread as the export returns. A failing build (a coded error, or an exception a
+/// JS getter threw) is stashed like any export's failure, so the JS wrapper throws it with its
+/// code — never a throw from native code. `$ts` is its TypeScript type.
+macro_rules! js_result {
+    ($(#[$meta:meta])* $name:ident($inner:ty) as $ts:literal, |$env:ident, $value:ident| $build:expr) => {
+        $(#[$meta])*
+        pub struct $name(pub $inner);
+
+        impl napi::bindgen_prelude::TypeName for $name {
+            fn type_name() -> &'static str {
+                $ts
+            }
+            fn value_type() -> napi::bindgen_prelude::ValueType {
+                napi::bindgen_prelude::ValueType::Unknown
+            }
+        }
+
+        impl napi::bindgen_prelude::ToNapiValue for $name {
+            unsafe fn to_napi_value(
+                $env: napi::sys::napi_env,
+                val: Self,
+            ) -> napi::Result<napi::sys::napi_value> {
+                let $value = val.0;
+                // A closure, so that `?` in `$build` ends the build, not this function.
+                let build = move || -> anyhow::Result<napi::sys::napi_value> { $build };
+                let built = build();
+                built.map_err(|e| $crate::napi::outcome::stash($env, &e))
+            }
+        }
+    };
+}
+pub(crate) use js_result;
 
 impl<T: TypeName> TypeName for Outcome<T> {
     fn type_name() -> &'static str {

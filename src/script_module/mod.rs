@@ -6,7 +6,7 @@ use crate::archive::Limits;
 use crate::device;
 use crate::error::bail_code;
 use crate::error::{guard, Code, Result};
-use crate::ivalue::js::{from_js, to_js};
+use crate::ivalue::js::{from_js, to_js, Output, TensorRecord};
 use crate::ivalue::value::Value;
 use crate::module::Module;
 use crate::module::{self as core, LoadOptions, Source};
@@ -248,8 +248,7 @@ fn inputs_and_signal(env: &Env, list: Val) -> anyhow::Result<(Vec<Value>, AbortF
 /// A loaded module as a JS `ScriptModule` (on the JS thread, as a load's promise resolves).
 fn module_value(env: RawEnv, m: Module) -> anyhow::Result<Val> {
     // SAFETY: on the JS thread, inside the completion's N-API callback.
-    unsafe { JsScriptModule::to_napi_value(env, JsScriptModule::from_module(m)) }
-        .map_err(|e| anyhow::anyhow!("{e}"))
+    js::value_of(env, JsScriptModule::from_module(m))
 }
 
 impl JsScriptModule {
@@ -286,13 +285,14 @@ impl JsScriptModule {
         })
     }
 
-    fn call_sync<'e>(&self, env: &'e Env, method: &str, list: Inputs) -> Result<Unknown<'e>> {
+    fn call_sync(&self, env: &Env, method: &str, list: Inputs) -> Result<Output> {
         guard(|| {
             let args = inputs(env.raw(), list.raw().val)?;
             let module = self.module()?;
             let method = method.to_string();
-            let out = task::run_sync(move || core::call(&module, &method, args))?;
-            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), to_js(env.raw(), out)?) })
+            Ok(Output(task::run_sync(move || {
+                core::call(&module, &method, args)
+            })?))
         })
     }
 
@@ -368,8 +368,8 @@ impl JsScriptModule {
         ts_args_type = "...inputs: IValue[]",
         ts_return_type = "T"
     )]
-    pub fn forward_sync<'e>(&self, env: &'e Env, inputs: Inputs) -> Outcome<Unknown<'e>> {
-        self.call_sync(env, "forward", inputs).into()
+    pub fn forward_sync(&self, env: Env, inputs: Inputs) -> Outcome<Output> {
+        self.call_sync(&env, "forward", inputs).into()
     }
 
     /// Runs another method (one exported with `@torch.jit.export`) on the executor; takes a
@@ -392,10 +392,10 @@ impl JsScriptModule {
         ts_args_type = "name: string, ...inputs: IValue[]",
         ts_return_type = "T"
     )]
-    pub fn run_method_sync<'e>(&self, env: &'e Env, name: Str, inputs: Inputs) -> Outcome<Unknown<'e>> {
+    pub fn run_method_sync(&self, env: Env, name: Str, inputs: Inputs) -> Outcome<Output> {
         Outcome::of(|| {
             let name = guard(|| name.read("method name"))?;
-            self.call_sync(env, &name, inputs)
+            self.call_sync(&env, &name, inputs)
         })
     }
 
@@ -433,21 +433,8 @@ impl JsScriptModule {
     /// Parameters by qualified name (`{'fc.weight': Tensor, ...}`), in registration order.
     /// The tensors share memory with the module.
     #[napi(ts_return_type = "Record<string, Tensor>")]
-    pub fn named_parameters<'e>(&self, env: &'e Env) -> Outcome<Unknown<'e>> {
-        Outcome::of(|| {
-            let params = self.read(|m| m.named_parameters())?;
-            guard(|| {
-                let fields = params
-                    .into_iter()
-                    .map(|(name, t)| {
-                        Ok((name, unsafe {
-                            JsTensor::to_napi_value(env.raw(), JsTensor::new(t))
-                        }?))
-                    })
-                    .collect::<anyhow::Result<Vec<_>>>()?;
-                Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), js::new_object(env.raw(), fields)?) })
-            })
-        })
+    pub fn named_parameters(&self) -> Outcome<TensorRecord> {
+        self.read(|m| Ok(TensorRecord(m.named_parameters()?))).into()
     }
 
     /// The parameters, in registration order.

@@ -15,10 +15,9 @@ use crate::error::bail_code;
 use crate::error::{guard, Code};
 use crate::napi::convert::{BufferData, FromBufferOptions, Raw, Read, Shape};
 use crate::napi::js;
-use crate::napi::outcome::Outcome;
+use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::queue::{self, JsQueue};
 use crate::{dtype, ffi};
-use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
 use std::ffi::c_void;
@@ -207,24 +206,29 @@ impl JsTensor {
     /// Copies instead (like `toTypedArray`) when aliasing is impossible: a CUDA tensor, a
     /// non-contiguous view, an empty tensor, or a runtime that refuses external buffers.
     #[napi(ts_return_type = "TensorTypedArray")]
-    pub fn as_typed_array(&self, env: Env) -> Outcome<Unknown<'_>> {
-        guard(|| {
-            let raw = env.raw();
-            let t = self.get()?;
-            let Some(name) = dtype::typed_array_name(t.kind()) else {
-                bail_code!(
-                    Code::DTypeMismatch,
-                    "asTypedArray: dtype {} has no TypedArray",
-                    dtype::name(t.kind())
-                );
-            };
-            let shareable = t.device() == Device::Cpu && t.is_contiguous() && t.numel() > 0;
-            let array = match shareable.then(|| external_buffer(raw, &t)).flatten() {
-                Some(buffer) => js::typed_array_over(raw, name, buffer, t.numel())?,
-                None => js::new_typed_array(raw, name, &bytes(&t)?)?,
-            };
-            Ok(unsafe { Unknown::from_raw_unchecked(raw, array) })
-        })
-        .into()
+    pub fn as_typed_array(&self) -> Outcome<LentArray> {
+        guard(|| Ok(LentArray(self.get()?.shallow_clone()))).into()
     }
+}
+
+js_result!(
+    /// `asTypedArray()`'s answer: the tensor whose memory the array views (or copies).
+    LentArray(Tensor) as "TensorTypedArray",
+    |env, t| lend_out(env, &t)
+);
+
+/// A TypedArray over `t`'s memory, or a copy where aliasing is impossible.
+fn lend_out(env: sys::napi_env, t: &Tensor) -> anyhow::Result<sys::napi_value> {
+    let Some(name) = dtype::typed_array_name(t.kind()) else {
+        bail_code!(
+            Code::DTypeMismatch,
+            "asTypedArray: dtype {} has no TypedArray",
+            dtype::name(t.kind())
+        );
+    };
+    let shareable = t.device() == Device::Cpu && t.is_contiguous() && t.numel() > 0;
+    Ok(match shareable.then(|| external_buffer(env, t)).flatten() {
+        Some(buffer) => js::typed_array_over(env, name, buffer, t.numel())?,
+        None => js::new_typed_array(env, name, &bytes(t)?)?,
+    })
 }

@@ -4,8 +4,7 @@ use crate::dtype;
 use crate::error::bail_code;
 use crate::error::{guard, Code};
 use crate::napi::js::{self, Env as RawEnv, Val};
-use crate::napi::outcome::Outcome;
-use napi::bindgen_prelude::*;
+use crate::napi::outcome::{js_result, Outcome};
 use napi_derive::napi;
 use tch::{Device, Kind, Tensor};
 
@@ -64,18 +63,32 @@ fn nest(env: RawEnv, values: &Values, shape: &[i64], offset: &mut usize) -> anyh
     js::new_array(env, items)
 }
 
+js_result!(
+    /// `toArray()`'s answer: the values and the shape to nest them by.
+    NestedValues((Values, Vec<i64>)) as "NestedArray",
+    |env, v| nest(env, &v.0, &v.1, &mut 0)
+);
+js_result!(
+    /// `toTypedArray()`'s answer: the TypedArray's class and the bytes it copies.
+    TypedArrayCopy((&'static str, Vec<u8>)) as "TensorTypedArray",
+    |env, v| js::new_typed_array(env, v.0, &v.1)
+);
+js_result!(
+    /// `item()`'s answer: a number, or a boolean for bool.
+    Item(Values) as "number | boolean",
+    |env, v| scalar(env, &v, 0)
+);
+
 #[napi]
 impl JsTensor {
     /// The values as nested arrays (a number or boolean for a 0-dim tensor). int64 values
     /// beyond ±2^53 lose precision as JS numbers: use `toTypedArray()` (BigInt64Array) for those.
     #[napi(ts_return_type = "NestedArray")]
-    pub fn to_array(&self, env: Env) -> Outcome<Unknown<'_>> {
+    pub fn to_array(&self) -> Outcome<NestedValues> {
         guard(|| {
             let t = self.get()?;
             crate::args::check_numel(&t.size(), "toArray")?;
-            let (vals, mut offset) = (values(&t)?, 0);
-            let v = nest(env.raw(), &vals, &t.size(), &mut offset)?;
-            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+            Ok(NestedValues((values(&t)?, t.size())))
         })
         .into()
     }
@@ -84,7 +97,7 @@ impl JsTensor {
     /// Int8Array, Uint8Array (uint8 and bool), Int16Array, Int32Array, BigInt64Array (int64),
     /// Uint16Array (float16 and bfloat16 raw bits).
     #[napi(ts_return_type = "TensorTypedArray")]
-    pub fn to_typed_array(&self, env: Env) -> Outcome<Unknown<'_>> {
+    pub fn to_typed_array(&self) -> Outcome<TypedArrayCopy> {
         guard(|| {
             let t = self.get()?;
             let Some(name) = dtype::typed_array_name(t.kind()) else {
@@ -94,15 +107,14 @@ impl JsTensor {
                     dtype::name(t.kind())
                 );
             };
-            let v = js::new_typed_array(env.raw(), name, &bytes(&t)?)?;
-            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+            Ok(TypedArrayCopy((name, bytes(&t)?)))
         })
         .into()
     }
 
     /// The value of a one-element tensor as a number (boolean for bool).
     #[napi(ts_return_type = "number | boolean")]
-    pub fn item(&self, env: Env) -> Outcome<Unknown<'_>> {
+    pub fn item(&self) -> Outcome<Item> {
         guard(|| {
             let t = self.get()?;
             let n = t.numel();
@@ -113,8 +125,7 @@ impl JsTensor {
                     t.size()
                 );
             }
-            let v = scalar(env.raw(), &values(&t)?, 0)?;
-            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+            Ok(Item(values(&t)?))
         })
         .into()
     }
