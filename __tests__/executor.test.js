@@ -119,6 +119,28 @@ describe('executor', () => {
     assert.deepEqual(out.events, ['queued Aborted', 'first'])
   })
 
+  test("a worker terminated while its forward runs: its teardown waits for the forward (the input is the worker's memory)", () => {
+    const out = child(`
+      const { Worker } = require('node:worker_threads')
+      const results = []
+      const once = () => new Promise((resolve) => {
+        const w = new Worker(\`
+          const torch = require(${JSON.stringify(ROOT)})
+          const { parentPort } = require('node:worker_threads')
+          const m = new torch.ScriptModule(${JSON.stringify(MLP)})
+          const input = torch.fromBuffer(new Float32Array((1 << 21) * 4).fill(1), [1 << 21, 4])
+          m.forward(input)
+          parentPort.postMessage('started')
+        \`, { eval: true })
+        w.once('message', () => w.terminate())
+        w.once('exit', () => { results.push(torch.executorStats()); resolve() })
+      })
+      ;(async () => { for (let i = 0; i < 3; i++) await once(); console.log(JSON.stringify(results)) })()`)
+    // Before the fix the forward kept reading the worker's freed ArrayBuffer after it exited
+    // (SIGSEGV at times, on Node 22); now the worker's exit waits until it has finished.
+    for (const s of out) assert.equal(s.running, 0, JSON.stringify(out))
+  })
+
   test('the process exits once async work completes, and waits for it', () => {
     const out = spawnSync(process.execPath, ['-e', `
       const torch = require(${JSON.stringify(ROOT)})

@@ -23,7 +23,7 @@ use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Work for the JS thread; gets its env, or is dropped unrun when the thread is tearing down.
 pub type Work = Box<dyn FnOnce(sys::napi_env) + Send>;
@@ -32,6 +32,10 @@ pub struct JsQueue {
     /// Set once, right after the function is created (its finalizer needs the queue first).
     tsfn: AtomicPtr<sys::napi_threadsafe_function__>,
     closing: Mutex<bool>,
+    /// Work of this JS thread that an executor instance is running: the thread's teardown
+    /// waits for it (see `Running`).
+    running: Mutex<usize>,
+    idle: Condvar,
 }
 
 // SAFETY: a threadsafe function handle may be used from any thread (that is its purpose);
@@ -76,6 +80,41 @@ impl JsQueue {
 
     fn close(&self) {
         *self.closing.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    }
+
+    /// Marks work of this JS thread as running on an executor instance until the guard drops;
+    /// None once the thread is tearing down (the work must then be skipped).
+    pub fn running(self: &Arc<Self>) -> Option<Running> {
+        let mut n = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if self.is_closing() {
+            return None;
+        }
+        *n += 1;
+        Some(Running(self.clone()))
+    }
+
+    /// Waits until no work of this thread is running. Why: a running call may read memory this
+    /// JS thread lent (a `fromBuffer` input); its ArrayBuffer is freed when the thread's isolate
+    /// goes, right after the cleanup hooks. libuv work requests hold a worker's teardown the
+    /// same way.
+    fn wait_idle(&self) {
+        let mut n = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        while *n > 0 {
+            n = self.idle.wait(n).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// Work of one JS thread running on an instance (see `JsQueue::running`).
+pub struct Running(Arc<JsQueue>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut n = self.0.running.lock().unwrap_or_else(|p| p.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            self.0.idle.notify_all();
+        }
     }
 }
 
@@ -127,7 +166,9 @@ unsafe extern "C" fn run_on_js_thread(
 /// owns one strong count of the queue.
 unsafe extern "C" fn close_queue(arg: *mut c_void) {
     // SAFETY: `arg` is one `Arc::into_raw` count, given to this hook or finalizer alone.
-    Arc::from_raw(arg as *const JsQueue).close();
+    let queue = Arc::from_raw(arg as *const JsQueue);
+    queue.close();
+    queue.wait_idle();
 }
 
 unsafe extern "C" fn close_queue_on_finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
@@ -141,6 +182,8 @@ pub fn init(env: sys::napi_env) -> anyhow::Result<()> {
     let queue = Arc::new(JsQueue {
         tsfn: AtomicPtr::new(ptr::null_mut()),
         closing: Mutex::new(false),
+        running: Mutex::new(0),
+        idle: Condvar::new(),
     });
     let finalize_data = Arc::into_raw(queue.clone()) as *mut c_void;
     // SAFETY: plain N-API call on the JS thread; `finalize_data` is one Arc count, released

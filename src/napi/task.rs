@@ -202,14 +202,17 @@ where
     queue::expect(env, &queue);
     executor::submit(Box::new(move || {
         // Cancelled while queued (the listener has rejected; only the keep-alive is left), or
-        // its JS thread is gone (a terminated worker): skipped.
-        let started = !queue.is_closing()
+        // its JS thread is tearing down (a terminated worker): skipped. While it runs, that
+        // thread's teardown waits for it (`running`): the inputs may be its lent memory.
+        let running = queue.running();
+        let started = running.is_some()
             && call
                 .state
                 .compare_exchange(QUEUED, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok();
         let origin = Some(queue.clone());
         let out = started.then(|| warnings::with_origin(origin, || catch_panic(|| work(input))));
+        drop(running);
         queue.post(Box::new(move |env| {
             queue::fulfilled(env);
             let (Some(out), Some(d)) = (out, call.take_deferred()) else {
