@@ -62,7 +62,7 @@ test('bench/serve.js --tiny prints the table and the targets and writes --out', 
     }
     assert.match(r.stdout, /^- Batch-1 latency, one process, 3 interleaved rounds \(median ms\): `await forward` \d+\.\d\d, forwardSync \d+\.\d\d/m)
     assert.match(r.stdout, /^- async vs forwardSync \(median of round ratios\): \d+\.\d\d× \(target ≤ 1\.05×\)/m)
-    assert.match(r.stdout, /^- Event-loop lag p99, worst torch-node run: \d+\.\d ms/m)
+    assert.match(r.stdout, /^- Event-loop lag p99, worst torch-node row \(overload aside\): \d+\.\d ms/m)
     assert.match(r.stdout, new RegExp(`^wrote ${out.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} `, 'm'))
 
     const doc = fs.readFileSync(out, 'utf8')
