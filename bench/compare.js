@@ -18,14 +18,14 @@
 //                         [--no-fma-peak] [--out bench/results.md] [--tiny]
 // --tiny: 1 round, batch 1, no Python, no image pipeline, few crossing calls, no measured FMA
 // peak (the test uses it). The measured peak compiles bench/fma-peak.c with `cc` when there is one.
-const { spawn, spawnSync } = require('node:child_process')
+const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const readline = require('node:readline')
 const { parseArgs } = require('node:util')
 const torch = require('..')
 const machine = require('./machine')
+const { pythonCommand, startTorchscriptChild } = require('./torchscript-child')
 
 const ROOT = path.join(__dirname, '..')
 const MODEL = path.join(ROOT, 'models', 'resnet18_traced.pt')
@@ -166,32 +166,13 @@ function torchNodeContender(name, options, { async = false, skip = null } = {}) 
   }
 }
 
-function pythonCommand() {
-  if (process.env.LIBTORCH_USE_PYTORCH) return process.env.PYTHON || 'python3'
-  const venv = path.join(ROOT, '.libtorch', 'bin', 'python')
-  if (fs.existsSync(venv)) return venv
-  return null
-}
-
 const pythonContender = {
   name: 'Python TorchScript (traced, inference_mode)',
   skip: null,
   async setup() {
     const python = pythonCommand()
     if (!python) throw new Error('no .libtorch/ virtualenv and LIBTORCH_USE_PYTORCH unset')
-    const child = spawn(python, [path.join(__dirname, 'torchscript_child.py'), MODEL, GOLDEN, String(config.threads)], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-      env: { ...process.env, OMP_NUM_THREADS: String(config.threads) },
-    })
-    let stderr = ''
-    child.stderr.on('data', (d) => { stderr += d })
-    const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]()
-    const next = async () => {
-      const { value, done } = await lines.next()
-      if (done) throw new Error(`the Python child exited: ${stderr.trim().split('\n').pop()}`)
-      return value
-    }
-    const request = async (line) => { child.stdin.write(`${line}\n`); return next() }
+    const { child, next, request } = startTorchscriptChild(python, MODEL, GOLDEN, config.threads)
     const t0 = now()
     const ready = JSON.parse(await next())
     this.info = ready

@@ -10,12 +10,11 @@
 // Interleaved rounds as bench/compare.js runs them: each round times every contender once, in an
 // order rotated by one each round, `gap-ms` apart; the ratios are the medians of the per-round
 // ratios (drift in the machine's speed hits both sides of a round alike).
-const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
-const readline = require('node:readline')
 const { parseArgs } = require('node:util')
 const torch = require('..')
+const { pythonCommand, startTorchscriptChild } = require('./torchscript-child')
 
 const ROOT = path.join(__dirname, '..')
 const MODEL = path.join(ROOT, 'models', 'resnet18_traced.pt')
@@ -50,29 +49,12 @@ function firstImage(buffer) {
   return new Float32Array(buffer.buffer.slice(buffer.byteOffset, buffer.byteOffset + bytes))
 }
 
-function pythonCommand() {
-  if (process.env.LIBTORCH_USE_PYTORCH) return process.env.PYTHON || 'python3'
-  const venv = path.join(ROOT, '.libtorch', 'bin', 'python')
-  return fs.existsSync(venv) ? venv : null
-}
-
 /** Python's forward as a contender: `call()` resolves to its own perf_counter milliseconds. */
 async function pythonContender(threads) {
   const python = pythonCommand()
   if (!python) throw new Error('no .libtorch/ virtualenv and LIBTORCH_USE_PYTORCH unset')
   if (!fs.existsSync(path.join(GOLDEN, 'resnet18_input_b8.f32'))) throw new Error('models/golden/resnet18_input_b8.f32 is missing (npm run models)')
-  const child = spawn(python, [path.join(__dirname, 'torchscript_child.py'), MODEL, GOLDEN, String(threads)], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-    env: { ...process.env, OMP_NUM_THREADS: String(threads) },
-  })
-  let stderr = ''
-  child.stderr.on('data', (d) => { stderr += d })
-  const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]()
-  const next = async () => {
-    const { value, done } = await lines.next()
-    if (done) throw new Error(`the Python child exited: ${stderr.trim().split('\n').pop()}`)
-    return value
-  }
+  const { child, next } = startTorchscriptChild(python, MODEL, GOLDEN, threads)
   const info = JSON.parse(await next())
   return {
     name: 'python',
