@@ -27,30 +27,13 @@ export type Scalar = number | boolean
 /** A factory's options, or `true` for `{ requiresGrad: true }` (torchjs' form: `ones([2], true)`). */
 export type FactoryOptions = TensorOptions | boolean
 /** What `Tensor.to` takes: a device, a dtype, or both in an object. */
-export type ToTarget = Device | DType | { device?: Device; dtype?: DType }
+export type ToTarget = Device | DType | ToOptions
 /** A file: its path, or its bytes. */
 export type Source = string | Uint8Array
 /** Memory `fromBuffer` borrows (not copies). */
 export type BufferData = ArrayBufferView | ArrayBuffer | SharedArrayBuffer
-/** Options of `fromBuffer`; any other key is refused (`InvalidArg`). */
-export interface FromBufferOptions {
-  /** The element type (default: the TypedArray's own; float32 for a bare ArrayBuffer). */
-  dtype?: DType
-  /** Bytes to skip at the start of the memory (a multiple of the dtype's size). */
-  byteOffset?: number
-}
 /** An image file format `torch.image.encode` writes. */
 export type ImageFormat = 'png' | 'jpeg'
-/** Options of `torch.image.decode`; any other key is refused (`InvalidArg`). */
-export interface DecodeOptions {
-  /** `true`: decode a file that is cut short instead of refusing it (`InvalidImage`); a JPEG's missing rows come out grey. */
-  allowTruncated?: boolean
-}
-/** Options of `torch.image.encode`; any other key is refused (`InvalidArg`). */
-export interface EncodeOptions {
-  /** JPEG quality, 1 to 100 (default 90). */
-  quality?: number
-}
 
 /** Element types (`tensor.dtype`, `{dtype}` options). */
 export type DType = 'float32' | 'float64' | 'float16' | 'bfloat16' | 'int8' | 'uint8' | 'int16' | 'int32' | 'int64' | 'bool'
@@ -778,8 +761,23 @@ export declare function arange(start: number, end?: number | TensorOptions, step
 /** Joins tensors along an existing dim (default 0) into a new tensor (a copy). */
 export declare function cat(tensors: Tensor[], dim?: Dim | undefined | null): Tensor
 
+/** Options of `torch.image.decode`; any other key is refused (`InvalidArg`). */
+export interface DecodeOptions {
+  /**
+   * `true`: decode a file that is cut short instead of refusing it (`InvalidImage`); a
+   * JPEG's missing rows come out grey.
+   */
+  allowTruncated?: boolean
+}
+
 /** A tensor with uninitialized contents (fast; fill it before reading). */
 export declare function empty(shape: Shape, options?: FactoryOptions | undefined | null): Tensor
+
+/** Options of `torch.image.encode`; any other key is refused (`InvalidArg`). */
+export interface EncodeOptions {
+  /** JPEG quality, 1 to 100 (default 90). */
+  quality?: number
+}
 
 /** What the executor is doing: settings, queued and running calls. */
 export declare function executorStats(): ExecutorStats
@@ -812,6 +810,14 @@ export declare function eye(n: number, m?: number | TensorOptions, options?: Ten
  * the buffer while tensors use it.
  */
 export declare function fromBuffer(data: BufferData, shape: Shape, options?: FromBufferOptions | undefined | null): Tensor
+
+/** Options of `fromBuffer`; any other key is refused (`InvalidArg`). */
+export interface FromBufferOptions {
+  /** The element type (default: the TypedArray's own; float32 for a bare ArrayBuffer). */
+  dtype?: DType
+  /** Bytes to skip at the start of the memory (a multiple of the dtype's size). */
+  byteOffset?: number
+}
 
 /** A tensor filled with `value` (float32 for a number, bool for a boolean, unless `dtype`). */
 export declare function full(shape: Shape, value: Scalar, options?: FactoryOptions | undefined | null): Tensor
@@ -906,11 +912,6 @@ export interface ModuleOptions {
    */
   maxBytes?: number
   /**
-   * `ScriptModule.load` only: aborting rejects the promise with code `Aborted` — at once if
-   * the load has not started; a load already running finishes and its module is dropped.
-   */
-  signal?: AbortSignal
-  /**
    * Prepares the module for inference: `torch.jit.freeze` (parameters become constants) and
    * `torch.jit.optimize_for_inference` (conv/batch-norm folding, oneDNN prepacked weights),
    * as in Python. Same outputs to float rounding; a frozen module cannot `to()`, `train()` or
@@ -937,6 +938,11 @@ export interface ModuleOptions {
   warmup?: number
   /** The inputs of one `forward` call (a Tensor, or an array of inputs) for `warmup`. */
   example?: Tensor | IValue[]
+  /**
+   * `ScriptModule.load` only: aborting rejects the promise with code `Aborted` — at once if
+   * the load has not started; a load already running finishes and its module is dropped.
+   */
+  signal?: AbortSignal
 }
 
 /** A tensor filled with ones. `ones([2, 3])`, `ones([2, 3], {dtype: 'int64'})`, `ones([2], true)`. */
@@ -997,6 +1003,14 @@ export interface TensorOptions {
    * tensor; the element count must match). Other factories refuse it.
    */
   shape?: Array<number>
+}
+
+/** `Tensor.to`'s object form: where to move and what to cast to (at least one). */
+export interface ToOptions {
+  /** The device to move to. */
+  device?: Device
+  /** The dtype to cast to. */
+  dtype?: DType
 }
 
 /** The values and indices of `topk`, `max(dim)`, `min(dim)`. */

@@ -135,6 +135,9 @@ async function writeTypings(typeDefDir) {
   // failure), rendered as napi-rs renders `Result<T>`: `()` is void, `Option<T>` is `T | null`.
   out = out.replace(/\bOutcome<([^<>]*(?:<[^<>]*>[^<>]*)*)>/g, (_, t) =>
     t === 'undefined' ? 'void' : t.replace(/ \| undefined \| null$/, ' | null'))
+  // Doc comments that pass through a macro (the option bags of src/napi/options.rs) reach
+  // napi-derive as raw strings (`#[doc = r" text"]`), which it renders with their `r"`.
+  out = out.replace(/^(\s*(?:\/\*\*|\*)) r#*"( |$)/gm, '$1$2')
   if (/\bOutcome</.test(out)) throw new Error('typings: an Outcome<...> type was left unresolved')
   fs.writeFileSync(path.join(ROOT, 'index.d.ts'), out)
   log('wrote index.d.ts')

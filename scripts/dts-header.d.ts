@@ -27,30 +27,13 @@ export type Scalar = number | boolean
 /** A factory's options, or `true` for `{ requiresGrad: true }` (torchjs' form: `ones([2], true)`). */
 export type FactoryOptions = TensorOptions | boolean
 /** What `Tensor.to` takes: a device, a dtype, or both in an object. */
-export type ToTarget = Device | DType | { device?: Device; dtype?: DType }
+export type ToTarget = Device | DType | ToOptions
 /** A file: its path, or its bytes. */
 export type Source = string | Uint8Array
 /** Memory `fromBuffer` borrows (not copies). */
 export type BufferData = ArrayBufferView | ArrayBuffer | SharedArrayBuffer
-/** Options of `fromBuffer`; any other key is refused (`InvalidArg`). */
-export interface FromBufferOptions {
-  /** The element type (default: the TypedArray's own; float32 for a bare ArrayBuffer). */
-  dtype?: DType
-  /** Bytes to skip at the start of the memory (a multiple of the dtype's size). */
-  byteOffset?: number
-}
 /** An image file format `torch.image.encode` writes. */
 export type ImageFormat = 'png' | 'jpeg'
-/** Options of `torch.image.decode`; any other key is refused (`InvalidArg`). */
-export interface DecodeOptions {
-  /** `true`: decode a file that is cut short instead of refusing it (`InvalidImage`); a JPEG's missing rows come out grey. */
-  allowTruncated?: boolean
-}
-/** Options of `torch.image.encode`; any other key is refused (`InvalidArg`). */
-export interface EncodeOptions {
-  /** JPEG quality, 1 to 100 (default 90). */
-  quality?: number
-}
 
 /** Element types (`tensor.dtype`, `{dtype}` options). */
 export type DType = 'float32' | 'float64' | 'float16' | 'bfloat16' | 'int8' | 'uint8' | 'int16' | 'int32' | 'int64' | 'bool'

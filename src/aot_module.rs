@@ -7,33 +7,27 @@ use crate::error::bail_code;
 use crate::error::{guard, Code};
 use crate::ivalue::js::Output;
 use crate::ivalue::value::Value;
-use crate::napi::convert::{string as string_arg, AotModuleOptions, Inputs, Str};
+use crate::napi::convert::{AotModuleOptions, Inputs, Str};
 use crate::napi::js::{self, Val};
+use crate::napi::options::js_options;
 use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::task::{self, abort_flag, prepare, split_call_options, AbortFlag, Promise};
 use crate::tensor::unwrap_tensor;
-use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 use std::cell::RefCell;
 use std::sync::Arc;
 use tch::Device;
 
-// Read by `load_args`; this struct declares the keys to TypeScript.
-/// Options for loading a `.pt2` package.
-#[napi(
-    object,
-    js_name = "AotModuleOptions",
-    object_from_js = false,
-    object_to_js = false
-)]
-pub struct JsAotModuleOptions {
-    /// `'cpu'` (default) for a package compiled for CPU; `'cuda'`/`'cuda:N'` for a CUDA one.
-    #[napi(ts_type = "Device")]
-    pub device: Option<String>,
-    /// `AOTModule.load` only: aborting rejects with code `Aborted` (a load already running
-    /// finishes and its module is dropped).
-    pub signal: Option<AbortSignal>,
+js_options! {
+    /// Options for loading a `.pt2` package.
+    pub struct AotLoad as JsAotModuleOptions "AotModuleOptions" {
+        /// `'cpu'` (default) for a package compiled for CPU; `'cuda'`/`'cuda:N'` for a CUDA one.
+        device "device": Device as "Device",
+        /// `AOTModule.load` only: aborting rejects with code `Aborted` (a load already running
+        /// finishes and its module is dropped).
+        signal "signal": Val as "AbortSignal",
+    }
 }
 
 js_result!(
@@ -74,34 +68,10 @@ fn load_args(
         );
     }
     let path = js::string(raw, path)?;
-    let (mut dev, mut abort) = (Device::Cpu, None);
-    if let Some(o) = options.filter(|o| !js::is_nullish(raw, *o).unwrap_or(true)) {
-        if js::type_of(raw, o)? != napi::sys::ValueType::napi_object {
-            bail_code!(
-                Code::InvalidArg,
-                "options: expected an options object, got {}",
-                js::describe(raw, o)
-            );
-        }
-        js::check_keys(
-            raw,
-            o,
-            if with_signal {
-                &["device", "signal"]
-            } else {
-                &["device"]
-            },
-            "options",
-        )?;
-        if let Some(d) = js::property(raw, o, "device")? {
-            dev = device::parse(&string_arg(raw, d, "options.device")?)?;
-        }
-        if with_signal {
-            abort = js::property(raw, o, "signal")?
-                .map(|s| abort_flag(env, s))
-                .transpose()?;
-        }
-    }
+    let except: &[&str] = if with_signal { &[] } else { &["signal"] };
+    let o = AotLoad::read_except(raw, options, "options", except)?;
+    let abort = o.signal.map(|s| abort_flag(env, s)).transpose()?;
+    let dev = o.device.unwrap_or(Device::Cpu);
     Ok((path, dev, abort))
 }
 

@@ -9,6 +9,7 @@ use crate::napi::convert::{
     ImageOptions, Sources,
 };
 use crate::napi::js::{self, Env as RawEnv, Val};
+use crate::napi::options::{js_options, OptionValue};
 use crate::napi::outcome::Outcome;
 use crate::napi::task::{self, prepare, Promise};
 use crate::tensor::JsTensor;
@@ -17,37 +18,55 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tch::{Kind, Tensor};
 
-// Read by `transform_options`; this struct declares the keys to TypeScript.
-/// Options of `torch.image.load`, `loadSync` and `loadBatch`.
-#[napi(
-    object,
-    js_name = "ImageOptions",
-    object_from_js = false,
-    object_to_js = false
-)]
-pub struct JsImageOptions {
-    /// A number: the shorter side becomes this many pixels, the aspect ratio kept, as
-    /// `transforms.Resize(int)`; `[height, width]`: exactly that size.
-    #[napi(ts_type = "number | [number, number]")]
-    pub resize: Option<Unknown<'static>>,
-    /// A number (a square) or `[height, width]`, cut from the center as `transforms.CenterCrop`.
-    #[napi(ts_type = "number | [number, number]")]
-    pub center_crop: Option<Unknown<'static>>,
-    /// Per-channel mean subtracted after scaling to [0, 1], or `'imagenet'` (with its std).
-    #[napi(ts_type = "[number, number, number] | 'imagenet'")]
-    pub mean: Option<Unknown<'static>>,
-    /// Per-channel standard deviation divided by (or `'imagenet'`).
-    #[napi(ts_type = "[number, number, number] | 'imagenet'")]
-    pub std: Option<Unknown<'static>>,
-    /// `'nchw'` (default: `[1, 3, H, W]`), `'nhwc'`, or `'chw'`/`'hwc'` without the batch dim.
-    #[napi(ts_type = "'nchw' | 'nhwc' | 'chw' | 'hwc'")]
-    pub layout: Option<String>,
-    /// `'float32'` (default: [0, 1], then normalized) or `'uint8'` (0..255).
-    #[napi(ts_type = "'float32' | 'uint8'")]
-    pub dtype: Option<String>,
-    /// `true`: decode a file that is cut short instead of refusing it with `InvalidImage`
-    /// (PIL's `LOAD_TRUNCATED_IMAGES`): a JPEG's missing rows come out grey. Default `false`.
-    pub allow_truncated: Option<bool>,
+js_options! {
+    /// Options of `torch.image.load`, `loadSync` and `loadBatch`.
+    pub struct ImageBag as JsImageOptions "ImageOptions" {
+        /// A number: the shorter side becomes this many pixels, the aspect ratio kept, as
+        /// `transforms.Resize(int)`; `[height, width]`: exactly that size.
+        resize "resize": Size as "number | [number, number]",
+        /// A number (a square) or `[height, width]`, cut from the center as `transforms.CenterCrop`.
+        center_crop "centerCrop": Size as "number | [number, number]",
+        /// Per-channel mean subtracted after scaling to [0, 1], or `'imagenet'` (with its std).
+        mean "mean": Channels as "[number, number, number] | 'imagenet'",
+        /// Per-channel standard deviation divided by (or `'imagenet'`).
+        std "std": Channels as "[number, number, number] | 'imagenet'",
+        /// `'nchw'` (default: `[1, 3, H, W]`), `'nhwc'`, or `'chw'`/`'hwc'` without the batch dim.
+        layout "layout": Layout as "'nchw' | 'nhwc' | 'chw' | 'hwc'",
+        /// `'float32'` (default: [0, 1], then normalized) or `'uint8'` (0..255).
+        dtype "dtype": Kind as "'float32' | 'uint8'",
+        /// `true`: decode a file that is cut short instead of refusing it with `InvalidImage`
+        /// (PIL's `LOAD_TRUNCATED_IMAGES`): a JPEG's missing rows come out grey. Default `false`.
+        allow_truncated "allowTruncated": bool as "boolean",
+    }
+}
+
+js_options! {
+    /// Options of `torch.image.decode`; any other key is refused (`InvalidArg`).
+    pub struct DecodeBag as JsDecodeOptions "DecodeOptions" {
+        /// `true`: decode a file that is cut short instead of refusing it (`InvalidImage`); a
+        /// JPEG's missing rows come out grey.
+        allow_truncated "allowTruncated": bool as "boolean",
+    }
+}
+
+js_options! {
+    /// Options of `torch.image.encode`; any other key is refused (`InvalidArg`).
+    pub struct EncodeBag as JsEncodeOptions "EncodeOptions" {
+        /// JPEG quality, 1 to 100 (default 90).
+        quality "quality": i64 as "number",
+    }
+}
+
+/// `mean`/`std`: three numbers (R, G, B), or ImageNet's preset.
+pub enum Channels {
+    Imagenet,
+    Values([f32; 3]),
+}
+
+/// `layout`: whether there is a batch dim, and whether channels come last.
+pub struct Layout {
+    batch: bool,
+    channels_last: bool,
 }
 
 /// An image's bytes: read from its file, or already copied from JS.
@@ -56,6 +75,37 @@ fn image_bytes(source: Source) -> anyhow::Result<Vec<u8>> {
         Source::Bytes(b) => Ok(b),
         Source::Path(p) => std::fs::read(&p)
             .map_err(|e| crate::error::fail(Code::InvalidArg, format!("cannot read image '{p}': {e}"))),
+    }
+}
+
+impl OptionValue for Size {
+    fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {
+        size_option(env, v, what)
+    }
+}
+
+impl OptionValue for Channels {
+    fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {
+        if js::type_of(env, v)? == napi::sys::ValueType::napi_string && js::string(env, v)? == "imagenet" {
+            return Ok(Channels::Imagenet);
+        }
+        channels(env, v, what).map(Channels::Values)
+    }
+}
+
+impl OptionValue for Layout {
+    fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {
+        let (batch, channels_last) = match String::read(env, v, what)?.as_str() {
+            "nchw" => (true, false),
+            "nhwc" => (true, true),
+            "chw" => (false, false),
+            "hwc" => (false, true),
+            other => bail_code!(
+                Code::InvalidArg,
+                "{what}: expected 'nchw', 'nhwc', 'chw' or 'hwc', got '{other}'"
+            ),
+        };
+        Ok(Layout { batch, channels_last })
     }
 }
 
@@ -99,87 +149,43 @@ fn channels(env: RawEnv, v: Val, what: &str) -> anyhow::Result<[f32; 3]> {
     Ok(out)
 }
 
-/// Reads `{resize, centerCrop, mean, std, layout, dtype}`.
+/// Reads `ImageOptions`: the transform, and whether the batch dim is left out.
 fn transform_options(env: RawEnv, options: Option<Val>) -> anyhow::Result<(Transform, bool)> {
-    let mut t = Transform::default();
-    let Some(o) = options.filter(|o| !js::is_nullish(env, *o).unwrap_or(true)) else {
-        return Ok((t, false));
+    let o = ImageBag::read(env, options, "options")?;
+    let mut t = Transform {
+        resize: o.resize,
+        center_crop: o.center_crop,
+        allow_truncated: o.allow_truncated.unwrap_or(false),
+        ..Transform::default()
     };
-    js::check_keys(
-        env,
-        o,
-        &[
-            "resize",
-            "centerCrop",
-            "mean",
-            "std",
-            "layout",
-            "dtype",
-            "allowTruncated",
-        ],
-        "options",
-    )?;
-    t.allow_truncated = allow_truncated(env, o)?;
-    if let Some(v) = js::property(env, o, "resize")? {
-        t.resize = Some(size_option(env, v, "options.resize")?);
-    }
-    if let Some(v) = js::property(env, o, "centerCrop")? {
-        t.center_crop = Some(size_option(env, v, "options.centerCrop")?);
-    }
-    let preset = |v: Val| -> anyhow::Result<bool> {
-        Ok(js::type_of(env, v)? == napi::sys::ValueType::napi_string && js::string(env, v)? == "imagenet")
-    };
-    let mean = js::property(env, o, "mean")?;
-    let std = js::property(env, o, "std")?;
-    t.normalize = match (mean, std) {
+    t.normalize = match (o.mean, o.std) {
         (None, None) => None,
-        (Some(m), s) if preset(m)? && s.map_or(Ok(true), preset)? => Some((IMAGENET_MEAN, IMAGENET_STD)),
-        (Some(m), Some(s)) => Some((
-            channels(env, m, "options.mean")?,
-            channels(env, s, "options.std")?,
-        )),
+        (Some(Channels::Imagenet), None | Some(Channels::Imagenet)) => Some((IMAGENET_MEAN, IMAGENET_STD)),
+        (Some(Channels::Values(m)), Some(Channels::Values(s))) => Some((m, s)),
         _ => bail_code!(
             Code::InvalidArg,
             "options: give mean and std together (or mean: 'imagenet')"
         ),
     };
-    let mut with_batch = true;
-    if let Some(v) = js::property(env, o, "layout")? {
-        match string_arg(env, v, "options.layout")?.as_str() {
-            "nchw" => {}
-            "nhwc" => t.channels_last = true,
-            "chw" => with_batch = false,
-            "hwc" => (with_batch, t.channels_last) = (false, true),
-            other => bail_code!(
-                Code::InvalidArg,
-                "options.layout: expected 'nchw', 'nhwc', 'chw' or 'hwc', got '{other}'"
-            ),
-        }
+    let layout = o.layout.unwrap_or(Layout {
+        batch: true,
+        channels_last: false,
+    });
+    t.channels_last = layout.channels_last;
+    match o.dtype {
+        None | Some(Kind::Float) => {}
+        Some(Kind::Uint8) if t.normalize.is_none() => t.uint8 = true,
+        Some(Kind::Uint8) => bail_code!(
+            Code::InvalidArg,
+            "options.dtype: uint8 pixels cannot be normalized (drop mean/std)"
+        ),
+        Some(k) => bail_code!(
+            Code::InvalidArg,
+            "options.dtype: expected 'float32' or 'uint8', got '{}'",
+            dtype::name(k)
+        ),
     }
-    if let Some(v) = js::property(env, o, "dtype")? {
-        match dtype::parse(&string_arg(env, v, "options.dtype")?)? {
-            Kind::Float => {}
-            Kind::Uint8 if t.normalize.is_none() => t.uint8 = true,
-            Kind::Uint8 => bail_code!(
-                Code::InvalidArg,
-                "options.dtype: uint8 pixels cannot be normalized (drop mean/std)"
-            ),
-            k => bail_code!(
-                Code::InvalidArg,
-                "options.dtype: expected 'float32' or 'uint8', got '{}'",
-                dtype::name(k)
-            ),
-        }
-    }
-    Ok((t, !with_batch))
-}
-
-/// `options.allowTruncated`, a boolean (default false).
-fn allow_truncated(env: RawEnv, o: Val) -> anyhow::Result<bool> {
-    js::property(env, o, "allowTruncated")?
-        .map(|v| convert::boolean(env, v, "options.allowTruncated"))
-        .transpose()
-        .map(|b| b.unwrap_or(false))
+    Ok((t, !layout.batch))
 }
 
 fn tensor_of(pixels: Pixels, shape: &[i64]) -> anyhow::Result<Tensor> {
@@ -287,14 +293,9 @@ pub mod image {
         guard(|| {
             let convert::Raw { env, val } = data.raw();
             let bytes = image_bytes(js::source(env, val, "data", "an image file's")?)?;
-            let mut allow = false;
-            if let Some(o) = options
-                .map(|o| o.raw().val)
-                .filter(|o| !js::is_nullish(env, *o).unwrap_or(true))
-            {
-                js::check_keys(env, o, &["allowTruncated"], "options")?;
-                allow = allow_truncated(env, o)?;
-            }
+            let allow = DecodeBag::read(env, options.map(|o| o.raw().val), "options")?
+                .allow_truncated
+                .unwrap_or(false);
             Ok(JsTensor::new(task::run_sync(move || {
                 let img = transform::decode(&bytes, allow)?;
                 let (w, h) = img.dimensions();
@@ -359,17 +360,11 @@ pub mod image {
             let raw = env.raw();
             let tensor = tensor.read("encode: tensor")?;
             let format = string_arg(raw, format.raw().val, "format")?;
-            let mut quality = 90u8;
-            if let Some(o) = options.map(|o| o.raw().val) {
-                js::check_keys(raw, o, &["quality"], "options")?;
-                if let Some(q) = js::property(raw, o, "quality")? {
-                    let q = args::integer(number_arg(raw, q, "options.quality")?, "options.quality")?;
-                    if !(1..=100).contains(&q) {
-                        bail_code!(Code::InvalidArg, "options.quality: expected 1 to 100, got {q}");
-                    }
-                    quality = q as u8;
-                }
-            }
+            let quality = match EncodeBag::read(raw, options.map(|o| o.raw().val), "options")?.quality {
+                None => 90,
+                Some(q @ 1..=100) => q as u8,
+                Some(q) => bail_code!(Code::InvalidArg, "options.quality: expected 1 to 100, got {q}"),
+            };
             let (rgb, w, h) = hwc_bytes(&*tensor.get()?)?;
             Ok(transform::encode(rgb, w, h, &format, quality)?.into())
         })

@@ -10,10 +10,9 @@ use crate::ivalue::js::{from_js, to_js, Output, TensorRecord};
 use crate::ivalue::value::Value;
 use crate::module::Module;
 use crate::module::{self as core, LoadOptions, Source};
-use crate::napi::convert::{
-    self, number as number_arg, string as string_arg, Inputs, ModuleOptions, Read, ReadOpt, Str,
-};
+use crate::napi::convert::{self, Inputs, ModuleOptions, Read, ReadOpt, Str};
 use crate::napi::js::{self, Env as RawEnv, Val};
+use crate::napi::options::{js_options, OptionValue};
 use crate::napi::outcome::Outcome;
 use crate::napi::task::{self, abort_flag, prepare, split_call_options, AbortFlag, Promise};
 use crate::tensor::JsTensor;
@@ -23,46 +22,79 @@ use std::cell::RefCell;
 use std::sync::{Arc, RwLock};
 use tch::Device;
 
-// Read by `load_options`; this struct declares the keys to TypeScript.
-/// Options for loading a module.
-#[napi(
-    object,
-    js_name = "ModuleOptions",
-    object_from_js = false,
-    object_to_js = false
-)]
-pub struct JsModuleOptions {
-    /// Device to load parameters onto: `'cpu'` (default), `'cuda'`, `'cuda:N'`.
-    #[napi(ts_type = "Device")]
-    pub device: Option<String>,
-    /// The most bytes of tensor data the file may declare (default 16 GiB): checked, with every
-    /// storage record against its declared size, before libtorch reads the file.
-    pub max_bytes: Option<f64>,
-    /// `ScriptModule.load` only: aborting rejects the promise with code `Aborted` — at once if
-    /// the load has not started; a load already running finishes and its module is dropped.
-    pub signal: Option<AbortSignal>,
-    /// Prepares the module for inference: `torch.jit.freeze` (parameters become constants) and
-    /// `torch.jit.optimize_for_inference` (conv/batch-norm folding, oneDNN prepacked weights),
-    /// as in Python. Same outputs to float rounding; a frozen module cannot `to()`, `train()` or
-    /// `save()`, and has no `parameters()`. `'fuse'`: freezing and oneDNN Graph fusion instead
-    /// (faster on CPU; needs `example`: the fusion happens during the warm-up calls).
-    #[napi(ts_type = "boolean | 'fuse'")]
-    pub optimize: Option<Unknown<'static>>,
-    /// Converts conv weights and 4-D inputs to the channels-last memory format (faster oneDNN
-    /// convolutions on CPU); outputs may come back channels-last (same values and shape).
-    pub channels_last: Option<bool>,
-    /// `'float32'` (default) or `'bfloat16'`: floating weights converted to bf16, floating
-    /// inputs cast in, bf16 outputs cast back to float32. About 3 significant digits; on a CPU
-    /// only where it computes bf16 natively (AVX512-BF16 or AMX: see
-    /// `torch.cpu.capabilities()`), else `DeviceUnavailable`.
-    #[napi(ts_type = "'float32' | 'bfloat16'")]
-    pub dtype: Option<String>,
-    /// Runs `forward(...example)` this many times at load (default 2 when `example` is given):
-    /// TorchScript optimizes a method's graph after its first calls, which are slow.
-    pub warmup: Option<u32>,
-    /// The inputs of one `forward` call (a Tensor, or an array of inputs) for `warmup`.
-    #[napi(ts_type = "Tensor | IValue[]")]
-    pub example: Option<Unknown<'static>>,
+js_options! {
+    /// Options for loading a module.
+    pub struct LoadBag as JsModuleOptions "ModuleOptions" {
+        /// Device to load parameters onto: `'cpu'` (default), `'cuda'`, `'cuda:N'`.
+        device "device": Device as "Device",
+        /// The most bytes of tensor data the file may declare (default 16 GiB): checked, with every
+        /// storage record against its declared size, before libtorch reads the file.
+        max_bytes "maxBytes": u64 as "number",
+        /// Prepares the module for inference: `torch.jit.freeze` (parameters become constants) and
+        /// `torch.jit.optimize_for_inference` (conv/batch-norm folding, oneDNN prepacked weights),
+        /// as in Python. Same outputs to float rounding; a frozen module cannot `to()`, `train()` or
+        /// `save()`, and has no `parameters()`. `'fuse'`: freezing and oneDNN Graph fusion instead
+        /// (faster on CPU; needs `example`: the fusion happens during the warm-up calls).
+        optimize "optimize": Optimize as "boolean | 'fuse'",
+        /// Converts conv weights and 4-D inputs to the channels-last memory format (faster oneDNN
+        /// convolutions on CPU); outputs may come back channels-last (same values and shape).
+        channels_last "channelsLast": bool as "boolean",
+        /// `'float32'` (default) or `'bfloat16'`: floating weights converted to bf16, floating
+        /// inputs cast in, bf16 outputs cast back to float32. About 3 significant digits; on a CPU
+        /// only where it computes bf16 natively (AVX512-BF16 or AMX: see
+        /// `torch.cpu.capabilities()`), else `DeviceUnavailable`.
+        dtype "dtype": Bf16 as "'float32' | 'bfloat16'",
+        /// Runs `forward(...example)` this many times at load (default 2 when `example` is given):
+        /// TorchScript optimizes a method's graph after its first calls, which are slow.
+        warmup "warmup": i64 as "number",
+        /// The inputs of one `forward` call (a Tensor, or an array of inputs) for `warmup`.
+        example "example": Val as "Tensor | IValue[]",
+        /// `ScriptModule.load` only: aborting rejects the promise with code `Aborted` — at once if
+        /// the load has not started; a load already running finishes and its module is dropped.
+        signal "signal": Val as "AbortSignal",
+    }
+}
+
+/// `optimize`: `false`, `true` or `'fuse'`.
+#[derive(PartialEq)]
+pub enum Optimize {
+    Off,
+    On,
+    Fuse,
+}
+
+impl OptionValue for Optimize {
+    fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {
+        if js::type_of(env, v)? == napi::sys::ValueType::napi_string {
+            return match js::string(env, v)?.as_str() {
+                "fuse" => Ok(Optimize::Fuse),
+                other => bail_code!(
+                    Code::InvalidArg,
+                    "{what}: expected true, false or 'fuse', got '{other}'"
+                ),
+            };
+        }
+        Ok(match bool::read(env, v, what)? {
+            true => Optimize::On,
+            false => Optimize::Off,
+        })
+    }
+}
+
+/// `dtype`: whether `'bfloat16'` (rather than `'float32'`) was asked for.
+pub struct Bf16(bool);
+
+impl OptionValue for Bf16 {
+    fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {
+        match String::read(env, v, what)?.as_str() {
+            "float32" => Ok(Bf16(false)),
+            "bfloat16" => Ok(Bf16(true)),
+            other => bail_code!(
+                Code::InvalidArg,
+                "{what}: expected 'float32' or 'bfloat16', got '{other}'"
+            ),
+        }
+    }
 }
 
 /// One argument of a TorchScript method.
@@ -99,103 +131,36 @@ fn read_source(env: RawEnv, v: Val) -> anyhow::Result<Source> {
     js::source(env, v, "source", "a .pt file's")
 }
 
-/// Reads load options: `device`, and `maxBytes` (the most bytes of tensor data the archive may
-/// declare; default 16 GiB); with `signal` (`ScriptModule.load` only), the AbortSignal too.
-fn load_options(env: RawEnv, options: Option<Val>) -> anyhow::Result<LoadOptions> {
-    load_options_with(env, options, &LOAD_OPTIONS[..LOAD_OPTIONS.len() - 1]).map(|(o, _)| o)
-}
-
-/// The keys of `ModuleOptions`; `signal` (last) is for `ScriptModule.load` only.
-const LOAD_OPTIONS: [&str; 8] = [
-    "device",
-    "maxBytes",
-    "optimize",
-    "channelsLast",
-    "dtype",
-    "warmup",
-    "example",
-    "signal",
-];
-
-fn load_options_with(
+/// Reads load options; `signal` only where `with_signal` (`ScriptModule.load`).
+fn load_options(
     env: RawEnv,
     options: Option<Val>,
-    accepted: &[&str],
+    with_signal: bool,
 ) -> anyhow::Result<(LoadOptions, Option<Val>)> {
+    let except: &[&str] = if with_signal { &[] } else { &["signal"] };
+    let o = LoadBag::read_except(env, options, "options", except)?;
     let mut out = LoadOptions {
-        device: Device::Cpu,
+        device: o.device.unwrap_or(Device::Cpu),
         limits: Limits::default(),
         prepare: Default::default(),
         warmup: 0,
         example: Vec::new(),
     };
-    let Some(o) = options.filter(|o| !js::is_nullish(env, *o).unwrap_or(true)) else {
-        return Ok((out, None));
-    };
-    if js::type_of(env, o)? != napi::sys::ValueType::napi_object {
-        bail_code!(
-            Code::InvalidArg,
-            "options: expected an options object, got {}",
-            js::describe(env, o)
-        );
+    if let Some(n) = o.max_bytes {
+        out.limits.max_bytes = n;
     }
-    js::check_keys(env, o, accepted, "options")?;
-    if let Some(d) = js::property(env, o, "device")? {
-        out.device = device::parse(&string_arg(env, d, "options.device")?)?;
-    }
-    if let Some(m) = js::property(env, o, "maxBytes")? {
-        let n = crate::args::integer(number_arg(env, m, "options.maxBytes")?, "options.maxBytes")?;
-        if n < 0 {
-            bail_code!(
-                Code::InvalidArg,
-                "options.maxBytes: must be non-negative, got {n}"
-            );
-        }
-        out.limits.max_bytes = n as u64;
-    }
-    let flag = |name: &str| -> anyhow::Result<bool> {
-        match js::property(env, o, name)? {
-            Some(v) if js::type_of(env, v)? == napi::sys::ValueType::napi_boolean => js::boolean(env, v),
-            Some(v) if !js::is_nullish(env, v)? => bail_code!(
-                Code::InvalidArg,
-                "options.{name}: expected a boolean, got {}",
-                js::describe(env, v)
-            ),
-            _ => Ok(false),
-        }
-    };
-    match js::property(env, o, "optimize")? {
-        Some(v) if js::type_of(env, v)? == napi::sys::ValueType::napi_string => {
-            match js::string(env, v)?.as_str() {
-                "fuse" => out.prepare.fuse = true,
-                other => bail_code!(
-                    Code::InvalidArg,
-                    "options.optimize: expected true, false or 'fuse', got '{other}'"
-                ),
-            }
-        }
-        _ => out.prepare.optimize = flag("optimize")?,
-    }
-    out.prepare.channels_last = flag("channelsLast")?;
-    if let Some(d) = js::property(env, o, "dtype")? {
-        out.prepare.bf16 = match string_arg(env, d, "options.dtype")?.as_str() {
-            "float32" => false,
-            "bfloat16" => true,
-            other => bail_code!(
-                Code::InvalidArg,
-                "options.dtype: expected 'float32' or 'bfloat16', got '{other}'"
-            ),
-        };
-    }
-    if let Some(e) = js::property(env, o, "example")? {
+    out.prepare.optimize = o.optimize == Some(Optimize::On);
+    out.prepare.fuse = o.optimize == Some(Optimize::Fuse);
+    out.prepare.channels_last = o.channels_last.unwrap_or(false);
+    out.prepare.bf16 = o.dtype.is_some_and(|d| d.0);
+    if let Some(e) = o.example {
         out.example = match js::is_array(env, e)? {
             true => inputs(env, e)?,
             false => values(env, &[e])?,
         };
         out.warmup = 2;
     }
-    if let Some(w) = js::property(env, o, "warmup")? {
-        let n = crate::args::integer(number_arg(env, w, "options.warmup")?, "options.warmup")?;
+    if let Some(n) = o.warmup {
         if !(0..=1000).contains(&n) {
             bail_code!(
                 Code::InvalidArg,
@@ -216,11 +181,7 @@ fn load_options_with(
             "options.optimize 'fuse': needs options.example and warm-up calls (the fusion happens during them)"
         );
     }
-    let signal = match accepted.contains(&"signal") {
-        true => js::property(env, o, "signal")?,
-        false => None,
-    };
-    Ok((out, signal))
+    Ok((out, o.signal))
 }
 
 /// Reads a call's inputs (a JS array of them).
@@ -318,7 +279,7 @@ impl JsScriptModule {
     ) -> Outcome<JsScriptModule> {
         guard(|| {
             let src = read_source(env.raw(), source.raw().val)?;
-            let options = load_options(env.raw(), options.map(|o| o.raw().val))?;
+            let (options, _) = load_options(env.raw(), options.map(|o| o.raw().val), false)?;
             Ok(JsScriptModule::from_module(task::run_sync(move || {
                 core::load(&src, &options)
             })?))
@@ -332,7 +293,7 @@ impl JsScriptModule {
         Outcome::of(|| {
             let (raw, options) = (env.raw(), options.map(|o| o.raw().val));
             let prepared = prepare(|| {
-                let (opts, signal) = load_options_with(raw, options, &LOAD_OPTIONS)?;
+                let (opts, signal) = load_options(raw, options, true)?;
                 let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
                 Ok(((read_source(raw, source.raw().val)?, opts), abort))
             })?;

@@ -8,13 +8,13 @@
 //!
 //! Out: `asTypedArray` makes an external ArrayBuffer over a tensor's memory; its finalizer
 //! owns a handle to the tensor, so the storage outlives `dispose()` while JS can still see it.
-use super::create::options_of;
 use super::data::bytes;
 use super::JsTensor;
 use crate::error::bail_code;
 use crate::error::{guard, Code};
 use crate::napi::convert::{BufferData, FromBufferOptions, Raw, Read, Shape};
 use crate::napi::js;
+use crate::napi::options::js_options;
 use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::queue::{self, JsQueue};
 use crate::{dtype, ffi};
@@ -118,6 +118,16 @@ fn lend(
     }
 }
 
+js_options! {
+    /// Options of `fromBuffer`; any other key is refused (`InvalidArg`).
+    pub struct FromBufferBag as JsFromBufferOptions "FromBufferOptions" {
+        /// The element type (default: the TypedArray's own; float32 for a bare ArrayBuffer).
+        dtype "dtype": Kind as "DType",
+        /// Bytes to skip at the start of the memory (a multiple of the dtype's size).
+        byte_offset "byteOffset": u64 as "number",
+    }
+}
+
 /// A tensor over a TypedArray's (or an ArrayBuffer's / SharedArrayBuffer's) memory, without
 /// copying: writes on either side are seen by the other. The memory stays alive while any
 /// tensor that may alias it lives. `dtype` defaults to the array's own (float32 for a bare
@@ -135,29 +145,13 @@ pub fn from_buffer(data: BufferData, shape: Shape, options: Option<FromBufferOpt
             );
         };
         let shape = shape.read("fromBuffer: shape")?;
-        let options_arg = options.map(|o| o.raw().val);
-        let o = options_of(options_arg.map(|val| Raw { env: raw, val }), &["dtype", "byteOffset"])?;
-        if o.requires_grad {
-            bail_code!(
-                Code::InvalidArg,
-                "fromBuffer: options: expected {{dtype, byteOffset}}, got a boolean"
-            );
-        }
+        let o = FromBufferBag::read(raw, options.map(|o| o.raw().val), "fromBuffer: options")?;
         let kind = match (o.dtype, view.type_name) {
             (Some(k), _) => k,
             (None, "Uint16Array") => bail_code!(Code::InvalidArg, "fromBuffer: a Uint16Array holds float16 or bfloat16 bits; pass {{dtype: 'float16'}} or {{dtype: 'bfloat16'}}"),
             (None, name) => dtype::from_typed_array(name).ok_or_else(|| crate::error::fail(Code::InvalidArg, format!("fromBuffer: {name} has no dtype; pass options.dtype")))?,
         };
-        let byte_offset = match options_arg {
-            Some(opts) => match js::property(raw, opts, "byteOffset")? {
-                Some(b) => crate::args::shape(
-                    &[crate::napi::convert::number(raw, b, "fromBuffer: byteOffset")?],
-                    "fromBuffer: byteOffset",
-                )?[0] as usize,
-                None => 0,
-            },
-            None => 0,
-        };
+        let byte_offset = usize::try_from(o.byte_offset.unwrap_or(0))?;
         Ok(JsTensor::borrowed(lend(
             raw,
             data,

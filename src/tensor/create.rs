@@ -4,38 +4,30 @@
 use super::JsTensor;
 use crate::error::bail_code;
 use crate::error::{guard, Code, Result};
-use crate::napi::convert::{
-    self, string, FactoryOptions, Int, Num, Read, Scalar, Shape, TensorData, TensorOptions,
-};
+use crate::napi::convert::{self, FactoryOptions, Int, Num, Read, Scalar, Shape, TensorData, TensorOptions};
 use crate::napi::js::{self, Env as RawEnv, Val};
+use crate::napi::options::js_options;
 use crate::napi::outcome::Outcome;
-use crate::{args, device, dtype, ffi};
+use crate::{args, dtype, ffi};
 use anyhow::Context;
 use napi::bindgen_prelude::*;
 use napi::JsValue;
 use napi_derive::napi;
 use tch::{Device, Kind, Tensor};
 
-// Read by `options`; this struct declares the keys to TypeScript.
-/// Options accepted by every factory.
-#[napi(
-    object,
-    js_name = "TensorOptions",
-    object_from_js = false,
-    object_to_js = false
-)]
-pub struct JsTensorOptions {
-    /// Element type; default float32 (int64 for `randint` and integral `arange`).
-    #[napi(ts_type = "DType")]
-    pub dtype: Option<String>,
-    /// `'cpu'` (default), `'cuda'` or `'cuda:N'`.
-    #[napi(ts_type = "Device")]
-    pub device: Option<String>,
-    /// Record operations for autograd (floating dtypes only).
-    pub requires_grad: Option<bool>,
-    /// `tensor()` only: the shape to view the data as (nested arrays, a flat TypedArray or a
-    /// tensor; the element count must match). Other factories refuse it.
-    pub shape: Option<Vec<i64>>,
+js_options! {
+    /// Options accepted by every factory.
+    pub struct TensorBag as JsTensorOptions "TensorOptions" {
+        /// Element type; default float32 (int64 for `randint` and integral `arange`).
+        dtype "dtype": Kind as "DType",
+        /// `'cpu'` (default), `'cuda'` or `'cuda:N'`.
+        device "device": Device as "Device",
+        /// Record operations for autograd (floating dtypes only).
+        requires_grad "requiresGrad": bool as "boolean",
+        /// `tensor()` only: the shape to view the data as (nested arrays, a flat TypedArray or a
+        /// tensor; the element count must match). Other factories refuse it.
+        shape "shape": Vec<i64> as "Array<number>",
+    }
 }
 
 /// Options as parsed from JS.
@@ -46,48 +38,27 @@ pub struct Opts {
     pub shape: Option<Vec<i64>>,
 }
 
-/// The options of every factory (`ones`, `arange`, ...).
-pub const FACTORY_OPTIONS: &[&str] = &["dtype", "device", "requiresGrad"];
-/// `tensor(data, options)` also takes `shape`.
-const TENSOR_OPTIONS: &[&str] = &["dtype", "device", "requiresGrad", "shape"];
-
-/// Reads `options`: an options object with keys among `accepted`, or a boolean meaning
-/// `requiresGrad` (torchjs' form `ones(shape, true)`).
-pub fn options(env: RawEnv, v: Option<Val>, accepted: &[&str]) -> anyhow::Result<Opts> {
+/// Reads a factory's `options`: an options object, or a boolean meaning `requiresGrad`
+/// (torchjs' form `ones(shape, true)`). `shape` is `tensor()`'s alone (`with_shape`).
+pub fn options(env: RawEnv, v: Option<Val>, with_shape: bool) -> anyhow::Result<Opts> {
+    use napi::sys::ValueType as T;
     let mut o = Opts {
         dtype: None,
         device: Device::Cpu,
         requires_grad: false,
         shape: None,
     };
-    let Some(v) = v.filter(|v| !js::is_nullish(env, *v).unwrap_or(true)) else {
-        return Ok(o);
-    };
-    match js::type_of(env, v)? {
-        napi::sys::ValueType::napi_boolean => o.requires_grad = js::boolean(env, v)?,
-        napi::sys::ValueType::napi_object => {
-            js::check_keys(env, v, accepted, "options")?;
-            if let Some(d) = js::property(env, v, "dtype")? {
-                o.dtype = Some(dtype::parse(&string(env, d, "options.dtype")?)?);
-            }
-            if let Some(d) = js::property(env, v, "device")? {
-                o.device = device::parse(&string(env, d, "options.device")?)?;
-            }
-            if let Some(r) = js::property(env, v, "requiresGrad")? {
-                if js::type_of(env, r)? != napi::sys::ValueType::napi_boolean {
-                    bail_code!(
-                        Code::InvalidArg,
-                        "options.requiresGrad: expected a boolean, got {}",
-                        js::describe(env, r)
-                    );
-                }
-                o.requires_grad = js::boolean(env, r)?;
-            }
-            if let Some(s) = js::property(env, v, "shape")? {
-                o.shape = Some(convert::shape(env, s, "options.shape")?);
-            }
+    match v.map(|v| js::type_of(env, v).map(|t| (t, v))).transpose()? {
+        Some((T::napi_boolean, v)) => o.requires_grad = js::boolean(env, v)?,
+        Some((T::napi_object | T::napi_undefined | T::napi_null, _)) | None => {
+            let except: &[&str] = if with_shape { &[] } else { &["shape"] };
+            let bag = TensorBag::read_except(env, v, "options", except)?;
+            o.dtype = bag.dtype;
+            o.device = bag.device.unwrap_or(Device::Cpu);
+            o.requires_grad = bag.requires_grad.unwrap_or(false);
+            o.shape = bag.shape;
         }
-        _ => bail_code!(
+        Some((_, v)) => bail_code!(
             Code::InvalidArg,
             "options: expected an options object or a boolean, got {}",
             js::describe(env, v)
@@ -96,17 +67,17 @@ pub fn options(env: RawEnv, v: Option<Val>, accepted: &[&str]) -> anyhow::Result
     Ok(o)
 }
 
-/// [`options`] over a typed options argument.
-pub fn options_of(v: Option<convert::Raw>, accepted: &[&str]) -> anyhow::Result<Opts> {
-    match v {
-        Some(r) => options(r.env, Some(r.val), accepted),
-        None => options(std::ptr::null_mut(), None, accepted),
-    }
-}
-
 /// A factory's options: `{dtype, device, requiresGrad}`, or a boolean for `requiresGrad`.
 fn factory_options(v: Option<FactoryOptions>) -> anyhow::Result<Opts> {
-    options_of(v.map(|o| o.raw()), FACTORY_OPTIONS)
+    options_of(v.map(|o| o.raw()), false)
+}
+
+/// [`options`] over a typed options argument.
+fn options_of(v: Option<convert::Raw>, with_shape: bool) -> anyhow::Result<Opts> {
+    match v {
+        Some(r) => options(r.env, Some(r.val), with_shape),
+        None => options(std::ptr::null_mut(), None, with_shape),
+    }
 }
 
 /// Applies `requiresGrad` and wraps the result.
@@ -268,7 +239,7 @@ pub fn arange(
                 "arange: step {step} does not lead from {start} to {end}"
             );
         }
-        let o = self::options(env.raw(), options, FACTORY_OPTIONS)?;
+        let o = self::options(env.raw(), options, false)?;
         let integral = [start, end, step].iter().all(|x| x.fract() == 0.0);
         let kind = o
             .dtype
@@ -300,7 +271,7 @@ pub fn eye(env: Env, n: Int, m: Option<Unknown>, options: Option<Unknown>) -> Ou
         let n = args::shape(&[n.read("n")? as f64], "n")?[0];
         let (rest, options) = numbers_then_options(env.raw(), &[m, options], "eye")?;
         let m = args::shape(&[rest.first().copied().unwrap_or(n as f64)], "m")?[0];
-        let o = self::options(env.raw(), options, FACTORY_OPTIONS)?;
+        let o = self::options(env.raw(), options, false)?;
         let t = Tensor::f_eye_m(n, m, (o.dtype.unwrap_or(Kind::Float), o.device))?;
         finish(t, &o)
     })
@@ -477,7 +448,7 @@ pub fn from_typed_array(view: &js::TypedArrayView, kind: Option<Kind>) -> anyhow
 #[napi]
 pub fn tensor(data: TensorData, options: Option<TensorOptions>) -> Outcome<JsTensor> {
     guard(|| {
-        let o = self::options_of(options.map(|o| o.raw()), TENSOR_OPTIONS)?;
+        let o = options_of(options.map(|o| o.raw()), true)?;
         let convert::Raw { env: raw, val: data } = data.raw();
         let base = if let Some(view) = js::typed_array(raw, data)? {
             from_typed_array(&view, o.dtype)?

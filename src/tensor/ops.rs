@@ -3,8 +3,9 @@
 use super::JsTensor;
 use crate::error::bail_code;
 use crate::error::{guard, Code, Result};
-use crate::napi::convert::{string, Dim, Flag, Int, Read, ReadOpt, ToTarget};
+use crate::napi::convert::{Dim, Flag, Int, Read, ReadOpt, ToTarget};
 use crate::napi::js;
+use crate::napi::options::js_options;
 use crate::napi::outcome::Outcome;
 use crate::{args, device, dtype};
 
@@ -17,6 +18,16 @@ pub struct ValuesIndices {
     pub values: JsTensor,
     /// int64 positions along the reduced dimension.
     pub indices: JsTensor,
+}
+
+js_options! {
+    /// `Tensor.to`'s object form: where to move and what to cast to (at least one).
+    pub struct ToBag as JsToOptions "ToOptions" {
+        /// The device to move to.
+        device "device": Device as "Device",
+        /// The dtype to cast to.
+        dtype "dtype": tch::Kind as "DType",
+    }
 }
 
 /// Moves or casts: a device (`'cuda'`), a dtype (`'float16'`) or both (`{device, dtype}`).
@@ -79,23 +90,14 @@ impl JsTensor {
                     )
                 }
             } else if js::type_of(raw, v)? == napi::sys::ValueType::napi_object && !js::is_array(raw, v)? {
-                js::check_keys(raw, v, &["device", "dtype"], "to: options")?;
-                let dev = js::property(raw, v, "device")?
-                    .map(|d| string(raw, d, "to: device"))
-                    .transpose()?;
-                let kind = js::property(raw, v, "dtype")?
-                    .map(|d| string(raw, d, "to: dtype"))
-                    .transpose()?;
-                if dev.is_none() && kind.is_none() {
+                let o = ToBag::read(raw, Some(v), "to: options")?;
+                if o.device.is_none() && o.dtype.is_none() {
                     bail_code!(
                         Code::InvalidArg,
                         "to: the options object names neither a device nor a dtype"
                     );
                 }
-                (
-                    dev.map(|d| device::parse(&d)).transpose()?,
-                    kind.map(|k| dtype::parse(&k)).transpose()?,
-                )
+                (o.device, o.dtype)
             } else {
                 bail_code!(
                     Code::InvalidArg,
