@@ -1,6 +1,8 @@
 'use strict'
 // Shared by the test files (not a test file itself: npm test runs *.test.js).
 const assert = require('node:assert/strict')
+const { spawn } = require('node:child_process')
+const { httpGet, writePythonBackendModel } = require('../scripts/triton-env')
 
 /** An assert.throws validator: an Error with this code (and a message matching `message`). */
 function coded(code, message) {
@@ -12,4 +14,62 @@ function coded(code, message) {
   }
 }
 
-module.exports = { coded }
+/**
+ * Runs `cmd` with `env` over this process's environment; resolves to {code, signal, stdout,
+ * stderr} and kills it at `timeoutMs`. spawn(), not spawnSync: a server in this process (for
+ * instance torch.oip.serve answering the child) and its timers go on running meanwhile.
+ */
+function runChild(cmd, args, env, timeoutMs) {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (c) => { stdout += c })
+    child.stderr.setEncoding('utf8').on('data', (c) => { stderr += c })
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr })
+    })
+  })
+}
+
+/** Triton's statistics for `model` on a startTriton() server: inference_count (requests' rows), execution_count, ... */
+async function tritonStats(server, model) {
+  const r = await httpGet(`${server.httpUrl}/v2/models/${model}/stats`, 10_000)
+  assert.equal(r.status, 200, r.body)
+  return JSON.parse(r.body).model_stats[0]
+}
+
+/**
+ * Writes the model repository the Triton suites serve through the Python backend: `resnet18`
+ * ([3, 224, 224] -> [1000], up to 8 a batch), `two_io` (two [-1] FP32 in, two out) and
+ * `text_encoder` ((ids int64 [B, L], mask bool [B, L]) -> (hidden [B, L, 8], pooled [B, 8])).
+ * `twoIoDynamicBatching`: whether Triton may batch two_io's requests too.
+ */
+function writeTritonTestModels(repo, { resnet, twoIo, textEncoder, twoIoDynamicBatching = false }) {
+  // A long queue delay, so that concurrent requests meet in one batch even on a busy machine.
+  writePythonBackendModel(repo, 'resnet18', {
+    ptPath: resnet,
+    inputs: [{ datatype: 'FP32', dims: [3, 224, 224] }],
+    outputs: [{ datatype: 'FP32', dims: [1000] }],
+    maxBatchSize: 8,
+    dynamicBatching: { maxQueueDelayMicroseconds: 100_000 },
+  })
+  writePythonBackendModel(repo, 'two_io', {
+    ptPath: twoIo,
+    inputs: [{ datatype: 'FP32', dims: [-1] }, { datatype: 'FP32', dims: [-1] }],
+    outputs: [{ datatype: 'FP32', dims: [-1] }, { datatype: 'FP32', dims: [-1] }],
+    maxBatchSize: 8,
+    dynamicBatching: twoIoDynamicBatching,
+  })
+  writePythonBackendModel(repo, 'text_encoder', {
+    ptPath: textEncoder,
+    inputs: [{ datatype: 'INT64', dims: [-1] }, { datatype: 'BOOL', dims: [-1] }],
+    outputs: [{ datatype: 'FP32', dims: [-1, 8] }, { datatype: 'FP32', dims: [8] }],
+    maxBatchSize: 4,
+  })
+  return repo
+}
+
+module.exports = { coded, runChild, tritonStats, writeTritonTestModels }

@@ -6,12 +6,12 @@
 // .triton/ (scripts/triton-env.js); skipped, with the setup's reason, where it is not installed.
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const torch = require('..')
-const { tritonEnv, startTriton, writePythonBackendModel, pythonWithClient, perfAnalyzer, httpGet } = require('../scripts/triton-env')
+const { tritonEnv, startTriton, pythonWithClient, perfAnalyzer } = require('../scripts/triton-env')
+const { runChild, tritonStats, writeTritonTestModels } = require('./helpers')
 
 const MODELS = path.join(__dirname, '..', 'models')
 const RESNET = path.join(MODELS, 'resnet18_traced.pt')
@@ -34,32 +34,6 @@ function assertClose(a, b, what, tolerance = TOLERANCE) {
 /** The 8 golden images as one [8, 3, 224, 224] tensor (a copy: fromBuffer borrows). */
 function images() {
   return torch.fromBuffer(new Uint8Array(fs.readFileSync(IMAGES)), [8, 3, 224, 224], { dtype: 'float32' })
-}
-
-/**
- * spawn(), not spawnSync: torch.oip.serve answers the child from this process's event loop.
- * Killed at timeoutMs; resolves {code, signal, stdout, stderr}.
- */
-function run(cmd, args, env, timeoutMs) {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { env: env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (c) => { stdout += c })
-    child.stderr.setEncoding('utf8').on('data', (c) => { stderr += c })
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
-    child.on('close', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, stdout, stderr })
-    })
-  })
-}
-
-/** Triton's statistics for `model`: inference_count (requests' rows), execution_count, ... */
-async function stats(server, model) {
-  const r = await httpGet(`${server.httpUrl}/v2/models/${model}/stats`, 10_000)
-  assert.equal(r.status, 200, r.body)
-  return JSON.parse(r.body).model_stats[0]
 }
 
 /**
@@ -110,27 +84,7 @@ if (skip) {
       x8 = images()
       want8 = resnet.forwardSync(x8)
       dir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-oip-peers-'))
-      const repo = path.join(dir, 'repo')
-      // A long queue delay, so that concurrent requests meet in one batch even on a busy machine.
-      writePythonBackendModel(repo, 'resnet18', {
-        ptPath: RESNET,
-        inputs: [{ datatype: 'FP32', dims: [3, 224, 224] }],
-        outputs: [{ datatype: 'FP32', dims: [1000] }],
-        maxBatchSize: 8,
-        dynamicBatching: { maxQueueDelayMicroseconds: 100_000 },
-      })
-      writePythonBackendModel(repo, 'two_io', {
-        ptPath: env.fixtures.twoIo,
-        inputs: [{ datatype: 'FP32', dims: [-1] }, { datatype: 'FP32', dims: [-1] }],
-        outputs: [{ datatype: 'FP32', dims: [-1] }, { datatype: 'FP32', dims: [-1] }],
-        maxBatchSize: 8,
-      })
-      writePythonBackendModel(repo, 'text_encoder', {
-        ptPath: TEXT,
-        inputs: [{ datatype: 'INT64', dims: [-1] }, { datatype: 'BOOL', dims: [-1] }],
-        outputs: [{ datatype: 'FP32', dims: [-1, 8] }, { datatype: 'FP32', dims: [8] }],
-        maxBatchSize: 4,
-      })
+      const repo = writeTritonTestModels(path.join(dir, 'repo'), { resnet: RESNET, twoIo: env.fixtures.twoIo, textEncoder: TEXT })
       server = await startTriton({ repo, timeoutMs: 180_000 })
     })
     after(async () => {
@@ -157,10 +111,10 @@ if (skip) {
       test(`${CONCURRENT} concurrent forwards over ${transport[0]}: Triton's dynamic batcher merges them`, { timeout: 180_000 }, async (t) => {
         const m = await load('resnet18', transport)
         try {
-          const before = await stats(server, 'resnet18')
+          const before = await tritonStats(server, 'resnet18')
           const ys = await Promise.all(Array.from({ length: CONCURRENT }, (_, i) => m.forward(x8.narrow(0, i % 8, 1).contiguous())))
           ys.forEach((y, i) => assertClose(y, want8.narrow(0, i % 8, 1), `concurrent ${i}`))
-          const now = await stats(server, 'resnet18')
+          const now = await tritonStats(server, 'resnet18')
           const inferences = now.inference_count - before.inference_count
           const executions = now.execution_count - before.execution_count
           t.diagnostic(`${inferences} inferences in ${executions} executions; batch sizes so far: ` +
@@ -229,7 +183,7 @@ if (skip) {
     })
 
     test('inputs that do not fit the metadata fail before any request (ShapeMismatch, DTypeMismatch, InvalidArg)', { timeout: 120_000 }, async () => {
-      const before = { resnet18: await stats(server, 'resnet18'), text_encoder: await stats(server, 'text_encoder') }
+      const before = { resnet18: await tritonStats(server, 'resnet18'), text_encoder: await tritonStats(server, 'text_encoder') }
       for (const transport of transports) {
         const m = await load('resnet18', transport)
         const enc = await load('text_encoder', transport)
@@ -247,7 +201,7 @@ if (skip) {
         }
       }
       for (const model of ['resnet18', 'text_encoder']) {
-        assert.equal(reached(await stats(server, model)), reached(before[model]), `${model}: a request reached Triton`)
+        assert.equal(reached(await tritonStats(server, model)), reached(before[model]), `${model}: a request reached Triton`)
       }
     })
 
@@ -421,7 +375,7 @@ print(json.dumps({
       fs.writeFileSync(script, CLIENT_PY)
       const batch = 2
       const args = { http: server.url.replace('http://', ''), grpc: server.grpcUrl, model: 'resnet', images: IMAGES, batch }
-      const r = await run(pythonWithClient(), [script, JSON.stringify(args)], undefined, 180_000)
+      const r = await runChild(pythonWithClient(), [script, JSON.stringify(args)], {}, 180_000)
       assert.equal(r.code, 0, `tritonclient: exit ${r.code ?? r.signal}\n${r.stderr.slice(-3000)}`)
       const got = JSON.parse(r.stdout.trim().split('\n').pop())
       assert.deepEqual(got.ready, [true, true, true, true, true, true])
@@ -458,7 +412,7 @@ print(json.dumps({
       test(`perf_analyzer over ${protocol}: a short bounded run`, { skip: !pa && 'perf_analyzer not installed', timeout: 180_000 }, async (t) => {
         const url = protocol === 'http' ? server.url.replace('http://', '') : server.grpcUrl
         const started = Date.now()
-        const r = await run(pa.path, [
+        const r = await runChild(pa.path, [
           '-m', 'resnet', '-u', url, '-i', protocol,
           // The metadata's [-1, 3, 224, 224] has a free batch dimension (max_batch_size 0): one image.
           '--shape', 'x:1,3,224,224', '--concurrency-range', '2',

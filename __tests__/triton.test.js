@@ -6,11 +6,11 @@
 // that environment could not be installed.
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { tritonEnv, startTriton, writePythonBackendModel, pythonWithClient, perfAnalyzer, httpGet } = require('../scripts/triton-env')
+const { tritonEnv, startTriton, pythonWithClient, perfAnalyzer, httpGet } = require('../scripts/triton-env')
+const { runChild, tritonStats, writeTritonTestModels } = require('./helpers')
 
 const MODELS = path.join(__dirname, '..', 'models')
 const RESNET = path.join(MODELS, 'resnet18_traced.pt')
@@ -91,32 +91,10 @@ elif cmd == "local":
 let clientScript
 /** Runs CLIENT_PY with .triton/'s Python; resolves to its JSON line, bounded by timeoutMs. */
 function client(cmd, args, timeoutMs = 180_000) {
-  return run(pythonWithClient(), [clientScript, cmd, JSON.stringify(args)], {}, timeoutMs).then((r) => {
+  return runChild(pythonWithClient(), [clientScript, cmd, JSON.stringify(args)], {}, timeoutMs).then((r) => {
     assert.equal(r.code, 0, `client ${cmd}: exit ${r.code ?? r.signal}\n${r.stderr.slice(-3000)}`)
     return JSON.parse(r.stdout.trim().split('\n').pop())
   })
-}
-
-/** spawn() off the event loop (the server's stop() and the timers keep running), killed at timeoutMs. */
-function run(cmd, args, env, timeoutMs) {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (c) => { stdout += c })
-    child.stderr.setEncoding('utf8').on('data', (c) => { stderr += c })
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
-    child.on('close', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, stdout, stderr })
-    })
-  })
-}
-
-async function stats(server, model) {
-  const r = await httpGet(`${server.httpUrl}/v2/models/${model}/stats`, 10_000)
-  assert.equal(r.status, 200, r.body)
-  return JSON.parse(r.body).model_stats[0]
 }
 
 const env = tritonEnv()
@@ -131,28 +109,8 @@ if (skip) {
       dir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-triton-'))
       clientScript = path.join(dir, 'client.py')
       fs.writeFileSync(clientScript, CLIENT_PY)
-      const repo = path.join(dir, 'repo')
-      // A long queue delay, so that concurrent requests meet in one batch even on a slow machine.
-      writePythonBackendModel(repo, 'resnet18', {
-        ptPath: RESNET,
-        inputs: [{ datatype: 'FP32', dims: [3, 224, 224] }],
-        outputs: [{ datatype: 'FP32', dims: [1000] }],
-        maxBatchSize: 8,
-        dynamicBatching: { maxQueueDelayMicroseconds: 100_000 },
-      })
-      writePythonBackendModel(repo, 'two_io', {
-        ptPath: env.fixtures.twoIo,
-        inputs: [{ datatype: 'FP32', dims: [-1] }, { datatype: 'FP32', dims: [-1] }],
-        outputs: [{ datatype: 'FP32', dims: [-1] }, { datatype: 'FP32', dims: [-1] }],
-        maxBatchSize: 8,
-        dynamicBatching: true,
-      })
-      // (ids int64 [B, L], mask bool [B, L]) -> (hidden [B, L, 8], pooled [B, 8]).
-      writePythonBackendModel(repo, 'text_encoder', {
-        ptPath: TEXT,
-        inputs: [{ datatype: 'INT64', dims: [-1] }, { datatype: 'BOOL', dims: [-1] }],
-        outputs: [{ datatype: 'FP32', dims: [-1, 8] }, { datatype: 'FP32', dims: [8] }],
-        maxBatchSize: 4,
+      const repo = writeTritonTestModels(path.join(dir, 'repo'), {
+        resnet: RESNET, twoIo: env.fixtures.twoIo, textEncoder: TEXT, twoIoDynamicBatching: true,
       })
       const t0 = Date.now()
       server = await startTriton({ repo, timeoutMs: 180_000 })
@@ -187,14 +145,14 @@ if (skip) {
     })
 
     test(`Triton's dynamic batcher merges ${CONCURRENT} concurrent requests (statistics)`, { timeout: 300_000 }, async (t) => {
-      const before = await stats(server, 'resnet18')
+      const before = await tritonStats(server, 'resnet18')
       const got = await client('burst', {
         http: server.httpUrl.replace('http://', ''), grpc: server.grpcUrl, model: 'resnet18', n: CONCURRENT, concurrency: CONCURRENT,
         input: path.join(GOLDEN, 'resnet18_input_b8.f32'), output: path.join(GOLDEN, 'resnet18_output_b8.f32'),
       })
       assert.equal(got.answered, CONCURRENT)
       assert.ok(got.worst <= TOLERANCE, `batched outputs: max |difference| ${got.worst} > ${TOLERANCE}`)
-      const now = await stats(server, 'resnet18')
+      const now = await tritonStats(server, 'resnet18')
       const inferences = now.inference_count - before.inference_count
       const executions = now.execution_count - before.execution_count
       t.diagnostic(`${inferences} inferences in ${executions} executions; batch sizes run: ` +
@@ -226,7 +184,7 @@ if (skip) {
 
     test('perf_analyzer (tritonclient 2.51) runs a short bounded load', { skip: !perfAnalyzer() && 'perf_analyzer not installed', timeout: 180_000 }, async (t) => {
       const pa = perfAnalyzer()
-      const r = await run(pa.path, [
+      const r = await runChild(pa.path, [
         '-m', 'two_io', '-u', server.httpUrl.replace('http://', ''), '-i', 'http',
         '--shape', 'INPUT__0:3', '--shape', 'INPUT__1:3', '--concurrency-range', '2',
         // A fixed number of requests: no waiting for stable windows, which a busy machine may not give.
