@@ -22,8 +22,8 @@ const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { parseArgs } = require('node:util')
 const torch = require('..')
+const { options, writeResults, runMain } = require('./cli')
 const machine = require('./machine')
 const { pythonCommand, startTorchscriptChild } = require('./torchscript-child')
 
@@ -38,21 +38,9 @@ const GMAC_PER_IMAGE = 1.814
 const GFLOP_PER_IMAGE = 2 * GMAC_PER_IMAGE
 const IMAGE_ELEMENTS = 3 * 224 * 224
 
-const { values: opt } = parseArgs({
-  options: {
-    rounds: { type: 'string' },
-    batches: { type: 'string' },
-    threads: { type: 'string' },
-    warmup: { type: 'string' },
-    'gap-ms': { type: 'string' },
-    'no-python': { type: 'boolean' },
-    'no-fma-peak': { type: 'boolean' },
-    'image-rounds': { type: 'string' },
-    'crossing-rounds': { type: 'string' },
-    out: { type: 'string' },
-    tiny: { type: 'boolean' },
-  },
-})
+const opt = options(
+  ['rounds', 'batches', 'threads', 'warmup', 'gap-ms', 'image-rounds', 'crossing-rounds', 'out'],
+  ['no-python', 'no-fma-peak', 'tiny'])
 const tiny = !!opt.tiny
 const cpu = machine.cpuinfo()
 const config = {
@@ -443,9 +431,7 @@ async function main() {
     imageText,
     '',
   ].join('\n')
-  fs.mkdirSync(path.dirname(config.out), { recursive: true })
-  fs.writeFileSync(config.out, doc)
-  console.log(`\nwrote ${config.out} (${fmt(seconds, 0)} s)`)
+  writeResults(config.out, doc, seconds)
 }
 
-main().then(() => process.exit(0), (e) => { console.error(e); process.exit(1) })
+runMain(main)

@@ -8,13 +8,11 @@ const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
 const autocannon = require('autocannon')
+const { options, runMain } = require('./cli')
 
-const arg = (name, fallback) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback
-}
-const DURATION = arg('duration', 60)
-const CONNECTIONS = arg('connections', 64)
+const opt = options(['duration', 'connections'])
+const DURATION = Number(opt.duration ?? 60)
+const CONNECTIONS = Number(opt.connections ?? 64)
 const MiB = 2 ** 20
 
 function rss(pid) {
@@ -55,7 +53,4 @@ async function main() {
   if (failed > 0) process.exitCode = 1
 }
 
-main().catch((e) => {
-  console.error(e)
-  process.exit(1)
-})
+runMain(main)

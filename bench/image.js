@@ -9,13 +9,11 @@ const fs = require('node:fs')
 const path = require('node:path')
 const torch = require('..')
 const { resolveLibtorch } = require('../scripts/libtorch')
+const { options } = require('./cli')
 
-const arg = (name, fallback) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback
-}
-const ROUNDS = arg('rounds', 5)
-const ITERATIONS = arg('iterations', 40)
+const opt = options(['rounds', 'iterations'])
+const ROUNDS = Number(opt.rounds ?? 5)
+const ITERATIONS = Number(opt.iterations ?? 40)
 const WARMUP = 10
 const PHOTO = path.join(__dirname, '..', 'models', 'images', 'coffee_1280x800.jpg')
 if (!fs.existsSync(PHOTO)) throw new Error(`${PHOTO} is missing: run \`npm run models\``)

@@ -12,8 +12,8 @@
 // ratios (drift in the machine's speed hits both sides of a round alike).
 const fs = require('node:fs')
 const path = require('node:path')
-const { parseArgs } = require('node:util')
 const torch = require('..')
+const { options, runMain } = require('./cli')
 const { pythonCommand, startTorchscriptChild } = require('./torchscript-child')
 
 const ROOT = path.join(__dirname, '..')
@@ -21,18 +21,10 @@ const MODEL = path.join(ROOT, 'models', 'resnet18_traced.pt')
 const GOLDEN = path.join(ROOT, 'models', 'golden')
 const SHAPE = [1, 3, 224, 224]
 
-const { values: opt } = parseArgs({
-  options: {
-    rounds: { type: 'string', default: '30' },
-    warmup: { type: 'string', default: '3' },
-    'gap-ms': { type: 'string', default: '10' },
-    threads: { type: 'string' },
-    'no-python': { type: 'boolean' },
-  },
-})
-const rounds = Number(opt.rounds)
-const warmup = Number(opt.warmup)
-const gapMs = Number(opt['gap-ms'])
+const opt = options(['rounds', 'warmup', 'gap-ms', 'threads'], ['no-python'])
+const rounds = Number(opt.rounds ?? 30)
+const warmup = Number(opt.warmup ?? 3)
+const gapMs = Number(opt['gap-ms'] ?? 10)
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const msSince = (t0) => Number(process.hrtime.bigint() - t0) / 1e6
@@ -121,4 +113,4 @@ async function main() {
   }))
 }
 
-main().then(() => process.exit(0), (e) => { console.error(e); process.exit(1) })
+runMain(main)

@@ -25,10 +25,10 @@
 // ort = onnxruntime-node's InferenceSession on models/resnet18.onnx, `await session.run` per
 // request (images are pre-processed by torch.image.load as in the other modes).
 const path = require('node:path')
-const { parseArgs } = require('node:util')
 const { monitorEventLoopDelay } = require('node:perf_hooks')
 const express = require('express')
 const torch = require('..')
+const { options } = require('./cli')
 
 const ROOT = path.join(__dirname, '..')
 const MODEL = path.join(ROOT, 'models', 'resnet18_traced.pt')
@@ -40,20 +40,11 @@ const PREPROCESS = { resize: 256, centerCrop: 224, mean: 'imagenet' }
 // the loop is free); the lag is what exceeds the resolution.
 const LAG_RESOLUTION_MS = 10
 
-const { values: opt } = parseArgs({
-  options: {
-    mode: { type: 'string' },
-    threads: { type: 'string' },
-    instances: { type: 'string' },
-    'max-batch': { type: 'string', default: '8' },
-    'max-delay-ms': { type: 'string', default: '2' },
-    'max-queue': { type: 'string', default: '256' },
-  },
-})
+const opt = options(['mode', 'threads', 'instances', 'max-batch', 'max-delay-ms', 'max-queue'])
 const MODES = ['unbatched', 'batched-fp32', 'batched-bf16', 'ort']
 if (!MODES.includes(opt.mode)) throw new Error(`--mode: expected one of ${MODES.join(', ')}, got ${opt.mode}`)
 const threads = Number(opt.threads ?? torch.getNumThreads())
-const batchOptions = { maxBatchSize: Number(opt['max-batch']), maxDelayMs: Number(opt['max-delay-ms']), maxQueue: Number(opt['max-queue']) }
+const batchOptions = { maxBatchSize: Number(opt['max-batch'] ?? 8), maxDelayMs: Number(opt['max-delay-ms'] ?? 2), maxQueue: Number(opt['max-queue'] ?? 256) }
 
 const msSince = (t0) => Number(process.hrtime.bigint() - t0) / 1e6
 

@@ -37,8 +37,8 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const readline = require('node:readline')
-const { parseArgs } = require('node:util')
 const autocannon = require('autocannon')
+const { options, writeResults, runMain } = require('./cli')
 const machine = require('./machine')
 
 const ROOT = path.join(__dirname, '..')
@@ -48,30 +48,11 @@ const GOLDEN_INPUT = path.join(ROOT, 'models', 'golden', 'resnet18_input_b8.f32'
 const TENSOR_BYTES = 3 * 224 * 224 * 4
 const MiB = 2 ** 20
 
-const { values: opt } = parseArgs({
-  options: {
-    duration: { type: 'string' },
-    connections: { type: 'string' },
-    'image-connections': { type: 'string' },
-    threads: { type: 'string' },
-    instances: { type: 'string' },
-    'max-batch': { type: 'string' },
-    'max-delay-ms': { type: 'string' },
-    'max-queue': { type: 'string' },
-    'overload-max-queue': { type: 'string' },
-    'overload-factor': { type: 'string' },
-    'overload-connections': { type: 'string' },
-    warmup: { type: 'string' },
-    rounds: { type: 'string' },
-    image: { type: 'string' },
-    only: { type: 'string' },
-    'quiet-wait': { type: 'string' },
-    'no-python': { type: 'boolean' },
-    'no-install': { type: 'boolean' },
-    out: { type: 'string' },
-    tiny: { type: 'boolean' },
-  },
-})
+const opt = options([
+  'duration', 'connections', 'image-connections', 'threads', 'instances', 'max-batch', 'max-delay-ms',
+  'max-queue', 'overload-max-queue', 'overload-factor', 'overload-connections', 'warmup', 'rounds',
+  'image', 'only', 'quiet-wait', 'out',
+], ['no-python', 'no-install', 'tiny'])
 const tiny = !!opt.tiny
 const cpu = machine.cpuinfo()
 const list = (text) => text.split(',').map(Number)
@@ -649,9 +630,7 @@ async function main() {
     targetText,
     '',
   ].join('\n')
-  fs.mkdirSync(path.dirname(config.out), { recursive: true })
-  fs.writeFileSync(config.out, doc)
-  console.log(`\nwrote ${config.out} (${fmt(seconds, 0)} s)`)
+  writeResults(config.out, doc, seconds)
 }
 
-main().then(() => process.exit(0), (e) => { console.error(e); process.exit(1) })
+runMain(main)
