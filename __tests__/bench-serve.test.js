@@ -6,9 +6,8 @@
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
-const { spawnSync } = require('node:child_process')
+const { runTinyBench } = require('./helpers')
 
 const ROOT = path.join(__dirname, '..')
 const haveModel = fs.existsSync(path.join(ROOT, 'models', 'resnet18_traced.pt'))
@@ -22,19 +21,12 @@ const SERVICES = [
 const cells = (line) => line.split('|').slice(1, -1).map((c) => c.trim())
 
 test('bench/serve.js --tiny prints the table and the targets and writes --out', { skip: !haveModel && 'models not generated (npm run models)' }, () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-bench-serve-'))
-  const out = path.join(dir, 'nested', 'serve-results.md')
-  try {
-    const r = spawnSync(process.execPath, [path.join(ROOT, 'bench', 'serve.js'), '--tiny', '--out', out], {
-      cwd: ROOT, encoding: 'utf8', timeout: 300_000,
-    })
-    assert.equal(r.signal, null, `killed by ${r.signal} (hung?)\n${r.stdout}\n${r.stderr}`)
-    assert.equal(r.status, 0, `exit ${r.status}\n${r.stdout}\n${r.stderr}`)
-    assert.match(r.stdout, /^\| service \| route \| connections \| req\/s \(2xx\) \| p50 ms \| p99 ms \| event-loop lag p99 ms \| peak RSS MiB \|/m)
-    const rows = r.stdout.split('\n').filter((l) => l.startsWith('| ')).map(cells)
+  runTinyBench('serve.js', 'serve-results.md', 300_000, (stdout, doc) => {
+    assert.match(stdout, /^\| service \| route \| connections \| req\/s \(2xx\) \| p50 ms \| p99 ms \| event-loop lag p99 ms \| peak RSS MiB \|/m)
+    const rows = stdout.split('\n').filter((l) => l.startsWith('| ')).map(cells)
     for (const name of SERVICES) {
       const own = rows.filter((c) => c[0] === name)
-      assert.ok(own.length > 0, `a row for ${name}:\n${r.stdout}`)
+      assert.ok(own.length > 0, `a row for ${name}:\n${stdout}`)
       // Measured rows (tensor at 1 and 4 connections, image at 4), or one row saying why not.
       if (own.length === 1) assert.match(own[0][1], /^(skipped|n\/a)/, own[0].join(' | '))
       else assert.deepEqual(own.map((c) => `${c[1]} ${c[2]}`), ['tensor 1', 'tensor 4', 'image 4'])
@@ -43,7 +35,7 @@ test('bench/serve.js --tiny prints the table and the targets and writes --out', 
 
     // The unbatched service always runs, and every request it got was answered 2xx.
     const unbatched = rows.filter((c) => c[0] === SERVICES[0])
-    assert.equal(unbatched.length, 3, r.stdout)
+    assert.equal(unbatched.length, 3, stdout)
     for (const c of unbatched) {
       assert.match(c[3], /^\d+\.\d$/, `req/s: ${c.join(' | ')}`)
       assert.match(c[7], /^\d+$/, `peak RSS: ${c.join(' | ')}`)
@@ -55,17 +47,15 @@ test('bench/serve.js --tiny prints the table and the targets and writes --out', 
     }
     if (rows.some((c) => c[0] === SERVICES[1] && c[1] === 'tensor')) {
       const overload = rows.find((c) => c[0].startsWith(`${SERVICES[1]}, overload: maxQueue 4,`))
-      assert.ok(overload, `an overload row:\n${r.stdout}`)
+      assert.ok(overload, `an overload row:\n${stdout}`)
       assert.match(overload[9], /^\d+ \(503: \d+\) \/ \d+$/, overload.join(' | '))
-      assert.match(r.stdout, /^- Overload \(10× capacity: .* answered 503 QueueFull/m)
-      assert.match(r.stdout, /^- torch-node batched fp32 \('fuse' \+ Batcher\) vs unbatched, req\/s at concurrency 4: (\d+\.\d\d×|–)/m)
+      assert.match(stdout, /^- Overload \(10× capacity: .* answered 503 QueueFull/m)
+      assert.match(stdout, /^- torch-node batched fp32 \('fuse' \+ Batcher\) vs unbatched, req\/s at concurrency 4: (\d+\.\d\d×|–)/m)
     }
-    assert.match(r.stdout, /^- Batch-1 latency, one process, 3 interleaved rounds \(median ms\): `await forward` \d+\.\d\d, forwardSync \d+\.\d\d/m)
-    assert.match(r.stdout, /^- async vs forwardSync \(median of round ratios\): \d+\.\d\d× \(target ≤ 1\.05×\)/m)
-    assert.match(r.stdout, /^- Event-loop lag p99, worst torch-node row \(overload aside\): \d+\.\d ms/m)
-    assert.match(r.stdout, new RegExp(`^wrote ${out.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} `, 'm'))
+    assert.match(stdout, /^- Batch-1 latency, one process, 3 interleaved rounds \(median ms\): `await forward` \d+\.\d\d, forwardSync \d+\.\d\d/m)
+    assert.match(stdout, /^- async vs forwardSync \(median of round ratios\): \d+\.\d\d× \(target ≤ 1\.05×\)/m)
+    assert.match(stdout, /^- Event-loop lag p99, worst torch-node row \(overload aside\): \d+\.\d ms/m)
 
-    const doc = fs.readFileSync(out, 'utf8')
     assert.match(doc, /^# torch-node served throughput$/m)
     assert.match(doc, /^- CPU: .+ cores available/m)
     assert.match(doc, /^- torch-node: \d+ executor instance\(s\) × \d+ intra-op threads/m)
@@ -73,7 +63,5 @@ test('bench/serve.js --tiny prints the table and the targets and writes --out', 
     assert.match(doc, /^- Date: \d{4}-\d\d-\d\dT/m)
     assert.ok(doc.includes('## Targets (issue 17)'))
     assert.match(doc, /^\| torch-node unbatched \(`await forward`\) \| tensor \| 1 \| \d+\.\d \|/m)
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true })
-  }
+  })
 })

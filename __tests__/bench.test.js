@@ -5,9 +5,8 @@
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
-const { spawnSync } = require('node:child_process')
+const { runTinyBench } = require('./helpers')
 
 const ROOT = path.join(__dirname, '..')
 const haveModel = fs.existsSync(path.join(ROOT, 'models', 'resnet18_traced.pt')) &&
@@ -18,27 +17,18 @@ const CONTENDERS = [
 ]
 
 test('bench/compare.js --tiny prints the tables and writes --out', { skip: !haveModel && 'models not generated (npm run models)' }, () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-bench-'))
-  const out = path.join(dir, 'nested', 'results.md')
-  try {
-    const r = spawnSync(process.execPath, [path.join(ROOT, 'bench', 'compare.js'), '--tiny', '--out', out], {
-      cwd: ROOT, encoding: 'utf8', timeout: 180_000,
-    })
-    assert.equal(r.signal, null, `killed by ${r.signal} (hung?)`)
-    assert.equal(r.status, 0, `exit ${r.status}\n${r.stdout}\n${r.stderr}`)
-    assert.match(r.stdout, /^### Batch 1 \(1 interleaved round, \d+ threads?\)$/m)
-    assert.match(r.stdout, /^\| contender \| median ms \| vs onnxruntime/m)
-    assert.doesNotMatch(r.stdout, /Python TorchScript/, 'no Python child in tiny mode')
+  runTinyBench('compare.js', 'results.md', 180_000, (stdout, doc) => {
+    assert.match(stdout, /^### Batch 1 \(1 interleaved round, \d+ threads?\)$/m)
+    assert.match(stdout, /^\| contender \| median ms \| vs onnxruntime/m)
+    assert.doesNotMatch(stdout, /Python TorchScript/, 'no Python child in tiny mode')
     for (const name of CONTENDERS) {
       // A row per contender: a time, or a reason it did not run.
-      const row = r.stdout.split('\n').find((l) => l.startsWith(`| ${name} |`))
-      assert.ok(row, `a row for ${name}:\n${r.stdout}`)
+      const row = stdout.split('\n').find((l) => l.startsWith(`| ${name} |`))
+      assert.ok(row, `a row for ${name}:\n${stdout}`)
       assert.match(row, /^\| [^|]+ \| (\d+\.\d\d \| (\d+\.\d\d×|–) \||n\/a \(|skipped: )/, row)
     }
-    assert.match(r.stdout, /^\| torch\.fromBuffer\(Float32Array, shape\) \(no copy\) \+ dispose \| \d+\.\d\d \|$/m)
-    assert.match(r.stdout, new RegExp(`^wrote ${out.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} `, 'm'))
+    assert.match(stdout, /^\| torch\.fromBuffer\(Float32Array, shape\) \(no copy\) \+ dispose \| \d+\.\d\d \|$/m)
 
-    const doc = fs.readFileSync(out, 'utf8')
     assert.match(doc, /^# torch-node benchmark results$/m)
     assert.match(doc, /^- CPU: .+ cores available/m)
     assert.match(doc, /^- Threads: \d+/m)
@@ -46,7 +36,5 @@ test('bench/compare.js --tiny prints the tables and writes --out', { skip: !have
     assert.match(doc, /\*\*Peak\.\*\*/)
     assert.match(doc, /^\| torch-node forwardSync \| \d+\.\d\d \|/m, 'forwardSync always runs')
     assert.ok(doc.includes('## JS ↔ tensor crossing'))
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true })
-  }
+  })
 })

@@ -1,7 +1,10 @@
 'use strict'
 // Shared by the test files (not a test file itself: npm test runs *.test.js).
 const assert = require('node:assert/strict')
-const { spawn } = require('node:child_process')
+const { spawn, spawnSync } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
 const { httpGet, writePythonBackendModel } = require('../scripts/triton-env')
 
 /** An assert.throws validator: an Error with this code (and a message matching `message`). */
@@ -72,4 +75,26 @@ function writeTritonTestModels(repo, { resnet, twoIo, textEncoder, twoIoDynamicB
   return repo
 }
 
-module.exports = { coded, runChild, tritonStats, writeTritonTestModels }
+/**
+ * Runs `node bench/<script> --tiny --out <a fresh folder>/nested/<resultsName>` and asserts it
+ * ended on its own with status 0 and said it wrote the file; then hands `check` its stdout and
+ * the file. The folder is removed after.
+ */
+function runTinyBench(script, resultsName, timeoutMs, check) {
+  const root = path.join(__dirname, '..')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-bench-'))
+  const out = path.join(dir, 'nested', resultsName)
+  try {
+    const r = spawnSync(process.execPath, [path.join(root, 'bench', script), '--tiny', '--out', out], {
+      cwd: root, encoding: 'utf8', timeout: timeoutMs,
+    })
+    assert.equal(r.signal, null, `killed by ${r.signal} (hung?)\n${r.stdout}\n${r.stderr}`)
+    assert.equal(r.status, 0, `exit ${r.status}\n${r.stdout}\n${r.stderr}`)
+    assert.match(r.stdout, new RegExp(`^wrote ${out.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} `, 'm'))
+    check(r.stdout, fs.readFileSync(out, 'utf8'))
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+module.exports = { coded, runChild, tritonStats, writeTritonTestModels, runTinyBench }
