@@ -77,18 +77,26 @@ function assertTensorClose(actual, expectedJson, tol) {
   })
 }
 
+/**
+ * The tests of one fixture, named after its file: its module loaded once, methodNames() checked
+ * against the golden list, then `body(module, goldens)` adds the fixture's own tests.
+ */
+function describeFixture(key, body) {
+  const G = golden[key]
+  describe(G.file, () => {
+    const m = new torch.ScriptModule(fixture(G.file))
+    test('methodNames() sorted equals the golden list', () => {
+      assert.deepStrictEqual([...m.methodNames()].sort(), G.methods)
+    })
+    body(m, G)
+  })
+}
+
 // ---------------------------------------------------------------------------------------
 // ivalues_scripted.pt
 // ---------------------------------------------------------------------------------------
 
-describe('ivalues_scripted.pt', () => {
-  const G = golden.ivalues_scripted
-  const m = new torch.ScriptModule(fixture(G.file))
-
-  test('methodNames() sorted equals the golden list', () => {
-    assert.deepStrictEqual([...m.methodNames()].sort(), G.methods)
-  })
-
+describeFixture('ivalues_scripted', (m, G) => {
   for (const name of ['forward', 'forward_negative']) {
     const { args, output } = G[name]
 
@@ -209,14 +217,7 @@ describe('ivalues_scripted.pt', () => {
 // extra_method.pt
 // ---------------------------------------------------------------------------------------
 
-describe('extra_method.pt', () => {
-  const G = golden.extra_method
-  const m = new torch.ScriptModule(fixture(G.file))
-
-  test('methodNames() sorted equals the golden list', () => {
-    assert.deepStrictEqual([...m.methodNames()].sort(), G.methods)
-  })
-
+describeFixture('extra_method', (m, G) => {
   test('forward equals the golden output (sync and async)', async () => {
     assertTensorEquals(m.forwardSync(...goldenArgs(G.forward.args)), G.forward.output)
     assertTensorEquals(await m.forward(...goldenArgs(G.forward.args)), G.forward.output)
@@ -254,14 +255,7 @@ describe('extra_method.pt', () => {
 // mlp_traced.pt
 // ---------------------------------------------------------------------------------------
 
-describe('mlp_traced.pt', () => {
-  const G = golden.mlp_traced
-  const m = new torch.ScriptModule(fixture(G.file))
-
-  test('methodNames() equals the golden list', () => {
-    assert.deepStrictEqual([...m.methodNames()].sort(), G.methods)
-  })
-
+describeFixture('mlp_traced', (m, G) => {
   test('forward equals the golden output within 1e-6 (sync and async)', async () => {
     const x = fromJson(G.input)
     assertTensorClose(m.forwardSync(x), G.output, 1e-6)
