@@ -542,14 +542,21 @@ describe('lifetimes under the garbage collector', () => {
     box.a[0] = first
   }
 
-  test('lent out: asTypedArray survives dispose + GC of its tensor; then it is collected and memory() is back to its baseline', NEEDS_GC, async () => {
+  /**
+   * A settled start for a lent-out test: after full collections, the memory() to come back to, a
+   * registry that adds to `collected` the names of what it saw collected, and an empty `box`.
+   */
+  async function watchCollection() {
     await gcCycles(8)
     const baseline = torch.memory()
     const collected = new Set()
     const registry = new FinalizationRegistry((what) => collected.add(what))
-    const N = 1 << 18
+    return { baseline, collected, registry, box: {} }
+  }
 
-    const box = {}
+  test('lent out: asTypedArray survives dispose + GC of its tensor; then it is collected and memory() is back to its baseline', NEEDS_GC, async () => {
+    const { baseline, collected, registry, box } = await watchCollection()
+    const N = 1 << 18
     ;(() => {
       const t = torch.arange(0, N, { dtype: 'float32' })
       box.a = t.asTypedArray()
@@ -574,13 +581,8 @@ describe('lifetimes under the garbage collector', () => {
   })
 
   test('lent out: asTypedArray survives its tensor being dropped without dispose', NEEDS_GC, async () => {
-    await gcCycles(8)
-    const baseline = torch.memory()
-    const collected = new Set()
-    const registry = new FinalizationRegistry((what) => collected.add(what))
+    const { baseline, collected, registry, box } = await watchCollection()
     const N = 1 << 16
-
-    const box = {}
     ;(() => {
       const t = torch.arange(0, N, { dtype: 'int32' })
       registry.register(t, 'tensor')
