@@ -425,7 +425,7 @@ export declare class AOTModule {
    * of Tensors). A last argument `{signal}` aborts as in `ScriptModule.forward`.
    */
   forward<T extends Tensor | Tensor[] = Tensor>(...inputs: Tensor[] | [...Tensor[], CallOptions]): Promise<T>
-  /** Runs the program on the calling thread. */
+  /** Runs the program on the executor while the calling thread waits. */
   forwardSync<T extends Tensor | Tensor[] = Tensor>(...inputs: Tensor[]): T
   /**
    * What the package records: AOTInductor's metadata (`AOTI_DEVICE_KEY`, ...) and the pytree

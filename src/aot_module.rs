@@ -9,14 +9,14 @@ use crate::ivalue::js::Output;
 use crate::ivalue::value::Value;
 use crate::napi::convert::{AotModuleOptions, Inputs, Str};
 use crate::napi::js::{self, Val};
+use crate::napi::lifecycle::{self, Slot};
 use crate::napi::options::js_options;
 use crate::napi::outcome::{js_result, Outcome};
-use crate::napi::task::{self, abort_flag, prepare, split_call_options, AbortFlag, Promise};
+use crate::napi::task::{abort_flag, split_call_options, AbortFlag, Promise};
 use crate::tensor::unwrap_tensor;
 use napi::Env;
 use napi_derive::napi;
-use std::cell::RefCell;
-use std::sync::Arc;
+
 use tch::Device;
 
 js_options! {
@@ -49,7 +49,7 @@ js_result!(
 /// a dynamic size of 1 runs, as in Python.
 #[napi(js_name = "AOTModule")]
 pub struct JsAotModule {
-    inner: RefCell<Option<Arc<AotModule>>>,
+    slot: Slot<AotModule>,
 }
 
 /// Reads `(path, device)` and, when `with_signal`, the AbortSignal's flag.
@@ -108,13 +108,9 @@ fn output(mut outs: Vec<tch::Tensor>) -> Value {
 }
 
 impl JsAotModule {
-    fn module(&self) -> anyhow::Result<Arc<AotModule>> {
-        match &*self.inner.borrow() {
-            Some(m) => Ok(m.clone()),
-            None => bail_code!(
-                Code::Disposed,
-                "this AOTModule was disposed; it can no longer be used"
-            ),
+    fn from_module(m: AotModule) -> JsAotModule {
+        JsAotModule {
+            slot: Slot::new("AOTModule", m),
         }
     }
 }
@@ -124,34 +120,29 @@ impl JsAotModule {
     /// @internal Loads a package synchronously: what `new AOTModule(path, options)` runs (index.js).
     #[napi(js_name = "_open", skip_typescript)]
     pub fn open(env: Env, path: Str, options: Option<AotModuleOptions>) -> Outcome<JsAotModule> {
-        guard(|| {
-            let (path, dev, _) = load_args(&env, path.raw().val, options.map(|o| o.raw().val), false)?;
-            Ok(JsAotModule {
-                inner: RefCell::new(Some(Arc::new(task::run_sync(move || aot::load(&path, dev))?))),
-            })
-        })
-        .into()
+        lifecycle::open(
+            || {
+                let (path, dev, _) = load_args(&env, path.raw().val, options.map(|o| o.raw().val), false)?;
+                Ok((path, dev))
+            },
+            |(path, dev)| aot::load(&path, dev),
+            JsAotModule::from_module,
+        )
     }
 
     /// Loads a `.pt2` package on the executor (extracting and loading its compiled code).
     // napi-rs types an AsyncTask by its task's JsValue, which it cannot name for a class here.
     #[napi(ts_return_type = "Promise<AOTModule>")]
     pub fn load(env: Env, path: Str, options: Option<AotModuleOptions>) -> Outcome<Promise> {
-        Outcome::of(|| {
-            let prepared = prepare(|| {
+        lifecycle::load(
+            env.raw(),
+            || {
                 let (path, dev, abort) = load_args(&env, path.raw().val, options.map(|o| o.raw().val), true)?;
                 Ok(((path, dev), abort))
-            })?;
-            guard(|| {
-                task::spawn(
-                    env.raw(),
-                    "load",
-                    prepared,
-                    |(path, dev)| aot::load(&path, dev),
-                    module_value,
-                )
-            })
-        })
+            },
+            |(path, dev)| aot::load(&path, dev),
+            JsAotModule::from_module,
+        )
     }
 
     /// Runs the program on the executor; resolves to its output (a Tensor, or an array
@@ -162,69 +153,53 @@ impl JsAotModule {
         ts_return_type = "Promise<T>"
     )]
     pub fn forward(&self, env: Env, inputs: Inputs) -> Outcome<Promise> {
-        Outcome::of(|| {
-            let prepared = prepare(|| {
-                let (inputs, abort) = tensors(&env, inputs.raw().val, true)?;
-                Ok(((self.module()?, inputs), abort))
-            })?;
-            guard(|| {
-                task::spawn(
-                    env.raw(),
-                    "forward",
-                    prepared,
-                    |(m, inputs)| Ok(output(m.run(inputs)?)),
-                    crate::ivalue::js::to_js,
-                )
-            })
-        })
+        self.slot
+            .call(
+                env.raw(),
+                "forward",
+                || tensors(&env, inputs.raw().val, true),
+                |m, inputs| Ok(output(m.run(inputs)?)),
+            )
+            .into()
     }
 
-    /// Runs the program on the calling thread.
+    /// Runs the program on the executor while the calling thread waits.
     #[napi(
         ts_generic_types = "T extends Tensor | Tensor[] = Tensor",
         ts_args_type = "...inputs: Tensor[]",
         ts_return_type = "T"
     )]
     pub fn forward_sync(&self, env: Env, inputs: Inputs) -> Outcome<Output> {
-        guard(|| {
-            let (inputs, _) = tensors(&env, inputs.raw().val, false)?;
-            let m = self.module()?;
-            Ok(Output(output(task::run_sync(move || m.run(inputs))?)))
-        })
-        .into()
+        self.slot
+            .call_sync(
+                || Ok(tensors(&env, inputs.raw().val, false)?.0),
+                |m, inputs| Ok(output(m.run(inputs)?)),
+            )
+            .into()
     }
 
     /// What the package records: AOTInductor's metadata (`AOTI_DEVICE_KEY`, ...) and the pytree
     /// specs of the program's inputs and outputs (`in_spec`, `out_spec`, JSON).
     #[napi(ts_return_type = "Record<string, string>")]
     pub fn metadata(&self) -> Outcome<StringRecord> {
-        guard(|| Ok(StringRecord(self.module()?.metadata()?))).into()
+        guard(|| Ok(StringRecord(self.slot.get()?.metadata()?))).into()
     }
 
     /// The device the package runs on.
     #[napi(getter, ts_return_type = "Device")]
     pub fn device(&self) -> Outcome<String> {
-        guard(|| Ok(device::name(self.module()?.device()))).into()
+        guard(|| Ok(device::name(self.slot.get()?.device()))).into()
     }
 
     /// True once `dispose()` has run.
     #[napi(getter)]
     pub fn is_disposed(&self) -> bool {
-        self.inner.borrow().is_none()
+        self.slot.is_disposed()
     }
 
     /// Releases the package. Calls already running finish first; later calls throw `Disposed`.
     #[napi]
     pub fn dispose(&self) {
-        self.inner.borrow_mut().take();
+        self.slot.dispose()
     }
-}
-
-/// A loaded package as a JS `AOTModule` (on the JS thread, as a load's promise resolves).
-fn module_value(env: napi::sys::napi_env, m: AotModule) -> anyhow::Result<Val> {
-    let m = JsAotModule {
-        inner: RefCell::new(Some(Arc::new(m))),
-    };
-    // SAFETY: on the JS thread, inside the completion's N-API callback.
-    js::value_of(env, m)
 }

@@ -7,10 +7,12 @@
 //! - `convert`: the argument types exports declare (read inside the export's body).
 //! - `options`: option bags, one declaration each (`js_options!`).
 //! - `task`: async and sync exports over the executor (promise, AbortSignal, completion).
+//! - `lifecycle`: what every module class shares: loads, calls, `dispose()`.
 //! - `queue`: one threadsafe-function queue per JS thread (completions, lent-memory release).
 //! - `warnings`: libtorch's warnings delivered as Node warnings.
 pub mod convert;
 pub mod js;
+pub mod lifecycle;
 pub mod options;
 pub mod outcome;
 pub mod queue;

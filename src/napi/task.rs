@@ -212,7 +212,8 @@ where
                 .is_ok();
         let origin = Some(queue.clone());
         let out = started.then(|| warnings::with_origin(origin, || catch_panic(|| work(input))));
-        drop(running);
+        // The guard is dropped after the post: on a thread that is closing, `post` drops the
+        // completion (and the output it holds) here, and the thread's teardown waits for that.
         queue.post(Box::new(move |env| {
             queue::fulfilled(env);
             let (Some(out), Some(d)) = (out, call.take_deferred()) else {
@@ -224,6 +225,7 @@ where
             };
             settle(env, d, out);
         }));
+        drop(running);
     }));
     Ok(Promise(promise))
 }

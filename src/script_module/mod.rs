@@ -6,20 +6,20 @@ use crate::archive::Limits;
 use crate::device;
 use crate::error::bail_code;
 use crate::error::{guard, Code, Result};
-use crate::ivalue::js::{from_js, to_js, Output, TensorRecord};
+use crate::ivalue::js::{from_js, Output, TensorRecord};
 use crate::ivalue::value::Value;
 use crate::module::Module;
 use crate::module::{self as core, LoadOptions, Source};
 use crate::napi::convert::{self, Inputs, ModuleOptions, Read, ReadOpt, Str};
 use crate::napi::js::{self, Env as RawEnv, Val};
+use crate::napi::lifecycle::{self, Slot};
 use crate::napi::options::{js_options, OptionValue};
 use crate::napi::outcome::Outcome;
-use crate::napi::task::{self, abort_flag, prepare, split_call_options, AbortFlag, Promise};
+use crate::napi::task::{abort_flag, split_call_options, AbortFlag, Promise};
 use crate::tensor::JsTensor;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use std::cell::RefCell;
-use std::sync::{Arc, RwLock};
+use std::sync::RwLock;
 use tch::Device;
 
 js_options! {
@@ -122,9 +122,7 @@ pub struct MethodSignature {
 /// A TorchScript module (from `torch.jit.trace` or `torch.jit.script` + `torch.jit.save`).
 #[napi(js_name = "ScriptModule")]
 pub struct JsScriptModule {
-    // A RefCell, not `&mut self` in `dispose`: napi-rs keeps a shared borrow of the object for
-    // as long as an async `forward` it started is in flight, and `dispose` must still work then.
-    inner: RefCell<Option<Arc<RwLock<Module>>>>,
+    slot: Slot<RwLock<Module>>,
 }
 
 fn read_source(env: RawEnv, v: Val) -> anyhow::Result<Source> {
@@ -206,63 +204,37 @@ fn inputs_and_signal(env: &Env, list: Val) -> anyhow::Result<(Vec<Value>, AbortF
     Ok((values(env.raw(), &items)?, abort))
 }
 
-/// A loaded module as a JS `ScriptModule` (on the JS thread, as a load's promise resolves).
-fn module_value(env: RawEnv, m: Module) -> anyhow::Result<Val> {
-    // SAFETY: on the JS thread, inside the completion's N-API callback.
-    js::value_of(env, JsScriptModule::from_module(m))
-}
-
 impl JsScriptModule {
     pub fn from_module(m: Module) -> JsScriptModule {
         JsScriptModule {
-            inner: RefCell::new(Some(Arc::new(RwLock::new(m)))),
-        }
-    }
-
-    fn module(&self) -> anyhow::Result<Arc<RwLock<Module>>> {
-        match &*self.inner.borrow() {
-            Some(m) => Ok(m.clone()),
-            None => bail_code!(
-                Code::Disposed,
-                "this ScriptModule was disposed; it can no longer be used"
-            ),
+            slot: Slot::new("ScriptModule", RwLock::new(m)),
         }
     }
 
     fn call_task(&self, env: Env, method: String, list: Inputs) -> Result<Promise> {
-        let prepared = prepare(|| {
-            let (args, abort) = inputs_and_signal(&env, list.raw().val)?;
-            Ok(((self.module()?, args), abort))
-        })?;
-        let work_method = method.clone();
-        guard(|| {
-            task::spawn(
-                env.raw(),
-                &method,
-                prepared,
-                move |(module, args)| core::call(&module, &work_method, args),
-                to_js,
-            )
-        })
+        let what = method.clone();
+        self.slot.call(
+            env.raw(),
+            &what,
+            || inputs_and_signal(&env, list.raw().val),
+            move |module, args| core::call(module, &method, args),
+        )
     }
 
     fn call_sync(&self, env: &Env, method: &str, list: Inputs) -> Result<Output> {
-        guard(|| {
-            let args = inputs(env.raw(), list.raw().val)?;
-            let module = self.module()?;
-            let method = method.to_string();
-            Ok(Output(task::run_sync(move || {
-                core::call(&module, &method, args)
-            })?))
-        })
+        let method = method.to_string();
+        self.slot.call_sync(
+            || inputs(env.raw(), list.raw().val),
+            move |module, args| core::call(module, &method, args),
+        )
     }
 
     fn read<T>(&self, f: impl FnOnce(&Module) -> anyhow::Result<T>) -> Result<T> {
-        guard(|| f(&self.module()?.read().unwrap_or_else(|p| p.into_inner())))
+        guard(|| f(&self.slot.get()?.read().unwrap_or_else(|p| p.into_inner())))
     }
 
     fn write(&self, f: impl FnOnce(&mut Module) -> anyhow::Result<()>) -> Result<()> {
-        guard(|| f(&mut self.module()?.write().unwrap_or_else(|p| p.into_inner())))
+        guard(|| f(&mut self.slot.get()?.write().unwrap_or_else(|p| p.into_inner())))
     }
 }
 
@@ -277,36 +249,31 @@ impl JsScriptModule {
         source: convert::Source,
         options: Option<ModuleOptions>,
     ) -> Outcome<JsScriptModule> {
-        guard(|| {
-            let src = read_source(env.raw(), source.raw().val)?;
-            let (options, _) = load_options(env.raw(), options.map(|o| o.raw().val), false)?;
-            Ok(JsScriptModule::from_module(task::run_sync(move || {
-                core::load(&src, &options)
-            })?))
-        })
-        .into()
+        lifecycle::open(
+            || {
+                let src = read_source(env.raw(), source.raw().val)?;
+                let (options, _) = load_options(env.raw(), options.map(|o| o.raw().val), false)?;
+                Ok((src, options))
+            },
+            |(src, options)| core::load(&src, &options),
+            JsScriptModule::from_module,
+        )
     }
 
     /// Loads a module on torch-node's executor threads, without blocking the event loop.
     #[napi(ts_return_type = "Promise<ScriptModule>")]
     pub fn load(env: Env, source: convert::Source, options: Option<ModuleOptions>) -> Outcome<Promise> {
-        Outcome::of(|| {
-            let (raw, options) = (env.raw(), options.map(|o| o.raw().val));
-            let prepared = prepare(|| {
+        let (raw, options) = (env.raw(), options.map(|o| o.raw().val));
+        lifecycle::load(
+            raw,
+            || {
                 let (opts, signal) = load_options(raw, options, true)?;
                 let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
                 Ok(((read_source(raw, source.raw().val)?, opts), abort))
-            })?;
-            guard(|| {
-                task::spawn(
-                    raw,
-                    "load",
-                    prepared,
-                    |(source, options)| core::load(&source, &options),
-                    module_value,
-                )
-            })
-        })
+            },
+            |(source, options)| core::load(&source, &options),
+            JsScriptModule::from_module,
+        )
     }
 
     /// Runs `forward` on torch-node's executor threads (see `torch.setInstances`); resolves to its output (a Tensor, number,
@@ -463,13 +430,13 @@ impl JsScriptModule {
     /// True once `dispose()` has run.
     #[napi(getter)]
     pub fn is_disposed(&self) -> bool {
-        self.inner.borrow().is_none()
+        self.slot.is_disposed()
     }
 
     /// Releases the module. Calls already running finish first (they hold their own
     /// reference); later calls throw `Disposed`.
     #[napi]
     pub fn dispose(&self) {
-        self.inner.borrow_mut().take();
+        self.slot.dispose()
     }
 }
