@@ -2,7 +2,7 @@
 // Entry point: loads the native addon (lib/addon.js) and adds the one layer Rust cannot provide.
 // Each piece below says why it is JS; everything else is the native export itself.
 // - Errors are thrown from JS. A native export never throws: it returns the sentinel
-//   `native._failed` and stashes its error (src/outcome.rs says why: a throw from native code
+//   `native._failed` and stashes its error (src/napi/outcome.rs says why: a throw from native code
 //   can kill the process through Node's GC-time finalizer path). The wrappers below see the
 //   sentinel and throw the error, with a stack that starts at the caller.
 // - Variadic arguments (`view(2, 3)`, `forward(a, b)`), receiver checks, the `Tensor` and
@@ -28,7 +28,7 @@ function raise(caller) {
 // V8's "Illegal invocation" (a method called on an object made with
 // Object.create(Tensor.prototype), which passes the instanceof check) is thrown by V8 before
 // the native method runs, so only JS can give it our code.
-// (Arguments never throw natively: src/convert.rs reads them inside the export.)
+// (Arguments never throw natively: src/napi/convert.rs reads them inside the export.)
 function recode(e, where) {
   if (e instanceof TypeError && e.message === 'Illegal invocation' && e.code === undefined) {
     e.message = `${where}: called on an object that is not a native ${where.split('.')[0]} (made with Object.create?)`

@@ -88,6 +88,24 @@ describe('hostile input: each reviewed defect stays fixed', () => {
     assert.deepEqual(r[1], { value: 'tensor([1., 1., 1., 1.])' })
   })
 
+  test('fromBuffer: getters that detach the buffer run before its memory is looked at', () => {
+    const r = run(`
+      const detach = (a) => structuredClone(a.buffer, { transfer: [a.buffer] })
+      const a = new Float32Array(1 << 20).fill(1)
+      const viaOffset = caught(() => torch.fromBuffer(a, [1 << 20], { get byteOffset() { detach(a); return 0 } }))
+      const b = new Float32Array(1 << 20).fill(1)
+      const shape = Object.defineProperty([0], 0, { get() { detach(b); return 1 << 20 } })
+      const viaShape = caught(() => torch.fromBuffer(b, shape))
+      const c = new Float32Array(1 << 20).fill(1)
+      const desc = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'resizable')
+      Object.defineProperty(ArrayBuffer.prototype, 'resizable', { get() { if (this === c.buffer) detach(c); return false }, configurable: true })
+      const viaResizable = caught(() => torch.fromBuffer(c, [1 << 20]))
+      Object.defineProperty(ArrayBuffer.prototype, 'resizable', desc)
+      out({ viaOffset, viaShape, viaResizable, lengths: [a.length, b.length, c.length] })`)
+    assert.deepEqual(r.lengths, [0, 0, 0], 'each getter detached its buffer')
+    for (const k of ['viaOffset', 'viaShape', 'viaResizable']) assert.equal(r[k].code, 'ShapeMismatch', `${k}: ${JSON.stringify(r[k])}`)
+  })
+
   test('a buffer a tensor borrows cannot be transferred away (24+: refused; 20: copied; 22: see docs/memory.md)', () => {
     const r = run(`
       const { MessageChannel } = require('node:worker_threads')

@@ -1,6 +1,6 @@
 'use strict'
 // The errors torch-node raises from JS (index.js, lib/vision.js, lib/batcher.js, lib/ragged.js),
-// worded as the native ones are: `describe` says what a value is the way src/js.rs's
+// worded as the native ones are: `describe` says what a value is the way src/napi/js.rs's
 // `describe` does ("number 5", "a string", "an array", "an object"), and adds the class of
 // other objects ("a Tensor", "an AbortSignal"), which only JS can read safely.
 

@@ -109,7 +109,7 @@ const CONSTRUCTORS = {
     '  constructor(path: string, options?: { device?: Device })\n',
 }
 
-/** What the primitive and list argument types of src/convert.rs are to TypeScript. */
+/** What the primitive and list argument types of src/napi/convert.rs are to TypeScript. */
 const PRIMITIVES = { Num: 'number', Int: 'number', Flag: 'boolean', Str: 'string', Tensors: 'Tensor[]', Sources: 'Source[]' }
 
 /** Renders napi-derive's type definitions (header: scripts/dts-header.d.ts) into index.d.ts. */
@@ -119,19 +119,19 @@ async function writeTypings(typeDefDir) {
   const { dts } = await generateTypeDef({ typeDefDir, dtsHeader: header, cwd: ROOT })
   fs.rmSync(typeDefDir, { recursive: true, force: true })
   // The classes' constructors are JS functions (index.js: a native constructor could only fail
-  // by throwing from native code, see src/outcome.rs), so napi-rs declares none; say what they are.
+  // by throwing from native code, see src/napi/outcome.rs), so napi-rs declares none; say what they are.
   let out = dts
   for (const [cls, ctor] of Object.entries(CONSTRUCTORS)) {
     const head = `export declare class ${cls} {\n`
     if (!out.includes(head)) throw new Error(`typings: class ${cls} not found`)
     out = out.replace(head, head + ctor)
   }
-  // The primitive and list argument types of src/convert.rs are plain JS types; the others are
+  // The primitive and list argument types of src/napi/convert.rs are plain JS types; the others are
   // declared in scripts/dts-header.d.ts under their Rust names.
   out = out.replace(/(\w\??: )(Num|Int|Flag|Str|Tensors|Sources)\b/g, (_, head, t) => head + PRIMITIVES[t])
   // napi-rs aliases each renamed Rust struct (`export type JsTensor = Tensor`): not part of the API.
   out = out.replace(/^export type Js\w+ = \w+\n\n?/gm, '')
-  // An export's Rust type `Outcome<T>` (src/outcome.rs) is `T` to JS (index.js throws the
+  // An export's Rust type `Outcome<T>` (src/napi/outcome.rs) is `T` to JS (index.js throws the
   // failure), rendered as napi-rs renders `Result<T>`: `()` is void, `Option<T>` is `T | null`.
   out = out.replace(/\bOutcome<([^<>]*(?:<[^<>]*>[^<>]*)*)>/g, (_, t) =>
     t === 'undefined' ? 'void' : t.replace(/ \| undefined \| null$/, ' | null'))

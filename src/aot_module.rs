@@ -7,13 +7,12 @@ use crate::error::bail_code;
 use crate::error::{guard, Code};
 use crate::ivalue::js::Output;
 use crate::ivalue::value::Value;
-use crate::napi::convert::{AotModuleOptions, Inputs, Str};
+use crate::napi::convert::{self, AotModuleOptions, Inputs, Str};
 use crate::napi::js::{self, Val};
 use crate::napi::lifecycle::{self, Slot};
 use crate::napi::options::js_options;
 use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::task::{abort_flag, split_call_options, AbortFlag, Promise};
-use crate::tensor::unwrap_tensor;
 use napi::Env;
 use napi_derive::napi;
 
@@ -87,14 +86,7 @@ fn tensors(env: &Env, list: Val, async_call: bool) -> anyhow::Result<(Vec<tch::T
     let inputs = items
         .iter()
         .enumerate()
-        .map(|(i, &v)| match unwrap_tensor(raw, v) {
-            Some(t) => Ok(t.get()?.shallow_clone()),
-            None => bail_code!(
-                Code::InvalidArg,
-                "forward: input {i}: expected a Tensor, got {}",
-                js::describe(raw, v)
-            ),
-        })
+        .map(|(i, &v)| convert::tensor(raw, v, &format!("forward: input {i}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok((inputs, abort))
 }

@@ -365,7 +365,7 @@ pub mod image {
                 Some(q @ 1..=100) => q as u8,
                 Some(q) => bail_code!(Code::InvalidArg, "options.quality: expected 1 to 100, got {q}"),
             };
-            let (rgb, w, h) = hwc_bytes(&*tensor.get()?)?;
+            let (rgb, w, h) = hwc_bytes(&tensor)?;
             Ok(transform::encode(rgb, w, h, &format, quality)?.into())
         })
         .into()

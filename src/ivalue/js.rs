@@ -1,6 +1,6 @@
 //! JS values <-> [`Value`]: Tensor, number, boolean, string, null/undefined <-> None, Array <->
 //! List/Tuple, plain object (string keys) or Map (other keys) <-> Dict, nested.
-//! Takes N-API's opaque handles like `crate::js`, which N-API itself validates.
+//! Takes N-API's opaque handles like `crate::napi::js`, which N-API itself validates.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 use super::value::Value;
 use crate::error::bail_code;
@@ -48,12 +48,10 @@ fn read(env: RawEnv, v: Val, path: &str, depth: usize) -> anyhow::Result<Value> 
 
 fn object(env: RawEnv, v: Val, path: &str, depth: usize) -> anyhow::Result<Value> {
     let from_js = |env, v, path: &str| read(env, v, path, depth + 1);
-    if let Some(t) = crate::tensor::unwrap_tensor(env, v) {
-        return Ok(Value::Tensor(
-            t.get().map_err(|e| e.context(path.to_string()))?.shallow_clone(),
-        ));
+    if let Some(t) = crate::napi::convert::with_tensor(env, v, |t| t.get().map(|t| t.shallow_clone())) {
+        return Ok(Value::Tensor(t.map_err(|e| e.context(path.to_string()))?));
     }
-    if js::typed_array(env, v)?.is_some() {
+    if js::is_typed_array(env, v)? {
         bail_code!(
             Code::InvalidArg,
             "{path}: a TypedArray is not a TorchScript value; wrap it with torch.tensor(array, {{shape}})"

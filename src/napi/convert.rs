@@ -9,7 +9,7 @@
 //!
 //! Why the reading waits for the body: napi-rs converts a typed parameter before the export
 //! runs, and when the value does not fit it *throws from native code* — the throw that
-//! src/outcome.rs shows can kill the process. So `FromNapiValue` here only takes the handle
+//! src/napi/outcome.rs shows can kill the process. So `FromNapiValue` here only takes the handle
 //! (it cannot fail), and the export reads it inside its `Outcome`, in argument order: a value
 //! that does not fit becomes this module's `InvalidArg`, returned and thrown from JS; a getter
 //! or Proxy trap that throws while it is read stays the caller's own exception.
@@ -188,10 +188,39 @@ fn number_list(env: Env, v: Val, noun: &str, what: &str) -> anyhow::Result<Vec<f
         .collect()
 }
 
-/// The tensor behind `v`, or InvalidArg naming `what`.
-pub fn tensor<'a>(env: Env, v: Val, what: &str) -> anyhow::Result<&'a JsTensor> {
-    match crate::tensor::unwrap_tensor(env, v) {
-        Some(t) => Ok(t),
+/// The `JsTensor` a JS value wraps, or None when it is not a Tensor. napi-rs 3 only lets
+/// generated argument conversion borrow class instances, so tensors nested in arrays and
+/// objects are unwrapped here, checking the class's type tag as the generated code does.
+///
+/// # Safety
+/// The reference must not outlive the current N-API call: the JS object owns the `JsTensor`,
+/// and only the call's handle scope keeps that object alive.
+unsafe fn unwrap_tensor<'a>(env: Env, v: Val) -> Option<&'a JsTensor> {
+    use napi::bindgen_prelude::TypeTag;
+    let mut wrapped: *mut std::ffi::c_void = std::ptr::null_mut();
+    // SAFETY: plain N-API calls on the JS thread; N-API checks the handles.
+    let status = unsafe { napi::sys::napi_unwrap(env, v, &mut wrapped) };
+    if status != napi::sys::Status::napi_ok || wrapped.is_null() {
+        return None;
+    }
+    let tag = <JsTensor as TypeTag>::type_tag();
+    // SAFETY: as above.
+    unsafe { napi::bindgen_prelude::validate_type_tag(env, v, &tag, "Tensor") }.ok()?;
+    // SAFETY: the type tag says napi-rs wrapped a `JsTensor` here; the caller bounds the borrow.
+    Some(unsafe { &*(wrapped as *const JsTensor) })
+}
+
+/// Runs `f` on the Tensor `v` wraps, borrowed for `f` alone; None when `v` is not a Tensor.
+pub fn with_tensor<R>(env: Env, v: Val, f: impl FnOnce(&JsTensor) -> R) -> Option<R> {
+    // SAFETY: the borrow cannot leave `f`, which runs within this call.
+    unsafe { unwrap_tensor(env, v) }.map(f)
+}
+
+/// The tensor `v` wraps, shared (a shallow clone: same storage), or InvalidArg naming `what`
+/// (`Disposed` when it was disposed).
+pub fn tensor(env: Env, v: Val, what: &str) -> anyhow::Result<tch::Tensor> {
+    match with_tensor(env, v, |t| t.get().map(|t| t.shallow_clone())) {
+        Some(t) => t,
         None => bail_code!(
             Code::InvalidArg,
             "{what}: expected a Tensor, got {}",
@@ -246,14 +275,13 @@ read_with!(Tensors -> Vec<tch::Tensor>, |env, val, what| {
         bail_code!(Code::InvalidArg, "{what}: expected an array of tensors, got {}", js::describe(env, val));
     }
     (0..js::array_len(env, val)?)
-        .map(|i| tensor(env, js::element(env, val, i)?, &format!("{what}[{i}]"))?.get().map(|t| t.shallow_clone()))
+        .map(|i| tensor(env, js::element(env, val, i)?, &format!("{what}[{i}]")))
         .collect()
 });
 
 impl Tensor {
-    /// The tensor, or InvalidArg naming `what` (its storage stays owned by the JS object: use
-    /// it within the call).
-    pub fn read(&self, what: &str) -> Result<&JsTensor> {
+    /// The tensor, shared (a shallow clone), or InvalidArg naming `what`.
+    pub fn read(&self, what: &str) -> Result<tch::Tensor> {
         let Raw { env, val } = self.0;
         tensor(env, val, what)
     }
@@ -311,8 +339,8 @@ impl Operand {
     pub fn read(&self, like: &tch::Tensor, what: &str) -> Result<tch::Tensor> {
         let Raw { env, val } = self.0;
         {
-            if let Some(t) = crate::tensor::unwrap_tensor(env, val) {
-                return Ok(t.get()?.shallow_clone());
+            if let Some(t) = with_tensor(env, val, |t| t.get().map(|t| t.shallow_clone())) {
+                return t;
             }
             match js::type_of(env, val)? {
                 Js::napi_number => {

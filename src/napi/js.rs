@@ -431,9 +431,12 @@ pub fn source(env: Env, v: Val, what: &str, bytes_of: &str) -> Result<crate::arg
     if type_of(env, v)? == sys::ValueType::napi_string {
         return Ok(Source::Path(string(env, v)?));
     }
-    match typed_array(env, v)? {
-        Some(view) if view.type_name == "Uint8Array" => Ok(Source::Bytes(view.bytes.to_vec())),
-        _ => bail_code!(
+    let bytes = with_typed_array(env, v, |view| {
+        Ok((view.type_name == "Uint8Array").then(|| view.bytes.to_vec()))
+    })?;
+    match bytes.flatten() {
+        Some(bytes) => Ok(Source::Bytes(bytes)),
+        None => bail_code!(
             Code::InvalidArg,
             "{what}: expected a file path or a Buffer/Uint8Array with {bytes_of} bytes, got {}",
             describe(env, v)
@@ -465,10 +468,59 @@ const TYPED_ARRAY_NAMES: [&str; 11] = [
 ];
 const TYPED_ARRAY_ELEMENT_SIZES: [usize; 11] = [1, 1, 1, 2, 2, 4, 4, 4, 8, 8, 8];
 
-/// Reads a TypedArray (a Buffer is a Uint8Array); None when `v` is not one.
+/// Whether `v` is a TypedArray (a Buffer is a Uint8Array).
+pub fn is_typed_array(env: Env, v: Val) -> Result<bool> {
+    let mut is = false;
+    ok(
+        // SAFETY: plain N-API call on the JS thread; N-API checks the handles.
+        unsafe { sys::napi_is_typedarray(env, v, &mut is) },
+        "is_typedarray",
+    )?;
+    Ok(is)
+}
+
+/// The ArrayBuffer (or SharedArrayBuffer) a TypedArray views.
+pub fn typed_array_buffer(env: Env, v: Val) -> Result<Val> {
+    let mut buf = ptr::null_mut();
+    ok(
+        // SAFETY: as above; the other outputs are not asked for (null).
+        unsafe {
+            sys::napi_get_typedarray_info(
+                env,
+                v,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                ptr::null_mut(),
+                &mut buf,
+                ptr::null_mut(),
+            )
+        },
+        "typedarray info",
+    )?;
+    Ok(buf)
+}
+
+/// Runs `f` on a TypedArray's element type and bytes; None when `v` is not one. The bytes are
+/// JS memory, borrowed for `f` alone: `f` must not run JS (a getter could detach or shrink
+/// the buffer under the borrow), so read every other argument before.
+pub fn with_typed_array<R>(
+    env: Env,
+    v: Val,
+    f: impl FnOnce(&TypedArrayView<'_>) -> Result<R>,
+) -> Result<Option<R>> {
+    // SAFETY: the view does not leave `f`, which runs within this call.
+    match unsafe { typed_array(env, v)? } {
+        Some(view) => f(&view).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Reads a TypedArray; None when `v` is not one.
 ///
-/// The returned bytes borrow JS memory: use them before returning to JS.
-pub fn typed_array<'a>(env: Env, v: Val) -> Result<Option<TypedArrayView<'a>>> {
+/// # Safety
+/// The bytes borrow JS memory: the view must not outlive the current call, and no JS may run
+/// while it is held.
+unsafe fn typed_array<'a>(env: Env, v: Val) -> Result<Option<TypedArrayView<'a>>> {
     let mut is = false;
     ok(
         unsafe { sys::napi_is_typedarray(env, v, &mut is) },

@@ -18,7 +18,7 @@
 //! where a number is declared), so exports declare the types of `crate::napi::convert`, whose
 //! conversion cannot fail: the body reads them inside its `Outcome`.
 //!
-//! `napi_env` and `napi_value` are opaque handles that Rust never dereferences (see `crate::js`).
+//! `napi_env` and `napi_value` are opaque handles that Rust never dereferences (see `crate::napi::js`).
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 use crate::error::{Code, Result};
 use crate::napi::js::{self, Env, Val};

@@ -16,7 +16,7 @@
 //! Keep-alive: the function is unref'd (lent memory must not keep a process alive), and ref'd
 //! while completions are outstanding (`expect`/`fulfilled`), as a libuv work request would be.
 //!
-//! `napi_env` is an opaque handle that Rust never dereferences (see `crate::js`).
+//! `napi_env` is an opaque handle that Rust never dereferences (see `crate::napi::js`).
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 use napi::sys;
 use std::cell::{Cell, RefCell};

@@ -7,7 +7,7 @@
 //! made it. An `AbortSignal` rejects with `Aborted` at once while the work is still queued (the
 //! work is then skipped); work already running finishes and its result is dropped.
 //!
-//! `napi_env` and `napi_value` are opaque handles that Rust never dereferences (see `crate::js`).
+//! `napi_env` and `napi_value` are opaque handles that Rust never dereferences (see `crate::napi::js`).
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 use crate::error::{catch_panic, Code};
 use crate::executor;
@@ -27,7 +27,7 @@ const CANCELLED: u8 = 2;
 /// A promise's resolver. Used on its JS thread only; it travels through the executor inside
 /// the work's completion.
 struct Deferred(sys::napi_deferred);
-// SAFETY: only settled on the JS thread that created it (`js_queue` runs completions there).
+// SAFETY: only settled on the JS thread that created it (`queue` runs completions there).
 unsafe impl Send for Deferred {}
 
 /// One async call's shared state: between the JS thread (the signal's listener, the

@@ -7,7 +7,7 @@
 //! every executor instance. A warning raised on an instance goes to the JS thread whose call it
 //! is running (`with_origin`); one raised on a JS thread, to that thread.
 //!
-//! `napi_env` is an opaque handle that Rust never dereferences (see `crate::js`).
+//! `napi_env` is an opaque handle that Rust never dereferences (see `crate::napi::js`).
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 use crate::napi::js;
 use crate::napi::queue::JsQueue;

@@ -1,7 +1,8 @@
 //! Autograd basics — `backward`, `grad`, `detach`, `requiresGrad_` — and `torch.tidy`'s scopes.
-use super::{scope_begin, scope_end, unwrap_tensor, JsTensor, Keep};
+use super::{scope_begin, scope_end, JsTensor, Keep};
 use crate::error::bail_code;
 use crate::error::{guard, Code};
+use crate::napi::convert::with_tensor;
 use crate::napi::convert::{Flag, ReadOpt};
 use crate::napi::js;
 use crate::napi::outcome::Outcome;
@@ -29,7 +30,7 @@ impl JsTensor {
             }
             match gradient {
                 // d(sum(t * g))/dx = g^T dt/dx: the vector-Jacobian product t.backward(g) computes.
-                Some(g) => t.f_mul(&*g.get()?)?.f_sum(None)?.f_backward()?,
+                Some(g) => t.f_mul(&g)?.f_sum(None)?.f_backward()?,
                 None if t.numel() != 1 => bail_code!(
                     Code::ShapeMismatch,
                     "backward: the tensor has {} elements; pass a gradient of shape {:?}",
@@ -131,11 +132,11 @@ impl Walk {
             return Ok(false);
         }
         let env = self.env;
-        if let Some(t) = unwrap_tensor(env, v) {
-            self.kept.push(t.slot().clone());
+        if let Some(slot) = with_tensor(env, v, |t| t.slot().clone()) {
+            self.kept.push(slot);
             return Ok(true);
         }
-        if js::typed_array(env, v)?.is_some() {
+        if js::is_typed_array(env, v)? {
             return Ok(true);
         }
         let children = if js::is_array(env, v)? {

@@ -91,14 +91,6 @@ fn lend(
             dtype::name(kind)
         );
     }
-    // A resizable ArrayBuffer can shrink under the tensor (`resize(0)` decommits its pages):
-    // refused. A growable SharedArrayBuffer only grows, in place, so it is fine.
-    if js::property(env, view.buffer, "resizable")?.is_some_and(|r| js::boolean(env, r).unwrap_or(false)) {
-        bail_code!(
-            Code::InvalidArg,
-            "fromBuffer: the buffer is a resizable ArrayBuffer, which could shrink under the tensor; copy it with torch.tensor(array) or use a fixed-length buffer"
-        );
-    }
     let Some(queue) = queue::current() else {
         anyhow::bail!("fromBuffer: the addon was not initialised on this thread");
     };
@@ -137,30 +129,41 @@ js_options! {
 pub fn from_buffer(data: BufferData, shape: Shape, options: Option<FromBufferOptions>) -> Outcome<JsTensor> {
     guard(|| {
         let Raw { env: raw, val: data } = data.raw();
-        let Some(view) = js::typed_array(raw, data)? else {
+        if !js::is_typed_array(raw, data)? {
             bail_code!(
                 Code::InvalidArg,
                 "fromBuffer: data: expected a TypedArray, ArrayBuffer or SharedArrayBuffer, got {}",
                 js::describe(raw, data)
             );
-        };
+        }
+        // Everything that may run JS (getters, Proxy traps) comes before the memory is looked
+        // at: JS could detach or shrink the buffer.
         let shape = shape.read("fromBuffer: shape")?;
         let o = FromBufferBag::read(raw, options.map(|o| o.raw().val), "fromBuffer: options")?;
-        let kind = match (o.dtype, view.type_name) {
-            (Some(k), _) => k,
-            (None, "Uint16Array") => bail_code!(Code::InvalidArg, "fromBuffer: a Uint16Array holds float16 or bfloat16 bits; pass {{dtype: 'float16'}} or {{dtype: 'bfloat16'}}"),
-            (None, name) => dtype::from_typed_array(name).ok_or_else(|| crate::error::fail(Code::InvalidArg, format!("fromBuffer: {name} has no dtype; pass options.dtype")))?,
-        };
         let byte_offset = usize::try_from(o.byte_offset.unwrap_or(0))?;
-        Ok(JsTensor::borrowed(lend(
-            raw,
-            data,
-            &view,
-            &shape,
-            kind,
-            byte_offset,
-        )?))
+        refuse_resizable(raw, js::typed_array_buffer(raw, data)?)?;
+        let lent = js::with_typed_array(raw, data, |view| {
+            let kind = match (o.dtype, view.type_name) {
+                (Some(k), _) => k,
+                (None, "Uint16Array") => bail_code!(Code::InvalidArg, "fromBuffer: a Uint16Array holds float16 or bfloat16 bits; pass {{dtype: 'float16'}} or {{dtype: 'bfloat16'}}"),
+                (None, name) => dtype::from_typed_array(name).ok_or_else(|| crate::error::fail(Code::InvalidArg, format!("fromBuffer: {name} has no dtype; pass options.dtype")))?,
+            };
+            lend(raw, data, view, &shape, kind, byte_offset)
+        })?;
+        Ok(JsTensor::borrowed(lent.expect("checked: a TypedArray")))
     }).into()
+}
+
+/// A resizable ArrayBuffer can shrink under the tensor (`resize(0)` decommits its pages):
+/// refused. A growable SharedArrayBuffer only grows, in place, so it is fine.
+fn refuse_resizable(env: sys::napi_env, buffer: sys::napi_value) -> anyhow::Result<()> {
+    if js::property(env, buffer, "resizable")?.is_some_and(|r| js::boolean(env, r).unwrap_or(false)) {
+        bail_code!(
+            Code::InvalidArg,
+            "fromBuffer: the buffer is a resizable ArrayBuffer, which could shrink under the tensor; copy it with torch.tensor(array) or use a fixed-length buffer"
+        );
+    }
+    Ok(())
 }
 
 unsafe extern "C" fn drop_tensor(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {

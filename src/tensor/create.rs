@@ -450,10 +450,10 @@ pub fn tensor(data: TensorData, options: Option<TensorOptions>) -> Outcome<JsTen
     guard(|| {
         let o = options_of(options.map(|o| o.raw()), true)?;
         let convert::Raw { env: raw, val: data } = data.raw();
-        let base = if let Some(view) = js::typed_array(raw, data)? {
-            from_typed_array(&view, o.dtype)?
-        } else if let Some(other) = super::unwrap_tensor(raw, data) {
-            deep_copy(&*other.get()?)?
+        let base = if let Some(t) = js::with_typed_array(raw, data, |view| from_typed_array(view, o.dtype))? {
+            t
+        } else if let Some(other) = convert::with_tensor(raw, data, |t| t.get().and_then(|t| deep_copy(&t))) {
+            other?
         } else {
             from_nested(raw, data, o.dtype)?
         };

@@ -76,7 +76,7 @@ impl JsTensor {
     pub fn matmul(&self, other: crate::napi::convert::Tensor) -> Outcome<JsTensor> {
         guard(|| {
             let other = other.read("matmul: other")?;
-            Ok(JsTensor::new(self.get()?.f_matmul(&*other.get()?)?))
+            Ok(JsTensor::new(self.get()?.f_matmul(&other)?))
         })
         .into()
     }
@@ -118,7 +118,7 @@ impl JsTensor {
             let condition = condition.read("where: condition")?;
             let t = self.get()?;
             let o = other.read(&t, "where: other")?;
-            Ok(JsTensor::new(t.f_where_self(&*condition.get()?, &o)?))
+            Ok(JsTensor::new(t.f_where_self(&condition, &o)?))
         })
         .into()
     }

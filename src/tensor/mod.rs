@@ -247,22 +247,3 @@ impl JsTensor {
         self.slot.release();
     }
 }
-
-/// The `Tensor` behind a JS value, or None when it is not one. napi-rs 3 only lets generated
-/// argument conversion borrow class instances, so tensors nested in arrays and objects are
-/// unwrapped here, checking the class's type tag as the generated code does.
-///
-/// The reference must not outlive the current call (use it to `shallow_clone` the tensor).
-/// `env` and `v` are N-API's opaque handles, checked by N-API itself (see `crate::js`).
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub fn unwrap_tensor<'a>(env: napi::sys::napi_env, v: napi::sys::napi_value) -> Option<&'a JsTensor> {
-    use napi::bindgen_prelude::TypeTag;
-    let mut wrapped: *mut std::ffi::c_void = std::ptr::null_mut();
-    let status = unsafe { napi::sys::napi_unwrap(env, v, &mut wrapped) };
-    if status != napi::sys::Status::napi_ok || wrapped.is_null() {
-        return None;
-    }
-    let tag = <JsTensor as TypeTag>::type_tag();
-    unsafe { napi::bindgen_prelude::validate_type_tag(env, v, &tag, "Tensor") }.ok()?;
-    Some(unsafe { &*(wrapped as *const JsTensor) })
-}

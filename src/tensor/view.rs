@@ -52,7 +52,7 @@ impl JsTensor {
     pub fn shares_storage(&self, other: convert::Tensor) -> Outcome<bool> {
         guard(|| {
             let other = other.read("sharesStorage: other")?;
-            let (a, b) = (ffi::storage_id(&*self.get()?), ffi::storage_id(&*other.get()?));
+            let (a, b) = (ffi::storage_id(&*self.get()?), ffi::storage_id(&other));
             Ok(a != 0 && a == b)
         })
         .into()
@@ -323,7 +323,7 @@ impl JsTensor {
     pub fn masked_select(&self, mask: convert::Tensor) -> Outcome<JsTensor> {
         guard(|| {
             let mask = mask.read("maskedSelect: mask")?;
-            Ok(JsTensor::new(self.get()?.f_masked_select(&*mask.get()?)?))
+            Ok(JsTensor::new(self.get()?.f_masked_select(&mask)?))
         })
         .into()
     }
@@ -335,7 +335,7 @@ impl JsTensor {
             let t = self.get()?;
             let d = dim.read(t.dim(), "indexSelect: dim")?;
             let index = index.read("indexSelect: index")?;
-            Ok(JsTensor::new(t.f_index_select(d, &*index.get()?)?))
+            Ok(JsTensor::new(t.f_index_select(d, &index)?))
         })
         .into()
     }
