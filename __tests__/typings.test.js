@@ -3,7 +3,7 @@
 // methods, getters, static methods and Symbol.dispose/asyncDispose; the members of the objects
 // the API hands out (Ragged); each namespace's functions and constants — compared by name in
 // both directions, for every class and namespace index.d.ts declares. (`npm run typings`
-// regenerates index.d.ts from the Rust doc comments and scripts/dts-header.d.ts; CI fails when
+// regenerates index.d.ts (below its hand-written part) from the Rust doc comments; CI fails when
 // the committed file is stale.)
 const { test } = require('node:test')
 const assert = require('node:assert/strict')

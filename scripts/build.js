@@ -112,10 +112,16 @@ const CONSTRUCTORS = {
 /** What the primitive and list argument types of src/napi/convert.rs are to TypeScript. */
 const PRIMITIVES = { Num: 'number', Int: 'number', Flag: 'boolean', Str: 'string', Tensors: 'Tensor[]', Sources: 'Source[]' }
 
-/** Renders napi-derive's type definitions (header: scripts/dts-header.d.ts) into index.d.ts. */
+/** The line in index.d.ts after which `npm run typings` writes; above it, the hand-written part. */
+const TYPINGS_MARKER = '// ---- Generated below by `npm run typings` from the Rust doc comments (scripts/build.js): edit those, not this part. ----\n'
+
+/** Renders napi-derive's type definitions into index.d.ts, below its hand-written part. */
 async function writeTypings(typeDefDir) {
   const { generateTypeDef } = await import('@napi-rs/cli')
-  const header = fs.readFileSync(path.join(__dirname, 'dts-header.d.ts'), 'utf8')
+  const current = fs.readFileSync(path.join(ROOT, 'index.d.ts'), 'utf8')
+  const at = current.indexOf(TYPINGS_MARKER)
+  if (at < 0) throw new Error(`typings: index.d.ts has lost its marker line: ${TYPINGS_MARKER}`)
+  const header = current.slice(0, at + TYPINGS_MARKER.length)
   const { dts } = await generateTypeDef({ typeDefDir, dtsHeader: header, cwd: ROOT })
   fs.rmSync(typeDefDir, { recursive: true, force: true })
   // The classes' constructors are JS functions (index.js: a native constructor could only fail
@@ -127,7 +133,7 @@ async function writeTypings(typeDefDir) {
     out = out.replace(head, head + ctor)
   }
   // The primitive and list argument types of src/napi/convert.rs are plain JS types; the others are
-  // declared in scripts/dts-header.d.ts under their Rust names.
+  // declared in index.d.ts's hand-written part under their Rust names.
   out = out.replace(/(\w\??: )(Num|Int|Flag|Str|Tensors|Sources)\b/g, (_, head, t) => head + PRIMITIVES[t])
   // napi-rs aliases each renamed Rust struct (`export type JsTensor = Tensor`): not part of the API.
   out = out.replace(/^export type Js\w+ = \w+\n\n?/gm, '')

@@ -3,7 +3,7 @@
 //!
 //! Each type is what an export declares (`fn narrow(&self, dim: Dim, start: Int, length: Int)`),
 //! so napi-derive writes the typings from the Rust signature: a type renders as its own name,
-//! which scripts/dts-header.d.ts declares (`Shape`, `Dim`, `Operand`, ...), or, for the four
+//! which index.d.ts declares in its hand-written part (`Shape`, `Dim`, `Operand`, ...), or, for the four
 //! primitive ones (`Num`, `Int`, `Flag`, `Str`), as `number`/`boolean`/`string`
 //! (scripts/build.js).
 //!
