@@ -562,10 +562,6 @@ export declare class Tensor {
   mul(other: Operand): Tensor
   /** `this / other` (true division: integer inputs give float results). */
   div(other: Operand): Tensor
-  /** `this ** exponent` (a copy; `pow_` writes in place). */
-  pow(exponent: Operand): Tensor
-  /** Matrix product with PyTorch's `matmul` broadcasting rules. */
-  matmul(other: Tensor): Tensor
   /** Element-wise `==`, a bool tensor. */
   eq(other: Operand): Tensor
   /** Element-wise `!=`. */
@@ -578,11 +574,6 @@ export declare class Tensor {
   gt(other: Operand): Tensor
   /** Element-wise `>=`. */
   ge(other: Operand): Tensor
-  /**
-   * Where the bool `condition` holds this element, else `other`'s: PyTorch's
-   * `x.where(condition, y)` (= `torch.where(condition, x, y)`).
-   */
-  where(condition: Tensor, other: Operand): Tensor
   /** e^x. */
   exp(): Tensor
   /** Natural logarithm. */
@@ -605,6 +596,23 @@ export declare class Tensor {
   floor(): Tensor
   /** Rounds up. */
   ceil(): Tensor
+  /** In place: `this += other`. Returns this tensor. */
+  add_(other: Operand): this
+  /** In place: `this -= other`. */
+  sub_(other: Operand): this
+  /** In place: `this *= other`. */
+  mul_(other: Operand): this
+  /** In place: `this /= other` (the tensor must be floating). */
+  div_(other: Operand): this
+  /** `this ** exponent` (a copy; `pow_` writes in place). */
+  pow(exponent: Operand): Tensor
+  /** Matrix product with PyTorch's `matmul` broadcasting rules. */
+  matmul(other: Tensor): Tensor
+  /**
+   * Where the bool `condition` holds this element, else `other`'s: PyTorch's
+   * `x.where(condition, y)` (= `torch.where(condition, x, y)`).
+   */
+  where(condition: Tensor, other: Operand): Tensor
   /** Limits values to [min, max]; either bound may be null. */
   clamp(min?: number | undefined | null, max?: number | undefined | null): Tensor
   /**
@@ -623,14 +631,6 @@ export declare class Tensor {
   min(dimOrOther?: Operand | undefined | null, keepdim?: boolean | undefined | null): Tensor | ValuesIndices
   /** Sorted values along `dim` (default: the last) and where they came from. */
   sort(dim?: Dim | undefined | null, descending?: boolean | undefined | null): ValuesIndices
-  /** In place: `this += other`. Returns this tensor. */
-  add_(other: Operand): this
-  /** In place: `this -= other`. */
-  sub_(other: Operand): this
-  /** In place: `this *= other`. */
-  mul_(other: Operand): this
-  /** In place: `this /= other` (the tensor must be floating). */
-  div_(other: Operand): this
   /** In place: `this **= exponent`. */
   pow_(exponent: Operand): this
   /** In place: `this = other` (broadcast, cast to this dtype), writing through to storage. */

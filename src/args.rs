@@ -89,27 +89,16 @@ pub fn positive(value: f64, what: &str) -> Result<i64> {
 
 /// A shape: non-negative integers whose product fits int64.
 pub fn shape(values: &[f64], what: &str) -> Result<Vec<i64>> {
-    let sizes = values
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            let n = integer(v, &format!("{what}[{i}]"))?;
-            if n < 0 {
-                bail_code!(
-                    Code::InvalidArg,
-                    "{what}[{i}]: sizes must be non-negative, got {n}"
-                );
-            }
-            Ok(n)
-        })
-        .collect::<Result<Vec<i64>>>()?;
-    check_numel(&sizes, what)?;
-    Ok(sizes)
+    sizes(values, what, false)
 }
 
 /// A shape for `view`/`reshape`: non-negative sizes, or -1 once (inferred).
 pub fn view_shape(values: &[f64], what: &str) -> Result<Vec<i64>> {
-    let mut inferred = false;
+    sizes(values, what, true)
+}
+
+fn sizes(values: &[f64], what: &str, one_inferred: bool) -> Result<Vec<i64>> {
+    let mut inferred = !one_inferred;
     let sizes = values
         .iter()
         .enumerate()
@@ -120,7 +109,8 @@ pub fn view_shape(values: &[f64], what: &str) -> Result<Vec<i64>> {
             } else if n < 0 {
                 bail_code!(
                     Code::InvalidArg,
-                    "{what}[{i}]: sizes must be non-negative (or one -1), got {n}"
+                    "{what}[{i}]: sizes must be non-negative{}, got {n}",
+                    if one_inferred { " (or one -1)" } else { "" }
                 );
             }
             Ok(n)

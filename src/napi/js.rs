@@ -37,6 +37,17 @@ pub fn threw(err: &anyhow::Error) -> bool {
     err.chain().any(|e| e.is::<JsThrew>())
 }
 
+/// Calls an N-API function whose last argument is its out-parameter (starting as `init`) and
+/// returns what it wrote, or the error `ok` makes of its status.
+macro_rules! out {
+    ($what:literal, $init:expr, $f:ident($($arg:expr),* $(,)?)) => {{
+        let mut out = $init;
+        // SAFETY: a plain N-API call on the JS thread; N-API checks the handles, and `out`
+        // lives across the call.
+        ok(unsafe { sys::$f($($arg,)* &mut out) }, $what).map(|()| out)
+    }};
+}
+
 fn ok(status: sys::napi_status, what: &str) -> Result<()> {
     if status == sys::Status::napi_ok {
         Ok(())
@@ -61,9 +72,7 @@ pub fn take_exception(env: Env) -> Option<Val> {
 
 /// JS `typeof`, in N-API's terms.
 pub fn type_of(env: Env, v: Val) -> Result<sys::napi_valuetype> {
-    let mut t = 0;
-    ok(unsafe { sys::napi_typeof(env, v, &mut t) }, "typeof")?;
-    Ok(t)
+    out!("typeof", 0, napi_typeof(env, v))
 }
 
 pub fn is_nullish(env: Env, v: Val) -> Result<bool> {
@@ -88,15 +97,11 @@ pub fn describe(env: Env, v: Val) -> String {
 }
 
 pub fn number(env: Env, v: Val) -> Result<f64> {
-    let mut out = 0.0;
-    ok(unsafe { sys::napi_get_value_double(env, v, &mut out) }, "number")?;
-    Ok(out)
+    out!("number", 0.0, napi_get_value_double(env, v))
 }
 
 pub fn boolean(env: Env, v: Val) -> Result<bool> {
-    let mut out = false;
-    ok(unsafe { sys::napi_get_value_bool(env, v, &mut out) }, "boolean")?;
-    Ok(out)
+    out!("boolean", false, napi_get_value_bool(env, v))
 }
 
 pub fn bigint(env: Env, v: Val, what: &str) -> Result<i64> {
@@ -112,40 +117,31 @@ pub fn bigint(env: Env, v: Val, what: &str) -> Result<i64> {
 }
 
 pub fn string(env: Env, v: Val) -> Result<String> {
-    let mut len = 0usize;
-    ok(
-        unsafe { sys::napi_get_value_string_utf8(env, v, ptr::null_mut(), 0, &mut len) },
+    let len = out!(
         "string",
+        0usize,
+        napi_get_value_string_utf8(env, v, ptr::null_mut(), 0)
     )?;
     let mut buf = vec![0u8; len + 1];
-    let mut written = 0usize;
-    ok(
-        unsafe { sys::napi_get_value_string_utf8(env, v, buf.as_mut_ptr() as *mut _, len + 1, &mut written) },
+    let written = out!(
         "string",
+        0usize,
+        napi_get_value_string_utf8(env, v, buf.as_mut_ptr() as *mut _, len + 1)
     )?;
     buf.truncate(written);
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
 pub fn is_array(env: Env, v: Val) -> Result<bool> {
-    let mut out = false;
-    ok(unsafe { sys::napi_is_array(env, v, &mut out) }, "is_array")?;
-    Ok(out)
+    out!("is_array", false, napi_is_array(env, v))
 }
 
 pub fn array_len(env: Env, v: Val) -> Result<u32> {
-    let mut len = 0u32;
-    ok(
-        unsafe { sys::napi_get_array_length(env, v, &mut len) },
-        "array length",
-    )?;
-    Ok(len)
+    out!("array length", 0u32, napi_get_array_length(env, v))
 }
 
 pub fn element(env: Env, v: Val, i: u32) -> Result<Val> {
-    let mut out = ptr::null_mut();
-    ok(unsafe { sys::napi_get_element(env, v, i, &mut out) }, "element")?;
-    Ok(out)
+    out!("element", ptr::null_mut(), napi_get_element(env, v, i))
 }
 
 /// The elements of an array, in order.
@@ -156,21 +152,17 @@ pub fn elements(env: Env, v: Val) -> Result<Vec<Val>> {
 /// A property, or None when it is undefined or null.
 pub fn property(env: Env, obj: Val, name: &str) -> Result<Option<Val>> {
     let key = CString::new(name)?;
-    let mut out = ptr::null_mut();
-    ok(
-        unsafe { sys::napi_get_named_property(env, obj, key.as_ptr(), &mut out) },
+    let out = out!(
         "property",
+        ptr::null_mut(),
+        napi_get_named_property(env, obj, key.as_ptr())
     )?;
     Ok(if is_nullish(env, out)? { None } else { Some(out) })
 }
 
 /// The own enumerable string keys of a plain object, in insertion order.
 pub fn keys(env: Env, obj: Val) -> Result<Vec<String>> {
-    let mut names = ptr::null_mut();
-    ok(
-        unsafe { sys::napi_get_property_names(env, obj, &mut names) },
-        "keys",
-    )?;
+    let names = out!("keys", ptr::null_mut(), napi_get_property_names(env, obj))?;
     (0..array_len(env, names)?)
         .map(|i| string(env, element(env, names, i)?))
         .collect()
@@ -226,8 +218,7 @@ pub fn check_keys(env: Env, obj: Val, accepted: &[&str], what: &str) -> Result<(
 }
 
 pub fn global_property(env: Env, name: &str) -> Result<Val> {
-    let mut global = ptr::null_mut();
-    ok(unsafe { sys::napi_get_global(env, &mut global) }, "global")?;
+    let global = out!("global", ptr::null_mut(), napi_get_global(env))?;
     property(env, global, name)?.ok_or_else(|| anyhow!("globalThis.{name} is missing"))
 }
 
@@ -249,12 +240,7 @@ pub fn is_map(env: Env, v: Val) -> Result<bool> {
 /// `v instanceof globalThis[class_name]`.
 pub fn is_instance_of(env: Env, v: Val, class_name: &str) -> Result<bool> {
     let ctor = global_property(env, class_name)?;
-    let mut out = false;
-    ok(
-        unsafe { sys::napi_instanceof(env, v, ctor, &mut out) },
-        "instanceof",
-    )?;
-    Ok(out)
+    out!("instanceof", false, napi_instanceof(env, v, ctor))
 }
 
 /// `Array.from(v)`: the items of an iterable (a Map's `[key, value]` pairs, a Set's values).
@@ -268,23 +254,18 @@ pub fn array_from(env: Env, v: Val) -> Result<Vec<Val>> {
 
 /// An object whose prototype is `Object.prototype` or null (not a class instance).
 pub fn is_plain_object(env: Env, v: Val) -> Result<bool> {
-    let mut proto = ptr::null_mut();
-    ok(
-        unsafe { sys::napi_get_prototype(env, v, &mut proto) },
-        "prototype",
-    )?;
+    let proto = out!("prototype", ptr::null_mut(), napi_get_prototype(env, v))?;
     if type_of(env, proto)? == sys::ValueType::napi_null {
         return Ok(true);
     }
     let object_ctor = global_property(env, "Object")?;
     let object_proto =
         property(env, object_ctor, "prototype")?.ok_or_else(|| anyhow!("no Object.prototype"))?;
-    let mut same = false;
-    ok(
-        unsafe { sys::napi_strict_equals(env, proto, object_proto, &mut same) },
+    out!(
         "strict equals",
-    )?;
-    Ok(same)
+        false,
+        napi_strict_equals(env, proto, object_proto)
+    )
 }
 
 /// The values of every own property of an object: enumerable or not, string- or symbol-keyed.
@@ -298,12 +279,7 @@ pub fn own_property_values(env: Env, obj: Val) -> Result<Vec<Val>> {
     (0..array_len(env, keys)?)
         .map(|i| {
             let key = element(env, keys, i)?;
-            let mut out = ptr::null_mut();
-            ok(
-                unsafe { sys::napi_get_property(env, obj, key, &mut out) },
-                "property",
-            )?;
-            Ok(out)
+            out!("property", ptr::null_mut(), napi_get_property(env, obj, key))
         })
         .collect()
 }
@@ -318,10 +294,10 @@ pub fn map_entries(env: Env, map: Val) -> Result<Vec<(Val, Val)>> {
 
 pub fn new_map(env: Env, entries: Vec<(Val, Val)>) -> Result<Val> {
     let ctor = global_property(env, "Map")?;
-    let mut map = ptr::null_mut();
-    ok(
-        unsafe { sys::napi_new_instance(env, ctor, 0, ptr::null(), &mut map) },
+    let map = out!(
         "new Map",
+        ptr::null_mut(),
+        napi_new_instance(env, ctor, 0, ptr::null())
     )?;
     for (k, v) in entries {
         call_method(env, map, "set", &[k, v])?;
@@ -330,10 +306,10 @@ pub fn new_map(env: Env, entries: Vec<(Val, Val)>) -> Result<Val> {
 }
 
 pub fn new_array(env: Env, items: Vec<Val>) -> Result<Val> {
-    let mut arr = ptr::null_mut();
-    ok(
-        unsafe { sys::napi_create_array_with_length(env, items.len(), &mut arr) },
+    let arr = out!(
         "array",
+        ptr::null_mut(),
+        napi_create_array_with_length(env, items.len())
     )?;
     let keys = (0..items.len()).map(|i| i.to_string());
     define_data_properties(env, arr, keys.zip(items))?;
@@ -354,8 +330,7 @@ pub fn new_number_array(env: Env, values: &[f64]) -> Result<Val> {
 }
 
 pub fn new_object(env: Env, entries: Vec<(String, Val)>) -> Result<Val> {
-    let mut obj = ptr::null_mut();
-    ok(unsafe { sys::napi_create_object(env, &mut obj) }, "object")?;
+    let obj = out!("object", ptr::null_mut(), napi_create_object(env))?;
     define_data_properties(env, obj, entries)?;
     Ok(obj)
 }
@@ -398,30 +373,23 @@ fn define_data_properties(
 }
 
 pub fn new_number(env: Env, x: f64) -> Result<Val> {
-    let mut out = ptr::null_mut();
-    ok(unsafe { sys::napi_create_double(env, x, &mut out) }, "number")?;
-    Ok(out)
+    out!("number", ptr::null_mut(), napi_create_double(env, x))
 }
 
 pub fn new_bool(env: Env, b: bool) -> Result<Val> {
-    let mut out = ptr::null_mut();
-    ok(unsafe { sys::napi_get_boolean(env, b, &mut out) }, "boolean")?;
-    Ok(out)
+    out!("boolean", ptr::null_mut(), napi_get_boolean(env, b))
 }
 
 pub fn new_string(env: Env, s: &str) -> Result<Val> {
-    let mut out = ptr::null_mut();
-    ok(
-        unsafe { sys::napi_create_string_utf8(env, s.as_ptr() as *const _, s.len() as isize, &mut out) },
+    out!(
         "string",
-    )?;
-    Ok(out)
+        ptr::null_mut(),
+        napi_create_string_utf8(env, s.as_ptr() as *const _, s.len() as isize)
+    )
 }
 
 pub fn null(env: Env) -> Result<Val> {
-    let mut out = ptr::null_mut();
-    ok(unsafe { sys::napi_get_null(env, &mut out) }, "null")?;
-    Ok(out)
+    out!("null", ptr::null_mut(), napi_get_null(env))
 }
 
 /// A file path (a string) or a file's bytes (a Buffer or Uint8Array, copied), or an InvalidArg
@@ -521,11 +489,7 @@ pub fn with_typed_array<R>(
 /// The bytes borrow JS memory: the view must not outlive the current call, and no JS may run
 /// while it is held.
 unsafe fn typed_array<'a>(env: Env, v: Val) -> Result<Option<TypedArrayView<'a>>> {
-    let mut is = false;
-    ok(
-        unsafe { sys::napi_is_typedarray(env, v, &mut is) },
-        "is_typedarray",
-    )?;
+    let is = out!("is_typedarray", false, napi_is_typedarray(env, v))?;
     if !is {
         return Ok(None);
     }
@@ -559,10 +523,10 @@ pub fn new_typed_array(env: Env, type_name: &str, bytes: &[u8]) -> Result<Val> {
         .position(|n| *n == type_name)
         .ok_or_else(|| anyhow!("no TypedArray {type_name}"))?;
     let mut data = ptr::null_mut();
-    let mut buffer = ptr::null_mut();
-    ok(
-        unsafe { sys::napi_create_arraybuffer(env, bytes.len(), &mut data, &mut buffer) },
+    let buffer = out!(
         "arraybuffer",
+        ptr::null_mut(),
+        napi_create_arraybuffer(env, bytes.len(), &mut data)
     )?;
     if !bytes.is_empty() {
         unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data as *mut u8, bytes.len()) };
@@ -582,12 +546,11 @@ pub fn typed_array_over(env: Env, type_name: &str, buffer: Val, len: usize) -> R
         .iter()
         .position(|n| *n == type_name)
         .ok_or_else(|| anyhow!("no TypedArray {type_name}"))?;
-    let mut out = ptr::null_mut();
-    ok(
-        unsafe { sys::napi_create_typedarray(env, idx as i32, len, buffer, 0, &mut out) },
+    out!(
         "typedarray",
-    )?;
-    Ok(out)
+        ptr::null_mut(),
+        napi_create_typedarray(env, idx as i32, len, buffer, 0)
+    )
 }
 
 /// A Rust value as its JS object (a napi-rs class instance, a typed result), on the JS thread.

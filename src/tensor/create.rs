@@ -112,34 +112,28 @@ fn from_shape(
     })
 }
 
-/// A tensor filled with ones. `ones([2, 3])`, `ones([2, 3], {dtype: 'int64'})`, `ones([2], true)`.
-#[napi]
-pub fn ones(shape: Shape, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
-    from_shape(shape, options, Kind::Float, |s, o| Ok(Tensor::f_ones(s, o)?)).into()
+/// Declares factories over a shape (`ones([2, 3], options)`), float32 unless `dtype`.
+macro_rules! shape_factories {
+    ($($(#[$doc:meta])* $name:ident => $make:ident;)*) => {$(
+        $(#[$doc])*
+        #[napi]
+        pub fn $name(shape: Shape, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
+            from_shape(shape, options, Kind::Float, |s, o| Ok(Tensor::$make(s, o)?)).into()
+        }
+    )*};
 }
 
-/// A tensor filled with zeros.
-#[napi]
-pub fn zeros(shape: Shape, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
-    from_shape(shape, options, Kind::Float, |s, o| Ok(Tensor::f_zeros(s, o)?)).into()
-}
-
-/// A tensor with uninitialized contents (fast; fill it before reading).
-#[napi]
-pub fn empty(shape: Shape, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
-    from_shape(shape, options, Kind::Float, |s, o| Ok(Tensor::f_empty(s, o)?)).into()
-}
-
-/// Uniform random numbers in [0, 1) (seed with `manualSeed`).
-#[napi]
-pub fn rand(shape: Shape, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
-    from_shape(shape, options, Kind::Float, |s, o| Ok(Tensor::f_rand(s, o)?)).into()
-}
-
-/// Standard normal random numbers.
-#[napi]
-pub fn randn(shape: Shape, options: Option<FactoryOptions>) -> Outcome<JsTensor> {
-    from_shape(shape, options, Kind::Float, |s, o| Ok(Tensor::f_randn(s, o)?)).into()
+shape_factories! {
+    /// A tensor filled with ones. `ones([2, 3])`, `ones([2, 3], {dtype: 'int64'})`, `ones([2], true)`.
+    ones => f_ones;
+    /// A tensor filled with zeros.
+    zeros => f_zeros;
+    /// A tensor with uninitialized contents (fast; fill it before reading).
+    empty => f_empty;
+    /// Uniform random numbers in [0, 1) (seed with `manualSeed`).
+    rand => f_rand;
+    /// Standard normal random numbers.
+    randn => f_randn;
 }
 
 /// A tensor filled with `value` (float32 for a number, bool for a boolean, unless `dtype`).

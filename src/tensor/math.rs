@@ -40,28 +40,115 @@ impl JsTensor {
     }
 }
 
+/// Declares element-wise methods that take one operand (`add(other)`), one `#[napi]` impl.
+macro_rules! binary_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
+        #[napi]
+        impl JsTensor {
+            $(
+                $(#[$doc])*
+                #[napi]
+                pub fn $name(&self, other: Operand) -> Outcome<JsTensor> {
+                    self.binary(other, concat!(stringify!($name), ": other"), |a, b| a.$op(b)).into()
+                }
+            )*
+        }
+    };
+}
+
+/// Declares element-wise methods of no argument (`exp()`).
+macro_rules! unary_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
+        #[napi]
+        impl JsTensor {
+            $(
+                $(#[$doc])*
+                #[napi]
+                pub fn $name(&self) -> Outcome<JsTensor> {
+                    self.unary(|t| t.$op()).into()
+                }
+            )*
+        }
+    };
+}
+
+/// Declares in-place methods that take one operand (`add_(other)`); they return this tensor.
+macro_rules! in_place_methods {
+    ($($(#[$doc:meta])* $name:ident $js:literal => $op:ident;)*) => {
+        #[napi]
+        impl JsTensor {
+            $(
+                $(#[$doc])*
+                #[napi(js_name = $js, ts_return_type = "this")]
+                pub fn $name<'t>(&self, this: This<'t>, other: Operand) -> Outcome<This<'t>> {
+                    chain(this, self.in_place(other, concat!($js, ": other"), |a, b| a.$op(b))).into()
+                }
+            )*
+        }
+    };
+}
+
+binary_methods! {
+    /// `this + other`, broadcasting.
+    add => f_add;
+    /// `this - other`.
+    sub => f_sub;
+    /// `this * other`, element-wise.
+    mul => f_mul;
+    /// `this / other` (true division: integer inputs give float results).
+    div => f_div;
+    /// Element-wise `==`, a bool tensor.
+    eq => f_eq_tensor;
+    /// Element-wise `!=`.
+    ne => f_ne_tensor;
+    /// Element-wise `<`.
+    lt => f_lt_tensor;
+    /// Element-wise `<=`.
+    le => f_le_tensor;
+    /// Element-wise `>`.
+    gt => f_gt_tensor;
+    /// Element-wise `>=`.
+    ge => f_ge_tensor;
+}
+
+unary_methods! {
+    /// e^x.
+    exp => f_exp;
+    /// Natural logarithm.
+    log => f_log;
+    /// Square root.
+    sqrt => f_sqrt;
+    /// Absolute value.
+    abs => f_abs;
+    /// Negation.
+    neg => f_neg;
+    /// max(x, 0).
+    relu => f_relu;
+    /// 1 / (1 + e^-x).
+    sigmoid => f_sigmoid;
+    /// Hyperbolic tangent.
+    tanh => f_tanh;
+    /// Rounds half to even, as PyTorch does.
+    round => f_round;
+    /// Rounds down.
+    floor => f_floor;
+    /// Rounds up.
+    ceil => f_ceil;
+}
+
+in_place_methods! {
+    /// In place: `this += other`. Returns this tensor.
+    add_ "add_" => f_add_;
+    /// In place: `this -= other`.
+    sub_ "sub_" => f_sub_;
+    /// In place: `this *= other`.
+    mul_ "mul_" => f_mul_;
+    /// In place: `this /= other` (the tensor must be floating).
+    div_ "div_" => f_div_;
+}
+
 #[napi]
 impl JsTensor {
-    /// `this + other`, broadcasting.
-    #[napi]
-    pub fn add(&self, other: Operand) -> Outcome<JsTensor> {
-        self.binary(other, "add: other", |a, b| a.f_add(b)).into()
-    }
-    /// `this - other`.
-    #[napi]
-    pub fn sub(&self, other: Operand) -> Outcome<JsTensor> {
-        self.binary(other, "sub: other", |a, b| a.f_sub(b)).into()
-    }
-    /// `this * other`, element-wise.
-    #[napi]
-    pub fn mul(&self, other: Operand) -> Outcome<JsTensor> {
-        self.binary(other, "mul: other", |a, b| a.f_mul(b)).into()
-    }
-    /// `this / other` (true division: integer inputs give float results).
-    #[napi]
-    pub fn div(&self, other: Operand) -> Outcome<JsTensor> {
-        self.binary(other, "div: other", |a, b| a.f_div(b)).into()
-    }
     /// `this ** exponent` (a copy; `pow_` writes in place).
     #[napi]
     pub fn pow(&self, exponent: Operand) -> Outcome<JsTensor> {
@@ -80,36 +167,6 @@ impl JsTensor {
         })
         .into()
     }
-    /// Element-wise `==`, a bool tensor.
-    #[napi]
-    pub fn eq(&self, other: Operand) -> Outcome<JsTensor> {
-        self.binary(other, "eq: other", |a, b| a.f_eq_tensor(b)).into()
-    }
-    /// Element-wise `!=`.
-    #[napi]
-    pub fn ne(&self, other: Operand) -> Outcome<JsTensor> {
-        self.binary(other, "ne: other", |a, b| a.f_ne_tensor(b)).into()
-    }
-    /// Element-wise `<`.
-    #[napi]
-    pub fn lt(&self, other: Operand) -> Outcome<JsTensor> {
-        self.binary(other, "lt: other", |a, b| a.f_lt_tensor(b)).into()
-    }
-    /// Element-wise `<=`.
-    #[napi]
-    pub fn le(&self, other: Operand) -> Outcome<JsTensor> {
-        self.binary(other, "le: other", |a, b| a.f_le_tensor(b)).into()
-    }
-    /// Element-wise `>`.
-    #[napi]
-    pub fn gt(&self, other: Operand) -> Outcome<JsTensor> {
-        self.binary(other, "gt: other", |a, b| a.f_gt_tensor(b)).into()
-    }
-    /// Element-wise `>=`.
-    #[napi]
-    pub fn ge(&self, other: Operand) -> Outcome<JsTensor> {
-        self.binary(other, "ge: other", |a, b| a.f_ge_tensor(b)).into()
-    }
     /// Where the bool `condition` holds this element, else `other`'s: PyTorch's
     /// `x.where(condition, y)` (= `torch.where(condition, x, y)`).
     #[napi(js_name = "where")]
@@ -123,61 +180,6 @@ impl JsTensor {
         .into()
     }
 
-    /// e^x.
-    #[napi]
-    pub fn exp(&self) -> Outcome<JsTensor> {
-        self.unary(|t| t.f_exp()).into()
-    }
-    /// Natural logarithm.
-    #[napi]
-    pub fn log(&self) -> Outcome<JsTensor> {
-        self.unary(|t| t.f_log()).into()
-    }
-    /// Square root.
-    #[napi]
-    pub fn sqrt(&self) -> Outcome<JsTensor> {
-        self.unary(|t| t.f_sqrt()).into()
-    }
-    /// Absolute value.
-    #[napi]
-    pub fn abs(&self) -> Outcome<JsTensor> {
-        self.unary(|t| t.f_abs()).into()
-    }
-    /// Negation.
-    #[napi]
-    pub fn neg(&self) -> Outcome<JsTensor> {
-        self.unary(|t| t.f_neg()).into()
-    }
-    /// max(x, 0).
-    #[napi]
-    pub fn relu(&self) -> Outcome<JsTensor> {
-        self.unary(|t| t.f_relu()).into()
-    }
-    /// 1 / (1 + e^-x).
-    #[napi]
-    pub fn sigmoid(&self) -> Outcome<JsTensor> {
-        self.unary(|t| t.f_sigmoid()).into()
-    }
-    /// Hyperbolic tangent.
-    #[napi]
-    pub fn tanh(&self) -> Outcome<JsTensor> {
-        self.unary(|t| t.f_tanh()).into()
-    }
-    /// Rounds half to even, as PyTorch does.
-    #[napi]
-    pub fn round(&self) -> Outcome<JsTensor> {
-        self.unary(|t| t.f_round()).into()
-    }
-    /// Rounds down.
-    #[napi]
-    pub fn floor(&self) -> Outcome<JsTensor> {
-        self.unary(|t| t.f_floor()).into()
-    }
-    /// Rounds up.
-    #[napi]
-    pub fn ceil(&self) -> Outcome<JsTensor> {
-        self.unary(|t| t.f_ceil()).into()
-    }
     /// Limits values to [min, max]; either bound may be null.
     #[napi]
     pub fn clamp(&self, min: Option<Num>, max: Option<Num>) -> Outcome<JsTensor> {
@@ -254,26 +256,6 @@ impl JsTensor {
         .into()
     }
 
-    /// In place: `this += other`. Returns this tensor.
-    #[napi(js_name = "add_", ts_return_type = "this")]
-    pub fn add_<'t>(&self, this: This<'t>, other: Operand) -> Outcome<This<'t>> {
-        chain(this, self.in_place(other, "add_: other", |a, b| a.f_add_(b))).into()
-    }
-    /// In place: `this -= other`.
-    #[napi(js_name = "sub_", ts_return_type = "this")]
-    pub fn sub_<'t>(&self, this: This<'t>, other: Operand) -> Outcome<This<'t>> {
-        chain(this, self.in_place(other, "sub_: other", |a, b| a.f_sub_(b))).into()
-    }
-    /// In place: `this *= other`.
-    #[napi(js_name = "mul_", ts_return_type = "this")]
-    pub fn mul_<'t>(&self, this: This<'t>, other: Operand) -> Outcome<This<'t>> {
-        chain(this, self.in_place(other, "mul_: other", |a, b| a.f_mul_(b))).into()
-    }
-    /// In place: `this /= other` (the tensor must be floating).
-    #[napi(js_name = "div_", ts_return_type = "this")]
-    pub fn div_<'t>(&self, this: This<'t>, other: Operand) -> Outcome<This<'t>> {
-        chain(this, self.in_place(other, "div_: other", |a, b| a.f_div_(b))).into()
-    }
     /// In place: `this **= exponent`.
     #[napi(js_name = "pow_", ts_return_type = "this")]
     pub fn pow_<'t>(&self, this: This<'t>, exponent: Operand) -> Outcome<This<'t>> {

@@ -43,8 +43,18 @@ fn convert(t: &tch::Tensor, dev: Option<Device>, kind: Option<tch::Kind>) -> any
 }
 
 type ArgReduce = fn(&tch::Tensor, Option<i64>, bool) -> std::result::Result<tch::Tensor, tch::TchError>;
+type AlongDim = fn(&tch::Tensor, i64) -> std::result::Result<tch::Tensor, tch::TchError>;
 
 impl JsTensor {
+    /// `op` along `dim` (default: the last).
+    fn along(&self, dim: Option<Dim>, what: &str, op: AlongDim) -> Result<JsTensor> {
+        guard(|| {
+            let t = self.get()?;
+            let d = Dim::or(dim, -1.0, t.dim(), what)?;
+            Ok(JsTensor::new(op(&t, d)?))
+        })
+    }
+
     fn arg_extreme(
         &self,
         dim: Option<Dim>,
@@ -134,23 +144,15 @@ impl JsTensor {
     /// Softmax along `dim` (default: the last).
     #[napi]
     pub fn softmax(&self, dim: Option<Dim>) -> Outcome<JsTensor> {
-        guard(|| {
-            let t = self.get()?;
-            let d = Dim::or(dim, -1.0, t.dim(), "softmax: dim")?;
-            Ok(JsTensor::new(t.f_softmax(d, None)?))
-        })
-        .into()
+        self.along(dim, "softmax: dim", |t, d| t.f_softmax(d, None))
+            .into()
     }
 
     /// Log-softmax along `dim` (default: the last).
     #[napi]
     pub fn log_softmax(&self, dim: Option<Dim>) -> Outcome<JsTensor> {
-        guard(|| {
-            let t = self.get()?;
-            let d = Dim::or(dim, -1.0, t.dim(), "logSoftmax: dim")?;
-            Ok(JsTensor::new(t.f_log_softmax(d, None)?))
-        })
-        .into()
+        self.along(dim, "logSoftmax: dim", |t, d| t.f_log_softmax(d, None))
+            .into()
     }
 
     /// Index of the largest value: over all elements (flattened), or along `dim`.
