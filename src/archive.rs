@@ -611,6 +611,12 @@ mod tests {
         data.splice(hits[0]..hits[0] + from.len(), to.iter().copied());
     }
 
+    /// The error for the MLP fixture with `from` replaced by `to` in its pickle.
+    fn pickle_patched(from: &[u8], to: &[u8]) -> String {
+        let bytes = mlp_with(|r| patch(record(r, "mlp_traced/data.pkl"), from, to));
+        error(&bytes, &Limits::default())
+    }
+
     fn error(bytes: &[u8], limits: &Limits) -> String {
         let err = validate_bytes(bytes, limits).unwrap_err();
         let (code, message) = crate::error::describe(&err);
@@ -670,11 +676,7 @@ mod tests {
     fn inflated_element_count_is_rejected() {
         // The last bias: ('storage', FloatStorage, '3', 'cpu', 3) -> numel 2^40 via LONG1 (8 bytes:
         // libtorch's unpickler takes no other length). Loaded, it reads 4 TiB past a 12-byte buffer.
-        let bytes = mlp_with(|r| {
-            let huge = b"h\x09\x8a\x08\0\0\0\0\0\x01\0\0t";
-            patch(record(r, "mlp_traced/data.pkl"), b"h\x09K\x03t", huge)
-        });
-        let msg = error(&bytes, &Limits::default());
+        let msg = pickle_patched(b"h\x09K\x03t", b"h\x09\x8a\x08\0\0\0\0\0\x01\0\0t");
         assert_eq!(
             msg,
             "archive record 'mlp_traced/data/3' has 12 bytes but the pickle claims 4398046511104 (1099511627776 float32)"
@@ -684,24 +686,10 @@ mod tests {
     #[test]
     fn views_beyond_their_storage_are_rejected() {
         // The last bias views 3 floats at offset 0; at offset 1 it reaches one past the end.
-        let bytes = mlp_with(|r| {
-            patch(
-                record(r, "mlp_traced/data.pkl"),
-                b"Q\x71\x19K\x00",
-                b"Q\x71\x19K\x01",
-            )
-        });
-        let msg = error(&bytes, &Limits::default());
+        let msg = pickle_patched(b"Q\x71\x19K\x00", b"Q\x71\x19K\x01");
         assert!(msg.starts_with("archive record 'mlp_traced/data.pkl': a tensor (offset 1, size [3], stride [1]) reaches past the end of archive record 'mlp_traced/data/3', which holds 3 float32"), "{msg}");
         // The same bias with stride -1.
-        let bytes = mlp_with(|r| {
-            patch(
-                record(r, "mlp_traced/data.pkl"),
-                b"(K\x03t(K\x01t",
-                b"(K\x03t(J\xff\xff\xff\xfft",
-            )
-        });
-        let msg = error(&bytes, &Limits::default());
+        let msg = pickle_patched(b"(K\x03t(K\x01t", b"(K\x03t(J\xff\xff\xff\xfft");
         assert!(
             msg.contains("has a negative extent (offset 0, size [3], stride [-1])"),
             "{msg}"

@@ -16,6 +16,9 @@ use tch::{TchError, Tensor};
 type Binary = fn(&Tensor, &Tensor) -> std::result::Result<Tensor, TchError>;
 type InPlace = fn(&mut Tensor, &Tensor) -> std::result::Result<Tensor, TchError>;
 type Unary = fn(&Tensor) -> std::result::Result<Tensor, TchError>;
+/// What `max`/`min` give: a tensor, or values and indices along a dim.
+type Extreme = Either<JsTensor, ValuesIndices>;
+type Over = fn(&Tensor, &[i64], bool) -> std::result::Result<Tensor, TchError>;
 
 impl JsTensor {
     fn binary(&self, other: Operand, what: &str, op: Binary) -> Result<JsTensor> {
@@ -38,113 +41,122 @@ impl JsTensor {
     fn unary(&self, op: Unary) -> Result<JsTensor> {
         guard(|| Ok(JsTensor::new(op(&*self.get()?)?)))
     }
+
+    /// A reduction over `dim` (`over`, keeping reduced dims with `keepdim`) or all elements.
+    fn reduce(
+        &self,
+        dim: Option<Dims>,
+        keepdim: Option<Flag>,
+        name: &str,
+        over: Over,
+        all: Unary,
+    ) -> Result<JsTensor> {
+        guard(|| {
+            let t = self.get()?;
+            let keepdim = keepdim.read(&format!("{name}: keepdim"))?.unwrap_or(false);
+            Ok(JsTensor::new(
+                match Dims::or_all(dim, t.dim(), &format!("{name}: dim"))? {
+                    Some(d) => over(&t, d.as_slice(), keepdim)?,
+                    None => all(&t)?,
+                },
+            ))
+        })
+    }
 }
 
-/// Declares element-wise methods that take one operand (`add(other)`), one `#[napi]` impl.
-macro_rules! binary_methods {
-    ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
+/// Declares the element-wise methods in one `#[napi]` impl, a line and a doc comment each:
+/// `binary` ones take one operand (`add(other)`), `unary` ones none (`exp()`), `in_place` ones
+/// one operand and return this tensor (`add_(other)`).
+macro_rules! element_wise {
+    (
+        binary { $($(#[$bdoc:meta])* $bname:ident => $bop:ident;)* }
+        unary { $($(#[$udoc:meta])* $uname:ident => $uop:ident;)* }
+        in_place { $($(#[$idoc:meta])* $iname:ident $ijs:literal => $iop:ident;)* }
+    ) => {
         #[napi]
         impl JsTensor {
             $(
-                $(#[$doc])*
+                $(#[$bdoc])*
                 #[napi]
-                pub fn $name(&self, other: Operand) -> Outcome<JsTensor> {
-                    self.binary(other, concat!(stringify!($name), ": other"), |a, b| a.$op(b)).into()
+                pub fn $bname(&self, other: Operand) -> Outcome<JsTensor> {
+                    self.binary(other, concat!(stringify!($bname), ": other"), |a, b| a.$bop(b)).into()
                 }
             )*
-        }
-    };
-}
-
-/// Declares element-wise methods of no argument (`exp()`).
-macro_rules! unary_methods {
-    ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
-        #[napi]
-        impl JsTensor {
             $(
-                $(#[$doc])*
+                $(#[$udoc])*
                 #[napi]
-                pub fn $name(&self) -> Outcome<JsTensor> {
-                    self.unary(|t| t.$op()).into()
+                pub fn $uname(&self) -> Outcome<JsTensor> {
+                    self.unary(|t| t.$uop()).into()
                 }
             )*
-        }
-    };
-}
-
-/// Declares in-place methods that take one operand (`add_(other)`); they return this tensor.
-macro_rules! in_place_methods {
-    ($($(#[$doc:meta])* $name:ident $js:literal => $op:ident;)*) => {
-        #[napi]
-        impl JsTensor {
             $(
-                $(#[$doc])*
-                #[napi(js_name = $js, ts_return_type = "this")]
-                pub fn $name<'t>(&self, this: This<'t>, other: Operand) -> Outcome<This<'t>> {
-                    chain(this, self.in_place(other, concat!($js, ": other"), |a, b| a.$op(b))).into()
+                $(#[$idoc])*
+                #[napi(js_name = $ijs, ts_return_type = "this")]
+                pub fn $iname<'t>(&self, this: This<'t>, other: Operand) -> Outcome<This<'t>> {
+                    chain(this, self.in_place(other, concat!($ijs, ": other"), |a, b| a.$iop(b))).into()
                 }
             )*
         }
     };
 }
 
-binary_methods! {
-    /// `this + other`, broadcasting.
-    add => f_add;
-    /// `this - other`.
-    sub => f_sub;
-    /// `this * other`, element-wise.
-    mul => f_mul;
-    /// `this / other` (true division: integer inputs give float results).
-    div => f_div;
-    /// Element-wise `==`, a bool tensor.
-    eq => f_eq_tensor;
-    /// Element-wise `!=`.
-    ne => f_ne_tensor;
-    /// Element-wise `<`.
-    lt => f_lt_tensor;
-    /// Element-wise `<=`.
-    le => f_le_tensor;
-    /// Element-wise `>`.
-    gt => f_gt_tensor;
-    /// Element-wise `>=`.
-    ge => f_ge_tensor;
-}
-
-unary_methods! {
-    /// e^x.
-    exp => f_exp;
-    /// Natural logarithm.
-    log => f_log;
-    /// Square root.
-    sqrt => f_sqrt;
-    /// Absolute value.
-    abs => f_abs;
-    /// Negation.
-    neg => f_neg;
-    /// max(x, 0).
-    relu => f_relu;
-    /// 1 / (1 + e^-x).
-    sigmoid => f_sigmoid;
-    /// Hyperbolic tangent.
-    tanh => f_tanh;
-    /// Rounds half to even, as PyTorch does.
-    round => f_round;
-    /// Rounds down.
-    floor => f_floor;
-    /// Rounds up.
-    ceil => f_ceil;
-}
-
-in_place_methods! {
-    /// In place: `this += other`. Returns this tensor.
-    add_ "add_" => f_add_;
-    /// In place: `this -= other`.
-    sub_ "sub_" => f_sub_;
-    /// In place: `this *= other`.
-    mul_ "mul_" => f_mul_;
-    /// In place: `this /= other` (the tensor must be floating).
-    div_ "div_" => f_div_;
+element_wise! {
+    binary {
+        /// `this + other`, broadcasting.
+        add => f_add;
+        /// `this - other`.
+        sub => f_sub;
+        /// `this * other`, element-wise.
+        mul => f_mul;
+        /// `this / other` (true division: integer inputs give float results).
+        div => f_div;
+        /// Element-wise `==`, a bool tensor.
+        eq => f_eq_tensor;
+        /// Element-wise `!=`.
+        ne => f_ne_tensor;
+        /// Element-wise `<`.
+        lt => f_lt_tensor;
+        /// Element-wise `<=`.
+        le => f_le_tensor;
+        /// Element-wise `>`.
+        gt => f_gt_tensor;
+        /// Element-wise `>=`.
+        ge => f_ge_tensor;
+    }
+    unary {
+        /// e^x.
+        exp => f_exp;
+        /// Natural logarithm.
+        log => f_log;
+        /// Square root.
+        sqrt => f_sqrt;
+        /// Absolute value.
+        abs => f_abs;
+        /// Negation.
+        neg => f_neg;
+        /// max(x, 0).
+        relu => f_relu;
+        /// 1 / (1 + e^-x).
+        sigmoid => f_sigmoid;
+        /// Hyperbolic tangent.
+        tanh => f_tanh;
+        /// Rounds half to even, as PyTorch does.
+        round => f_round;
+        /// Rounds down.
+        floor => f_floor;
+        /// Rounds up.
+        ceil => f_ceil;
+    }
+    in_place {
+        /// In place: `this += other`. Returns this tensor.
+        add_ "add_" => f_add_;
+        /// In place: `this -= other`.
+        sub_ "sub_" => f_sub_;
+        /// In place: `this *= other`.
+        mul_ "mul_" => f_mul_;
+        /// In place: `this /= other` (the tensor must be floating).
+        div_ "div_" => f_div_;
+    }
 }
 
 #[napi]
@@ -194,49 +206,27 @@ impl JsTensor {
     /// as size 1 with `keepdim`.
     #[napi]
     pub fn sum(&self, dim: Option<Dims>, keepdim: Option<Flag>) -> Outcome<JsTensor> {
-        guard(|| {
-            let t = self.get()?;
-            let keepdim = keepdim.read("sum: keepdim")?.unwrap_or(false);
-            Ok(JsTensor::new(match Dims::or_all(dim, t.dim(), "sum: dim")? {
-                Some(d) => t.f_sum_dim_intlist(d.as_slice(), keepdim, None)?,
-                None => t.f_sum(None)?,
-            }))
-        })
-        .into()
+        let over = |t: &Tensor, d: &[i64], k| t.f_sum_dim_intlist(d, k, None);
+        self.reduce(dim, keepdim, "sum", over, |t| t.f_sum(None)).into()
     }
 
     /// The mean of all elements, or over `dim` (floating tensors).
     #[napi]
     pub fn mean(&self, dim: Option<Dims>, keepdim: Option<Flag>) -> Outcome<JsTensor> {
-        guard(|| {
-            let t = self.get()?;
-            let keepdim = keepdim.read("mean: keepdim")?.unwrap_or(false);
-            Ok(JsTensor::new(match Dims::or_all(dim, t.dim(), "mean: dim")? {
-                Some(d) => t.f_mean_dim(d.as_slice(), keepdim, None)?,
-                None => t.f_mean(None)?,
-            }))
-        })
-        .into()
+        let over = |t: &Tensor, d: &[i64], k| t.f_mean_dim(d, k, None);
+        self.reduce(dim, keepdim, "mean", over, |t| t.f_mean(None)).into()
     }
 
     /// `max()`: the largest element. `max(dim, keepdim?)`: `{values, indices}` along `dim`.
     /// `max(other)`: the element-wise maximum with a tensor.
     #[napi(ts_return_type = "Tensor | ValuesIndices")]
-    pub fn max(
-        &self,
-        dim_or_other: Option<Operand>,
-        keepdim: Option<Flag>,
-    ) -> Outcome<Either<JsTensor, ValuesIndices>> {
+    pub fn max(&self, dim_or_other: Option<Operand>, keepdim: Option<Flag>) -> Outcome<Extreme> {
         self.extreme(dim_or_other, keepdim, true).into()
     }
 
     /// `min()`, `min(dim, keepdim?)`, `min(other)`: as `max`.
     #[napi(ts_return_type = "Tensor | ValuesIndices")]
-    pub fn min(
-        &self,
-        dim_or_other: Option<Operand>,
-        keepdim: Option<Flag>,
-    ) -> Outcome<Either<JsTensor, ValuesIndices>> {
+    pub fn min(&self, dim_or_other: Option<Operand>, keepdim: Option<Flag>) -> Outcome<Extreme> {
         self.extreme(dim_or_other, keepdim, false).into()
     }
 
