@@ -21,6 +21,28 @@ pub fn is_integral(value: f64) -> bool {
     value.is_finite() && value.fract() == 0.0 && value.abs() <= MAX_SAFE
 }
 
+/// A number as JS's `String(x)` writes it (`Infinity`, `1e+21`, `1e-7`, `0` for -0), so native
+/// messages say what lib/errors.js's would.
+pub fn js_number(x: f64) -> String {
+    if x.is_nan() {
+        return "NaN".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    if x == 0.0 {
+        return "0".into();
+    }
+    if (1e-6..1e21).contains(&x.abs()) {
+        return format!("{x}");
+    }
+    let e = format!("{x:e}");
+    match e.split_once('e') {
+        Some((m, exp)) if !exp.starts_with('-') => format!("{m}e+{exp}"),
+        _ => e,
+    }
+}
+
 /// A whole number that fits i64, or an InvalidArg error naming `what`.
 pub fn integer(value: f64, what: &str) -> Result<i64> {
     if !is_integral(value) {
@@ -138,6 +160,28 @@ pub fn dim(value: f64, ndim: usize, what: &str) -> Result<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_read_as_in_js() {
+        let cases = [
+            (5.0, "5"),
+            (-0.0, "0"),
+            (2.5, "2.5"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1e21, "1e+21"),
+            (1.5e300, "1.5e+300"),
+            (1e-7, "1e-7"),
+            (0.000001, "0.000001"),
+            (123456789012345680000.0, "123456789012345680000"),
+            (f64::INFINITY, "Infinity"),
+            (f64::NEG_INFINITY, "-Infinity"),
+            (f64::NAN, "NaN"),
+        ];
+        for (x, js) in cases {
+            assert_eq!(js_number(x), js, "{x}");
+        }
+    }
+
     use crate::error::describe;
 
     #[test]

@@ -80,18 +80,32 @@ pub fn is_nullish(env: Env, v: Val) -> Result<bool> {
     Ok(t == sys::ValueType::napi_undefined || t == sys::ValueType::napi_null)
 }
 
-/// How a value reads in an error message: `a string`, `number 2.5`, `an array`, ...
+/// How a value reads in an error message: `a string`, `number 2.5`, `an array`, `a Tensor`,
+/// worded as lib/errors.js's `describe` (which also names other classes: reading a
+/// constructor may run JS, so native code says `an object`).
 pub fn describe(env: Env, v: Val) -> String {
     match type_of(env, v) {
-        Ok(sys::ValueType::napi_number) => format!("number {}", number(env, v).unwrap_or(f64::NAN)),
+        Ok(sys::ValueType::napi_number) => format!(
+            "number {}",
+            crate::args::js_number(number(env, v).unwrap_or(f64::NAN))
+        ),
         Ok(sys::ValueType::napi_string) => "a string".into(),
         Ok(sys::ValueType::napi_boolean) => "a boolean".into(),
         Ok(sys::ValueType::napi_undefined) => "undefined".into(),
         Ok(sys::ValueType::napi_null) => "null".into(),
         Ok(sys::ValueType::napi_bigint) => "a BigInt".into(),
+        Ok(sys::ValueType::napi_symbol) => "a symbol".into(),
         Ok(sys::ValueType::napi_function) => "a function".into(),
         Ok(sys::ValueType::napi_object) if is_array(env, v).unwrap_or(false) => "an array".into(),
-        Ok(sys::ValueType::napi_object) => "an object".into(),
+        Ok(sys::ValueType::napi_object) => {
+            if crate::napi::convert::with_tensor(env, v, |_| ()).is_some() {
+                return "a Tensor".into();
+            }
+            match with_typed_array(env, v, |view| Ok(view.type_name)) {
+                Ok(Some(name)) => format!("{} {name}", if name.starts_with(['I', 'U']) { "an" } else { "a" }),
+                _ => "an object".into(),
+            }
+        }
         _ => "a value of another kind".into(),
     }
 }
