@@ -14,6 +14,8 @@ pub struct Owned(pub *mut CIValue);
 impl Drop for Owned {
     fn drop(&mut self) {
         if !self.0.is_null() {
+            // SAFETY: `self.0` is non-null and owned by this `Owned` alone (each wraps a handle libtch or the
+            // shim just allocated with `new IValue`); drop runs once, so it is freed exactly once.
             unsafe { ati_free(self.0) };
         }
     }
@@ -33,6 +35,10 @@ fn checked(p: *mut CIValue) -> Result<Owned> {
 
 /// Builds an IValue from a (coerced) value.
 pub fn to_ivalue(v: &Value) -> Result<Owned> {
+    // SAFETY: each handle passed in is live across its call: `t` is borrowed from `v`; the handles in
+    // `ptrs`/`kp`/`vp` are owned by `owned`/`keys`/`vals` (one per entry each, as `typed_dict` needs); `c`
+    // holds its C string. libtch copies its inputs and returns a new handle, taken over by `checked` or
+    // `Owned`.
     unsafe {
         match v {
             Value::None => checked(ati_none()),
@@ -98,44 +104,67 @@ fn read(owned: &Owned, depth: usize) -> Result<Value> {
     }
     let from_ivalue = |o: &Owned| read(o, depth + 1);
     let v = owned.0;
+    // SAFETY: `v` is the live handle owned by `owned` (freed only on its drop, after this call); `ati_tag`
+    // only inspects it, reporting failure through libtch's thread-local error slot, read next.
     let tag = unsafe { ati_tag(v) };
     check_last_error()?;
     // Tags as libtch's `ati_tag` numbers them.
     Ok(match tag {
         0 => Value::None,
         1 => {
+            // SAFETY: tag 1 says `v` (live, owned by `owned`) holds a tensor; `ati_to_tensor` returns a new
+            // `torch::Tensor` handle for us to own, or null with the error set.
             let t = unsafe { ati_to_tensor(v) };
             check_last_error()?;
+            // SAFETY: `t` is that new handle, non-null past the error check; `from_ptr` takes ownership of
+            // it.
             Value::Tensor(unsafe { tch::Tensor::from_ptr(t) })
         }
+        // SAFETY: the tag says which scalar `v` (live, owned by `owned`) holds, and each arm calls that
+        // kind's accessor, which returns a plain value.
         2 => Value::Float(unsafe { ati_to_double(v) }),
         3 => Value::Int(unsafe { ati_to_int(v) }),
         4 => Value::Bool(unsafe { ati_to_bool(v) } != 0),
         5 => {
+            // SAFETY: tag 5 says `v` (live) is a tuple; `ati_to_tuple` checks `len` against its size (-1 from
+            // a failed length gets 0 slots and a refusal) and writes that many new handles into `out`, the
+            // `len`-slot buffer that `read_many` allocated and then owns.
             let len = unsafe { ati_tuple_length(v) };
             let items = read_many(len, |out| unsafe { ati_to_tuple(v, out, len) })?;
             Value::Tuple(items.iter().map(from_ivalue).collect::<Result<_>>()?)
         }
         6..=8 | 10 | 12 => {
             // Every list kind reads element-wise through the generic accessor.
+            // SAFETY: tags 6-8, 10, 12 are lists and `v` is live; `ati_to_generic_list` checks `len` against
+            // the list's size and writes that many new handles into `out`, the `len`-slot buffer that
+            // `read_many` allocated and then owns.
             let len = unsafe { ati_length(v) };
             let items = read_many(len, |out| unsafe { ati_to_generic_list(v, out, len) })?;
             Value::List(None, items.iter().map(from_ivalue).collect::<Result<_>>()?)
         }
         9 => {
+            // SAFETY: tag 9 says `v` (live, owned by `owned`) is a string; `ati_to_string` returns a
+            // `strdup`ed copy that we own, or null with the error set, checked next.
             let p: *mut c_char = unsafe { ati_to_string(v) };
             check_last_error()?;
+            // SAFETY: `p` is that NUL-terminated copy (non-null unless `strdup` itself ran out of memory,
+            // which libtch does not report); `s` copies it before `libc::free` releases it, once.
             let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
             unsafe { libc::free(p as *mut libc::c_void) };
             Value::Str(s)
         }
         13 => {
+            // SAFETY: tag 13 says `v` (live) is a dict of `len` entries; `ati_to_generic_dict` checks that
+            // count and writes a new key and a new value handle per entry into `out`, which `read_many` sized
+            // to `len * 2` and then owns.
             let len = unsafe { ati_length(v) };
             let flat = read_many(len * 2, |out| unsafe { ati_to_generic_dict(v, out, len) })?;
             let mut entries = Vec::with_capacity(len as usize);
             for pair in flat.chunks(2) {
                 entries.push((read(&pair[0], depth + 1)?, read(&pair[1], depth + 1)?));
             }
+            // SAFETY: `v` is a live IValue (owned by `owned` for this whole call), as `dict_has_string_keys`
+            // requires.
             let string_keys = unsafe { ffi::dict_has_string_keys(v) };
             let ty = string_keys.then(|| ("str".to_string(), "Any".to_string()));
             Value::Dict(ty, entries)

@@ -22,6 +22,8 @@ impl Scalar {
     /// A JS number as a libtorch scalar: int when integral (as a Python int), else float.
     fn new(x: f64) -> Result<Scalar> {
         if crate::args::is_integral(x) {
+            // SAFETY: no handles in; `ats_int` returns a new `torch::Scalar` (or null with the error set),
+            // which `checked` either refuses or takes ownership of.
             Scalar::checked(unsafe { torch_sys::ats_int(x as i64) })
         } else {
             Scalar::float(x)
@@ -30,6 +32,8 @@ impl Scalar {
 
     /// Always a float scalar.
     fn float(x: f64) -> Result<Scalar> {
+        // SAFETY: no handles in; `ats_float` returns a new `torch::Scalar` (or null with the error set),
+        // which `checked` either refuses or takes ownership of.
         Scalar::checked(unsafe { torch_sys::ats_float(x) })
     }
 
@@ -44,6 +48,8 @@ impl Scalar {
 
 impl Drop for Scalar {
     fn drop(&mut self) {
+        // SAFETY: `self.0` is the non-null handle `checked` accepted, owned by this `Scalar` alone; drop runs
+        // once, after the call that used it has been checked.
         unsafe { torch_sys::ats_free(self.0) };
         // `ats_free` (a plain delete) cannot fail; clear the slot anyway so nothing pending
         // can ever outlive this call.
@@ -60,6 +66,8 @@ fn call(f: impl FnOnce(*mut *mut C_tensor)) -> Result<Tensor> {
     if out[0].is_null() {
         bail!("libtorch returned no tensor");
     }
+    // SAFETY: `out[0]` is the non-null tensor handle the `atg_*` call just allocated for us, with libtch's
+    // error slot found clear; `from_ptr` takes ownership of it.
     Ok(unsafe { Tensor::from_ptr(out[0]) })
 }
 
@@ -79,6 +87,9 @@ fn device_code(device: Device) -> Result<c_int> {
 /// `t ** exponent`, a copy, or in place (`in_place`) returning a handle to `t`.
 pub fn pow(t: &Tensor, exponent: f64, in_place: bool) -> Result<Tensor> {
     let e = Scalar::new(exponent)?;
+    // SAFETY: `out` is `call`'s one-slot array, where the `atg_*` function writes its one result; `t` is
+    // borrowed across the call, and `e` (a live scalar handle) outlives `call`, which checks the error slot
+    // on this thread before `e` is freed.
     call(|out| unsafe {
         if in_place {
             ffi::atg_pow_(out, ptr(t), e.0)
@@ -95,6 +106,9 @@ pub fn clamp(t: &Tensor, min: Option<f64>, max: Option<f64>, in_place: bool) -> 
         min.map(Scalar::new).transpose()?,
         max.map(Scalar::new).transpose()?,
     );
+    // SAFETY: `out` is `call`'s one-slot array, where the `atg_*` function writes its one result (with no
+    // bound nothing is written, and `call` reports no tensor); `t` is borrowed, and the scalar handles in
+    // `lo` and `hi` outlive `call`, which checks the error slot before they are freed.
     call(|out| unsafe {
         match (&lo, &hi, in_place) {
             (Some(l), Some(h), false) => atg_clamp(out, ptr(t), l.0, h.0),
@@ -111,6 +125,8 @@ pub fn clamp(t: &Tensor, min: Option<f64>, max: Option<f64>, in_place: bool) -> 
 /// `t.fill_(value)`.
 pub fn fill_(t: &Tensor, value: f64) -> Result<()> {
     let v = Scalar::new(value)?;
+    // SAFETY: `out` is `call`'s one-slot array, `t` is borrowed across the call, and `v` (a live scalar
+    // handle) outlives `call`, which checks the error slot before `v` is freed.
     call(|out| unsafe { ffi::atg_fill_(out, ptr(t), v.0) }).map(drop)
 }
 
@@ -118,6 +134,9 @@ pub fn fill_(t: &Tensor, value: f64) -> Result<()> {
 pub fn full(size: &[i64], value: f64, (kind, device): (Kind, Device)) -> Result<Tensor> {
     let v = Scalar::float(value)?;
     let (k, d) = (scalar_type(kind)?, device_code(device)?);
+    // SAFETY: `out` is `call`'s one-slot array; libtch reads `size.len()` dims from `size`, borrowed across
+    // the call; `k` and `d` are valid ScalarType and device codes, and `v` (a live scalar handle) outlives
+    // `call`, which checks the error slot before `v` is freed.
     call(|out| unsafe { ffi::atg_full(out, size.as_ptr(), size.len() as c_int, v.0, k, d) })
 }
 
@@ -125,6 +144,8 @@ pub fn full(size: &[i64], value: f64, (kind, device): (Kind, Device)) -> Result<
 pub fn arange(start: f64, end: f64, step: f64, (kind, device): (Kind, Device)) -> Result<Tensor> {
     let (s, e, st) = (Scalar::new(start)?, Scalar::new(end)?, Scalar::new(step)?);
     let (k, d) = (scalar_type(kind)?, device_code(device)?);
+    // SAFETY: `out` is `call`'s one-slot array; `k` and `d` are valid ScalarType and device codes, and `s`,
+    // `e` and `st` (live scalar handles) outlive `call`, which checks the error slot before they are freed.
     call(|out| unsafe { ffi::atg_arange_start_step(out, s.0, e.0, st.0, k, d) })
 }
 
@@ -132,6 +153,8 @@ pub fn arange(start: f64, end: f64, step: f64, (kind, device): (Kind, Device)) -
 pub fn linspace(start: f64, end: f64, steps: i64, (kind, device): (Kind, Device)) -> Result<Tensor> {
     let (s, e) = (Scalar::new(start)?, Scalar::new(end)?);
     let (k, d) = (scalar_type(kind)?, device_code(device)?);
+    // SAFETY: `out` is `call`'s one-slot array; `k` and `d` are valid ScalarType and device codes, and `s`
+    // and `e` (live scalar handles) outlive `call`, which checks the error slot before they are freed.
     call(|out| unsafe { ffi::atg_linspace(out, s.0, e.0, steps, k, d) })
 }
 

@@ -62,10 +62,14 @@ fn ok(status: sys::napi_status, what: &str) -> Result<()> {
 /// nothing is pending. Allocates nothing on the JS heap.
 pub fn take_exception(env: Env) -> Option<Val> {
     let mut pending = false;
+    // SAFETY: plain N-API call on the JS thread that owns `env`; N-API validates `env`, `pending` lives
+    // across the call, and this call is allowed while an exception is pending.
     if unsafe { sys::napi_is_exception_pending(env, &mut pending) } != sys::Status::napi_ok || !pending {
         return None;
     }
     let mut out = ptr::null_mut();
+    // SAFETY: as above; this call is made for a pending exception and writes one handle into `out`, which
+    // lives across the call.
     let status = unsafe { sys::napi_get_and_clear_last_exception(env, &mut out) };
     (status == sys::Status::napi_ok && !out.is_null()).then_some(out)
 }
@@ -121,6 +125,8 @@ pub fn boolean(env: Env, v: Val) -> Result<bool> {
 pub fn bigint(env: Env, v: Val, what: &str) -> Result<i64> {
     let (mut out, mut lossless) = (0i64, false);
     ok(
+        // SAFETY: plain N-API call on the JS thread that owns `env`; N-API validates the handles (a
+        // non-BigInt is `napi_bigint_expected`), and `out` and `lossless` live across the call.
         unsafe { sys::napi_get_value_bigint_int64(env, v, &mut out, &mut lossless) },
         "bigint",
     )?;
@@ -191,6 +197,8 @@ fn own_names(
 ) -> Result<Val> {
     let mut names = ptr::null_mut();
     ok(
+        // SAFETY: plain N-API call on the JS thread that owns `env`; N-API validates `obj`, the mode, filter
+        // and conversion are its own enum values, and `names` lives across the call.
         unsafe {
             sys::napi_get_all_property_names(
                 env,
@@ -241,6 +249,9 @@ pub fn call_method(env: Env, obj: Val, method: &str, args: &[Val]) -> Result<Val
     let f = property(env, obj, method)?.ok_or_else(|| anyhow!("no method {method}"))?;
     let mut out = ptr::null_mut();
     ok(
+        // SAFETY: plain N-API call on the JS thread that owns `env`; N-API checks that `f` is a function and
+        // reads `args.len()` handles from `args`, borrowed across the call. It runs JS: a throw comes back as
+        // `napi_pending_exception`, which `ok` turns into `JsThrew`.
         unsafe { sys::napi_call_function(env, obj, f, args.len(), args.as_ptr(), &mut out) },
         method,
     )?;
@@ -381,6 +392,9 @@ fn define_data_properties(
         return Ok(());
     }
     ok(
+        // SAFETY: plain N-API call on the JS thread that owns `env`; N-API reads `descriptors.len()`
+        // descriptors, whose `utf8name`s point into the C strings of `entries`; both vectors live until this
+        // function returns, and the values are handles of this env.
         unsafe { sys::napi_define_properties(env, obj, descriptors.len(), descriptors.as_ptr()) },
         "define properties",
     )
@@ -509,6 +523,9 @@ unsafe fn typed_array<'a>(env: Env, v: Val) -> Result<Option<TypedArrayView<'a>>
     }
     let (mut ty, mut len, mut data, mut buf, mut off) = (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
     ok(
+        // SAFETY: plain N-API call on the JS thread that owns `env`; `v` is a TypedArray (checked above) and
+        // the out-parameters are locals. Node reads `data` off the ArrayBuffer (`array->Buffer()`), which
+        // moves an on-heap array's bytes off V8's heap, so GC will not move them.
         unsafe { sys::napi_get_typedarray_info(env, v, &mut ty, &mut len, &mut data, &mut buf, &mut off) },
         "typedarray info",
     )?;
@@ -520,6 +537,10 @@ unsafe fn typed_array<'a>(env: Env, v: Val) -> Result<Option<TypedArrayView<'a>>
     let bytes = if nbytes == 0 {
         &[][..]
     } else {
+        // SAFETY: N-API's `data` is the array's first element, `len` elements of this type long, non-null as
+        // `nbytes > 0`; the `# Safety` contract (no JS while the view lives, within this call) keeps it from
+        // being detached or shrunk. A SharedArrayBuffer may still be written by another worker meanwhile
+        // (callers only copy the bytes or pass them on as a pointer).
         unsafe { std::slice::from_raw_parts(data as *const u8, nbytes) }
     };
     Ok(Some(TypedArrayView {
@@ -543,11 +564,17 @@ pub fn new_typed_array(env: Env, type_name: &str, bytes: &[u8]) -> Result<Val> {
         napi_create_arraybuffer(env, bytes.len(), &mut data)
     )?;
     if !bytes.is_empty() {
+        // SAFETY: `data` starts the `bytes.len()`-byte backing store `napi_create_arraybuffer` just allocated
+        // (non-null, as `bytes` is not empty), a fresh block that cannot overlap `bytes`; no JS has run
+        // since, so nothing has detached it.
         unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data as *mut u8, bytes.len()) };
     }
     let mut out = ptr::null_mut();
     let len = bytes.len() / TYPED_ARRAY_ELEMENT_SIZES[idx];
     ok(
+        // SAFETY: plain N-API call on the JS thread that owns `env`; `buffer` is the ArrayBuffer just made,
+        // `idx` a valid `napi_typedarray_type` (TYPED_ARRAY_NAMES follows that enum), and `len` elements fit
+        // in it from offset 0 (N-API range-checks anyway); `out` lives across the call.
         unsafe { sys::napi_create_typedarray(env, idx as i32, len, buffer, 0, &mut out) },
         "typedarray",
     )?;

@@ -59,6 +59,9 @@ thread_local! {
 /// Creates this thread's sentinel (a frozen empty object) and puts it on `exports._failed`.
 pub fn init(env: Env, exports: Val) -> anyhow::Result<()> {
     let (mut sentinel, mut reference) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: plain N-API calls on the JS thread running this module's init with its `env`; the
+    // out-parameters are locals and `c"_failed"` is static. The reference (count 1, never deleted) keeps the
+    // sentinel alive as long as this env, whose thread `FAILED` belongs to.
     unsafe {
         check(sys::napi_create_object(env, &mut sentinel))?;
         check(sys::napi_object_freeze(env, sentinel))?;
@@ -87,15 +90,24 @@ fn fail(env: Env, err: napi::Error<Code>) -> napi::Result<Val> {
     let stashed = match js::take_exception(env) {
         Some(exception) => {
             let mut reference = ptr::null_mut();
+            // SAFETY: plain N-API call on the JS thread that owns `env`, with no exception pending:
+            // `take_exception` just cleared it and handed us `exception`. A failure leaves `reference` null,
+            // which later N-API calls on it refuse with a status.
             unsafe { sys::napi_create_reference(env, exception, 1, &mut reference) };
             Stashed::Thrown(reference)
         }
         None => Stashed::Coded(err.status, err.reason),
     };
     if let Some(Stashed::Thrown(old)) = LAST.with(|l| l.borrow_mut().replace(stashed)) {
+        // SAFETY: `old` was created by an earlier `fail` on this JS thread, with its env (`LAST` is
+        // thread-local, one env per JS thread); taking it out of `LAST` leaves no other holder, so it is
+        // deleted exactly once, on its own thread.
         unsafe { sys::napi_delete_reference(env, old) };
     }
     let mut sentinel = ptr::null_mut();
+    // SAFETY: plain N-API call on the JS thread that owns `env`; `FAILED` is this thread's sentinel
+    // reference, made by `init` with this env and never deleted (null if `init` never ran, which N-API
+    // refuses with a status, checked below).
     let status = unsafe { sys::napi_get_reference_value(env, FAILED.with(Cell::get), &mut sentinel) };
     if status != sys::Status::napi_ok || sentinel.is_null() {
         return Err(napi::Error::from_reason(
@@ -120,6 +132,8 @@ pub fn stash(env: Env, err: &anyhow::Error) -> napi::Error {
 impl<T: ToNapiValue> ToNapiValue for Outcome<T> {
     unsafe fn to_napi_value(env: Env, val: Self) -> napi::Result<Val> {
         match val.0 {
+            // SAFETY: this forwards our own caller's contract unchanged: `env` is the env of the N-API
+            // callback that napi-rs is returning from, on its JS thread.
             Ok(v) => match unsafe { T::to_napi_value(env, v) } {
                 Ok(out) => Ok(out),
                 Err(e) if e.reason == STASHED => sentinel(env),
@@ -196,6 +210,9 @@ pub fn take_error(env: &napi::Env) -> napi::Result<napi::bindgen_prelude::Unknow
     let pair = match stashed {
         Some(Stashed::Thrown(reference)) => {
             let mut exception = ptr::null_mut();
+            // SAFETY: plain N-API calls on the JS thread that owns `raw` (this export's env); `reference` was
+            // created by `fail` on this thread with that env and has just been taken out of `LAST`, so it is
+            // read and then deleted exactly once.
             unsafe {
                 sys::napi_get_reference_value(raw, reference, &mut exception);
                 sys::napi_delete_reference(raw, reference);
@@ -215,5 +232,7 @@ pub fn take_error(env: &napi::Env) -> napi::Result<napi::bindgen_prelude::Unknow
         .collect::<anyhow::Result<Vec<Val>>>()
         .and_then(|items| js::new_array(raw, items))
         .map_err(|e| napi::Error::from_reason(e.to_string()))?;
+    // SAFETY: `items` is the array `new_array` just created with `raw` in this call, a live handle of this
+    // env in the callback's scope; the `Unknown` borrows `env`, so it cannot outlive the call.
     Ok(unsafe { napi::bindgen_prelude::Unknown::from_raw_unchecked(raw, items) })
 }

@@ -82,6 +82,8 @@ fn lend(
     if byte_offset > view.bytes.len() || need > have {
         bail_code!(Code::ShapeMismatch, "fromBuffer: shape {shape:?} of {} needs {need} bytes, but the buffer has {have} from byteOffset {byte_offset}", dtype::name(kind));
     }
+    // SAFETY: `byte_offset <= view.bytes.len()` was checked just above, so the pointer stays inside
+    // `view.bytes` or one past its end.
     let data = unsafe { view.bytes.as_ptr().add(byte_offset) } as *mut c_void;
     // An empty view's pointer is a placeholder that is never read.
     if need > 0 && !(data as usize).is_multiple_of(elem) {
@@ -95,14 +97,23 @@ fn lend(
         anyhow::bail!("fromBuffer: the addon was not initialised on this thread");
     };
     let mut reference = ptr::null_mut();
+    // SAFETY: plain N-API call on the JS thread that owns `env` (this `fromBuffer` call's); `array` is the
+    // TypedArray the export received. The reference (count 1) keeps the array, and so its buffer, alive until
+    // `release_lent` has it deleted.
     if unsafe { sys::napi_create_reference(env, array, 1, &mut reference) } != sys::Status::napi_ok {
         anyhow::bail!("fromBuffer: cannot reference the buffer");
     }
     let ctx = Box::into_raw(Box::new(Lent { reference, queue })) as *mut c_void;
+    // SAFETY: `data` starts `need` in-bounds bytes (contiguous strides span exactly those), aligned for
+    // `kind` when `need > 0` (both checked above); the reference in `ctx` keeps the buffer alive until
+    // `release_lent(ctx)`, resizable buffers were refused, and `fromBuffer`'s doc forbids detaching it.
     match unsafe { ffi::from_blob(data, shape, &contiguous_strides(shape), kind, release_lent, ctx) } {
         Ok(t) => Ok(t),
         Err(e) => {
             // libtorch never took the deleter: drop the reference here, on the JS thread.
+            // SAFETY: `from_blob` failed in a check made before libtorch wrapped `ctx` in its deleter (short
+            // of running out of memory after that), so `ctx` is still our box, reclaimed once; its reference
+            // is deleted on its own JS thread, outside GC.
             let lent = unsafe { Box::from_raw(ctx as *mut Lent) };
             unsafe { sys::napi_delete_reference(env, lent.reference) };
             Err(e)
@@ -167,6 +178,8 @@ fn refuse_resizable(env: sys::napi_env, buffer: sys::napi_value) -> anyhow::Resu
 }
 
 unsafe extern "C" fn drop_tensor(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` is the `owner` box that `external_buffer` gave N-API with this finalizer, which Node
+    // calls once, when the buffer is collected.
     drop(Box::from_raw(hint as *mut Tensor));
 }
 
@@ -178,6 +191,9 @@ fn external_buffer(env: sys::napi_env, t: &Tensor) -> Option<sys::napi_value> {
     ffi::pin_storage(t);
     let owner = Box::into_raw(Box::new(t.shallow_clone()));
     let mut buffer = ptr::null_mut();
+    // SAFETY: plain N-API call on the JS thread that owns `env`; `t` is a non-empty contiguous CPU tensor
+    // (`lend_out` checks), so `data_ptr()` addresses `nbytes` bytes of its storage, which `owner` (freed only
+    // by `drop_tensor`) keeps alive and `pin_storage` keeps in place.
     let status = unsafe {
         sys::napi_create_external_arraybuffer(
             env,
@@ -191,6 +207,9 @@ fn external_buffer(env: sys::napi_env, t: &Tensor) -> Option<sys::napi_value> {
     if status == sys::Status::napi_ok {
         Some(buffer)
     } else {
+        // SAFETY: N-API failed before attaching `drop_tensor` (sandboxed V8, pending exception), so `owner`
+        // is still our box, reclaimed once. Known gap: Node's `Buffer::New` runs the finalizer itself before
+        // refusing a length over `buffer.constants.MAX_LENGTH` (4 GiB on Node 20): a double free.
         drop(unsafe { Box::from_raw(owner) });
         None
     }
