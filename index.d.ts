@@ -533,7 +533,8 @@ export declare class Tensor {
    * A TypedArray over this tensor's own memory (no copy): writes on either side are seen
    * by the other, and the memory stays alive while the array does, even after `dispose()`.
    * Copies instead (like `toTypedArray`) when aliasing is impossible: a CUDA tensor, a
-   * non-contiguous view, an empty tensor, or a runtime that refuses external buffers.
+   * non-contiguous view, an empty tensor, a runtime that refuses external buffers, or over
+   * 4 GiB on Node 20.
    */
   asTypedArray(): TensorTypedArray
   /**

@@ -1,12 +1,12 @@
 //! libtch's TorchScript module handle (`torch::jit::script::Module*`, the `atm_*` functions) and
 //! the shim's calls on it, as one owned type with safe methods: the only place the raw handle is.
 use super::ivalue::Owned;
-use super::{check_last_error, MethodSchema, Prepare};
+use super::{check_last_error, string_at, Callback, MethodSchema, Prepare};
 use anyhow::{bail, Result};
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, CStr};
 use torch_sys::{
     atm_eval, atm_free, atm_load_on_device, atm_load_str_on_device, atm_method_, atm_named_parameters,
-    atm_save, atm_train, CIValue, CModule_, C_tensor,
+    atm_save, atm_train, CIValue, CModule_,
 };
 
 /// An owned module handle, freed on drop.
@@ -63,20 +63,15 @@ impl ModuleHandle {
     }
 
     pub fn named_parameters(&self) -> Result<Vec<(String, tch::Tensor)>> {
-        extern "C" fn push(data: *mut c_void, name: *const c_char, t: *mut C_tensor) {
-            // SAFETY: libtch calls `push` only inside `atm_named_parameters` below, with `data` = `&mut
-            // params`, which nothing else touches until that call returns.
-            let v = unsafe { &mut *(data as *mut Vec<(String, tch::Tensor)>) };
-            // SAFETY: `name` is the parameter's NUL-terminated name, valid during this callback.
-            let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
-            // SAFETY: `t` is a new `torch::Tensor` handle libtch allocated for us; `from_ptr` takes ownership
-            // of it.
-            v.push((name, unsafe { tch::Tensor::from_ptr(t) }));
-        }
         let mut params: Vec<(String, tch::Tensor)> = Vec::new();
-        // SAFETY: `self.0` is live while `self` is borrowed; `params` outlives the call and is reached only
-        // through `push`, which has the signature libtch calls.
-        unsafe { atm_named_parameters(self.0, &mut params as *mut _ as *mut c_void, push) };
+        let mut cb = Callback::new(|name, t| {
+            // SAFETY: `name` is the parameter's NUL-terminated name, valid during this callback;
+            // `t` is a new tensor handle libtch allocated for us, which `from_ptr` takes over.
+            params.push(unsafe { (string_at(name), tch::Tensor::from_ptr(t)) })
+        });
+        // SAFETY: `self.0` is live while `self` is borrowed; `cb` lives across the call.
+        unsafe { atm_named_parameters(self.0, cb.ctx(), cb.named_tensors()) };
+        cb.finish();
         check_last_error()?;
         Ok(params)
     }

@@ -601,6 +601,18 @@ pub fn value_of<T: napi::bindgen_prelude::ToNapiValue>(env: Env, v: T) -> Result
     unsafe { T::to_napi_value(env, v) }.map_err(|e| anyhow!("{e}"))
 }
 
+/// The running Node's major version (0 when N-API cannot say).
+pub fn node_major(env: Env) -> u32 {
+    let mut version: *const sys::napi_node_version = ptr::null();
+    // SAFETY: a plain N-API call on the JS thread; the struct it points to is static in Node.
+    let status = unsafe { sys::napi_get_node_version(env, &mut version) };
+    match status == sys::Status::napi_ok && !version.is_null() {
+        // SAFETY: checked non-null; Node keeps it for the life of the process.
+        true => unsafe { (*version).major },
+        false => 0,
+    }
+}
+
 /// Tells V8 that native memory grew or shrank by `delta` bytes. A basic call: allowed inside a
 /// finalizer that runs during GC.
 pub fn adjust_external_memory(env: Env, delta: i64) {

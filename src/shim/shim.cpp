@@ -191,10 +191,17 @@ const void* tn_storage_id(tensor_t t) {
 // storage is freed — on whichever thread drops the last tensor that uses it.
 tensor_t tn_from_blob(void* data, const int64_t* sizes, const int64_t* strides, int ndim, int dtype,
                       void (*release)(void*), void* ctx, char** err) {
+  // `release` may run only once the tensor exists: on a failure the caller still owns `ctx`
+  // (and frees it), so a deleter that a throw unwinds (out of memory) must not release it too.
+  auto armed = std::make_shared<bool>(false);
   TN_PROTECT(err, auto options = torch::TensorOptions().dtype(static_cast<c10::ScalarType>(dtype));
-             auto t = torch::from_blob(data, c10::IntArrayRef(sizes, ndim), c10::IntArrayRef(strides, ndim),
-                                       [release, ctx](void*) { release(ctx); }, options);
-             return new torch::Tensor(std::move(t));)
+             auto t = torch::from_blob(
+                 data, c10::IntArrayRef(sizes, ndim), c10::IntArrayRef(strides, ndim),
+                 [release, ctx, armed](void*) {
+                   if (*armed) release(ctx);
+                 },
+                 options);
+             auto out = new torch::Tensor(std::move(t)); *armed = true; return out;)
   return nullptr;
 }
 

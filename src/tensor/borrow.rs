@@ -111,9 +111,9 @@ fn lend(
         Ok(t) => Ok(t),
         Err(e) => {
             // libtorch never took the deleter: drop the reference here, on the JS thread.
-            // SAFETY: `from_blob` failed in a check made before libtorch wrapped `ctx` in its deleter (short
-            // of running out of memory after that), so `ctx` is still our box, reclaimed once; its reference
-            // is deleted on its own JS thread, outside GC.
+            // SAFETY: on failure the shim never calls `release` (its deleter is armed only once the
+            // tensor exists), so `ctx` is still our box, reclaimed once; its reference is deleted on
+            // its own JS thread, outside GC.
             let lent = unsafe { Box::from_raw(ctx as *mut Lent) };
             unsafe { sys::napi_delete_reference(env, lent.reference) };
             Err(e)
@@ -186,6 +186,11 @@ unsafe extern "C" fn drop_tensor(_env: sys::napi_env, _data: *mut c_void, hint: 
 /// An external ArrayBuffer over `t`'s memory; None when V8 refuses external buffers.
 fn external_buffer(env: sys::napi_env, t: &Tensor) -> Option<sys::napi_value> {
     let nbytes = t.numel() * t.kind().elt_size_in_bytes();
+    // Node 20 refuses an ArrayBuffer over 4 GiB only after running the finalizer it was given,
+    // which would free `owner` twice: such tensors are copied there (and fail as a copy does).
+    if nbytes > u32::MAX as usize && js::node_major(env) < 22 {
+        return None;
+    }
     // A model or an in-place op could otherwise `resize_` the storage to a new block and free
     // the one this array points at.
     ffi::pin_storage(t);
@@ -208,8 +213,8 @@ fn external_buffer(env: sys::napi_env, t: &Tensor) -> Option<sys::napi_value> {
         Some(buffer)
     } else {
         // SAFETY: N-API failed before attaching `drop_tensor` (sandboxed V8, pending exception), so `owner`
-        // is still our box, reclaimed once. Known gap: Node's `Buffer::New` runs the finalizer itself before
-        // refusing a length over `buffer.constants.MAX_LENGTH` (4 GiB on Node 20): a double free.
+        // is still our box, reclaimed once. (The one refusal that runs the finalizer first, Node 20's
+        // over 4 GiB, is not attempted: see above.)
         drop(unsafe { Box::from_raw(owner) });
         None
     }
@@ -220,7 +225,8 @@ impl JsTensor {
     /// A TypedArray over this tensor's own memory (no copy): writes on either side are seen
     /// by the other, and the memory stays alive while the array does, even after `dispose()`.
     /// Copies instead (like `toTypedArray`) when aliasing is impossible: a CUDA tensor, a
-    /// non-contiguous view, an empty tensor, or a runtime that refuses external buffers.
+    /// non-contiguous view, an empty tensor, a runtime that refuses external buffers, or over
+    /// 4 GiB on Node 20.
     #[napi(ts_return_type = "TensorTypedArray")]
     pub fn as_typed_array(&self) -> Outcome<LentArray> {
         guard(|| Ok(LentArray(self.get()?.shallow_clone()))).into()

@@ -1,0 +1,107 @@
+//! The process: CPU capabilities, oneDNN Graph fusion, `dlopen`, libtorch's version and
+//! inter-op threads, and where its warnings go.
+use super::{check_last_error, string_at, Callback};
+use anyhow::{anyhow, Result};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+
+extern "C" {
+    fn tn_onednn_fusion(enabled: c_int, err: *mut *mut c_char);
+    fn tn_cpu_capabilities(
+        cb: extern "C" fn(*mut c_void, *const c_char, c_int, i64, *const c_char),
+        ctx: *mut c_void,
+        err: *mut *mut c_char,
+    );
+    fn tn_dlopen(path: *const c_char, err: *mut *mut c_char) -> *mut c_void;
+    fn tn_torch_version(major: *mut c_int, minor: *mut c_int);
+    fn tn_forward_warnings(cb: extern "C" fn(*const c_char, c_int));
+}
+
+/// Where libtorch's warnings go: (message, whether it is a deprecation). Set once.
+static ON_WARNING: std::sync::OnceLock<fn(String, bool)> = std::sync::OnceLock::new();
+
+extern "C" fn warning_trampoline(message: *const c_char, deprecation: c_int) {
+    // Called from C++: nothing may unwind out of here.
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: libtorch passes a NUL-terminated message that lives for this call.
+        let message = unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned();
+        if let Some(handler) = ON_WARNING.get() {
+            handler(message, deprecation != 0);
+        }
+    });
+}
+
+/// Sends libtorch's warnings raised on the calling thread to `handler` instead of stderr
+/// (libtorch's warning handler is per thread: call this on every thread that runs libtorch).
+pub fn forward_warnings(handler: fn(String, bool)) {
+    let _ = ON_WARNING.set(handler);
+    // SAFETY: installs a static handler on this thread; nothing is freed.
+    unsafe { tn_forward_warnings(warning_trampoline) }
+}
+
+/// Turns oneDNN Graph fusion on or off for the graphs optimized from now on (process-wide).
+pub fn onednn_fusion(enabled: bool) -> Result<()> {
+    // SAFETY: a global switch; no handles.
+    shim!(tn_onednn_fusion(enabled as c_int))
+}
+
+/// One entry of libtorch's CPU capability map.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Capability {
+    Flag(bool),
+    Count(i64),
+    Text(String),
+}
+
+/// libtorch's CPU capability map (ISA flags such as `avx512_bf16`, cache sizes, the CPU name).
+pub fn cpu_capabilities() -> Result<Vec<(String, Capability)>> {
+    let mut out: Vec<(String, Capability)> = Vec::new();
+    let mut cb = Callback::new(|name, kind: c_int, number: i64, text| {
+        let value = match kind {
+            0 => Capability::Flag(number != 0),
+            1 => Capability::Count(number),
+            // SAFETY: the shim passes strings that live for the callback.
+            _ => Capability::Text(unsafe { string_at(text) }),
+        };
+        // SAFETY: as above.
+        out.push((unsafe { string_at(name) }, value));
+    });
+    // SAFETY: no handles in; `cb` lives across the call.
+    shim!(tn_cpu_capabilities(cb.capabilities(), cb.ctx()))?;
+    cb.finish();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Whether the CPU computes in bfloat16 natively (AVX512-BF16 or AMX-BF16): where it does not,
+/// libtorch emulates bf16 and a bf16 model runs slower than float32.
+pub fn cpu_has_native_bf16() -> bool {
+    cpu_capabilities().is_ok_and(|caps| {
+        caps.iter()
+            .any(|(k, v)| (k == "avx512_bf16" || k == "amx_bf16") && *v == Capability::Flag(true))
+    })
+}
+
+/// Loads a shared library into the process for good (`RTLD_NOW | RTLD_GLOBAL`): the dynamic
+/// loader's message (unresolved symbols named) or a C++ exception from its static initializers
+/// becomes the error.
+pub fn dlopen(path: &std::path::Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| anyhow!("the path contains a NUL byte"))?;
+    // SAFETY: a C string that lives across the call.
+    shim!(tn_dlopen(c.as_ptr())).map(|_| ())
+}
+
+/// Sets libtorch's inter-op thread count (accepted once, before any inter-op work started).
+pub fn set_num_interop_threads(n: i32) -> Result<()> {
+    // SAFETY: a plain setter; libtorch reports a refusal through its last-error slot.
+    unsafe { torch_sys::at_set_num_interop_threads(n) };
+    check_last_error()
+}
+
+/// libtorch's (major, minor) version, as compiled into the shim.
+pub fn torch_version() -> (i32, i32) {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: writes two ints we own.
+    unsafe { tn_torch_version(&mut major, &mut minor) };
+    (major, minor)
+}
