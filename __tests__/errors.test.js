@@ -296,7 +296,7 @@ describe('dispose while a call is in flight', () => {
 test('native messages describe a value as lib/errors.js does', () => {
   const { describe: jsDescribe } = require('../lib/errors')
   const values = [5, -0, 2.5, 1e21, 1e-7, Infinity, -Infinity, NaN, 'yes', 10n, Symbol('s'), () => {}, [], {},
-    Object.create(null), torch.ones([1]), new Float32Array(2), new Int32Array(1), new Uint8Array(1)]
+    Object.create(null), torch.ones([1]), new torch.ScriptModule(MLP), new Float32Array(2), new Int32Array(1), new Uint8Array(1)]
   for (const [i, v] of values.entries()) {
     // keepdim takes a boolean: every other value is refused with "got <what it is>".
     assert.throws(() => torch.ones([2]).sum(0, v), (e) => {

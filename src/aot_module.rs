@@ -7,7 +7,7 @@ use crate::error::bail_code;
 use crate::error::{guard, Code};
 use crate::ivalue::js::Output;
 use crate::ivalue::value::Value;
-use crate::napi::convert::{self, AotModuleOptions, Inputs, Str};
+use crate::napi::convert::{AotModuleOptions, Inputs, Str};
 use crate::napi::js::{self, Val};
 use crate::napi::lifecycle::{self, Slot};
 use crate::napi::options::js_options;
@@ -86,7 +86,7 @@ fn tensors(env: &Env, list: Val, async_call: bool) -> anyhow::Result<(Vec<tch::T
     let inputs = items
         .iter()
         .enumerate()
-        .map(|(i, &v)| convert::tensor(raw, v, &format!("forward: input {i}")))
+        .map(|(i, &v)| crate::tensor::args::shared(raw, v, &format!("forward: input {i}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok((inputs, abort))
 }
@@ -151,6 +151,7 @@ impl JsAotModule {
                 "forward",
                 || tensors(&env, inputs.raw().val, true),
                 |m, inputs| Ok(output(m.run(inputs)?)),
+                crate::ivalue::js::to_js,
             )
             .into()
     }
@@ -165,7 +166,7 @@ impl JsAotModule {
         self.slot
             .call_sync(
                 || Ok(tensors(&env, inputs.raw().val, false)?.0),
-                |m, inputs| Ok(output(m.run(inputs)?)),
+                |m, inputs| Ok(Output(output(m.run(inputs)?))),
             )
             .into()
     }

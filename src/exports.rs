@@ -212,6 +212,20 @@ pub mod cpu {
 #[napi(module_exports)]
 pub fn init(exports: napi::bindgen_prelude::Object, env: napi::Env) -> napi::Result<()> {
     memory::set_thread_env(env.raw());
+    {
+        use napi::bindgen_prelude::TypeTag;
+        crate::napi::js::name_classes(vec![
+            (<crate::tensor::JsTensor as TypeTag>::type_tag(), "Tensor"),
+            (
+                <crate::script_module::JsScriptModule as TypeTag>::type_tag(),
+                "ScriptModule",
+            ),
+            (
+                <crate::aot_module::JsAotModule as TypeTag>::type_tag(),
+                "AOTModule",
+            ),
+        ]);
+    }
     executor::init_js_thread();
     crate::napi::outcome::init(env.raw(), exports.raw())
         .and_then(|()| crate::napi::queue::init(env.raw()))

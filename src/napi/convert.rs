@@ -20,8 +20,7 @@
 use crate::error::bail_code;
 use crate::error::Code;
 use crate::napi::js::{self, Env, Val};
-use crate::tensor::JsTensor;
-use crate::{args, device, ffi};
+use crate::{args, device};
 use anyhow::Result;
 use napi::bindgen_prelude::{FromNapiValue, TypeName, ValueType};
 use napi::sys::ValueType as Js;
@@ -176,6 +175,18 @@ fn number_list(env: Env, v: Val, noun: &str, what: &str) -> anyhow::Result<Vec<f
     if js::type_of(env, v)? == Js::napi_number {
         return Ok(vec![js::number(env, v)?]);
     }
+    array_of(env, v, noun, what, |item, what| number(env, item, what))
+}
+
+/// The items of an array, each read by `read` (which names it `what[i]`), or InvalidArg saying
+/// an array of `noun` was expected.
+pub fn array_of<T>(
+    env: Env,
+    v: Val,
+    noun: &str,
+    what: &str,
+    read: impl Fn(Val, &str) -> Result<T>,
+) -> Result<Vec<T>> {
     if !js::is_array(env, v)? {
         bail_code!(
             Code::InvalidArg,
@@ -184,49 +195,8 @@ fn number_list(env: Env, v: Val, noun: &str, what: &str) -> anyhow::Result<Vec<f
         );
     }
     (0..js::array_len(env, v)?)
-        .map(|i| number(env, js::element(env, v, i)?, &format!("{what}[{i}]")))
+        .map(|i| read(js::element(env, v, i)?, &format!("{what}[{i}]")))
         .collect()
-}
-
-/// The `JsTensor` a JS value wraps, or None when it is not a Tensor. napi-rs 3 only lets
-/// generated argument conversion borrow class instances, so tensors nested in arrays and
-/// objects are unwrapped here, checking the class's type tag as the generated code does.
-///
-/// # Safety
-/// The reference must not outlive the current N-API call: the JS object owns the `JsTensor`,
-/// and only the call's handle scope keeps that object alive.
-unsafe fn unwrap_tensor<'a>(env: Env, v: Val) -> Option<&'a JsTensor> {
-    use napi::bindgen_prelude::TypeTag;
-    let mut wrapped: *mut std::ffi::c_void = std::ptr::null_mut();
-    // SAFETY: plain N-API calls on the JS thread; N-API checks the handles.
-    let status = unsafe { napi::sys::napi_unwrap(env, v, &mut wrapped) };
-    if status != napi::sys::Status::napi_ok || wrapped.is_null() {
-        return None;
-    }
-    let tag = <JsTensor as TypeTag>::type_tag();
-    // SAFETY: as above.
-    unsafe { napi::bindgen_prelude::validate_type_tag(env, v, &tag, "Tensor") }.ok()?;
-    // SAFETY: the type tag says napi-rs wrapped a `JsTensor` here; the caller bounds the borrow.
-    Some(unsafe { &*(wrapped as *const JsTensor) })
-}
-
-/// Runs `f` on the Tensor `v` wraps, borrowed for `f` alone; None when `v` is not a Tensor.
-pub fn with_tensor<R>(env: Env, v: Val, f: impl FnOnce(&JsTensor) -> R) -> Option<R> {
-    // SAFETY: the borrow cannot leave `f`, which runs within this call.
-    unsafe { unwrap_tensor(env, v) }.map(f)
-}
-
-/// The tensor `v` wraps, shared (a shallow clone: same storage), or InvalidArg naming `what`
-/// (`Disposed` when it was disposed).
-pub fn tensor(env: Env, v: Val, what: &str) -> anyhow::Result<tch::Tensor> {
-    match with_tensor(env, v, |t| t.get().map(|t| t.shallow_clone())) {
-        Some(t) => t,
-        None => bail_code!(
-            Code::InvalidArg,
-            "{what}: expected a Tensor, got {}",
-            js::describe(env, v)
-        ),
-    }
 }
 
 /// Reads an argument that needs nothing but its name.
@@ -270,23 +240,6 @@ read_with!(Str -> String, |env, val, what| string(env, val, what));
 read_with!(Shape -> Vec<i64>, |env, val, what| shape(env, val, what));
 read_with!(Sizes -> Vec<f64>, |env, val, what| numbers(env, val, what));
 read_with!(Device -> tch::Device, |env, val, what| device::parse(&string(env, val, what)?));
-read_with!(Tensors -> Vec<tch::Tensor>, |env, val, what| {
-    if !js::is_array(env, val)? {
-        bail_code!(Code::InvalidArg, "{what}: expected an array of tensors, got {}", js::describe(env, val));
-    }
-    (0..js::array_len(env, val)?)
-        .map(|i| tensor(env, js::element(env, val, i)?, &format!("{what}[{i}]")))
-        .collect()
-});
-
-impl Tensor {
-    /// The tensor, shared (a shallow clone), or InvalidArg naming `what`.
-    pub fn read(&self, what: &str) -> Result<tch::Tensor> {
-        let Raw { env, val } = self.0;
-        tensor(env, val, what)
-    }
-}
-
 impl Dim {
     /// The dimension, in `0..ndim` (PyTorch's wrapping of negative dims).
     pub fn read(&self, ndim: usize, what: &str) -> Result<i64> {
@@ -330,41 +283,6 @@ impl Scalar {
                 js::describe(env, val)
             ),
         }
-    }
-}
-
-impl Operand {
-    /// A tensor, or a JS number/boolean as a wrapped number (type promotion then treats it
-    /// exactly as PyTorch treats a Python scalar); a boolean lands on `like`'s device.
-    pub fn read(&self, like: &tch::Tensor, what: &str) -> Result<tch::Tensor> {
-        let Raw { env, val } = self.0;
-        {
-            if let Some(t) = with_tensor(env, val, |t| t.get().map(|t| t.shallow_clone())) {
-                return t;
-            }
-            match js::type_of(env, val)? {
-                Js::napi_number => {
-                    let x = js::number(env, val)?;
-                    // A CPU wrapped number may join a CUDA operation, as a Python scalar does.
-                    ffi::wrapped_number(x, args::is_integral(x))
-                }
-                Js::napi_boolean => {
-                    let b = ffi::wrapped_number(js::boolean(env, val)? as i64 as f64, true)?;
-                    Ok(b.f_to_kind(tch::Kind::Bool)?.f_to_device(like.device())?)
-                }
-                _ => bail_code!(
-                    Code::InvalidArg,
-                    "{what}: expected a Tensor or a number, got {}",
-                    js::describe(env, val)
-                ),
-            }
-        }
-    }
-
-    /// The JS number, when the operand is one (for ops with a dedicated scalar form).
-    pub fn number(&self) -> Option<f64> {
-        let Raw { env, val } = self.0;
-        (js::type_of(env, val).ok()? == Js::napi_number).then(|| js::number(env, val).ok())?
     }
 }
 

@@ -8,9 +8,11 @@
 use crate::error::bail_code;
 use crate::error::Code;
 use anyhow::{anyhow, Result};
+use napi::bindgen_prelude::{validate_type_tag, TypeTag};
 use napi::sys;
 use std::ffi::CString;
 use std::ptr;
+use std::sync::OnceLock;
 
 pub type Env = sys::napi_env;
 pub type Val = sys::napi_value;
@@ -84,6 +86,50 @@ pub fn is_nullish(env: Env, v: Val) -> Result<bool> {
     Ok(t == sys::ValueType::napi_undefined || t == sys::ValueType::napi_null)
 }
 
+/// The classes `describe` names (`a Tensor`): their napi-rs type tags, registered at init.
+static NAMED_CLASSES: OnceLock<Vec<(sys::napi_type_tag, &'static str)>> = OnceLock::new();
+
+/// Registers the classes `describe` names, by type tag (once per process).
+pub fn name_classes(classes: Vec<(sys::napi_type_tag, &'static str)>) {
+    let _ = NAMED_CLASSES.set(classes);
+}
+
+/// The registered class an object is an instance of (by its type tag: no JS runs).
+fn class_name(env: Env, v: Val) -> Option<&'static str> {
+    NAMED_CLASSES.get()?.iter().find_map(|(tag, name)| {
+        let mut matches = false;
+        // SAFETY: a plain N-API call on the JS thread; `tag` and `matches` live across it.
+        let status = unsafe { sys::napi_check_object_type_tag(env, v, tag, &mut matches) };
+        (status == sys::Status::napi_ok && matches).then_some(*name)
+    })
+}
+
+/// The `T` a JS object wraps (a napi-rs class instance, checked by its type tag as napi-rs's
+/// generated code does), or None.
+///
+/// # Safety
+/// The reference must not outlive the current N-API call: the JS object owns the `T`, and
+/// only the call's handle scope keeps that object alive.
+unsafe fn unwrap<'a, T: TypeTag>(env: Env, v: Val, class: &str) -> Option<&'a T> {
+    let mut wrapped: *mut std::ffi::c_void = ptr::null_mut();
+    // SAFETY: a plain N-API call on the JS thread; N-API checks the handles.
+    let status = unsafe { sys::napi_unwrap(env, v, &mut wrapped) };
+    if status != sys::Status::napi_ok || wrapped.is_null() {
+        return None;
+    }
+    // SAFETY: as above.
+    unsafe { validate_type_tag(env, v, &T::type_tag(), class) }.ok()?;
+    // SAFETY: the type tag says napi-rs wrapped a `T` here; the caller bounds the borrow.
+    Some(unsafe { &*(wrapped as *const T) })
+}
+
+/// Runs `f` on the `T` (a napi-rs class named `class`) that `v` wraps, borrowed for `f` alone;
+/// None when `v` is not one.
+pub fn with_wrapped<T: TypeTag, R>(env: Env, v: Val, class: &str, f: impl FnOnce(&T) -> R) -> Option<R> {
+    // SAFETY: the borrow cannot leave `f`, which runs within this call.
+    unsafe { unwrap::<T>(env, v, class) }.map(f)
+}
+
 /// How a value reads in an error message: `a string`, `number 2.5`, `an array`, `a Tensor`,
 /// worded as lib/errors.js's `describe` (which also names other classes: reading a
 /// constructor may run JS, so native code says `an object`).
@@ -102,8 +148,15 @@ pub fn describe(env: Env, v: Val) -> String {
         Ok(sys::ValueType::napi_function) => "a function".into(),
         Ok(sys::ValueType::napi_object) if is_array(env, v).unwrap_or(false) => "an array".into(),
         Ok(sys::ValueType::napi_object) => {
-            if crate::napi::convert::with_tensor(env, v, |_| ()).is_some() {
-                return "a Tensor".into();
+            if let Some(name) = class_name(env, v) {
+                return format!(
+                    "{} {name}",
+                    if name.starts_with(['A', 'E', 'I', 'O', 'U']) {
+                        "an"
+                    } else {
+                        "a"
+                    }
+                );
             }
             match with_typed_array(env, v, |view| Ok(view.type_name)) {
                 Ok(Some(name)) => format!("{} {name}", if name.starts_with(['I', 'U']) { "an" } else { "a" }),

@@ -6,11 +6,9 @@
 //! Each class keeps its own `#[napi]` methods (their docs and typings are the class's) and
 //! delegates to this file: `load`, `open`, `Slot::call`, `Slot::call_sync`, `dispose`.
 use crate::error::{bail_code, guard, Code, Result};
-use crate::ivalue::js::{to_js, Output};
-use crate::ivalue::value::Value;
 use crate::napi::js::{self, Env as RawEnv, Val};
 use crate::napi::outcome::Outcome;
-use crate::napi::task::{self, prepare, AbortFlag, Promise};
+use crate::napi::task::{self, prepare, AbortFlag, Finish, Promise};
 use napi::bindgen_prelude::ToNapiValue;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -54,31 +52,33 @@ impl<T: Send + Sync + 'static> Slot<T> {
 
     /// An async call: `read` takes its inputs and its AbortSignal's flag on the JS thread (an
     /// exception from the caller's own getter is rethrown at once; any other failure rejects),
-    /// `run` runs on the executor and its output resolves the promise.
-    pub fn call<A: Send + 'static>(
+    /// `run` runs on the executor, and `finish` makes its output the promise's value on the JS
+    /// thread.
+    pub fn call<A: Send + 'static, V: Send + 'static>(
         &self,
         env: RawEnv,
         what: &str,
         read: impl FnOnce() -> anyhow::Result<(A, AbortFlag)>,
-        run: impl FnOnce(&T, A) -> anyhow::Result<Value> + Send + 'static,
+        run: impl FnOnce(&T, A) -> anyhow::Result<V> + Send + 'static,
+        finish: Finish<V>,
     ) -> Result<Promise> {
         let prepared = prepare(|| {
             let (args, abort) = read()?;
             Ok(((self.get()?, args), abort))
         })?;
-        guard(|| task::spawn(env, what, prepared, move |(m, args)| run(&m, args), to_js))
+        guard(|| task::spawn(env, what, prepared, move |(m, args)| run(&m, args), finish))
     }
 
     /// A sync call: `run` runs on the executor while the calling thread waits.
-    pub fn call_sync<A: Send + 'static>(
+    pub fn call_sync<A: Send + 'static, V: Send + 'static>(
         &self,
         read: impl FnOnce() -> anyhow::Result<A>,
-        run: impl FnOnce(&T, A) -> anyhow::Result<Value> + Send + 'static,
-    ) -> Result<Output> {
+        run: impl FnOnce(&T, A) -> anyhow::Result<V> + Send + 'static,
+    ) -> Result<V> {
         guard(|| {
             let args = read()?;
             let module = self.get()?;
-            Ok(Output(task::run_sync(move || run(&module, args))?))
+            task::run_sync(move || run(&module, args))
         })
     }
 }

@@ -6,7 +6,7 @@ use crate::archive::Limits;
 use crate::device;
 use crate::error::bail_code;
 use crate::error::{guard, Code, Result};
-use crate::ivalue::js::{from_js, Output, TensorRecord};
+use crate::ivalue::js::{from_js, to_js, Output, TensorRecord};
 use crate::ivalue::value::Value;
 use crate::module::Module;
 use crate::module::{self as core, LoadOptions, Source};
@@ -218,15 +218,18 @@ impl JsScriptModule {
             &what,
             || inputs_and_signal(&env, list.raw().val),
             move |module, args| core::call(module, &method, args),
+            to_js,
         )
     }
 
     fn call_sync(&self, env: &Env, method: &str, list: Inputs) -> Result<Output> {
         let method = method.to_string();
-        self.slot.call_sync(
-            || inputs(env.raw(), list.raw().val),
-            move |module, args| core::call(module, &method, args),
-        )
+        self.slot
+            .call_sync(
+                || inputs(env.raw(), list.raw().val),
+                move |module, args| core::call(module, &method, args),
+            )
+            .map(Output)
     }
 
     fn read<T>(&self, f: impl FnOnce(&Module) -> anyhow::Result<T>) -> Result<T> {

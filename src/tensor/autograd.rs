@@ -1,8 +1,8 @@
 //! Autograd basics — `backward`, `grad`, `detach`, `requiresGrad_` — and `torch.tidy`'s scopes.
+use super::args::with_tensor;
 use super::{scope_begin, scope_end, JsTensor, Keep};
 use crate::error::bail_code;
 use crate::error::{guard, Code};
-use crate::napi::convert::with_tensor;
 use crate::napi::convert::{Flag, ReadOpt};
 use crate::napi::js;
 use crate::napi::outcome::Outcome;

@@ -446,7 +446,9 @@ pub fn tensor(data: TensorData, options: Option<TensorOptions>) -> Outcome<JsTen
         let convert::Raw { env: raw, val: data } = data.raw();
         let base = if let Some(t) = js::with_typed_array(raw, data, |view| from_typed_array(view, o.dtype))? {
             t
-        } else if let Some(other) = convert::with_tensor(raw, data, |t| t.get().and_then(|t| deep_copy(&t))) {
+        } else if let Some(other) =
+            super::args::with_tensor(raw, data, |t| t.get().and_then(|t| deep_copy(&t)))
+        {
             other?
         } else {
             from_nested(raw, data, o.dtype)?
