@@ -30,33 +30,25 @@ js_options! {
     }
 }
 
-/// Options as parsed from JS.
-pub struct Opts {
-    pub dtype: Option<Kind>,
-    pub device: Device,
-    pub requires_grad: bool,
-    pub shape: Option<Vec<i64>>,
+impl TensorBag {
+    /// `device`, CPU when left out.
+    fn device(&self) -> Device {
+        self.device.unwrap_or(Device::Cpu)
+    }
 }
 
 /// Reads a factory's `options`: an options object, or a boolean meaning `requiresGrad`
 /// (torchjs' form `ones(shape, true)`). `shape` is `tensor()`'s alone (`with_shape`).
-pub fn options(env: RawEnv, v: Option<Val>, with_shape: bool) -> anyhow::Result<Opts> {
+pub fn options(env: RawEnv, v: Option<Val>, with_shape: bool) -> anyhow::Result<TensorBag> {
     use napi::sys::ValueType as T;
-    let mut o = Opts {
-        dtype: None,
-        device: Device::Cpu,
-        requires_grad: false,
-        shape: None,
-    };
     match v.map(|v| js::type_of(env, v).map(|t| (t, v))).transpose()? {
-        Some((T::napi_boolean, v)) => o.requires_grad = js::boolean(env, v)?,
+        Some((T::napi_boolean, v)) => Ok(TensorBag {
+            requires_grad: Some(js::boolean(env, v)?),
+            ..TensorBag::default()
+        }),
         Some((T::napi_object | T::napi_undefined | T::napi_null, _)) | None => {
             let except: &[&str] = if with_shape { &[] } else { &["shape"] };
-            let bag = TensorBag::read_except(env, v, "options", except)?;
-            o.dtype = bag.dtype;
-            o.device = bag.device.unwrap_or(Device::Cpu);
-            o.requires_grad = bag.requires_grad.unwrap_or(false);
-            o.shape = bag.shape;
+            TensorBag::read_except(env, v, "options", except)
         }
         Some((_, v)) => bail_code!(
             Code::InvalidArg,
@@ -64,16 +56,15 @@ pub fn options(env: RawEnv, v: Option<Val>, with_shape: bool) -> anyhow::Result<
             js::describe(env, v)
         ),
     }
-    Ok(o)
 }
 
 /// A factory's options: `{dtype, device, requiresGrad}`, or a boolean for `requiresGrad`.
-fn factory_options(v: Option<FactoryOptions>) -> anyhow::Result<Opts> {
+fn factory_options(v: Option<FactoryOptions>) -> anyhow::Result<TensorBag> {
     options_of(v.map(|o| o.raw()), false)
 }
 
 /// [`options`] over a typed options argument.
-fn options_of(v: Option<convert::Raw>, with_shape: bool) -> anyhow::Result<Opts> {
+fn options_of(v: Option<convert::Raw>, with_shape: bool) -> anyhow::Result<TensorBag> {
     match v {
         Some(r) => options(r.env, Some(r.val), with_shape),
         None => options(std::ptr::null_mut(), None, with_shape),
@@ -81,8 +72,8 @@ fn options_of(v: Option<convert::Raw>, with_shape: bool) -> anyhow::Result<Opts>
 }
 
 /// Applies `requiresGrad` and wraps the result.
-fn finish(t: Tensor, o: &Opts) -> anyhow::Result<JsTensor> {
-    let t = if o.requires_grad {
+fn finish(t: Tensor, o: &TensorBag) -> anyhow::Result<JsTensor> {
+    let t = if o.requires_grad == Some(true) {
         if !dtype::is_floating(t.kind()) {
             bail_code!(
                 Code::DTypeMismatch,
@@ -107,7 +98,7 @@ fn from_shape(
     guard(|| {
         let shape = shape.read("shape")?;
         let o = factory_options(options)?;
-        let t = make(&shape, (o.dtype.unwrap_or(default_kind), o.device))?;
+        let t = make(&shape, (o.dtype.unwrap_or(default_kind), o.device()))?;
         finish(t, &o)
     })
 }
@@ -238,7 +229,7 @@ pub fn arange(
         let kind = o
             .dtype
             .unwrap_or(if integral { Kind::Int64 } else { Kind::Float });
-        let t = ffi::scalar::arange(start, end, step, (kind, o.device))?;
+        let t = ffi::scalar::arange(start, end, step, (kind, o.device()))?;
         finish(t, &o)
     })
     .into()
@@ -251,7 +242,7 @@ pub fn linspace(start: Num, end: Num, steps: Int, options: Option<FactoryOptions
         let (start, end) = (start.read("start")?, end.read("end")?);
         let steps = args::shape(&[steps.read("steps")? as f64], "steps")?[0];
         let o = factory_options(options)?;
-        let t = ffi::scalar::linspace(start, end, steps, (o.dtype.unwrap_or(Kind::Float), o.device))?;
+        let t = ffi::scalar::linspace(start, end, steps, (o.dtype.unwrap_or(Kind::Float), o.device()))?;
         finish(t, &o)
     })
     .into()
@@ -266,7 +257,7 @@ pub fn eye(env: Env, n: Int, m: Option<Unknown>, options: Option<Unknown>) -> Ou
         let (rest, options) = numbers_then_options(env.raw(), &[m, options], "eye")?;
         let m = args::shape(&[rest.first().copied().unwrap_or(n as f64)], "m")?[0];
         let o = self::options(env.raw(), options, false)?;
-        let t = Tensor::f_eye_m(n, m, (o.dtype.unwrap_or(Kind::Float), o.device))?;
+        let t = Tensor::f_eye_m(n, m, (o.dtype.unwrap_or(Kind::Float), o.device()))?;
         finish(t, &o)
     })
     .into()
@@ -464,7 +455,7 @@ pub fn tensor(data: TensorData, options: Option<TensorOptions>) -> Outcome<JsTen
             Some(s) => base.f_reshape(s)?,
             None => base,
         };
-        let t = base.f_to_device(o.device)?;
+        let t = base.f_to_device(o.device())?;
         let t = match o.dtype {
             Some(k) if k != t.kind() => t.f_to_kind(k)?,
             _ => t,
