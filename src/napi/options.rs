@@ -96,8 +96,15 @@ impl OptionValue for Val {
 }
 
 /// The options object `v` names, or None when it is undefined or null; anything else that is
-/// not an object is InvalidArg. Keys outside `accepted` are refused, naming the accepted ones.
-pub fn object(env: Env, v: Option<Val>, accepted: &[&str], what: &str) -> anyhow::Result<Option<Val>> {
+/// not an object is InvalidArg. Keys outside `keys` (less `except`) are refused, naming the
+/// accepted ones.
+pub fn object(
+    env: Env,
+    v: Option<Val>,
+    keys: &[&str],
+    except: &[&str],
+    what: &str,
+) -> anyhow::Result<Option<Val>> {
     let Some(o) = v.filter(|o| !js::is_nullish(env, *o).unwrap_or(true)) else {
         return Ok(None);
     };
@@ -108,7 +115,8 @@ pub fn object(env: Env, v: Option<Val>, accepted: &[&str], what: &str) -> anyhow
             js::describe(env, o)
         );
     }
-    js::check_keys(env, o, accepted, what)?;
+    let accepted: Vec<&str> = keys.iter().copied().filter(|k| !except.contains(k)).collect();
+    js::check_keys(env, o, &accepted, what)?;
     Ok(Some(o))
 }
 
@@ -177,9 +185,7 @@ macro_rules! js_options {
                 what: &str,
                 except: &[&str],
             ) -> anyhow::Result<Self> {
-                let accepted: Vec<&str> =
-                    Self::KEYS.iter().copied().filter(|k| !except.contains(k)).collect();
-                let Some(o) = $crate::napi::options::object(env, v, &accepted, what)? else {
+                let Some(o) = $crate::napi::options::object(env, v, Self::KEYS, except, what)? else {
                     return Ok(Self::default());
                 };
                 Ok(Self {
