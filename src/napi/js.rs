@@ -148,19 +148,13 @@ pub fn describe(env: Env, v: Val) -> String {
         Ok(sys::ValueType::napi_function) => "a function".into(),
         Ok(sys::ValueType::napi_object) if is_array(env, v).unwrap_or(false) => "an array".into(),
         Ok(sys::ValueType::napi_object) => {
-            if let Some(name) = class_name(env, v) {
-                return format!(
-                    "{} {name}",
-                    if name.starts_with(['A', 'E', 'I', 'O', 'U']) {
-                        "an"
-                    } else {
-                        "a"
-                    }
-                );
-            }
-            match with_typed_array(env, v, |view| Ok(view.type_name)) {
-                Ok(Some(name)) => format!("{} {name}", if name.starts_with(['I', 'U']) { "an" } else { "a" }),
-                _ => "an object".into(),
+            let name =
+                class_name(env, v).or_else(|| with_typed_array(env, v, |view| Ok(view.type_name)).ok()?);
+            match name {
+                // lib/errors.js's article rule.
+                Some(name) if name.starts_with(['A', 'E', 'I', 'O', 'U']) => format!("an {name}"),
+                Some(name) => format!("a {name}"),
+                None => "an object".into(),
             }
         }
         _ => "a value of another kind".into(),
@@ -498,8 +492,6 @@ pub struct TypedArrayView<'a> {
     pub type_name: &'static str,
     pub bytes: &'a [u8],
     pub len: usize,
-    /// The ArrayBuffer (or SharedArrayBuffer) the array views.
-    pub buffer: Val,
 }
 
 const TYPED_ARRAY_NAMES: [&str; 11] = [
@@ -574,12 +566,22 @@ unsafe fn typed_array<'a>(env: Env, v: Val) -> Result<Option<TypedArrayView<'a>>
     if !is {
         return Ok(None);
     }
-    let (mut ty, mut len, mut data, mut buf, mut off) = (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
+    let (mut ty, mut len, mut data) = (0, 0usize, ptr::null_mut());
     ok(
         // SAFETY: plain N-API call on the JS thread that owns `env`; `v` is a TypedArray (checked above) and
-        // the out-parameters are locals. Node reads `data` off the ArrayBuffer (`array->Buffer()`), which
+        // the out-parameters are locals (or null: not asked for). Node reads `data` off the ArrayBuffer (`array->Buffer()`), which
         // moves an on-heap array's bytes off V8's heap, so GC will not move them.
-        unsafe { sys::napi_get_typedarray_info(env, v, &mut ty, &mut len, &mut data, &mut buf, &mut off) },
+        unsafe {
+            sys::napi_get_typedarray_info(
+                env,
+                v,
+                &mut ty,
+                &mut len,
+                &mut data,
+                ptr::null_mut(),
+                ptr::null_mut(),
+            )
+        },
         "typedarray info",
     )?;
     let idx = ty as usize;
@@ -600,7 +602,6 @@ unsafe fn typed_array<'a>(env: Env, v: Val) -> Result<Option<TypedArrayView<'a>>
         type_name,
         bytes,
         len,
-        buffer: buf,
     }))
 }
 
