@@ -5,7 +5,7 @@ use super::check_last_error;
 use crate::ffi;
 use crate::ivalue::value::Value;
 use anyhow::{bail, Result};
-use std::ffi::{c_char, c_int, CStr, CString};
+use std::ffi::{c_char, c_int, CString};
 use torch_sys::*;
 
 /// An owned IValue handle, freed on drop.
@@ -147,11 +147,10 @@ fn read(owned: &Owned, depth: usize) -> Result<Value> {
             // `strdup`ed copy that we own, or null with the error set, checked next.
             let p: *mut c_char = unsafe { ati_to_string(v) };
             check_last_error()?;
-            // SAFETY: `p` is that NUL-terminated copy (non-null unless `strdup` itself ran out of memory,
-            // which libtch does not report); `s` copies it before `libc::free` releases it, once.
-            let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
-            unsafe { libc::free(p as *mut libc::c_void) };
-            Value::Str(s)
+            // SAFETY: `p` is that copy, or null when `strdup` itself ran out of memory (which libtch
+            // does not report: an error here); freed once, by `take_string`.
+            let s = unsafe { super::take_string(p) };
+            Value::Str(s.ok_or_else(|| anyhow::anyhow!("libtorch returned no string (out of memory)"))?)
         }
         13 => {
             // SAFETY: tag 13 says `v` (live) is a dict of `len` entries; `ati_to_generic_dict` checks that

@@ -25,30 +25,26 @@ use torch_sys::C_tensor;
 
 /// libtch reports C++ exceptions through a thread-local "last error".
 pub fn check_last_error() -> Result<()> {
-    // SAFETY: takes this thread's last-error slot; the string is ours to free.
-    let p = unsafe { torch_sys::get_and_reset_last_err() };
-    if p.is_null() {
-        return Ok(());
-    }
-    // SAFETY: `p` is the NUL-terminated message libtch malloc'ed, not yet freed.
-    let msg = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
-    // SAFETY: freed once, with the allocator libtch used (malloc).
-    unsafe { libc::free(p as *mut libc::c_void) };
-    Err(anyhow!(msg))
+    // SAFETY: takes this thread's last-error slot: null, or a message libtch malloc'ed for us.
+    check(unsafe { torch_sys::get_and_reset_last_err() })
 }
 
-/// Takes ownership of a malloc'ed C string.
+/// Takes ownership of a malloc'ed C string (None for null).
+///
+/// # Safety
+/// `p` must be null or a NUL-terminated string from `malloc` that nothing else frees.
 unsafe fn take_string(p: *mut c_char) -> Option<String> {
     if p.is_null() {
         return None;
     }
-    let s = CStr::from_ptr(p).to_string_lossy().into_owned();
+    let s = string_at(p);
     libc::free(p as *mut c_void);
     Some(s)
 }
 
+/// The shim's error out-parameter (or libtch's last error): null, or its message, freed here.
 fn check(err: *mut c_char) -> Result<()> {
-    // SAFETY: `err` is null or the message the shim malloc'ed for this call.
+    // SAFETY: `err` is null or a message malloc'ed for this call, freed nowhere else.
     match unsafe { take_string(err) } {
         Some(msg) => Err(anyhow!(msg)),
         None => Ok(()),

@@ -2,7 +2,7 @@
 //! inter-op threads, and where its warnings go.
 use super::{check_last_error, string_at, Callback};
 use anyhow::{anyhow, Result};
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CString};
 
 extern "C" {
     fn tn_onednn_fusion(enabled: c_int, err: *mut *mut c_char);
@@ -23,7 +23,7 @@ extern "C" fn warning_trampoline(message: *const c_char, deprecation: c_int) {
     // Called from C++: nothing may unwind out of here.
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: libtorch passes a NUL-terminated message that lives for this call.
-        let message = unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned();
+        let message = unsafe { string_at(message) };
         if let Some(handler) = ON_WARNING.get() {
             handler(message, deprecation != 0);
         }
