@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""Turns a Hugging Face or sentence-transformers text encoder into a torch-node model folder.
+
+    python export_text.py MODEL_DIR OUT_DIR [--dtype float32|bfloat16|float16]
+                          [--format auto|pt2|torchscript] [--max-batch 1024]
+
+Run with your own Python, torch and transformers (`npx torch-node export` runs it for you). It
+writes into OUT_DIR:
+
+  model.pt2           the encoder and its pooling as one program: torch.export with a dynamic
+                      batch (1..--max-batch) and sequence length (1..max_position_embeddings),
+                      compiled ahead of time by AOTInductor (torch.AOTModule loads it);
+  model.pt            instead, where torch.export fails (or --format torchscript): the same module
+                      traced with torch.jit.trace (torch.ScriptModule loads it);
+  tokenizer.json      (+ tokenizer_config.json, special_tokens_map.json when the model has them);
+  manifest.json       what torch.text.SentenceEncoder needs: input names and dtypes, output,
+                      pooling, normalization, maximum sequence length, dtype.
+
+The program takes `input_ids`, `attention_mask` (and `token_type_ids` where the model's tokenizer
+produces them), int64 [batch, seq], right-padded, and returns the pooled sentence embeddings,
+float32 [batch, dim], not normalized (normalization is a per-call choice in torch-node).
+
+Works for BERT-family encoders (BERT, MiniLM, BGE, E5, MPNet, RoBERTa, DistilBERT, ...) with no
+per-model code: anything `transformers.AutoModel` loads as an encoder whose first output is the
+last hidden state. Exit status: 0 written; 1 the export failed; 2 bad arguments or an unsupported
+model; 3 torch or transformers is missing. Every failure is one line on stderr.
+"""
+
+import argparse
+import hashlib
+import importlib.util
+import inspect
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+FORMAT_VERSION = 1
+PROG = "export_text.py"
+DTYPES = ("float32", "bfloat16", "float16")
+# sentence-transformers' Pooling modes this export compiles into the program (ST 6's names).
+POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len_tokens")
+LEGACY_POOLING_KEYS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+class Unsupported(Exception):
+    """The model cannot be exported by this script (exit 2)."""
+
+
+def log(message):
+    """Progress goes to stdout; stderr carries failures (one line) and Python's own warnings."""
+    print(message, flush=True)
+
+
+def fail(status, message):
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+    sys.exit(status)
+
+
+def missing_packages():
+    """The packages this script needs that the running Python lacks."""
+    return [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def describe_folder(model_dir):
+    """What the folder says without loading weights: the Hugging Face model folder, pooling,
+    normalization and sentence-transformers' max_seq_length (None when absent)."""
+    if not os.path.isdir(model_dir):
+        raise Unsupported(f"{model_dir}: not a folder (expected a Hugging Face or sentence-transformers model folder)")
+    hf_dir, pooling_dir, normalize = model_dir, None, False
+    modules_path = os.path.join(model_dir, "modules.json")
+    if os.path.exists(modules_path):
+        for module in read_json(modules_path):
+            kind = module.get("type", "")
+            path = os.path.join(model_dir, module.get("path", ""))
+            short = kind.rsplit(".", 1)[-1]
+            if short == "Transformer":
+                hf_dir = path
+            elif short == "Pooling":
+                pooling_dir = path
+            elif short == "Normalize":
+                normalize = True
+            else:
+                raise Unsupported(f"{model_dir}: the sentence-transformers module {kind} is not supported "
+                                  "(supported: Transformer, Pooling, Normalize)")
+    if not os.path.exists(os.path.join(hf_dir, "config.json")):
+        raise Unsupported(f"{hf_dir}: no config.json (expected a Hugging Face model folder)")
+    pooling = "mean"  # sentence-transformers' default for a plain Hugging Face encoder
+    if pooling_dir is not None:
+        config = read_json(os.path.join(pooling_dir, "config.json"))
+        mode = config.get("pooling_mode")
+        if mode is None:
+            mode = [LEGACY_POOLING_KEYS[k] for k in LEGACY_POOLING_KEYS if config.get(k)]
+        modes = [mode] if isinstance(mode, str) else list(mode)
+        if len(modes) != 1 or modes[0] not in POOLING_MODES:
+            raise Unsupported(f"{pooling_dir}: pooling {modes} is not supported (one of: {', '.join(POOLING_MODES)})")
+        pooling = modes[0]
+    st_config = {}
+    for folder in (hf_dir, model_dir):
+        path = os.path.join(folder, "sentence_bert_config.json")
+        if os.path.exists(path):
+            st_config = read_json(path)
+            break
+    return hf_dir, pooling, normalize, st_config
+
+
+def source_hash(model_dir, args):
+    """A hash of the model folder's small files, the weights' sizes and mtimes, and the options:
+    make_text_models.py skips an export whose hash is unchanged."""
+    h = hashlib.sha256(json.dumps([FORMAT_VERSION, args.dtype, args.format, args.max_batch]).encode())
+    with open(__file__, "rb") as f:
+        h.update(f.read())
+    for root, dirs, files in os.walk(model_dir):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            st = os.stat(path)
+            h.update(os.path.relpath(path, model_dir).encode())
+            if name.endswith(".json") and st.st_size < 1 << 20:
+                with open(path, "rb") as f:
+                    h.update(f.read())
+            else:
+                h.update(f"{st.st_size}".encode())
+    return h.hexdigest()
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog=PROG, description="Export a text encoder to a torch-node model folder.")
+    parser.add_argument("model_dir", help="a Hugging Face or sentence-transformers model folder")
+    parser.add_argument("out_dir", help="the torch-node model folder to write")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="weights and compute dtype (default float32)")
+    parser.add_argument("--format", choices=("auto", "pt2", "torchscript"), default="auto",
+                        help="auto: .pt2, TorchScript where torch.export fails (default)")
+    parser.add_argument("--max-batch", type=int, default=1024, help="largest batch the .pt2 accepts (default 1024)")
+    args = parser.parse_args(argv)
+    if args.max_batch < 2:
+        fail(2, f"--max-batch: expected an integer ≥ 2, got {args.max_batch}")
+
+    # transformers' and torch's warnings about the model (unused weights, deprecations) are noise
+    # here: the check against the eager model below is what says the export is right.
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    missing = missing_packages()
+    if missing:
+        fail(3, f"missing Python packages: {', '.join(missing)} (install: {sys.executable} -m pip install {' '.join(missing)})")
+    try:
+        hf_dir, pooling, normalize, st_config = describe_folder(args.model_dir)
+    except Unsupported as e:
+        fail(2, str(e))
+    except (OSError, ValueError) as e:
+        fail(2, f"{args.model_dir}: cannot read the model folder: {e}")
+
+    try:
+        export(args, hf_dir, pooling, normalize, st_config)
+    except Unsupported as e:
+        fail(2, str(e))
+    except Exception as e:  # the one line the CLI shows; the traceback helps nobody there
+        first = str(e).strip().split("\n")[0]
+        fail(1, f"export failed: {type(e).__name__}: {first}")
+
+
+def export(args, hf_dir, pooling, normalize, st_config):
+    import torch
+    import transformers
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    started = time.monotonic()
+    torch.manual_seed(0)
+    config = AutoConfig.from_pretrained(hf_dir)
+    if getattr(config, "is_encoder_decoder", False) or getattr(config, "is_decoder", False):
+        raise Unsupported(f"{hf_dir}: {config.model_type} is not an encoder (this export takes BERT-family "
+                          "encoders: BERT, MiniLM, BGE, E5, MPNet, RoBERTa, ...)")
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    if config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        raise Unsupported(f"{hf_dir}: {config.model_type} is a decoder (causal LM), not an encoder; this export takes "
+                          "BERT-family encoders (BERT, MiniLM, BGE, E5, MPNet, RoBERTa, ...)")
+    max_positions = getattr(config, "max_position_embeddings", None)
+    if not isinstance(max_positions, int) or max_positions < 2:
+        raise Unsupported(f"{hf_dir}: config.json has no max_position_embeddings; this export takes encoders with "
+                          "learned or fixed positions (BERT-family)")
+
+    log(f"loading {hf_dir} ({config.model_type}, {args.dtype})")
+    tokenizer = AutoTokenizer.from_pretrained(hf_dir)
+    if not getattr(tokenizer, "is_fast", False):
+        raise Unsupported(f"{hf_dir}: no fast tokenizer (tokenizer.json) can be made for this model")
+    if tokenizer.pad_token_id is None:
+        raise Unsupported(f"{hf_dir}: the tokenizer has no padding token")
+    dtype = getattr(torch, args.dtype)
+    model = AutoModel.from_pretrained(hf_dir, dtype=dtype).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+
+    takes = inspect.signature(model.forward).parameters
+    for name in ("input_ids", "attention_mask"):
+        if name not in takes:
+            raise Unsupported(f"{hf_dir}: {type(model).__name__}.forward takes no {name}")
+    input_names = ["input_ids", "attention_mask"]
+    if "token_type_ids" in takes and "token_type_ids" in tokenizer.model_input_names:
+        input_names.append("token_type_ids")
+
+    # sentence-transformers' rule: max_seq_length, else the tokenizer's model_max_length, capped
+    # at max_position_embeddings.
+    max_length = st_config.get("max_seq_length") or tokenizer.model_max_length
+    if not isinstance(max_length, int) or max_length > 1_000_000:
+        max_length = max_positions
+    max_length = min(max_length, max_positions)
+    if st_config.get("do_lower_case") and not lowercases(tokenizer):
+        raise Unsupported(f"{hf_dir}: sentence_bert_config.json asks for do_lower_case on a tokenizer that does not lowercase")
+
+    encoder = SentenceEncoderModule(model, pooling, torch)
+    example = example_inputs(torch, input_names, tokenizer.pad_token_id, config, batch=2, seq=8)
+    with torch.no_grad():
+        dim = encoder(*example).shape[-1]
+
+    parent = os.path.dirname(os.path.abspath(args.out_dir))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".export-", dir=parent)
+    try:
+        program, fmt, check, export_error = None, None, None, None
+        if args.format in ("auto", "pt2"):
+            try:
+                program, check = export_pt2(torch, encoder, example, input_names, args.max_batch, max_positions, tmp)
+                fmt = "pt2"
+            except Exception as e:  # noqa: BLE001 - reported, then the fallback
+                export_error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+                if args.format == "pt2":
+                    raise
+                log(f"torch.export failed ({export_error}); falling back to TorchScript (torch.jit.trace)")
+        if program is None:
+            program, check = export_torchscript(torch, encoder, example, tmp)
+            fmt = "torchscript"
+
+        # The written program against the eager model on shapes it was not exported with.
+        diff = verify(torch, encoder, check, input_names, tokenizer.pad_token_id, config)
+        tolerance = 1e-4 if args.dtype == "float32" else 5e-2
+        if not diff <= tolerance:
+            raise RuntimeError(f"the exported program differs from the eager model by {diff:.3g} (> {tolerance})")
+        log(f"checked against the eager model: max abs diff {diff:.3g}")
+
+        copy_tokenizer(hf_dir, tokenizer, tmp)
+        manifest = {
+            "format": "torch-node/text-model",
+            "formatVersion": FORMAT_VERSION,
+            "kind": "sentence-encoder",
+            "program": program,
+            "programFormat": fmt,  # 'pt2': torch.AOTModule; 'torchscript': torch.ScriptModule
+            "inputs": [{"name": n, "dtype": "int64", "shape": ["batch", "sequence"]} for n in input_names],
+            "output": {"name": "sentence_embedding", "dtype": "float32", "shape": ["batch", dim], "dim": dim},
+            "pooling": pooling,
+            "poolingInProgram": True,  # the program returns pooled embeddings, not token states
+            "normalize": normalize,  # L2-normalize by default (sentence-transformers' Normalize module)
+            "maxSequenceLength": max_length,
+            "padTokenId": tokenizer.pad_token_id,
+            "padding": "right",
+            "dtype": args.dtype,
+            "dynamicShapes": {"batch": [1, args.max_batch], "sequence": [1, max_positions]} if fmt == "pt2" else None,
+            "tokenizer": "tokenizer.json",
+            "source": {
+                "modelType": config.model_type,
+                "architectures": getattr(config, "architectures", None),
+                "hash": source_hash(args.model_dir, args),
+            },
+            "exportedWith": {"torch": torch.__version__, "transformers": transformers.__version__},
+            "checkedMaxAbsDiff": diff,
+        }
+        if export_error is not None:
+            manifest["exportError"] = export_error
+        with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2)
+            f.write("\n")
+        replace_folder(tmp, args.out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log(f"wrote {args.out_dir} ({fmt}, {dim}-dim, pooling {pooling}, max {max_length} tokens) "
+        f"in {time.monotonic() - started:.0f} s")
+
+
+def lowercases(tokenizer):
+    normalizer = json.loads(tokenizer.backend_tokenizer.to_str()).get("normalizer") or {}
+    stack = [normalizer]
+    while stack:
+        n = stack.pop()
+        if n.get("lowercase") or n.get("type") == "Lowercase":
+            return True
+        stack.extend(n.get("normalizers") or [])
+    return False
+
+
+def SentenceEncoderModule(model, pooling, torch):
+    """The Hugging Face encoder and sentence-transformers' pooling as one module (the pooling is
+    sentence-transformers' Pooling._forward_padded for right padding, accumulated in float32)."""
+
+    class SentenceEncoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if token_type_ids is not None:
+                kwargs["token_type_ids"] = token_type_ids
+            hidden = self.model(**kwargs)[0]  # last_hidden_state [batch, seq, dim]
+            if pooling == "cls":
+                return hidden[:, 0].float()  # right padding: the first token is the real first
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            if pooling == "max":
+                return hidden.masked_fill(mask == 0, float("-inf")).max(dim=1).values.float()
+            total = (hidden * mask).sum(dim=1, dtype=torch.float32)
+            count = torch.clamp(mask.sum(dim=1, dtype=torch.float32), min=1e-9)
+            return total / (count if pooling == "mean" else torch.sqrt(count))
+
+    return SentenceEncoder().eval()
+
+
+def example_inputs(torch, input_names, pad_id, config, batch, seq, lengths=None):
+    """Right-padded inputs: random ids, the last row shorter than `seq` (unless batch is 1)."""
+    generator = torch.Generator().manual_seed(batch * 1000 + seq)
+    vocab = getattr(config, "vocab_size", 1000)
+    ids = torch.randint(5, max(6, vocab), (batch, seq), generator=generator, dtype=torch.int64)
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    if lengths is None:
+        lengths = [seq] * batch
+        if batch > 1:
+            lengths[-1] = max(2, seq // 2)
+    for row, length in enumerate(lengths):
+        ids[row, length:] = pad_id
+        mask[row, length:] = 0
+    inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros(batch, seq, dtype=torch.int64)}
+    return tuple(inputs[n] for n in input_names)
+
+
+def export_pt2(torch, encoder, example, input_names, max_batch, max_positions, out):
+    from torch.export import Dim
+
+    # torch.export specializes sizes 0 and 1, so the examples are batch 2 and sequence 8; a
+    # recorded lower bound of 2 still runs batch 1 (torch-node reads it as 1, as Python does).
+    batch = Dim("batch", min=1, max=max_batch)
+    sequence = Dim("sequence", min=1, max=max_positions)
+    dynamic_shapes = tuple({0: batch, 1: sequence} for _ in input_names)
+    log(f"torch.export: batch 1..{max_batch}, sequence 1..{max_positions}")
+    with torch.no_grad():
+        exported = torch.export.export(encoder, example, dynamic_shapes=dynamic_shapes, strict=False)
+    log("AOTInductor: compiling (about a minute on 2 cores)")
+    started = time.monotonic()
+    path = os.path.join(out, "model.pt2")
+    torch._inductor.aoti_compile_and_package(exported, package_path=path)
+    log(f"AOTInductor: compiled in {time.monotonic() - started:.0f} s")
+    runner = torch._inductor.aoti_load_package(path)
+    return "model.pt2", lambda *inputs: runner(*inputs)
+
+
+def export_torchscript(torch, encoder, example, out):
+    log("torch.jit.trace")
+    with torch.no_grad():
+        traced = torch.jit.trace(encoder, example, check_trace=False, strict=False)
+    path = os.path.join(out, "model.pt")
+    traced.save(path)
+    loaded = torch.jit.load(path)
+    return "model.pt", lambda *inputs: loaded(*inputs)
+
+
+def verify(torch, encoder, run, input_names, pad_id, config):
+    """Max abs difference between the written program and the eager module on batches of other
+    shapes than the example's: a program specialized to the example's sizes fails here."""
+    worst = 0.0
+    with torch.no_grad():
+        for batch, seq in ((3, 13), (1, 5)):
+            inputs = example_inputs(torch, input_names, pad_id, config, batch=batch, seq=seq)
+            got = run(*inputs)
+            if isinstance(got, (list, tuple)):
+                got = got[0]
+            want = encoder(*inputs)
+            if tuple(got.shape) != tuple(want.shape):
+                raise RuntimeError(f"the exported program gave shape {list(got.shape)} for batch {batch}, "
+                                   f"sequence {seq}; the eager model {list(want.shape)}")
+            worst = max(worst, (got.float() - want.float()).abs().max().item())
+    return worst
+
+
+def copy_tokenizer(hf_dir, tokenizer, out):
+    """tokenizer.json as the model has it (torch-node's Tokenizer takes padding and truncation
+    per call, as transformers does), else the fast tokenizer transformers builds."""
+    for name in TOKENIZER_FILES:
+        path = os.path.join(hf_dir, name)
+        if os.path.exists(path):
+            shutil.copyfile(path, os.path.join(out, name))
+    if not os.path.exists(os.path.join(out, "tokenizer.json")):
+        tokenizer.backend_tokenizer.save(os.path.join(out, "tokenizer.json"))
+
+
+def replace_folder(tmp, out_dir):
+    """Moves the written files into out_dir, replacing what an earlier export left there."""
+    os.makedirs(out_dir, exist_ok=True)
+    for name in ("model.pt2", "model.pt", "manifest.json", *TOKENIZER_FILES):
+        target = os.path.join(out_dir, name)
+        if os.path.exists(target):
+            os.remove(target)
+    for name in os.listdir(tmp):
+        os.replace(os.path.join(tmp, name), os.path.join(out_dir, name))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
