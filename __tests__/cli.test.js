@@ -131,3 +131,90 @@ describe('torch-node classify', () => {
     assert.match(stdout, /^usage: torch-node classify \[--model m\.pt\] \[--topk 5\] \[--json\] \[image\.\.\.\]/)
   })
 })
+
+// `torch-node export` runs python/export_text.py with $PYTHON: the provisioned venv's Python
+// here. The real export is TorchScript (--format torchscript, seconds) of the random-weight MPNet
+// source folder models/make_text_models.py writes; the .pt2 path (a minute of AOTInductor per
+// model) is what make_text_models.py runs, and text-encoder.test.js checks its folders.
+describe('torch-node export', () => {
+  const PYTHON = path.join(ROOT, '.libtorch', 'bin', 'python')
+  const SOURCE = path.join(ROOT, 'models', 'golden', 'text', 'mpnet-random-src')
+  const GOLDEN = path.join(ROOT, 'models', 'golden', 'text', 'mpnet-random.golden.json')
+  const hasTransformers = fs.existsSync(PYTHON) &&
+    spawnSync(PYTHON, ['-c', 'import torch, transformers'], { encoding: 'utf8' }).status === 0
+  const noExport = !hasTransformers ? 'no .libtorch Python with torch and transformers'
+    : !fs.existsSync(SOURCE) ? `no ${SOURCE}: run \`npm run models\`` : false
+  let tmp
+  before(() => { tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-export-')) })
+  after(() => fs.rmSync(tmp, { recursive: true, force: true }))
+
+  test('--help: the usage, exit 0', () => {
+    const { code, stdout } = cli(['export', '--help'])
+    assert.equal(code, 0)
+    assert.match(stdout, /^usage: torch-node export <model-dir> <out-folder> \[--dtype float32\|bfloat16\|float16\]/)
+  })
+
+  test('bad arguments: one line, exit 2', () => {
+    for (const [args, pattern] of [
+      [['export'], /export: expected <model-dir> <out-folder>, got neither/],
+      [['export', 'models'], /export: expected <model-dir> <out-folder>, got one path/],
+      [['export', 'models', 'out', '--dtype', 'float64'], /export: --dtype: expected float32, bfloat16, float16, got 'float64'/],
+      [['export', 'models', 'out', '--format', 'onnx'], /export: --format: expected auto, pt2, torchscript, got 'onnx'/],
+      [['export', 'models', 'out', '--max-batch', '1'], /export: --max-batch: expected an integer ≥ 2, got '1'/],
+      [['export', 'no-such-dir', 'out'], /export: no-such-dir: no such folder/],
+    ]) {
+      const { code, stdout, stderr } = cli(args)
+      assert.equal(code, 2, `${args.join(' ')}: ${stderr}`)
+      assert.equal(stdout, '')
+      oneLine(stderr, pattern)
+    }
+  })
+
+  test('no Python, or one without torch/transformers: one line saying what to install, exit 2', (t) => {
+    const missing = cli(['export', 'models', path.join(tmp, 'x')], { PYTHON: path.join(tmp, 'no-python') })
+    assert.equal(missing.code, 2)
+    oneLine(missing.stderr, /export: no Python at '.*no-python': install Python 3 with torch and transformers \(pip install torch transformers\), or set \$PYTHON/)
+    if (!fs.existsSync(PYTHON)) return t.skip('no .libtorch Python')
+    // -S: no site-packages, so neither torch nor transformers imports.
+    const bare = path.join(tmp, 'bare-python')
+    fs.writeFileSync(bare, `#!/bin/sh\nexec '${PYTHON}' -S "$@"\n`, { mode: 0o755 })
+    const r = cli(['export', 'models', path.join(tmp, 'x')], { PYTHON: bare })
+    assert.equal(r.code, 2, r.stderr)
+    oneLine(r.stderr, /export: missing Python packages: torch, transformers \(install: .* -m pip install torch transformers\)$/)
+  })
+
+  test('a model that is not an encoder: one line, exit 1', { skip: hasTransformers ? false : 'no .libtorch Python with torch and transformers' }, () => {
+    const llama = path.join(tmp, 'llama')
+    fs.mkdirSync(llama)
+    fs.writeFileSync(path.join(llama, 'config.json'), JSON.stringify({
+      model_type: 'llama', architectures: ['LlamaForCausalLM'], hidden_size: 16, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 32, vocab_size: 100,
+    }))
+    const { code, stderr } = cli(['export', llama, path.join(tmp, 'llama-out')], { PYTHON })
+    assert.equal(code, 1)
+    oneLine(stderr, /export: .*llama: llama is a decoder \(causal LM\), not an encoder/)
+    assert.ok(!fs.existsSync(path.join(tmp, 'llama-out')))
+  })
+
+  test('--format torchscript: a folder SentenceEncoder loads, equal to sentence-transformers', { skip: noExport, timeout: 300_000 }, async () => {
+    const out = path.join(tmp, 'mpnet')
+    const { code, stdout, stderr } = cli(['export', SOURCE, out, '--format', 'torchscript'], { PYTHON })
+    assert.equal(code, 0, stderr)
+    assert.match(stdout, /checked against the eager model: max abs diff /)
+    assert.match(stdout, /wrote .*mpnet \(torchscript, 64-dim, pooling cls, max 32 tokens\)/)
+    assert.deepEqual(fs.readdirSync(out).sort(), ['manifest.json', 'model.pt', 'special_tokens_map.json', 'tokenizer.json', 'tokenizer_config.json'])
+    const manifest = JSON.parse(fs.readFileSync(path.join(out, 'manifest.json'), 'utf8'))
+    assert.equal(manifest.programFormat, 'torchscript')
+    assert.deepEqual(manifest.inputs.map((i) => i.name), ['input_ids', 'attention_mask'])
+    assert.equal(manifest.maxSequenceLength, 32)
+    if (typeof torch.text?.SentenceEncoder?.load !== 'function' || typeof torch.text?.Tokenizer?.fromFile !== 'function') return
+    const golden = JSON.parse(fs.readFileSync(GOLDEN, 'utf8'))
+    const encoder = await torch.text.SentenceEncoder.load(out)
+    try {
+      const got = (await encoder.encode(golden.sentences)).toTypedArray()
+      const diff = Math.max(...golden.embeddings.flat().map((w, i) => Math.abs(w - got[i])))
+      assert.ok(diff <= 1e-5, `max abs diff ${diff}`)
+    } finally {
+      encoder.dispose()
+    }
+  })
+})

@@ -1,13 +1,26 @@
 'use strict'
-// `torch-node classify [--model m.pt] [--topk 5] [--json] [image...]` (bin/torch-node.js).
-// Exit codes: 0 all classified; 1 an image or the model failed (one line each, with its code);
-// 2 a usage error or no bundled model. Every failure is one line on stderr, never a stack.
+// The `torch-node` command (bin/torch-node.js):
+//   torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
+//   torch-node export <model-dir> <out-folder> [--dtype float32|bfloat16|float16] [--format ...]
+// Exit codes: 0 done; 1 an image, the model or the export failed (one line each, with its code);
+// 2 a usage error, no bundled model, or no Python with torch and transformers. Every failure is
+// one line on stderr, never a stack.
 const fs = require('node:fs')
 const path = require('node:path')
+const { spawn } = require('node:child_process')
 const { parseArgs } = require('node:util')
 const { modelPath, LITE0_PREPROCESS, SAMPLE_PHOTO } = require('./bundled')
 
+const EXPORT_SCRIPT = path.join(__dirname, '..', 'python', 'export_text.py')
+const EXPORT_USAGE = `usage: torch-node export <model-dir> <out-folder> [--dtype float32|bfloat16|float16] [--format auto|pt2|torchscript] [--max-batch 1024]
+
+Turns a Hugging Face or sentence-transformers text encoder folder (BERT, MiniLM, BGE, E5, MPNet,
+...) into a torch-node model folder for torch.text.SentenceEncoder: model.pt2 (torch.export +
+AOTInductor; model.pt, TorchScript, where torch.export fails), tokenizer.json and manifest.json.
+Runs python/export_text.py with $PYTHON, else python3, which needs torch and transformers.`
+
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
+       torch-node export <model-dir> <out-folder> [--dtype ...]   (torch-node export --help)
 
 Classifies images (paths; JPEG, PNG, WebP, GIF, BMP, TIFF) with an ImageNet classifier and prints
 the most probable labels of each. Without --model: the bundled EfficientNet-Lite0 (its own
@@ -22,29 +35,91 @@ function formatPredictions(name, predictions) {
   return `${name}: ${predictions.map((p) => `${p.label} ${p.probability.toFixed(2)}`).join(', ')}`
 }
 
-function parse(argv) {
-  let parsed
+const COMMANDS = ['classify', 'export']
+
+function parseOptions(argv, options) {
   try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: { model: { type: 'string' }, topk: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-    })
+    return parseArgs({ args: argv, allowPositionals: true, options: { ...options, help: { type: 'boolean', short: 'h' } } })
   } catch (e) {
     throw new UsageError(e.message.split('\n')[0])
   }
-  const { values, positionals } = parsed
+}
+
+function parse(argv) {
+  if (argv[0] === 'export') return parseExport(argv.slice(1))
+  const { values, positionals } = parseOptions(argv, { model: { type: 'string' }, topk: { type: 'string' }, json: { type: 'boolean' } })
   if (values.help) return { help: true }
   const [command, ...images] = positionals
-  if (command !== 'classify') throw new UsageError(command === undefined ? 'no command given (try: torch-node classify)' : `unknown command '${command}' (try: torch-node classify)`)
+  if (command !== 'classify') {
+    throw new UsageError(command === undefined ? `no command given (try: torch-node ${COMMANDS.join(' or ')})`
+      : `unknown command '${command}' (try: torch-node ${COMMANDS.join(' or ')})`)
+  }
   if (values.topk !== undefined && !/^[1-9][0-9]*$/.test(values.topk)) throw new UsageError(`--topk: expected a positive integer, got '${values.topk}'`)
   return { model: values.model, topk: values.topk === undefined ? 5 : Number(values.topk), json: Boolean(values.json), images }
+}
+
+const EXPORT_CHOICES = { dtype: ['float32', 'bfloat16', 'float16'], format: ['auto', 'pt2', 'torchscript'] }
+
+function parseExport(argv) {
+  const { values, positionals } = parseOptions(argv, { dtype: { type: 'string' }, format: { type: 'string' }, 'max-batch': { type: 'string' } })
+  if (values.help) return { command: 'export', help: true }
+  for (const [key, choices] of Object.entries(EXPORT_CHOICES)) {
+    if (values[key] !== undefined && !choices.includes(values[key])) throw new UsageError(`export: --${key}: expected ${choices.join(', ')}, got '${values[key]}'`)
+  }
+  const maxBatch = values['max-batch']
+  if (maxBatch !== undefined && !(/^[0-9]+$/.test(maxBatch) && Number(maxBatch) >= 2)) throw new UsageError(`export: --max-batch: expected an integer ≥ 2, got '${maxBatch}'`)
+  if (positionals.length !== 2) {
+    throw new UsageError(`export: expected <model-dir> <out-folder>, got ${positionals.length === 0 ? 'neither' : positionals.length === 1 ? 'one path' : `${positionals.length} arguments`} (torch-node export --help)`)
+  }
+  const flags = Object.entries({ dtype: values.dtype, format: values.format, 'max-batch': maxBatch })
+    .flatMap(([key, value]) => (value === undefined ? [] : [`--${key}`, value]))
+  return { command: 'export', modelDir: positionals[0], outDir: positionals[1], flags }
+}
+
+/**
+ * `torch-node export`: runs python/export_text.py with $PYTHON (else python3). Its progress
+ * (stdout) streams through; of its stderr (Python's warnings, then the failure) only the
+ * script's own last line is shown, as one line, or the last line of a crash.
+ */
+function runExport(args, { stdout, stderr, env }) {
+  if (!fs.existsSync(path.join(args.modelDir))) {
+    stderr.write(`torch-node: export: ${args.modelDir}: no such folder\n`)
+    return Promise.resolve(2)
+  }
+  const python = env.PYTHON || 'python3'
+  return new Promise((resolve) => {
+    const child = spawn(python, [EXPORT_SCRIPT, args.modelDir, args.outDir, ...args.flags], {
+      stdio: ['ignore', 'pipe', 'pipe'], env: { ...env, PYTHONUNBUFFERED: '1' },
+    })
+    let errors = ''
+    let settled = false // a failed spawn emits 'error' and then 'close'
+    const finish = (code, message) => {
+      if (settled) return
+      settled = true
+      if (message !== undefined) stderr.write(`torch-node: export: ${message}\n`)
+      resolve(code)
+    }
+    child.stdout.on('data', (chunk) => stdout.write(chunk))
+    child.stderr.on('data', (chunk) => { errors = (errors + chunk).slice(-65536) })
+    child.on('error', (e) => {
+      finish(2, e.code === 'ENOENT' ? `no Python at '${python}': install Python 3 with torch and transformers (pip install torch transformers), or set $PYTHON`
+        : `cannot run '${python}': ${e.message}`)
+    })
+    child.on('close', (code, signal) => {
+      if (code === 0) return finish(0)
+      const lines = errors.split('\n').map((l) => l.trim()).filter(Boolean)
+      const own = lines.filter((l) => l.startsWith('export_text.py: ')).pop()
+      const line = own ? own.slice('export_text.py: '.length) : (lines.pop() || `${python} exited with ${signal || `status ${code}`}`)
+      // 3: torch or transformers missing, like argparse's own 2 a setup or usage problem.
+      finish(code === 3 || (code === 2 && !own) ? 2 : 1, line)
+    })
+  })
 }
 
 const oneLine = (e) => `${e.code || e.name || 'Error'}: ${String(e.message).split('\n')[0]}`
 
 /** Runs the CLI with these arguments; resolves to the exit code. */
-async function main(argv, { stdout = process.stdout, stderr = process.stderr } = {}) {
+async function main(argv, { stdout = process.stdout, stderr = process.stderr, env = process.env } = {}) {
   let args
   try {
     args = parse(argv)
@@ -54,9 +129,10 @@ async function main(argv, { stdout = process.stdout, stderr = process.stderr } =
     return 2
   }
   if (args.help) {
-    stdout.write(`${USAGE}\n`)
+    stdout.write(`${args.command === 'export' ? EXPORT_USAGE : USAGE}\n`)
     return 0
   }
+  if (args.command === 'export') return runExport(args, { stdout, stderr, env })
   const bundled = args.model === undefined
   const model = bundled ? modelPath() : args.model
   if (bundled && !fs.existsSync(model)) {
