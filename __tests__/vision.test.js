@@ -149,7 +149,7 @@ describe('torch.vision.classify', () => {
       [[model, 42], 'InvalidArg', /images: expected a path, a Buffer\/Uint8Array, an array of them or a Tensor, got number/],
       [[model, {}], 'InvalidArg', /images: expected .* got an object/],
       [[model, []], 'InvalidArg', /images: expected at least one image/],
-      [[model, CHELSEA, 5], 'InvalidArg', /options: expected an object, got number/],
+      [[model, CHELSEA, 5], 'InvalidArg', /options: expected an options object, got number 5/],
       [[model, CHELSEA, { top: 1 }], 'InvalidArg', /unknown option 'top'; accepted: topk, labels, preprocess, signal/],
       [[model, CHELSEA, { topk: 0 }], 'InvalidArg', /options\.topk: expected a positive integer, got 0/],
       [[model, CHELSEA, { topk: 1.5 }], 'InvalidArg', /options\.topk/],

@@ -19,10 +19,40 @@
 
 const { codedError, describe } = require('./errors')
 
-const OPTION_KEYS = ['maxBatchSize', 'maxDelayMs', 'maxQueue', 'concurrency', 'method', 'padValue', 'mask', 'buckets', 'unpad']
-const RUN_KEYS = ['signal', 'timeoutMs']
-const MASK_KEYS = ['index', 'dtype', 'invert']
+const opt = require('./options')
+
 const DTYPES = ['float32', 'float64', 'float16', 'bfloat16', 'int8', 'uint8', 'int16', 'int32', 'int64', 'bool']
+const fill = (v) => typeof v === 'number' || typeof v === 'boolean'
+const MASK = opt.bag({ index: opt.integer({ min: 0, expected: 'an input index ≥ 0' }), dtype: opt.oneOf(DTYPES), invert: opt.boolean })
+/** `mask` as {index (null: after the inputs), dtype, invert}, or null. */
+function readMask(mask, what) {
+  if (mask === false) return null
+  if (mask === true) return { index: null, dtype: 'bool', invert: false }
+  if (Number.isInteger(mask) && mask >= 0) return { index: mask, dtype: 'bool', invert: false }
+  if (mask === null || typeof mask !== 'object' || Array.isArray(mask)) {
+    return opt.fail(what, `expected true, an input index or {index, dtype, invert}, got ${show(mask)}`)
+  }
+  const { index = null, dtype = 'bool', invert = false } = MASK(mask, what)
+  return { index, dtype, invert }
+}
+const OPTIONS = opt.bag({
+  maxBatchSize: opt.integer({ min: 1 }),
+  maxDelayMs: opt.number({ min: 0, expected: 'a number of milliseconds ≥ 0' }),
+  maxQueue: opt.either([opt.integer({ min: 1 }), opt.check((v) => v === Infinity, 'Infinity')], 'a positive integer or Infinity'),
+  concurrency: opt.integer({ min: 1 }),
+  method: opt.check((v) => typeof v === 'string' && v !== '', 'a method name'),
+  padValue: opt.check((v) => fill(v) || (Array.isArray(v) && v.every((x) => x === null || fill(x))),
+    'a number or boolean, or an array of them (null: that input is not padded)'),
+  mask: readMask,
+  buckets: opt.check((v) => Array.isArray(v) && v.length > 0 && v.every((b, i) => Number.isInteger(b) && b > 0 && (i === 0 || b > v[i - 1])),
+    'an increasing array of positive lengths'),
+  unpad: opt.check((v) => typeof v === 'boolean' || (Array.isArray(v) && v.every((p) => typeof p === 'string' && /^output\b/.test(p))),
+    "a boolean, or an array of output paths ('output[0]', 'output.hidden')"),
+})
+const RUN = opt.bag({
+  signal: opt.instance(AbortSignal, 'an AbortSignal'),
+  timeoutMs: opt.number({ min: 0, infinite: true, expected: 'a number of milliseconds ≥ 0' }),
+})
 // A few milliseconds of waiting is small against a CPU forward (13 ms for a ResNet-18 image)
 // and lets concurrent requests meet; the queue bound keeps an overloaded service answering
 // QueueFull at once instead of growing without limit.
@@ -72,64 +102,23 @@ module.exports = function batcher(torch, { maskOf }) {
 
   /** The constructor's options with their defaults, or InvalidArg naming the bad one. */
   function readOptions(module, options) {
-    const bad = (message) => codedError('InvalidArg', `Batcher: ${message}`, Batcher)
     if (module === null || typeof module !== 'object' || typeof module.forward !== 'function') {
-      throw bad(`module: expected a ScriptModule or an AOTModule (an object with a forward method), got ${describe(module)}`)
-    }
-    if (options === undefined) options = {}
-    if (!isPlainObject(options)) throw bad(`options: expected an object, got ${describe(options)}`)
-    for (const key of Object.keys(options)) {
-      if (!OPTION_KEYS.includes(key)) throw bad(`options: unknown option '${key}'; accepted: ${OPTION_KEYS.join(', ')}`)
+      throw codedError('InvalidArg', `Batcher: module: expected a ScriptModule or an AOTModule (an object with a forward method), got ${describe(module)}`, Batcher)
     }
     const instances = typeof torch.getInstances === 'function' ? torch.getInstances() : 1
-    const o = { ...DEFAULTS, concurrency: Number.isInteger(instances) && instances > 0 ? instances : 1, unpad: true }
-    for (const [key, value] of Object.entries(options)) if (value !== undefined) o[key] = value
-    const expect = (key, ok, what) => {
-      if (!ok(o[key])) throw bad(`options.${key}: expected ${what}, got ${show(o[key])}`)
+    const o = {
+      ...DEFAULTS,
+      concurrency: Number.isInteger(instances) && instances > 0 ? instances : 1,
+      unpad: true,
+      ...opt.read(options, OPTIONS, 'Batcher: options', Batcher),
     }
-    const positive = (v) => Number.isInteger(v) && v > 0
-    const fill = (v) => typeof v === 'number' || typeof v === 'boolean'
-    expect('maxBatchSize', positive, 'a positive integer')
-    expect('maxDelayMs', (v) => typeof v === 'number' && Number.isFinite(v) && v >= 0, 'a number of milliseconds ≥ 0')
-    expect('maxQueue', (v) => positive(v) || v === Infinity, 'a positive integer or Infinity')
-    expect('concurrency', positive, 'a positive integer')
-    if (o.method !== undefined) {
-      expect('method', (v) => typeof v === 'string' && v !== '', 'a method name')
-      if (typeof module.runMethod !== 'function') throw bad(`options.method: this module has no runMethod (an AOTModule runs forward only)`)
-    }
-    if (o.padValue !== undefined) {
-      expect('padValue', (v) => fill(v) || (Array.isArray(v) && v.every((x) => x === null || fill(x))),
-        'a number or boolean, or an array of them (null: that input is not padded)')
-    }
+    const bad = (message) => codedError('InvalidArg', `Batcher: ${message}`, Batcher)
+    if (o.method !== undefined && typeof module.runMethod !== 'function') throw bad('options.method: this module has no runMethod (an AOTModule runs forward only)')
     for (const key of ['mask', 'buckets']) {
       if (o[key] !== undefined && o.padValue === undefined) throw bad(`options.${key}: needs options.padValue (the inputs to pad)`)
     }
-    if (o.buckets !== undefined) {
-      expect('buckets', (v) => Array.isArray(v) && v.length > 0 && v.every((b, i) => positive(b) && (i === 0 || b > v[i - 1])),
-        'an increasing array of positive lengths')
-    }
-    o.mask = readMask(o.mask, bad)
-    if (o.unpad !== true) {
-      expect('unpad', (v) => v === false || (Array.isArray(v) && v.every((p) => typeof p === 'string' && /^output\b/.test(p))),
-        "a boolean, or an array of output paths ('output[0]', 'output.hidden')")
-    }
+    o.mask ??= null
     return o
-  }
-
-  /** `mask` as {index (null: after the inputs), dtype, invert}, or null. */
-  function readMask(mask, bad) {
-    if (mask === undefined || mask === false) return null
-    if (mask === true) return { index: null, dtype: 'bool', invert: false }
-    if (Number.isInteger(mask) && mask >= 0) return { index: mask, dtype: 'bool', invert: false }
-    if (!isPlainObject(mask)) throw bad(`options.mask: expected true, an input index or {index, dtype, invert}, got ${show(mask)}`)
-    for (const key of Object.keys(mask)) {
-      if (!MASK_KEYS.includes(key)) throw bad(`options.mask: unknown option '${key}'; accepted: ${MASK_KEYS.join(', ')}`)
-    }
-    const { index = null, dtype = 'bool', invert = false } = mask
-    if (index !== null && !(Number.isInteger(index) && index >= 0)) throw bad(`options.mask.index: expected an input index ≥ 0, got ${show(index)}`)
-    if (!DTYPES.includes(dtype)) throw bad(`options.mask.dtype: expected one of ${DTYPES.join(', ')}, got ${show(dtype)}`)
-    if (typeof invert !== 'boolean') throw bad(`options.mask.invert: expected a boolean, got ${show(invert)}`)
-    return { index, dtype, invert }
   }
 
   // Errors raised while splitting an output: a rerun one by one would fail the same way.
@@ -245,15 +234,11 @@ module.exports = function batcher(torch, { maskOf }) {
       const bad = (code, message) => codedError(code, `Batcher.run: ${message}`)
       let options = {}
       const last = args[args.length - 1]
-      if (isPlainObject(last) && Object.keys(last).length > 0 && Object.keys(last).every((k) => RUN_KEYS.includes(k))) {
+      if (isPlainObject(last) && Object.keys(last).length > 0 && Object.keys(last).every((k) => RUN.keys.includes(k))) {
         options = last
         args = args.slice(0, -1)
       }
-      const { signal, timeoutMs } = options
-      if (signal !== undefined && !(signal instanceof AbortSignal)) throw bad('InvalidArg', `options.signal: expected an AbortSignal, got ${describe(signal)}`)
-      if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs >= 0)) {
-        throw bad('InvalidArg', `options.timeoutMs: expected a number of milliseconds ≥ 0, got ${show(timeoutMs)}`)
-      }
+      const { signal, timeoutMs } = opt.read(options, RUN, 'Batcher.run: options')
       if (args.length === 0) throw bad('InvalidArg', 'expected the model inputs, got none')
       const { padValue, mask, buckets } = this.#options
       let rows = null
@@ -343,7 +328,9 @@ module.exports = function batcher(torch, { maskOf }) {
     /** A queued request's timeout and abort listener. */
     #watch(request) {
       const { signal, timeoutMs } = request
-      if (timeoutMs !== undefined) {
+      // setTimeout fires at once past 2^31 - 1 ms (Node's TimeoutOverflowWarning): a longer
+      // wait, Infinity included, is no timeout.
+      if (timeoutMs !== undefined && timeoutMs <= 2 ** 31 - 1) {
         request.timer = setTimeout(() => this.#expire(request, 'Timeout', 'timedOut',
           `Batcher.run: waited ${timeoutMs} ms in the queue without starting (options.timeoutMs)`), timeoutMs)
       }

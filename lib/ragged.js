@@ -5,6 +5,7 @@
 // torch.nn.utils.rnn.pad_sequence. Composed from public tensor methods (cat, full, narrow,
 // copy_), so it lives in JS; index.js hands it the exports.
 const { codedError, describe } = require('./errors')
+const opt = require('./options')
 
 module.exports = function sequences(torch) {
   const { Tensor } = torch
@@ -170,25 +171,19 @@ module.exports = function sequences(torch) {
     return new Ragged(TOKEN, torch.cat(tensors, 0), lengths)
   }
 
-  const PAD_KEYS = ['batchFirst', 'paddingValue', 'paddingSide']
+  const PAD_OPTIONS = opt.bag({
+    batchFirst: opt.boolean,
+    paddingValue: opt.any, // checkFill's own words
+    paddingSide: opt.oneOf(['right', 'left']),
+  })
 
   /**
    * PyTorch's `torch.nn.utils.rnn.pad_sequence`: [max length, n, ...rest], or [n, max length,
    * ...rest] with `batchFirst`; the first sequence's dtype and device.
    */
-  function padSequence(sequences, options = {}) {
-    if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-      throw codedError('InvalidArg', `padSequence: options: expected an object, got ${describe(options)}`, padSequence)
-    }
-    for (const key of Object.keys(options)) {
-      if (!PAD_KEYS.includes(key)) throw codedError('InvalidArg', `padSequence: options: unknown option '${key}'; accepted: ${PAD_KEYS.join(', ')}`, padSequence)
-    }
-    const { batchFirst = false, paddingValue = 0, paddingSide = 'right' } = options
-    if (typeof batchFirst !== 'boolean') throw codedError('InvalidArg', `padSequence: options.batchFirst: expected a boolean, got ${describe(batchFirst)}`, padSequence)
+  function padSequence(sequences, options) {
+    const { batchFirst = false, paddingValue = 0, paddingSide = 'right' } = opt.read(options, PAD_OPTIONS, 'padSequence: options', padSequence)
     checkFill(paddingValue, 'padSequence: options.paddingValue', padSequence)
-    if (paddingSide !== 'right' && paddingSide !== 'left') {
-      throw codedError('InvalidArg', `padSequence: options.paddingSide: expected 'right' or 'left', got ${JSON.stringify(paddingSide) ?? describe(paddingSide)}`, padSequence)
-    }
     const lengths = checkSequences(sequences, padSequence, { sameDtype: false })
     return padInto(sequences, lengths, paddingValue, { batchFirst, left: paddingSide === 'left' })
   }

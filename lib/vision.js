@@ -5,9 +5,9 @@ const IMAGENET_LABELS = Object.freeze(require('../data/imagenet-labels.json'))
 // torchvision's classic ImageNet evaluation transform: Resize(256), CenterCrop(224), ToTensor,
 // Normalize(ImageNet mean, std).
 const DEFAULT_PREPROCESS = Object.freeze({ resize: 256, centerCrop: 224, mean: 'imagenet' })
-const OPTION_KEYS = ['topk', 'labels', 'preprocess', 'signal']
 
 const { codedError, describe } = require('./errors')
+const opt = require('./options')
 
 /** An error of `classify`, which rejects its promise with it. */
 const classifyError = (code, message) => codedError(code, `classify: ${message}`)
@@ -15,28 +15,17 @@ const classifyError = (code, message) => codedError(code, `classify: ${message}`
 const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
 const isSource = (v) => typeof v === 'string' || v instanceof Uint8Array
 
+const OPTIONS = opt.bag({
+  topk: opt.integer({ min: 1 }),
+  labels: opt.check((v) => Array.isArray(v) && v.every((l) => typeof l === 'string'), 'an array of strings (one per class)'),
+  // torch.image reads (and checks) these itself.
+  preprocess: opt.check((v) => isPlainObject(v), 'torch.image options (an object)'),
+  signal: opt.instance(AbortSignal, 'an AbortSignal'),
+})
+
 /** The options with their defaults, or an InvalidArg error naming the bad one. */
 function readOptions(options) {
-  if (options === undefined) options = {}
-  if (!isPlainObject(options)) throw classifyError('InvalidArg', `options: expected an object, got ${describe(options)}`)
-  for (const key of Object.keys(options)) {
-    if (!OPTION_KEYS.includes(key)) {
-      throw classifyError('InvalidArg', `options: unknown option '${key}'; accepted: ${OPTION_KEYS.join(', ')}`)
-    }
-  }
-  const { topk = 5, labels = IMAGENET_LABELS, preprocess, signal } = options
-  if (!Number.isInteger(topk) || topk < 1) {
-    throw classifyError('InvalidArg', `options.topk: expected a positive integer, got ${typeof topk === 'number' ? topk : describe(topk)}`)
-  }
-  if (!Array.isArray(labels) || !labels.every((l) => typeof l === 'string')) {
-    throw classifyError('InvalidArg', 'options.labels: expected an array of strings (one per class)')
-  }
-  if (preprocess !== undefined && !isPlainObject(preprocess)) {
-    throw classifyError('InvalidArg', `options.preprocess: expected torch.image options (an object), got ${describe(preprocess)}`)
-  }
-  if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw classifyError('InvalidArg', `options.signal: expected an AbortSignal, got ${describe(signal)}`)
-  }
+  const { topk = 5, labels = IMAGENET_LABELS, preprocess, signal } = opt.read(options, OPTIONS, 'classify: options')
   return { topk, labels, preprocess, signal }
 }
 
