@@ -274,7 +274,7 @@ export interface TensorMetadata {
   name: string
   /** `'BOOL' | 'UINT8' | 'INT8' | 'INT16' | 'INT32' | 'INT64' | 'FP16' | 'FP32' | 'FP64' | 'BF16'` (or another the server names). */
   datatype: string
-  /** Sizes; -1 for a dynamic one. `[-1]` from a torch-node server without `example`: any shape. */
+  /** Sizes, one per dim; -1 where a size varies. */
   shape: number[]
 }
 /** Options of `RemoteModule.load`; any other key is refused (`InvalidArg`). */
@@ -323,15 +323,20 @@ export declare class RemoteModule {
   get isDisposed(): boolean
   [Symbol.dispose](): void
 }
-/** A model `torch.oip.serve` serves: a module, a Batcher, a `.pt`/`.pt2` path, or one of these with its metadata. */
-export type ServedModel = ScriptModule | AOTModule | Batcher<any> | string | {
+/**
+ * A model `torch.oip.serve` serves, with what its metadata needs: `example`, or the inputs'
+ * shapes. What is not declared is learnt by forwards at start (batch 1 and 2); a bare module
+ * or path is refused (`InvalidArg`) since neither records its input shapes.
+ */
+export type ServedModel = {
   model: ScriptModule | AOTModule | Batcher<any> | string
-  /** Metadata of the inputs (names, datatypes, shapes with -1); default: the forward's argument names (or from `example`). */
-  inputs?: Array<Partial<TensorMetadata> & { name: string }>
-  outputs?: Array<Partial<TensorMetadata> & { name: string }>
+  /** The inputs' metadata (shape: -1 where a size varies); name defaults to the forward's argument names, datatype to `'FP32'`. Any other key is refused (`InvalidArg`). */
+  inputs?: Array<Partial<TensorMetadata>>
+  /** The outputs' metadata; what is left out is learnt from the model (names `OUTPUT__i`, or a dict output's keys). */
+  outputs?: Array<Partial<TensorMetadata>>
   /** The version the server reports (default `'1'`). */
   version?: string | number
-  /** The inputs of one call: run once at start to learn the metadata's datatypes and shapes. */
+  /** The inputs of one call: run at start, as given and with their rows doubled, to learn datatypes and shapes. */
   example?: Tensor | Tensor[]
 }
 /** Options of `torch.oip.serve` and `torch.oip.router`; any other key is refused (`InvalidArg`). */
@@ -366,10 +371,14 @@ export interface TritonRepositoryOptions {
   model: ScriptModule | string
   /** Triton's `max_batch_size` (default 8 when the model runs at batch 2, else 0). */
   maxBatchSize?: number
-  /** Names (default `INPUT__i`) and Triton `dims` (without the batch dim when batching; -1: a size that varies). */
-  inputs?: Array<string | { name?: string; datatype?: string; dims?: number[] }>
-  /** Names (default `OUTPUT__i`). */
-  outputs?: Array<string | { name?: string }>
+  /**
+   * Names (default `INPUT__i`), datatypes, and sizes: Triton's `dims` (without the batch dim
+   * when batching) or the protocol's `shape` (every size, the batch dim included); -1: a size
+   * that varies. Any other key is refused (`InvalidArg`).
+   */
+  inputs?: Array<string | { name?: string; datatype?: string; dims?: number[]; shape?: number[] }>
+  /** Names (default `OUTPUT__i`); datatypes and sizes, if given, must fit what the model returns. */
+  outputs?: Array<string | { name?: string; datatype?: string; dims?: number[]; shape?: number[] }>
   dynamicBatching?: { maxQueueDelayMicroseconds?: number; preferredBatchSize?: number[] }
   /** CPU instances (`instance_group`). */
   instances?: number

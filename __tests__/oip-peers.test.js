@@ -17,6 +17,7 @@ const MODELS = path.join(__dirname, '..', 'models')
 const RESNET = path.join(MODELS, 'resnet18_traced.pt')
 const TEXT = path.join(MODELS, 'fixtures', 'text_encoder.pt') // (ids int64, mask bool) -> (hidden, pooled)
 const IMAGES = path.join(MODELS, 'golden', 'resnet18_input_b8.f32') // 8 preprocessed images
+const OUTPUTS = path.join(MODELS, 'golden', 'resnet18_output_b8.f32') // Python's logits for them
 const TOLERANCE = 1e-4
 const CONCURRENT = 16
 
@@ -307,9 +308,10 @@ if (skip) {
   })
 
   describe('tritonclient and perf_analyzer against torch.oip.serve', () => {
-    let dir, server, resnet, x8
-    // tritonclient as Triton's users call it; prints one JSON line. Outputs travel back as
-    // base64 float32 bytes, compared here with the local forward.
+    let dir, server
+    // tritonclient as Triton's users call it: inputs and outputs named from the model's
+    // metadata (issue 24: with no outputs there, JSON outputs cannot be asked for); prints one
+    // JSON line. Outputs travel back as base64 float32 bytes, compared here with Python's.
     const CLIENT_PY = String.raw`
 import base64, json, sys
 import numpy as np
@@ -322,18 +324,22 @@ h = httpclient.InferenceServerClient(a["http"], network_timeout=120)
 g = grpcclient.InferenceServerClient(a["grpc"])
 x = np.fromfile(a["images"], dtype="<f4").reshape(8, 3, 224, 224)[:a["batch"]]
 meta = h.get_model_metadata(a["model"])
-name, out = meta["inputs"][0]["name"], meta["outputs"][0]["name"]
+name = meta["inputs"][0]["name"]
+outs = [o["name"] for o in meta["outputs"]]
 
 def infer(client, mod, binary=True):
-    t = mod.InferInput(name, list(x.shape), "FP32")
+    t = mod.InferInput(name, list(x.shape), meta["inputs"][0]["datatype"])
     if mod is httpclient:
         t.set_data_from_numpy(x, binary_data=binary)
-        r = client.infer(a["model"], [t], outputs=[httpclient.InferRequestedOutput(out, binary_data=binary)])
+        r = client.infer(a["model"], [t], outputs=[httpclient.InferRequestedOutput(o, binary_data=binary) for o in outs])
+        # How the answer came: JSON numbers ("data") or raw bytes (binary_data_size).
+        sent = "json" if "data" in r.get_output(outs[0]) else "binary"
     else:
         t.set_data_from_numpy(x)
-        r = client.infer(a["model"], [t], outputs=[grpcclient.InferRequestedOutput(out)], client_timeout=120)
-    y = r.as_numpy(out)
-    return {"shape": list(y.shape), "dtype": str(y.dtype), "data": base64.b64encode(y.astype("<f4").tobytes()).decode()}
+        r = client.infer(a["model"], [t], outputs=[grpcclient.InferRequestedOutput(o) for o in outs], client_timeout=120)
+        sent = "raw"
+    y = r.as_numpy(outs[0])
+    return {"shape": list(y.shape), "dtype": str(y.dtype), "sent": sent, "data": base64.b64encode(y.astype("<f4").tobytes()).decode()}
 
 small = httpclient.InferInput(name, [1, 3], "FP32")
 small.set_data_from_numpy(np.zeros((1, 3), "<f4"))
@@ -360,9 +366,9 @@ print(json.dumps({
 }))
 `
     before(async () => {
-      resnet = await torch.ScriptModule.load(RESNET)
-      x8 = images()
-      server = await torch.oip.serve({ models: { resnet: { model: resnet, example: torch.rand([1, 3, 224, 224]) } }, grpcPort: 0 })
+      // Declared as a new user would: the input's datatype and shape; its name comes from the
+      // TorchScript schema (forward(x)) and the outputs from probe forwards at batch 1 and 2.
+      server = await torch.oip.serve({ models: { resnet: { model: RESNET, inputs: [{ datatype: 'FP32', shape: [-1, 3, 224, 224] }] } }, grpcPort: 0 })
       dir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-oip-clients-'))
     })
     after(async () => {
@@ -370,7 +376,7 @@ print(json.dumps({
       if (dir) fs.rmSync(dir, { recursive: true, force: true })
     })
 
-    test('tritonclient (HTTP binary, HTTP JSON, gRPC) gets the local forward\'s outputs; metadata, config, readiness, errors', { timeout: 240_000 }, async (t) => {
+    test('tritonclient (HTTP binary, HTTP JSON, gRPC), outputs named from the metadata, gets Python\'s outputs; metadata, config, readiness, errors', { timeout: 240_000 }, async (t) => {
       const script = path.join(dir, 'client.py')
       fs.writeFileSync(script, CLIENT_PY)
       const batch = 2
@@ -393,7 +399,9 @@ print(json.dumps({
         assert.deepEqual(config.input.map((s) => [s.name, s.data_type, s.dims.map(Number)]), [['x', 'TYPE_FP32', [-1, 3, 224, 224]]], via)
         assert.deepEqual(config.output.map((s) => [s.name, s.data_type, s.dims.map(Number)]), [['OUTPUT__0', 'TYPE_FP32', [-1, 1000]]], via)
       }
-      const want = resnet.forwardSync(x8.narrow(0, 0, batch).contiguous())
+      // Python's outputs for the same images (models/golden, written by make_models.py).
+      const want = torch.fromBuffer(new Uint8Array(fs.readFileSync(OUTPUTS)), [8, 1000], { dtype: 'float32' }).narrow(0, 0, batch)
+      assert.deepEqual(Object.fromEntries(Object.entries(got.outputs).map(([via, o]) => [via, o.sent])), { httpBinary: 'binary', httpJson: 'json', grpc: 'raw' })
       for (const [via, o] of Object.entries(got.outputs)) {
         assert.equal(o.dtype, 'float32', via)
         const y = torch.fromBuffer(new Uint8Array(Buffer.from(o.data, 'base64')), o.shape, { dtype: 'float32' })

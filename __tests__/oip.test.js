@@ -49,7 +49,7 @@ describe('Open Inference Protocol', () => {
     server = await torch.oip.serve({
       models: {
         mlp: { model: mlp, example: torch.rand([2, 4]) },
-        encoder,
+        encoder: { model: encoder, inputs: [{ name: 'ids', datatype: 'INT64', shape: [-1, -1] }, { name: 'mask', datatype: 'BOOL', shape: [-1, -1] }] },
         batched: { model: new torch.Batcher(mlp, { maxDelayMs: 2 }), inputs: [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }] },
       },
       grpcPort: 0,
@@ -66,6 +66,8 @@ describe('Open Inference Protocol', () => {
     assert.deepEqual(meta.outputs, [{ name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, 3] }])
     const enc = (await raw(`${server.url}/v2/models/encoder`, { method: 'GET' })).json
     assert.deepEqual(enc.inputs.map((s) => s.name), ['ids', 'mask'])
+    // Outputs learnt by probe forwards on zeros of the declared shapes ([1, 2], then [2, 3]).
+    assert.deepEqual(enc.outputs, [{ name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, -1, 8] }, { name: 'OUTPUT__1', datatype: 'FP32', shape: [-1, 8] }])
     assert.equal((await raw(`${server.url}/v2/models/mlp/versions/1/ready`, { method: 'GET' })).status, 200)
     // Triton's model configuration extension, which perf_analyzer reads before a run.
     const config = (await raw(`${server.url}/v2/models/mlp/config`, { method: 'GET' })).json
@@ -119,10 +121,11 @@ describe('Open Inference Protocol', () => {
     const remote = await torch.RemoteModule.load(server.url, 'encoder')
     const ids = torch.tensor([[3, 5, 7, 0]], { dtype: 'int64' })
     const mask = torch.tensor([[true, true, true, false]])
-    remote.inputs.forEach((s) => assert.deepEqual(s.shape, [-1], 'no example: the rank is unknown ([-1])'))
+    assert.deepEqual(remote.inputs, [{ name: 'ids', datatype: 'INT64', shape: [-1, -1] }, { name: 'mask', datatype: 'BOOL', shape: [-1, -1] }])
     const local = encoder.forwardSync(ids, mask)
-    // Without an example the metadata says FP32 [-1]: forward checks the metadata first.
-    await assert.rejects(remote.forward(ids, mask), { code: 'DTypeMismatch' })
+    const declared = await remote.forward(ids, mask)
+    assertClose(declared.OUTPUT__0, local[0], 0, 'hidden (declared inputs)')
+    await assert.rejects(remote.forward(ids.to('int32'), mask), { code: 'DTypeMismatch' })
     remote.dispose()
     const typed = await torch.oip.serve({
       models: { encoder: { model: encoder, example: [ids, mask] } },
@@ -235,7 +238,8 @@ describe('Open Inference Protocol', () => {
     assert.throws(() => torch.oip.router({}), { code: 'InvalidArg' })
     await assert.rejects(torch.oip.serve({ models: {}, prot: 1 }), { code: 'InvalidArg', message: /unknown option 'prot'/ })
     await assert.rejects(torch.oip.serve({ models: { m: 42 } }), { code: 'InvalidArg' })
-    const handler = torch.oip.router({ models: { mlp } })
+    assert.throws(() => torch.oip.router({ models: { mlp } }), { code: 'InvalidArg', message: /oip\.router: models\.mlp: .*declare inputs/ })
+    const handler = torch.oip.router({ models: { mlp: { model: mlp, inputs: [{ name: 'input', shape: [-1, 4] }] } } })
     const app = http.createServer((req, res) => handler(req, res, () => { res.writeHead(418); res.end() }))
     await new Promise((r) => app.listen(0, '127.0.0.1', r))
     try {
@@ -247,6 +251,80 @@ describe('Open Inference Protocol', () => {
     } finally {
       app.closeAllConnections?.()
       await new Promise((r) => app.close(r))
+    }
+  })
+})
+
+// Issue 24: every served model publishes complete metadata — inputs and outputs, names,
+// datatypes and shapes with -1 where a size varies — from what is declared, else learnt from
+// the model by probe forwards at batch 1 and 2; what cannot be known is refused at start.
+describe('oip.serve: complete model metadata', () => {
+  const FIXED = path.join(FIXTURES, 'fixed_batch_traced.pt') // reshape(1, 8): batch 1 only
+  const metadataOf = async (models) => {
+    const server = await torch.oip.serve({ models })
+    try {
+      const out = {}
+      for (const name of Object.keys(models)) out[name] = (await raw(`${server.url}/v2/models/${name}`, { method: 'GET' })).json
+      return out
+    } finally {
+      await server.close()
+    }
+  }
+
+  test('a path with declared input shapes: [-1, 4] in, outputs learnt ([-1, 3]); a Batcher and a fixed-batch model', async () => {
+    const mlp = await torch.ScriptModule.load(MLP)
+    const meta = await metadataOf({
+      path: { model: MLP, inputs: [{ name: 'input', shape: [-1, 4] }] },
+      batcher: { model: new torch.Batcher(mlp, { maxDelayMs: 1 }), inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 4] }], outputs: [{ name: 'scores' }] },
+      example: { model: mlp, example: torch.rand([3, 4]) },
+      fixed: { model: FIXED, example: torch.ones([1, 8]) },
+    })
+    assert.deepEqual(meta.path.inputs, [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }])
+    assert.deepEqual(meta.path.outputs, [{ name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, 3] }])
+    assert.deepEqual(meta.batcher.outputs, [{ name: 'scores', datatype: 'FP32', shape: [-1, 3] }], 'a declared name, the rest learnt')
+    assert.deepEqual(meta.example.inputs, [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }], 'the example at 3 rows and 6: the batch varies')
+    assert.deepEqual(meta.example.outputs, [{ name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, 3] }])
+    // It does not run at batch 2: every size is fixed, as a request must then be.
+    assert.deepEqual(meta.fixed.inputs, [{ name: 'x', datatype: 'FP32', shape: [1, 8] }])
+    assert.deepEqual(meta.fixed.outputs, [{ name: 'OUTPUT__0', datatype: 'FP32', shape: [1, 8] }])
+  })
+
+  test('fully declared metadata is served as declared, without a probe', async () => {
+    let calls = 0
+    const counting = new torch.Batcher({ forward: (x) => { calls++; return x } })
+    const inputs = [{ name: 'a', datatype: 'INT32', shape: [-1, 2] }]
+    const outputs = [{ name: 'b', datatype: 'INT32', shape: [-1, 2] }]
+    const meta = await metadataOf({ echo: { model: counting, inputs, outputs } })
+    assert.deepEqual([meta.echo.inputs, meta.echo.outputs, calls], [inputs, outputs, 0])
+  })
+
+  test('what cannot be known is refused at start, saying what to declare', async () => {
+    const mlp = await torch.ScriptModule.load(MLP)
+    const encoder = await torch.ScriptModule.load(ENCODER)
+    const cases = [
+      [{ m: MLP }, /models\.m: the datatypes and shapes of its inputs cannot be read from the model .*declare inputs: \[\{name, datatype, shape\}\] .*or give example/],
+      [{ m: mlp }, /models\.m: .*declare inputs/],
+      [{ m: { model: mlp, inputs: [{ name: 'input' }] } }, /models\.m: inputs\[0\]\.shape: needed .*declare it/],
+      [{ m: { model: mlp, inputs: [{ name: 'input', dims: [-1, 4] }] } }, /models\.m\.inputs\[0\]: unknown option 'dims'; accepted: name, datatype, shape \(the protocol's metadata calls it 'shape'/],
+      [{ m: { model: mlp, inputs: [{ name: 'input', shape: [-1, 5] }] } }, /models\.m: the model fails on zeros of the declared input shapes \(FP32 \[1,5\]\).*declare inputs/],
+      // FP32 by default: an embedding needs INT64 ids.
+      [{ m: { model: encoder, inputs: [{ name: 'ids', shape: [-1, -1] }, { name: 'mask', datatype: 'BOOL', shape: [-1, -1] }] } }, /the model fails on .*FP32 \[1,2\], BOOL \[1,2\].*datatype defaults to FP32/],
+      [{ m: { model: FIXED, inputs: [{ name: 'x', shape: [-1, 8] }] } }, /runs on FP32 \[1,8\] but not on FP32 \[2,8\].*those sizes do not vary/],
+      [{ m: { model: mlp, inputs: [{ name: 'input', shape: [-1, 4] }], outputs: [{ name: 'a' }, { name: 'b' }] } }, /models\.m\.outputs: declares 2 output\(s\); the model returns 1/],
+      [{ m: { model: mlp, inputs: [{ name: 'input', datatype: 'FP31', shape: [-1, 4] }] } }, /inputs\[0\]\.datatype: expected one of 'BOOL', .*got "FP31"/],
+      [{ m: { model: mlp, inputs: [{ name: 'input', shape: [-2, 4] }] } }, /inputs\[0\]\.shape\[0\]: sizes must be non-negative \(or -1 where a size varies\), got -2/],
+      [{ m: { model: mlp, example: torch.rand([2, 4]), inputs: [{ name: 'input', shape: [-1, 5] }] } }, /inputs\[0\]\.shape: \[-1,5\] does not fit the example's \[2,4\]/],
+      [{ m: { model: mlp, example: [torch.rand([2, 4]), torch.rand([2, 4])] } }, /forward takes input; example gives 2 input/],
+      [{ m: { model: mlp, example: 'x' } }, /models\.m\.example: expected a Tensor or an array of Tensors/],
+      [{ m: { inputs: [] } }, /models\.m\.model: expected a ScriptModule, AOTModule, Batcher or a model file's path, got undefined/],
+    ]
+    for (const [models, message] of cases) {
+      let server
+      try {
+        await assert.rejects(async () => { server = await torch.oip.serve({ models }) }, { code: 'InvalidArg', message }, String(message))
+      } finally {
+        await server?.close()
+      }
     }
   })
 })

@@ -60,12 +60,36 @@ describe('writeTritonRepository', () => {
       [{ name: 'mlp', model: MLP }, /example/],
       [{ ...base, inputs: ['x', 'y'] }, /inputs: expected 1 entries/],
       [{ ...base, inputs: [{ name: 'x', dims: [5] }] }, /does not fit/],
-      [{ ...base, dynamicBatching: { maxDelay: 1 } }, /unknown key/],
+      [{ ...base, dynamicBatching: { maxDelay: 1 } }, /options\.dynamicBatching: unknown option 'maxDelay'; accepted: maxQueueDelayMicroseconds, preferredBatchSize$/],
+      [{ ...base, dynamicBatching: { preferredBatchSize: [4, 0] } }, /options\.dynamicBatching\.preferredBatchSize\[1\]: expected a positive integer, got 0/],
       [{ ...base, instances: 0 }, /instances/],
       [{ ...base, extra: 1 }, /unknown option 'extra'/],
+      // Every nested entry refuses what it does not know (issue 24).
+      [{ ...base, inputs: [{ name: 'x', dim: [4] }] }, /options\.inputs\[0\]: unknown option 'dim'; accepted: name, datatype, dims, shape$/],
+      [{ ...base, outputs: [{ name: 'y', type: 'FP32' }] }, /options\.outputs\[0\]: unknown option 'type'; accepted: name, datatype, dims, shape$/],
+      [{ ...base, outputs: [{ name: 'y', data_type: 'FP32' }] }, /unknown option 'data_type'; accepted: name, datatype, dims, shape \(Triton's config calls it 'datatype' here/],
+      [{ ...base, inputs: [{ datatype: 'BF16' }] }, /options\.inputs\[0\]\.datatype: expected one of 'BOOL', .*got "BF16"/],
+      [{ ...base, inputs: [{ dims: [4], shape: [-1, 4] }] }, /options\.inputs\[0\]: give dims \(Triton's\) or shape/],
+      [{ ...base, outputs: [{ datatype: 'INT64' }] }, /options\.outputs\[0\]\.datatype: INT64 does not match the model's FP32/],
+      [{ ...base, outputs: [{ dims: [4] }] }, /options\.outputs\[0\]\.dims: \[4\] does not fit \[3\]/],
+      // `shape` is the whole shape, as the protocol's metadata writes it; [4] meant as dims is named.
+      [{ name: 'mlp', model: MLP, inputs: [{ shape: [4] }] }, /the model fails at batch 1 on inputs of shape \[1\] \(zeros built from options\.inputs: shape is every size, the batch dim included; dims leaves the batch dim out/],
+      [{ ...base, inputs: [{ shape: [1, 4] }] }, /options\.inputs\[0\]\.shape: the batch dim \(dim 0\) must be -1 when max_batch_size > 0/],
     ]) {
       assert.throws(() => torch.oip.writeTritonRepository(dir, opts), { code: 'InvalidArg', message }, JSON.stringify(Object.keys(opts)))
     }
+  })
+
+  test("inputs in the protocol's words: shape (batch dim included) where Triton says dims", () => {
+    const dir = tmp()
+    // As RemoteModule's m.inputs and the protocol's metadata write it: no example needed.
+    const r = torch.oip.writeTritonRepository(dir, { name: 'mlp', model: MLP, inputs: [{ name: 'INPUT__0', datatype: 'FP32', shape: [-1, 4] }] })
+    assert.deepEqual([r.maxBatchSize, r.inputs, r.outputs], [8, [{ name: 'INPUT__0', datatype: 'FP32', dims: [4] }], [{ name: 'OUTPUT__0', datatype: 'FP32', dims: [3] }]])
+    assert.ok(fs.readFileSync(path.join(dir, 'mlp', 'config.pbtxt'), 'utf8').includes('dims: [ 4 ]'))
+    const fixed = torch.oip.writeTritonRepository(dir, { name: 'fixed', model: FIXED, inputs: [{ shape: [1, 8] }], outputs: [{ name: 'y', shape: [1, 8] }] })
+    assert.deepEqual([fixed.maxBatchSize, fixed.inputs[0].dims, fixed.outputs[0].dims], [0, [1, 8], [1, 8]])
+    // maxBatchSize 0: dims are every size.
+    assert.deepEqual(torch.oip.writeTritonRepository(dir, { name: 'fixed', model: FIXED, maxBatchSize: 0, inputs: [{ dims: [1, 8] }] }).inputs[0].dims, [1, 8])
   })
 
   test("the config parses with tritonclient's model_config_pb2", { skip: !fs.existsSync(TRITON_PYTHON) && 'the Triton test environment (.triton/, scripts/triton-env.js) is not installed' }, () => {

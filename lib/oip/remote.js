@@ -9,10 +9,21 @@ const http = require('node:http')
 const https = require('node:https')
 const P = require('./protocol')
 
-const LOAD_KEYS = ['protocol', 'binary', 'version', 'headers', 'timeoutMs', 'signal']
-const CALL_KEYS = ['signal', 'timeoutMs']
-
 const { codedError, describe } = require('../errors')
+const opt = require('../options')
+
+const timeoutMs = opt.check((v) => typeof v === 'number' && Number.isFinite(v) && v > 0, 'a positive number of milliseconds')
+const signal = opt.instance(AbortSignal, 'an AbortSignal')
+const CALL_OPTIONS = opt.bag({ signal, timeoutMs })
+const LOAD_OPTIONS = opt.bag({
+  protocol: opt.oneOf(['http', 'grpc']),
+  binary: opt.boolean,
+  version: opt.check((v) => typeof v === 'string' || Number.isSafeInteger(v), 'a version (a string or an integer)'),
+  headers: opt.check((v) => typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((h) => ['string', 'number'].includes(typeof h) || (Array.isArray(h) && h.every((x) => typeof x === 'string'))),
+    'an object of header values (strings)'),
+  timeoutMs,
+  signal,
+})
 
 module.exports = function remote(torch) {
   const fail = (code, message, extra) => Object.assign(codedError(code, message), extra)
@@ -53,15 +64,7 @@ module.exports = function remote(torch) {
     return fail('RemoteError', `${what}: the server answered ${r.status}: ${message}`, { status: r.status })
   }
 
-  function readOptions(options, keys, where) {
-    if (options === undefined) return {}
-    if (options === null || typeof options !== 'object') throw fail('InvalidArg', `${where}: options: expected an object, got ${describe(options)}`)
-    for (const k of Object.keys(options)) if (!keys.includes(k)) throw fail('InvalidArg', `${where}: options: unknown option '${k}'; accepted: ${keys.join(', ')}`)
-    const { timeoutMs, signal } = options
-    if (timeoutMs !== undefined && !(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw fail('InvalidArg', `${where}: options.timeoutMs: expected a positive number of milliseconds`)
-    if (signal !== undefined && !(signal instanceof AbortSignal)) throw fail('InvalidArg', `${where}: options.signal: expected an AbortSignal, got ${describe(signal)}`)
-    return options
-  }
+  const readOptions = (options, spec, where) => opt.read(options, spec, `${where}: options`, readOptions)
 
   /** The HTTP transport: metadata, readiness and infer over one keep-alive agent. */
   function httpTransport(parsed, modelName, { version, headers, timeoutMs, binary }) {
@@ -143,10 +146,9 @@ module.exports = function remote(torch) {
      * `ModelNotFound` (an unknown model or version), `Aborted`.
      */
     static async load(url, modelName, options) {
-      const o = readOptions(options, LOAD_KEYS, 'RemoteModule.load')
+      const o = readOptions(options, LOAD_OPTIONS, 'RemoteModule.load')
       if (typeof modelName !== 'string' || !modelName) throw fail('InvalidArg', `RemoteModule.load: modelName: expected a non-empty string, got ${describe(modelName)}`)
       const protocol = o.protocol ?? (/^grpc:\/\//i.test(String(url)) ? 'grpc' : 'http')
-      if (protocol !== 'http' && protocol !== 'grpc') throw fail('InvalidArg', `RemoteModule.load: options.protocol: expected 'http' or 'grpc', got ${describe(o.protocol)}`)
       const version = o.version === undefined ? undefined : String(o.version)
       const what = `RemoteModule.load(${modelName})`
       let transport
@@ -204,10 +206,7 @@ module.exports = function remote(torch) {
         const s = this.inputs[i]
         if (!(t instanceof torch.Tensor)) throw fail('InvalidArg', `RemoteModule.forward: input '${s.name}': expected a Tensor, got ${describe(t)}`)
         if (P.DATATYPE[t.dtype] !== s.datatype) throw fail('DTypeMismatch', `RemoteModule.forward: input '${s.name}' is ${P.DATATYPE[t.dtype] ?? t.dtype}, the model takes ${s.datatype}`)
-        // [-1] is what a torch-node server reports for an input whose rank it does not know
-        // (no `example`): any shape then; the server checks the rest.
-        const anyRank = s.shape.length === 1 && s.shape[0] === -1
-        const fits = anyRank || (s.shape.length === t.shape.length && s.shape.every((d, j) => d === -1 || d === t.shape[j]))
+        const fits = s.shape.length === t.shape.length && s.shape.every((d, j) => d === -1 || d === t.shape[j])
         if (!fits) throw fail('ShapeMismatch', `RemoteModule.forward: input '${s.name}' has shape [${t.shape}], the model takes [${s.shape}] (-1: any size)`)
       })
     }
@@ -220,8 +219,8 @@ module.exports = function remote(torch) {
     async forward(...args) {
       const last = args[args.length - 1]
       const isOptions = args.length > 1 && last !== null && typeof last === 'object' && !(last instanceof torch.Tensor) &&
-        Object.keys(last).length > 0 && Object.keys(last).every((k) => CALL_KEYS.includes(k))
-      const o = isOptions ? readOptions(args.pop(), CALL_KEYS, 'RemoteModule.forward') : {}
+        Object.keys(last).length > 0 && Object.keys(last).every((k) => CALL_OPTIONS.keys.includes(k))
+      const o = isOptions ? readOptions(args.pop(), CALL_OPTIONS, 'RemoteModule.forward') : {}
       if (this.#disposed) throw fail('Disposed', 'this RemoteModule was disposed; it can no longer be used')
       const tensors = this.#arrange(args)
       this.#check(tensors)

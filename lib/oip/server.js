@@ -12,36 +12,68 @@ const path = require('node:path')
 const P = require('./protocol')
 
 const DEFAULT_MAX_BODY = 64 * 2 ** 20
-const SERVE_KEYS = ['models', 'port', 'host', 'maxBodyBytes', 'grpcPort']
-const MODEL_KEYS = ['model', 'inputs', 'outputs', 'version', 'example']
 
 const { codedError, describe } = require('../errors')
+const opt = require('../options')
+
+const port = opt.integer({ min: 0, max: 65535, expected: 'a port number (0: any free one)' })
+const models = opt.check((v) => typeof v === 'object' && !Array.isArray(v), '{name: model}')
+const maxBodyBytes = opt.integer({ min: 1, expected: 'a positive byte count' })
+const ROUTER_OPTIONS = opt.bag({ models, maxBodyBytes }, { required: ['models'] })
+const SERVE_OPTIONS = opt.bag({ models, port, host: opt.string, maxBodyBytes, grpcPort: port }, { required: ['models'] })
+/** One tensor of a model's metadata, as the protocol writes it. */
+const TENSOR = opt.bag({
+  name: opt.check((v) => typeof v === 'string' && v !== '', 'a non-empty string'),
+  datatype: opt.oneOf(Object.keys(P.DTYPE)),
+  shape: opt.sizes({ varying: true }),
+}, {
+  hints: {
+    dims: "the protocol's metadata calls it 'shape': every size, the batch dim included, -1 where one varies",
+    dtype: "the protocol's metadata calls it 'datatype': 'FP32', 'INT64', ...",
+    data_type: "the protocol's metadata calls it 'datatype': 'FP32', 'INT64', ...",
+  },
+})
+const TENSORS = opt.arrayOf(TENSOR, 'tensor metadata ({name, datatype, shape})')
+const version = opt.check((v) => typeof v === 'string' || Number.isSafeInteger(v), 'a version (a string or an integer)')
 
 module.exports = function oipServer(torch) {
-  const bad = (where, message) => codedError('InvalidArg', `${where}: ${message}`, undefined)
   const isModule = (m) => m instanceof torch.ScriptModule || m instanceof torch.AOTModule
   const isBatcher = (m) => torch.Batcher && m instanceof torch.Batcher
+  const isTensor = (t) => t instanceof torch.Tensor
+  const MODEL = opt.bag({
+    model: opt.check((m) => isModule(m) || isBatcher(m) || typeof m === 'string', "a ScriptModule, AOTModule, Batcher or a model file's path"),
+    inputs: TENSORS,
+    outputs: TENSORS,
+    version,
+    example: opt.check((v) => isTensor(v) || (Array.isArray(v) && v.length > 0 && v.every(isTensor)), 'a Tensor or an array of Tensors (the inputs of one call)'),
+  }, { required: ['model'] })
 
-  /** The metadata entries of `spec.inputs`/`outputs` given by the user, checked. */
-  function tensorSpecs(list, where) {
-    if (!Array.isArray(list)) throw bad(where, `expected an array of {name, datatype, shape}, got ${describe(list)}`)
-    return list.map((s, i) => {
-      if (s === null || typeof s !== 'object' || typeof s.name !== 'string') throw bad(`${where}[${i}]`, 'expected {name, datatype, shape}')
-      const datatype = s.datatype ?? 'FP32'
-      if (!(datatype in P.DTYPE)) throw bad(`${where}[${i}]`, `unsupported datatype ${JSON.stringify(datatype)}`)
-      const shape = s.shape ?? [-1]
-      if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= -1)) throw bad(`${where}[${i}]`, 'shape: expected sizes, -1 for a dynamic one')
-      return { name: s.name, datatype, shape }
-    })
+  /**
+   * A served model's declaration, read and checked at once (no model loaded yet): its
+   * metadata must be knowable — from `example`, or declared input shapes — or it is refused,
+   * saying what to declare.
+   */
+  function readSpec(name, spec, who) {
+    const where = `${who}: models.${name}`
+    const s = isModule(spec) || isBatcher(spec) || typeof spec === 'string' ? { model: spec } : opt.read(spec, MODEL, where, readSpec)
+    const bad = (message) => codedError('InvalidArg', `${where}: ${message}`, readSpec)
+    const example = s.example === undefined ? undefined : isTensor(s.example) ? [s.example] : s.example
+    if (example && s.inputs && s.inputs.length !== example.length) throw bad(`inputs declares ${s.inputs.length} input(s), example gives ${example.length}`)
+    if (!example) {
+      if (!s.inputs || !s.inputs.length) {
+        throw bad('the datatypes and shapes of its inputs cannot be read from the model (a TorchScript or .pt2 file records neither); ' +
+          'declare inputs: [{name, datatype, shape}] (-1 where a size varies, e.g. shape: [-1, 3, 224, 224]), or give example: the inputs of one call')
+      }
+      const i = s.inputs.findIndex((x) => x.shape === undefined)
+      if (i >= 0) throw bad(`inputs[${i}].shape: needed to learn the outputs without an example; declare it (-1 where a size varies), or give example: the inputs of one call`)
+    }
+    return { ...s, example }
   }
 
   /** The module a spec names: a module or Batcher as given; a path loaded (.pt2: AOTModule). */
-  async function moduleOf(model, where) {
-    if (isModule(model) || isBatcher(model)) return model
-    if (typeof model === 'string') {
-      return path.extname(model) === '.pt2' ? torch.AOTModule.load(model) : torch.ScriptModule.load(model)
-    }
-    throw bad(where, `expected a ScriptModule, AOTModule, Batcher or a model file's path, got ${describe(model)}`)
+  async function moduleOf(model) {
+    if (typeof model !== 'string') return model
+    return path.extname(model) === '.pt2' ? torch.AOTModule.load(model) : torch.ScriptModule.load(model)
   }
 
   /** Output tensors by name: a Tensor is OUTPUT__0, an array OUTPUT__i, an object its keys. */
@@ -56,42 +88,112 @@ module.exports = function oipServer(torch) {
     return pairs.map(([name, tensor]) => ({ name: String(name), tensor }))
   }
 
-  /** A served model: how to call it and what its metadata says. */
-  async function prepareModel(name, spec) {
-    const where = `oip: models.${name}`
-    const full = spec !== null && typeof spec === 'object' && !isModule(spec) && !isBatcher(spec)
-    if (full) {
-      for (const k of Object.keys(spec)) if (!MODEL_KEYS.includes(k)) throw bad(where, `unknown key '${k}'; accepted: ${MODEL_KEYS.join(', ')}`)
+  /** Sizes of `a` where `b` agrees, -1 where they differ (b null: all of a's). */
+  const varying = (a, b) => (b ? a.map((d, j) => (d === b[j] ? d : -1)) : [...a])
+  const shapes = (xs) => xs.map((x) => `${P.DATATYPE[x.dtype] ?? x.dtype} [${x.shape}]`).join(', ')
+
+  /**
+   * Probes the model at registration: `first` are inputs it must run on; `second` the same
+   * inputs grown where a size may vary (the batch 1 -> 2). Returns the outputs of both
+   * (second: null where it was not given or, when `mayFail`, where the model refused it).
+   */
+  async function probe(call, first, second, { where, from, mayFail }) {
+    let one
+    try {
+      one = namedOutputs(await call(first), null)
+    } catch (e) {
+      throw codedError('InvalidArg', `${where}: the model fails on ${from} (${shapes(first)}), so its metadata cannot be learnt; declare inputs: [{name, datatype, shape}] that fit it (datatype defaults to FP32): ${firstLine(e)}`)
     }
-    const module = await moduleOf(full ? spec.model : spec, full ? `${where}.model` : where)
+    if (!second) return { one, two: null }
+    try {
+      const two = namedOutputs(await call(second), null)
+      const fits = two.length === one.length && two.every((o, i) => o.name === one[i].name && o.tensor.ndim === one[i].tensor.ndim)
+      if (!fits) throw new Error(`its outputs change in number, names or rank: [${one.map((o) => o.tensor.shape)}] against [${two.map((o) => o.tensor.shape)}]`)
+      return { one, two }
+    } catch (e) {
+      if (mayFail) return { one, two: null }
+      throw codedError('InvalidArg', `${where}: the model runs on ${shapes(first)} but not on ${shapes(second)} (the -1 sizes of inputs grown), ` +
+        `so those sizes do not vary: declare them, or give example: the inputs of one call; ${firstLine(e)}`)
+    }
+  }
+  const firstLine = (e) => String(e?.message ?? e).split('\n')[0]
+
+  /**
+   * A served model: how to call it and its complete metadata — what the spec declares, the
+   * rest learnt from the model (argument names from the TorchScript schema; datatypes and
+   * shapes from probe forwards at batch 1 and 2, -1 where a size differs between them).
+   */
+  async function prepareModel(name, spec, who) {
+    const where = `${who}: models.${name}`
+    const module = await moduleOf(spec.model)
     const call = (inputs) => (isBatcher(module) ? module.run(...inputs) : module.forward(...inputs))
-    let inputs = full && spec.inputs ? tensorSpecs(spec.inputs, `${where}.inputs`) : null
-    let outputs = full && spec.outputs ? tensorSpecs(spec.outputs, `${where}.outputs`) : null
-    const example = full ? spec.example : undefined
-    if (example !== undefined) {
-      const xs = Array.isArray(example) ? example : [example]
-      if (!xs.every((x) => x instanceof torch.Tensor)) throw bad(`${where}.example`, 'expected a Tensor or an array of Tensors')
-      inputs ??= xs.map((x, i) => ({ name: `INPUT__${i}`, datatype: P.DATATYPE[x.dtype], shape: [-1, ...x.shape.slice(1)] }))
-      outputs ??= namedOutputs(await call(xs), null).map(({ name, tensor }) => ({ name, datatype: P.DATATYPE[tensor.dtype], shape: [-1, ...tensor.shape.slice(1)] }))
-    }
+    const declared = spec.inputs ?? []
+    const count = spec.example ? spec.example.length : declared.length
     // Input names: the forward's argument names, as Triton's PyTorch backend can use them.
-    const scripted = isBatcher(module) ? null : module instanceof torch.ScriptModule ? module : null
-    const argNames = scripted ? scripted.signature().args.filter((a) => !a.hasDefault).map((a) => a.name) : null
-    if (argNames && inputs && !(full && spec.inputs) && example !== undefined) inputs = inputs.map((s, i) => ({ ...s, name: argNames[i] ?? s.name }))
-    // Without `inputs` or `example` the datatypes and shapes are unknown: reported as FP32 [-1]
-    // and not checked (the model checks its inputs itself).
-    const declared = inputs !== null
-    inputs ??= (argNames ?? ['INPUT__0']).map((n) => ({ name: n, datatype: 'FP32', shape: [-1] }))
-    const version = full && spec.version !== undefined ? String(spec.version) : '1'
+    const args = module instanceof torch.ScriptModule ? module.signature().args : null
+    if (args && (count > args.length || count < args.filter((a) => !a.hasDefault).length)) {
+      throw codedError('InvalidArg', `${where}: forward takes ${args.map((a) => a.name).join(', ')}; ${spec.example ? 'example gives' : 'inputs declares'} ${count} input(s)`)
+    }
+    const inputs = Array.from({ length: count }, (_, i) => ({
+      name: declared[i]?.name ?? args?.[i]?.name ?? `INPUT__${i}`,
+      datatype: declared[i]?.datatype ?? (spec.example ? P.DATATYPE[spec.example[i].dtype] : 'FP32'),
+      shape: declared[i]?.shape,
+    }))
+    const unsupported = inputs.findIndex((s) => s.datatype === undefined)
+    if (unsupported >= 0) throw codedError('InvalidArg', `${where}.example[${unsupported}]: dtype ${spec.example[unsupported].dtype} has no protocol datatype`)
+    const outputsDeclared = spec.outputs && spec.outputs.every((o) => o.name && o.datatype && o.shape)
+    let outputs = spec.outputs ?? null
+    if (!outputsDeclared || spec.example) {
+      let learnt
+      if (spec.example) {
+        // The example as given, then its rows twice over: a size that differs is the batch.
+        const xs = spec.example
+        const doubled = xs.every((x) => x.ndim >= 1 && x.shape[0] >= 1) ? xs.map((x) => torch.cat([x, x], 0)) : null
+        learnt = await probe(call, xs, doubled, { where, from: 'example', mayFail: true })
+        inputs.forEach((s, i) => {
+          if (s.datatype !== P.DATATYPE[xs[i].dtype]) throw codedError('InvalidArg', `${where}.inputs[${i}].datatype: ${s.datatype} does not match the example's ${P.DATATYPE[xs[i].dtype]}`)
+          const shape = learnt.two ? varying(xs[i].shape, doubled[i].shape) : [...xs[i].shape]
+          if (s.shape === undefined) s.shape = shape
+          else if (s.shape.length !== shape.length || s.shape.some((d, j) => d !== -1 && d !== xs[i].shape[j])) {
+            throw codedError('InvalidArg', `${where}.inputs[${i}].shape: [${s.shape}] does not fit the example's [${xs[i].shape}] (-1: a size that varies)`)
+          }
+        })
+      } else {
+        // Zeros of the declared shapes: -1 sizes at 1 (the batch, dim 0) or 2, then 2 or 3.
+        const build = (grow) => inputs.map((s) => torch.zeros(s.shape.map((d, j) => (d !== -1 ? d : (j === 0 ? 1 : 2) + grow)), { dtype: P.DTYPE[s.datatype] }))
+        const grows = inputs.some((s) => s.shape.includes(-1))
+        learnt = await probe(call, build(0), grows ? build(1) : null, { where, from: 'zeros of the declared input shapes', mayFail: false })
+      }
+      const { one, two } = learnt
+      if (outputs && outputs.length !== one.length) {
+        throw codedError('InvalidArg', `${where}.outputs: declares ${outputs.length} output(s); the model returns ${one.length} (${one.map((o) => o.name).join(', ')})`)
+      }
+      outputs = one.map((o, i) => {
+        const given = outputs?.[i] ?? {}
+        const datatype = P.DATATYPE[o.tensor.dtype]
+        const shape = varying(o.tensor.shape, two?.[i].tensor.shape)
+        if (!datatype) throw codedError('InvalidArg', `${where}: output ${o.name} is ${o.tensor.dtype}, which has no protocol datatype`)
+        if (given.datatype !== undefined && given.datatype !== datatype) throw codedError('InvalidArg', `${where}.outputs[${i}].datatype: ${given.datatype} does not match the model's ${datatype}`)
+        if (given.shape !== undefined && (given.shape.length !== shape.length || given.shape.some((d, j) => d !== -1 && d !== o.tensor.shape[j]))) {
+          throw codedError('InvalidArg', `${where}.outputs[${i}].shape: [${given.shape}] does not fit [${shape}], what the model returns (-1: a size that varies)`)
+        }
+        return { name: given.name ?? o.name, datatype, shape: given.shape ?? shape }
+      })
+      // A dict output is sent under its own keys: declared names must be those.
+      const keyed = one.some((o, i) => o.name !== `OUTPUT__${i}`)
+      if (keyed && outputs.some((o, i) => o.name !== one[i].name)) {
+        throw codedError('InvalidArg', `${where}.outputs: the model returns a dict with keys ${one.map((o) => o.name).join(', ')}; outputs must name those`)
+      }
+    }
+    const version = spec.version !== undefined ? String(spec.version) : '1'
     return {
       name,
       version,
       call,
-      declared,
       inputs,
       outputs,
-      metadata: { name, versions: [version], platform: 'torch_node', inputs, outputs: outputs ?? [] },
-      config: tritonConfig(name, inputs, outputs ?? []),
+      metadata: { name, versions: [version], platform: 'torch_node', inputs, outputs },
+      config: tritonConfig(name, inputs, outputs),
     }
   }
 
@@ -160,18 +262,16 @@ module.exports = function oipServer(torch) {
     const args = model.inputs.map((s) => {
       if (!byName.has(s.name)) throw new P.ProtocolError(`input '${s.name}' is missing`)
       const t = byName.get(s.name)
-      if (!model.declared) return t
       // Checked against the metadata before the model runs, as Triton does: behind a Batcher a
-      // request that does not fit must not reach a batch. [-1] (no example given): any shape.
+      // request that does not fit must not reach a batch.
       const datatype = P.DATATYPE[t.dtype]
       if (datatype !== s.datatype) throw new P.ProtocolError(`input '${s.name}' is ${datatype}, the model takes ${s.datatype}`)
-      const anyRank = s.shape.length === 1 && s.shape[0] === -1
-      if (!anyRank && (s.shape.length !== t.shape.length || s.shape.some((d, j) => d !== -1 && d !== t.shape[j]))) {
+      if (s.shape.length !== t.shape.length || s.shape.some((d, j) => d !== -1 && d !== t.shape[j])) {
         throw new P.ProtocolError(`input '${s.name}' has shape [${t.shape}], the model takes [${s.shape}] (-1: any size)`)
       }
       return t
     })
-    const outputs = namedOutputs(await model.call(args), model.outputs && model.outputs.map((o) => o.name))
+    const outputs = namedOutputs(await model.call(args), model.outputs.map((o) => o.name))
     if (asked !== undefined && !Array.isArray(asked)) throw new P.ProtocolError('outputs must be an array')
     if (!asked || !asked.length) return outputs
     return asked.map((a) => {
@@ -199,13 +299,17 @@ module.exports = function oipServer(torch) {
    * protocol's routes under `/v2`. Resolves its models lazily (paths are loaded on first use).
    */
   function router(options) {
-    const { models, maxBodyBytes = DEFAULT_MAX_BODY } = options ?? {}
-    if (models === null || typeof models !== 'object') throw bad('oip.router', `options.models: expected {name: model}, got ${describe(models)}`)
-    if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) throw bad('oip.router', 'options.maxBodyBytes: expected a positive byte count')
-    const prepared = new Map(Object.entries(models).map(([name]) => [name, null]))
+    return handlerFor(opt.read(options, ROUTER_OPTIONS, 'oip.router: options', router), 'oip.router')
+  }
+
+  /** The handler for read options; `who` names the caller in errors. */
+  function handlerFor({ models, maxBodyBytes = DEFAULT_MAX_BODY }, who) {
+    // Every declaration is checked now; the models load (and are probed) on first use.
+    const specs = new Map(Object.entries(models).map(([name, spec]) => [name, readSpec(name, spec, who)]))
+    const prepared = new Map()
     const model = (name) => {
-      if (!prepared.has(name)) return null
-      if (!prepared.get(name)) prepared.set(name, prepareModel(name, models[name]))
+      if (!specs.has(name)) return null
+      if (!prepared.has(name)) prepared.set(name, prepareModel(name, specs.get(name), who))
       return prepared.get(name)
     }
     const handler = async (req, res, next) => {
@@ -237,7 +341,7 @@ module.exports = function oipServer(torch) {
     /** The prepared model `name` (for serve() and the gRPC server), or a 404. */
     handler.lookup = (name) => {
       const pending = model(name)
-      if (!pending) return Promise.reject(new P.ProtocolError(`unknown model '${name}'; this server has ${[...prepared.keys()].join(', ')}`, 404))
+      if (!pending) return Promise.reject(new P.ProtocolError(`unknown model '${name}'; this server has ${[...specs.keys()].join(', ')}`, 404))
       return pending
     }
     handler.run = run
@@ -251,12 +355,11 @@ module.exports = function oipServer(torch) {
    * `{url, port, grpcUrl, grpcPort, close()}` once listening and every model is loaded.
    */
   async function serve(options) {
-    if (options === null || typeof options !== 'object') throw bad('oip.serve', `options: expected an object, got ${describe(options)}`)
-    for (const k of Object.keys(options)) if (!SERVE_KEYS.includes(k)) throw bad('oip.serve', `unknown option '${k}'; accepted: ${SERVE_KEYS.join(', ')}`)
-    const { port = 0, host = '127.0.0.1' } = options
-    const handle = router(options)
+    const o = opt.read(options, SERVE_OPTIONS, 'oip.serve: options', serve)
+    const { port = 0, host = '127.0.0.1', maxBodyBytes = DEFAULT_MAX_BODY } = o
+    const handle = handlerFor({ models: o.models, maxBodyBytes }, 'oip.serve')
     // Load every model before listening: a bad path fails serve(), not the first request.
-    await Promise.all(Object.keys(options.models).map((name) => handle.lookup(name)))
+    await Promise.all(Object.keys(o.models).map((name) => handle.lookup(name)))
     const server = http.createServer((req, res) => handle(req, res))
     server.keepAliveTimeout = 60_000
     await new Promise((resolve, reject) => {
@@ -270,13 +373,8 @@ module.exports = function oipServer(torch) {
       server.closeIdleConnections?.()
     })
     let grpc = null
-    if (options.grpcPort !== undefined) {
-      if (!Number.isSafeInteger(options.grpcPort) || options.grpcPort < 0 || options.grpcPort > 65535) {
-        await closeHttp()
-        throw bad('oip.serve', `options.grpcPort: expected a port number (0: any free one), got ${describe(options.grpcPort)}`)
-      }
-      const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY
-      grpc = await require('./grpc').serveGrpc(torch, handle, { host, port: options.grpcPort, maxBodyBytes }).catch(async (e) => {
+    if (o.grpcPort !== undefined) {
+      grpc = await require('./grpc').serveGrpc(torch, handle, { host, port: o.grpcPort, maxBodyBytes }).catch(async (e) => {
         await closeHttp()
         throw e
       })

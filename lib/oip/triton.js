@@ -10,17 +10,40 @@ const fs = require('node:fs')
 const path = require('node:path')
 const P = require('./protocol')
 
-const KEYS = ['name', 'model', 'maxBatchSize', 'inputs', 'outputs', 'dynamicBatching', 'instances', 'example']
-const BATCHING_KEYS = ['maxQueueDelayMicroseconds', 'preferredBatchSize']
-
 const { codedError, describe } = require('../errors')
+const opt = require('../options')
+
+const NAME = /^[A-Za-z_][\w.-]*$/
+const name = opt.check((v) => typeof v === 'string' && NAME.test(v), 'a name (letters, digits, _ . -)')
+// Triton's PyTorch backend has no BF16 tensors.
+const datatype = opt.oneOf(Object.keys(P.DTYPE).filter((t) => t !== 'BF16'))
+const sizes = opt.sizes({ varying: true })
+/** An input or output: a name alone, or its metadata (`dims` Triton's, `shape` the protocol's). */
+const entry = (v, what) => (typeof v === 'string' ? { name: name(v, what) } : ENTRY(v, what))
+const ENTRY = opt.bag({ name, datatype, dims: sizes, shape: sizes }, {
+  hints: {
+    dtype: "Triton's config calls it 'datatype' here: 'FP32', 'INT64', ...",
+    data_type: "Triton's config calls it 'datatype' here: 'FP32', 'INT64', ...",
+  },
+})
+const ENTRIES = opt.arrayOf(entry, 'names or {name, datatype, dims | shape}')
+const OPTIONS = opt.bag({
+  name: opt.check((v) => typeof v === 'string' && /^[A-Za-z0-9_][\w.-]*$/.test(v), 'a model name (letters, digits, _ . -)'),
+  model: opt.any, // a ScriptModule or a path: checked with torch at hand
+  maxBatchSize: opt.integer({ min: 0 }),
+  inputs: ENTRIES,
+  outputs: ENTRIES,
+  dynamicBatching: opt.bag({
+    maxQueueDelayMicroseconds: opt.integer({ min: 0 }),
+    preferredBatchSize: opt.arrayOf(opt.integer({ min: 1 }), 'batch sizes'),
+  }),
+  instances: opt.integer({ min: 1 }),
+  example: opt.any, // Tensors: checked with torch at hand
+}, { required: ['name', 'model'] })
 
 module.exports = function triton(torch) {
-  const bad = (message) => codedError('InvalidArg', `writeTritonRepository: ${message}`)
-  const positiveInt = (v, what) => {
-    if (!Number.isSafeInteger(v) || v < 0) throw bad(`${what}: expected a non-negative integer, got ${describe(v)}`)
-    return v
-  }
+  const bad = (message) => codedError('InvalidArg', `writeTritonRepository: ${message}`, writeTritonRepository)
+  const firstLine = (e) => String(e?.message ?? e).split('\n')[0]
 
   /** Tensors from a model's output: alone, in an array, or in an object (Triton needs names). */
   function outputTensors(out) {
@@ -34,23 +57,30 @@ module.exports = function triton(torch) {
   /** The example inputs at `batch` rows: the example's first row repeated. */
   const atBatch = (xs, batch) => xs.map((x) => x.narrow(0, 0, 1).expand([batch, ...x.shape.slice(1)]).contiguous())
 
-  function readSpecs(list, count, prefix, where) {
+  /** The given entries, one per model input or output (`count`), or names by position. */
+  function specs(list, count, prefix, where) {
     if (list === undefined) return Array.from({ length: count }, (_, i) => ({ name: `${prefix}__${i}` }))
-    if (!Array.isArray(list) || list.length !== count) throw bad(`${where}: expected ${count} entries, one per model ${where.slice(0, -1)}`)
-    return list.map((s, i) => {
-      const name = typeof s === 'string' ? s : s?.name ?? `${prefix}__${i}`
-      if (typeof name !== 'string' || !/^[A-Za-z_][\w.-]*$/.test(name)) throw bad(`${where}[${i}]: expected a name (letters, digits, _ . -), got ${describe(s)}`)
-      return { name }
-    })
+    if (list.length !== count) throw bad(`options.${where}: expected ${count} entries, one per model ${where.slice(0, -1)}`)
+    return list.map((s, i) => ({ ...s, name: s.name ?? `${prefix}__${i}` }))
   }
 
-  /** An input's dims: the example's, or the ones given (-1 for a size that varies) if they fit it. */
-  function inputDims(given, fromExample, i) {
-    if (given === undefined) return fromExample
-    const fits = Array.isArray(given) && given.length === fromExample.length &&
-      given.every((d, j) => d === -1 || d === fromExample[j])
-    if (!fits) throw bad(`inputs[${i}].dims: ${JSON.stringify(given)} does not fit the example's [${fromExample}] (-1: a size that varies)`)
-    return given
+  /**
+   * An entry's Triton dims, from what the runs show (`shown`, the whole shape at batch 1):
+   * `dims` or `shape` if given and they fit it (-1: a size that varies), else `shown`'s.
+   */
+  function dimsOf(s, shown, batching, what) {
+    const strip = (shape) => (batching ? shape.slice(1) : shape)
+    const fits = (given, against) => given.length === against.length && given.every((d, j) => d === -1 || d === against[j])
+    if (s.shape !== undefined) {
+      if (!fits(s.shape, shown)) throw bad(`${what}.shape: [${s.shape}] does not fit [${shown}], the shape the model shows at batch 1 (shape: every size, the batch dim included; dims: Triton's, without it when batching; -1: a size that varies)`)
+      if (batching && s.shape[0] !== -1) throw bad(`${what}.shape: the batch dim (dim 0) must be -1 when max_batch_size > 0, got ${s.shape[0]}`)
+      return strip(s.shape)
+    }
+    if (s.dims !== undefined) {
+      if (!fits(s.dims, strip(shown))) throw bad(`${what}.dims: [${s.dims}] does not fit [${strip(shown)}], what the model shows at batch 1 (dims: Triton's, without the batch dim when batching; shape: every size; -1: a size that varies)`)
+      return s.dims
+    }
+    return strip(shown)
   }
 
   function pbtxt({ name, maxBatchSize, inputs, outputs, dynamicBatching, instances }) {
@@ -77,66 +107,74 @@ module.exports = function triton(torch) {
   /**
    * Writes `dir/<name>/config.pbtxt` and `dir/<name>/1/model.pt` for a TorchScript model (a
    * path or a ScriptModule). `example`: the inputs of one batch-1 call (Tensors), used to check
-   * the config; without it, zeros of `[1, ...inputs[i].dims]` (fixed dims). `inputs[i].dims`
-   * are Triton's: without the batch dim when max_batch_size > 0, -1 for a size that varies. Returns the config as
+   * the config; without it, zeros of each input's fixed `dims` (`[1, ...dims]`) or `shape`
+   * (the protocol's: every size, -1 for the batch). `inputs[i].dims` are Triton's: without the
+   * batch dim when max_batch_size > 0, -1 for a size that varies. Returns the config as
    * written: `{name, maxBatchSize, inputs, outputs, path}`.
    */
   function writeTritonRepository(dir, options) {
     if (typeof dir !== 'string' || !dir) throw bad(`dir: expected a folder path, got ${describe(dir)}`)
-    if (options === null || typeof options !== 'object') throw bad(`options: expected an object, got ${describe(options)}`)
-    for (const k of Object.keys(options)) if (!KEYS.includes(k)) throw bad(`unknown option '${k}'; accepted: ${KEYS.join(', ')}`)
-    const { name, model, dynamicBatching, instances } = options
-    if (typeof name !== 'string' || !/^[A-Za-z0-9_][\w.-]*$/.test(name)) throw bad(`name: expected a model name (letters, digits, _ . -), got ${describe(name)}`)
+    const o = opt.read(options, OPTIONS, 'writeTritonRepository: options', writeTritonRepository)
+    const { model, dynamicBatching, instances } = o
     const module = model instanceof torch.ScriptModule ? model
       : typeof model === 'string' ? new torch.ScriptModule(model)
-        : (() => { throw bad(`model: expected a ScriptModule or a .pt file's path, got ${describe(model)}`) })()
-    if (dynamicBatching !== undefined) {
-      if (dynamicBatching === null || typeof dynamicBatching !== 'object') throw bad('dynamicBatching: expected an object')
-      for (const k of Object.keys(dynamicBatching)) if (!BATCHING_KEYS.includes(k)) throw bad(`dynamicBatching: unknown key '${k}'`)
-      if (dynamicBatching.maxQueueDelayMicroseconds !== undefined) positiveInt(dynamicBatching.maxQueueDelayMicroseconds, 'dynamicBatching.maxQueueDelayMicroseconds')
-      ;(dynamicBatching.preferredBatchSize ?? []).forEach((b, i) => positiveInt(b, `dynamicBatching.preferredBatchSize[${i}]`))
-    }
-    if (instances !== undefined && (positiveInt(instances, 'instances') === 0)) throw bad('instances: expected at least 1')
-
-    // The example at batch 1: given, or zeros of the configured dims.
-    let example = options.example
-    if (example === undefined) {
-      const dims = (options.inputs ?? []).map((s) => s?.dims)
-      if (!dims.length || !dims.every((d) => Array.isArray(d) && d.every((x) => Number.isSafeInteger(x) && x > 0))) {
-        throw bad('example: give the inputs of one batch-1 call (or inputs with fixed dims) so the config can be checked against the model')
-      }
-      example = options.inputs.map((s) => torch.zeros([1, ...s.dims], { dtype: P.DTYPE[s.datatype ?? 'FP32'] ?? 'float32' }))
-    }
-    const xs = example instanceof torch.Tensor ? [example] : example
-    if (!Array.isArray(xs) || !xs.length || !xs.every((x) => x instanceof torch.Tensor && x.ndim >= 1)) throw bad('example: expected a Tensor or an array of Tensors with a batch dim')
-    const inputs = readSpecs(options.inputs, xs.length, 'INPUT', 'inputs')
-    xs.forEach((x, i) => {
-      if (!(x.dtype in P.DATATYPE) || x.dtype === 'bfloat16') throw bad(`inputs[${i}]: dtype ${x.dtype} is not served by Triton's PyTorch backend`)
-      const given = options.inputs?.[i]?.datatype
-      if (given !== undefined && given !== P.DATATYPE[x.dtype]) throw bad(`inputs[${i}]: datatype ${given} does not match the example's ${P.DATATYPE[x.dtype]}`)
+        : (() => { throw bad(`options.model: expected a ScriptModule or a .pt file's path, got ${describe(model)}`) })()
+    ;(o.inputs ?? []).forEach((s, i) => {
+      if (s.dims !== undefined && s.shape !== undefined) throw bad(`options.inputs[${i}]: give dims (Triton's) or shape (the protocol's, with the batch dim), not both`)
     })
 
-    const one = outputTensors(module.forwardSync(...atBatch(xs, 1)))
+    // The example at batch 1: given, or zeros of the declared sizes.
+    let example = o.example
+    let built = null
+    if (example === undefined) {
+      const fixed = (d) => Array.isArray(d) && d.every((x) => x > 0)
+      const wholeShape = (s) => (s.shape ? s.shape.map((d, j) => (j === 0 && d === -1 ? 1 : d)) : o.maxBatchSize === 0 ? s.dims : s.dims && [1, ...s.dims])
+      built = (o.inputs ?? []).map(wholeShape)
+      if (!built.length || !built.every(fixed)) {
+        throw bad('options.example: give the inputs of one batch-1 call, or inputs with fixed dims (or a shape whose only -1 is the batch), so the config can be checked against the model')
+      }
+      example = built.map((shape, i) => torch.zeros(shape, { dtype: P.DTYPE[o.inputs[i].datatype ?? 'FP32'] }))
+    }
+    const xs = example instanceof torch.Tensor ? [example] : example
+    if (!Array.isArray(xs) || !xs.length || !xs.every((x) => x instanceof torch.Tensor && x.ndim >= 1)) {
+      throw bad(`options.example: expected a Tensor or an array of Tensors with a batch dim, got ${describe(example)}`)
+    }
+    const inputs = specs(o.inputs, xs.length, 'INPUT', 'inputs')
+    xs.forEach((x, i) => {
+      if (!(x.dtype in P.DATATYPE) || x.dtype === 'bfloat16') throw bad(`options.inputs[${i}]: dtype ${x.dtype} is not served by Triton's PyTorch backend`)
+      const given = inputs[i].datatype
+      if (given !== undefined && given !== P.DATATYPE[x.dtype]) throw bad(`options.inputs[${i}].datatype: ${given} does not match the example's ${P.DATATYPE[x.dtype]}`)
+    })
+
+    let one
+    try {
+      one = outputTensors(module.forwardSync(...atBatch(xs, 1)))
+    } catch (e) {
+      if (e.code === 'InvalidArg' && e.message.startsWith('writeTritonRepository:')) throw e
+      const from = built ? ` (zeros built from options.inputs: shape is every size, the batch dim included; dims leaves the batch dim out when batching)` : ''
+      throw bad(`the model fails at batch 1 on inputs of shape ${xs.map((x) => `[${[1, ...x.shape.slice(1)]}]`).join(', ')}${from}: ${firstLine(e)}`)
+    }
     let batched = null
     try {
       batched = outputTensors(module.forwardSync(...atBatch(xs, 2)))
     } catch {}
     const batches = batched !== null && batched.length === one.length && batched.every((t, i) => t.ndim >= 1 && t.shape[0] === 2 && one[i].shape[0] === 1)
-    let maxBatchSize = options.maxBatchSize
-    if (maxBatchSize === undefined) maxBatchSize = batches ? 8 : 0
-    positiveInt(maxBatchSize, 'maxBatchSize')
+    const maxBatchSize = o.maxBatchSize ?? (batches ? 8 : 0)
     if (maxBatchSize > 0 && !batches) {
-      throw bad(`maxBatchSize ${maxBatchSize}: the model does not run at batch 2 (traced at a fixed batch?); use maxBatchSize: 0`)
+      throw bad(`options.maxBatchSize ${maxBatchSize}: the model does not run at batch 2 (traced at a fixed batch?); use maxBatchSize: 0`)
     }
-    const outputs = readSpecs(options.outputs, one.length, 'OUTPUT', 'outputs')
-    const strip = (shape) => (maxBatchSize > 0 ? shape.slice(1) : shape)
+    const outputs = specs(o.outputs, one.length, 'OUTPUT', 'outputs')
+    outputs.forEach((s, i) => {
+      if (s.datatype !== undefined && s.datatype !== P.DATATYPE[one[i].dtype]) throw bad(`options.outputs[${i}].datatype: ${s.datatype} does not match the model's ${P.DATATYPE[one[i].dtype] ?? one[i].dtype}`)
+    })
+    const batching = maxBatchSize > 0
     const config = {
-      name,
+      name: o.name,
       maxBatchSize,
-      inputs: inputs.map((s, i) => ({ name: s.name, datatype: P.DATATYPE[xs[i].dtype], dims: inputDims(options.inputs?.[i]?.dims, strip(xs[i].shape), i) })),
-      outputs: one.map((t, i) => ({ name: outputs[i].name, datatype: P.DATATYPE[t.dtype], dims: strip(t.shape) })),
+      inputs: inputs.map((s, i) => ({ name: s.name, datatype: P.DATATYPE[xs[i].dtype], dims: dimsOf(s, [1, ...xs[i].shape.slice(1)], batching, `options.inputs[${i}]`) })),
+      outputs: one.map((t, i) => ({ name: outputs[i].name, datatype: P.DATATYPE[t.dtype], dims: dimsOf(outputs[i], t.shape, batching, `options.outputs[${i}]`) })),
     }
-    const folder = path.join(dir, name)
+    const folder = path.join(dir, o.name)
     fs.mkdirSync(path.join(folder, '1'), { recursive: true })
     module.save(path.join(folder, '1', 'model.pt'))
     fs.writeFileSync(path.join(folder, 'config.pbtxt'), pbtxt({ ...config, dynamicBatching, instances }))
