@@ -105,7 +105,8 @@ describe('torch.padSequence', () => {
     assert.throws(() => torch.padSequence(s, { batch_first: true }), coded('InvalidArg', /unknown option 'batch_first'; accepted: batchFirst, paddingValue, paddingSide/))
     assert.throws(() => torch.padSequence(s, { batchFirst: 1 }), coded('InvalidArg', /options\.batchFirst: expected a boolean/))
     assert.throws(() => torch.padSequence(s, { paddingSide: 'top' }), coded('InvalidArg', /paddingSide: expected 'right' or 'left', got "top"/))
-    assert.throws(() => torch.padSequence(s, null), coded('InvalidArg', /options: expected an object/))
+    assert.throws(() => torch.padSequence(s, 5), coded('InvalidArg', /options: expected an options object, got number 5/))
+    assert.deepEqual(torch.padSequence(s, null).shape, [2, 1]) // null: no options, as in every native call
     assert.throws(() => torch.padSequence([]), coded('InvalidArg', /padSequence: expected a non-empty array/))
     assert.throws(() => torch.padSequence([torch.ones([2, 2]), torch.ones([2])]), coded('ShapeMismatch'))
   })
