@@ -230,6 +230,8 @@ describe('SentenceEncoder: options, errors, abort, dispose', { skip: SKIP }, () 
       [['x', { normalize: 'yes' }], /options\.normalize: expected a boolean, got a string/],
       [['x', { signal: {} }], /options\.signal: expected an AbortSignal, got an object/],
       [['x', { timeoutMs: -1 }], /options\.timeoutMs: expected a number of milliseconds ≥ 0/],
+      [['\ud800 lone'], /^SentenceEncoder\.encode: text: a lone surrogate \(0xD800\)/],
+      [[['ok', 'x'.repeat(5000), '\udc00']], /^SentenceEncoder\.encode: texts\[2\]: a lone surrogate \(0xDC00\)/],
     ]) {
       await assert.rejects(encoder.encode(...args), coded('InvalidArg', pattern), JSON.stringify(args))
     }

@@ -223,9 +223,16 @@ module.exports = function sentenceEncoder(/** @type {any} */ torch) {
     async #tokenize(texts, signal) {
       const options = { truncation: true, maxLength: this.#manifest.maxSequenceLength }
       // One short text: on this thread (a hop to the executor costs more than encoding it).
-      const encodings = texts.length === 1 && texts[0].length <= 4096
-        ? [this.#tokenizer.encode(texts[0], options)]
-        : await this.#tokenizer.encodeBatch(texts, signal === undefined ? options : { ...options, signal })
+      let encodings
+      try {
+        encodings = texts.length === 1 && texts[0].length <= 4096
+          ? [this.#tokenizer.encode(texts[0], options)]
+          : await this.#tokenizer.encodeBatch(texts, signal === undefined ? options : { ...options, signal })
+      } catch (e) {
+        // The tokenizer's own words ("texts[1]: a lone surrogate ..."), said by this call.
+        if (e instanceof Error && !e.message.startsWith('SentenceEncoder')) e.message = `SentenceEncoder.encode: ${e.message}`
+        throw e
+      }
       if (this.#disposed) throw codedError('Disposed', 'SentenceEncoder.encode: the encoder was disposed')
       return encodings.map((e) => ({ ids: e.ids, typeIds: e.typeIds }))
     }
