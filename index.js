@@ -202,7 +202,19 @@ function wrapNamespace(ns, prefix) {
   return out
 }
 
-const INTERNAL = new Set(['_failed', '_takeError', '_tidyBegin', '_tidyEnd', '_loadTorchvisionOps'])
+/**
+ * `torch.text.Tokenizer`: made by its factories (`fromFile`, `fromJSON`), so, as `Tensor`, a JS
+ * function whose `new` throws a coded error, with the native prototype's methods wrapped. JS
+ * because napi-rs registers the class at the top level of the addon, not in `text`.
+ */
+function Tokenizer() {
+  throw codedError('InvalidArg', 'new Tokenizer(): tokenizers are made with Tokenizer.fromFile(path) or Tokenizer.fromJSON(json)', Tokenizer)
+}
+wrapPrototype(native.Tokenizer, Tokenizer)
+Tokenizer.fromFile = wrap(native.Tokenizer.fromFile, 'fromFile', 'Tokenizer.fromFile')
+Tokenizer.fromJSON = wrap(native.Tokenizer.fromJSON, 'fromJSON', 'Tokenizer.fromJSON')
+
+const INTERNAL = new Set(['_failed', '_takeError', '_tidyBegin', '_tidyEnd', '_loadTorchvisionOps', 'Tokenizer'])
 const exported = {}
 for (const [name, value] of Object.entries(native)) {
   if (INTERNAL.has(name)) continue
@@ -211,6 +223,7 @@ for (const [name, value] of Object.entries(native)) {
   else exported[name] = value
 }
 Object.assign(exported, { Tensor, ScriptModule, AOTModule, fromBuffer, tidy, where })
+exported.text = { Tokenizer }
 // Compositions of the public API (lib/): image classification, variable-length sequences,
 // dynamic batching, the Open Inference Protocol (lib/oip/). They raise errors with the same helpers (lib/errors.js).
 exported.vision = require('./lib/vision')(exported, {
@@ -220,5 +233,7 @@ const sequences = require('./lib/ragged')(exported)
 exported.ragged = sequences.ragged
 exported.padSequence = sequences.padSequence
 exported.Batcher = require('./lib/batcher')(exported, { maskOf: sequences.maskOf }).Batcher
+// torch.text.SentenceEncoder (lib/text/): Tokenizer, the module classes and the Batcher composed.
+Object.assign(exported.text, require('./lib/text/sentence-encoder')(exported))
 Object.assign(exported, require('./lib/oip')(exported))
 module.exports = exported

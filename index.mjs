@@ -40,6 +40,7 @@ export const {
   libtorchVersion,
   image,
   vision,
+  text,
   Batcher,
   ragged,
   padSequence,

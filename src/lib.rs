@@ -2,9 +2,10 @@
 //! torch-node: PyTorch's C++ runtime (libtorch, through `tch`) for Node.js.
 //!
 //! Napi-free core: `error`, `dtype`, `device`, `args`, `archive`, `aot`, `aot_inputs`, `repr`,
-//! `memory`, `module`, `executor`, `ivalue::value`, and `ffi` (every call into libtch and the C++
-//! shim). The N-API boundary: `napi/`. Glue (`#[napi]`): `tensor`, `script_module`,
-//! `aot_module`, `image::js`, `ivalue::js`, and `exports` (the free functions and `init`).
+//! `memory`, `module`, `executor`, `ivalue::value`, `text` (all but `text::js`), and `ffi`
+//! (every call into libtch and the C++ shim). The N-API boundary: `napi/`. Glue (`#[napi]`):
+//! `tensor`, `script_module`, `aot_module`, `image::js`, `ivalue::js`, `text::js`, and
+//! `exports` (the free functions and `init`).
 //! See docs/architecture.md.
 // `tensor` first: its `#[napi]` struct must expand before any file that names `JsTensor` in an
 // export, or the generated typings say `JsTensor` instead of `Tensor`.
@@ -29,6 +30,7 @@ pub mod module;
 pub mod napi;
 pub mod repr;
 pub mod script_module;
+pub mod text;
 
 /// Node reads this at load time. `NAPI_VERSION_EXPERIMENTAL` makes Node run finalizers during
 /// GC (not later, from the event loop), so a tensor's native memory is freed as soon as V8

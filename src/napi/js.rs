@@ -199,6 +199,39 @@ pub fn string(env: Env, v: Val) -> Result<String> {
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
+/// A string read exactly: as UTF-16 code units, so that a lone surrogate (which `string`'s
+/// UTF-8 read turns into U+FFFD without a word) is an InvalidArg naming `what` and its index.
+pub fn string_exact(env: Env, v: Val, what: &str) -> Result<String> {
+    let len = out!(
+        "string",
+        0usize,
+        napi_get_value_string_utf16(env, v, ptr::null_mut(), 0)
+    )?;
+    let mut units = vec![0u16; len + 1];
+    let written = out!(
+        "string",
+        0usize,
+        napi_get_value_string_utf16(env, v, units.as_mut_ptr(), len + 1)
+    )?;
+    units.truncate(written);
+    let mut text = String::with_capacity(units.len());
+    let mut at = 0usize;
+    for c in char::decode_utf16(units.iter().copied()) {
+        match c {
+            Ok(c) => {
+                text.push(c);
+                at += c.len_utf16();
+            }
+            Err(e) => bail_code!(
+                Code::InvalidArg,
+                "{what}: a lone surrogate (0x{:04X}) at index {at}: not valid Unicode text",
+                e.unpaired_surrogate()
+            ),
+        }
+    }
+    Ok(text)
+}
+
 pub fn is_array(env: Env, v: Val) -> Result<bool> {
     out!("is_array", false, napi_is_array(env, v))
 }
