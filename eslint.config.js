@@ -1,5 +1,5 @@
 'use strict'
-// `npm run lint` (scripts/lint.js) and `npm run lint:js` run ESLint over every JS file of the
+// `npm run lint` (tools/lint.js) and `npm run lint:js` run ESLint over every JS file of the
 // repository with this flat config: ESLint's recommended rules, Node's globals, CommonJS for .js
 // and ES modules for .mjs. What git ignores (build output, virtualenvs, node_modules) is ignored
 // here too, read from .gitignore so the two lists cannot drift.

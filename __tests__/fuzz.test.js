@@ -1,14 +1,14 @@
 'use strict'
-// A bounded, reproducible run of the property-based fuzzer (scripts/fuzz.js): every export and
+// A bounded, reproducible run of the property-based fuzzer (tools/fuzz.js): every export and
 // Tensor/ScriptModule method called with hostile arguments, in child processes on this Node
 // line. Any crash, hang or error without a `code` fails the test; the failure message carries
-// a standalone reproduction for each finding. Longer runs: `node scripts/fuzz.js --calls 20000`.
+// a standalone reproduction for each finding. Longer runs: `node tools/fuzz.js --calls 20000`.
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
-const { fuzz, format } = require('../scripts/fuzz')
+const { fuzz, format } = require('../tools/fuzz')
 
 // Fixed so that a failure here is the same failure on every machine; change it only together
-// with the generators (scripts/fuzz-values.js), whose output it selects.
+// with the generators (tools/fuzz-values.js), whose output it selects.
 const SEED = 20261122
 const CALLS = 3000
 

@@ -5,7 +5,7 @@ const { spawn, spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { httpGet, writePythonBackendModel } = require('../scripts/triton-env')
+const { httpGet, writePythonBackendModel } = require('../tools/triton-env')
 
 /** An assert.throws validator: an Error with this code (and a message matching `message`). */
 function coded(code, message) {

@@ -7,7 +7,7 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { complaints } = require('../scripts/check-install-log')
+const { complaints } = require('../tools/check-install-log')
 
 const ROOT = path.join(__dirname, '..')
 const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
@@ -24,7 +24,7 @@ function resolveInLock(from, name) {
 
 test('the lockfile is in sync with package.json', () => {
   const root = lock.packages['']
-  for (const field of ['dependencies', 'devDependencies', 'optionalDependencies']) {
+  for (const field of ['dependencies', 'devDependencies', 'optionalDependencies', 'peerDependencies', 'peerDependenciesMeta']) {
     assert.deepEqual(root[field] ?? {}, pkg[field] ?? {}, `package-lock.json's ${field} differ from package.json's`)
   }
 })

@@ -3,14 +3,14 @@
 // Triton 2.51 (PyPI's nvidia-pytriton wheel, the ResNet-18 and two multi-tensor fixtures served
 // by its Python backend with dynamic batching), and Triton's own clients — tritonclient (HTTP
 // and gRPC) and perf_analyzer — calling torch.oip.serve in this process. Everything runs from
-// .triton/ (scripts/triton-env.js); skipped, with the setup's reason, where it is not installed.
+// .triton/ (tools/triton-env.js); skipped, with the setup's reason, where it is not installed.
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const torch = require('..')
-const { tritonEnv, startTriton, pythonWithClient, perfAnalyzer } = require('../scripts/triton-env')
+const { tritonEnv, startTriton, pythonWithClient, perfAnalyzer } = require('../tools/triton-env')
 const { runChild, tritonStats, writeTritonTestModels } = require('./helpers')
 
 const MODELS = path.join(__dirname, '..', 'models')

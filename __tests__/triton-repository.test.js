@@ -1,7 +1,7 @@
 'use strict'
 // torch.oip.writeTritonRepository: the config it writes follows the model's own behaviour at
 // batch 1 and 2, and parses with tritonclient's model_config_pb2 where the Triton test
-// environment (scripts/triton-env.js) is installed.
+// environment (tools/triton-env.js) is installed.
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -92,7 +92,7 @@ describe('writeTritonRepository', () => {
     assert.deepEqual(torch.oip.writeTritonRepository(dir, { name: 'fixed', model: FIXED, maxBatchSize: 0, inputs: [{ dims: [1, 8] }] }).inputs[0].dims, [1, 8])
   })
 
-  test("the config parses with tritonclient's model_config_pb2", { skip: !fs.existsSync(TRITON_PYTHON) && 'the Triton test environment (.triton/, scripts/triton-env.js) is not installed' }, () => {
+  test("the config parses with tritonclient's model_config_pb2", { skip: !fs.existsSync(TRITON_PYTHON) && 'the Triton test environment (.triton/, tools/triton-env.js) is not installed' }, () => {
     const dir = tmp()
     torch.oip.writeTritonRepository(dir, { name: 'mlp', model: MLP, example: torch.rand([1, 4]), dynamicBatching: { preferredBatchSize: [2] } })
     const py = `

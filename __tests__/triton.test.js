@@ -2,14 +2,14 @@
 // The real peers of the Open Inference Protocol tests (issue 20): Triton Inference Server 2.51
 // (PyPI's nvidia-pytriton wheel) serving TorchScript files through its Python backend, and
 // Triton's own clients (tritonclient HTTP and gRPC, perf_analyzer) in child processes, all from
-// .triton/ (scripts/triton-env.js; `.ci/run` sets it up). Skipped, with the setup's reason, where
+// .triton/ (tools/triton-env.js; `.ci/run` sets it up). Skipped, with the setup's reason, where
 // that environment could not be installed.
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { tritonEnv, startTriton, pythonWithClient, perfAnalyzer, httpGet } = require('../scripts/triton-env')
+const { tritonEnv, startTriton, pythonWithClient, perfAnalyzer, httpGet } = require('../tools/triton-env')
 const { runChild, tritonStats, writeTritonTestModels } = require('./helpers')
 
 const MODELS = path.join(__dirname, '..', 'models')

@@ -6,7 +6,7 @@
 // 3,000 with TORCH_NODE_GC_FINALIZERS=0; and how long a script that borrowed JS memory takes to exit.
 const { spawnSync } = require('node:child_process')
 const path = require('node:path')
-const { nodeBinary } = require('../scripts/node-lines')
+const { nodeBinary } = require('../tools/node-lines')
 
 const ROOT = path.join(__dirname, '..')
 const MiB = 2 ** 20

@@ -1,6 +1,7 @@
 'use strict'
 // `npm install`: provision libtorch, build the addon and, in a clone of this repository, generate
-// the models and golden outputs and run the main job once. Installed as a dependency of an app,
+// the models and golden outputs and run the main job once (tools/models.js, tools/main-job.js:
+// developer tools, not published). Installed as a dependency of an app,
 // it fills the shared libtorch cache (scripts/cache.js) and links the prebuilt addon of the
 // platform package (scripts/prebuild.js) to it; only without one does it build from source
 // (Rust needed), leaving no cargo target/ behind.
@@ -46,8 +47,8 @@ async function main() {
   if (IS_CHECKOUT) build(resolved)
   else await buildWithProgress(resolved, { clean: true })
   if (isRepoInstall && !process.env.TORCH_NODE_SKIP_MODELS) {
-    require('./models').generate(resolved.python)
-    execFileSync(process.execPath, [path.join(__dirname, 'main-job.js')], { cwd: ROOT, stdio: 'inherit' })
+    require('../tools/models').generate(resolved.python)
+    execFileSync(process.execPath, [path.join(ROOT, 'tools', 'main-job.js')], { cwd: ROOT, stdio: 'inherit' })
   }
 }
 

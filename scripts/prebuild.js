@@ -4,7 +4,7 @@
 // torch-node.node this checkout built. One binary serves both cache variants: it needs
 // libtorch.so, not libtorch_cuda.so (build.rs), and finds libtorch through RUNPATH
 // `$ORIGIN/libtorch/lib`, a link the main package's install step makes beside it.
-// The main package names it in `optionalDependencies` when published (scripts/try-registry-install.js).
+// The main package names it in `optionalDependencies` when published (tools/try-registry-install.js).
 const { execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')

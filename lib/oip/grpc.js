@@ -7,12 +7,30 @@ const path = require('node:path')
 const P = require('./protocol')
 const { codedError } = require('../errors')
 
+/** The optional peer dependencies gRPC needs (package.json `peerDependenciesMeta`). */
+const GRPC_PACKAGES = ['@grpc/grpc-js', '@grpc/proto-loader']
+
+/**
+ * `name`, an optional peer dependency: an app that uses gRPC installs it. Absent, a coded error
+ * names the packages to install (the HTTP form needs neither).
+ */
+function optionalPeer(name) {
+  try {
+    return require(name)
+  } catch (e) {
+    if (e?.code !== 'MODULE_NOT_FOUND' || !String(e.message).includes(name)) throw e
+    throw codedError('LibraryLoadError', `the Open Inference Protocol's gRPC form needs ${name}, which is not ` +
+      `installed: run \`npm install ${GRPC_PACKAGES.join(' ')}\` in your app (HTTP needs neither)`)
+  }
+}
+
+/** @type {{grpc: any, Service: any} | null} */
 let loaded = null
 /** grpc-js and the service definition, loaded on first use (only gRPC users pay for them). */
 function grpcService() {
   if (!loaded) {
-    const grpc = require('@grpc/grpc-js')
-    const loader = require('@grpc/proto-loader')
+    const grpc = optionalPeer('@grpc/grpc-js')
+    const loader = optionalPeer('@grpc/proto-loader')
     const definition = loader.loadSync(path.join(__dirname, 'grpc_predict_v2.proto'), {
       keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true,
     })

@@ -3,8 +3,8 @@
 // npm registry's `node` package, whose preinstall pulls the platform binary from the same
 // registry) into `.node-lines/<major>/`, git-ignored and reused by later runs.
 //
-//   node scripts/node-lines.js 24          prints the path of a Node 24 binary (installs it once)
-//   node scripts/node-lines.js 22 24 26    one path per line
+//   node tools/node-lines.js 24          prints the path of a Node 24 binary (installs it once)
+//   node tools/node-lines.js 22 24 26    one path per line
 const { execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')

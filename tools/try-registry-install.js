@@ -18,9 +18,9 @@ const { spawn, spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { ROOT } = require('./libtorch')
-const { prebuild } = require('./prebuild')
-const { du, TORCH_VERSION } = require('./cache')
+const { ROOT } = require('../scripts/libtorch')
+const { prebuild } = require('../scripts/prebuild')
+const { du, TORCH_VERSION } = require('../scripts/cache')
 const { nodeBinary } = require('./node-lines')
 
 const args = process.argv.slice(2)
@@ -70,7 +70,7 @@ async function startVerdaccio() {
     'log: { type: stdout, format: pretty, level: warn }',
     '',
   ].join('\n'))
-  // verdaccio 6 needs Node 22 or later: the Node 24 line from the npm registry (scripts/node-lines.js).
+  // verdaccio 6 needs Node 22 or later: the Node 24 line from the npm registry (tools/node-lines.js).
   const bin = path.join(dir, 'node_modules', 'verdaccio', 'bin', 'verdaccio')
   const child = spawn(nodeBinary('24'), [bin, '--config', path.join(dir, 'config.yaml'), '--listen', `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] })
   let log = ''

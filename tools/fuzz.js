@@ -1,6 +1,6 @@
 'use strict'
-// Property-based fuzzer: `node scripts/fuzz.js --calls N [--seed S] [--jobs J] [--batch B] [--hang-ms T] [--verbose]`.
-// Generates N calls (scripts/fuzz-values.js) of every export and Tensor/ScriptModule method with
+// Property-based fuzzer: `node tools/fuzz.js --calls N [--seed S] [--jobs J] [--batch B] [--hang-ms T] [--verbose]`.
+// Generates N calls (tools/fuzz-values.js) of every export and Tensor/ScriptModule method with
 // hostile arguments, runs them in batches in child processes (`process.execPath`, so the Node
 // line under test is the one running this script), and reports:
 //   crash   the child died (signal, abort, any non-zero exit) or printed V8 "FATAL" /
@@ -377,7 +377,7 @@ if (require.main === module) {
         console.error(`(${((Date.now() - t0) / 1000).toFixed(1)} s, Node ${process.version}; ${r.stats.children} children; ` +
           `${r.stats.ok} returned, ${r.stats.sentinels} trap exceptions propagated, codes ${JSON.stringify(r.stats.codes)}` +
           `${r.stats.setupErrors ? `; ${r.stats.setupErrors} setup errors (generator bugs)` : ''}` +
-          `${r.stats.uncovered.length ? `; not fuzzed (add to scripts/fuzz-values.js): ${r.stats.uncovered.join(' ')}` : ''})`)
+          `${r.stats.uncovered.length ? `; not fuzzed (add to tools/fuzz-values.js): ${r.stats.uncovered.join(' ')}` : ''})`)
         process.exitCode = r.crashes + r.hangs + r.uncoded > 0 ? 1 : 0
       })
       .catch((e) => { console.error(e); process.exitCode = 2 })

@@ -4,8 +4,8 @@
 // (another value would make torch-sys rebuild libtch: minutes).
 const { spawnSync } = require('node:child_process')
 const path = require('node:path')
-const { resolveLibtorch, ROOT } = require('./libtorch')
-const { cargoEnv } = require('./build')
+const { resolveLibtorch, ROOT } = require('../scripts/libtorch')
+const { cargoEnv } = require('../scripts/build')
 
 function run(command, args, env) {
   console.log(`$ ${[path.basename(command), ...args].join(' ')}`)

@@ -2,7 +2,7 @@
 // Real Open Inference Protocol peers for the tests (issue 20): NVIDIA Triton Inference Server and
 // Triton's own clients, on a CPU-only machine, with no second torch on disk.
 //
-//   node scripts/triton-env.js      sets up .triton/ (git-ignored; idempotent; ~35 s cold, 324 MiB)
+//   node tools/triton-env.js      sets up .triton/ (git-ignored; idempotent; ~35 s cold, 324 MiB)
 //
 // .triton/ is a virtualenv on the same Python as the dev virtualenv (.libtorch/) holding:
 //   - nvidia-pytriton 0.7.0, for the `tritonserver` 2.51 binary and Python backend its wheel
@@ -262,7 +262,7 @@ function folderBytes(dir) {
 function tritonEnv() {
   const info = readMarker()
   if (info && fs.existsSync(info.tritonserver) && fs.existsSync(pythonWithClient())) return { ok: true, ...info }
-  let reason = 'not set up: run `node scripts/triton-env.js`'
+  let reason = 'not set up: run `node tools/triton-env.js`'
   try {
     reason = `setup failed: ${fs.readFileSync(FAILED, 'utf8').trim().split('\n')[0]}`
   } catch {}
@@ -527,7 +527,7 @@ function writePythonBackendModel(repoDir, name, { ptPath, inputs, outputs, maxBa
   return dir
 }
 
-const MODEL_PY = `# Written by torch-node's scripts/triton-env.js: a TorchScript file served through Triton's
+const MODEL_PY = `# Written by torch-node's tools/triton-env.js: a TorchScript file served through Triton's
 # Python backend the way its PyTorch backend would serve it.
 import json
 

@@ -7,7 +7,7 @@
 const { execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
-const { resolveLibtorch, log, ROOT } = require('./libtorch')
+const { resolveLibtorch, log, ROOT } = require('../scripts/libtorch')
 
 const TEXT_SCRIPTS = ['make_tokenizer_goldens.py', 'make_text_models.py']
 

@@ -1,13 +1,13 @@
 'use strict'
 // `npm test`: the napi-free Rust unit tests (cargo test) and every node:test file in __tests__/,
 // on the Node running this script.
-// `npm run test:node -- 24` (or `node scripts/test.js --node 24`): the node:test files only, under
-// Node 24 from the npm registry (scripts/node-lines.js installs it once into .node-lines/).
+// `npm run test:node -- 24` (or `node tools/test.js --node 24`): the node:test files only, under
+// Node 24 from the npm registry (tools/node-lines.js installs it once into .node-lines/).
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
-const { resolveLibtorch, ROOT } = require('./libtorch')
-const { cargoEnv } = require('./build')
+const { resolveLibtorch, ROOT } = require('../scripts/libtorch')
+const { cargoEnv } = require('../scripts/build')
 const { nodeBinary } = require('./node-lines')
 
 function run(cmd, args, env) {

@@ -1,5 +1,5 @@
 'use strict'
-// `node scripts/check-install-log.js LOG`: CI's check that the install (`npm ci` output in LOG)
+// `node tools/check-install-log.js LOG`: CI's check that the install (`npm ci` output in LOG)
 // printed none of the warnings that come from this project's own configuration (issue 25): an
 // unknown key in .npmrc, a dependency install script that allowScripts does not decide, pip's
 // resolver `ERROR:` about the CUDA wheels left out on purpose, or any npm error. Dev
@@ -33,7 +33,7 @@ module.exports = { complaints }
 
 if (require.main === module) {
   const file = process.argv[2]
-  if (!file) throw new Error('usage: node scripts/check-install-log.js LOG')
+  if (!file) throw new Error('usage: node tools/check-install-log.js LOG')
   const found = complaints(fs.readFileSync(file, 'utf8'))
   if (found.length) {
     console.error(`the install printed ${found.length} line(s) a user would read as a problem:\n  ${found.join('\n  ')}`)

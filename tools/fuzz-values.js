@@ -1,5 +1,5 @@
 'use strict'
-// What scripts/fuzz.js calls, and with what. A generated call is JavaScript *source text*
+// What tools/fuzz.js calls, and with what. A generated call is JavaScript *source text*
 // ({label, setup, call}), never a live value: children compile it, and a finding prints it
 // verbatim as its reproduction. Setup lines (`const a0 = ...`) must not throw by themselves,
 // so anything thrown from the call line comes from torch-node or from a trap the setup laid.
