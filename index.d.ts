@@ -404,6 +404,97 @@ export declare namespace oip {
   export function writeTritonRepository(dir: string, options: TritonRepositoryOptions): TritonModelConfig
 }
 
+/** Options of `torch.text.SentenceEncoder.load`; any other key is refused (`InvalidArg`). */
+export interface SentenceEncoderOptions {
+  /** Texts per forward (default 32). */
+  maxBatchSize?: number
+  /** How long a new batch waits for more requests, in ms (default 0: requests that arrive while a forward runs still share the next one). */
+  maxDelayMs?: number
+  /** Requests waiting (each up to `maxBatchSize` texts of one length bucket) before `QueueFull` (default 1024; `Infinity` for no bound). */
+  maxQueue?: number
+  /** Increasing padded lengths whose texts share batches (default 16, 32, 48, 64, 96, 128, ... up to the max sequence length). */
+  buckets?: number[]
+  /** The export's dtype (the manifest's); a TorchScript folder also takes `'bfloat16'`. */
+  dtype?: 'float32' | 'bfloat16' | 'float16'
+  /** Aborts the load (`Aborted`). */
+  signal?: AbortSignal
+}
+/** Options of `SentenceEncoder.encode`; any other key is refused (`InvalidArg`). */
+export interface SentenceEncodeOptions {
+  /** L2-normalize each embedding (default: the manifest's `normalize`). */
+  normalize?: boolean
+  /** Aborting rejects with `Aborted` while the call's requests are still queued. */
+  signal?: AbortSignal
+  /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number
+}
+/** `manifest.json` of a folder written by `torch-node export` (python/export_text.py). */
+export interface TextModelManifest {
+  format: 'torch-node/text-model'
+  formatVersion: number
+  kind: 'sentence-encoder'
+  /** `model.pt2` or `model.pt`. */
+  program: string
+  /** `'pt2'`: loaded with `AOTModule`; `'torchscript'`: with `ScriptModule`. */
+  programFormat: 'pt2' | 'torchscript'
+  /** `input_ids`, `attention_mask` and, where the model takes them, `token_type_ids`: int64 `[batch, sequence]`, right-padded. */
+  inputs: Array<{ name: string; dtype: 'int64'; shape: Array<string | number> }>
+  /** The pooled embedding, float32 `[batch, dim]`, not normalized. */
+  output: { name: string; dtype: 'float32'; shape: Array<string | number>; dim: number }
+  pooling: 'mean' | 'cls' | 'max' | 'mean_sqrt_len_tokens'
+  /** True: the program returns pooled embeddings. */
+  poolingInProgram: boolean
+  /** Whether `encode` L2-normalizes by default. */
+  normalize: boolean
+  /** The most tokens (special tokens included) a text keeps. */
+  maxSequenceLength: number
+  padTokenId: number
+  padding: 'right'
+  dtype: 'float32' | 'bfloat16' | 'float16'
+  /** The sizes a `.pt2` accepts (null for TorchScript). */
+  dynamicShapes: { batch: [number, number]; sequence: [number, number] } | null
+  tokenizer: string
+  source: { modelType: string; architectures: string[] | null; hash: string }
+  exportedWith: { torch: string; transformers: string }
+  /** The program against the eager model at other sizes than the export's. */
+  checkedMaxAbsDiff: number
+}
+/** Text models: `SentenceEncoder` (and `Tokenizer`). */
+export declare namespace text {
+  /**
+   * Sentence embeddings from a folder written by `npx torch-node export`: tokenize, pad by
+   * length bucket, forward (encoder + pooling), normalize. Concurrent `encode` calls share
+   * forwards through a `Batcher`. Made with `SentenceEncoder.load`.
+   */
+  export class SentenceEncoder {
+    /** Throws `InvalidArg`: use `SentenceEncoder.load`. */
+    private constructor()
+    /** Reads `folder/manifest.json`, loads the program and `tokenizer.json`. Errors: `ModelLoadError`, `InvalidArg`. */
+    static load(folder: string, options?: SentenceEncoderOptions): Promise<SentenceEncoder>
+    /**
+     * A float32 `[n, dim]` tensor, one row per text in order (n = 1 for a string); texts past
+     * `maxSequenceLength` tokens are truncated, as sentence-transformers does. Errors:
+     * `InvalidArg`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
+     */
+    encode(input: string | string[], options?: SentenceEncodeOptions): Promise<Tensor>
+    /** The embedding's size. */
+    get dim(): number
+    /** The most tokens of a text the model sees (special tokens included). */
+    get maxSequenceLength(): number
+    /** Whether `encode` L2-normalizes by default. */
+    get normalize(): boolean
+    /** `manifest.json` as read (a copy). */
+    get manifest(): TextModelManifest
+    /** True once `dispose()` was called. */
+    get isDisposed(): boolean
+    /** The Batcher's counts (requests are chunks of up to `maxBatchSize` texts of one bucket). */
+    stats(): BatcherStats
+    /** Closes the Batcher (queued requests reject with `Closed`) and frees the program. */
+    dispose(): void
+    [Symbol.dispose](): void
+  }
+}
+
 // ---- Generated below by `npm run typings` from the Rust doc comments (scripts/build.js): edit those, not this part. ----
 
 export type TypedArray =
