@@ -22,6 +22,7 @@ pub mod error;
 pub mod executor;
 pub mod exports;
 pub mod ffi;
+pub mod generate;
 pub mod image;
 pub mod ivalue;
 pub mod library;

@@ -1,0 +1,549 @@
+//! A causal LM folder (`manifest.json` kind "causal-lm", `model.pt2`, tokenizer files,
+//! `generation_config.json`) and the decode loop over its program.
+//!
+//! The program (see `python/export_causal_lm.py`) is one decoder step:
+//! `logits [B, V] = step(input_ids [B, T], positions [B, T], past.i.key/value [B, Hkv, C, D]...)`;
+//! it writes the step's keys and values into the cache tensors in place, so the cache is
+//! allocated here once per sequence (capacity C = prompt + new tokens, at most `max_context`)
+//! and never copied: a decode step costs the same at position 20 as at 1,000 but for the
+//! attention's reading of the cache.
+use super::sample::{self, Params, Rng};
+use super::stream::{Detokenizer, Stops};
+use crate::aot::{self, AotModule};
+use crate::error::{bail_code, fail, Code};
+use crate::text::chat_template::{self, ChatInput};
+use crate::text::tokenizer::Tokenizer;
+use anyhow::{Context, Result};
+use serde_json::{Map, Value as Json};
+use std::path::Path;
+use tch::{Device, Kind, Tensor};
+
+/// What `manifest.json` says the program needs.
+#[derive(Clone, Debug)]
+pub struct Manifest {
+    pub layers: usize,
+    pub kv_heads: i64,
+    pub head_dim: i64,
+    pub max_context: usize,
+    pub eos: Vec<u32>,
+    pub dtype: Kind,
+    pub dtype_name: String,
+}
+
+impl Manifest {
+    pub fn parse(json: &[u8]) -> Result<Manifest> {
+        let m: Json = serde_json::from_slice(json).context("manifest.json is not JSON")?;
+        if m["kind"] != "causal-lm" {
+            bail_code!(
+                Code::ModelLoadError,
+                "manifest.json: kind is {}, expected \"causal-lm\"",
+                m["kind"]
+            );
+        }
+        let int = |k: &str| {
+            m[k].as_u64()
+                .ok_or_else(|| fail(Code::ModelLoadError, format!("manifest.json: '{k}' is missing")))
+        };
+        let dtype_name = m["dtype"].as_str().unwrap_or("float32").to_string();
+        let dtype = crate::dtype::parse(&dtype_name).map_err(|_| {
+            fail(
+                Code::ModelLoadError,
+                format!("manifest.json: unknown dtype '{dtype_name}'"),
+            )
+        })?;
+        let eos = m["eos_token_ids"].as_array().into_iter().flatten();
+        Ok(Manifest {
+            layers: int("layers")? as usize,
+            kv_heads: int("kv_heads")? as i64,
+            head_dim: int("head_dim")? as i64,
+            max_context: int("max_context")? as usize,
+            eos: eos.filter_map(Json::as_u64).map(|i| i as u32).collect(),
+            dtype,
+            dtype_name,
+        })
+    }
+}
+
+/// Per-request settings: sampling, limits, stop strings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub params: Params,
+    pub max_new_tokens: usize,
+    pub stop: Vec<String>,
+}
+
+/// The options `generate`/`complete` accept, as JS names them (signal and timeoutMs stay in
+/// JS); the defaults come from `generation_config.json`.
+const OPTIONS: &[&str] = &[
+    "maxNewTokens",
+    "temperature",
+    "topK",
+    "topP",
+    "minP",
+    "repetitionPenalty",
+    "seed",
+    "stop",
+];
+
+impl Request {
+    /// transformers' defaults where `generation_config.json` says nothing: sampling only when
+    /// `do_sample` is true, 20 new tokens... except `max_new_tokens`, 256 here.
+    pub fn defaults(generation_config: &Json) -> Request {
+        let g = generation_config;
+        let num = |k: &str, d: f64| g[k].as_f64().unwrap_or(d);
+        let sampling = g["do_sample"].as_bool().unwrap_or(false);
+        Request {
+            params: Params {
+                temperature: if sampling { num("temperature", 1.0) } else { 0.0 },
+                top_k: if sampling {
+                    g["top_k"].as_u64().unwrap_or(50) as usize
+                } else {
+                    0
+                },
+                top_p: if sampling { num("top_p", 1.0) } else { 1.0 },
+                min_p: if sampling { num("min_p", 0.0) } else { 0.0 },
+                repetition_penalty: num("repetition_penalty", 1.0),
+                seed: 0,
+            },
+            max_new_tokens: g["max_new_tokens"].as_u64().unwrap_or(256) as usize,
+            stop: Vec::new(),
+        }
+    }
+
+    /// These defaults overridden by a JSON options object; unknown keys and bad values are
+    /// `InvalidArg`.
+    pub fn with_options(&self, options: &Map<String, Json>) -> Result<Request> {
+        let mut r = self.clone();
+        for (key, v) in options {
+            if v.is_null() {
+                continue;
+            }
+            let what = format!("options.{key}");
+            let number = || {
+                v.as_f64()
+                    .ok_or_else(|| fail(Code::InvalidArg, format!("{what}: expected a number, got {v}")))
+            };
+            let count = |min: u64| {
+                v.as_u64().filter(|&n| n >= min).ok_or_else(|| {
+                    fail(
+                        Code::InvalidArg,
+                        format!("{what}: expected a whole number ≥ {min}, got {v}"),
+                    )
+                })
+            };
+            match key.as_str() {
+                "maxNewTokens" => r.max_new_tokens = count(1)? as usize,
+                "temperature" => r.params.temperature = number()?,
+                "topK" => r.params.top_k = count(0)? as usize,
+                "topP" => r.params.top_p = number()?,
+                "minP" => r.params.min_p = number()?,
+                "repetitionPenalty" => r.params.repetition_penalty = number()?,
+                "seed" => r.params.seed = count(0)?,
+                "stop" => r.stop = stop_strings(v, &what)?,
+                _ => bail_code!(
+                    Code::InvalidArg,
+                    "unknown option '{key}'; accepted: {}, signal, timeoutMs",
+                    OPTIONS.join(", ")
+                ),
+            }
+        }
+        r.params.check()?;
+        Ok(r)
+    }
+}
+
+fn stop_strings(v: &Json, what: &str) -> Result<Vec<String>> {
+    let list = match v {
+        Json::String(s) => vec![s.clone()],
+        Json::Array(a) if a.iter().all(Json::is_string) => {
+            a.iter().filter_map(Json::as_str).map(str::to_string).collect()
+        }
+        _ => bail_code!(
+            Code::InvalidArg,
+            "{what}: expected a string or an array of strings, got {v}"
+        ),
+    };
+    if list.iter().any(String::is_empty) {
+        bail_code!(Code::InvalidArg, "{what}: a stop string may not be empty");
+    }
+    Ok(list)
+}
+
+/// What to continue: text, a conversation for the chat template, or token ids.
+pub enum Prompt {
+    Text(String),
+    Messages(Vec<Json>),
+    Ids(Vec<u32>),
+}
+
+pub struct Model {
+    program: AotModule,
+    pub tokenizer: Tokenizer,
+    pub manifest: Manifest,
+    pub defaults: Request,
+    /// The longest sequence (prompt + output) this instance serves.
+    pub max_context: usize,
+}
+
+/// Load options (`dtype` must be the exported one: the program is compiled for it).
+pub struct LoadOptions {
+    pub dtype: Option<String>,
+    pub max_context: Option<usize>,
+}
+
+pub fn load(folder: &str, options: LoadOptions) -> Result<Model> {
+    let dir = Path::new(folder);
+    let read = |name: &str| {
+        std::fs::read(dir.join(name)).map_err(|e| {
+            fail(
+                Code::ModelLoadError,
+                format!("cannot read '{}': {e}", dir.join(name).display()),
+            )
+        })
+    };
+    let manifest = Manifest::parse(&read("manifest.json")?)?;
+    if let Some(d) = options.dtype.filter(|d| *d != manifest.dtype_name) {
+        bail_code!(
+            Code::InvalidArg,
+            "options.dtype: this folder was exported as {}, not {d} (export again with --dtype {d})",
+            manifest.dtype_name
+        );
+    }
+    let max_context = match options.max_context {
+        Some(n) if !(2..=manifest.max_context).contains(&n) => bail_code!(
+            Code::InvalidArg,
+            "options.maxContext: expected 2 to {} (the exported limit), got {n}",
+            manifest.max_context
+        ),
+        Some(n) => n,
+        None => manifest.max_context,
+    };
+    let generation: Json = read("generation_config.json")
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Json::Null);
+    let mut defaults = Request::defaults(&generation);
+    defaults.max_new_tokens = defaults.max_new_tokens.min(max_context);
+    let tokenizer = Tokenizer::from_file(dir)?;
+    let program = aot::load(&dir.join("model.pt2").to_string_lossy(), Device::Cpu)?;
+    Ok(Model {
+        program,
+        tokenizer,
+        manifest,
+        defaults,
+        max_context,
+    })
+}
+
+/// Why a sequence ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Finish {
+    Stop,
+    Length,
+    Aborted,
+}
+
+impl Finish {
+    pub fn name(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+            Finish::Aborted => "aborted",
+        }
+    }
+}
+
+/// One sequence being generated: its cache, tokens and text state.
+pub struct Sequence {
+    request: Request,
+    cache: Vec<Tensor>,
+    /// Prompt and output.
+    tokens: Vec<u32>,
+    pub prompt_tokens: usize,
+    /// The logits of the next token.
+    logits: Vec<f32>,
+    rng: Rng,
+    detok: Detokenizer,
+    stops: Stops,
+    pub finish: Option<Finish>,
+    /// A stop string ended it (nothing held back is left to emit).
+    matched: bool,
+}
+
+/// Text and the tokens that made it since the last piece.
+#[derive(Debug, Default, PartialEq)]
+pub struct Piece {
+    pub text: String,
+    pub tokens: Vec<u32>,
+}
+
+impl Model {
+    pub fn prompt_ids(&self, prompt: Prompt) -> Result<Vec<u32>> {
+        let text = match prompt {
+            Prompt::Ids(ids) => return Ok(ids),
+            Prompt::Text(t) => return Ok(self.tokenizer.encode((t, None), true, None)?.ids),
+            Prompt::Messages(messages) => {
+                let Some(template) = self.tokenizer.config().chat_template.as_deref() else {
+                    bail_code!(
+                        Code::InvalidArg,
+                        "this model has no chat template: pass a string prompt"
+                    );
+                };
+                let variables = self.tokenizer.config().special.iter();
+                chat_template::render(ChatInput {
+                    template,
+                    messages,
+                    tools: None,
+                    documents: None,
+                    add_generation_prompt: true,
+                    variables: variables
+                        .map(|(r, t)| (r.to_string(), Json::String(t.clone())))
+                        .collect(),
+                })?
+            }
+        };
+        // As transformers' apply_chat_template(tokenize=True): the template wrote the specials.
+        Ok(self.tokenizer.encode((text, None), false, None)?.ids)
+    }
+
+    /// Allocates the sequence's cache and runs its prompt.
+    pub fn start(&self, prompt: Vec<u32>, request: Request) -> Result<Sequence> {
+        if prompt.is_empty() {
+            bail_code!(Code::InvalidArg, "the prompt is empty (no tokens)");
+        }
+        let vocab = self.tokenizer.vocab_size();
+        if let Some(bad) = prompt.iter().find(|&&t| t as usize >= vocab.max(1)) {
+            bail_code!(
+                Code::InvalidArg,
+                "prompt: token id {bad} is out of the vocabulary ({vocab})"
+            );
+        }
+        if prompt.len() >= self.max_context {
+            bail_code!(
+                Code::InvalidArg,
+                "the prompt has {} tokens; this model serves at most {} in all",
+                prompt.len(),
+                self.max_context
+            );
+        }
+        let capacity = (prompt.len() + request.max_new_tokens)
+            .min(self.max_context)
+            .max(2);
+        let m = &self.manifest;
+        let shape = [1, m.kv_heads, capacity as i64, m.head_dim];
+        let cache = (0..2 * m.layers)
+            .map(|_| Tensor::f_zeros(shape, (m.dtype, Device::Cpu)))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let mut seq = Sequence {
+            rng: Rng::new(request.params.seed),
+            stops: Stops::new(request.stop.clone()),
+            request,
+            cache,
+            prompt_tokens: prompt.len(),
+            tokens: prompt,
+            logits: Vec::new(),
+            detok: Detokenizer::default(),
+            finish: None,
+            matched: false,
+        };
+        seq.logits = self.forward(&seq, 0)?;
+        Ok(seq)
+    }
+
+    /// Runs the tokens from `start` on (at positions `start..`) through the program.
+    fn forward(&self, seq: &Sequence, start: usize) -> Result<Vec<f32>> {
+        let ids: Vec<i64> = seq.tokens[start..].iter().map(|&t| t as i64).collect();
+        let n = ids.len() as i64;
+        let mut inputs = vec![
+            Tensor::from_slice(&ids).f_view([1, n])?,
+            Tensor::f_arange_start(start as i64, start as i64 + n, (Kind::Int64, Device::Cpu))?
+                .f_view([1, n])?,
+        ];
+        inputs.extend(seq.cache.iter().map(Tensor::shallow_clone));
+        let out = self.program.run(inputs)?;
+        let logits = out.first().context("the program returned no logits")?;
+        Ok(Vec::<f32>::try_from(
+            logits.f_to_kind(Kind::Float)?.f_view([-1])?,
+        )?)
+    }
+
+    fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.tokenizer.decode(ids, true)
+    }
+
+    /// Generates until some text is ready or the sequence ends; the piece holds the tokens
+    /// chosen meanwhile. Call again until `seq.finish` is set.
+    pub fn advance(&self, seq: &mut Sequence) -> Result<Piece> {
+        let mut piece = Piece::default();
+        let decode = |ids: &[u32]| self.decode(ids);
+        while seq.finish.is_none() && piece.text.is_empty() {
+            let token = sample::choose(&mut seq.logits, &seq.tokens, &seq.request.params, &mut seq.rng);
+            seq.tokens.push(token);
+            piece.tokens.push(token);
+            let generated = seq.tokens.len() - seq.prompt_tokens;
+            if self.manifest.eos.contains(&token) {
+                seq.finish = Some(Finish::Stop);
+                break;
+            }
+            let (text, stopped) = seq.stops.push(&seq.detok.push(token, &decode)?);
+            piece.text.push_str(&text);
+            if stopped {
+                seq.finish = Some(Finish::Stop);
+                seq.matched = true;
+            } else if generated >= seq.request.max_new_tokens || seq.tokens.len() >= self.max_context {
+                seq.finish = Some(Finish::Length);
+            } else {
+                seq.logits = self.forward(seq, seq.tokens.len() - 1)?;
+            }
+        }
+        if seq.finish.is_some() && !seq.matched {
+            let rest = seq.detok.flush(&decode)?;
+            let (text, stopped) = seq.stops.push(&rest);
+            piece.text.push_str(&text);
+            if !stopped {
+                piece.text.push_str(&seq.stops.flush());
+            }
+        }
+        Ok(piece)
+    }
+}
+
+impl Sequence {
+    /// The tokens generated so far.
+    pub fn output(&self) -> &[u32] {
+        &self.tokens[self.prompt_tokens..]
+    }
+
+    /// Ends the sequence at once and frees its cache.
+    pub fn abort(&mut self) {
+        self.finish = Some(Finish::Aborted);
+        self.cache.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(json: &str) -> Map<String, Json> {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn defaults_come_from_generation_config() {
+        let g: Json = serde_json::from_str(
+            r#"{"do_sample": true, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 40}"#,
+        )
+        .unwrap();
+        let r = Request::defaults(&g);
+        assert_eq!(
+            (
+                r.params.temperature,
+                r.params.top_k,
+                r.params.top_p,
+                r.max_new_tokens
+            ),
+            (0.7, 50, 0.9, 40)
+        );
+        let greedy = Request::defaults(&Json::Null);
+        assert!(greedy.params.greedy());
+        let r = greedy
+            .with_options(&options(
+                r#"{"temperature": 1, "topK": 5, "stop": "x", "seed": 3}"#,
+            ))
+            .unwrap();
+        assert_eq!(
+            (r.params.top_k, r.params.seed, r.stop.clone()),
+            (5, 3, vec!["x".to_string()])
+        );
+    }
+
+    #[test]
+    fn bad_options_are_invalid_args() {
+        let d = Request::defaults(&Json::Null);
+        for (json, says) in [
+            (r#"{"temprature": 1}"#, "unknown option 'temprature'"),
+            (r#"{"maxNewTokens": 0}"#, "options.maxNewTokens"),
+            (r#"{"maxNewTokens": 1.5}"#, "options.maxNewTokens"),
+            (r#"{"topK": -1}"#, "options.topK"),
+            (r#"{"topP": 0}"#, "options.topP"),
+            (r#"{"temperature": "hot"}"#, "options.temperature"),
+            (r#"{"stop": [1]}"#, "options.stop"),
+            (r#"{"stop": [""]}"#, "options.stop"),
+        ] {
+            let e = d.with_options(&options(json)).unwrap_err();
+            let (code, message) = crate::error::describe(&e);
+            assert_eq!(code, Code::InvalidArg, "{json}");
+            assert!(message.contains(says), "{json}: {message}");
+        }
+    }
+
+    /// Greedy parity with transformers' generate on the goldens of models/make_lm_models.py
+    /// (skipped when they were not generated): the same ids, or a split where Python's top-2
+    /// logits were within 1e-4.
+    #[test]
+    fn greedy_matches_transformers_goldens() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/models/golden/lm");
+        for name in ["llama-tiny", "gpt2-tiny"] {
+            let Ok(golden) = std::fs::read(format!("{root}/{name}.golden.json")) else {
+                eprintln!("skipped: {root}/{name}.golden.json (npm run models)");
+                continue;
+            };
+            let golden: Json = serde_json::from_slice(&golden).unwrap();
+            let model = load(
+                &format!("{root}/{name}"),
+                LoadOptions {
+                    dtype: None,
+                    max_context: None,
+                },
+            )
+            .unwrap();
+            for case in golden["cases"].as_array().unwrap() {
+                let ids = |k: &str| -> Vec<u32> {
+                    case[k]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_u64().unwrap() as u32)
+                        .collect()
+                };
+                let prompt = match (case["prompt"].as_str(), case["messages"].as_array()) {
+                    (Some(t), _) => Prompt::Text(t.to_string()),
+                    (_, Some(m)) => Prompt::Messages(m.clone()),
+                    _ => unreachable!(),
+                };
+                let prompt = model.prompt_ids(prompt).unwrap();
+                assert_eq!(prompt, ids("input_ids"), "{name} {}: prompt ids", case["name"]);
+                let request = Request {
+                    max_new_tokens: 64,
+                    ..Request::defaults(&Json::Null)
+                };
+                let mut seq = model.start(prompt, request).unwrap();
+                let mut text = String::new();
+                while seq.finish.is_none() {
+                    text.push_str(&model.advance(&mut seq).unwrap().text);
+                }
+                let (want, got) = (ids("output_ids"), seq.output().to_vec());
+                match want.iter().zip(&got).position(|(a, b)| a != b) {
+                    None => {
+                        assert_eq!(want.len(), got.len(), "{name} {}", case["name"]);
+                        assert_eq!(
+                            text,
+                            case["text_out"].as_str().unwrap(),
+                            "{name} {}: text",
+                            case["name"]
+                        );
+                    }
+                    Some(at) => {
+                        let gap = case["top2_gaps"][at].as_f64().unwrap();
+                        assert!(
+                            gap < 1e-4,
+                            "{name} {}: token {at} differs, top-2 gap {gap}",
+                            case["name"]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
