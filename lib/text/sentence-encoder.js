@@ -97,6 +97,10 @@ module.exports = function sentenceEncoder(/** @type {any} */ torch) {
       throw invalid(`SentenceEncoder.load: options.dtype: this folder was exported in ${manifest.dtype}; ` +
         `export again with --dtype ${o.dtype} (got '${o.dtype}')`, caller)
     }
+    const most = manifest.dynamicShapes?.batch?.[1]
+    if (Number.isInteger(most) && o.maxBatchSize > most) {
+      throw invalid(`SentenceEncoder.load: options.maxBatchSize: this program takes batches of at most ${most} (export --max-batch), got ${o.maxBatchSize}`, caller)
+    }
     o.buckets ??= defaultBuckets(manifest.maxSequenceLength)
     return o
   }
