@@ -1,7 +1,8 @@
 'use strict'
 // `npm run models`: runs models/make_models.py with the provisioned Python, then the text models'
 // scripts: models/make_tokenizer_goldens.py (tokenizer files and parity goldens) and
-// models/make_text_models.py (text models exported with python/export_text.py, and their goldens).
+// models/make_text_models.py (text encoders exported with python/export_text.py, and their goldens),
+// models/make_lm_models.py (tiny causal LMs exported with python/export_causal_lm.py, greedy goldens).
 // Arguments go to make_models.py only; with any, the text scripts do not run (they select a part
 // of the vision models: `--pt2-only`, `--skip-large`, ...).
 const { execFileSync } = require('node:child_process')
@@ -9,7 +10,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { resolveLibtorch, log, ROOT } = require('../scripts/libtorch')
 
-const TEXT_SCRIPTS = ['make_tokenizer_goldens.py', 'make_text_models.py']
+const TEXT_SCRIPTS = ['make_tokenizer_goldens.py', 'make_text_models.py', 'make_lm_models.py']
 
 function generate(python = resolveLibtorch({ withModelPackages: true }).python, extraArgs = []) {
   log('generating models and golden outputs (models/make_models.py)')
