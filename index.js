@@ -224,16 +224,29 @@ for (const [name, value] of Object.entries(native)) {
 }
 Object.assign(exported, { Tensor, ScriptModule, AOTModule, fromBuffer, tidy, where })
 exported.text = { Tokenizer }
+
+const loadTorchvisionOps = wrap(native._loadTorchvisionOps, 'loadOps', 'vision.loadOps')
+/**
+ * `torch.vision.loadOps(dir?)`: registers torchvision's ops (nms, roi_align, deform_conv2d, ...)
+ * that scripted detection and segmentation models call, from the torchvision wheel beside
+ * libtorch (or `dir`); idempotent, true when this call loaded them (src/library.rs). Here, not in
+ * lib/vision.js, because it wraps an internal native export.
+ */
+function loadOps(dir) {
+  if (dir !== undefined && typeof dir !== 'string') {
+    throw codedError('InvalidArg', `vision.loadOps: dir: expected a string, got ${describe(dir)}`, loadOps)
+  }
+  return loadTorchvisionOps(dir)
+}
+
 // Compositions of the public API (lib/): image classification, variable-length sequences,
-// dynamic batching, the Open Inference Protocol (lib/oip/). They raise errors with the same helpers (lib/errors.js).
-exported.vision = require('./lib/vision')(exported, {
-  loadOps: wrap(native._loadTorchvisionOps, 'loadOps', 'vision.loadOps'),
-})
-const sequences = require('./lib/ragged')(exported)
-exported.ragged = sequences.ragged
-exported.padSequence = sequences.padSequence
-exported.Batcher = require('./lib/batcher')(exported, { maskOf: sequences.maskOf }).Batcher
+// dynamic batching, the Open Inference Protocol (lib/oip/). Plain modules that read this API
+// through lib/torch.js on first use (so the order of these lines does not matter to them); they
+// raise errors with the same helpers (lib/errors.js).
+exported.vision = { ...require('./lib/vision'), loadOps }
+const { ragged, padSequence } = require('./lib/ragged')
+Object.assign(exported, { ragged, padSequence }, require('./lib/batcher'))
 // torch.text.SentenceEncoder (lib/text/): Tokenizer, the module classes and the Batcher composed.
 Object.assign(exported.text, require('./lib/text/sentence-encoder')(exported))
-Object.assign(exported, require('./lib/oip')(exported))
+Object.assign(exported, require('./lib/oip'))
 module.exports = exported

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict'
 // Where the native addon is, and the one line that names the fix when it or its libtorch cannot
 // be loaded (LibraryLoadError). Runs before the addon exists, so it cannot be Rust.
@@ -5,6 +6,12 @@ const fs = require('node:fs')
 const path = require('node:path')
 
 const ROOT = path.join(__dirname, '..')
+
+/** The C library's version on glibc systems (process.report's header says), else undefined. */
+function glibcVersion() {
+  const report = /** @type {{header?: {glibcVersionRuntime?: string}} | undefined} */ (process.report?.getReport())
+  return report?.header?.glibcVersionRuntime
+}
 
 /**
  * The addon this package built from source (torch-node.node), else the prebuilt platform
@@ -14,7 +21,7 @@ function addonPath() {
   const local = path.join(ROOT, 'torch-node.node')
   if (fs.existsSync(local)) return local
   const key = process.platform === 'linux' && ['x64', 'arm64'].includes(process.arch)
-    ? `linux-${process.arch}-${process.report?.getReport().header.glibcVersionRuntime ? 'gnu' : 'musl'}`
+    ? `linux-${process.arch}-${glibcVersion() ? 'gnu' : 'musl'}`
     : null
   try {
     if (key) return require.resolve(`@torch-node/${key}`)
@@ -22,9 +29,14 @@ function addonPath() {
   return local
 }
 
-/** `e` (require's error for `file`) with a one-line message that names the fix. */
+/**
+ * `e` (require's error for `file`) with a one-line message that names the fix.
+ * @param {Error & {code?: string}} e
+ * @param {string} file
+ */
 function addonLoadError(e, file) {
   const link = path.join(path.dirname(file), 'libtorch')
+  /** @type {string | null} */
   let target = null
   try {
     target = fs.readlinkSync(link)
@@ -47,12 +59,15 @@ function addonLoadError(e, file) {
   return e
 }
 
-/** The native addon's exports, or a LibraryLoadError. */
+/**
+ * The native addon's exports (typed in lib/binding.d.ts), or a LibraryLoadError.
+ * @returns {import('./binding').Binding}
+ */
 function loadAddon() {
   const file = addonPath()
   try {
     return require(file)
-  } catch (e) {
+  } catch (/** @type {any} */ e) {
     throw addonLoadError(e, file)
   }
 }

@@ -1,18 +1,28 @@
+// @ts-check
 'use strict'
 // The errors torch-node raises from JS (index.js, lib/vision.js, lib/batcher.js, lib/ragged.js),
 // worded as the native ones are: `describe` says what a value is the way src/napi/js.rs's
 // `describe` does ("number 5", "a string", "an array", "an object"), and adds the class of
 // other objects ("a Tensor", "an AbortSignal"), which only JS can read safely.
 
-/** An Error with a `code`, like every error torch-node throws; its stack starts at `caller`'s caller. */
+/** @typedef {Error & {code: string}} CodedError */
+
+/**
+ * An Error with a `code`, like every error torch-node throws; its stack starts at `caller`'s caller.
+ * @param {string} code
+ * @param {string} message
+ * @param {Function} [caller]
+ * @returns {CodedError}
+ */
 function codedError(code, message, caller) {
-  const e = new Error(message)
+  const e = /** @type {CodedError} */ (new Error(message))
   e.code = code
   if (caller) Error.captureStackTrace(e, caller)
   return e
 }
 
-const KINDS = { __proto__: null, undefined: 'undefined', string: 'a string', boolean: 'a boolean', bigint: 'a BigInt', symbol: 'a symbol', function: 'a function' }
+const KINDS = { __proto__: null, undefined: 'undefined', string: 'a string', boolean: 'a boolean', bigint: 'a BigInt',
+  symbol: 'a symbol', function: 'a function' }
 
 /** What `value` is, for "expected ..., got <describe(value)>". Never throws (a Proxy's traps may). */
 function describe(value) {

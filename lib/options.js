@@ -1,3 +1,4 @@
+// @ts-check
 'use strict'
 // One reader for the option bags written in JS (lib/oip/*, lib/batcher.js, lib/vision.js,
 // lib/ragged.js), worded as the native ones are (src/napi/options.rs's `js_options!`,
@@ -21,6 +22,14 @@ const { codedError, describe } = require('./errors')
 /** A refusal inside a reader; `read` turns it into an InvalidArg with the caller's stack. */
 class OptionError extends Error {}
 
+/**
+ * A reader: the value read (checked, maybe with defaults), or an OptionError; `what` names the
+ * value in errors.
+ * @typedef {(value: any, what: string) => any} Reader
+ */
+/** @typedef {Reader & {keys: string[]}} BagReader */
+
+/** @type {(what: string, message: string) => never} */
 const fail = (what, message) => {
   throw new OptionError(`${what}: ${message}`)
 }
@@ -46,6 +55,8 @@ function rangeNoun(noun, min, max) {
 /**
  * A number (finite unless `infinite`), within [min, max] when given. `expected` words the
  * range in errors ("a number of milliseconds ≥ 0").
+ * @param {{min?: number, max?: number, infinite?: boolean, expected?: string}} [range]
+ * @returns {Reader}
  */
 function number({ min, max, infinite = false, expected } = {}) {
   return (v, what) => {
@@ -60,6 +71,8 @@ function number({ min, max, infinite = false, expected } = {}) {
 /**
  * A whole number within [min, max] when given. Worded as Rust's readers: `i64` ("expected an
  * integer, got 1.5") and `u64` ("must be non-negative, got -1") where no other range is set.
+ * @param {{min?: number, max?: number, expected?: string}} [range]
+ * @returns {Reader}
  */
 function integer({ min, max, expected } = {}) {
   const noun = expected ?? rangeNoun('an integer', min, max)
@@ -73,24 +86,45 @@ function integer({ min, max, expected } = {}) {
   }
 }
 
-/** One of `choices` (compared with ===): "expected 'http' or 'grpc', got "smtp"". */
+/**
+ * One of `choices` (compared with ===): "expected 'http' or 'grpc', got "smtp"".
+ * @param {readonly unknown[]} choices
+ * @returns {Reader}
+ */
 function oneOf(choices) {
   const list = choices.map((c) => (typeof c === 'string' ? `'${c}'` : String(c)))
   const noun = list.length <= 2 ? list.join(' or ') : `one of ${list.join(', ')}`
-  return (v, what) => (choices.includes(v) ? v : fail(what, `expected ${noun}, got ${typeof v === 'string' ? JSON.stringify(v) : describe(v)}`))
+  return (v, what) => (choices.includes(v) ? v : fail(what,
+    `expected ${noun}, got ${typeof v === 'string' ? JSON.stringify(v) : describe(v)}`))
 }
 
-/** An instance of `Class` (`noun`: "an AbortSignal"). */
+/**
+ * An instance of `Class` (`noun`: "an AbortSignal").
+ * @param {Function} Class
+ * @param {string} noun
+ * @returns {Reader}
+ */
 function instance(Class, noun) {
   return (v, what) => (v instanceof Class ? v : fail(what, `expected ${noun}, got ${describe(v)}`))
 }
 
-/** A value `ok` accepts, else "expected <noun>, got ...". */
+/**
+ * A value `ok` accepts, else "expected <noun>, got ...".
+ * @param {(v: any) => boolean} ok
+ * @param {string} noun
+ * @returns {Reader}
+ */
 function check(ok, noun) {
   return (v, what) => (ok(v) ? v : fail(what, `expected ${noun}, got ${shown(v)}`))
 }
 
-/** An array, each item read by `item` (named `what[i]`); `noun` names the items in errors. */
+/**
+ * An array, each item read by `item` (named `what[i]`); `noun` names the items in errors.
+ * @param {Reader} item
+ * @param {string} noun
+ * @param {{min?: number}} [count]
+ * @returns {Reader}
+ */
 function arrayOf(item, noun, { min = 0 } = {}) {
   return (v, what) => {
     if (!Array.isArray(v)) fail(what, `expected an array of ${noun}, got ${describe(v)}`)
@@ -102,17 +136,26 @@ function arrayOf(item, noun, { min = 0 } = {}) {
 /**
  * Sizes (`convert::shape`'s wording): whole numbers ≥ 0, and -1 too when `varying` (a size
  * that varies, as the Open Inference Protocol's metadata and Triton's dims write it).
+ * @param {{varying?: boolean}} [options]
+ * @returns {Reader}
  */
 function sizes({ varying = false } = {}) {
   const size = integer()
   return arrayOf((d, what) => {
     size(d, what)
-    if (d < (varying ? -1 : 0)) fail(what, `sizes must be non-negative${varying ? ' (or -1 where a size varies)' : ''}, got ${d}`)
+    if (d < (varying ? -1 : 0)) {
+      fail(what, `sizes must be non-negative${varying ? ' (or -1 where a size varies)' : ''}, got ${d}`)
+    }
     return d
   }, 'sizes')
 }
 
-/** The first reader of `readers` that accepts the value; else "expected <noun>". */
+/**
+ * The first reader of `readers` that accepts the value; else "expected <noun>".
+ * @param {Reader[]} readers
+ * @param {string} noun
+ * @returns {Reader}
+ */
 function either(readers, noun) {
   return (v, what) => {
     for (const r of readers) {
@@ -126,10 +169,18 @@ function either(readers, noun) {
   }
 }
 
-/** Refuses a key of `o` outside `keys`, naming the accepted ones; `hints` adds a word for some. */
+/**
+ * Refuses a key of `o` outside `keys`, naming the accepted ones; `hints` adds a word for some.
+ * @param {object} o
+ * @param {string[]} keys
+ * @param {string} what
+ * @param {Record<string, string>} [hints]
+ */
 function checkKeys(o, keys, what, hints) {
   for (const k of Object.keys(o)) {
-    if (!keys.includes(k)) fail(what, `unknown option '${k}'; accepted: ${keys.join(', ')}${hints?.[k] ? ` (${hints[k]})` : ''}`)
+    if (!keys.includes(k)) {
+      fail(what, `unknown option '${k}'; accepted: ${keys.join(', ')}${hints?.[k] ? ` (${hints[k]})` : ''}`)
+    }
   }
 }
 
@@ -138,6 +189,9 @@ function checkKeys(o, keys, what, hints) {
  * (neither undefined nor null). `required` keys are read even when absent, so their reader
  * says what was expected. `hints` adds a word to the unknown-key error for a key people
  * reach for (`{dims: "the protocol calls it 'shape'"}`).
+ * @param {Record<string, Reader>} spec
+ * @param {{required?: string[], hints?: Record<string, string>}} [options]
+ * @returns {BagReader}
  */
 function bag(spec, { required = [], hints } = {}) {
   const keys = Object.keys(spec)
@@ -158,6 +212,10 @@ function bag(spec, { required = [], hints } = {}) {
 /**
  * Reads the options object `value` by `spec` (an object of readers, or a `bag`); `what` names
  * it (`Batcher: options`). Throws InvalidArg whose stack starts at `caller`'s caller.
+ * @param {unknown} value
+ * @param {Record<string, Reader> | Reader} spec
+ * @param {string} what
+ * @param {Function} [caller]
  */
 function read(value, spec, what, caller) {
   const reader = typeof spec === 'function' ? spec : bag(spec)

@@ -1,12 +1,14 @@
+// @ts-check
 'use strict'
 // torch.vision: image classification composed from public APIs only (torch.image.loadBatch,
-// ScriptModule.forward, softmax/topk), so it lives in JS; index.js hands it the exports.
+// ScriptModule.forward, softmax/topk), so it lives in JS.
 const IMAGENET_LABELS = Object.freeze(require('../data/imagenet-labels.json'))
 // torchvision's classic ImageNet evaluation transform: Resize(256), CenterCrop(224), ToTensor,
 // Normalize(ImageNet mean, std).
 const DEFAULT_PREPROCESS = Object.freeze({ resize: 256, centerCrop: 224, mean: 'imagenet' })
 
 const { codedError, describe } = require('./errors')
+const torch = require('./torch')
 const opt = require('./options')
 
 /** An error of `classify`, which rejects its promise with it. */
@@ -17,7 +19,8 @@ const isSource = (v) => typeof v === 'string' || v instanceof Uint8Array
 
 const OPTIONS = opt.bag({
   topk: opt.integer({ min: 1 }),
-  labels: opt.check((v) => Array.isArray(v) && v.every((l) => typeof l === 'string'), 'an array of strings (one per class)'),
+  labels: opt.check((v) => Array.isArray(v) && v.every((l) => typeof l === 'string'),
+    'an array of strings (one per class)'),
   // torch.image reads (and checks) these itself.
   preprocess: opt.check((v) => isPlainObject(v), 'torch.image options (an object)'),
   signal: opt.instance(AbortSignal, 'an AbortSignal'),
@@ -33,85 +36,79 @@ function throwIfAborted(signal) {
   if (signal && signal.aborted) throw classifyError('Aborted', 'the signal was aborted')
 }
 
-// `native.loadOps(dir)` registers torchvision's C++ ops without Python (src/library.rs).
-module.exports = function vision(torch, native) {
-  const { Tensor, ScriptModule } = torch
-
-  /**
-   * Registers torchvision's ops (nms, roi_align, deform_conv2d, ...) that scripted detection and
-   * segmentation models call, from the torchvision wheel beside libtorch (or `dir`). Idempotent;
-   * true when this call loaded them.
-   */
-  function loadOps(dir) {
-    if (dir !== undefined && typeof dir !== 'string') {
-      throw codedError('InvalidArg', `vision.loadOps: dir: expected a string, got ${describe(dir)}`, loadOps)
+/** The model input: a Tensor as it is, else the images loaded into one batch. */
+async function batchOf(images, preprocess) {
+  if (images instanceof torch().Tensor) {
+    if (preprocess !== undefined) {
+      throw classifyError('InvalidArg',
+        'options.preprocess: a Tensor input is used as it is; give image sources to preprocess')
     }
-    return native.loadOps(dir)
+    if (images.ndim === 0) {
+      throw classifyError('InvalidArg', 'images: a Tensor input needs a batch dimension, [N, 3, H, W]')
+    }
+    return images
   }
-
-  /** The model input: a Tensor as it is, else the images loaded into one batch. */
-  async function batchOf(images, preprocess) {
-    if (images instanceof Tensor) {
-      if (preprocess !== undefined) {
-        throw classifyError('InvalidArg', 'options.preprocess: a Tensor input is used as it is; give image sources to preprocess')
-      }
-      if (images.ndim === 0) throw classifyError('InvalidArg', 'images: a Tensor input needs a batch dimension, [N, 3, H, W]')
-      return images
-    }
-    const sources = Array.isArray(images) ? images : [images]
-    if (!Array.isArray(images) && !isSource(images)) {
-      throw classifyError('InvalidArg', `images: expected a path, a Buffer/Uint8Array, an array of them or a Tensor, got ${describe(images)}`)
-    }
-    if (sources.length === 0) throw classifyError('InvalidArg', 'images: expected at least one image')
-    return torch.image.loadBatch(sources, preprocess || DEFAULT_PREPROCESS)
+  const sources = Array.isArray(images) ? images : [images]
+  if (!Array.isArray(images) && !isSource(images)) {
+    throw classifyError('InvalidArg',
+      `images: expected a path, a Buffer/Uint8Array, an array of them or a Tensor, got ${describe(images)}`)
   }
-
-  /**
-   * Softmax over the logits' classes, the top `topk` of each row as {label, index, probability};
-   * `count` is the batch size the model was given (one row per image).
-   */
-  function topClasses(logits, count, { topk, labels }) {
-    if (!(logits instanceof Tensor)) {
-      throw classifyError('InvalidArg', `the model returned ${describe(logits)}; expected a logits Tensor [N, classes]`)
-    }
-    const [rows, classes] = logits.shape
-    if (logits.ndim !== 2 || rows !== count) {
-      throw classifyError('ShapeMismatch', `the model returned logits of shape [${logits.shape}]; expected [${count}, classes] for ${count} images`)
-    }
-    if (labels.length !== classes) {
-      throw classifyError('InvalidArg', `options.labels: ${labels.length} labels for a model with ${classes} classes`)
-    }
-    if (topk > classes) throw classifyError('InvalidArg', `options.topk: ${topk} is more than the model's ${classes} classes`)
-    const probabilities = logits.softmax(1)
-    const { values, indices } = probabilities.topk(topk)
-    try {
-      const p = values.toArray()
-      return indices.toArray().map((row, n) => row.map((index, k) => ({ label: labels[index], index, probability: p[n][k] })))
-    } finally {
-      for (const t of [probabilities, values, indices]) t.dispose()
-    }
-  }
-
-  /**
-   * Classifies images with a model that returns logits `[N, classes]`: one array per image
-   * (in input order) of `{label, index, probability}`, most probable first.
-   */
-  async function classify(module, images, options) {
-    if (!(module instanceof ScriptModule)) throw classifyError('InvalidArg', `module: expected a ScriptModule, got ${describe(module)}`)
-    const opts = readOptions(options)
-    throwIfAborted(opts.signal)
-    const batch = await batchOf(images, opts.preprocess)
-    const owned = batch !== images
-    let logits
-    try {
-      throwIfAborted(opts.signal) // loading is not interruptible; do not start the forward
-      logits = await module.forward(batch, ...(opts.signal ? [{ signal: opts.signal }] : []))
-      return topClasses(logits, batch.shape[0], opts)
-    } finally {
-      if (owned) batch.dispose()
-      if (logits instanceof Tensor) logits.dispose()
-    }
-  }
-
-  return { classify, imagenetLabels: IMAGENET_LABELS, loadOps }
+  if (sources.length === 0) throw classifyError('InvalidArg', 'images: expected at least one image')
+  return torch().image.loadBatch(sources, preprocess || DEFAULT_PREPROCESS)
 }
+
+/**
+ * Softmax over the logits' classes, the top `topk` of each row as {label, index, probability};
+ * `count` is the batch size the model was given (one row per image).
+ */
+function topClasses(logits, count, { topk, labels }) {
+  if (!(logits instanceof torch().Tensor)) {
+    throw classifyError('InvalidArg', `the model returned ${describe(logits)}; expected a logits Tensor [N, classes]`)
+  }
+  const [rows, classes] = logits.shape
+  if (logits.ndim !== 2 || rows !== count) {
+    throw classifyError('ShapeMismatch',
+      `the model returned logits of shape [${logits.shape}]; expected [${count}, classes] for ${count} images`)
+  }
+  if (labels.length !== classes) {
+    throw classifyError('InvalidArg', `options.labels: ${labels.length} labels for a model with ${classes} classes`)
+  }
+  if (topk > classes) {
+    throw classifyError('InvalidArg', `options.topk: ${topk} is more than the model's ${classes} classes`)
+  }
+  const probabilities = logits.softmax(1)
+  const { values, indices } = probabilities.topk(topk)
+  try {
+    const p = /** @type {number[][]} */ (values.toArray())
+    return /** @type {number[][]} */ (indices.toArray()).map((row, n) => row.map((index, k) => ({ label: labels[index],
+      index, probability: p[n][k] })))
+  } finally {
+    for (const t of [probabilities, values, indices]) t.dispose()
+  }
+}
+
+/**
+ * Classifies images with a model that returns logits `[N, classes]`: one array per image
+ * (in input order) of `{label, index, probability}`, most probable first.
+ */
+async function classify(module, images, options) {
+  if (!(module instanceof torch().ScriptModule)) {
+    throw classifyError('InvalidArg', `module: expected a ScriptModule, got ${describe(module)}`)
+  }
+  const opts = readOptions(options)
+  throwIfAborted(opts.signal)
+  const batch = await batchOf(images, opts.preprocess)
+  const owned = batch !== images
+  let logits
+  try {
+    throwIfAborted(opts.signal) // loading is not interruptible; do not start the forward
+    logits = await module.forward(batch, ...(opts.signal ? [{ signal: opts.signal }] : []))
+    return topClasses(logits, batch.shape[0], opts)
+  } finally {
+    if (owned) batch.dispose()
+    if (logits instanceof torch().Tensor) logits.dispose()
+  }
+}
+
+// index.js adds `loadOps` (a native export that is not public otherwise).
+module.exports = { classify, imagenetLabels: IMAGENET_LABELS }

@@ -1,5 +1,6 @@
 'use strict'
 // `npm run lint`: ESLint over every JS file (eslint.config.js; `npm run lint:js` runs it alone),
+// TypeScript over lib/'s JSDoc (`tsc --noEmit -p tools/tsconfig.lib.json`; `npm run lint:types` alone),
 // then `cargo fmt --check` and `cargo clippy -- -D warnings`, with the same LIBTORCH as the build
 // (another value would make torch-sys rebuild libtch: minutes).
 const { spawnSync } = require('node:child_process')
@@ -15,6 +16,7 @@ function run(command, args, env) {
 
 // ESLint's own bin, run by this Node (the package exports no path to it).
 run(process.execPath, [path.join(path.dirname(require.resolve('eslint/package.json')), 'bin', 'eslint.js'), '.'])
+run(process.execPath, [path.join(path.dirname(require.resolve('typescript/package.json')), 'bin', 'tsc'), '--noEmit', '-p', 'tools/tsconfig.lib.json'])
 const env = cargoEnv(resolveLibtorch().libtorch)
 run('cargo', ['fmt', '--check'], env)
 run('cargo', ['clippy', '--release', '--lib', '--tests', '--', '-D', 'warnings'], env)

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict'
 // The protocol's gRPC form (`inference.GRPCInferenceService`, grpc_predict_v2.proto) with
 // @grpc/grpc-js: a client transport for RemoteModule and a server for torch.oip.serve's
@@ -17,7 +18,7 @@ const GRPC_PACKAGES = ['@grpc/grpc-js', '@grpc/proto-loader']
 function optionalPeer(name) {
   try {
     return require(name)
-  } catch (e) {
+  } catch (/** @type {any} */ e) {
     if (e?.code !== 'MODULE_NOT_FOUND' || !String(e.message).includes(name)) throw e
     throw codedError('LibraryLoadError', `the Open Inference Protocol's gRPC form needs ${name}, which is not ` +
       `installed: run \`npm install ${GRPC_PACKAGES.join(' ')}\` in your app (HTTP needs neither)`)
@@ -43,11 +44,14 @@ function grpcService() {
 const MAX_MESSAGE = 2 ** 31 - 1
 
 /** The typed-contents field of each datatype (when a peer sends `contents`, not raw bytes). */
-const CONTENTS = { BOOL: 'bool_contents', UINT8: 'uint_contents', INT8: 'int_contents', INT16: 'int_contents', INT32: 'int_contents', INT64: 'int64_contents', FP32: 'fp32_contents', FP64: 'fp64_contents' }
+const CONTENTS = { BOOL: 'bool_contents', UINT8: 'uint_contents', INT8: 'int_contents', INT16: 'int_contents',
+  INT32: 'int_contents', INT64: 'int64_contents', FP32: 'fp32_contents', FP64: 'fp64_contents' }
 
 /** Tensors from a request's inputs or a response's outputs: raw bytes in order, else contents. */
-function readTensors(torch, entries, raw, what, maxElements) {
-  if (raw.length && raw.length !== entries.length) throw new P.ProtocolError(`${what}: ${entries.length} tensors but ${raw.length} raw contents`)
+function readTensors(entries, raw, what, maxElements) {
+  if (raw.length && raw.length !== entries.length) {
+    throw new P.ProtocolError(`${what}: ${entries.length} tensors but ${raw.length} raw contents`)
+  }
   return entries.map((e, i) => {
     const label = `${what.replace(/s$/, '')} '${e.name}'`
     P.dtypeOf(e.datatype, label)
@@ -55,14 +59,18 @@ function readTensors(torch, entries, raw, what, maxElements) {
     if (raw.length) {
       const bytes = raw[i]
       if (bytes.length !== n * P.ITEM_BYTES[e.datatype]) {
-        throw new P.ProtocolError(`${label}: ${bytes.length} raw bytes, shape ${JSON.stringify(e.shape)} of ${e.datatype} needs ${n * P.ITEM_BYTES[e.datatype]}`)
+        throw new P.ProtocolError(`${label}: ${bytes.length} raw bytes, shape ${JSON.stringify(e.shape)} of ` +
+          `${e.datatype} needs ${n * P.ITEM_BYTES[e.datatype]}`)
       }
-      return { name: e.name, tensor: P.readTensors(torch, [{ name: e.name, datatype: e.datatype, shape: e.shape, parameters: { binary_data_size: bytes.length } }], bytes, what, maxElements)[0].tensor }
+      return { name: e.name,
+        tensor: P.readTensors([{ name: e.name, datatype: e.datatype, shape: e.shape,
+          parameters: { binary_data_size: bytes.length } }], bytes, what, maxElements)[0].tensor }
     }
     const field = CONTENTS[e.datatype]
     if (!field) throw new P.ProtocolError(`${label}: ${e.datatype} must be sent as raw contents`)
     const data = e.contents?.[field] ?? []
-    return P.readTensors(torch, [{ name: e.name, datatype: e.datatype, shape: e.shape, data }], Buffer.alloc(0), what, maxElements)[0]
+    return P.readTensors([{ name: e.name, datatype: e.datatype, shape: e.shape, data }], Buffer.alloc(0), what,
+      maxElements)[0]
   })
 }
 
@@ -73,8 +81,13 @@ function errorOf(e, what, notFound) {
   const extra = { status: code }
   const withCode = (c, m) => Object.assign(codedError(c, m), extra)
   if (code === grpc.status.CANCELLED) return withCode('Aborted', `${what}: aborted`)
-  if (code === grpc.status.UNAVAILABLE || code === grpc.status.DEADLINE_EXCEEDED) return withCode('Unavailable', `${what}: ${e.details || e.message}`)
-  if (notFound && (code === grpc.status.NOT_FOUND || code === grpc.status.INVALID_ARGUMENT || code === grpc.status.UNAVAILABLE)) return withCode('ModelNotFound', `${what}: ${notFound}: ${e.details}`)
+  if (code === grpc.status.UNAVAILABLE || code === grpc.status.DEADLINE_EXCEEDED) {
+    return withCode('Unavailable', `${what}: ${e.details || e.message}`)
+  }
+  const { NOT_FOUND, INVALID_ARGUMENT, UNAVAILABLE } = grpc.status
+  if (notFound && (code === NOT_FOUND || code === INVALID_ARGUMENT || code === UNAVAILABLE)) {
+    return withCode('ModelNotFound', `${what}: ${notFound}: ${e.details}`)
+  }
   return withCode('RemoteError', `${what}: the server answered ${grpc.status[code] ?? code}: ${e.details || e.message}`)
 }
 
@@ -112,16 +125,17 @@ function clientTransport(target, { name, version, headers, timeoutMs }) {
     async ready(o, what) {
       return (await call('ModelReady', { name, version: v }, o, what)).ready
     },
-    async infer(torch, inputs, tensors, outputs, o, what) {
+    async infer(inputs, tensors, outputs, o, what) {
       const request = {
         model_name: name,
         model_version: v,
         inputs: tensors.map((t, i) => ({ name: inputs[i].name, datatype: P.DATATYPE[t.dtype], shape: t.shape })),
         outputs: outputs.map((s) => ({ name: s.name })),
-        raw_input_contents: tensors.map((t) => Buffer.from(P.tensorBytes(t.device === 'cpu' ? t.contiguous() : t.cpu().contiguous()))),
+        raw_input_contents: tensors.map((t) =>
+          Buffer.from(P.tensorBytes(t.device === 'cpu' ? t.contiguous() : t.cpu().contiguous()))),
       }
       const reply = await call('ModelInfer', request, o, what)
-      return readTensors(torch, reply.outputs, reply.raw_output_contents ?? [], 'outputs', Number.MAX_SAFE_INTEGER)
+      return readTensors(reply.outputs, reply.raw_output_contents ?? [], 'outputs', Number.MAX_SAFE_INTEGER)
     },
     close() {
       client.close()
@@ -130,49 +144,58 @@ function clientTransport(target, { name, version, headers, timeoutMs }) {
 }
 
 /** Starts a gRPC server for `handler` (router()'s) on host:port; resolves to {port, close()}. */
-async function serveGrpc(torch, handler, { host, port, maxBodyBytes }) {
+async function serveGrpc(handler, { host, port, maxBodyBytes }) {
   const { grpc, Service } = grpcService()
   const server = new grpc.Server({ 'grpc.max_receive_message_length': maxBodyBytes })
   const fail = (cb) => (e) => {
     const status = e instanceof P.ProtocolError
-      ? (e.status === 404 ? grpc.status.NOT_FOUND : e.status === 503 ? grpc.status.UNAVAILABLE : e.status >= 500 ? grpc.status.INTERNAL : grpc.status.INVALID_ARGUMENT)
+      ? (e.status === 404 ? grpc.status.NOT_FOUND
+        : e.status === 503 ? grpc.status.UNAVAILABLE
+          : e.status >= 500 ? grpc.status.INTERNAL : grpc.status.INVALID_ARGUMENT)
       : e?.code === 'QueueFull' ? grpc.status.RESOURCE_EXHAUSTED
-        : ['InvalidArg', 'ShapeMismatch', 'DTypeMismatch'].includes(e?.code) ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL
+        : ['InvalidArg', 'ShapeMismatch',
+          'DTypeMismatch'].includes(e?.code) ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL
     cb({ code: status, details: String(e?.message ?? e) })
   }
   const model = async (name, version) => {
     const m = await handler.lookup(name)
-    if (version && version !== m.version) throw new P.ProtocolError(`model '${name}' has no version '${version}'; it has ${m.version}`, 404)
+    if (version && version !== m.version) {
+      throw new P.ProtocolError(`model '${name}' has no version '${version}'; it has ${m.version}`, 404)
+    }
     return m
   }
   const unary = (body) => (call, cb) => { body(call.request).then((r) => cb(null, r), fail(cb)) }
   server.addService(Service.service, {
     ServerLive: unary(async () => ({ live: true })),
     ServerReady: unary(async () => ({ ready: true })),
-    ServerMetadata: unary(async () => ({ name: 'torch-node', version: require('../../package.json').version, extensions: ['model_configuration'] })),
+    ServerMetadata: unary(async () => ({ name: 'torch-node', version: require('../../package.json').version,
+      extensions: ['model_configuration'] })),
     ModelReady: unary(async (r) => ({ ready: Boolean(await model(r.name, r.version)) })),
     ModelMetadata: unary(async (r) => {
       const m = await model(r.name, r.version)
-      return { name: m.name, versions: [m.version], platform: m.metadata.platform, inputs: m.metadata.inputs, outputs: m.metadata.outputs }
+      return { name: m.name, versions: [m.version], platform: m.metadata.platform, inputs: m.metadata.inputs,
+        outputs: m.metadata.outputs }
     }),
     ModelConfig: unary(async (r) => ({ config: (await model(r.name, r.version)).config })),
     ModelInfer: unary(async (r) => {
       const m = await model(r.model_name, r.model_version)
-      const given = readTensors(torch, r.inputs, r.raw_input_contents, 'inputs', maxBodyBytes)
+      const given = readTensors(r.inputs, r.raw_input_contents, 'inputs', maxBodyBytes)
       const outputs = await handler.run(m, given, r.outputs.map((o) => ({ name: o.name })))
       return {
         model_name: m.name,
         model_version: m.version,
         id: r.id,
         outputs: outputs.map(({ name, tensor }) => ({ name, datatype: P.DATATYPE[tensor.dtype], shape: tensor.shape })),
-        raw_output_contents: outputs.map(({ tensor }) => Buffer.from(P.tensorBytes((tensor.device === 'cpu' ? tensor : tensor.cpu()).contiguous()))),
+        raw_output_contents: outputs.map(({ tensor }) =>
+          Buffer.from(P.tensorBytes((tensor.device === 'cpu' ? tensor : tensor.cpu()).contiguous()))),
       }
     }),
   })
   const bound = await new Promise((resolve, reject) => {
     server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p)))
   })
-  return { port: bound, close: () => new Promise((resolve) => server.tryShutdown(() => resolve())) }
+  return { port: bound,
+    close: () => new Promise((/** @type {(v?: void) => void} */ resolve) => server.tryShutdown(() => resolve())) }
 }
 
 module.exports = { clientTransport, serveGrpc }
