@@ -247,6 +247,6 @@ exported.vision = { ...require('./lib/vision'), loadOps }
 const { ragged, padSequence } = require('./lib/ragged')
 Object.assign(exported, { ragged, padSequence }, require('./lib/batcher'))
 // torch.text.SentenceEncoder (lib/text/): Tokenizer, the module classes and the Batcher composed.
-Object.assign(exported.text, require('./lib/text/sentence-encoder')(exported))
+exported.text.SentenceEncoder = require('./lib/text/sentence-encoder').SentenceEncoder
 Object.assign(exported, require('./lib/oip'))
 module.exports = exported

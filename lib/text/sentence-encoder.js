@@ -15,29 +15,44 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { codedError, describe } = require('../errors')
+const torch = require('../torch')
 const opt = require('../options')
+
+/** @typedef {import('../../index').Tensor} Tensor */
+/** @typedef {import('../../index').TextModelManifest} Manifest */
+/** @typedef {{ids: ArrayLike<number>, typeIds: ArrayLike<number>}} Encoded */
+/**
+ * @typedef {{maxBatchSize: number, maxDelayMs: number, maxQueue: number, buckets: number[],
+ *   dtype?: string, signal?: AbortSignal}} LoadOptions
+ */
+/** @typedef {{normalize?: boolean, signal?: AbortSignal, timeoutMs?: number}} EncodeOptions */
 
 const FORMAT = 'torch-node/text-model'
 const FORMAT_VERSION = 1
 // maxDelayMs 0: the Batcher still collects the requests that arrive while a batch runs (it
 // never runs more than `concurrency` at once), so batches grow with the load without a fixed wait.
 const DEFAULTS = { maxBatchSize: 32, maxDelayMs: 0, maxQueue: 1024 }
+// One short text is tokenized on the JS thread (a hop to the executor costs more than that).
+const SYNC_TOKENIZE_CHARS = 4096
 
-const signal = opt.instance(AbortSignal, 'an AbortSignal')
+const signalOption = opt.instance(AbortSignal, 'an AbortSignal')
 const LOAD_OPTIONS = opt.bag({
   dtype: opt.oneOf(['float32', 'bfloat16', 'float16']),
   maxBatchSize: opt.integer({ min: 1 }),
   maxDelayMs: opt.number({ min: 0, expected: 'a number of milliseconds ≥ 0' }),
-  maxQueue: opt.either([opt.integer({ min: 1 }), opt.check((v) => v === Infinity, 'Infinity')], 'a positive integer or Infinity'),
-  buckets: opt.check((v) => Array.isArray(v) && v.length > 0 && v.every((b, i) => Number.isInteger(b) && b > 0 && (i === 0 || b > v[i - 1])),
-    'an increasing array of positive lengths'),
-  signal,
+  maxQueue: opt.either([opt.integer({ min: 1 }), opt.check((v) => v === Infinity, 'Infinity')],
+    'a positive integer or Infinity'),
+  buckets: opt.check((v) => Array.isArray(v) && v.length > 0 &&
+    v.every((b, i) => Number.isInteger(b) && b > 0 && (i === 0 || b > v[i - 1])),
+  'an increasing array of positive lengths'),
+  signal: signalOption,
 })
 const ENCODE_OPTIONS = opt.bag({
   normalize: opt.boolean,
-  signal,
+  signal: signalOption,
   timeoutMs: opt.number({ min: 0, infinite: true, expected: 'a number of milliseconds ≥ 0' }),
 })
+const LOAD = Symbol('SentenceEncoder.load')
 
 /**
  * Padded lengths that share batches: 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, ... (steps of
@@ -54,289 +69,74 @@ function defaultBuckets(max) {
   return [...new Set(buckets)].sort((a, b) => a - b)
 }
 
-module.exports = function sentenceEncoder(/** @type {any} */ torch) {
-  const { Tensor } = torch
+/** @param {string} message @param {Function} [caller] */
+const invalid = (message, caller) => codedError('InvalidArg', message, caller)
 
+/**
+ * manifest.json of `folder`, checked to be a sentence encoder this version reads.
+ * @param {string} folder @param {Function} caller @returns {Manifest}
+ */
+function readManifest(folder, caller) {
+  const file = path.join(folder, 'manifest.json')
+  let manifest
+  try {
+    manifest = JSON.parse(fs.readFileSync(file, 'utf8'))
+  } catch (e) {
+    const why = /** @type {any} */ (e).code === 'ENOENT'
+      ? 'no manifest.json (a folder written by `npx torch-node export`?)'
+      : /** @type {Error} */ (e).message
+    throw codedError('ModelLoadError', `SentenceEncoder.load: ${folder}: ${why}`, caller)
+  }
   /** @param {string} message */
-  const invalid = (message, /** @type {Function} */ caller) => codedError('InvalidArg', message, caller)
-
-  /** manifest.json of `folder`, checked to be a sentence encoder this version reads. */
-  function readManifest(folder, caller) {
-    const file = path.join(folder, 'manifest.json')
-    let manifest
-    try {
-      manifest = JSON.parse(fs.readFileSync(file, 'utf8'))
-    } catch (e) {
-      const why = /** @type {any} */ (e).code === 'ENOENT' ? 'no manifest.json (a folder written by `npx torch-node export`?)' : /** @type {Error} */ (e).message
-      throw codedError('ModelLoadError', `SentenceEncoder.load: ${folder}: ${why}`, caller)
-    }
-    const bad = (message) => codedError('ModelLoadError', `SentenceEncoder.load: ${file}: ${message}`, caller)
-    if (manifest?.format !== FORMAT || manifest.kind !== 'sentence-encoder') {
-      throw bad(`not a sentence-encoder manifest (format '${manifest?.format}', kind '${manifest?.kind}')`)
-    }
-    if (manifest.formatVersion > FORMAT_VERSION) {
-      throw bad(`format version ${manifest.formatVersion} is newer than this torch-node reads (${FORMAT_VERSION}); update torch-node`)
-    }
-    const names = Array.isArray(manifest.inputs) ? manifest.inputs.map((i) => i?.name) : []
-    if (names[0] !== 'input_ids' || names[1] !== 'attention_mask' || !names.slice(2).every((n) => n === 'token_type_ids') || names.length > 3) {
-      throw bad(`inputs [${names}]: expected input_ids, attention_mask and optionally token_type_ids`)
-    }
-    if (!manifest.poolingInProgram) throw bad('the program returns token states (poolingInProgram false); re-export with this torch-node')
-    for (const key of ['maxSequenceLength', 'padTokenId']) {
-      if (!Number.isInteger(manifest[key]) || manifest[key] < 0) throw bad(`${key}: expected an integer, got ${describe(manifest[key])}`)
-    }
-    if (!Number.isInteger(manifest.output?.dim)) throw bad('output.dim: expected an integer')
-    if (!['pt2', 'torchscript'].includes(manifest.programFormat)) throw bad(`programFormat '${manifest.programFormat}': expected pt2 or torchscript`)
-    return manifest
+  const bad = (message) => codedError('ModelLoadError', `SentenceEncoder.load: ${file}: ${message}`, caller)
+  if (manifest?.format !== FORMAT || manifest.kind !== 'sentence-encoder') {
+    throw bad(`not a sentence-encoder manifest (format '${manifest?.format}', kind '${manifest?.kind}')`)
   }
-
-  /** The Batcher and encoder options: load's, with their defaults. */
-  function readLoadOptions(options, manifest, caller) {
-    const o = { ...DEFAULTS, ...opt.read(options, LOAD_OPTIONS, 'SentenceEncoder.load: options', caller) }
-    if (o.dtype !== undefined && o.dtype !== manifest.dtype && !(manifest.programFormat === 'torchscript' && o.dtype === 'bfloat16')) {
-      throw invalid(`SentenceEncoder.load: options.dtype: this folder was exported in ${manifest.dtype}; ` +
-        `export again with --dtype ${o.dtype} (got '${o.dtype}')`, caller)
-    }
-    const most = manifest.dynamicShapes?.batch?.[1]
-    if (Number.isInteger(most) && o.maxBatchSize > most) {
-      throw invalid(`SentenceEncoder.load: options.maxBatchSize: this program takes batches of at most ${most} (export --max-batch), got ${o.maxBatchSize}`, caller)
-    }
-    o.buckets ??= defaultBuckets(manifest.maxSequenceLength)
-    return o
+  if (manifest.formatVersion > FORMAT_VERSION) {
+    throw bad(`format version ${manifest.formatVersion} is newer than this torch-node reads (${FORMAT_VERSION}); ` +
+      'update torch-node')
   }
-
-  /**
-   * Sentence embeddings from a folder written by `npx torch-node export`. Made with
-   * `await SentenceEncoder.load(folder, options)`.
-   */
-  class SentenceEncoder {
-    #manifest
-    #program
-    #tokenizer
-    #batcher
-    #maxBatchSize
-    #buckets
-    #direct = 0 // requests run without the Batcher, now
-    #disposed = false
-
-    /** @private Use `SentenceEncoder.load`. */
-    constructor(token, manifest, program, tokenizer, options) {
-      if (token !== LOAD) throw invalid('new SentenceEncoder(): use await torch.text.SentenceEncoder.load(folder)', SentenceEncoder)
-      this.#manifest = manifest
-      this.#program = program
-      this.#tokenizer = tokenizer
-      this.#maxBatchSize = options.maxBatchSize
-      this.#buckets = options.buckets
-      this.#batcher = new torch.Batcher(program, {
-        maxBatchSize: options.maxBatchSize,
-        maxDelayMs: options.maxDelayMs,
-        maxQueue: options.maxQueue,
-        // input_ids padded with the pad token, attention_mask and token_type_ids with 0
-        padValue: manifest.inputs.map((_, i) => (i === 0 ? manifest.padTokenId : 0)),
-        buckets: options.buckets,
-        unpad: false, // the output [rows, dim] has no sequence dim to cut (dim may equal a length)
-      })
-    }
-
-    /**
-     * Reads `folder`'s manifest.json, loads its program (model.pt2 with torch.AOTModule, or the
-     * TorchScript fallback with torch.ScriptModule) and its tokenizer.json.
-     * Options: maxBatchSize (32), maxDelayMs (0), maxQueue (1024), buckets, dtype, signal.
-     * @param {string} folder
-     * @param {object} [options]
-     */
-    static async load(folder, options) {
-      if (typeof folder !== 'string') throw invalid(`SentenceEncoder.load: folder: expected a path, got ${describe(folder)}`, SentenceEncoder.load)
-      const manifest = readManifest(folder, SentenceEncoder.load)
-      const o = readLoadOptions(options, manifest, SentenceEncoder.load)
-      const Tokenizer = torch.text?.Tokenizer
-      if (typeof Tokenizer?.fromFile !== 'function') throw codedError('Unsupported', 'SentenceEncoder.load: this build has no torch.text.Tokenizer', SentenceEncoder.load)
-      const tokenizer = Tokenizer.fromFile(path.join(folder, manifest.tokenizer || 'tokenizer.json'))
-      const file = path.join(folder, manifest.program)
-      const signal = o.signal === undefined ? {} : { signal: o.signal }
-      const program = manifest.programFormat === 'pt2'
-        ? await torch.AOTModule.load(file, signal)
-        : await torch.ScriptModule.load(file, { ...signal, ...(o.dtype === 'bfloat16' && manifest.dtype !== 'bfloat16' && { dtype: 'bfloat16' }) })
-      return new SentenceEncoder(LOAD, manifest, program, tokenizer, o)
-    }
-
-    /** The embedding's size (384 for MiniLM). */
-    get dim() {
-      return this.#manifest.output.dim
-    }
-
-    /** The most tokens of a text the model sees (special tokens included); longer texts are cut. */
-    get maxSequenceLength() {
-      return this.#manifest.maxSequenceLength
-    }
-
-    /** Whether `encode` L2-normalizes by default (sentence-transformers' Normalize module). */
-    get normalize() {
-      return this.#manifest.normalize
-    }
-
-    /** manifest.json as read (a copy). */
-    get manifest() {
-      return structuredClone(this.#manifest)
-    }
-
-    /** The torch.text.Tokenizer it encodes with. */
-    get tokenizer() {
-      return this.#tokenizer
-    }
-
-    /** True once `dispose()` was called. */
-    get isDisposed() {
-      return this.#disposed
-    }
-
-    /** The Batcher's counts (requests are chunks of up to maxBatchSize texts of one bucket). */
-    stats() {
-      return this.#batcher.stats()
-    }
-
-    /**
-     * Embeds `input` (a string or an array of strings): a float32 Tensor `[n, dim]` (n = 1 for a
-     * string). Options: normalize (default: the manifest's), signal, timeoutMs (most time a
-     * request may wait in the queue). Errors: InvalidArg, Disposed, QueueFull, Aborted, Timeout.
-     * @param {string | string[]} input
-     * @param {{normalize?: boolean, signal?: AbortSignal, timeoutMs?: number}} [options]
-     */
-    async encode(input, options) {
-      const caller = this.encode
-      if (this.#disposed) throw codedError('Disposed', 'SentenceEncoder.encode: the encoder was disposed', caller)
-      const texts = typeof input === 'string' ? [input] : input
-      if (!Array.isArray(texts)) throw invalid(`SentenceEncoder.encode: expected a string or an array of strings, got ${describe(input)}`, caller)
-      texts.forEach((t, i) => {
-        if (typeof t !== 'string') throw invalid(`SentenceEncoder.encode: texts[${i}]: expected a string, got ${describe(t)}`, caller)
-      })
-      const o = opt.read(options, ENCODE_OPTIONS, 'SentenceEncoder.encode: options', caller)
-      const normalize = o.normalize ?? this.#manifest.normalize
-      if (o.signal?.aborted) throw codedError('Aborted', 'SentenceEncoder.encode: the signal was aborted', caller)
-      const dim = this.dim
-      const out = new Float32Array(texts.length * dim)
-      if (texts.length > 0) {
-        const ids = await this.#tokenize(texts, o.signal)
-        await this.#embed(ids, out, o)
-        if (normalize) normalizeRows(out, dim)
-      }
-      return torch.fromBuffer(out, [texts.length, dim])
-    }
-
-    /** Each text's token ids (and type ids), truncated as sentence-transformers does. */
-    async #tokenize(texts, signal) {
-      const options = { truncation: true, maxLength: this.#manifest.maxSequenceLength }
-      // One short text: on this thread (a hop to the executor costs more than encoding it).
-      let encodings
-      try {
-        encodings = texts.length === 1 && texts[0].length <= 4096
-          ? [this.#tokenizer.encode(texts[0], options)]
-          : await this.#tokenizer.encodeBatch(texts, signal === undefined ? options : { ...options, signal })
-      } catch (e) {
-        // The tokenizer's own words ("texts[1]: a lone surrogate ..."), said by this call.
-        if (e instanceof Error && !e.message.startsWith('SentenceEncoder')) e.message = `SentenceEncoder.encode: ${e.message}`
-        throw e
-      }
-      if (this.#disposed) throw codedError('Disposed', 'SentenceEncoder.encode: the encoder was disposed')
-      return encodings.map((e) => ({ ids: e.ids, typeIds: e.typeIds }))
-    }
-
-    /** Runs the texts' requests (by bucket, maxBatchSize each) and writes each row into `out`. */
-    async #embed(encodings, out, o) {
-      const bucketOf = (length) => {
-        const b = this.#buckets.findIndex((x) => length <= x)
-        return b === -1 ? this.#buckets.length : b
-      }
-      const byBucket = new Map()
-      encodings.forEach((e, i) => {
-        const b = bucketOf(e.ids.length)
-        if (!byBucket.has(b)) byBucket.set(b, [])
-        byBucket.get(b).push(i)
-      })
-      const chunks = []
-      for (const rows of byBucket.values()) {
-        for (let at = 0; at < rows.length; at += this.#maxBatchSize) chunks.push(rows.slice(at, at + this.#maxBatchSize))
-      }
-      if (o.signal?.aborted) throw codedError('Aborted', 'SentenceEncoder.encode: the signal was aborted')
-      // One failure (QueueFull, a timeout) drops the call's other queued requests at once.
-      const controller = new AbortController()
-      const onAbort = () => controller.abort()
-      o.signal?.addEventListener('abort', onAbort, { once: true })
-      try {
-        const results = await Promise.allSettled(chunks.map((rows) => this.#run(rows.map((i) => encodings[i]), controller.signal, o.timeoutMs)
-          .then((embeddings) => {
-            embeddings.forEach((row, k) => out.set(row, rows[k] * this.dim))
-          }, (e) => {
-            controller.abort()
-            throw e
-          })))
-        const failed = results.filter((r) => r.status === 'rejected').map((r) => /** @type {PromiseRejectedResult} */ (r).reason)
-        if (failed.length > 0) {
-          // The user's abort, else the first cause (not the Aborted it made of its siblings).
-          throw (o.signal?.aborted && failed.find((e) => e?.code === 'Aborted')) || failed.find((e) => e?.code !== 'Aborted') || failed[0]
-        }
-      } finally {
-        o.signal?.removeEventListener('abort', onAbort)
-      }
-    }
-
-    /** One request: `encodings` padded to their longest, run; each row's embedding. */
-    async #run(encodings, signal, timeoutMs) {
-      const rows = encodings.length
-      const length = Math.max(...encodings.map((e) => e.ids.length))
-      const count = this.#manifest.inputs.length
-      const data = Array.from({ length: count }, (_, i) => new BigInt64Array(rows * length).fill(BigInt(i === 0 ? this.#manifest.padTokenId : 0)))
-      encodings.forEach((e, r) => {
-        const base = r * length
-        for (let t = 0; t < e.ids.length; t++) {
-          data[0][base + t] = BigInt(e.ids[t])
-          data[1][base + t] = 1n
-          if (count > 2) data[2][base + t] = BigInt(e.typeIds[t])
-        }
-      })
-      const inputs = data.map((d) => torch.fromBuffer(d, [rows, length]))
-      let output
-      try {
-        const { queued, inFlight } = this.#batcher.stats()
-        if (queued === 0 && inFlight === 0 && this.#direct === 0) {
-          this.#direct++
-          try {
-            output = await this.#program.forward(...inputs, { signal })
-          } finally {
-            this.#direct--
-          }
-        } else {
-          output = await this.#batcher.run(...inputs, timeoutMs === undefined ? { signal } : { signal, timeoutMs })
-        }
-      } finally {
-        for (const t of inputs) t.dispose()
-      }
-      if (!(output instanceof Tensor) || output.ndim !== 2 || output.shape[0] !== rows || output.shape[1] !== this.dim) {
-        const shape = output instanceof Tensor ? `[${output.shape}]` : describe(output)
-        output?.dispose?.()
-        throw codedError('ShapeMismatch', `SentenceEncoder.encode: the program returned ${shape}, expected [${rows}, ${this.dim}] (manifest output.dim)`)
-      }
-      const flat = output.dtype === 'float32' ? output : output.to('float32')
-      const values = flat.toTypedArray() // a copy, in row-major order
-      if (flat !== output) flat.dispose()
-      output.dispose()
-      return Array.from({ length: rows }, (_, r) => values.subarray(r * this.dim, (r + 1) * this.dim))
-    }
-
-    /** Closes the Batcher (queued requests reject with `Closed`) and frees the program. */
-    dispose() {
-      if (this.#disposed) return
-      this.#disposed = true
-      this.#batcher.close()
-      this.#program.dispose()
+  const names = Array.isArray(manifest.inputs) ? manifest.inputs.map((/** @type {any} */ i) => i?.name) : []
+  if (names[0] !== 'input_ids' || names[1] !== 'attention_mask' || names.length > 3 ||
+    !names.slice(2).every((/** @type {string} */ n) => n === 'token_type_ids')) {
+    throw bad(`inputs [${names}]: expected input_ids, attention_mask and optionally token_type_ids`)
+  }
+  if (!manifest.poolingInProgram) throw bad('the program returns token states (poolingInProgram false)')
+  for (const key of ['maxSequenceLength', 'padTokenId']) {
+    if (!Number.isInteger(manifest[key]) || manifest[key] < 0) {
+      throw bad(`${key}: expected an integer, got ${describe(manifest[key])}`)
     }
   }
-  SentenceEncoder.prototype[Symbol.dispose] = SentenceEncoder.prototype.dispose
-
-  return { SentenceEncoder }
+  if (!Number.isInteger(manifest.output?.dim)) throw bad('output.dim: expected an integer')
+  if (!['pt2', 'torchscript'].includes(manifest.programFormat)) {
+    throw bad(`programFormat '${manifest.programFormat}': expected pt2 or torchscript`)
+  }
+  return manifest
 }
 
-/** Divides each row of `out` by its L2 norm (at least 1e-12), as torch.nn.functional.normalize. */
+/**
+ * load's options with their defaults.
+ * @param {unknown} options @param {Manifest} manifest @param {Function} caller @returns {LoadOptions}
+ */
+function readLoadOptions(options, manifest, caller) {
+  const o = { ...DEFAULTS, ...opt.read(options, LOAD_OPTIONS, 'SentenceEncoder.load: options', caller) }
+  const bf16Script = manifest.programFormat === 'torchscript' && o.dtype === 'bfloat16'
+  if (o.dtype !== undefined && o.dtype !== manifest.dtype && !bf16Script) {
+    throw invalid(`SentenceEncoder.load: options.dtype: this folder was exported in ${manifest.dtype}; ` +
+      `export again with --dtype ${o.dtype} (got '${o.dtype}')`, caller)
+  }
+  const most = manifest.dynamicShapes?.batch?.[1]
+  if (Number.isInteger(most) && o.maxBatchSize > /** @type {number} */ (most)) {
+    throw invalid(`SentenceEncoder.load: options.maxBatchSize: this program takes batches of at most ${most} ` +
+      `(export --max-batch), got ${o.maxBatchSize}`, caller)
+  }
+  return { ...o, buckets: o.buckets ?? defaultBuckets(manifest.maxSequenceLength) }
+}
+
+/**
+ * Divides each row of `out` by its L2 norm (at least 1e-12), as torch.nn.functional.normalize.
+ * @param {Float32Array} out @param {number} dim
+ */
 function normalizeRows(out, dim) {
   for (let base = 0; base < out.length; base += dim) {
     let sum = 0
@@ -346,5 +146,266 @@ function normalizeRows(out, dim) {
   }
 }
 
-const LOAD = Symbol('SentenceEncoder.load')
-module.exports.defaultBuckets = defaultBuckets
+/**
+ * Sentence embeddings from a folder written by `npx torch-node export`. Made with
+ * `await SentenceEncoder.load(folder, options)`.
+ */
+class SentenceEncoder {
+  /** @type {Manifest} */ #manifest
+  /** @type {any} an AOTModule or a ScriptModule */ #program
+  /** @type {any} a torch.text.Tokenizer */ #tokenizer
+  /** @type {import('../../index').Batcher} */ #batcher
+  /** @type {number} */ #maxBatchSize
+  /** @type {number[]} */ #buckets
+  #direct = 0 // requests run without the Batcher, now
+  #disposed = false
+
+  /**
+   * Use `SentenceEncoder.load`.
+   * @param {symbol} token @param {Manifest} manifest @param {any} program @param {any} tokenizer
+   * @param {LoadOptions} options
+   */
+  constructor(token, manifest, program, tokenizer, options) {
+    if (token !== LOAD) {
+      throw invalid('new SentenceEncoder(): use await torch.text.SentenceEncoder.load(folder)', SentenceEncoder)
+    }
+    this.#manifest = manifest
+    this.#program = program
+    this.#tokenizer = tokenizer
+    this.#maxBatchSize = options.maxBatchSize
+    this.#buckets = options.buckets
+    this.#batcher = new (torch().Batcher)(program, {
+      maxBatchSize: options.maxBatchSize,
+      maxDelayMs: options.maxDelayMs,
+      maxQueue: options.maxQueue,
+      // input_ids padded with the pad token, attention_mask and token_type_ids with 0
+      padValue: manifest.inputs.map((_, i) => (i === 0 ? manifest.padTokenId : 0)),
+      buckets: options.buckets,
+      unpad: false, // the output [rows, dim] has no sequence dim to cut (dim may equal a length)
+    })
+  }
+
+  /**
+   * Reads `folder`'s manifest.json, loads its program (model.pt2 with torch.AOTModule, or the
+   * TorchScript fallback with torch.ScriptModule) and its tokenizer.json.
+   * Options: maxBatchSize (32), maxDelayMs (0), maxQueue (1024), buckets, dtype, signal.
+   * @param {string} folder @param {object} [options]
+   */
+  static async load(folder, options) {
+    const caller = SentenceEncoder.load
+    if (typeof folder !== 'string') {
+      throw invalid(`SentenceEncoder.load: folder: expected a path, got ${describe(folder)}`, caller)
+    }
+    const manifest = readManifest(folder, caller)
+    const o = readLoadOptions(options, manifest, caller)
+    const { text, AOTModule, ScriptModule } = torch()
+    // (any: index.d.ts's generated part does not declare text.Tokenizer yet)
+    const { Tokenizer } = /** @type {any} */ (text)
+    const tokenizer = Tokenizer.fromFile(path.join(folder, manifest.tokenizer || 'tokenizer.json'))
+    const file = path.join(folder, manifest.program)
+    const signal = o.signal === undefined ? {} : { signal: o.signal }
+    // A TorchScript folder may be run in bf16 (ScriptModule's own dtype option); a .pt2 may not.
+    const bf16 = o.dtype === 'bfloat16' && manifest.dtype !== 'bfloat16'
+      ? { dtype: /** @type {const} */ ('bfloat16') }
+      : {}
+    const program = manifest.programFormat === 'pt2'
+      ? await AOTModule.load(file, signal)
+      : await ScriptModule.load(file, { ...signal, ...bf16 })
+    return new SentenceEncoder(LOAD, manifest, program, tokenizer, o)
+  }
+
+  /** The embedding's size (384 for MiniLM). */
+  get dim() {
+    return this.#manifest.output.dim
+  }
+
+  /** The most tokens of a text the model sees (special tokens included); longer texts are cut. */
+  get maxSequenceLength() {
+    return this.#manifest.maxSequenceLength
+  }
+
+  /** Whether `encode` L2-normalizes by default (sentence-transformers' Normalize module). */
+  get normalize() {
+    return this.#manifest.normalize
+  }
+
+  /** manifest.json as read (a copy). */
+  get manifest() {
+    return structuredClone(this.#manifest)
+  }
+
+  /** The torch.text.Tokenizer it encodes with. */
+  get tokenizer() {
+    return this.#tokenizer
+  }
+
+  /** True once `dispose()` was called. */
+  get isDisposed() {
+    return this.#disposed
+  }
+
+  /** The Batcher's counts (requests are chunks of up to maxBatchSize texts of one bucket). */
+  stats() {
+    return this.#batcher.stats()
+  }
+
+  /**
+   * Embeds `input` (a string or an array of strings): a float32 Tensor `[n, dim]` (n = 1 for a
+   * string). Options: normalize (default: the manifest's), signal, timeoutMs (most time a
+   * request may wait in the queue). Errors: InvalidArg, Disposed, QueueFull, Aborted, Timeout.
+   * @param {string | string[]} input @param {EncodeOptions} [options] @returns {Promise<Tensor>}
+   */
+  async encode(input, options) {
+    const caller = this.encode
+    if (this.#disposed) throw codedError('Disposed', 'SentenceEncoder.encode: the encoder was disposed', caller)
+    const texts = typeof input === 'string' ? [input] : input
+    if (!Array.isArray(texts)) {
+      throw invalid(`SentenceEncoder.encode: expected a string or an array of strings, got ${describe(input)}`, caller)
+    }
+    texts.forEach((t, i) => {
+      if (typeof t !== 'string') {
+        throw invalid(`SentenceEncoder.encode: texts[${i}]: expected a string, got ${describe(t)}`, caller)
+      }
+    })
+    /** @type {EncodeOptions} */
+    const o = opt.read(options, ENCODE_OPTIONS, 'SentenceEncoder.encode: options', caller)
+    const normalize = o.normalize ?? this.#manifest.normalize
+    if (o.signal?.aborted) throw codedError('Aborted', 'SentenceEncoder.encode: the signal was aborted', caller)
+    const dim = this.dim
+    const out = new Float32Array(texts.length * dim)
+    if (texts.length > 0) {
+      const encodings = await this.#tokenize(texts, o.signal)
+      await this.#embed(encodings, out, o)
+      if (normalize) normalizeRows(out, dim)
+    }
+    return torch().fromBuffer(out, [texts.length, dim])
+  }
+
+  /**
+   * Each text's token ids (and type ids), truncated as sentence-transformers does.
+   * @param {string[]} texts @param {AbortSignal | undefined} signal @returns {Promise<Encoded[]>}
+   */
+  async #tokenize(texts, signal) {
+    const options = { truncation: true, maxLength: this.#manifest.maxSequenceLength }
+    /** @type {Encoded[]} */
+    let encodings
+    try {
+      encodings = texts.length === 1 && texts[0].length <= SYNC_TOKENIZE_CHARS
+        ? [this.#tokenizer.encode(texts[0], options)]
+        : await this.#tokenizer.encodeBatch(texts, signal === undefined ? options : { ...options, signal })
+    } catch (e) {
+      // The tokenizer's own words ("texts[1]: a lone surrogate ..."), said by this call.
+      if (e instanceof Error && !e.message.startsWith('SentenceEncoder')) {
+        e.message = `SentenceEncoder.encode: ${e.message}`
+      }
+      throw e
+    }
+    if (this.#disposed) throw codedError('Disposed', 'SentenceEncoder.encode: the encoder was disposed')
+    return encodings.map((e) => ({ ids: e.ids, typeIds: e.typeIds }))
+  }
+
+  /**
+   * Runs the texts' requests (by bucket, maxBatchSize each) and writes each row into `out`.
+   * @param {Encoded[]} encodings @param {Float32Array} out @param {EncodeOptions} o
+   */
+  async #embed(encodings, out, o) {
+    /** @type {Map<number, number[]>} bucket -> the texts' indices */
+    const byBucket = new Map()
+    encodings.forEach((e, i) => {
+      const found = this.#buckets.findIndex((b) => e.ids.length <= b)
+      const bucket = found === -1 ? this.#buckets.length : found
+      byBucket.set(bucket, [...(byBucket.get(bucket) ?? []), i])
+    })
+    const chunks = [...byBucket.values()].flatMap((rows) =>
+      Array.from({ length: Math.ceil(rows.length / this.#maxBatchSize) },
+        (_, k) => rows.slice(k * this.#maxBatchSize, (k + 1) * this.#maxBatchSize)))
+    if (o.signal?.aborted) throw codedError('Aborted', 'SentenceEncoder.encode: the signal was aborted')
+    // One failure (QueueFull, a timeout) drops the call's other queued requests at once.
+    const controller = new AbortController()
+    const onAbort = () => controller.abort()
+    o.signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      const results = await Promise.allSettled(chunks.map(async (rows) => {
+        try {
+          const embeddings = await this.#run(rows.map((i) => encodings[i]), controller.signal, o.timeoutMs)
+          embeddings.forEach((row, k) => out.set(row, rows[k] * this.dim))
+        } catch (e) {
+          controller.abort()
+          throw e
+        }
+      }))
+      const failed = results.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []))
+      if (failed.length > 0) {
+        // The user's abort, else the first cause (not the Aborted it made of its siblings).
+        throw (o.signal?.aborted && failed.find((e) => e?.code === 'Aborted')) ||
+          failed.find((e) => e?.code !== 'Aborted') || failed[0]
+      }
+    } finally {
+      o.signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  /**
+   * One request: `encodings` padded to their longest, run; each row's embedding.
+   * @param {Encoded[]} encodings @param {AbortSignal} signal @param {number | undefined} timeoutMs
+   * @returns {Promise<Float32Array[]>}
+   */
+  async #run(encodings, signal, timeoutMs) {
+    const { fromBuffer, Tensor } = torch()
+    const rows = encodings.length
+    const length = Math.max(...encodings.map((e) => e.ids.length))
+    const count = this.#manifest.inputs.length
+    const pad = BigInt(this.#manifest.padTokenId)
+    const data = Array.from({ length: count }, (_, i) => new BigInt64Array(rows * length).fill(i === 0 ? pad : 0n))
+    encodings.forEach((e, r) => {
+      const base = r * length
+      for (let t = 0; t < e.ids.length; t++) {
+        data[0][base + t] = BigInt(e.ids[t])
+        data[1][base + t] = 1n
+        if (count > 2) data[2][base + t] = BigInt(e.typeIds[t])
+      }
+    })
+    const inputs = data.map((d) => fromBuffer(d, [rows, length]))
+    let output
+    try {
+      const { queued, inFlight } = this.#batcher.stats()
+      if (queued === 0 && inFlight === 0 && this.#direct === 0) {
+        this.#direct++
+        try {
+          output = await this.#program.forward(...inputs, { signal })
+        } finally {
+          this.#direct--
+        }
+      } else {
+        output = await this.#batcher.run(...inputs, timeoutMs === undefined ? { signal } : { signal, timeoutMs })
+      }
+    } finally {
+      for (const t of inputs) t.dispose()
+    }
+    if (!(output instanceof Tensor) || output.ndim !== 2 || output.shape[0] !== rows || output.shape[1] !== this.dim) {
+      const shape = output instanceof Tensor ? `[${output.shape}]` : describe(output)
+      output?.dispose?.()
+      throw codedError('ShapeMismatch',
+        `SentenceEncoder.encode: the program returned ${shape}, expected [${rows}, ${this.dim}] (manifest output.dim)`)
+    }
+    const flat = output.dtype === 'float32' ? output : output.to('float32')
+    const values = /** @type {Float32Array} */ (flat.toTypedArray()) // a copy, in row-major order
+    if (flat !== output) flat.dispose()
+    output.dispose()
+    return Array.from({ length: rows }, (_, r) => values.subarray(r * this.dim, (r + 1) * this.dim))
+  }
+
+  /** Closes the Batcher (queued requests reject with `Closed`) and frees the program. */
+  dispose() {
+    if (this.#disposed) return
+    this.#disposed = true
+    this.#batcher.close()
+    this.#program.dispose()
+  }
+
+  [Symbol.dispose]() {
+    this.dispose()
+  }
+}
+
+module.exports = { SentenceEncoder, defaultBuckets }
