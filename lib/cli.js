@@ -12,7 +12,8 @@ const { parseArgs } = require('node:util')
 const { modelPath, LITE0_PREPROCESS, SAMPLE_PHOTO } = require('./bundled')
 
 const EXPORT_SCRIPT = path.join(__dirname, '..', 'python', 'export_text.py')
-const EXPORT_USAGE = `usage: torch-node export <model-dir> <out-folder> [--dtype float32|bfloat16|float16] [--format auto|pt2|torchscript] [--max-batch 1024]
+const EXPORT_USAGE = `usage: torch-node export <model-dir> <out-folder> [--dtype float32|bfloat16|float16]
+         [--format auto|pt2|torchscript] [--max-batch 1024]
 
 Turns a Hugging Face or sentence-transformers text encoder folder (BERT, MiniLM, BGE, E5, MPNet,
 ...) into a torch-node model folder for torch.text.SentenceEncoder: model.pt2 (torch.export +
@@ -39,7 +40,8 @@ const COMMANDS = ['classify', 'export']
 
 function parseOptions(argv, options) {
   try {
-    return parseArgs({ args: argv, allowPositionals: true, options: { ...options, help: { type: 'boolean', short: 'h' } } })
+    const help = { type: /** @type {const} */ ('boolean'), short: 'h' }
+    return parseArgs({ args: argv, allowPositionals: true, options: { ...options, help } })
   } catch (e) {
     throw new UsageError(e.message.split('\n')[0])
   }
@@ -47,29 +49,39 @@ function parseOptions(argv, options) {
 
 function parse(argv) {
   if (argv[0] === 'export') return parseExport(argv.slice(1))
-  const { values, positionals } = parseOptions(argv, { model: { type: 'string' }, topk: { type: 'string' }, json: { type: 'boolean' } })
+  const { values, positionals } = parseOptions(argv,
+    { model: { type: 'string' }, topk: { type: 'string' }, json: { type: 'boolean' } })
   if (values.help) return { help: true }
   const [command, ...images] = positionals
   if (command !== 'classify') {
     throw new UsageError(command === undefined ? `no command given (try: torch-node ${COMMANDS.join(' or ')})`
       : `unknown command '${command}' (try: torch-node ${COMMANDS.join(' or ')})`)
   }
-  if (values.topk !== undefined && !/^[1-9][0-9]*$/.test(values.topk)) throw new UsageError(`--topk: expected a positive integer, got '${values.topk}'`)
-  return { model: values.model, topk: values.topk === undefined ? 5 : Number(values.topk), json: Boolean(values.json), images }
+  if (values.topk !== undefined && !/^[1-9][0-9]*$/.test(values.topk)) {
+    throw new UsageError(`--topk: expected a positive integer, got '${values.topk}'`)
+  }
+  const topk = values.topk === undefined ? 5 : Number(values.topk)
+  return { model: values.model, topk, json: Boolean(values.json), images }
 }
 
 const EXPORT_CHOICES = { dtype: ['float32', 'bfloat16', 'float16'], format: ['auto', 'pt2', 'torchscript'] }
 
 function parseExport(argv) {
-  const { values, positionals } = parseOptions(argv, { dtype: { type: 'string' }, format: { type: 'string' }, 'max-batch': { type: 'string' } })
+  const { values, positionals } = parseOptions(argv,
+    { dtype: { type: 'string' }, format: { type: 'string' }, 'max-batch': { type: 'string' } })
   if (values.help) return { command: 'export', help: true }
   for (const [key, choices] of Object.entries(EXPORT_CHOICES)) {
-    if (values[key] !== undefined && !choices.includes(values[key])) throw new UsageError(`export: --${key}: expected ${choices.join(', ')}, got '${values[key]}'`)
+    if (values[key] !== undefined && !choices.includes(values[key])) {
+      throw new UsageError(`export: --${key}: expected ${choices.join(', ')}, got '${values[key]}'`)
+    }
   }
   const maxBatch = values['max-batch']
-  if (maxBatch !== undefined && !(/^[0-9]+$/.test(maxBatch) && Number(maxBatch) >= 2)) throw new UsageError(`export: --max-batch: expected an integer ≥ 2, got '${maxBatch}'`)
+  if (maxBatch !== undefined && !(/^[0-9]+$/.test(maxBatch) && Number(maxBatch) >= 2)) {
+    throw new UsageError(`export: --max-batch: expected an integer ≥ 2, got '${maxBatch}'`)
+  }
   if (positionals.length !== 2) {
-    throw new UsageError(`export: expected <model-dir> <out-folder>, got ${positionals.length === 0 ? 'neither' : positionals.length === 1 ? 'one path' : `${positionals.length} arguments`} (torch-node export --help)`)
+    const got = ['neither', 'one path'][positionals.length] ?? `${positionals.length} arguments`
+    throw new UsageError(`export: expected <model-dir> <out-folder>, got ${got} (torch-node export --help)`)
   }
   const flags = Object.entries({ dtype: values.dtype, format: values.format, 'max-batch': maxBatch })
     .flatMap(([key, value]) => (value === undefined ? [] : [`--${key}`, value]))
@@ -102,14 +114,17 @@ function runExport(args, { stdout, stderr, env }) {
     child.stdout.on('data', (chunk) => stdout.write(chunk))
     child.stderr.on('data', (chunk) => { errors = (errors + chunk).slice(-65536) })
     child.on('error', (e) => {
-      finish(2, e.code === 'ENOENT' ? `no Python at '${python}': install Python 3 with torch and transformers (pip install torch transformers), or set $PYTHON`
+      finish(2, e.code === 'ENOENT'
+        ? `no Python at '${python}': install Python 3 with torch and transformers (pip install torch transformers), ` +
+          'or set $PYTHON'
         : `cannot run '${python}': ${e.message}`)
     })
     child.on('close', (code, signal) => {
       if (code === 0) return finish(0)
       const lines = errors.split('\n').map((l) => l.trim()).filter(Boolean)
       const own = lines.filter((l) => l.startsWith('export_text.py: ')).pop()
-      const line = own ? own.slice('export_text.py: '.length) : (lines.pop() || `${python} exited with ${signal || `status ${code}`}`)
+      const line = own ? own.slice('export_text.py: '.length)
+        : (lines.pop() || `${python} exited with ${signal || `status ${code}`}`)
       // 3: torch or transformers missing, like argparse's own 2 a setup or usage problem.
       finish(code === 3 || (code === 2 && !own) ? 2 : 1, line)
     })
@@ -136,7 +151,8 @@ async function main(argv, { stdout = process.stdout, stderr = process.stderr, en
   const bundled = args.model === undefined
   const model = bundled ? modelPath() : args.model
   if (bundled && !fs.existsSync(model)) {
-    stderr.write(`torch-node: no bundled model at ${model} (run \`npm run models\` in a clone of torch-node, or pass --model m.pt)\n`)
+    stderr.write(`torch-node: no bundled model at ${model} ` +
+      '(run `npm run models` in a clone of torch-node, or pass --model m.pt)\n')
     return 2
   }
   let torch, module
@@ -153,7 +169,8 @@ async function main(argv, { stdout = process.stdout, stderr = process.stderr, en
   for (const image of images) {
     const name = args.images.length ? image : path.basename(image)
     try {
-      const [predictions] = await torch.vision.classify(module, image, { topk: args.topk, ...(bundled && { preprocess: LITE0_PREPROCESS }) })
+      const options = { topk: args.topk, ...(bundled && { preprocess: LITE0_PREPROCESS }) }
+      const [predictions] = await torch.vision.classify(module, image, options)
       results.push({ image: name, predictions })
       if (!args.json) stdout.write(`${formatPredictions(name, predictions)}\n`)
     } catch (e) {
