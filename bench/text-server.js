@@ -1,0 +1,49 @@
+'use strict'
+// A service for bench/text.js's served rows, one per process: examples/embeddings-server.js's app
+// over torch-node's SentenceEncoder, or the same Express app over transformers.js'
+// feature-extraction pipeline (one call per request, as its users write it).
+//   node bench/text-server.js torch-node MODEL_DIR [DTYPE]
+//   node bench/text-server.js transformers.js ONNX_PARENT_DIR MODEL_NAME
+// Prints {"url"} once listening; answers the parent's IPC message 'stats' with the event loop's
+// delay percentiles since the last 'stats' (perf_hooks.monitorEventLoopDelay) and its RSS.
+const { monitorEventLoopDelay } = require('node:perf_hooks')
+const { start, createApp } = require('../examples/embeddings-server')
+
+async function transformersEmbedder(dir, name) {
+  const { pipeline, env } = await import('@huggingface/transformers')
+  env.allowRemoteModels = false
+  env.localModelPath = dir
+  const extractor = await pipeline('feature-extraction', name, { dtype: 'fp32', device: 'cpu' })
+  return {
+    name,
+    dim: 384,
+    encode: async (texts) => (await extractor(texts, { pooling: 'mean', normalize: true })).data,
+    countTokens: async (texts) => texts.reduce((sum, t) => sum + extractor.tokenizer.encode(t).length, 0),
+  }
+}
+
+async function main() {
+  const [kind, dir, extra] = process.argv.slice(2)
+  let url
+  if (kind === 'torch-node') {
+    ({ url } = await start({ modelDir: dir, name: 'minilm', port: 0, ...(extra && { dtype: extra }) }))
+  } else {
+    const app = createApp(await transformersEmbedder(dir, extra))
+    const server = await new Promise((resolve) => { const s = app.listen(0, '127.0.0.1', () => resolve(s)) })
+    url = `http://127.0.0.1:${server.address().port}`
+  }
+  const lag = monitorEventLoopDelay({ resolution: 1 })
+  lag.enable()
+  process.on('message', (m) => {
+    if (m !== 'stats') return
+    process.send({ lagP99Ms: lag.percentile(99) / 1e6, lagMaxMs: lag.max / 1e6, rssMiB: process.memoryUsage().rss / 2 ** 20 })
+    lag.reset()
+  })
+  process.on('disconnect', () => process.exit(0))
+  console.log(JSON.stringify({ url }))
+}
+
+main().catch((e) => {
+  console.error(e)
+  process.exit(1)
+})
