@@ -86,14 +86,31 @@ test('Ragged (what torch.ragged returns): members = those index.d.ts declares', 
   }
 })
 
+/** Declared members of a class inside a namespace body (indented one level more). */
+function nestedMembers(body, name) {
+  const at = body.search(new RegExp(`^ {2}export class ${name}\\b`, 'm'))
+  const classBody = body.slice(at, body.indexOf('\n  }\n', at))
+  const instance = new Set()
+  const statics = new Set()
+  for (const m of classBody.matchAll(/^ {4}(?:private )?(static )?(?:readonly )?(?:get |set )?(\w+)\??[<(:]/gm)) {
+    if (m[2] !== 'constructor') (m[1] ? statics : instance).add(m[2])
+  }
+  const symbols = [...classBody.matchAll(/^ {4}\[Symbol\.(\w+)\]/gm)].map((m) => m[1])
+  return { instance: sorted(instance), statics: sorted(statics), symbols: sorted(symbols) }
+}
+
 for (const name of declared('namespace')) {
-  test(`the ${name} namespace: the functions and constants declared are the ones there`, () => {
+  test(`the ${name} namespace: the functions, classes and constants declared are the ones there`, () => {
     const [body] = bodies(name)
-    const names = [...body.matchAll(/^ {2}export (?:function|const) (\w+)/gm)].map((m) => m[1])
+    const names = [...body.matchAll(/^ {2}export (?:function|const|class) (\w+)/gm)].map((m) => m[1])
     assert.deepEqual(sorted(new Set(names)), Object.keys(torch[name]).sort())
     for (const n of names) {
-      const kind = new RegExp(`^ {2}export function ${n}\\b`, 'm').test(body) ? 'function' : 'object'
+      const kind = new RegExp(`^ {2}export (?:function|class) ${n}\\b`, 'm').test(body) ? 'function' : 'object'
       assert.equal(typeof torch[name][n], kind, `${name}.${n}`)
+      if (new RegExp(`^ {2}export class ${n}\\b`, 'm').test(body)) {
+        const Class = torch[name][n]
+        assert.deepEqual(nestedMembers(body, n), runtimeMembers(Class.prototype, { statics: Class }), `${name}.${n}'s members`)
+      }
     }
   })
 }
