@@ -214,7 +214,7 @@ wrapPrototype(native.Tokenizer, Tokenizer)
 Tokenizer.fromFile = wrap(native.Tokenizer.fromFile, 'fromFile', 'Tokenizer.fromFile')
 Tokenizer.fromJSON = wrap(native.Tokenizer.fromJSON, 'fromJSON', 'Tokenizer.fromJSON')
 
-const INTERNAL = new Set(['_failed', '_takeError', '_tidyBegin', '_tidyEnd', '_loadTorchvisionOps', 'Tokenizer'])
+const INTERNAL = new Set(['_failed', '_takeError', '_tidyBegin', '_tidyEnd', '_loadTorchvisionOps', 'Tokenizer', '_CausalLM', '_Generation'])
 const exported = {}
 for (const [name, value] of Object.entries(native)) {
   if (INTERNAL.has(name)) continue
@@ -248,5 +248,7 @@ const { ragged, padSequence } = require('./lib/ragged')
 Object.assign(exported, { ragged, padSequence }, require('./lib/batcher'))
 // torch.text.SentenceEncoder (lib/text/): Tokenizer, the module classes and the Batcher composed.
 exported.text.SentenceEncoder = require('./lib/text/sentence-encoder').SentenceEncoder
+// torch.text.CausalLM (lib/text/causal-lm.js): the native decode loop behind an async iterator.
+exported.text.CausalLM = require('./lib/text/causal-lm').CausalLM
 Object.assign(exported, require('./lib/oip'))
 module.exports = exported

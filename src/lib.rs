@@ -16,6 +16,7 @@ pub mod aot_inputs;
 pub mod aot_module;
 pub mod archive;
 pub mod args;
+pub mod causal_lm;
 pub mod device;
 pub mod dtype;
 pub mod error;

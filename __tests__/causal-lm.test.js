@@ -1,0 +1,158 @@
+'use strict'
+// torch.text.CausalLM over the tiny random Llama (GQA) and GPT-2 of models/make_lm_models.py
+// (`npm run models`): greedy parity with transformers' generate, sampling, stops, streaming,
+// abort, the sequence bound and option errors.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const torch = require('..')
+
+const ROOT = path.join(__dirname, '..', 'models', 'golden', 'lm')
+const NAMES = ['llama-tiny', 'gpt2-tiny']
+const missing = NAMES.some((n) => !fs.existsSync(path.join(ROOT, `${n}.golden.json`)))
+const skip = missing && 'the causal-LM goldens are missing (npm run models)'
+const golden = (name) => JSON.parse(fs.readFileSync(path.join(ROOT, `${name}.golden.json`), 'utf8'))
+// Disposed after the tests (`using` needs Node 22+; this suite runs on Node 20 too).
+const loaded = []
+const load = async (name, options) => {
+  const lm = await torch.text.CausalLM.load(path.join(ROOT, name), options)
+  loaded.push(lm)
+  return lm
+}
+test.after(() => loaded.forEach((lm) => lm.dispose()))
+
+async function pieces(lm, prompt, options) {
+  const out = []
+  const it = lm.generate(prompt, options)
+  for (;;) {
+    const r = await it.next()
+    if (r.done) return { pieces: out, result: r.value }
+    out.push(r.value)
+  }
+}
+
+test('greedy generation equals transformers\' tokens and text (plain, unicode, one token, chat)', { skip }, async () => {
+  for (const name of NAMES) {
+    const g = golden(name)
+    const lm = await load(name)
+    for (const c of g.cases) {
+      const prompt = c.prompt ?? c.messages
+      const r = await lm.complete(prompt, { maxNewTokens: g.new_tokens, temperature: 0 })
+      const at = c.output_ids.findIndex((t, i) => t !== r.tokens[i])
+      if (at !== -1) {
+        // Only where Python's own top-2 logits were (almost) tied.
+        assert.ok(c.top2_gaps[at] < 1e-4, `${name} ${c.name}: token ${at} differs, top-2 gap ${c.top2_gaps[at]}`)
+        continue
+      }
+      assert.deepEqual(r.tokens, c.output_ids, `${name} ${c.name}`)
+      assert.equal(r.text, c.text_out, `${name} ${c.name}: text`)
+      assert.equal(r.finishReason, 'length')
+      assert.deepEqual(r.usage, { promptTokens: c.input_ids.length, completionTokens: c.output_ids.length })
+    }
+  }
+})
+
+test('streamed pieces join into the full text and split no character', { skip }, async () => {
+  const lm = await load('llama-tiny')
+  for (const c of golden('llama-tiny').cases) {
+    const { pieces: ps, result } = await pieces(lm, c.prompt ?? c.messages, { maxNewTokens: 64 })
+    assert.equal(ps.map((p) => p.text).join(''), c.text_out, c.name)
+    assert.deepEqual(ps.flatMap((p) => p.tokens), c.output_ids, c.name)
+    assert.equal(result.finishReason, 'length')
+    // A replacement character only where the full decode has one (the random model emits
+    // byte tokens that make no UTF-8): a piece never ends inside a character.
+    const fffd = (s) => [...s].filter((ch) => ch === '\uFFFD').length
+    assert.equal(ps.reduce((n, p) => n + fffd(p.text), 0), fffd(c.text_out), c.name)
+    for (const p of ps) assert.ok(!/[\uD800-\uDBFF]$/.test(p.text), 'no lone high surrogate at a piece end')
+  }
+})
+
+test('the same seed gives the same tokens; another seed others', { skip }, async () => {
+  const lm = await load('gpt2-tiny')
+  const sample = (seed) => lm.complete('Once upon a time', { temperature: 1, topK: 50, topP: 0.95, seed, maxNewTokens: 32 })
+  const [a, b, c] = await Promise.all([sample(7), sample(7), sample(8)])
+  assert.deepEqual(a.tokens, b.tokens)
+  assert.equal(a.text, b.text)
+  assert.notDeepEqual(a.tokens, c.tokens)
+})
+
+test('a stop string spanning tokens ends the text before it, finishReason stop', { skip }, async () => {
+  const lm = await load('llama-tiny')
+  const c = golden('llama-tiny').cases.find((x) => x.name === 'story')
+  const { pieces: ps } = await pieces(lm, c.prompt, { maxNewTokens: 64 })
+  const full = ps.map((p) => p.text).join('')
+  // A boundary between two pieces whose 3 characters around it occur first there.
+  let stop = null
+  let at = 0
+  for (let k = 0, end = 0; k < ps.length - 1; k++) {
+    end += ps[k].text.length
+    const s = full.slice(end - 1, end + 2)
+    if (end >= 1 && s.length === 3 && !s.includes('\uFFFD') && full.indexOf(s) === end - 1) {
+      ;[stop, at] = [s, end - 1]
+      break
+    }
+  }
+  assert.ok(stop, 'a stop string across pieces')
+  const r = await lm.complete(c.prompt, { maxNewTokens: 64, stop: ['never-there', stop] })
+  assert.equal(r.finishReason, 'stop')
+  assert.equal(r.text, full.slice(0, at))
+  const streamed = await pieces(lm, c.prompt, { maxNewTokens: 64, stop })
+  assert.equal(streamed.pieces.map((p) => p.text).join(''), full.slice(0, at))
+  assert.equal(streamed.result.finishReason, 'stop')
+})
+
+test('abort mid-stream: finishReason aborted, the next request is served at once', { skip }, async () => {
+  const lm = await load('llama-tiny', { maxSequences: 1 })
+  const controller = new AbortController()
+  const it = lm.generate('Once upon a time', { maxNewTokens: 200, signal: controller.signal })
+  const first = await it.next()
+  assert.equal(first.done, false)
+  controller.abort()
+  const end = await it.next()
+  assert.deepEqual([end.done, end.value.finishReason], [true, 'aborted'])
+  assert.equal(lm.stats().active, 0, 'the sequence slot is free')
+  const t0 = performance.now()
+  const next = await lm.complete('a', { maxNewTokens: 4 })
+  assert.equal(next.tokens.length, 4)
+  assert.ok(performance.now() - t0 < 5000)
+
+  // complete() keeps what came before the abort; timeoutMs aborts the same way.
+  const timed = await lm.complete('Once upon a time', { maxNewTokens: 200, timeoutMs: 1 })
+  assert.equal(timed.finishReason, 'aborted')
+  assert.ok(timed.tokens.length < 200)
+  // An already aborted signal: nothing runs.
+  const none = await lm.complete('a', { signal: AbortSignal.abort() })
+  assert.deepEqual([none.finishReason, none.text], ['aborted', ''])
+  // Breaking out of the loop frees the slot too.
+  for await (const _ of lm.generate('a', { maxNewTokens: 100 })) break
+  assert.equal(lm.stats().active, 0)
+})
+
+test('past maxSequences calls wait, then QueueFull past maxQueue', { skip }, async () => {
+  const lm = await load('llama-tiny', { maxSequences: 1, maxQueue: 1 })
+  const busy = lm.generate('Once upon a time', { maxNewTokens: 40 })
+  await busy.next()
+  const waiting = lm.complete('a', { maxNewTokens: 3 })
+  await assert.rejects(lm.complete('b', { maxNewTokens: 3 }), { code: 'QueueFull' })
+  assert.deepEqual(lm.stats(), { active: 1, queued: 1, maxSequences: 1 })
+  for await (const _ of busy); // drains, then the waiting call runs
+  assert.equal((await waiting).tokens.length, 3)
+})
+
+test('bad arguments and options are coded errors', { skip }, async () => {
+  await assert.rejects(load('llama-tiny', { maxSequences: 0 }), { code: 'InvalidArg', message: /maxSequences/ })
+  await assert.rejects(load('llama-tiny', { dtype: 'float16' }), { code: 'InvalidArg', message: /exported as float32/ })
+  await assert.rejects(torch.text.CausalLM.load(path.join(ROOT, 'nope')), { code: 'ModelLoadError' })
+  const lm = await load('llama-tiny')
+  assert.throws(() => lm.generate('x', { temprature: 1 }), { code: 'InvalidArg', message: /unknown option 'temprature'/ })
+  assert.throws(() => lm.generate(5), { code: 'InvalidArg', message: /prompt/ })
+  assert.throws(() => lm.generate('x', { signal: 'now' }), { code: 'InvalidArg', message: /signal/ })
+  assert.throws(() => lm.generate('x', { temperature: NaN }), { code: 'InvalidArg', message: /temperature/ })
+  for (const [options, says] of [[{ maxNewTokens: 0 }, /maxNewTokens/], [{ topP: 0 }, /topP/], [{ stop: [1] }, /stop/], [{ timeoutMs: -1 }, /timeoutMs/]]) {
+    await assert.rejects(lm.complete('x', options), { code: 'InvalidArg', message: says })
+  }
+  await assert.rejects(lm.complete([{ role: 'user' }]), { code: 'InvalidArg' })
+  lm.dispose()
+  assert.throws(() => lm.generate('x'), { code: 'Disposed' })
+})
