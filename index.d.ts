@@ -459,8 +459,77 @@ export interface TextModelManifest {
   /** The program against the eager model at other sizes than the export's. */
   checkedMaxAbsDiff: number
 }
-/** Text models: `SentenceEncoder` (and `Tokenizer`). */
+/** Options of `torch.text.CausalLM.load`; any other key is refused (`InvalidArg`). */
+export interface CausalLMOptions {
+  /** The export's dtype (the manifest's); another one is `InvalidArg`. */
+  dtype?: 'float32' | 'bfloat16' | 'float16'
+  /** Sequences (KV caches) generating at once (default 4). */
+  maxSequences?: number
+  /** Calls waiting for a sequence slot before `QueueFull` (default 64; `Infinity` for no bound). */
+  maxQueue?: number
+  /** The most tokens of a sequence, prompt and output (default and upper bound: the exported limit). */
+  maxContext?: number
+}
+/** Options of `CausalLM.generate`/`complete`; defaults from `generation_config.json`; any other key is `InvalidArg`. */
+export interface GenerateOptions {
+  /** The most tokens to generate (default 256 or the config's). */
+  maxNewTokens?: number
+  /** 0: greedy. */
+  temperature?: number
+  /** Keep the k likeliest tokens (0: off). */
+  topK?: number
+  /** Nucleus sampling, in (0, 1]. */
+  topP?: number
+  /** Drop tokens below minP × the likeliest one's probability. */
+  minP?: number
+  /** transformers' repetition penalty (1: off). */
+  repetitionPenalty?: number
+  /** The same seed gives the same tokens. */
+  seed?: number
+  /** Stop strings: matched across tokens, never emitted (`finishReason: 'stop'`). */
+  stop?: string | string[]
+  /** Ends the generation (`finishReason: 'aborted'`) and frees its cache. */
+  signal?: AbortSignal
+  /** As `signal`, after this many milliseconds from the call. */
+  timeoutMs?: number
+}
+/** A prompt: text, chat messages (rendered by the model's chat template) or token ids. */
+export type GeneratePrompt = string | Array<{ role: string; content: string }> | number[]
+/** Why a generation ended and what it counted. */
+export interface GenerateResult {
+  finishReason: 'stop' | 'length' | 'aborted'
+  usage: { promptTokens: number; completionTokens: number }
+}
+/** Text models: `SentenceEncoder`, `CausalLM` (and `Tokenizer`). */
 export declare namespace text {
+  /**
+   * Text generation from a causal LM folder (python/export_causal_lm.py); the decode loop runs on
+   * the executor. See docs/generation.md. Made with `CausalLM.load`.
+   */
+  export class CausalLM {
+    /** Throws `InvalidArg`: use `CausalLM.load`. */
+    private constructor()
+    /** Loads the folder on the executor. Errors: `ModelLoadError`, `InvalidArg`. */
+    static load(folder: string, options?: CausalLMOptions): Promise<CausalLM>
+    /**
+     * Streams `{text, tokens}` pieces (split on whole characters); returns `{finishReason, usage}`.
+     * Bad options throw `InvalidArg` here; `QueueFull` and model errors come from `next()`.
+     */
+    generate(prompt: GeneratePrompt, options?: GenerateOptions): AsyncGenerator<{ text: string; tokens: number[] }, GenerateResult, undefined>
+    /** The whole continuation. Errors: `InvalidArg`, `QueueFull`, `Disposed`. */
+    complete(prompt: GeneratePrompt, options?: GenerateOptions): Promise<GenerateResult & { text: string; tokens: number[] }>
+    /** The longest sequence (prompt and output, in tokens) served. */
+    get maxContext(): number
+    /** The defaults from generation_config.json. */
+    get defaults(): { maxNewTokens: number; temperature: number; topK: number; topP: number; minP: number; repetitionPenalty: number }
+    /** True once `dispose()` was called. */
+    get isDisposed(): boolean
+    /** Sequences generating and calls waiting. */
+    stats(): { active: number; queued: number; maxSequences: number }
+    /** Ends generations in flight (`'aborted'`), rejects waiting calls (`Disposed`), frees the model. */
+    dispose(): void
+    [Symbol.dispose](): void
+  }
   /**
    * Sentence embeddings from a folder written by `npx torch-node export`: tokenize, pad by
    * length bucket, forward (encoder + pooling), normalize. Concurrent `encode` calls share
