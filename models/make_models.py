@@ -35,8 +35,14 @@ Writes (paths relative to --out, which defaults to the folder this script is in)
                                     AOTInductor, dynamic batch (generated; machine
                                     code for this CPU: never commit; skipped with a note
                                     when AOTInductor cannot compile, e.g. no C++ compiler)
+  golden/resnet18_pt2_output_b{16,32,64}.f32
+                                    Python's aoti_load_package output at batches past the
+                                    15 the package records (generated)
   two_io.pt2                        (x [b,3], y [b,3]) -> (x + y, x * y), b = Dim(1..64)
-  golden/pt2.json                   the .pt2 files' input/output specs  (generated)
+  pos_embed.pt2                     ids [b, s] -> embedding + positions[:s], s = Dim(1..16)
+                                    bounded by the positions table (generated)
+  golden/pt2.json                   the .pt2 files' input/output specs and pos_embed's
+                                    goldens  (generated)
 
 Everything is seeded and runs on the CPU, so running the script again rewrites
 the same files.  Nothing is downloaded unless --pretrained is given (which asks
@@ -687,8 +693,9 @@ def aoti_package(model: nn.Module, args: tuple, path: str, dynamic_shapes=None) 
 
 
 def make_pt2(out: str) -> None:
-    """resnet18.pt2 (the weights of resnet18_traced.pt, dynamic batch) and two_io.pt2 (two
-    inputs, two outputs) for torch.AOTModule. AOTInductor compiles C++ with the system compiler;
+    """resnet18.pt2 (the weights of resnet18_traced.pt, dynamic batch), two_io.pt2 (two
+    inputs, two outputs) and pos_embed.pt2 (a sequence bounded by a fixed-size table) for
+    torch.AOTModule. AOTInductor compiles C++ with the system compiler;
     without one (or on any other failure) this prints one line and skips instead of failing
     `npm install`."""
     import torchvision
@@ -703,7 +710,7 @@ def make_pt2(out: str) -> None:
             warnings.simplefilter("ignore")
             aoti_package(model, (torch.rand(2, 3, 224, 224),), path, dynamic_shapes={"x": {0: batch}})
     except Exception as e:  # no C++ compiler, an inductor limitation, ...
-        log("  resnet18.pt2, two_io.pt2: skipped (torch.export or AOTInductor failed: %s)"
+        log("  resnet18.pt2, two_io.pt2, pos_embed.pt2: skipped (torch.export or AOTInductor failed: %s)"
             % (str(e).strip().split("\n")[0][:200] or type(e).__name__))
         return
     loaded = torch._inductor.aoti_load_package(path)
@@ -718,6 +725,19 @@ def make_pt2(out: str) -> None:
             assert got.shape == (n, 1000) and diffs[n] < 1e-5, "resnet18.pt2 batch %d: max diff %g" % (n, diffs[n])
     log("  wrote %s (%s, dynamic batch); max |pt2 - eager|: batch 1 %.2e, batch 8 %.2e"
         % (rel(path, out), size_str(path), diffs[1], diffs[8]))
+    # Batches past the 15 the package records (a guard of ATen's convolution backend choice,
+    # taken on the symbolic batch while compiling; the export records 1..64): Python's runner
+    # checks nothing and runs them. Eight scaled copies of the batch-8 input, so that no two
+    # rows are alike; golden/resnet18_pt2_output_b<n>.f32 is Python's output for the first n.
+    input64 = torch.cat([input8 * (1 - k / 16) for k in range(8)])
+    with torch.no_grad():
+        for n in (16, 32, 64):
+            got = loaded(input64[:n])
+            diffs[n] = float((got - model(input64[:n])).abs().max())
+            assert got.shape == (n, 1000) and diffs[n] < 1e-4, "resnet18.pt2 batch %d: max diff %g" % (n, diffs[n])
+            write_f32(os.path.join(gd, "resnet18_pt2_output_b%d.f32" % n), got)
+    log("  wrote golden/resnet18_pt2_output_b{16,32,64}.f32; max |pt2 - eager|: %.2e, %.2e, %.2e"
+        % (diffs[16], diffs[32], diffs[64]))
 
     class TwoInputsTwoOutputs(nn.Module):
         def forward(self, x: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
@@ -734,13 +754,58 @@ def make_pt2(out: str) -> None:
         s, p = two_io(x, y)
         assert torch.equal(s, x + y) and torch.equal(p, x * y), "two_io.pt2 batch %d" % n
     log("  wrote %s (%s, (x [b,3], y [b,3]) -> (x + y, x * y), b in 1..64)" % (rel(two, out), size_str(two)))
+
+    class PositionalEmbedding(nn.Module):
+        """Token embedding plus a learned position table sliced to the sequence length: the
+        slice records the table's length as the sequence's upper bound, and the kernel reads
+        the table along the sequence, so a longer one would read past the table's end."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.tokens = nn.Embedding(50, 8)
+            self.positions = nn.Parameter(torch.randn(16, 8))
+
+        def forward(self, ids: Tensor) -> Tensor:
+            return self.tokens(ids) + self.positions[: ids.size(1)]
+
+    torch.manual_seed(0)
+    pos_model = PositionalEmbedding().eval()
+    pos = os.path.join(out, "pos_embed.pt2")
+    aoti_package(pos_model, (torch.randint(0, 50, (2, 5)),), pos,
+                 dynamic_shapes={"ids": {0: torch.export.Dim("batch", min=1, max=64),
+                                         1: torch.export.Dim("seq", min=1, max=16)}})
+    pos_loaded = torch._inductor.aoti_load_package(pos)
+    ids = torch.randint(0, 50, (3, 16), generator=torch.Generator().manual_seed(7))
+    cases = {}
+    with torch.no_grad():
+        # (batch, seq): 70 is past the Dim's max=64; Python's runner runs it all the same.
+        for name, x in (("b3_s16", ids), ("b1_s5", ids[:1, :5]), ("b70_s16", ids.repeat(24, 1)[:70])):
+            got = pos_loaded(x)
+            assert torch.allclose(got, pos_model(x), atol=1e-6), "pos_embed.pt2 %s" % name
+            cases[name] = {"ids": x.tolist(), "output": flat_data(got)} if name != "b70_s16" else {
+                "ids": "b3_s16's ids repeated down to 70 rows", "output": "b3_s16's rows repeated"}
+    log("  wrote %s (%s, ids [batch, seq] -> embedding + positions[:seq], seq in 1..16)"
+        % (rel(pos, out), size_str(pos)))
     write_json(os.path.join(gd, "pt2.json"), {
         "resnet18.pt2": {
             "weights": "those of resnet18_traced.pt (goldens: resnet18_output_b1.f32, resnet18_output_b8.f32)",
             "inputs": [{"name": "x", "dtype": "float32", "shape": ["batch", 3, 224, 224],
-                        "batch": "Dim(min=1, max=64); the package's checks record 2..15 (15: the batch >= 16 test of NNPACK in ATen's convolution backend choice), torch-node runs 1..15"}],
+                        "batch": "Dim(min=1, max=64); the package's checks record 2..15 (15: the batch >= 16 test of ATen's convolution backend choice, use_mkldnn, evaluated on the symbolic batch while compiling; the export records 1..64); torch-node runs any batch >= 1, as Python's runner does"}],
             "outputs": [{"dtype": "float32", "shape": ["batch", 1000]}],
-            "max_abs_diff_vs_eager": {"b1": diffs[1], "b8": diffs[8]},
+            "max_abs_diff_vs_eager": {"b%d" % n: d for n, d in diffs.items()},
+            "golden_large_batches": {
+                "input": "torch.cat([input8 * (1 - k / 16) for k in range(8)]) (input8: resnet18_input_b8.f32), first n rows",
+                "outputs": ["resnet18_pt2_output_b%d.f32" % n for n in (16, 32, 64)],
+                "from": "torch._inductor.aoti_load_package (Python's runner checks no bounds)",
+            },
+        },
+        "pos_embed.pt2": {
+            "inputs": [{"name": "ids", "dtype": "int64", "shape": ["batch", "seq"],
+                        "batch": "Dim(min=1, max=64); nothing reads fixed-size memory along it: torch-node runs any batch >= 1",
+                        "seq": "Dim(min=1, max=16), the length of the positions table; the kernel reads the table along it: torch-node refuses seq > 16"}],
+            "outputs": [{"dtype": "float32", "shape": ["batch", "seq", 8],
+                         "formula": "tokens(ids) + positions[:seq]"}],
+            "cases": cases,
         },
         "two_io.pt2": {
             "inputs": [{"name": "x", "dtype": "float32", "shape": ["batch", 3]},
@@ -1229,7 +1294,7 @@ def main(argv=None) -> int:
     ap.add_argument("--onnx-only", action="store_true",
                     help="only export resnet18.onnx from the existing resnet18_traced.pt")
     ap.add_argument("--pt2-only", action="store_true",
-                    help="only compile resnet18.pt2 (from the existing resnet18_traced.pt) and two_io.pt2")
+                    help="only compile resnet18.pt2 (from the existing resnet18_traced.pt), two_io.pt2 and pos_embed.pt2")
     ap.add_argument("--detection-only", action="store_true",
                     help="only write the scripted detectors and golden/detection.json")
     args = ap.parse_args(argv)

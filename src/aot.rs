@@ -63,8 +63,8 @@ pub fn load(path: &str, device: Device) -> Result<AotModule> {
 /// nothing — unless the user turned on the compiled program's own checks, which read
 /// `AOTI_RUNTIME_CHECK_INPUTS` once, at the program's first run.
 pub(crate) fn input_checks(path: &str) -> Result<Option<InputChecks>> {
-    match aot_inputs::wrapper_source(path)? {
-        Some(source) => Ok(Some(InputChecks::parse(&source)?)),
+    match aot_inputs::package_sources(path)? {
+        Some(sources) => Ok(Some(InputChecks::read(&sources)?)),
         None if std::env::var("AOTI_RUNTIME_CHECK_INPUTS")
             .is_ok_and(|v| !v.is_empty() && !v.starts_with('0')) =>
         {

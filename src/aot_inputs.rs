@@ -1,28 +1,31 @@
-//! What an AOTInductor package accepts as inputs, napi-free: read from the C++ wrapper that
+//! What an AOTInductor package accepts as inputs, napi-free: read from the C++ that
 //! AOTInductor generated and packed beside the compiled library
-//! (`data/aotinductor/model/*.wrapper.cpp`), and checked before each run.
+//! (`data/aotinductor/model/*.wrapper.cpp` and `*.kernel.cpp`), and checked before each run.
 //!
 //! The compiled program checks its own inputs only when `AOTI_RUNTIME_CHECK_INPUTS` is set
-//! (Python's `aoti_load_package` leaves it unset and checks nothing), and those checks refuse a
-//! dynamic size of 1: `torch.export` specializes sizes 0 and 1, so the lower bound it records
-//! for `Dim("batch", min=1)` is 2 (torch 2.13 `cpp_wrapper_cpu.py`,
-//! `generate_input_output_runtime_checks`; `aot_inductor.check_lowerbound` exists to drop it).
-//! The generated code sizes every buffer and loop by the symbol it reads from the input, so a
-//! size of 1 runs as Python runs it. We therefore check what the generated checks check —
-//! dtype, rank, fixed sizes, the bounds of dynamic sizes, fixed strides — reading a recorded
-//! lower bound of 2 as 1, and add what they miss: a size symbol shared by several inputs (or
-//! a size computed from one, `2*s0`) must agree everywhere, or a kernel sized by the first
-//! reads past the end of the others.
+//! (Python's `aoti_load_package` leaves it unset and checks nothing), and those checks refuse
+//! sizes Python runs correctly. We check what guards memory and what Python cannot do wrong
+//! either way — dtype, rank, fixed sizes, fixed strides — and add what the compiled checks
+//! miss: a size symbol shared by several inputs (or a size computed from one, `2*s0`) must
+//! agree everywhere, or a kernel sized by the first reads past the end of the others.
 //!
-//! Upper bounds are kept as recorded. They can be narrower than the export's `Dim` (a
-//! ResNet-18 exported with `max=64` records 15: a guard from the convolution backend's batch
-//! heuristic), but the package does not record the `Dim`, and a bound of the same form also
-//! guards reads of fixed-size weights (`pos_embedding[:x.size(1)]` records the embedding's
-//! length), so one cannot be told from the other.
+//! The bounds of dynamic sizes are read as what they are:
+//! - A lower bound of 2 is torch.export's specialization of sizes 0 and 1 (the bound it
+//!   records for `Dim("batch", min=1)`; torch 2.13 `cpp_wrapper_cpu.py`,
+//!   `generate_input_output_runtime_checks`): the generated code sizes every buffer and loop by
+//!   the symbol it reads from the input, so 1 runs as in Python.
+//! - An upper bound is the symbol's range when the code was generated, narrowed by every
+//!   guard of tracing and lowering. It is kept where the generated code reads fixed-size
+//!   memory along the size (a positional-embedding table sliced to the sequence length), and
+//!   released where it only records what the compiler assumed (ResNet-18 exported with
+//!   `Dim(max=64)` records 15, from ATen's convolution backend choice evaluated on a symbolic
+//!   batch): see `bounds`.
 use crate::error::{fail, Code};
 use anyhow::Result;
 use std::collections::HashMap;
 use std::io::Read;
+
+mod bounds;
 
 /// The input checks of a package, one entry per input in the program's flattened order.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,9 +67,16 @@ pub struct Actual<'a> {
     pub dtype: &'a str,
 }
 
-/// Reads the generated wrapper source of the package's `model` from the `.pt2` zip archive:
-/// `Ok(None)` when there is none (a package without sources).
-pub fn wrapper_source(path: &str) -> Result<Option<String>> {
+/// The generated C++ of a package's `model`: the wrapper (input checks, `run_impl`) and the
+/// kernels it calls.
+pub struct Sources {
+    pub wrapper: String,
+    pub kernels: String,
+}
+
+/// Reads the generated sources of the package's `model` from the `.pt2` zip archive:
+/// `Ok(None)` when it has no wrapper source (a package without sources).
+pub fn package_sources(path: &str) -> Result<Option<Sources>> {
     const MAX_SOURCE: u64 = 256 << 20;
     let file = std::fs::File::open(path)?;
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))?;
@@ -77,6 +87,7 @@ pub fn wrapper_source(path: &str) -> Result<Option<String>> {
         .filter(|n| n.contains("data/aotinductor/model/") && n.ends_with(".cpp"))
         .map(str::to_string)
         .collect();
+    let (mut wrapper, mut kernels) = (None, String::new());
     for name in names {
         let entry = zip.by_name(&name)?;
         if entry.size() > MAX_SOURCE {
@@ -84,14 +95,30 @@ pub fn wrapper_source(path: &str) -> Result<Option<String>> {
         }
         let mut text = String::new();
         entry.take(MAX_SOURCE).read_to_string(&mut text)?;
-        if text.contains("__check_inputs_outputs(") {
-            return Ok(Some(text));
+        if wrapper.is_none() && text.contains("__check_inputs_outputs(") {
+            wrapper = Some(text);
+        } else {
+            kernels.push_str(&text);
+            kernels.push('\n');
         }
     }
-    Ok(None)
+    Ok(wrapper.map(|wrapper| Sources { wrapper, kernels }))
 }
 
 impl InputChecks {
+    /// The checks of a package: those its wrapper records, less the upper bounds that its
+    /// generated code shows to be compiler assumptions rather than guards of memory.
+    pub fn read(sources: &Sources) -> Result<InputChecks> {
+        let mut checks = InputChecks::parse(&sources.wrapper)?;
+        let assumed = bounds::assumed_bounds(&sources.wrapper, &sources.kernels);
+        for dim in checks.inputs.iter_mut().flat_map(|i| i.dims.iter_mut()) {
+            if matches!(&dim.size, Size::Symbol(s) if assumed.contains(s)) {
+                dim.upper = None;
+            }
+        }
+        Ok(checks)
+    }
+
     /// Reads the checks from the wrapper source: its `check_input_<i>` functions (dtype, fixed
     /// sizes, bounds, fixed strides) and its `assert_size_stride(<input>, {sizes}, {strides},
     /// "input")` lines (which size symbol each dynamic dimension is).
@@ -882,9 +909,11 @@ AOTI_NOINLINE static void __check_inputs_outputs(
                 "__check_inputs_outputs(",
             ),
         ]);
-        assert_eq!(wrapper_source(&with).unwrap().as_deref(), Some(WRAPPER));
+        let sources = package_sources(&with).unwrap().unwrap();
+        assert_eq!(sources.wrapper, WRAPPER);
+        assert!(sources.kernels.contains("void kernel() {}"));
         let without = package(&[("pkg/data/aotinductor/model/k.kernel.cpp", "void kernel() {}")]);
-        assert_eq!(wrapper_source(&without).unwrap(), None);
+        assert!(package_sources(&without).unwrap().is_none());
         // Without checks to read, the package is refused unless the user turned on the compiled ones.
         if std::env::var_os("AOTI_RUNTIME_CHECK_INPUTS").is_none() {
             let (code, message) = crate::error::describe(&crate::aot::input_checks(&without).unwrap_err());
