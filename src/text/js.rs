@@ -3,7 +3,9 @@
 //! on torch-node's executor (`crate::napi::task`): tokenizing thousands of texts never blocks
 //! the event loop; its tensors are made there too and wrapped on the JS thread.
 use super::chat_template::{self, ChatInput};
-use super::tokenizer::{Config, Encoded, Input, PadTo, Padding, Rows, Strategy, Tokenizer, Truncation};
+use super::tokenizer::{
+    encodings_json, Config, Encoded, Input, PadTo, Padding, Rows, Strategy, Tokenizer, Truncation,
+};
 use crate::error::{bail_code, guard, Code};
 use crate::napi::convert::Raw;
 use crate::napi::js::{self, Env as RawEnv, Val};
@@ -341,7 +343,8 @@ impl From<Encoded> for Encoding {
 
 /// What `encodeBatch` computed on the executor.
 enum BatchOut {
-    Encodings(Vec<Encoded>),
+    /// The Encodings' JSON (`tokenizer::encodings_json`).
+    Encodings(String),
     Padded(Rows, [tch::Tensor; 3]),
     Ragged(Vec<[tch::Tensor; 3]>),
 }
@@ -352,8 +355,9 @@ const TENSOR_KEYS: [&str; 3] = ["inputIds", "attentionMask", "tokenTypeIds"];
 fn batch_value(env: RawEnv, out: BatchOut) -> anyhow::Result<Val> {
     let tensor = |t: tch::Tensor| js::value_of(env, JsTensor::new(t));
     match out {
-        BatchOut::Encodings(list) => {
-            js::value_of(env, list.into_iter().map(Encoding::from).collect::<Vec<_>>())
+        BatchOut::Encodings(json) => {
+            let parser = js::global_property(env, "JSON")?;
+            js::call_method(env, parser, "parse", &[js::new_string(env, &json)?])
         }
         BatchOut::Padded(rows, tensors) => {
             let mut fields = Vec::with_capacity(4);
@@ -625,9 +629,9 @@ pub mod text {
                         prepared,
                         |(tok, inputs, special, trunc, padding, tensors)| {
                             Ok(match tensors {
-                                TensorsOpt::Off => {
-                                    BatchOut::Encodings(tok.encode_batch(&inputs, special, trunc, padding)?)
-                                }
+                                TensorsOpt::Off => BatchOut::Encodings(encodings_json(
+                                    &tok.encode_batch(&inputs, special, trunc, padding)?,
+                                )),
                                 TensorsOpt::Padded => {
                                     let rows = tok.encode_rows(&inputs, special, trunc, padding)?;
                                     let shape = [rows.rows as i64, rows.width as i64];
