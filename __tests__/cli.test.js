@@ -9,6 +9,7 @@ const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 const torch = require('..')
 const { LITE0_PREPROCESS } = require('../lib/bundled')
+const { isCausalLM } = require('../lib/cli')
 
 const ROOT = path.join(__dirname, '..')
 const BIN = path.join(ROOT, 'bin', 'torch-node.js')
@@ -183,16 +184,45 @@ describe('torch-node export', () => {
     oneLine(r.stderr, /export: missing Python packages: torch, transformers \(install: .* -m pip install torch transformers\)$/)
   })
 
-  test('a model that is not an encoder: one line, exit 1', { skip: hasTransformers ? false : 'no .libtorch Python with torch and transformers' }, () => {
-    const llama = path.join(tmp, 'llama')
-    fs.mkdirSync(llama)
-    fs.writeFileSync(path.join(llama, 'config.json'), JSON.stringify({
-      model_type: 'llama', architectures: ['LlamaForCausalLM'], hidden_size: 16, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 32, vocab_size: 100,
-    }))
-    const { code, stderr } = cli(['export', llama, path.join(tmp, 'llama-out')], { PYTHON })
+  // A causal LM goes to python/export_causal_lm.py, whose is_causal_lm decides the same way.
+  test('a causal LM folder is routed to the causal exporter: isCausalLM agrees with is_causal_lm', () => {
+    const folder = (name, config) => {
+      const dir = path.join(tmp, name)
+      fs.mkdirSync(dir)
+      if (config !== undefined) fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config))
+      return dir
+    }
+    const cases = [
+      [folder('llama-arch', { architectures: ['LlamaForCausalLM'] }), true],
+      [folder('gpt2-arch', { architectures: ['GPT2LMHeadModel'] }), true],
+      [folder('decoder', { is_decoder: true }), true],
+      [folder('t5', { is_decoder: true, is_encoder_decoder: true }), false],
+      [folder('bert', { architectures: ['BertModel'] }), false],
+      [folder('no-config'), false],
+      ...['llama-tiny-src', 'gpt2-tiny-src'].map((n) => [path.join(ROOT, 'models', 'golden', 'lm', n), true])
+        .filter(([dir]) => fs.existsSync(dir)),
+      ...(fs.existsSync(SOURCE) ? [[SOURCE, false]] : []),
+    ]
+    for (const [dir, want] of cases) assert.equal(isCausalLM(dir), want, dir)
+    const py = spawnSync('python3', ['-c', 'import sys; sys.path.insert(0, "python"); from export_causal_lm import ' +
+      'is_causal_lm; print(" ".join(str(is_causal_lm(d)).lower() for d in sys.argv[1:]))', ...cases.map(([d]) => d)],
+    { cwd: ROOT, encoding: 'utf8' })
+    if (py.status === 0) assert.deepEqual(py.stdout.trim().split(' '), cases.map(([, want]) => String(want)))
+    const r = cli(['export', cases[0][0], path.join(tmp, 'x'), '--format', 'torchscript'])
+    assert.equal(r.code, 2)
+    oneLine(r.stderr, /export: --format torchscript: a causal LM exports as pt2 only/)
+  })
+
+  const noPython = hasTransformers ? false : 'no .libtorch Python with torch and transformers'
+  test('an unsupported causal LM: the causal exporter\'s one line, exit 1', { skip: noPython }, () => {
+    const falcon = path.join(tmp, 'falcon')
+    fs.mkdirSync(falcon)
+    const config = { model_type: 'falcon', architectures: ['FalconForCausalLM'] }
+    fs.writeFileSync(path.join(falcon, 'config.json'), JSON.stringify(config))
+    const { code, stderr } = cli(['export', falcon, path.join(tmp, 'falcon-out')], { PYTHON })
     assert.equal(code, 1)
-    oneLine(stderr, /export: .*llama: llama is a decoder \(causal LM\), not an encoder/)
-    assert.ok(!fs.existsSync(path.join(tmp, 'llama-out')))
+    oneLine(stderr, /^torch-node: export: unsupported causal LM: FalconForCausalLM \(model_type 'falcon'\); /)
+    assert.ok(!fs.existsSync(path.join(tmp, 'falcon-out')))
   })
 
   test('--format torchscript: a folder SentenceEncoder loads, equal to sentence-transformers', { skip: noExport, timeout: 300_000 }, async () => {

@@ -11,14 +11,22 @@ const { spawn } = require('node:child_process')
 const { parseArgs } = require('node:util')
 const { modelPath, LITE0_PREPROCESS, SAMPLE_PHOTO } = require('./bundled')
 
-const EXPORT_SCRIPT = path.join(__dirname, '..', 'python', 'export_text.py')
+// The exporter per kind of model: `prefix` marks the script's own failure line on stderr.
+const EXPORTERS = {
+  text: { script: path.join(__dirname, '..', 'python', 'export_text.py'), prefix: 'export_text.py: ' },
+  causal: { script: path.join(__dirname, '..', 'python', 'export_causal_lm.py'), prefix: 'export_causal_lm: ' },
+}
+const CAUSAL_SUFFIXES = ['ForCausalLM', 'LMHeadModel']
 const EXPORT_USAGE = `usage: torch-node export <model-dir> <out-folder> [--dtype float32|bfloat16|float16]
          [--format auto|pt2|torchscript] [--max-batch 1024]
 
 Turns a Hugging Face or sentence-transformers text encoder folder (BERT, MiniLM, BGE, E5, MPNet,
 ...) into a torch-node model folder for torch.text.SentenceEncoder: model.pt2 (torch.export +
 AOTInductor; model.pt, TorchScript, where torch.export fails), tokenizer.json and manifest.json.
-Runs python/export_text.py with $PYTHON, else python3, which needs torch and transformers.`
+A causal language model (Llama, SmolLM, Mistral, Qwen2/Qwen3, GPT-2: config.json's architectures
+end in ForCausalLM or LMHeadModel) becomes a folder for torch.text.CausalLM instead, through
+python/export_causal_lm.py (--format does not apply). Runs python/export_text.py or
+python/export_causal_lm.py with $PYTHON, else python3, which needs torch and transformers.`
 
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
        torch-node export <model-dir> <out-folder> [--dtype ...]   (torch-node export --help)
@@ -89,7 +97,26 @@ function parseExport(argv) {
 }
 
 /**
- * `torch-node export`: runs python/export_text.py with $PYTHON (else python3). Its progress
+ * True when `modelDir` holds a decoder-only language model, for python/export_causal_lm.py
+ * (whose is_causal_lm decides the same way): an `architectures` entry ending in ForCausalLM or
+ * LMHeadModel, or `is_decoder` without an encoder. No or unreadable config.json: false.
+ */
+function isCausalLM(modelDir) {
+  let config
+  try {
+    config = JSON.parse(fs.readFileSync(path.join(modelDir, 'config.json'), 'utf8'))
+  } catch {
+    return false
+  }
+  if (config === null || typeof config !== 'object') return false
+  const architectures = Array.isArray(config.architectures) ? config.architectures : []
+  if (architectures.some((a) => typeof a === 'string' && CAUSAL_SUFFIXES.some((s) => a.endsWith(s)))) return true
+  return Boolean(config.is_decoder) && !config.is_encoder_decoder
+}
+
+/**
+ * `torch-node export`: runs python/export_text.py (a causal LM: python/export_causal_lm.py)
+ * with $PYTHON (else python3). Its progress
  * (stdout) streams through; of its stderr (Python's warnings, then the failure) only the
  * script's own last line is shown, as one line, or the last line of a crash.
  */
@@ -98,9 +125,19 @@ function runExport(args, { stdout, stderr, env }) {
     stderr.write(`torch-node: export: ${args.modelDir}: no such folder\n`)
     return Promise.resolve(2)
   }
+  const exporter = isCausalLM(args.modelDir) ? EXPORTERS.causal : EXPORTERS.text
+  let flags = args.flags
+  if (exporter === EXPORTERS.causal) {
+    const at = flags.indexOf('--format')
+    if (at !== -1 && flags[at + 1] !== 'auto') {
+      stderr.write(`torch-node: export: --format ${flags[at + 1]}: a causal LM exports as pt2 only\n`)
+      return Promise.resolve(2)
+    }
+    if (at !== -1) flags = [...flags.slice(0, at), ...flags.slice(at + 2)]
+  }
   const python = env.PYTHON || 'python3'
   return new Promise((resolve) => {
-    const child = spawn(python, [EXPORT_SCRIPT, args.modelDir, args.outDir, ...args.flags], {
+    const child = spawn(python, [exporter.script, args.modelDir, args.outDir, ...flags], {
       stdio: ['ignore', 'pipe', 'pipe'], env: { ...env, PYTHONUNBUFFERED: '1' },
     })
     let errors = ''
@@ -122,8 +159,8 @@ function runExport(args, { stdout, stderr, env }) {
     child.on('close', (code, signal) => {
       if (code === 0) return finish(0)
       const lines = errors.split('\n').map((l) => l.trim()).filter(Boolean)
-      const own = lines.filter((l) => l.startsWith('export_text.py: ')).pop()
-      const line = own ? own.slice('export_text.py: '.length)
+      const own = lines.filter((l) => l.startsWith(exporter.prefix)).pop()
+      const line = own ? own.slice(exporter.prefix.length)
         : (lines.pop() || `${python} exited with ${signal || `status ${code}`}`)
       // 3: torch or transformers missing, like argparse's own 2 a setup or usage problem.
       finish(code === 3 || (code === 2 && !own) ? 2 : 1, line)
@@ -184,4 +221,4 @@ async function main(argv, { stdout = process.stdout, stderr = process.stderr, en
   return failed ? 1 : 0
 }
 
-module.exports = { main, formatPredictions }
+module.exports = { main, formatPredictions, isCausalLM }
