@@ -500,8 +500,70 @@ export interface GenerateResult {
   finishReason: 'stop' | 'length' | 'aborted'
   usage: { promptTokens: number; completionTokens: number }
 }
-/** Text models: `SentenceEncoder`, `CausalLM` (and `Tokenizer`). */
+/** Text models: `Tokenizer`, `SentenceEncoder`, `CausalLM`. */
 export declare namespace text {
+  /**
+   * A Hugging Face tokenizer (`tokenizer.json`: WordPiece, byte-level BPE, Unigram/SentencePiece,
+   * with their normalizers, pre-tokenizers, post-processors and decoders), run by the `tokenizers`
+   * crate that Python's `tokenizers` and `transformers` run: same ids, tokens and decoded
+   * strings. Offsets are JS string indices. See docs/text.md. (Declared here by hand: napi-rs
+   * types the native class at the top level; src/text/js.rs has the same docs.)
+   */
+  export class Tokenizer {
+    /** Throws `InvalidArg`: use `Tokenizer.fromFile` or `Tokenizer.fromJSON`. */
+    private constructor()
+    /**
+     * Loads `tokenizer.json` (a path to it, or to its folder) and, from its folder,
+     * `tokenizer_config.json`, `special_tokens_map.json` and `chat_template.jinja` when there.
+     * Errors: `ModelLoadError` (missing or malformed file).
+     */
+    static fromFile(path: string): Tokenizer
+    /** From `tokenizer.json`'s contents; `options.config`: `tokenizer_config.json`'s. Errors: `ModelLoadError`. */
+    static fromJSON(json: string | Uint8Array, options?: TokenizerLoadOptions): Tokenizer
+    /** Encodes one text (or, with `pair`, two), on the calling thread. */
+    encode(text: string, options?: TokenizerEncodeOptions): Encoding
+    /** Encodes many texts on the executor: int64 tensors `[n, length]` ready for `forward`. */
+    encodeBatch(texts: string[], options: TokenizerBatchOptions & { returnTensors: true }): Promise<{ inputIds: Tensor; attentionMask: Tensor; tokenTypeIds: Tensor; lengths: number[] }>
+    /** Unpadded: one `[1, length_i]` tensor of each per text (a `Batcher`'s `run()` inputs). */
+    encodeBatch(texts: string[], options: TokenizerBatchOptions & { returnTensors: 'ragged' }): Promise<{ inputIds: Tensor[]; attentionMask: Tensor[]; tokenTypeIds: Tensor[]; lengths: number[] }>
+    /** One `Encoding` per text, as `encode` gives it (padded when `padding` says). */
+    encodeBatch(texts: string[], options?: TokenizerBatchOptions): Promise<Encoding[]>
+    /** The text of token ids (an array, or a 1-D integer tensor). */
+    decode(ids: number[] | Tensor, options?: TokenizerDecodeOptions): string
+    /** `decode` for several id lists. */
+    decodeBatch(ids: Array<number[] | Tensor>, options?: TokenizerDecodeOptions): string[]
+    /** The id of `token`, or null when it is not in the vocabulary. */
+    tokenToId(token: string): number | null
+    /** The token of `id`, or null when no token has it. */
+    idToToken(id: number): string | null
+    /** The vocabulary's size, added tokens included. */
+    get vocabSize(): number
+    /** `model_max_length` from `tokenizer_config.json`, or null. */
+    get modelMaxLength(): number | null
+    /** The padding token (`tokenizer_config.json`'s, or `tokenizer.json`'s), or null. */
+    get padToken(): string | null
+    /** The beginning-of-sequence token, or null. */
+    get bosToken(): string | null
+    /** The end-of-sequence token, or null. */
+    get eosToken(): string | null
+    /** The unknown-word token, or null. */
+    get unkToken(): string | null
+    /** Every special token by role (roles without one left out). */
+    specialTokens(): SpecialTokens
+    /** The chat template (`chat_template` of `tokenizer_config.json`, or `chat_template.jinja`), or null. */
+    get chatTemplate(): string | null
+    /**
+     * Renders a conversation with the chat template as transformers'
+     * `apply_chat_template(messages, tokenize=False)` does. Errors: `InvalidArg` (a template that
+     * raises or fails, with its message).
+     */
+    applyChatTemplate(messages: Array<Record<string, unknown>>, options?: ChatTemplateOptions): string
+    /** Frees the tokenizer now; later calls are `Disposed`. */
+    dispose(): void
+    /** Whether `dispose()` was called. */
+    get isDisposed(): boolean
+    [Symbol.dispose](): void
+  }
   /**
    * Text generation from a causal LM folder (python/export_causal_lm.py); the decode loop runs on
    * the executor. See docs/generation.md. Made with `CausalLM.load`.
@@ -933,6 +995,20 @@ export declare function arange(start: number, end?: number | TensorOptions, step
 /** Joins tensors along an existing dim (default 0) into a new tensor (a copy). */
 export declare function cat(tensors: Tensor[], dim?: Dim | undefined | null): Tensor
 
+/** Options of `Tokenizer.applyChatTemplate`; any other key is refused (`InvalidArg`). */
+export interface ChatTemplateOptions {
+  /** Ends with the header that starts the assistant's answer. Default `false`. */
+  addGenerationPrompt?: boolean
+  /** Tool (function) JSON schemas, for templates that support tools. */
+  tools?: Record<string, unknown>[]
+  /** Documents for retrieval-augmented templates. */
+  documents?: Record<string, unknown>[]
+  /** A template to use instead of the tokenizer's own. */
+  chatTemplate?: string
+  /** More variables the template reads (`enable_thinking`, `date_string`, ...). */
+  variables?: Record<string, unknown>
+}
+
 /** Options of `torch.image.decode`; any other key is refused (`InvalidArg`). */
 export interface DecodeOptions {
   /**
@@ -949,6 +1025,26 @@ export declare function empty(shape: Shape, options?: FactoryOptions | undefined
 export interface EncodeOptions {
   /** JPEG quality, 1 to 100 (default 90). */
   quality?: number
+}
+
+/** One encoded text. */
+export interface Encoding {
+  /** Token ids. */
+  ids: Array<number>
+  /** The tokens' strings (`##ing`, `Ġworld`, `▁the`, `[CLS]`). */
+  tokens: Array<string>
+  /**
+   * Each token's `[start, end)` in the text it came from, as JS string indices:
+   * `text.slice(start, end)` is the token's text (for a pair's second text, index that text).
+   * Special tokens have `[0, 0]`.
+   */
+  offsets: Array<[number, number]>
+  /** 1 for real tokens, 0 for padding. */
+  attentionMask: Array<number>
+  /** 0 for the first text's tokens, 1 for a pair's second (BERT's token type ids). */
+  typeIds: Array<number>
+  /** 1 where the post-processor added a special token. */
+  specialTokensMask: Array<number>
 }
 
 /** What the executor is doing: settings, queued and running calls. */
@@ -1152,6 +1248,17 @@ export declare function setNumInteropThreads(n: number): void
  */
 export declare function setNumThreads(n: number): void
 
+/** The special token of each role, or null. */
+export interface SpecialTokens {
+  bosToken?: string
+  eosToken?: string
+  unkToken?: string
+  sepToken?: string
+  padToken?: string
+  clsToken?: string
+  maskToken?: string
+}
+
 /** Stacks same-shape tensors along a new dim (default 0) into a new tensor (a copy). */
 export declare function stack(tensors: Tensor[], dim?: Dim | undefined | null): Tensor
 
@@ -1175,6 +1282,70 @@ export interface TensorOptions {
    * tensor; the element count must match). Other factories refuse it.
    */
   shape?: Array<number>
+}
+
+/** Options of `Tokenizer.encodeBatch`; any other key is refused (`InvalidArg`). */
+export interface TokenizerBatchOptions {
+  /** Second texts, one per text (pairs). */
+  pair?: string[]
+  /** Adds the model's special tokens. Default `true`. */
+  addSpecialTokens?: boolean
+  /** As `encode`'s. */
+  truncation?: boolean | 'longest_first' | 'only_first' | 'only_second'
+  /** As `encode`'s; also the length `padding: 'maxLength'` pads to. */
+  maxLength?: number
+  /**
+   * `'longest'` (or `true`): every row as long as the longest; `'maxLength'`: as long as
+   * `maxLength`; `false`: no padding. Default `'longest'` with `returnTensors: true`, else
+   * `false`. Pads with the pad token, on the config's `padding_side`.
+   */
+  padding?: 'longest' | 'maxLength' | boolean
+  /** Rounds the padded length up to a multiple of this (8 suits tensor cores). */
+  padToMultipleOf?: number
+  /**
+   * `true`: int64 tensors `inputIds`, `attentionMask`, `tokenTypeIds` `[n, length]`, ready
+   * for `forward`; `'ragged'`: one `[1, length_i]` tensor of each per text, unpadded (what
+   * a `Batcher`'s `run()` takes with `padValue`); `false` (default): one `Encoding` per text.
+   */
+  returnTensors?: boolean | 'ragged'
+  /** Aborting rejects with `Aborted` while the call is still queued. */
+  signal?: AbortSignal
+}
+
+/** Options of `Tokenizer.decode` and `decodeBatch`; any other key is refused (`InvalidArg`). */
+export interface TokenizerDecodeOptions {
+  /** Leaves the special tokens (`[CLS]`, `<|im_end|>`, ...) out. Default `false`. */
+  skipSpecialTokens?: boolean
+}
+
+/** Options of `Tokenizer.encode`; any other key is refused (`InvalidArg`). */
+export interface TokenizerEncodeOptions {
+  /** A second text: the pair's (a question and its context, for a cross-encoder). */
+  pair?: string
+  /** Adds the model's special tokens (`[CLS]`, `[SEP]`, `<s>`, ...). Default `true`. */
+  addSpecialTokens?: boolean
+  /**
+   * Cuts to `maxLength` tokens: `true` (`'longest_first'`), `'only_first'`,
+   * `'only_second'` or `false`. Default: `true` when `maxLength` is given (as
+   * transformers does), else `false`.
+   */
+  truncation?: boolean | 'longest_first' | 'only_first' | 'only_second'
+  /**
+   * The most tokens, special tokens included. Default `model_max_length` from
+   * `tokenizer_config.json`.
+   */
+  maxLength?: number
+}
+
+/** Options of `Tokenizer.fromJSON`; any other key is refused (`InvalidArg`). */
+export interface TokenizerLoadOptions {
+  /**
+   * `tokenizer_config.json`'s contents (a string, a Buffer or the parsed object): special
+   * tokens by role, `model_max_length`, `padding_side`, `chat_template`.
+   */
+  config?: string | Uint8Array | Record<string, unknown>
+  /** A chat template (Jinja), overriding the config's. */
+  chatTemplate?: string
 }
 
 /** `Tensor.to`'s object form: where to move and what to cast to (at least one). */

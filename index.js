@@ -205,16 +205,16 @@ function wrapNamespace(ns, prefix) {
 /**
  * `torch.text.Tokenizer`: made by its factories (`fromFile`, `fromJSON`), so, as `Tensor`, a JS
  * function whose `new` throws a coded error, with the native prototype's methods wrapped. JS
- * because napi-rs registers the class at the top level of the addon, not in `text`.
+ * because napi-rs registers the class at the top level of the addon (as `_Tokenizer`), not in `text`.
  */
 function Tokenizer() {
   throw codedError('InvalidArg', 'new Tokenizer(): tokenizers are made with Tokenizer.fromFile(path) or Tokenizer.fromJSON(json)', Tokenizer)
 }
-wrapPrototype(native.Tokenizer, Tokenizer)
-Tokenizer.fromFile = wrap(native.Tokenizer.fromFile, 'fromFile', 'Tokenizer.fromFile')
-Tokenizer.fromJSON = wrap(native.Tokenizer.fromJSON, 'fromJSON', 'Tokenizer.fromJSON')
+wrapPrototype(native._Tokenizer, Tokenizer)
+Tokenizer.fromFile = wrap(native._Tokenizer.fromFile, 'fromFile', 'Tokenizer.fromFile')
+Tokenizer.fromJSON = wrap(native._Tokenizer.fromJSON, 'fromJSON', 'Tokenizer.fromJSON')
 
-const INTERNAL = new Set(['_failed', '_takeError', '_tidyBegin', '_tidyEnd', '_loadTorchvisionOps', 'Tokenizer', '_CausalLM', '_Generation'])
+const INTERNAL = new Set(['_failed', '_takeError', '_tidyBegin', '_tidyEnd', '_loadTorchvisionOps', '_Tokenizer', '_CausalLM', '_Generation'])
 const exported = {}
 for (const [name, value] of Object.entries(native)) {
   if (INTERNAL.has(name)) continue

@@ -391,24 +391,6 @@ fn int64(values: &[i64], shape: &[i64]) -> anyhow::Result<tch::Tensor> {
     Ok(tch::Tensor::f_from_slice(values)?.f_reshape(shape)?)
 }
 
-/// What `encodeBatch` resolves to with `returnTensors` (int64 tensors; with `'ragged'`, one
-/// `[1, length_i]` tensor per text in each field).
-#[napi_derive::napi(object, object_from_js = false, object_to_js = false)]
-pub struct TokenizerBatchTensors {
-    /// Token ids, `[n, length]` (padded with the pad token's id).
-    #[napi(ts_type = "Tensor | Tensor[]")]
-    pub input_ids: Option<napi::bindgen_prelude::Unknown<'static>>,
-    /// 1 on real tokens, 0 on padding.
-    #[napi(ts_type = "Tensor | Tensor[]")]
-    pub attention_mask: Option<napi::bindgen_prelude::Unknown<'static>>,
-    /// 0 for first texts' tokens, 1 for pairs' second texts'.
-    #[napi(ts_type = "Tensor | Tensor[]")]
-    pub token_type_ids: Option<napi::bindgen_prelude::Unknown<'static>>,
-    /// Each text's tokens before padding.
-    #[napi(ts_type = "number[]")]
-    pub lengths: Option<napi::bindgen_prelude::Unknown<'static>>,
-}
-
 js_result!(
     /// A chat rendered to text.
     Rendered(String) as "string",
@@ -481,19 +463,21 @@ fn id(x: f64, what: &str) -> anyhow::Result<u32> {
     Ok(x as u32)
 }
 
-/// Hugging Face tokenizers (`tokenizer.json`) and chat templates.
+/// Hugging Face tokenizers (`tokenizer.json`) and chat templates. napi-rs registers and types
+/// the class at the top level, so it is `_Tokenizer` there, its members untyped
+/// (`skip_typescript`): index.js puts it in `torch.text` and index.d.ts's hand-written `text`
+/// namespace declares it, with these docs.
 #[napi_derive::napi(namespace = "text")]
 pub mod text {
     use super::*;
     use crate::napi::convert::Str;
     use napi::Env;
 
-    /// A Hugging Face tokenizer (`tokenizer.json`: WordPiece, byte-level BPE, Unigram/
-    /// SentencePiece, with their normalizers, pre-tokenizers, post-processors and decoders), run
-    /// by the `tokenizers` crate that Python's `tokenizers` and `transformers` run: same ids,
-    /// tokens and decoded strings. Offsets are JS string indices. Made with `Tokenizer.fromFile`
-    /// or `Tokenizer.fromJSON`.
-    #[napi_derive::napi(js_name = "Tokenizer")]
+    /// @internal The native class of `torch.text.Tokenizer` (index.js): a Hugging Face tokenizer
+    /// (`tokenizer.json`: WordPiece, byte-level BPE, Unigram/SentencePiece, with their
+    /// normalizers, pre-tokenizers, post-processors and decoders) run by the `tokenizers` crate
+    /// that Python's `tokenizers` and `transformers` run.
+    #[napi_derive::napi(js_name = "_Tokenizer")]
     pub struct JsTokenizer {
         slot: Slot<Tokenizer>,
     }
@@ -515,7 +499,7 @@ pub mod text {
         /// Loads `tokenizer.json` (a path to it, or to the folder holding it) and, from its folder,
         /// `tokenizer_config.json`, `special_tokens_map.json` and `chat_template.jinja` when they
         /// are there. Errors: `ModelLoadError` (missing or malformed file).
-        #[napi_derive::napi]
+        #[napi_derive::napi(skip_typescript)]
         pub fn from_file(path: Str) -> Outcome<JsTokenizer> {
             guard(|| {
                 let path = std::path::PathBuf::from(path.read_path()?);
@@ -526,10 +510,7 @@ pub mod text {
 
         /// A tokenizer from `tokenizer.json`'s contents (a string or a Buffer); `options.config`:
         /// `tokenizer_config.json`'s.
-        #[napi_derive::napi(
-            js_name = "fromJSON",
-            ts_args_type = "json: string | Uint8Array, options?: TokenizerLoadOptions"
-        )]
+        #[napi_derive::napi(skip_typescript, js_name = "fromJSON")]
         pub fn from_json(json: Arg, options: Option<Arg>) -> Outcome<JsTokenizer> {
             guard(|| {
                 let env = json.0.env;
@@ -549,7 +530,7 @@ pub mod text {
 
         /// Encodes one text (or, with `pair`, two): ids, tokens, JS-index offsets, masks.
         /// Synchronous, on the calling thread: for many texts use `encodeBatch`.
-        #[napi_derive::napi(ts_args_type = "text: string, options?: TokenizerEncodeOptions")]
+        #[napi_derive::napi(skip_typescript)]
         pub fn encode(&self, text: Arg, options: Option<Arg>) -> Outcome<Encoding> {
             guard(|| {
                 let env = text.0.env;
@@ -568,10 +549,7 @@ pub mod text {
         /// Encodes many texts on torch-node's executor (in parallel), each as `encode` would:
         /// an `Encoding` per text, or, with `returnTensors`, int64 tensors ready for `forward`
         /// (`{inputIds, attentionMask, tokenTypeIds, lengths}`).
-        #[napi_derive::napi(
-            ts_args_type = "texts: string[], options?: TokenizerBatchOptions",
-            ts_return_type = "Promise<Encoding[] | TokenizerBatchTensors>"
-        )]
+        #[napi_derive::napi(skip_typescript)]
         pub fn encode_batch(&self, env: Env, texts: Arg, options: Option<Arg>) -> Outcome<Promise> {
             let raw = env.raw();
             Outcome::of(|| {
@@ -661,7 +639,7 @@ pub mod text {
 
         /// The text of token ids (an array of ids or a 1-D integer tensor), joined as the
         /// tokenizer's decoder does.
-        #[napi_derive::napi(ts_args_type = "ids: number[] | Tensor, options?: TokenizerDecodeOptions")]
+        #[napi_derive::napi(skip_typescript)]
         pub fn decode(&self, ids: Arg, options: Option<Arg>) -> Outcome<String> {
             guard(|| {
                 let env = ids.0.env;
@@ -674,7 +652,7 @@ pub mod text {
         }
 
         /// `decode` for several id lists (arrays, or 1-D tensors).
-        #[napi_derive::napi(ts_args_type = "ids: Array<number[] | Tensor>, options?: TokenizerDecodeOptions")]
+        #[napi_derive::napi(skip_typescript)]
         pub fn decode_batch(&self, ids: Arg, options: Option<Arg>) -> Outcome<Vec<String>> {
             guard(|| {
                 let env = ids.0.env;
@@ -690,13 +668,13 @@ pub mod text {
         }
 
         /// The id of `token`, or null when it is not in the vocabulary.
-        #[napi_derive::napi]
+        #[napi_derive::napi(skip_typescript)]
         pub fn token_to_id(&self, token: Str) -> Outcome<Option<u32>> {
             guard(|| Ok(self.get()?.token_to_id(&token.read_exact("token")?))).into()
         }
 
         /// The token of `id`, or null when no token has it.
-        #[napi_derive::napi(ts_args_type = "id: number")]
+        #[napi_derive::napi(skip_typescript)]
         pub fn id_to_token(&self, id: Arg) -> Outcome<Option<String>> {
             guard(|| {
                 let n = crate::napi::convert::number(id.0.env, id.val(), "id")?;
@@ -706,44 +684,44 @@ pub mod text {
         }
 
         /// The vocabulary's size, added tokens included.
-        #[napi_derive::napi(getter)]
+        #[napi_derive::napi(skip_typescript, getter)]
         pub fn vocab_size(&self) -> Outcome<u32> {
             guard(|| Ok(self.get()?.vocab_size() as u32)).into()
         }
 
         /// `model_max_length` from `tokenizer_config.json` (the longest input the model takes), or null.
-        #[napi_derive::napi(getter)]
+        #[napi_derive::napi(skip_typescript, getter)]
         pub fn model_max_length(&self) -> Outcome<Option<u32>> {
             guard(|| Ok(self.get()?.model_max_length().map(|n| n as u32))).into()
         }
 
         /// The padding token (`tokenizer_config.json`'s `pad_token`, or `tokenizer.json`'s), or null.
-        #[napi_derive::napi(getter)]
+        #[napi_derive::napi(skip_typescript, getter)]
         pub fn pad_token(&self) -> Outcome<Option<String>> {
             self.role("pad_token")
         }
 
         /// The beginning-of-sequence token, or null.
-        #[napi_derive::napi(getter)]
+        #[napi_derive::napi(skip_typescript, getter)]
         pub fn bos_token(&self) -> Outcome<Option<String>> {
             self.role("bos_token")
         }
 
         /// The end-of-sequence token, or null.
-        #[napi_derive::napi(getter)]
+        #[napi_derive::napi(skip_typescript, getter)]
         pub fn eos_token(&self) -> Outcome<Option<String>> {
             self.role("eos_token")
         }
 
         /// The unknown-word token, or null.
-        #[napi_derive::napi(getter)]
+        #[napi_derive::napi(skip_typescript, getter)]
         pub fn unk_token(&self) -> Outcome<Option<String>> {
             self.role("unk_token")
         }
 
         /// Every special token by role (`bosToken`, `eosToken`, `unkToken`, `sepToken`,
         /// `padToken`, `clsToken`, `maskToken`; null where the tokenizer has none).
-        #[napi_derive::napi]
+        #[napi_derive::napi(skip_typescript)]
         pub fn special_tokens(&self) -> Outcome<SpecialTokens> {
             guard(|| {
                 let tok = self.get()?;
@@ -764,7 +742,7 @@ pub mod text {
 
         /// The chat template (`tokenizer_config.json`'s `chat_template` or
         /// `chat_template.jinja`), or null.
-        #[napi_derive::napi(getter)]
+        #[napi_derive::napi(skip_typescript, getter)]
         pub fn chat_template(&self) -> Outcome<Option<String>> {
             guard(|| Ok(self.get()?.config().chat_template.clone())).into()
         }
@@ -774,9 +752,7 @@ pub mod text {
         /// template sees `messages`, `tools`, `documents`, `add_generation_prompt`, the special
         /// tokens by role (`bos_token`, ...) and `options.variables`. A template that raises
         /// (`raise_exception`) or fails is `InvalidArg` with its message.
-        #[napi_derive::napi(
-            ts_args_type = "messages: Array<Record<string, unknown>>, options?: ChatTemplateOptions"
-        )]
+        #[napi_derive::napi(skip_typescript)]
         pub fn apply_chat_template(&self, messages: Arg, options: Option<Arg>) -> Outcome<Rendered> {
             guard(|| {
                 let env = messages.0.env;
@@ -834,13 +810,13 @@ pub mod text {
         }
 
         /// Frees the tokenizer now (otherwise the garbage collector does); later calls are `Disposed`.
-        #[napi_derive::napi]
+        #[napi_derive::napi(skip_typescript)]
         pub fn dispose(&self) {
             self.slot.dispose();
         }
 
         /// Whether `dispose()` was called.
-        #[napi_derive::napi(getter)]
+        #[napi_derive::napi(skip_typescript, getter)]
         pub fn is_disposed(&self) -> bool {
             self.slot.is_disposed()
         }
