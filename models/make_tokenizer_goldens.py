@@ -32,6 +32,10 @@ import shutil
 import sys
 import unicodedata
 
+# One thread: the Unigram trainer's result depends on how its parallel sums are ordered, and
+# the files must come out the same on every run.
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
 
 def log(msg):
     print(f"[tokenizer goldens] {msg}", flush=True)
@@ -239,6 +243,17 @@ def unigram(out_dir):
         show_progress=False,
     )
     tok.train_from_iterator(UNIGRAM_CORPUS * 20, trainer=trainer)
+    # The trainer orders pieces of equal score as a hash map iterates (differently each run) and
+    # its scores differ in the last bits: rebuild the model with scores rounded and ties broken
+    # by the piece, special tokens first, so that the ids (and the file) are the same every run.
+    trained = json.loads(tok.to_str())["model"]["vocab"]
+    special = {"<pad>": 0, "<unk>": 1, "<s>": 2, "</s>": 3}
+    rest = sorted(((p, round(sc, 6)) for p, sc in trained if p not in special), key=lambda e: (-e[1], e[0]))
+    model = Unigram([(p, 0.0) for p in special] + rest, unk_id=1, byte_fallback=False)
+    normalizer, pre, dec = tok.normalizer, tok.pre_tokenizer, tok.decoder
+    tok = Tokenizer(model)
+    tok.normalizer, tok.pre_tokenizer, tok.decoder = normalizer, pre, dec
+    tok.add_special_tokens(list(special))
     bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", bos), ("</s>", eos)]
