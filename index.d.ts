@@ -616,6 +616,8 @@ export declare namespace text {
     get normalize(): boolean
     /** `manifest.json` as read (a copy). */
     get manifest(): TextModelManifest
+    /** The folder's tokenizer (`tokenizer.json`), as `encode` uses it: to count or inspect tokens. */
+    get tokenizer(): Tokenizer
     /** True once `dispose()` was called. */
     get isDisposed(): boolean
     /** The Batcher's counts (requests are chunks of up to `maxBatchSize` texts of one bucket). */

@@ -38,4 +38,28 @@ export interface Binding extends Omit<PublicExports, 'ScriptModule' | 'AOTModule
   _tidyEnd(keep: unknown): number | Failed
   /** `torch.vision.loadOps(dir)`: registers torchvision's ops; true when this call loaded them. */
   _loadTorchvisionOps(dir?: string): boolean | Failed
+  /** `torch.text.Tokenizer`'s native class (index.js wraps its prototype). */
+  readonly _Tokenizer: Function
+  /** `torch.text.CausalLM`'s native half (lib/text/causal-lm.js). */
+  readonly _CausalLM: {
+    /** Loads a causal-LM folder; `options` is JSON `{dtype, maxContext}`. */
+    load(folder: string, options: string): Promise<NativeCausalLM> | Failed
+  }
+}
+
+/** A loaded causal LM (src/causal_lm.rs); options and prompts cross as JSON. */
+export interface NativeCausalLM {
+  /** The manifest's facts as JSON. */
+  info(): string | Failed
+  /** Checks generation options (JSON) without starting anything. */
+  checkOptions(options: string): boolean | Failed
+  /** Starts a generation: pieces arrive through `onPiece` on the JS thread. */
+  start(prompt: string, options: string, onPiece: (piece: unknown) => void): NativeGeneration | Failed
+  /** Frees the model. */
+  dispose(): void
+}
+
+/** One generation in flight: `abort()` ends it and frees its cache. */
+export interface NativeGeneration {
+  abort(): void
 }

@@ -144,6 +144,11 @@ async function writeTypings(typeDefDir) {
   // Doc comments that pass through a macro (the option bags of src/napi/options.rs) reach
   // napi-derive as raw strings (`#[doc = r" text"]`), which it renders with their `r"`.
   out = out.replace(/^(\s*(?:\/\*\*|\*)) r#*"( |$)/gm, '$1$2')
+  // Native classes that index.js or lib/ wrap (`_Tokenizer`, `_CausalLM`, `_Generation`) are not
+  // exported; napi-derive cannot leave a class out of its typings (`skip_typescript` is refused on
+  // a struct), so their empty declarations, doc comment included, go here.
+  out = out.replace(/^(?:\/\*\*(?:(?!\*\/)[\s\S])*\*\/\n)?export declare class _\w+ \{\}\n/gm, '')
+  if (/^export declare class _/m.test(out)) throw new Error('typings: an internal class _Name has members: wrap them in JS')
   if (/\bOutcome</.test(out)) throw new Error('typings: an Outcome<...> type was left unresolved')
   fs.writeFileSync(path.join(ROOT, 'index.d.ts'), out)
   log('wrote index.d.ts')

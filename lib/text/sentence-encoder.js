@@ -153,7 +153,7 @@ function normalizeRows(out, dim) {
 class SentenceEncoder {
   /** @type {Manifest} */ #manifest
   /** @type {any} an AOTModule or a ScriptModule */ #program
-  /** @type {any} a torch.text.Tokenizer */ #tokenizer
+  /** @type {import('../../index').text.Tokenizer} */ #tokenizer
   /** @type {import('../../index').Batcher} */ #batcher
   /** @type {number} */ #maxBatchSize
   /** @type {number[]} */ #buckets
@@ -199,8 +199,7 @@ class SentenceEncoder {
     const manifest = readManifest(folder, caller)
     const o = readLoadOptions(options, manifest, caller)
     const { text, AOTModule, ScriptModule } = torch()
-    // (any: index.d.ts's generated part does not declare text.Tokenizer yet)
-    const { Tokenizer } = /** @type {any} */ (text)
+    const { Tokenizer } = text
     const tokenizer = Tokenizer.fromFile(path.join(folder, manifest.tokenizer || 'tokenizer.json'))
     const file = path.join(folder, manifest.program)
     const signal = o.signal === undefined ? {} : { signal: o.signal }
