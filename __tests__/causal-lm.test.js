@@ -125,7 +125,9 @@ test('abort mid-stream: finishReason aborted, the next request is served at once
   const none = await lm.complete('a', { signal: AbortSignal.abort() })
   assert.deepEqual([none.finishReason, none.text], ['aborted', ''])
   // Breaking out of the loop frees the slot too.
-  for await (const _ of lm.generate('a', { maxNewTokens: 100 })) break
+  const broken = lm.generate('a', { maxNewTokens: 100 })
+  await broken.next()
+  await broken.return(undefined) // what `break` in a for-await loop calls
   assert.equal(lm.stats().active, 0)
 })
 
@@ -136,7 +138,7 @@ test('past maxSequences calls wait, then QueueFull past maxQueue', { skip }, asy
   const waiting = lm.complete('a', { maxNewTokens: 3 })
   await assert.rejects(lm.complete('b', { maxNewTokens: 3 }), { code: 'QueueFull' })
   assert.deepEqual(lm.stats(), { active: 1, queued: 1, maxSequences: 1 })
-  for await (const _ of busy); // drains, then the waiting call runs
+  while (!(await busy.next()).done); // drains, then the waiting call runs
   assert.equal((await waiting).tokens.length, 3)
 })
 
