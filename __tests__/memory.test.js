@@ -206,9 +206,15 @@ describe('RSS stays bounded over 20,000 temporaries of 1×3×224×224 (child pro
   })
 
   test('with dispose(): growth under 300 MiB above the baseline', (t) => {
-    const m = measure('dispose', ITERATIONS)
+    // Measured again once past the bound: under load from other processes one run in a CI
+    // reached +311 MiB where quiet runs give +11..+40 MiB; a leak grows on both runs.
+    let m = measure('dispose', ITERATIONS)
     t.diagnostic(`dispose: ${fmt(m)}`)
-    assert.ok(m.growth < 300, `RSS grew by ${m.growth.toFixed(0)} MiB (>= 300)`)
+    if (m.growth >= 300) {
+      m = measure('dispose', ITERATIONS)
+      t.diagnostic(`dispose, measured again: ${fmt(m)}`)
+    }
+    assert.ok(m.growth < 300, `RSS grew by ${m.growth.toFixed(0)} MiB (>= 300) on two runs`)
   })
 
   test('with tidy: growth under 300 MiB above the baseline', (t) => {
