@@ -21,6 +21,8 @@ const torch = require('..')
 /** Limits on a request: OpenAI's own item limit, and characters per input (~ 4 per token). */
 const LIMITS = Object.freeze({ maxItems: 2048, maxChars: 32768, maxBodyBytes: '16mb' })
 const REQUEST_KEYS = ['input', 'model', 'encoding_format', 'dimensions', 'user']
+/** Up to this many characters in a request, its tokens are counted on the JS thread. */
+const SYNC_COUNT_CHARS = 16 * 1024
 
 function httpError(status, code, message) {
   return Object.assign(new Error(message), { status, code })
@@ -147,7 +149,13 @@ function sentenceEmbedder(encoder, name) {
     dim: encoder.dim,
     encode: (texts, options) => encoder.encode(texts, options),
     async countTokens(texts) {
-      const batch = await encoder.tokenizer.encodeBatch(texts, { truncation: true, maxLength, padding: false })
+      const options = { truncation: true, maxLength }
+      // A small request is counted here (microseconds); a large one on the executor, so that the
+      // event loop never tokenizes megabytes, and small ones never queue behind a forward.
+      if (texts.reduce((n, t) => n + t.length, 0) <= SYNC_COUNT_CHARS) {
+        return texts.reduce((sum, t) => sum + encoder.tokenizer.encode(t, options).ids.length, 0)
+      }
+      const batch = await encoder.tokenizer.encodeBatch(texts, { ...options, padding: false })
       return batch.reduce((sum, e) => sum + e.ids.length, 0)
     },
   }
