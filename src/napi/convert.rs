@@ -79,6 +79,9 @@ arg_types! {
     Dims;
     /// Sizes (`Shape`): an array of sizes, or one size.
     Shape;
+    /// Any value, read by `torch.text`'s own readers (src/text/js.rs), whose typings are
+    /// hand-written in index.d.ts.
+    Arg;
     /// Numbers and arrays of numbers given as rest arguments (`view(2, 3)`, `view([2, 3])`):
     /// index.js hands them over as one array.
     Sizes;

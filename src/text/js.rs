@@ -7,43 +7,16 @@ use super::tokenizer::{
     encodings_json, Config, Encoded, Input, PadTo, Padding, Rows, Strategy, Tokenizer, Truncation,
 };
 use crate::error::{bail_code, guard, Code};
-use crate::napi::convert::Raw;
+use crate::napi::convert::{Arg, Raw};
 use crate::napi::js::{self, Env as RawEnv, Val};
 use crate::napi::lifecycle::Slot;
 use crate::napi::options::{js_options, OptionValue};
 use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::task::{self, abort_flag, prepare, AbortFlag, Promise};
 use crate::tensor::JsTensor;
-use napi::bindgen_prelude::{FromNapiValue, TypeName, ValueType};
 use napi::sys::ValueType as Js;
 use serde_json::Value as Json;
 use std::sync::Arc;
-
-/// Any JS argument, read in the export's body (see `crate::napi::convert`); the export's
-/// `ts_args_type` says what it takes.
-#[derive(Clone, Copy)]
-pub struct Arg(Raw);
-
-impl FromNapiValue for Arg {
-    unsafe fn from_napi_value(env: RawEnv, val: Val) -> napi::Result<Self> {
-        Ok(Arg(Raw { env, val }))
-    }
-}
-
-impl TypeName for Arg {
-    fn type_name() -> &'static str {
-        "unknown"
-    }
-    fn value_type() -> ValueType {
-        ValueType::Unknown
-    }
-}
-
-impl Arg {
-    fn val(&self) -> Val {
-        self.0.val
-    }
-}
 
 /// A text read exactly (a lone surrogate is InvalidArg, never a silent U+FFFD).
 pub struct Text(String);
@@ -513,9 +486,9 @@ pub mod text {
         #[napi_derive::napi(skip_typescript, js_name = "fromJSON")]
         pub fn from_json(json: Arg, options: Option<Arg>) -> Outcome<JsTokenizer> {
             guard(|| {
-                let env = json.0.env;
-                let bytes = json_bytes(env, json.val(), "json")?;
-                let o = LoadBag::read(env, options.map(|o| o.val()), "options")?;
+                let env = json.raw().env;
+                let bytes = json_bytes(env, json.raw().val, "json")?;
+                let o = LoadBag::read(env, options.map(|o| o.raw().val), "options")?;
                 let mut config = match o.config {
                     Some(c) => Config::parse(Some(&c.0), None)?,
                     None => Config::default(),
@@ -533,10 +506,10 @@ pub mod text {
         #[napi_derive::napi(skip_typescript)]
         pub fn encode(&self, text: Arg, options: Option<Arg>) -> Outcome<Encoding> {
             guard(|| {
-                let env = text.0.env;
+                let env = text.raw().env;
                 let tok = self.get()?;
-                let t = super::text(env, text.val(), "text")?;
-                let o = EncodeBag::read(env, options.map(|o| o.val()), "options")?;
+                let t = super::text(env, text.raw().val, "text")?;
+                let o = EncodeBag::read(env, options.map(|o| o.raw().val), "options")?;
                 let trunc = truncation(&tok, o.truncation, o.max_length)?;
                 let input: Input = (t, o.pair.map(|p| p.0));
                 Ok(tok
@@ -555,8 +528,8 @@ pub mod text {
             Outcome::of(|| {
                 let prepared = prepare(|| {
                     let tok = self.get()?;
-                    let list = super::texts(raw, texts.val(), "texts")?;
-                    let o = BatchBag::read(raw, options.map(|o| o.val()), "options")?;
+                    let list = super::texts(raw, texts.raw().val, "texts")?;
+                    let o = BatchBag::read(raw, options.map(|o| o.raw().val), "options")?;
                     let abort: AbortFlag = o.signal.map(|s| abort_flag(&env, s)).transpose()?;
                     let inputs: Vec<Input> = match o.pair {
                         None => list.into_iter().map(|t| (t, None)).collect(),
@@ -642,10 +615,10 @@ pub mod text {
         #[napi_derive::napi(skip_typescript)]
         pub fn decode(&self, ids: Arg, options: Option<Arg>) -> Outcome<String> {
             guard(|| {
-                let env = ids.0.env;
+                let env = ids.raw().env;
                 let tok = self.get()?;
-                let ids = super::ids(env, ids.val(), "ids")?;
-                let o = DecodeBag::read(env, options.map(|o| o.val()), "options")?;
+                let ids = super::ids(env, ids.raw().val, "ids")?;
+                let o = DecodeBag::read(env, options.map(|o| o.raw().val), "options")?;
                 tok.decode(&ids, o.skip_special_tokens.unwrap_or(false))
             })
             .into()
@@ -655,13 +628,13 @@ pub mod text {
         #[napi_derive::napi(skip_typescript)]
         pub fn decode_batch(&self, ids: Arg, options: Option<Arg>) -> Outcome<Vec<String>> {
             guard(|| {
-                let env = ids.0.env;
+                let env = ids.raw().env;
                 let tok = self.get()?;
                 let lists =
-                    crate::napi::convert::array_of(env, ids.val(), "id lists", "ids", |item, what| {
+                    crate::napi::convert::array_of(env, ids.raw().val, "id lists", "ids", |item, what| {
                         super::ids(env, item, what)
                     })?;
-                let o = DecodeBag::read(env, options.map(|o| o.val()), "options")?;
+                let o = DecodeBag::read(env, options.map(|o| o.raw().val), "options")?;
                 tok.decode_batch(&lists, o.skip_special_tokens.unwrap_or(false))
             })
             .into()
@@ -677,7 +650,7 @@ pub mod text {
         #[napi_derive::napi(skip_typescript)]
         pub fn id_to_token(&self, id: Arg) -> Outcome<Option<String>> {
             guard(|| {
-                let n = crate::napi::convert::number(id.0.env, id.val(), "id")?;
+                let n = crate::napi::convert::number(id.raw().env, id.raw().val, "id")?;
                 Ok(self.get()?.id_to_token(super::id(n, "id")?))
             })
             .into()
@@ -755,17 +728,17 @@ pub mod text {
         #[napi_derive::napi(skip_typescript)]
         pub fn apply_chat_template(&self, messages: Arg, options: Option<Arg>) -> Outcome<Rendered> {
             guard(|| {
-                let env = messages.0.env;
+                let env = messages.raw().env;
                 let tok = self.get()?;
-                let o = ChatBag::read(env, options.map(|o| o.val()), "options")?;
-                if !js::is_array(env, messages.val())? {
+                let o = ChatBag::read(env, options.map(|o| o.raw().val), "options")?;
+                if !js::is_array(env, messages.raw().val)? {
                     bail_code!(
                         Code::InvalidArg,
                         "messages: expected an array of messages ({{role, content}}), got {}",
-                        js::describe(env, messages.val())
+                        js::describe(env, messages.raw().val)
                     );
                 }
-                let messages = match json(env, messages.val(), "messages", 0)? {
+                let messages = match json(env, messages.raw().val, "messages", 0)? {
                     Json::Array(list) => list,
                     _ => unreachable!("an array reads as a JSON array"),
                 };
