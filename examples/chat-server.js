@@ -20,6 +20,7 @@
 const path = require('node:path')
 const { randomUUID } = require('node:crypto')
 const express = require('express')
+const { notFound, errorHandler } = require('./openai-errors')
 const torch = require('..')
 
 const LIMITS = Object.freeze({ maxBodyBytes: '4mb', maxMessages: 1024, maxStops: 4 })
@@ -249,25 +250,8 @@ function createApp(model, limits = LIMITS) {
     }
   })
 
-  app.use((req, res) => {
-    res.status(404).json({ error: { code: 'NotFound', message: `no route ${req.method} ${req.path}` } })
-  })
-  // Errors in OpenAI's shape ({error: {message, type, code}}): body-parser's (400 bad JSON, 413),
-  // ours, and torch-node's coded ones (InvalidArg: the client's; QueueFull: overloaded, 503).
-  app.use((err, req, res, next) => { // eslint-disable-line no-unused-vars
-    if (res.headersSent) return res.end()
-    let status = err.status || err.statusCode
-    let code = err.code
-    if (err.type === 'entity.too.large') code = 'PayloadTooLarge'
-    else if (err.type === 'entity.parse.failed') code = 'InvalidJSON'
-    else if (!status && code === 'QueueFull') {
-      status = 503
-      res.set('Retry-After', '1')
-    } else if (!status) status = code === 'InvalidArg' ? 400 : 500
-    if (typeof code !== 'string') code = status >= 500 ? 'Internal' : 'BadRequest'
-    const type = status >= 500 ? 'server_error' : 'invalid_request_error'
-    res.status(status).json({ error: { message: err.message, type, code } })
-  })
+  app.use(notFound)
+  app.use(errorHandler)
   return app
 }
 

@@ -16,6 +16,7 @@
 //        -d '{"input": ["a sentence", "another"], "model": "minilm"}'
 const path = require('node:path')
 const express = require('express')
+const { notFound, errorHandler } = require('./openai-errors')
 const torch = require('..')
 
 /** Limits on a request: OpenAI's own item limit, and characters per input (~ 4 per token). */
@@ -122,22 +123,8 @@ function createApp(embedder, limits = LIMITS) {
       next(e)
     }
   })
-  app.use((req, res) => res.status(404).json({ error: { code: 'NotFound', message: `no route ${req.method} ${req.path}` } }))
-  // Errors in OpenAI's shape ({error: {message, type, code}}): body-parser's (400 bad JSON, 413),
-  // ours, and torch-node's coded ones (InvalidArg: the client's; QueueFull: overloaded, 503).
-  app.use((err, req, res, next) => { // eslint-disable-line no-unused-vars
-    let status = err.status || err.statusCode
-    let code = err.code
-    if (err.type === 'entity.too.large') code = 'PayloadTooLarge'
-    else if (err.type === 'entity.parse.failed') code = 'InvalidJSON'
-    else if (!status && code === 'QueueFull') {
-      status = 503
-      res.set('Retry-After', '1')
-    } else if (!status) status = code === 'InvalidArg' ? 400 : 500
-    if (typeof code !== 'string') code = status >= 500 ? 'Internal' : 'BadRequest'
-    const type = status >= 500 ? 'server_error' : 'invalid_request_error'
-    res.status(status).json({ error: { message: err.message, type, code } })
-  })
+  app.use(notFound)
+  app.use(errorHandler)
   return app
 }
 
