@@ -37,6 +37,22 @@ function runChild(cmd, args, env, timeoutMs) {
   })
 }
 
+/**
+ * Runs the script `code` in a child Node (`nodeArgs` before `-e`) and returns the value it last
+ * printed as a line `OUT <json>`, after asserting that it exited cleanly with no panic or fatal
+ * error: how the hostile tests prove that a call ends in a coded error, never a crash.
+ */
+function childOut(code, { timeout, nodeArgs = [] }) {
+  const r = spawnSync(process.execPath, [...nodeArgs, '-e', code], { encoding: 'utf8', timeout, maxBuffer: 16 << 20 })
+  const info = `status ${r.status} signal ${r.signal}\n${r.stdout.slice(-3000)}\n${r.stderr.slice(-3000)}`
+  assert.equal(r.signal, null, info)
+  assert.equal(r.status, 0, info)
+  assert.doesNotMatch(r.stderr, /panicked|FATAL|Check failed/, info)
+  const line = r.stdout.split('\n').reverse().find((l) => l.startsWith('OUT '))
+  assert.ok(line, info)
+  return JSON.parse(line.slice(4))
+}
+
 /** Triton's statistics for `model` on a startTriton() server: inference_count (requests' rows), execution_count, ... */
 async function tritonStats(server, model) {
   const r = await httpGet(`${server.httpUrl}/v2/models/${model}/stats`, 10_000)
@@ -97,4 +113,4 @@ function runTinyBench(script, resultsName, timeoutMs, check) {
   }
 }
 
-module.exports = { coded, runChild, tritonStats, writeTritonTestModels, runTinyBench }
+module.exports = { coded, runChild, childOut, tritonStats, writeTritonTestModels, runTinyBench }

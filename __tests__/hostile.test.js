@@ -5,7 +5,7 @@
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
-const { spawnSync } = require('node:child_process')
+const { childOut } = require('./helpers')
 
 const ROOT = path.join(__dirname, '..')
 const FIXTURES = path.join(ROOT, 'models', 'fixtures')
@@ -23,14 +23,7 @@ function run(source, { timeout = 60_000 } = {}) {
     const out = (v) => process.stdout.write('\\nOUT ' + JSON.stringify(v) + '\\n')
     const caught = (f) => { try { return { value: String(f()) } } catch (e) { return { code: e.code, message: e.message } } }
     ;(async () => { ${source} })().catch((e) => { console.error(e); process.exitCode = 1 })`
-  const r = spawnSync(process.execPath, ['--expose-gc', '-e', code], { encoding: 'utf8', timeout, maxBuffer: 16 << 20 })
-  const info = `status ${r.status} signal ${r.signal}\n${r.stdout.slice(-3000)}\n${r.stderr.slice(-3000)}`
-  assert.equal(r.signal, null, info)
-  assert.equal(r.status, 0, info)
-  assert.doesNotMatch(r.stderr, /panicked|FATAL|Check failed/, info)
-  const line = r.stdout.split('\n').reverse().find((l) => l.startsWith('OUT '))
-  assert.ok(line, info)
-  return JSON.parse(line.slice(4))
+  return childOut(code, { timeout, nodeArgs: ['--expose-gc'] })
 }
 
 describe('hostile input: each reviewed defect stays fixed', () => {

@@ -8,7 +8,7 @@ const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { spawnSync } = require('node:child_process')
+const { childOut } = require('./helpers')
 const torch = require('..')
 
 const { Tokenizer } = torch.text
@@ -269,14 +269,7 @@ function child(source, { timeout = 120_000 } = {}) {
     const out = (v) => process.stdout.write('\\nOUT ' + JSON.stringify(v) + '\\n')
     const caught = async (f) => { try { const v = await f(); return { value: typeof v === 'string' ? v.length : v } } catch (e) { return { code: e.code, message: e.message } } }
     ;(async () => { ${source} })().catch((e) => { console.error(e); process.exitCode = 1 })`
-  const r = spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', timeout, maxBuffer: 16 << 20 })
-  const info = `status ${r.status} signal ${r.signal}\n${r.stdout.slice(-3000)}\n${r.stderr.slice(-3000)}`
-  assert.equal(r.signal, null, info)
-  assert.equal(r.status, 0, info)
-  assert.doesNotMatch(r.stderr, /panicked|FATAL|Check failed/, info)
-  const line = r.stdout.split('\n').reverse().find((l) => l.startsWith('OUT '))
-  assert.ok(line, info)
-  return JSON.parse(line.slice(4))
+  return childOut(code, { timeout })
 }
 
 describe('Tokenizer: hostile input ends in coded errors, never a crash', { skip }, () => {
