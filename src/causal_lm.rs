@@ -2,28 +2,33 @@
 //! lib/text/causal-lm.js, which reads the options, queues past `maxSequences` and turns the
 //! pieces into an async iterator).
 //!
-//! A generation is a chain of executor jobs: each runs `Model::advance` (one step, or a few
-//! until some text is ready), posts the piece to its JS thread through that thread's queue
-//! (`crate::napi::queue`, which calls the JS callback there) and resubmits itself. No JS round
-//! trip is needed per token, and concurrent generations take turns step by step on the executor
-//! (each job goes to the back of its queue). `abort()` frees the sequence's cache at once when
-//! no step is running, else right after the running one.
+//! Each loaded model has an `Engine`: the generations in flight share one `Batch` (one program
+//! call per step for all of them, see `crate::generate::batch`). The engine runs as a chain of
+//! executor jobs while it has work: each job (`tick`) drops the aborted generations, admits
+//! waiting ones (their prompt tokenized and run there: a chat template or a long prompt never
+//! blocks JS), runs one step and posts each generation's new text to its JS thread through
+//! that thread's queue (`crate::napi::queue`, which calls the JS callback there), then
+//! resubmits itself; each job goes to the back of the executor's queue, so other work (other
+//! models, `forward` calls) takes turns with the steps. No JS round trip is needed per token.
+//! `abort()` frees the generation's row at the next step.
 use crate::error::{bail_code, catch_panic, describe, guard, Code};
 use crate::executor;
-use crate::generate::lm::{self, Finish, LoadOptions, Model, Prompt, Request, Sequence};
+use crate::generate::batch::{Batch, Counts, Event};
+use crate::generate::lm::{self, Finish, LoadOptions, Model, Prompt, Request};
 use crate::napi::convert::Str;
 use crate::napi::js;
 use crate::napi::lifecycle::{self, Slot};
 use crate::napi::outcome::{js_result, Outcome};
-use crate::napi::queue::{self, JsQueue};
+use crate::napi::queue::{self, JsQueue, Running};
 use crate::napi::task::Promise;
 use crate::napi::warnings;
 use napi::bindgen_prelude::{Function, FunctionRef};
 use napi::Env;
 use napi_derive::napi;
 use serde_json::{Map, Value as Json};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What a step sends to JS: text and its tokens, and on the last piece why it ended (or the
 /// error that ended it).
@@ -59,79 +64,178 @@ js_result!(
 
 type Callback = FunctionRef<StepJs, ()>;
 
-/// One generation's state, shared by its JS handle and the job chain on the executor.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One generation: its JS side (queue, callback) and what the engine needs to start it.
 struct Stream {
     model: Arc<Model>,
-    /// Taken by the first job (tokenized there: a chat template or a long prompt never blocks JS).
+    /// Taken when the engine admits it.
     start: Mutex<Option<(Prompt, Request)>>,
-    sequence: Mutex<Option<Sequence>>,
-    prompt_tokens: Mutex<usize>,
+    prompt_tokens: AtomicUsize,
     aborted: AtomicBool,
     queue: Arc<JsQueue>,
     /// Dropped on the JS thread with the last piece (a JS reference belongs to its thread).
     callback: Mutex<Option<Callback>>,
 }
 
-/// Runs one step of `stream` on this executor instance, posts its piece and, unless it was the
-/// last, queues the next step.
-fn step(stream: Arc<Stream>) {
-    // The JS thread is tearing down (a terminated worker): nothing to deliver to.
-    let Some(running) = stream.queue.running() else {
-        return;
-    };
-    let origin = Some(stream.queue.clone());
-    let out = warnings::with_origin(origin, || catch_panic(|| advance(&stream)));
-    let piece = out.unwrap_or_else(|e| {
-        let (code, message) = describe(&e);
-        stream.sequence.lock().unwrap_or_else(|p| p.into_inner()).take();
-        Step {
-            finish: Some(Finish::Aborted.name()),
-            error: Some((code, message)),
+impl Stream {
+    /// Sends a piece to the JS thread (the last one when `step.finish` is set).
+    fn post(self: &Arc<Self>, mut step: Step) {
+        step.prompt_tokens = self.prompt_tokens.load(Ordering::SeqCst);
+        let last = step.finish.is_some();
+        let target = self.clone();
+        self.queue
+            .post(Box::new(move |env| deliver(env, &target, step, last)));
+    }
+
+    fn end(self: &Arc<Self>, finish: Finish, error: Option<&anyhow::Error>) {
+        self.post(Step {
+            finish: Some(finish.name()),
+            error: error.map(describe),
             ..Step::default()
-        }
-    });
-    let last = piece.finish.is_some();
-    let target = stream.clone();
-    stream
-        .queue
-        .post(Box::new(move |env| deliver(env, &target, piece, last)));
-    drop(running);
-    if !last {
-        executor::submit(Box::new(move || step(stream)));
+        });
     }
 }
 
-/// Starts the sequence on the first step, then advances it until a piece of text is ready.
-fn advance(stream: &Stream) -> anyhow::Result<Step> {
-    let mut slot = stream.sequence.lock().unwrap_or_else(|p| p.into_inner());
-    let aborted = || Step {
-        finish: Some(Finish::Aborted.name()),
-        ..Step::default()
+/// The generations of one loaded model: those waiting for a row and the running batch.
+struct Engine {
+    inbox: Mutex<Inbox>,
+    /// Only the engine's job touches it (one at a time: `Inbox::scheduled`).
+    batch: Mutex<Batch<Arc<Stream>>>,
+    /// The batch's counts as of its last step (read without waiting for a running step).
+    counts: Mutex<Counts>,
+}
+
+struct Inbox {
+    waiting: VecDeque<Arc<Stream>>,
+    /// A tick is queued or running.
+    scheduled: bool,
+}
+
+impl Engine {
+    fn new(max_sequences: usize) -> Engine {
+        Engine {
+            inbox: Mutex::new(Inbox {
+                waiting: VecDeque::new(),
+                scheduled: false,
+            }),
+            batch: Mutex::new(Batch::new(max_sequences)),
+            counts: Mutex::new(Counts::default()),
+        }
+    }
+
+    /// Queues a generation; starts the engine's job chain when it is idle.
+    fn add(self: &Arc<Self>, stream: Arc<Stream>) {
+        let mut inbox = lock(&self.inbox);
+        inbox.waiting.push_back(stream);
+        if !inbox.scheduled {
+            inbox.scheduled = true;
+            let engine = self.clone();
+            executor::submit(Box::new(move || tick(engine)));
+        }
+    }
+}
+
+/// One round of the engine on an executor instance: see the module comment.
+fn tick(engine: Arc<Engine>) {
+    let mut batch = lock(&engine.batch);
+    // Generations whose JS thread is tearing down get nothing more; the rest are marked
+    // running on this instance until their pieces are posted (the teardown waits for that).
+    let mut running: Vec<Running> = Vec::new();
+    for (stream, _) in batch.remove_where(|s| s.queue.is_closing()) {
+        stream.aborted.store(true, Ordering::SeqCst);
+    }
+    running.extend(batch.tags().filter_map(|s| s.queue.running()));
+    for (stream, _) in batch.remove_where(|s| s.aborted.load(Ordering::SeqCst)) {
+        stream.end(Finish::Aborted, None);
+    }
+    // A new generation joins each round; into an idle batch, all that fit join at once.
+    let joining = {
+        let mut inbox = lock(&engine.inbox);
+        let (gone, waiting) = std::mem::take(&mut inbox.waiting)
+            .into_iter()
+            .partition(|s| s.aborted.load(Ordering::SeqCst));
+        inbox.waiting = waiting;
+        for stream in gone {
+            stream.end(Finish::Aborted, None);
+        }
+        let room = if batch.is_empty() { usize::MAX } else { 1 };
+        let free = room.min(inbox.waiting.len());
+        inbox.waiting.drain(..free).collect::<Vec<_>>()
     };
-    if stream.aborted.load(Ordering::SeqCst) {
-        slot.take();
-        return Ok(aborted());
+    let mut back = Vec::new();
+    for stream in joining {
+        if batch.is_full() {
+            back.push(stream);
+            continue;
+        }
+        let Some(guard) = stream.queue.running() else {
+            continue;
+        };
+        if stream.aborted.load(Ordering::SeqCst) {
+            stream.end(Finish::Aborted, None);
+            continue;
+        }
+        let origin = Some(stream.queue.clone());
+        let admitted = warnings::with_origin(origin, || catch_panic(|| admit(&mut batch, &stream)));
+        if let Err(e) = admitted {
+            stream.end(Finish::Aborted, Some(&e));
+        }
+        running.push(guard);
     }
-    if let Some((prompt, request)) = stream.start.lock().unwrap_or_else(|p| p.into_inner()).take() {
-        let ids = stream.model.prompt_ids(prompt)?;
-        *stream.prompt_tokens.lock().unwrap_or_else(|p| p.into_inner()) = ids.len();
-        *slot = Some(stream.model.start(ids, request)?);
+    if !back.is_empty() {
+        let mut inbox = lock(&engine.inbox);
+        for stream in back.into_iter().rev() {
+            inbox.waiting.push_front(stream);
+        }
     }
-    let Some(seq) = slot.as_mut() else {
-        return Ok(aborted());
+    if !batch.is_empty() {
+        let origin = batch.tags().next().map(|s| s.queue.clone());
+        let tags: Vec<Arc<Stream>> = batch.tags().cloned().collect();
+        let events = warnings::with_origin(origin, || catch_panic(|| Ok(batch.step(&tags[0].model))));
+        match events {
+            Ok(events) => events.into_iter().for_each(post_event),
+            Err(e) => {
+                // A panic inside the step: the batch's state is unknown; end every generation.
+                batch.clear();
+                tags.iter().for_each(|s| s.end(Finish::Aborted, Some(&e)));
+            }
+        }
+    }
+    drop(running);
+    *lock(&engine.counts) = batch.counts();
+    let idle = batch.is_empty();
+    drop(batch);
+    let mut inbox = lock(&engine.inbox);
+    if idle && inbox.waiting.is_empty() {
+        inbox.scheduled = false;
+    } else {
+        drop(inbox);
+        executor::submit(Box::new(move || tick(engine)));
+    }
+}
+
+/// Tokenizes a generation's prompt and runs it on a row of the batch.
+fn admit(batch: &mut Batch<Arc<Stream>>, stream: &Arc<Stream>) -> anyhow::Result<()> {
+    let Some((prompt, request)) = lock(&stream.start).take() else {
+        bail_code!(Code::Internal, "the generation was started twice");
     };
-    let piece = stream.model.advance(seq)?;
-    let finish = seq.finish;
-    if finish.is_some() || stream.aborted.load(Ordering::SeqCst) {
-        slot.take(); // frees the cache now, not when JS lets go of its handle
-    }
-    Ok(Step {
-        text: piece.text,
-        tokens: piece.tokens,
-        prompt_tokens: *stream.prompt_tokens.lock().unwrap_or_else(|p| p.into_inner()),
-        finish: finish.map(Finish::name),
-        error: None,
-    })
+    let ids = stream.model.prompt_ids(prompt)?;
+    stream.prompt_tokens.store(ids.len(), Ordering::SeqCst);
+    let seq = stream.model.sequence(ids, request)?;
+    batch.admit(&stream.model, stream.clone(), seq)
+}
+
+fn post_event(event: Event<Arc<Stream>>) {
+    event.tag.post(Step {
+        text: event.piece.text,
+        tokens: event.piece.tokens,
+        prompt_tokens: 0,
+        finish: event.finish.map(Finish::name),
+        error: event.error.as_ref().map(describe),
+    });
 }
 
 /// On the JS thread: hands the piece to the generation's callback.
@@ -155,6 +259,7 @@ fn load_options(json: &str) -> anyhow::Result<LoadOptions> {
     Ok(LoadOptions {
         dtype: o["dtype"].as_str().map(str::to_string),
         max_context: o["maxContext"].as_u64().map(|n| n as usize),
+        max_sequences: o["maxSequences"].as_u64().map(|n| n as usize),
     })
 }
 
@@ -184,6 +289,7 @@ fn prompt(json: &str) -> anyhow::Result<Prompt> {
 #[napi(js_name = "_CausalLM")]
 pub struct JsCausalLM {
     slot: Slot<Model>,
+    engine: Arc<Engine>,
 }
 
 /// @internal One generation in flight: `abort()` ends it and frees its cache.
@@ -208,12 +314,13 @@ impl JsCausalLM {
             },
             |(folder, options)| lm::load(&folder, options),
             |model| JsCausalLM {
+                engine: Arc::new(Engine::new(model.max_sequences)),
                 slot: Slot::new("CausalLM", model),
             },
         )
     }
 
-    /// @internal The generation defaults and limits, as JSON: `{maxContext, maxNewTokens,
+    /// @internal The generation defaults and limits, as JSON: `{maxContext, maxSequences, maxNewTokens,
     /// temperature, topK, topP, minP, repetitionPenalty, eos, dtype}`.
     #[napi(skip_typescript)]
     pub fn info(&self) -> Outcome<String> {
@@ -222,6 +329,7 @@ impl JsCausalLM {
             let d = &m.defaults;
             Ok(serde_json::json!({
                 "maxContext": m.max_context,
+                "maxSequences": m.max_sequences,
                 "maxNewTokens": d.max_new_tokens,
                 "temperature": d.params.temperature,
                 "topK": d.params.top_k,
@@ -259,16 +367,14 @@ impl JsCausalLM {
             let stream = Arc::new(Stream {
                 model,
                 start: Mutex::new(Some((prompt, request))),
-                sequence: Mutex::new(None),
-                prompt_tokens: Mutex::new(0),
+                prompt_tokens: AtomicUsize::new(0),
                 aborted: AtomicBool::new(false),
                 queue,
                 callback: Mutex::new(Some(on_piece.create_ref()?)),
             });
             // Keeps the event loop alive until the last piece has been delivered.
             queue::expect(env.raw(), &stream.queue);
-            let first = stream.clone();
-            executor::submit(Box::new(move || step(first)));
+            self.engine.add(stream.clone());
             Ok(JsGeneration { stream })
         })
         .into()
@@ -287,6 +393,14 @@ impl JsCausalLM {
         .into()
     }
 
+    /// @internal What the engine has run, as JSON: `{steps, rows, prefills}` (program calls
+    /// for decode steps, the sequences they carried, and prompts run).
+    #[napi(skip_typescript)]
+    pub fn counts(&self) -> String {
+        let c = lock(&self.engine.counts).to_owned();
+        serde_json::json!({"steps": c.steps, "rows": c.rows, "prefills": c.prefills}).to_string()
+    }
+
     /// @internal Frees the model once running generations end.
     #[napi(skip_typescript)]
     pub fn dispose(&self) {
@@ -296,13 +410,11 @@ impl JsCausalLM {
 
 #[napi]
 impl JsGeneration {
-    /// @internal Stops the generation: its cache is freed now when no step is running (else as
-    /// that step ends); the last piece, `finishReason: 'aborted'`, still arrives.
+    /// @internal Stops the generation: its row of the cache is freed as the step running now
+    /// ends (at once when it waits for a row); the last piece, `finishReason: 'aborted'`,
+    /// still arrives.
     #[napi(skip_typescript)]
     pub fn abort(&self) {
         self.stream.aborted.store(true, Ordering::SeqCst);
-        if let Ok(mut seq) = self.stream.sequence.try_lock() {
-            seq.take();
-        }
     }
 }

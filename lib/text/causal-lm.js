@@ -30,7 +30,7 @@ const LOAD_OPTIONS = opt.bag({
   maxContext: opt.integer({ min: 2 }),
 })
 const LOAD = Symbol('CausalLM.load')
-const DEFAULTS = { maxSequences: 4, maxQueue: 64 }
+const DEFAULTS = { maxQueue: 64 }
 const signalOption = opt.instance(AbortSignal, 'an AbortSignal')
 const timeoutOption = opt.number({ min: 0, infinite: true, expected: 'a number of milliseconds ≥ 0' })
 
@@ -69,13 +69,14 @@ class CausalLM {
     if (token !== LOAD) throw codedError('InvalidArg', 'new CausalLM(): use await torch.text.CausalLM.load(folder)', CausalLM)
     this.#native = handle
     this.#info = JSON.parse(call(handle.info, handle, [], 'CausalLM.load'))
-    this.#maxSequences = options.maxSequences
+    this.#maxSequences = this.#info.maxSequences
     this.#maxQueue = options.maxQueue
   }
 
   /**
    * Loads `folder` (manifest.json, model.pt2, tokenizer files, generation_config.json) on the
-   * executor. Options: dtype (must be the export's), maxSequences (4), maxQueue (64), maxContext.
+   * executor. Options: dtype (must be the export's), maxSequences (the most generations that share
+   * each step: 4, or the export's --max-batch when smaller), maxQueue (64), maxContext.
    * @param {string} folder
    * @param {{dtype?: string, maxSequences?: number, maxQueue?: number, maxContext?: number}} [options]
    */
@@ -83,7 +84,7 @@ class CausalLM {
     const caller = CausalLM.load
     if (typeof folder !== 'string') throw codedError('InvalidArg', `CausalLM.load: folder: expected a path, got ${describe(folder)}`, caller)
     const o = { ...DEFAULTS, ...opt.read(options, LOAD_OPTIONS, 'CausalLM.load: options', caller) }
-    const json = JSON.stringify({ dtype: o.dtype, maxContext: o.maxContext })
+    const json = JSON.stringify({ dtype: o.dtype, maxContext: o.maxContext, maxSequences: o.maxSequences })
     let handle
     try {
       handle = await call(native._CausalLM.load, native._CausalLM, [folder, json], 'CausalLM.load', caller)
@@ -110,9 +111,16 @@ class CausalLM {
     return this.#disposed
   }
 
-  /** Sequences generating now and calls waiting for a slot. */
+  /**
+   * Sequences generating now, calls waiting for a slot, and what the shared steps have run:
+   * `steps` (decode steps: one program call each, for all the sequences then generating),
+   * `rows` (the sequences those steps carried; rows / steps is the mean batch) and `prefills`
+   * (prompts run).
+   */
   stats() {
-    return { active: this.#active, queued: this.#waiting.length, maxSequences: this.#maxSequences }
+    const counts = JSON.parse(call(this.#native.counts, this.#native, [], 'CausalLM.stats'))
+    const { steps, rows, prefills } = counts
+    return { active: this.#active, queued: this.#waiting.length, maxSequences: this.#maxSequences, steps, rows, prefills }
   }
 
   /**

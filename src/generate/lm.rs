@@ -1,11 +1,11 @@
 //! A causal LM folder (`manifest.json` kind "causal-lm", `model.pt2`, tokenizer files,
-//! `generation_config.json`) and the decode loop over its program.
+//! `generation_config.json`), its sequences and the choice of each next token.
 //!
 //! The program (see `python/export_causal_lm.py`) is one decoder step:
 //! `logits [B, V] = step(input_ids [B, T], positions [B, T], past.i.key/value [B, Hkv, C, D]...)`;
 //! it writes the step's keys and values into the cache tensors in place, so the cache is
-//! allocated here once per sequence (capacity C = prompt + new tokens, at most `max_context`)
-//! and never copied: a decode step costs the same at position 20 as at 1,000 but for the
+//! allocated once (by `super::batch`, shared by the sequences that run together) and never
+//! copied per token: a decode step costs the same at position 20 as at 1,000 but for the
 //! attention's reading of the cache.
 use super::sample::{self, Params, Rng};
 use super::stream::{Detokenizer, Stops};
@@ -25,6 +25,8 @@ pub struct Manifest {
     pub kv_heads: i64,
     pub head_dim: i64,
     pub max_context: usize,
+    /// The most rows one program call takes (`--max-batch` at export).
+    pub max_batch: usize,
     pub eos: Vec<u32>,
     pub dtype: Kind,
     pub dtype_name: String,
@@ -57,6 +59,7 @@ impl Manifest {
             kv_heads: int("kv_heads")? as i64,
             head_dim: int("head_dim")? as i64,
             max_context: int("max_context")? as usize,
+            max_batch: m["max_batch"].as_u64().unwrap_or(1).max(1) as usize,
             eos: eos.filter_map(Json::as_u64).map(|i| i as u32).collect(),
             dtype,
             dtype_name,
@@ -183,12 +186,15 @@ pub struct Model {
     pub defaults: Request,
     /// The longest sequence (prompt + output) this instance serves.
     pub max_context: usize,
+    /// The most sequences that share a step.
+    pub max_sequences: usize,
 }
 
 /// Load options (`dtype` must be the exported one: the program is compiled for it).
 pub struct LoadOptions {
     pub dtype: Option<String>,
     pub max_context: Option<usize>,
+    pub max_sequences: Option<usize>,
 }
 
 pub fn load(folder: &str, options: LoadOptions) -> Result<Model> {
@@ -218,6 +224,15 @@ pub fn load(folder: &str, options: LoadOptions) -> Result<Model> {
         Some(n) => n,
         None => manifest.max_context,
     };
+    let max_sequences = match options.max_sequences {
+        Some(n) if !(1..=manifest.max_batch).contains(&n) => bail_code!(
+            Code::InvalidArg,
+            "options.maxSequences: expected 1 to {} (the exported --max-batch), got {n}",
+            manifest.max_batch
+        ),
+        Some(n) => n,
+        None => manifest.max_batch.min(4),
+    };
     let generation: Json = read("generation_config.json")
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
@@ -232,6 +247,7 @@ pub fn load(folder: &str, options: LoadOptions) -> Result<Model> {
         manifest,
         defaults,
         max_context,
+        max_sequences,
     })
 }
 
@@ -253,12 +269,12 @@ impl Finish {
     }
 }
 
-/// One sequence being generated: its cache, tokens and text state.
+/// One sequence being generated: its tokens, sampling and text state (its cache is a row of
+/// the `Batch` it runs in).
 pub struct Sequence {
     request: Request,
-    cache: Vec<Tensor>,
     /// Prompt and output.
-    tokens: Vec<u32>,
+    pub(super) tokens: Vec<u32>,
     pub prompt_tokens: usize,
     /// The logits of the next token.
     logits: Vec<f32>,
@@ -268,6 +284,8 @@ pub struct Sequence {
     pub finish: Option<Finish>,
     /// A stop string ended it (nothing held back is left to emit).
     matched: bool,
+    /// Tokens chosen since the last piece whose text is not complete yet.
+    held: Vec<u32>,
 }
 
 /// Text and the tokens that made it since the last piece.
@@ -306,8 +324,9 @@ impl Model {
         Ok(self.tokenizer.encode((text, None), false, None)?.ids)
     }
 
-    /// Allocates the sequence's cache and runs its prompt.
-    pub fn start(&self, prompt: Vec<u32>, request: Request) -> Result<Sequence> {
+    /// A new sequence for `prompt` (checked against the vocabulary and `max_context`); its
+    /// prompt runs when a `Batch` admits it.
+    pub fn sequence(&self, prompt: Vec<u32>, request: Request) -> Result<Sequence> {
         if prompt.is_empty() {
             bail_code!(Code::InvalidArg, "the prompt is empty (no tokens)");
         }
@@ -326,65 +345,66 @@ impl Model {
                 self.max_context
             );
         }
-        let capacity = (prompt.len() + request.max_new_tokens)
-            .min(self.max_context)
-            .max(2);
-        let m = &self.manifest;
-        let shape = [1, m.kv_heads, capacity as i64, m.head_dim];
-        let cache = (0..2 * m.layers)
-            .map(|_| Tensor::f_zeros(shape, (m.dtype, Device::Cpu)))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let mut seq = Sequence {
+        Ok(Sequence {
             rng: Rng::new(request.params.seed),
             stops: Stops::new(request.stop.clone()),
             request,
-            cache,
             prompt_tokens: prompt.len(),
             tokens: prompt,
             logits: Vec::new(),
             detok: Detokenizer::default(),
             finish: None,
             matched: false,
-        };
-        seq.logits = self.forward(&seq, 0)?;
-        Ok(seq)
+            held: Vec::new(),
+        })
     }
 
-    /// Runs the tokens from `start` on (at positions `start..`) through the program.
-    fn forward(&self, seq: &Sequence, start: usize) -> Result<Vec<f32>> {
-        let ids: Vec<i64> = seq.tokens[start..].iter().map(|&t| t as i64).collect();
-        let n = ids.len() as i64;
+    /// The cache slots `seq` needs in all: prompt and new tokens, within `max_context`.
+    pub fn capacity(&self, seq: &Sequence) -> usize {
+        (seq.prompt_tokens + seq.request.max_new_tokens)
+            .min(self.max_context)
+            .max(2)
+    }
+
+    /// One program call: `ids` and `positions` are `[rows, cols]` row-major, `cache` the
+    /// `2·layers` cache tensors `[rows, Hkv, C, D]` (dense views: written in place). Returns
+    /// each row's logits of its last token.
+    pub(super) fn run(
+        &self,
+        ids: Vec<i64>,
+        positions: Vec<i64>,
+        rows: i64,
+        cache: Vec<Tensor>,
+    ) -> Result<Vec<Vec<f32>>> {
+        let cols = ids.len() as i64 / rows.max(1);
         let mut inputs = vec![
-            Tensor::from_slice(&ids).f_view([1, n])?,
-            Tensor::f_arange_start(start as i64, start as i64 + n, (Kind::Int64, Device::Cpu))?
-                .f_view([1, n])?,
+            Tensor::from_slice(&ids).f_view([rows, cols])?,
+            Tensor::from_slice(&positions).f_view([rows, cols])?,
         ];
-        inputs.extend(seq.cache.iter().map(Tensor::shallow_clone));
+        inputs.extend(cache);
         let out = self.program.run(inputs)?;
         let logits = out.first().context("the program returned no logits")?;
-        Ok(Vec::<f32>::try_from(
-            logits.f_to_kind(Kind::Float)?.f_view([-1])?,
-        )?)
+        let flat = Vec::<f32>::try_from(logits.f_to_kind(Kind::Float)?.f_view([-1])?)?;
+        let vocab = flat.len() / rows.max(1) as usize;
+        Ok(flat.chunks(vocab.max(1)).map(<[f32]>::to_vec).collect())
     }
 
     fn decode(&self, ids: &[u32]) -> Result<String> {
         self.tokenizer.decode(ids, true)
     }
 
-    /// Generates until some text is ready or the sequence ends; the piece holds the tokens
-    /// chosen meanwhile. Call again until `seq.finish` is set.
-    pub fn advance(&self, seq: &mut Sequence) -> Result<Piece> {
-        let mut piece = Piece::default();
+    /// Chooses `seq`'s next token from its logits and adds the text it completes to `piece`.
+    /// True when the sequence goes on (the token must then run through the program); at the end
+    /// `seq.finish` is set and the text held back is flushed into `piece`.
+    pub(super) fn choose(&self, seq: &mut Sequence, piece: &mut Piece) -> Result<bool> {
         let decode = |ids: &[u32]| self.decode(ids);
-        while seq.finish.is_none() && piece.text.is_empty() {
-            let token = sample::choose(&mut seq.logits, &seq.tokens, &seq.request.params, &mut seq.rng);
-            seq.tokens.push(token);
-            piece.tokens.push(token);
-            let generated = seq.tokens.len() - seq.prompt_tokens;
-            if self.manifest.eos.contains(&token) {
-                seq.finish = Some(Finish::Stop);
-                break;
-            }
+        let token = sample::choose(&mut seq.logits, &seq.tokens, &seq.request.params, &mut seq.rng);
+        seq.tokens.push(token);
+        piece.tokens.push(token);
+        let generated = seq.tokens.len() - seq.prompt_tokens;
+        if self.manifest.eos.contains(&token) {
+            seq.finish = Some(Finish::Stop);
+        } else {
             let (text, stopped) = seq.stops.push(&seq.detok.push(token, &decode)?);
             piece.text.push_str(&text);
             if stopped {
@@ -392,11 +412,12 @@ impl Model {
                 seq.matched = true;
             } else if generated >= seq.request.max_new_tokens || seq.tokens.len() >= self.max_context {
                 seq.finish = Some(Finish::Length);
-            } else {
-                seq.logits = self.forward(seq, seq.tokens.len() - 1)?;
             }
         }
-        if seq.finish.is_some() && !seq.matched {
+        if seq.finish.is_none() {
+            return Ok(true);
+        }
+        if !seq.matched {
             let rest = seq.detok.flush(&decode)?;
             let (text, stopped) = seq.stops.push(&rest);
             piece.text.push_str(&text);
@@ -404,7 +425,7 @@ impl Model {
                 piece.text.push_str(&seq.stops.flush());
             }
         }
-        Ok(piece)
+        Ok(false)
     }
 }
 
@@ -414,16 +435,29 @@ impl Sequence {
         &self.tokens[self.prompt_tokens..]
     }
 
-    /// Ends the sequence at once and frees its cache.
-    pub fn abort(&mut self) {
-        self.finish = Some(Finish::Aborted);
-        self.cache.clear();
+    pub(super) fn set_logits(&mut self, logits: Vec<f32>) {
+        self.logits = logits;
+    }
+
+    /// Keeps tokens that made no text yet for the next piece.
+    pub(super) fn hold(&mut self, tokens: Vec<u32>) {
+        self.held.extend(tokens);
+    }
+
+    /// `piece` with the held tokens before its own.
+    pub(super) fn with_held(&mut self, mut piece: Piece) -> Piece {
+        if !self.held.is_empty() {
+            self.held.append(&mut piece.tokens);
+            piece.tokens = std::mem::take(&mut self.held);
+        }
+        piece
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generate::batch::Batch;
 
     fn options(json: &str) -> Map<String, Json> {
         serde_json::from_str(json).unwrap()
@@ -495,9 +529,11 @@ mod tests {
                 LoadOptions {
                     dtype: None,
                     max_context: None,
+                    max_sequences: None,
                 },
             )
             .unwrap();
+            let (mut prompts, mut wants) = (Vec::new(), Vec::new());
             for case in golden["cases"].as_array().unwrap() {
                 let ids = |k: &str| -> Vec<u32> {
                     case[k]
@@ -514,35 +550,67 @@ mod tests {
                 };
                 let prompt = model.prompt_ids(prompt).unwrap();
                 assert_eq!(prompt, ids("input_ids"), "{name} {}: prompt ids", case["name"]);
-                let request = Request {
-                    max_new_tokens: 64,
-                    ..Request::defaults(&Json::Null)
-                };
-                let mut seq = model.start(prompt, request).unwrap();
-                let mut text = String::new();
-                while seq.finish.is_none() {
-                    text.push_str(&model.advance(&mut seq).unwrap().text);
+                prompts.push(prompt);
+                wants.push((case, ids("output_ids")));
+            }
+            // Each case alone, then all of them sharing steps (joining one step apart, three rows: the
+            // fourth takes the row the first leaves, with its stale keys past its positions).
+            let alone: Vec<_> = prompts
+                .iter()
+                .map(|p| generate(&model, vec![p.clone()], 1, 0).remove(0))
+                .collect();
+            let together = generate(&model, prompts.clone(), 3, 1);
+            for (((case, want), (got, text)), (got_b, text_b)) in wants.iter().zip(&alone).zip(&together) {
+                let label = format!("{name} {}", case["name"]);
+                check_golden(&label, case, want, got, text);
+                check_golden(&format!("{label} (batched)"), case, want, got_b, text_b);
+            }
+        }
+    }
+
+    /// Greedy, 64 new tokens for each prompt; `limit` sequences at once, the k-th prompt
+    /// joining after `stagger * k` steps. Each prompt's output ids and streamed text.
+    fn generate(
+        model: &Model,
+        prompts: Vec<Vec<u32>>,
+        limit: usize,
+        stagger: usize,
+    ) -> Vec<(Vec<u32>, String)> {
+        let mut batch: Batch<usize> = Batch::new(limit);
+        let mut out = vec![(Vec::new(), String::new()); prompts.len()];
+        let mut waiting: std::collections::VecDeque<_> = prompts.into_iter().enumerate().collect();
+        let mut steps = 0;
+        while !waiting.is_empty() || !batch.is_empty() {
+            if !batch.is_full() && steps >= stagger * (out.len() - waiting.len()) {
+                if let Some((k, prompt)) = waiting.pop_front() {
+                    let request = Request {
+                        max_new_tokens: 64,
+                        ..Request::defaults(&Json::Null)
+                    };
+                    let seq = model.sequence(prompt, request).unwrap();
+                    batch.admit(model, k, seq).unwrap();
                 }
-                let (want, got) = (ids("output_ids"), seq.output().to_vec());
-                match want.iter().zip(&got).position(|(a, b)| a != b) {
-                    None => {
-                        assert_eq!(want.len(), got.len(), "{name} {}", case["name"]);
-                        assert_eq!(
-                            text,
-                            case["text_out"].as_str().unwrap(),
-                            "{name} {}: text",
-                            case["name"]
-                        );
-                    }
-                    Some(at) => {
-                        let gap = case["top2_gaps"][at].as_f64().unwrap();
-                        assert!(
-                            gap < 1e-4,
-                            "{name} {}: token {at} differs, top-2 gap {gap}",
-                            case["name"]
-                        );
-                    }
-                }
+            }
+            for event in batch.step(model) {
+                assert!(event.error.is_none());
+                out[event.tag].0.extend(&event.piece.tokens);
+                out[event.tag].1.push_str(&event.piece.text);
+            }
+            steps += 1;
+        }
+        out
+    }
+
+    /// The same ids as Python's generate, or a split where Python's top-2 logits were within 1e-4.
+    fn check_golden(label: &str, case: &Json, want: &[u32], got: &[u32], text: &str) {
+        match want.iter().zip(got).position(|(a, b)| a != b) {
+            None => {
+                assert_eq!(want.len(), got.len(), "{label}");
+                assert_eq!(text, case["text_out"].as_str().unwrap(), "{label}: text");
+            }
+            Some(at) => {
+                let gap = case["top2_gaps"][at].as_f64().unwrap();
+                assert!(gap < 1e-4, "{label}: token {at} differs, top-2 gap {gap}");
             }
         }
     }

@@ -1,0 +1,280 @@
+//! Sequences that share each program call (iteration-level batching), and the cache they share.
+//!
+//! The cache is `2·layers` tensors `[rows, Hkv, C, D]`; sequence i owns row i. A step chooses
+//! one token for every sequence, lets the ended ones go (the last row's cache moves into the
+//! freed row, so the live rows stay `0..n` and the program's batch is the dense view
+//! `narrow(0, 0, n)`), then runs every remaining sequence's new token through the program in
+//! one call, each at its own position. A new sequence joins between steps: its prompt runs
+//! alone on its row (prefill) and it takes part in the next step. Rows and the capacity C grow
+//! as sequences join (doubling, the live part copied once); the cache is freed when the last
+//! sequence leaves. Slots of a row past its sequence's position may hold an earlier sequence's
+//! keys: the program's mask never reads them (token at position p attends to slots `0..=p`).
+use super::lm::{Finish, Model, Piece, Sequence};
+use crate::error::{bail_code, describe, fail, Code};
+use anyhow::Result;
+use tch::{Device, Tensor};
+
+/// What a step says about one sequence: new text (and its tokens), and whether it ended
+/// (`finish`, or `error` when its own work failed).
+pub struct Event<T> {
+    pub tag: T,
+    pub piece: Piece,
+    pub finish: Option<Finish>,
+    pub error: Option<anyhow::Error>,
+}
+
+/// Sequences generating together, each tagged with its caller's `T`.
+pub struct Batch<T> {
+    cache: Vec<Tensor>,
+    /// Rows allocated in `cache` (0 while it is freed).
+    rows: usize,
+    /// Slots per row (C).
+    capacity: usize,
+    entries: Vec<(T, Sequence)>,
+    /// The most sequences at once.
+    limit: usize,
+    /// Steps run and the rows they ran, since the batch was made.
+    counts: Counts,
+}
+
+/// How much the batch has shared: `rows / steps` is the mean number of sequences per step.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Counts {
+    pub steps: u64,
+    pub rows: u64,
+    pub prefills: u64,
+}
+
+impl<T> Batch<T> {
+    pub fn new(limit: usize) -> Batch<T> {
+        Batch {
+            cache: Vec::new(),
+            rows: 0,
+            capacity: 0,
+            entries: Vec::new(),
+            limit: limit.max(1),
+            counts: Counts::default(),
+        }
+    }
+
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.entries.len() >= self.limit
+    }
+
+    /// Cache slots allocated (rows × capacity), for tests and stats.
+    pub fn allocated(&self) -> (usize, usize) {
+        (self.rows, self.capacity)
+    }
+
+    pub fn tags(&self) -> impl Iterator<Item = &T> {
+        self.entries.iter().map(|(t, _)| t)
+    }
+
+    /// Runs `seq`'s prompt on a free row and adds it; on an error the batch is as it was.
+    pub fn admit(&mut self, model: &Model, tag: T, mut seq: Sequence) -> Result<()> {
+        if self.is_full() {
+            bail_code!(Code::Internal, "the batch is full ({} sequences)", self.limit);
+        }
+        let row = self.entries.len();
+        self.reserve(model, row + 1, model.capacity(&seq))?;
+        let ids: Vec<i64> = seq.tokens.iter().map(|&t| t as i64).collect();
+        let positions: Vec<i64> = (0..ids.len() as i64).collect();
+        let cache = self.views(row, 1)?;
+        let logits = model.run(ids, positions, 1, cache);
+        let logits = match logits {
+            Ok(mut rows) => rows.pop().ok_or_else(|| fail(Code::Internal, "no logits"))?,
+            Err(e) => {
+                self.release_if_empty();
+                return Err(e);
+            }
+        };
+        seq.set_logits(logits);
+        self.entries.push((tag, seq));
+        self.counts.prefills += 1;
+        Ok(())
+    }
+
+    /// Takes out the sequences `which` selects (aborted ones), freeing their rows.
+    pub fn remove_where(&mut self, mut which: impl FnMut(&T) -> bool) -> Vec<(T, Sequence)> {
+        let rows: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| which(&self.entries[i].0))
+            .collect();
+        self.remove_rows(rows)
+    }
+
+    /// Takes out every sequence (after an error that leaves the batch unusable).
+    pub fn clear(&mut self) -> Vec<(T, Sequence)> {
+        let all = std::mem::take(&mut self.entries);
+        self.release_if_empty();
+        all
+    }
+
+    /// One token for every sequence. Returns an event for each sequence with new text and
+    /// for each that ended (those leave the batch); the others' tokens wait for their text.
+    /// When the program call fails, every sequence ends with its error (the batch is empty).
+    pub fn step(&mut self, model: &Model) -> Vec<Event<T>>
+    where
+        T: Clone,
+    {
+        let mut events = Vec::new();
+        let mut ended = Vec::new();
+        for (i, (tag, seq)) in self.entries.iter_mut().enumerate() {
+            let mut piece = Piece::default();
+            match model.choose(seq, &mut piece) {
+                Ok(true) if piece.text.is_empty() => {
+                    // Tokens that do not complete a character yet: kept for the next piece.
+                    seq.hold(piece.tokens);
+                }
+                Ok(true) => events.push(Event {
+                    tag: tag.clone(),
+                    piece: seq.with_held(piece),
+                    finish: None,
+                    error: None,
+                }),
+                Ok(false) => {
+                    ended.push(i);
+                    events.push(Event {
+                        tag: tag.clone(),
+                        piece: seq.with_held(piece),
+                        finish: seq.finish,
+                        error: None,
+                    });
+                }
+                Err(e) => {
+                    ended.push(i);
+                    seq.finish = Some(Finish::Aborted);
+                    events.push(Event {
+                        tag: tag.clone(),
+                        piece: Piece::default(),
+                        finish: seq.finish,
+                        error: Some(e),
+                    });
+                }
+            }
+        }
+        self.remove_rows(ended);
+        if let Err(e) = self.forward(model) {
+            let (code, message) = describe(&e);
+            for (tag, _) in self.clear() {
+                events.push(Event {
+                    tag,
+                    piece: Piece::default(),
+                    finish: Some(Finish::Aborted),
+                    error: Some(fail(code, message.clone())),
+                });
+            }
+        }
+        events
+    }
+
+    /// Runs every sequence's newest token, each at its own position, in one call.
+    fn forward(&mut self, model: &Model) -> Result<()> {
+        let n = self.entries.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let (ids, positions): (Vec<i64>, Vec<i64>) = self
+            .entries
+            .iter()
+            .map(|(_, s)| {
+                let at = s.tokens.len() - 1;
+                (s.tokens[at] as i64, at as i64)
+            })
+            .unzip();
+        let cache = self.views(0, n)?;
+        let logits = model.run(ids, positions, n as i64, cache)?;
+        self.counts.steps += 1;
+        self.counts.rows += n as u64;
+        for ((_, seq), row) in self.entries.iter_mut().zip(logits) {
+            seq.set_logits(row);
+        }
+        Ok(())
+    }
+
+    /// Dense views of rows `first..first + count` of every cache tensor.
+    fn views(&self, first: usize, count: usize) -> Result<Vec<Tensor>> {
+        Ok(self
+            .cache
+            .iter()
+            .map(|t| t.f_narrow(0, first as i64, count as i64))
+            .collect::<std::result::Result<_, _>>()?)
+    }
+
+    /// Removes `rows` (any order): each freed row takes the last row's sequence and cache.
+    fn remove_rows(&mut self, mut rows: Vec<usize>) -> Vec<(T, Sequence)> {
+        rows.sort_unstable();
+        rows.dedup();
+        let mut out = Vec::with_capacity(rows.len());
+        // From the highest: the last row is then always a live one (or the removed row itself).
+        for &i in rows.iter().rev() {
+            let last = self.entries.len() - 1;
+            if i != last {
+                let used = self.entries[last].1.tokens.len().min(self.capacity) as i64;
+                for t in &self.cache {
+                    let src = t.narrow(0, last as i64, 1).narrow(2, 0, used);
+                    // A copy within one allocated tensor of the same shape cannot fail but for
+                    // memory corruption; the row would then be garbage the mask still hides.
+                    let _ = t.narrow(0, i as i64, 1).narrow(2, 0, used).f_copy_(&src);
+                }
+            }
+            out.push(self.entries.swap_remove(i));
+        }
+        self.release_if_empty();
+        out
+    }
+
+    fn release_if_empty(&mut self) {
+        if self.entries.is_empty() {
+            self.cache.clear();
+            self.rows = 0;
+            self.capacity = 0;
+        }
+    }
+
+    /// Makes room for `rows` rows of `capacity` slots, keeping the live rows' cache.
+    fn reserve(&mut self, model: &Model, rows: usize, capacity: usize) -> Result<()> {
+        if rows <= self.rows && capacity <= self.capacity {
+            return Ok(());
+        }
+        let new_rows = if rows > self.rows {
+            rows.max(self.rows * 2).min(self.limit)
+        } else {
+            self.rows
+        };
+        let new_capacity = if capacity > self.capacity {
+            capacity.max((self.capacity * 2).min(model.max_context)).max(2)
+        } else {
+            self.capacity
+        };
+        let m = &model.manifest;
+        let shape = [new_rows as i64, m.kv_heads, new_capacity as i64, m.head_dim];
+        let live = self.entries.len() as i64;
+        let mut grown = Vec::with_capacity(2 * m.layers);
+        for i in 0..2 * m.layers {
+            let t = Tensor::f_zeros(shape, (m.dtype, Device::Cpu))?;
+            if let Some(old) = self.cache.get(i).filter(|_| live > 0) {
+                let old = old.f_narrow(0, 0, live)?;
+                t.f_narrow(0, 0, live)?
+                    .f_narrow(2, 0, self.capacity as i64)?
+                    .f_copy_(&old)?;
+            }
+            grown.push(t);
+        }
+        self.cache = grown;
+        self.rows = new_rows;
+        self.capacity = new_capacity;
+        Ok(())
+    }
+}
