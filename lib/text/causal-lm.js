@@ -26,7 +26,8 @@ function call(impl, self, args, where, caller) {
 const LOAD_OPTIONS = opt.bag({
   dtype: opt.oneOf(['float32', 'bfloat16', 'float16']),
   maxSequences: opt.integer({ min: 1 }),
-  maxQueue: opt.either([opt.integer({ min: 0 }), opt.check((v) => v === Infinity, 'Infinity')], 'an integer ≥ 0 or Infinity'),
+  maxQueue: opt.either([opt.integer({ min: 0 }), opt.check((v) => v === Infinity, 'Infinity')],
+    'an integer ≥ 0 or Infinity'),
   maxContext: opt.integer({ min: 2 }),
 })
 const LOAD = Symbol('CausalLM.load')
@@ -42,11 +43,14 @@ function promptOf(input, caller) {
   if (typeof input === 'string') return { text: input }
   if (Array.isArray(input) && input.length > 0) {
     if (input.every((t) => Number.isInteger(t) && t >= 0)) return { ids: input }
-    if (input.every((m) => m !== null && typeof m === 'object' && typeof m.role === 'string' && typeof m.content === 'string')) {
+    const isMessage = (/** @type {any} */ m) =>
+      m !== null && typeof m === 'object' && typeof m.role === 'string' && typeof m.content === 'string'
+    if (input.every(isMessage)) {
       return { messages: input }
     }
   }
-  throw codedError('InvalidArg', `CausalLM.generate: prompt: expected a string, an array of {role, content} messages or of token ids, got ${describe(input)}`, caller)
+  throw codedError('InvalidArg', 'CausalLM.generate: prompt: expected a string, an array of {role, content} ' +
+    `messages or of token ids, got ${describe(input)}`, caller)
 }
 
 /**
@@ -66,7 +70,9 @@ class CausalLM {
 
   /** @private Use `CausalLM.load`. */
   constructor(token, handle, options) {
-    if (token !== LOAD) throw codedError('InvalidArg', 'new CausalLM(): use await torch.text.CausalLM.load(folder)', CausalLM)
+    if (token !== LOAD) {
+      throw codedError('InvalidArg', 'new CausalLM(): use await torch.text.CausalLM.load(folder)', CausalLM)
+    }
     this.#native = handle
     this.#info = JSON.parse(call(handle.info, handle, [], 'CausalLM.load'))
     this.#maxSequences = this.#info.maxSequences
@@ -82,7 +88,9 @@ class CausalLM {
    */
   static async load(folder, options) {
     const caller = CausalLM.load
-    if (typeof folder !== 'string') throw codedError('InvalidArg', `CausalLM.load: folder: expected a path, got ${describe(folder)}`, caller)
+    if (typeof folder !== 'string') {
+      throw codedError('InvalidArg', `CausalLM.load: folder: expected a path, got ${describe(folder)}`, caller)
+    }
     const o = { ...DEFAULTS, ...opt.read(options, LOAD_OPTIONS, 'CausalLM.load: options', caller) }
     const json = JSON.stringify({ dtype: o.dtype, maxContext: o.maxContext, maxSequences: o.maxSequences })
     let handle
@@ -118,9 +126,9 @@ class CausalLM {
    * (prompts run).
    */
   stats() {
-    const counts = JSON.parse(call(this.#native.counts, this.#native, [], 'CausalLM.stats'))
-    const { steps, rows, prefills } = counts
-    return { active: this.#active, queued: this.#waiting.length, maxSequences: this.#maxSequences, steps, rows, prefills }
+    const { steps, rows, prefills } = JSON.parse(call(this.#native.counts, this.#native, [], 'CausalLM.stats'))
+    const active = this.#active
+    return { active, queued: this.#waiting.length, maxSequences: this.#maxSequences, steps, rows, prefills }
   }
 
   /**
@@ -131,7 +139,8 @@ class CausalLM {
    * with `finishReason: 'aborted'`.
    * @param {string | Array<{role: string, content: string}> | number[]} input
    * @param {object} [options]
-   * @returns {AsyncGenerator<{text: string, tokens: number[]}, {finishReason: 'stop' | 'length' | 'aborted', usage: {promptTokens: number, completionTokens: number}}>}
+   * @returns {AsyncGenerator<{text: string, tokens: number[]}, {finishReason: 'stop' | 'length' | 'aborted',
+   *   usage: {promptTokens: number, completionTokens: number}}>}
    */
   generate(input, options) {
     return this.#run(this.#prepare(input, options, this.generate))
@@ -159,7 +168,8 @@ class CausalLM {
     if (this.#disposed) throw codedError('Disposed', 'CausalLM: this model was disposed', caller)
     const prompt = promptOf(input, caller)
     if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options))) {
-      throw codedError('InvalidArg', `CausalLM.generate: options: expected an options object, got ${describe(options)}`, caller)
+      throw codedError('InvalidArg',
+        `CausalLM.generate: options: expected an options object, got ${describe(options)}`, caller)
     }
     const { signal, timeoutMs, ...sampling } = options ?? {}
     const what = 'CausalLM.generate: options'
@@ -182,7 +192,8 @@ class CausalLM {
       return true
     }
     if (this.#waiting.length >= this.#maxQueue) {
-      throw codedError('QueueFull', `CausalLM.generate: ${this.#active} sequences are generating and ${this.#waiting.length} calls wait (maxSequences ${this.#maxSequences}, maxQueue ${this.#maxQueue})`)
+      throw codedError('QueueFull', `CausalLM.generate: ${this.#active} sequences are generating and ` +
+        `${this.#waiting.length} calls wait (maxSequences ${this.#maxSequences}, maxQueue ${this.#maxQueue})`)
     }
     return new Promise((resolve, reject) => {
       const entry = {
@@ -211,7 +222,9 @@ class CausalLM {
   async * #run({ prompt, options, signal, timeoutMs }) {
     const usage = { promptTokens: 0, completionTokens: 0 }
     const timer = new AbortController()
-    const timeout = timeoutMs === undefined || timeoutMs === Infinity ? null : setTimeout(() => timer.abort(), timeoutMs)
+    const timeout = timeoutMs === undefined || timeoutMs === Infinity
+      ? null
+      : setTimeout(() => timer.abort(), timeoutMs)
     const stopped = () => signal?.aborted || timer.signal.aborted
     try {
       if (stopped() || !(await this.#acquire(AbortSignal.any([timer.signal, ...(signal ? [signal] : [])])))) {
@@ -226,10 +239,11 @@ class CausalLM {
       /** @type {(() => void) | null} */
       let wake = null
       let finished = false
-      const generation = call(this.#native.start, this.#native, [prompt, options, (/** @type {any} */ piece) => {
+      const onPiece = (/** @type {any} */ piece) => {
         pieces.push(piece)
         wake?.()
-      }], 'CausalLM.generate')
+      }
+      const generation = call(this.#native.start, this.#native, [prompt, options, onPiece], 'CausalLM.generate')
       const abort = () => {
         generation.abort()
         wake?.()
@@ -269,12 +283,17 @@ class CausalLM {
     }
   }
 
-  /** Ends the generations in flight (`finishReason: 'aborted'`), rejects waiting calls (`Disposed`) and frees the model. */
+  /**
+   * Ends the generations in flight (`finishReason: 'aborted'`), rejects waiting calls (`Disposed`) and frees
+   * the model.
+   */
   dispose() {
     if (this.#disposed) return
     this.#disposed = true
     for (const abort of this.#running) abort()
-    for (const w of this.#waiting.splice(0)) w.reject(codedError('Disposed', 'CausalLM.generate: this model was disposed'))
+    for (const w of this.#waiting.splice(0)) {
+      w.reject(codedError('Disposed', 'CausalLM.generate: this model was disposed'))
+    }
     this.#native.dispose()
   }
 }
