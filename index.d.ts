@@ -463,7 +463,7 @@ export interface TextModelManifest {
 export interface CausalLMOptions {
   /** The export's dtype (the manifest's); another one is `InvalidArg`. */
   dtype?: 'float32' | 'bfloat16' | 'float16'
-  /** Sequences (KV caches) generating at once (default 4). */
+  /** Sequences generating at once, sharing each decode step and one KV cache (default 4, or the export's `--max-batch` when smaller; more than `--max-batch` is `InvalidArg`). */
   maxSequences?: number
   /** Calls waiting for a sequence slot before `QueueFull` (default 64; `Infinity` for no bound). */
   maxQueue?: number
@@ -499,6 +499,31 @@ export type GeneratePrompt = string | Array<{ role: string; content: string }> |
 export interface GenerateResult {
   finishReason: 'stop' | 'length' | 'aborted'
   usage: { promptTokens: number; completionTokens: number }
+}
+/**
+ * One encoded text (`Tokenizer.encode`, `encodeBatch`). Its fields are getters: each array is made
+ * on first read from its batch's buffers, then kept; `toJSON()` gives them as a plain object
+ * (what `JSON.stringify` writes; `{...encoding}`, `Object.keys` and `structuredClone` see no fields).
+ */
+export interface Encoding {
+  /** Token ids. */
+  readonly ids: number[]
+  /** The tokens' strings (`##ing`, `Ġworld`, `▁the`, `[CLS]`). */
+  readonly tokens: string[]
+  /**
+   * Each token's `[start, end)` in the text it came from, as JS string indices:
+   * `text.slice(start, end)` is the token's text (for a pair's second text, index that text).
+   * Special tokens have `[0, 0]`.
+   */
+  readonly offsets: Array<[number, number]>
+  /** 1 for real tokens, 0 for padding. */
+  readonly attentionMask: number[]
+  /** 0 for the first text's tokens, 1 for a pair's second (BERT's token type ids). */
+  readonly typeIds: number[]
+  /** 1 where the post-processor added a special token. */
+  readonly specialTokensMask: number[]
+  /** The fields as a plain object. */
+  toJSON(): { ids: number[]; tokens: string[]; offsets: Array<[number, number]>; attentionMask: number[]; typeIds: number[]; specialTokensMask: number[] }
 }
 /** Text models: `Tokenizer`, `SentenceEncoder`, `CausalLM`. */
 export declare namespace text {
@@ -586,8 +611,8 @@ export declare namespace text {
     get defaults(): { maxNewTokens: number; temperature: number; topK: number; topP: number; minP: number; repetitionPenalty: number }
     /** True once `dispose()` was called. */
     get isDisposed(): boolean
-    /** Sequences generating and calls waiting. */
-    stats(): { active: number; queued: number; maxSequences: number }
+    /** Sequences generating and calls waiting; `steps` (decode steps, one program call each for all the sequences then generating), `rows` (the sequences they carried: `rows / steps` is the mean batch) and `prefills` (prompts run). */
+    stats(): { active: number; queued: number; maxSequences: number; steps: number; rows: number; prefills: number }
     /** Ends generations in flight (`'aborted'`), rejects waiting calls (`Disposed`), frees the model. */
     dispose(): void
     [Symbol.dispose](): void
@@ -1027,26 +1052,6 @@ export declare function empty(shape: Shape, options?: FactoryOptions | undefined
 export interface EncodeOptions {
   /** JPEG quality, 1 to 100 (default 90). */
   quality?: number
-}
-
-/** One encoded text. */
-export interface Encoding {
-  /** Token ids. */
-  ids: Array<number>
-  /** The tokens' strings (`##ing`, `Ġworld`, `▁the`, `[CLS]`). */
-  tokens: Array<string>
-  /**
-   * Each token's `[start, end)` in the text it came from, as JS string indices:
-   * `text.slice(start, end)` is the token's text (for a pair's second text, index that text).
-   * Special tokens have `[0, 0]`.
-   */
-  offsets: Array<[number, number]>
-  /** 1 for real tokens, 0 for padding. */
-  attentionMask: Array<number>
-  /** 0 for the first text's tokens, 1 for a pair's second (BERT's token type ids). */
-  typeIds: Array<number>
-  /** 1 where the post-processor added a special token. */
-  specialTokensMask: Array<number>
 }
 
 /** What the executor is doing: settings, queued and running calls. */

@@ -6,13 +6,14 @@
 //   can kill the process through Node's GC-time finalizer path). The wrappers below see the
 //   sentinel and throw the error, with a stack that starts at the caller.
 // - Variadic arguments (`view(2, 3)`, `forward(a, b)`), receiver checks, the `Tensor` and
-//   module constructors, util.inspect and Symbol.dispose.
+//   module constructors, util.inspect and Symbol.dispose; the tokenizer's Encoding objects.
 // - lib/ holds what is composed from the public API (vision, ragged, Batcher) and the shared
 //   error helpers (lib/errors.js).
 const util = require('node:util')
 const { markAsUntransferable } = require('node:worker_threads')
 const { loadAddon } = require('./lib/addon')
 const { codedError, describe } = require('./lib/errors')
+const { encodings, isColumns } = require('./lib/text/encoding')
 
 const native = loadAddon()
 const FAILED = native._failed
@@ -54,14 +55,15 @@ function call(impl, self, args, caller, where) {
  * ones; `Class` makes it a method that checks its receiver first, so that a wrong `this` gets a
  * coded error naming the class instead of the uncoded one V8 or napi-rs would throw.
  */
-function wrap(impl, name, where, { adapt, Class } = {}) {
+function wrap(impl, name, where, { adapt, Class, result } = {}) {
   const wrapper = {
     [name]: function (...args) {
       if (new.target) throw codedError('InvalidArg', `${where} is not a constructor`, wrapper)
       if (Class && !(this instanceof Class)) {
         throw codedError('InvalidArg', `${where}: called on ${describe(this)}; call it on a ${Class.name}`, wrapper)
       }
-      return call(impl, this, adapt ? adapt(args) : args, wrapper, where)
+      const r = call(impl, this, adapt ? adapt(args) : args, wrapper, where)
+      return result ? result(r) : r
     },
   }[name]
   return wrapper
@@ -75,14 +77,19 @@ const inputs = (args) => [args]
 const methodInputs = ([method, ...rest]) => [method, rest]
 const ADAPT = { __proto__: null, view: sizes, reshape: sizes, permute: sizes, expand: sizes, forward: inputs, forwardSync: inputs, runMethod: methodInputs, runMethodSync: methodInputs }
 
-/** Puts wrapped methods and getters of the native class `Native` on the prototype `Class` shares. */
-function wrapPrototype(Native, Class) {
+/**
+ * Puts wrapped methods and getters of the native class `Native` on the prototype `Class` shares;
+ * `results` maps a method's native result to the public one.
+ */
+function wrapPrototype(Native, Class, results = {}) {
   const proto = Native.prototype
   for (const name of Object.getOwnPropertyNames(proto)) {
     if (name === 'constructor') continue
     const desc = Object.getOwnPropertyDescriptor(proto, name)
     const where = `${Class.name}.${name}`
-    if (typeof desc.value === 'function') desc.value = wrap(desc.value, name, where, { adapt: ADAPT[name], Class })
+    if (typeof desc.value === 'function') {
+      desc.value = wrap(desc.value, name, where, { adapt: ADAPT[name], Class, result: results[name] })
+    }
     if (desc.get) desc.get = wrap(desc.get, name, where, { Class })
     Object.defineProperty(proto, name, desc)
   }
@@ -210,7 +217,11 @@ function wrapNamespace(ns, prefix) {
 function Tokenizer() {
   throw codedError('InvalidArg', 'new Tokenizer(): tokenizers are made with Tokenizer.fromFile(path) or Tokenizer.fromJSON(json)', Tokenizer)
 }
-wrapPrototype(native._Tokenizer, Tokenizer)
+// Encodings arrive as one batch's columns, made into objects by lib/text/encoding.js (it says why).
+wrapPrototype(native._Tokenizer, Tokenizer, {
+  encode: (columns) => encodings(columns)[0],
+  encodeBatch: (promise) => promise.then((r) => (isColumns(r) ? encodings(r) : r)),
+})
 Tokenizer.fromFile = wrap(native._Tokenizer.fromFile, 'fromFile', 'Tokenizer.fromFile')
 Tokenizer.fromJSON = wrap(native._Tokenizer.fromJSON, 'fromJSON', 'Tokenizer.fromJSON')
 

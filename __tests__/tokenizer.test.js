@@ -123,13 +123,46 @@ describe('Tokenizer: parity with Python tokenizers', { skip }, () => {
         assert.deepEqual(t.lengths, b.attention_mask.map((m) => m.reduce((x, y) => x + y, 0)))
       })
 
-      test('encodeBatch of the corpus equals encode of each text', async () => {
-        const texts = g.cases.map((c) => c.text)
+      test('encodeBatch of the corpus equals encode of each text, pairs and truncation too', async () => {
+        // Enough texts for several chunks per thread (src/text/tokenizer.rs joins their columns).
+        const texts = [...g.cases, ...g.cases, ...g.cases].map((c) => c.text)
         const encs = await tok.encodeBatch(texts)
-        encs.forEach((e, i) => assert.deepEqual(e, tok.encode(texts[i])))
+        assert.equal(encs.length, texts.length)
+        encs.forEach((e, i) => assert.deepEqual(e.toJSON(), tok.encode(texts[i]).toJSON(), `text ${i}`))
+        const pairs = g.pairs.map((p) => p.pair)
+        const options = { truncation: true, maxLength: 12 }
+        const paired = await tok.encodeBatch(g.pairs.map((p) => p.text), { pair: pairs, ...options })
+        paired.forEach((e, i) => {
+          const want = tok.encode(g.pairs[i].text, { pair: pairs[i], ...options }).toJSON()
+          assert.deepEqual(e.toJSON(), want, `pair ${i}`)
+        })
       })
     })
   }
+
+  test('an Encoding: its fields as plain arrays, made once; JSON and console.log show them', async () => {
+    const tok = load('smollm2')
+    const [a, b] = await tok.encodeBatch(['Hello 🍕 world', 'Émoji and 日本語'])
+    const fields = ['ids', 'tokens', 'offsets', 'attentionMask', 'typeIds', 'specialTokensMask']
+    for (const e of [a, b, tok.encode('Hello 🍕 world')]) {
+      for (const k of fields) {
+        assert.ok(Array.isArray(e[k]), k)
+        assert.equal(e[k], e[k], `${k} is made once`)
+        assert.equal(e[k].length, e.ids.length, k)
+      }
+      assert.deepEqual(Object.keys(e.toJSON()), fields)
+      assert.deepEqual(JSON.parse(JSON.stringify(e)), e.toJSON())
+      assert.match(require('node:util').inspect(e), /^Encoding \{\n? *ids: \[/)
+    }
+    assert.deepEqual(a.toJSON(), tok.encode('Hello 🍕 world').toJSON())
+    assert.deepEqual(b.tokens.join(''), tok.encode('Émoji and 日本語').tokens.join(''))
+    // Tokens holding part of the pizza's bytes span the whole character, as in Python.
+    assert.deepEqual(a.offsets.map(([s, e]) => 'Hello 🍕 world'.slice(s, e)), ['Hello', ' 🍕', '🍕', '🍕', ' world'])
+    assert.deepEqual(a.tokens, ['Hello', 'ĠðŁ', 'į', 'ķ', 'Ġworld'])
+    a.ids.push(0) // the arrays are the caller's, as a plain object's would be
+    assert.equal(a.ids.at(-1), 0)
+    assert.deepEqual(await tok.encodeBatch([]), [])
+  })
 
   test('decodeBatch and Tensor ids', () => {
     const tok = load('smollm2')

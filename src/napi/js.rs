@@ -199,6 +199,10 @@ pub fn string(env: Env, v: Val) -> Result<String> {
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
+/// Strings up to this many code units are read through `string_exact`'s fast path (longer ones
+/// would make its buffer of 3 bytes per unit costly).
+const SHORT_STRING: usize = 1 << 20;
+
 /// A string read exactly: as UTF-16 code units, so that a lone surrogate (which `string`'s
 /// UTF-8 read turns into U+FFFD without a word) is an InvalidArg naming `what` and its index.
 pub fn string_exact(env: Env, v: Val, what: &str) -> Result<String> {
@@ -207,6 +211,26 @@ pub fn string_exact(env: Env, v: Val, what: &str) -> Result<String> {
         0usize,
         napi_get_value_string_utf16(env, v, ptr::null_mut(), 0)
     )?;
+    // Fast path (one pass in V8, no decoding here): as UTF-8, in a buffer that always fits
+    // (3 bytes per code unit at most). V8 writes a lone surrogate as U+FFFD, so a text without
+    // U+FFFD in it is exact; one with it is read again below, which says where the surrogate is.
+    if len <= SHORT_STRING {
+        let mut buf = vec![0u8; 3 * len + 1];
+        let written = out!(
+            "string",
+            0usize,
+            napi_get_value_string_utf8(env, v, buf.as_mut_ptr() as *mut _, buf.len())
+        )?;
+        buf.truncate(written);
+        if buf.capacity() > 4096 && buf.capacity() > 2 * written {
+            buf.shrink_to_fit();
+        }
+        if let Ok(text) = String::from_utf8(buf) {
+            if !text.contains('\u{FFFD}') {
+                return Ok(text);
+            }
+        }
+    }
     let mut units = vec![0u16; len + 1];
     let written = out!(
         "string",
@@ -432,6 +456,14 @@ pub fn new_number_array(env: Env, values: &[f64]) -> Result<Val> {
     let floats = new_typed_array(env, "Float64Array", bytes)?;
     let array_ctor = global_property(env, "Array")?;
     call_method(env, array_ctor, "from", &[floats])
+}
+
+/// A Uint32Array holding a copy of `values`.
+pub fn new_u32_array(env: Env, values: &[u32]) -> Result<Val> {
+    // SAFETY: the u32s' own memory, read as the native-endian bytes a Uint32Array holds.
+    let bytes =
+        unsafe { std::slice::from_raw_parts(values.as_ptr() as *const u8, std::mem::size_of_val(values)) };
+    new_typed_array(env, "Uint32Array", bytes)
 }
 
 pub fn new_object(env: Env, entries: Vec<(String, Val)>) -> Result<Val> {

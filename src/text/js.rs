@@ -3,9 +3,7 @@
 //! on torch-node's executor (`crate::napi::task`): tokenizing thousands of texts never blocks
 //! the event loop; its tensors are made there too and wrapped on the JS thread.
 use super::chat_template::{self, ChatInput};
-use super::tokenizer::{
-    encodings_json, Config, Encoded, Input, PadTo, Padding, Rows, Strategy, Tokenizer, Truncation,
-};
+use super::tokenizer::{Config, Encodings, Input, PadTo, Padding, Rows, Strategy, Tokenizer, Truncation};
 use crate::error::{bail_code, guard, Code};
 use crate::napi::convert::{Arg, Raw};
 use crate::napi::js::{self, Env as RawEnv, Val};
@@ -47,8 +45,27 @@ impl OptionValue for Texts {
     }
 }
 
+/// As `convert::array_of(.., text)`, without naming each item before it fails: 10,000 texts are
+/// read on the JS thread, in one go.
 fn texts(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Vec<String>> {
-    crate::napi::convert::array_of(env, v, "strings", what, |item, what| text(env, item, what))
+    if !js::is_array(env, v)? {
+        bail_code!(
+            Code::InvalidArg,
+            "{what}: expected an array of strings, got {}",
+            js::describe(env, v)
+        );
+    }
+    (0..js::array_len(env, v)?)
+        .map(|i| {
+            let item = js::element(env, v, i)?;
+            if js::type_of(env, item)? == Js::napi_string {
+                if let Ok(t) = js::string_exact(env, item, what) {
+                    return Ok(t);
+                }
+            }
+            text(env, item, &format!("{what}[{i}]")) // the error, naming the item
+        })
+        .collect()
 }
 
 /// `truncation`: a boolean or transformers' strategy name.
@@ -281,43 +298,45 @@ fn json(env: RawEnv, v: Val, what: &str, depth: usize) -> anyhow::Result<Json> {
     })
 }
 
-/// One encoded text.
-#[napi_derive::napi(object, object_from_js = false)]
-pub struct Encoding {
-    /// Token ids.
-    pub ids: Vec<u32>,
-    /// The tokens' strings (`##ing`, `Ġworld`, `▁the`, `[CLS]`).
-    pub tokens: Vec<String>,
-    /// Each token's `[start, end)` in the text it came from, as JS string indices:
-    /// `text.slice(start, end)` is the token's text (for a pair's second text, index that text).
-    /// Special tokens have `[0, 0]`.
-    #[napi(ts_type = "Array<[number, number]>")]
-    pub offsets: Vec<Vec<u32>>,
-    /// 1 for real tokens, 0 for padding.
-    pub attention_mask: Vec<u32>,
-    /// 0 for the first text's tokens, 1 for a pair's second (BERT's token type ids).
-    pub type_ids: Vec<u32>,
-    /// 1 where the post-processor added a special token.
-    pub special_tokens_mask: Vec<u32>,
-}
+js_result!(
+    /// Encoded texts as columns (`tokenizer::Encodings`): lib/text/encoding.js makes one
+    /// `Encoding` per text over them, whose arrays are cut out on first read.
+    EncodingColumns(Encodings) as "EncodingColumns",
+    |env, e| columns(env, &e)
+);
 
-impl From<Encoded> for Encoding {
-    fn from(e: Encoded) -> Self {
-        Encoding {
-            ids: e.ids,
-            tokens: e.tokens,
-            offsets: e.offsets.into_iter().map(|(s, t)| vec![s, t]).collect(),
-            attention_mask: e.attention_mask,
-            type_ids: e.type_ids,
-            special_tokens_mask: e.special_tokens_mask,
-        }
+/// `{starts, ids, offsets, attentionMask, typeIds, specialTokensMask, tokenEnds, tokens}`: a
+/// Uint32Array per field (offsets two per token) and the tokens' strings as one string. A few
+/// copies on the JS thread, whatever the batch's size.
+fn columns(env: RawEnv, e: &Encodings) -> anyhow::Result<Val> {
+    // V8's longest string (`String::kMaxLength`, 2^29 - 24 code units on 64-bit).
+    const MAX_STRING: u32 = (1 << 29) - 24;
+    if e.token_ends.last().is_some_and(|&n| n > MAX_STRING) {
+        bail_code!(
+            Code::InvalidArg,
+            "encodeBatch: the tokens' strings are over V8's longest string; encode fewer texts per call"
+        );
     }
+    let u32s = [
+        ("starts", &e.starts[..]),
+        ("ids", &e.ids),
+        ("offsets", e.offsets.as_flattened()),
+        ("attentionMask", &e.attention_mask),
+        ("typeIds", &e.type_ids),
+        ("specialTokensMask", &e.special_tokens_mask),
+        ("tokenEnds", &e.token_ends),
+    ];
+    let mut fields = Vec::with_capacity(u32s.len() + 1);
+    for (key, values) in u32s {
+        fields.push((key.to_string(), js::new_u32_array(env, values)?));
+    }
+    fields.push(("tokens".into(), js::new_string(env, &e.token_text)?));
+    js::new_object(env, fields)
 }
 
 /// What `encodeBatch` computed on the executor.
 enum BatchOut {
-    /// The Encodings' JSON (`tokenizer::encodings_json`).
-    Encodings(String),
+    Encodings(Encodings),
     Padded(Rows, [tch::Tensor; 3]),
     Ragged(Vec<[tch::Tensor; 3]>),
 }
@@ -328,10 +347,7 @@ const TENSOR_KEYS: [&str; 3] = ["inputIds", "attentionMask", "tokenTypeIds"];
 fn batch_value(env: RawEnv, out: BatchOut) -> anyhow::Result<Val> {
     let tensor = |t: tch::Tensor| js::value_of(env, JsTensor::new(t));
     match out {
-        BatchOut::Encodings(json) => {
-            let parser = js::global_property(env, "JSON")?;
-            js::call_method(env, parser, "parse", &[js::new_string(env, &json)?])
-        }
+        BatchOut::Encodings(e) => columns(env, &e),
         BatchOut::Padded(rows, tensors) => {
             let mut fields = Vec::with_capacity(4);
             for (k, t) in TENSOR_KEYS.iter().zip(tensors) {
@@ -504,7 +520,7 @@ pub mod text {
         /// Encodes one text (or, with `pair`, two): ids, tokens, JS-index offsets, masks.
         /// Synchronous, on the calling thread: for many texts use `encodeBatch`.
         #[napi_derive::napi(skip_typescript)]
-        pub fn encode(&self, text: Arg, options: Option<Arg>) -> Outcome<Encoding> {
+        pub fn encode(&self, text: Arg, options: Option<Arg>) -> Outcome<EncodingColumns> {
             guard(|| {
                 let env = text.raw().env;
                 let tok = self.get()?;
@@ -512,9 +528,8 @@ pub mod text {
                 let o = EncodeBag::read(env, options.map(|o| o.raw().val), "options")?;
                 let trunc = truncation(&tok, o.truncation, o.max_length)?;
                 let input: Input = (t, o.pair.map(|p| p.0));
-                Ok(tok
-                    .encode(input, o.add_special_tokens.unwrap_or(true), trunc)?
-                    .into())
+                let e = tok.encode(input, o.add_special_tokens.unwrap_or(true), trunc)?;
+                Ok(EncodingColumns(e))
             })
             .into()
         }
@@ -580,9 +595,9 @@ pub mod text {
                         prepared,
                         |(tok, inputs, special, trunc, padding, tensors)| {
                             Ok(match tensors {
-                                TensorsOpt::Off => BatchOut::Encodings(encodings_json(
-                                    &tok.encode_batch(&inputs, special, trunc, padding)?,
-                                )),
+                                TensorsOpt::Off => {
+                                    BatchOut::Encodings(tok.encode_batch(&inputs, special, trunc, padding)?)
+                                }
                                 TensorsOpt::Padded => {
                                     let rows = tok.encode_rows(&inputs, special, trunc, padding)?;
                                     let shape = [rows.rows as i64, rows.width as i64];

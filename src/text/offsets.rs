@@ -9,61 +9,66 @@
 //! to the text's length; so a byte-level BPE token holding part of an emoji's bytes spans the
 //! whole emoji, as in Python.
 
-/// Maps byte offsets of one text to UTF-16 indices.
-pub struct Utf16Offsets {
-    /// For each byte: the UTF-16 index of the character it belongs to. Empty for ASCII text,
-    /// where bytes and code units coincide.
-    at_byte: Vec<u32>,
-    /// The text's length in bytes and in UTF-16 code units.
-    bytes: usize,
-    units: u32,
+/// Maps byte offsets of one text to UTF-16 indices. A cursor: each lookup walks from where the
+/// last one ended, so a text's offsets in order (as a tokenizer gives them) cost one pass over
+/// it and no allocation (a table per byte cost more than the walk: 10,000 texts per batch).
+pub struct Utf16Offsets<'a> {
+    text: &'a [u8],
+    /// Bytes and code units coincide.
+    ascii: bool,
+    /// A character boundary and its UTF-16 index: where the last lookup ended.
+    byte: usize,
+    unit: u32,
 }
 
-impl Utf16Offsets {
-    pub fn new(text: &str) -> Self {
-        if text.is_ascii() {
-            return Utf16Offsets {
-                at_byte: Vec::new(),
-                bytes: text.len(),
-                units: text.len() as u32,
-            };
-        }
-        let mut at_byte = Vec::with_capacity(text.len());
-        let mut units = 0u32;
-        for c in text.chars() {
-            at_byte.extend(std::iter::repeat_n(units, c.len_utf8()));
-            units += c.len_utf16() as u32;
-        }
+/// The length in bytes of the UTF-8 character that starts with `lead`, and in UTF-16 code units.
+fn widths(lead: u8) -> (usize, u32) {
+    match lead {
+        0x00..=0x7f => (1, 1),
+        0xc0..=0xdf => (2, 1),
+        0xe0..=0xef => (3, 1),
+        _ => (4, 2),
+    }
+}
+
+impl<'a> Utf16Offsets<'a> {
+    pub fn new(text: &'a str) -> Self {
         Utf16Offsets {
-            at_byte,
-            bytes: text.len(),
-            units,
+            text: text.as_bytes(),
+            ascii: text.is_ascii(),
+            byte: 0,
+            unit: 0,
         }
     }
 
     /// The UTF-16 index of the character holding byte `b` (the length at or past the end).
-    fn index(&self, b: usize) -> u32 {
-        if b >= self.bytes {
-            self.units
-        } else if self.at_byte.is_empty() {
-            b as u32
-        } else {
-            self.at_byte[b]
+    fn index(&mut self, b: usize) -> u32 {
+        let b = b.min(self.text.len());
+        if self.ascii || b == 0 {
+            return b as u32;
         }
+        while self.byte > b {
+            self.byte -= 1;
+            while self.text[self.byte] & 0xc0 == 0x80 {
+                self.byte -= 1;
+            }
+            self.unit -= widths(self.text[self.byte]).1;
+        }
+        while self.byte < b {
+            let (bytes, units) = widths(self.text[self.byte]);
+            if self.byte + bytes > b {
+                break; // `b` is inside this character: its start
+            }
+            self.byte += bytes;
+            self.unit += units;
+        }
+        self.unit
     }
 
     /// `[start, end)` in bytes as `[start, end)` in UTF-16 code units.
-    pub fn convert(&self, (start, end): (usize, usize)) -> (u32, u32) {
-        (self.index(start), self.index(end).max(self.index(start)))
-    }
-
-    /// The text's length in UTF-16 code units.
-    pub fn len(&self) -> u32 {
-        self.units
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.units == 0
+    pub fn convert(&mut self, (start, end): (usize, usize)) -> (u32, u32) {
+        let start = self.index(start);
+        (start, self.index(end).max(start))
     }
 }
 
@@ -84,26 +89,36 @@ mod tests {
 
     #[test]
     fn ascii_is_identity() {
-        let m = Utf16Offsets::new("hello world");
+        let mut m = Utf16Offsets::new("hello world");
         assert_eq!(m.convert((6, 11)), (6, 11));
-        assert_eq!(m.len(), 11);
+        assert_eq!(m.convert((6, 99)), (6, 11));
     }
 
     #[test]
     fn emoji_cjk_and_accents_slice_back_to_their_text() {
         let text = "café 🍕 日本 e\u{301} 👨\u{200d}👩";
-        let m = Utf16Offsets::new(text);
-        for piece in ["café", "🍕", "日本", "e\u{301}", "👨\u{200d}👩", "\u{301}"] {
+        let mut m = Utf16Offsets::new(text);
+        // In any order: the cursor walks back as well as forward.
+        for piece in [
+            "café",
+            "🍕",
+            "日本",
+            "e\u{301}",
+            "👨\u{200d}👩",
+            "\u{301}",
+            "日本",
+            "café",
+        ] {
             assert_eq!(slice(text, m.convert(byte_range(text, piece))), piece);
         }
-        assert_eq!(m.len() as usize, text.encode_utf16().count());
+        assert_eq!(m.convert((0, text.len())).1 as usize, text.encode_utf16().count());
     }
 
     #[test]
     fn offsets_inside_a_character_cover_all_of_it() {
         // A byte-level token holding the pizza's second and third bytes: Python says chars [0, 1).
         let text = "🍕!";
-        let m = Utf16Offsets::new(text);
+        let mut m = Utf16Offsets::new(text);
         assert_eq!(m.convert((1, 3)), (0, 0));
         assert_eq!(m.convert((0, 4)), (0, 2));
         assert_eq!(m.convert((0, 5)), (0, 3));
@@ -112,11 +127,28 @@ mod tests {
 
     #[test]
     fn end_of_text_and_empty_text() {
-        let m = Utf16Offsets::new("");
+        let mut m = Utf16Offsets::new("");
         assert_eq!(m.convert((0, 0)), (0, 0));
-        assert!(m.is_empty());
-        let m = Utf16Offsets::new("né");
+        assert_eq!(m.convert((0, 3)), (0, 0));
+        let mut m = Utf16Offsets::new("né");
         assert_eq!(m.convert((3, 3)), (2, 2));
         assert_eq!(m.convert((1, 9)), (1, 2));
+    }
+
+    #[test]
+    fn the_cursor_agrees_with_a_table_in_any_order() {
+        let text = "a é 🍕 日 e\u{301}z 👨\u{200d}👩!";
+        let mut table = Vec::new();
+        let mut units = 0u32;
+        for c in text.chars() {
+            table.extend(std::iter::repeat_n(units, c.len_utf8()));
+            units += c.len_utf16() as u32;
+        }
+        let expect = |b: usize| table.get(b).copied().unwrap_or(units);
+        let mut m = Utf16Offsets::new(text);
+        let n = text.len() + 2;
+        for b in (0..n).chain((0..n).rev()).chain((0..n).map(|i| i * 7 % n)) {
+            assert_eq!(m.index(b), expect(b), "byte {b}");
+        }
     }
 }

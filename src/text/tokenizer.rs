@@ -15,7 +15,7 @@ use crate::error::{bail_code, fail, Code};
 use anyhow::Context;
 use serde_json::Value as Json;
 use std::path::Path;
-use tokenizers::parallelism::MaybeParallelRefIterator;
+use tokenizers::parallelism::{MaybeParallelRefIterator, MaybeParallelSlice};
 use tokenizers::{
     pad_encodings, truncate_encodings, Encoding, PaddingDirection, PaddingParams, PaddingStrategy,
     PostProcessor, TruncationDirection, TruncationParams, TruncationStrategy,
@@ -144,65 +144,132 @@ pub struct Padding {
 /// A text and, for a pair, its second text.
 pub type Input = (String, Option<String>);
 
-/// One encoded input, as JS sees it: offsets in UTF-16 code units of the text they come from
-/// (the first text, or the pair's second for its tokens).
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct Encoded {
+/// Encoded texts as columns, the form JS receives them in: each per-token field holds every
+/// text's tokens one after another, text `i`'s at `starts[i]..starts[i + 1]`. One buffer per
+/// field for the whole batch costs the JS thread a copy; arrays per text (or their JSON, parsed
+/// there) cost it 100+ ms for 10,000 texts. Offsets are in UTF-16 code units of the text they
+/// come from (the first text, or the pair's second for its tokens).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Encodings {
+    /// Where each text's tokens start, and the total at the end (texts + 1 values).
+    pub starts: Vec<u32>,
     pub ids: Vec<u32>,
-    pub tokens: Vec<String>,
-    pub offsets: Vec<(u32, u32)>,
+    /// Each token's `[start, end)` as JS string indices (special tokens: `[0, 0]`).
+    pub offsets: Vec<[u32; 2]>,
     pub attention_mask: Vec<u32>,
     pub type_ids: Vec<u32>,
     pub special_tokens_mask: Vec<u32>,
+    /// The tokens' strings, one after another.
+    pub token_text: String,
+    /// Where each token's string ends in `token_text`, in UTF-16 code units (JS indices).
+    pub token_ends: Vec<u32>,
 }
 
-/// Encodings as the JSON of JS `Encoding` objects (camelCase keys, offsets as pairs): built on
-/// the executor, so that the JS thread only runs `JSON.parse` (V8's parser makes 10,000
-/// encodings in a few ms; one N-API call per array element took ~0.5 s, all on the event loop).
-pub fn encodings_json(list: &[Encoded]) -> String {
-    use std::fmt::Write as _;
-    fn numbers(out: &mut String, key: &str, values: &[u32]) {
-        let _ = write!(out, "\"{key}\":[");
-        for (i, v) in values.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            let _ = write!(out, "{v}");
+impl Encodings {
+    fn with_capacity(texts: usize, tokens: usize) -> Encodings {
+        let mut starts = Vec::with_capacity(texts + 1);
+        starts.push(0);
+        Encodings {
+            starts,
+            ids: Vec::with_capacity(tokens),
+            offsets: Vec::with_capacity(tokens),
+            attention_mask: Vec::with_capacity(tokens),
+            type_ids: Vec::with_capacity(tokens),
+            special_tokens_mask: Vec::with_capacity(tokens),
+            token_text: String::with_capacity(tokens * 4),
+            token_ends: Vec::with_capacity(tokens),
         }
-        out.push(']');
     }
-    let mut out = String::with_capacity(list.iter().map(|e| 64 + e.ids.len() * 40).sum());
-    out.push('[');
-    for (n, e) in list.iter().enumerate() {
-        if n > 0 {
-            out.push(',');
+
+    /// The crate's encodings of `inputs`, with offsets as JS indices into the text each token
+    /// came from.
+    fn of(encodings: &[Encoding], inputs: &[Input]) -> Encodings {
+        let tokens = encodings.iter().map(Encoding::len).sum();
+        let mut out = Encodings::with_capacity(encodings.len(), tokens);
+        for (e, input) in encodings.iter().zip(inputs) {
+            out.push(e, input);
         }
-        out.push('{');
-        numbers(&mut out, "ids", &e.ids);
-        out.push_str(",\"tokens\":[");
-        for (i, t) in e.tokens.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(&Json::from(t.as_str()).to_string());
-        }
-        out.push_str("],\"offsets\":[");
-        for (i, (a, b)) in e.offsets.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            let _ = write!(out, "[{a},{b}]");
-        }
-        out.push_str("],");
-        numbers(&mut out, "attentionMask", &e.attention_mask);
-        out.push(',');
-        numbers(&mut out, "typeIds", &e.type_ids);
-        out.push(',');
-        numbers(&mut out, "specialTokensMask", &e.special_tokens_mask);
-        out.push('}');
+        out
     }
-    out.push(']');
-    out
+
+    /// Several batches' columns as one, in order.
+    fn join(parts: Vec<Encodings>) -> Encodings {
+        let texts = parts.iter().map(Encodings::len).sum();
+        let tokens = parts.iter().map(|p| p.ids.len()).sum();
+        let mut out = Encodings::with_capacity(texts, tokens);
+        out.token_text = String::with_capacity(parts.iter().map(|p| p.token_text.len()).sum());
+        for p in parts {
+            let (first, units) = (out.ids.len() as u32, out.token_ends.last().copied().unwrap_or(0));
+            out.starts.extend(p.starts[1..].iter().map(|s| s + first));
+            out.ids.extend_from_slice(&p.ids);
+            out.offsets.extend_from_slice(&p.offsets);
+            out.attention_mask.extend_from_slice(&p.attention_mask);
+            out.type_ids.extend_from_slice(&p.type_ids);
+            out.special_tokens_mask.extend_from_slice(&p.special_tokens_mask);
+            out.token_text.push_str(&p.token_text);
+            out.token_ends.extend(p.token_ends.iter().map(|e| e + units));
+        }
+        out
+    }
+
+    fn push(&mut self, e: &Encoding, (a, b): &Input) {
+        let mut first = Utf16Offsets::new(a);
+        match b {
+            // The crate's sequence ids say which text each token came from (a Vec per call).
+            Some(b) => {
+                let mut second = Utf16Offsets::new(b);
+                let offsets = e.get_offsets().iter().zip(e.get_sequence_ids());
+                self.offsets.extend(offsets.map(|(&o, seq)| {
+                    let (start, end) = match seq {
+                        Some(1) => second.convert(o),
+                        _ => first.convert(o),
+                    };
+                    [start, end]
+                }));
+            }
+            None => self.offsets.extend(e.get_offsets().iter().map(|&o| {
+                let (start, end) = first.convert(o);
+                [start, end]
+            })),
+        }
+        self.ids.extend_from_slice(e.get_ids());
+        self.attention_mask.extend_from_slice(e.get_attention_mask());
+        self.type_ids.extend_from_slice(e.get_type_ids());
+        self.special_tokens_mask
+            .extend_from_slice(e.get_special_tokens_mask());
+        let mut end = self.token_ends.last().copied().unwrap_or(0);
+        for t in e.get_tokens() {
+            self.token_text.push_str(t);
+            end += match t.is_ascii() {
+                true => t.len(),
+                false => t.encode_utf16().count(),
+            } as u32;
+            self.token_ends.push(end);
+        }
+        self.starts.push(self.ids.len() as u32);
+    }
+
+    /// How many texts.
+    pub fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Text `i`'s tokens' strings, as lib/text/encoding.js cuts them.
+    #[cfg(test)]
+    pub fn tokens(&self, i: usize) -> Vec<String> {
+        let units: Vec<u16> = self.token_text.encode_utf16().collect();
+        let (from, to) = (self.starts[i] as usize, self.starts[i + 1] as usize);
+        (from..to)
+            .map(|k| {
+                let start = k.checked_sub(1).map_or(0, |j| self.token_ends[j]) as usize;
+                String::from_utf16_lossy(&units[start..self.token_ends[k] as usize])
+            })
+            .collect()
+    }
 }
 
 /// A batch as flat rows of equal length (padded): ids, attention mask, type ids.
@@ -286,16 +353,45 @@ impl Tokenizer {
         add_special_tokens: bool,
         truncation: Option<Truncation>,
     ) -> anyhow::Result<Vec<Encoding>> {
-        for (i, (a, b)) in inputs.iter().enumerate() {
-            let bytes = a.len() + b.as_ref().map_or(0, String::len);
-            if bytes > MAX_TEXT_BYTES {
-                bail_code!(
-                    Code::InvalidArg,
-                    "text {i}: {bytes} bytes is over the limit of {MAX_TEXT_BYTES}"
-                );
-            }
-        }
-        let params = truncation.map(|t| TruncationParams {
+        check_sizes(inputs)?;
+        let params = self.truncation_params(truncation);
+        let one = |input: &Input| self.encode_input(input, add_special_tokens, params.as_ref());
+        // The crate's own rayon pool, as its `encode_batch` (TOKENIZERS_PARALLELISM=false: one
+        // thread): the JS thread never runs this for a batch (see `crate::text::js`).
+        let out: Result<Vec<Encoding>, _> = inputs.maybe_par_iter().map(one).collect();
+        out.map_err(cannot_encode)
+    }
+
+    /// `inputs` encoded as columns: in parallel chunks, each turned into columns by the thread
+    /// that encoded it, then joined.
+    fn columns(
+        &self,
+        inputs: &[Input],
+        add_special_tokens: bool,
+        truncation: Option<Truncation>,
+    ) -> anyhow::Result<Encodings> {
+        check_sizes(inputs)?;
+        let params = self.truncation_params(truncation);
+        let chunk = |inputs: &[Input]| -> tokenizers::Result<Encodings> {
+            let encodings = inputs
+                .iter()
+                .map(|input| self.encode_input(input, add_special_tokens, params.as_ref()))
+                .collect::<tokenizers::Result<Vec<_>>>()?;
+            Ok(Encodings::of(&encodings, inputs))
+        };
+        // A few chunks per thread, so that one slow chunk does not leave the others idle; one
+        // text runs on the calling thread.
+        let size = inputs.len().div_ceil(4 * rayon_threads()).max(1);
+        let parts: Vec<Encodings> = inputs
+            .maybe_par_chunks_cond(inputs.len() > 1, size)
+            .map(chunk)
+            .collect::<Result<_, _>>()
+            .map_err(cannot_encode)?;
+        Ok(Encodings::join(parts))
+    }
+
+    fn truncation_params(&self, truncation: Option<Truncation>) -> Option<TruncationParams> {
+        truncation.map(|t| TruncationParams {
             direction: if self.config.truncate_left {
                 TruncationDirection::Left
             } else {
@@ -308,37 +404,40 @@ impl Tokenizer {
                 Strategy::OnlySecond => TruncationStrategy::OnlySecond,
             },
             stride: 0,
-        });
-        let one = |(a, b): &Input| -> tokenizers::Result<Encoding> {
-            let first = self.bare.encode(a.as_str(), false)?;
-            let second = match b {
-                Some(b) => {
-                    let mut e = self.bare.encode(b.as_str(), false)?;
-                    e.set_type_ids(vec![1; e.len()]);
-                    Some(e)
-                }
-                None => None,
-            };
-            let (first, second) = match &params {
-                None => (first, second),
-                Some(p) => {
-                    let added = match (add_special_tokens, self.base.get_post_processor()) {
-                        (true, Some(pp)) => pp.added_tokens(second.is_some()),
-                        _ => 0,
-                    };
-                    let p = TruncationParams {
-                        max_length: p.max_length.saturating_sub(added),
-                        ..p.clone()
-                    };
-                    truncate_encodings(first, second, &p)?
-                }
-            };
-            self.base.post_process(first, second, add_special_tokens)
+        })
+    }
+
+    /// One input's encoding, truncated (see the module doc) and post-processed.
+    fn encode_input(
+        &self,
+        (a, b): &Input,
+        add_special_tokens: bool,
+        params: Option<&TruncationParams>,
+    ) -> tokenizers::Result<Encoding> {
+        let first = self.bare.encode(a.as_str(), false)?;
+        let second = match b {
+            Some(b) => {
+                let mut e = self.bare.encode(b.as_str(), false)?;
+                e.set_type_ids(vec![1; e.len()]);
+                Some(e)
+            }
+            None => None,
         };
-        // The crate's own rayon pool, as its `encode_batch` (TOKENIZERS_PARALLELISM=false: one
-        // thread): the JS thread never runs this for a batch (see `crate::text::js`).
-        let out: Result<Vec<Encoding>, _> = inputs.maybe_par_iter().map(one).collect();
-        out.map_err(|e| fail(Code::InvalidArg, format!("cannot encode: {e}")))
+        let (first, second) = match params {
+            None => (first, second),
+            Some(p) => {
+                let added = match (add_special_tokens, self.base.get_post_processor()) {
+                    (true, Some(pp)) => pp.added_tokens(second.is_some()),
+                    _ => 0,
+                };
+                let p = TruncationParams {
+                    max_length: p.max_length.saturating_sub(added),
+                    ..p.clone()
+                };
+                truncate_encodings(first, second, &p)?
+            }
+        };
+        self.base.post_process(first, second, add_special_tokens)
     }
 
     /// Encodes one text (or a pair).
@@ -347,10 +446,8 @@ impl Tokenizer {
         input: Input,
         add_special_tokens: bool,
         truncation: Option<Truncation>,
-    ) -> anyhow::Result<Encoded> {
-        let inputs = [input];
-        let mut e = self.encodings(&inputs, add_special_tokens, truncation)?;
-        Ok(encoded(e.remove(0), &inputs[0]))
+    ) -> anyhow::Result<Encodings> {
+        self.columns(&[input], add_special_tokens, truncation)
     }
 
     /// Encodes texts (or pairs), each as `encode` would, padded as asked.
@@ -360,13 +457,12 @@ impl Tokenizer {
         add_special_tokens: bool,
         truncation: Option<Truncation>,
         padding: Option<Padding>,
-    ) -> anyhow::Result<Vec<Encoded>> {
+    ) -> anyhow::Result<Encodings> {
+        if padding.is_none() {
+            return self.columns(inputs, add_special_tokens, truncation);
+        }
         let encodings = self.padded(inputs, add_special_tokens, truncation, padding)?;
-        Ok(encodings
-            .into_iter()
-            .zip(inputs)
-            .map(|(e, i)| encoded(e, i))
-            .collect())
+        Ok(Encodings::of(&encodings, inputs))
     }
 
     /// Encodes a batch into rows of one length (for tensors): padded as asked; without
@@ -547,6 +643,32 @@ impl Tokenizer {
     }
 }
 
+/// Texts over `MAX_TEXT_BYTES` are InvalidArg.
+fn check_sizes(inputs: &[Input]) -> anyhow::Result<()> {
+    for (i, (a, b)) in inputs.iter().enumerate() {
+        let bytes = a.len() + b.as_ref().map_or(0, String::len);
+        if bytes > MAX_TEXT_BYTES {
+            bail_code!(
+                Code::InvalidArg,
+                "text {i}: {bytes} bytes is over the limit of {MAX_TEXT_BYTES}"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn cannot_encode(e: tokenizers::Error) -> anyhow::Error {
+    fail(Code::InvalidArg, format!("cannot encode: {e}"))
+}
+
+/// The threads the crate's rayon pool runs (1 with TOKENIZERS_PARALLELISM=false).
+fn rayon_threads() -> usize {
+    match tokenizers::parallelism::get_parallelism() {
+        true => tokenizers::parallelism::current_num_threads(),
+        false => 1,
+    }
+}
+
 /// Roles tokenizer_config.json left out, from tokenizer.json itself: the padding's pad token
 /// and the model's unknown token.
 fn fill_special_from_json(config: &mut Config, json: &Json) {
@@ -569,29 +691,6 @@ fn fill_special_from_json(config: &mut Config, json: &Json) {
         m.get("vocab")?.get(id)?.get(0)?.as_str().map(str::to_string)
     });
     fill("unk_token", unk.or(unigram_unk));
-}
-
-/// An encoding with its offsets as JS indices into the text each token came from.
-fn encoded(e: Encoding, (a, b): &Input) -> Encoded {
-    let first = Utf16Offsets::new(a);
-    let second = b.as_deref().map(Utf16Offsets::new);
-    let offsets = e
-        .get_offsets()
-        .iter()
-        .zip(e.get_sequence_ids())
-        .map(|(&o, seq)| match (seq, &second) {
-            (Some(1), Some(s)) => s.convert(o),
-            _ => first.convert(o),
-        })
-        .collect();
-    Encoded {
-        ids: e.get_ids().to_vec(),
-        tokens: e.get_tokens().to_vec(),
-        offsets,
-        attention_mask: e.get_attention_mask().to_vec(),
-        type_ids: e.get_type_ids().to_vec(),
-        special_tokens_mask: e.get_special_tokens_mask().to_vec(),
-    }
 }
 
 #[cfg(test)]
@@ -636,9 +735,10 @@ mod tests {
         let t = wordpiece();
         let e = t.encode(text("Hello 🍕 café world!"), true, None).unwrap();
         assert_eq!(e.ids, vec![2, 4, 9, 6, 7, 5, 8, 3]);
-        assert_eq!(e.offsets[2], (6, 8)); // the pizza: two UTF-16 code units
-        assert_eq!(e.offsets[3], (9, 12));
-        assert_eq!(e.offsets[4], (12, 13));
+        assert_eq!(e.starts, vec![0, 8]);
+        assert_eq!(e.offsets[2], [6, 8]); // the pizza: two UTF-16 code units
+        assert_eq!(e.offsets[3], [9, 12]);
+        assert_eq!(e.offsets[4], [12, 13]);
         assert_eq!(e.special_tokens_mask, vec![1, 0, 0, 0, 0, 0, 0, 1]);
         // BERT's normalizer lowercases and strips the accent; the offsets index the original.
         assert_eq!(t.decode(&e.ids, true).unwrap(), "hello 🍕 cafe world!");
@@ -667,19 +767,41 @@ mod tests {
             .encode(("hello".into(), Some("world 🍕".into())), true, None)
             .unwrap();
         assert_eq!(pair.type_ids, vec![0, 0, 0, 1, 1, 1]);
-        assert_eq!(pair.offsets[4], (6, 8));
+        assert_eq!(pair.offsets[4], [6, 8]);
     }
 
     #[test]
-    fn encodings_as_json() {
+    fn a_batch_as_columns() {
         let t = wordpiece();
-        let e = t.encode(text("Hello \"🍕\""), true, None).unwrap();
-        let parsed: Json = serde_json::from_str(&encodings_json(&[e.clone(), Encoded::default()])).unwrap();
-        assert_eq!(parsed[0]["ids"], serde_json::json!(e.ids));
-        assert_eq!(parsed[0]["tokens"][2], "[UNK]");
-        assert_eq!(parsed[0]["offsets"][3], serde_json::json!([7, 9]));
-        assert_eq!(parsed[0]["specialTokensMask"][0], 1);
-        assert_eq!(parsed[1]["ids"], serde_json::json!([]));
+        let inputs = [
+            text("Hello 🍕"),
+            text(""),
+            ("café".into(), Some("🍕 world".into())),
+        ];
+        let e = t.encode_batch(&inputs, true, None, None).unwrap();
+        assert_eq!(e.len(), 3);
+        assert_eq!(e.starts, vec![0, 4, 6, 13]);
+        assert_eq!(e.ids[4..6], [2, 3]); // the empty text: [CLS] [SEP]
+        assert_eq!(e.tokens(0), ["[CLS]", "hello", "🍕", "[SEP]"]);
+        assert_eq!(e.tokens(1), ["[CLS]", "[SEP]"]);
+        assert_eq!(
+            e.tokens(2),
+            ["[CLS]", "caf", "##e", "[SEP]", "🍕", "world", "[SEP]"]
+        );
+        // Token ends count UTF-16 code units: the pizza is 2.
+        assert_eq!(e.token_ends[..4], [5, 10, 12, 17]);
+        assert_eq!(
+            *e.token_ends.last().unwrap() as usize,
+            e.token_text.encode_utf16().count()
+        );
+        // The pair's second text's tokens index that text.
+        assert_eq!(e.offsets[10..12], [[0, 2], [3, 8]]);
+        assert_eq!(e.type_ids[6..13], [0, 0, 0, 0, 1, 1, 1]);
+        let one = t.encode(inputs[2].clone(), true, None).unwrap();
+        assert_eq!(one.ids, e.ids[6..]);
+        assert_eq!(one.offsets, e.offsets[6..]);
+        let empty = t.encode_batch(&[], true, None, None).unwrap();
+        assert!(empty.is_empty() && empty.starts == [0]);
     }
 
     #[test]
