@@ -75,7 +75,17 @@ const sizes = (args) => [args.length === 1 && Array.isArray(args[0]) ? args[0] :
 // Model inputs as rest parameters; the native side reads one array.
 const inputs = (args) => [args]
 const methodInputs = ([method, ...rest]) => [method, rest]
-const ADAPT = { __proto__: null, view: sizes, reshape: sizes, permute: sizes, expand: sizes, forward: inputs, forwardSync: inputs, runMethod: methodInputs, runMethodSync: methodInputs }
+const ADAPT = {
+  __proto__: null,
+  view: sizes,
+  reshape: sizes,
+  permute: sizes,
+  expand: sizes,
+  forward: inputs,
+  forwardSync: inputs,
+  runMethod: methodInputs,
+  runMethodSync: methodInputs,
+}
 
 /**
  * Puts wrapped methods and getters of the native class `Native` on the prototype `Class` shares;
@@ -88,7 +98,9 @@ function wrapPrototype(Native, Class, results = {}) {
     const desc = Object.getOwnPropertyDescriptor(proto, name)
     const where = `${Class.name}.${name}`
     if (typeof desc.value === 'function') {
-      desc.value = wrap(desc.value, name, where, { adapt: ADAPT[name], Class, result: results[name] })
+      // Own keys only: `results.toString` would otherwise be Object.prototype's.
+      const result = Object.hasOwn(results, name) ? results[name] : undefined
+      desc.value = wrap(desc.value, name, where, { adapt: ADAPT[name], Class, result })
     }
     if (desc.get) desc.get = wrap(desc.get, name, where, { Class })
     Object.defineProperty(proto, name, desc)
@@ -98,7 +110,9 @@ function wrapPrototype(Native, Class, results = {}) {
   // `using t = torch.ones([2])` (explicit resource management, Node 24+) calls
   // `t[Symbol.dispose]()`; napi-rs cannot declare a symbol-named method from Rust.
   Object.defineProperty(proto, Symbol.dispose, {
-    value: function dispose() { this.dispose() },
+    value: function dispose() {
+      this.dispose()
+    },
     writable: true,
     configurable: true,
   })
@@ -109,7 +123,11 @@ function wrapPrototype(Native, Class, results = {}) {
  * because napi-rs's class without a constructor throws its own uncoded error, natively.
  */
 function Tensor() {
-  throw codedError('InvalidArg', 'new Tensor(): tensors are made with torch.tensor(data), torch.ones(shape), torch.fromBuffer(...), ...', Tensor)
+  throw codedError(
+    'InvalidArg',
+    'new Tensor(): tensors are made with torch.tensor(data), torch.ones(shape), torch.fromBuffer(...), ...',
+    Tensor,
+  )
 }
 wrapPrototype(native.Tensor, Tensor)
 // console.log(tensor) prints what Python prints; util.inspect.custom is a symbol-named method.
@@ -126,7 +144,8 @@ Tensor.prototype[util.inspect.custom] = function () {
 function moduleClass(Native, name) {
   const Class = {
     [name]: function (source, options) {
-      if (!new.target) throw codedError('InvalidArg', `${name}: call it with \`new\`, or use \`await ${name}.load(...)\``, Class)
+      if (!new.target)
+        throw codedError('InvalidArg', `${name}: call it with \`new\`, or use \`await ${name}.load(...)\``, Class)
       const module = call(Native._open, null, [source, options], Class, name)
       if (new.target !== Class) Object.setPrototypeOf(module, new.target.prototype) // a subclass
       return module
@@ -148,12 +167,14 @@ const AOTModule = moduleClass(native.AOTModule, 'AOTModule')
 // hand the memory the tensor reads to a new owner that may free it; marked, Node refuses the
 // transfer (20: copies instead). Permanent for that buffer.
 function fromBuffer(data, shape, options) {
-  const bare = data instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && data instanceof SharedArrayBuffer)
+  const bare =
+    data instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && data instanceof SharedArrayBuffer)
   let args = [data, shape, options]
   if (bare) {
     try {
       args = [new Uint8Array(data), shape, { dtype: 'float32', ...options }]
-    } catch (e) { // a detached buffer (Node 20 has no `detached` property to ask first)
+    } catch (e) {
+      // a detached buffer (Node 20 has no `detached` property to ask first)
       throw codedError('InvalidArg', `fromBuffer: data: cannot view the buffer (${e.message})`, fromBuffer)
     }
   }
@@ -175,7 +196,9 @@ function tidy(fn) {
   let isPromise
   try {
     result = fn()
-    isPromise = result !== null && (typeof result === 'object' || typeof result === 'function') &&
+    isPromise =
+      result !== null &&
+      (typeof result === 'object' || typeof result === 'function') &&
       typeof result.then === 'function'
   } catch (e) {
     end(undefined) // the scope closes whatever fn (or a throwing `then` getter) did
@@ -194,9 +217,11 @@ function tidy(fn) {
  * method `x.where(condition, y)`; this free form turns a number `x` into a tensor first.
  */
 function where(condition, x, y) {
-  if (!(condition instanceof Tensor)) throw codedError('InvalidArg', `where: condition: expected a bool Tensor, got ${describe(condition)}`, where)
+  if (!(condition instanceof Tensor))
+    throw codedError('InvalidArg', `where: condition: expected a bool Tensor, got ${describe(condition)}`, where)
   if (typeof x === 'number' || typeof x === 'boolean') x = exported.tensor(x)
-  if (!(x instanceof Tensor)) throw codedError('InvalidArg', `where: x: expected a Tensor or a number, got ${describe(x)}`, where)
+  if (!(x instanceof Tensor))
+    throw codedError('InvalidArg', `where: x: expected a Tensor or a number, got ${describe(x)}`, where)
   return x.where(condition, y)
 }
 
@@ -215,7 +240,11 @@ function wrapNamespace(ns, prefix) {
  * because napi-rs registers the class at the top level of the addon (as `_Tokenizer`), not in `text`.
  */
 function Tokenizer() {
-  throw codedError('InvalidArg', 'new Tokenizer(): tokenizers are made with Tokenizer.fromFile(path) or Tokenizer.fromJSON(json)', Tokenizer)
+  throw codedError(
+    'InvalidArg',
+    'new Tokenizer(): tokenizers are made with Tokenizer.fromFile(path) or Tokenizer.fromJSON(json)',
+    Tokenizer,
+  )
 }
 // Encodings arrive as one batch's columns, made into objects by lib/text/encoding.js (it says why).
 wrapPrototype(native._Tokenizer, Tokenizer, {
@@ -225,7 +254,16 @@ wrapPrototype(native._Tokenizer, Tokenizer, {
 Tokenizer.fromFile = wrap(native._Tokenizer.fromFile, 'fromFile', 'Tokenizer.fromFile')
 Tokenizer.fromJSON = wrap(native._Tokenizer.fromJSON, 'fromJSON', 'Tokenizer.fromJSON')
 
-const INTERNAL = new Set(['_failed', '_takeError', '_tidyBegin', '_tidyEnd', '_loadTorchvisionOps', '_Tokenizer', '_CausalLM', '_Generation'])
+const INTERNAL = new Set([
+  '_failed',
+  '_takeError',
+  '_tidyBegin',
+  '_tidyEnd',
+  '_loadTorchvisionOps',
+  '_Tokenizer',
+  '_CausalLM',
+  '_Generation',
+])
 const exported = {}
 for (const [name, value] of Object.entries(native)) {
   if (INTERNAL.has(name)) continue

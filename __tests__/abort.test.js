@@ -46,8 +46,17 @@ describe('AbortSignal', () => {
 
   test('a signal that is not an AbortSignal is InvalidArg; forwardSync takes no options', async () => {
     const m = await torch.ScriptModule.load(MLP)
-    await assert.rejects(torch.ScriptModule.load(MLP, { signal: {} }), coded('InvalidArg', /options.signal: expected an AbortSignal/))
-    assert.throws(() => new torch.ScriptModule(MLP, { signal: AbortSignal.abort() }), coded('InvalidArg', /unknown option 'signal'/))
-    assert.throws(() => m.forwardSync(input(), { signal: new AbortController().signal }), (e) => e.code === 'InvalidArg')
+    await assert.rejects(
+      torch.ScriptModule.load(MLP, { signal: {} }),
+      coded('InvalidArg', /options.signal: expected an AbortSignal/),
+    )
+    assert.throws(
+      () => new torch.ScriptModule(MLP, { signal: AbortSignal.abort() }),
+      coded('InvalidArg', /unknown option 'signal'/),
+    )
+    assert.throws(
+      () => m.forwardSync(input(), { signal: new AbortController().signal }),
+      (e) => e.code === 'InvalidArg',
+    )
   })
 })

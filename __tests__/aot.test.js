@@ -38,11 +38,14 @@ describe('AOTModule', { skip: SKIP }, () => {
     assert.ok(maxDiff(out1, torch.tensor(f32('resnet18_output_b1.f32'), { shape: [1, 1000] })) < 1e-5)
   })
 
-  test('ResNet-18 at batch 16, 32 and 64, past the 15 its checks record, gives Python\'s output within 1e-4 (issue #24)', async () => {
+  test("ResNet-18 at batch 16, 32 and 64, past the 15 its checks record, gives Python's output within 1e-4 (issue #24)", async () => {
     // The 15 is ATen's convolution backend choice evaluated on the symbolic batch while compiling;
     // the export records 1..64, and Python's aoti_load_package runs these batches.
     const input8 = torch.tensor(f32('resnet18_input_b8.f32'), { shape: [8, 3, 224, 224] })
-    const input64 = torch.cat([0, 1, 2, 3, 4, 5, 6, 7].map((k) => input8.mul(1 - k / 16)), 0)
+    const input64 = torch.cat(
+      [0, 1, 2, 3, 4, 5, 6, 7].map((k) => input8.mul(1 - k / 16)),
+      0,
+    )
     const m = new torch.AOTModule(RESNET)
     for (const n of [16, 32, 64]) {
       const out = n === 32 ? await m.forward(input64.narrow(0, 0, n)) : m.forwardSync(input64.narrow(0, 0, n))
@@ -62,25 +65,55 @@ describe('AOTModule', { skip: SKIP }, () => {
     assert.ok(maxDiff(short, torch.tensor(cases.b1_s5.output, { shape: [1, 5, 8] })) < 1e-6)
     // Batch 70, past the Dim's max=64: nothing reads fixed-size memory along the batch.
     const rows = Array.from({ length: 70 }, (_, i) => i % 3)
-    const many = await m.forward(torch.cat(rows.map((r) => ids.narrow(0, r, 1)), 0))
-    assert.ok(maxDiff(many, torch.cat(rows.map((r) => golden.narrow(0, r, 1)), 0)) < 1e-6)
+    const many = await m.forward(
+      torch.cat(
+        rows.map((r) => ids.narrow(0, r, 1)),
+        0,
+      ),
+    )
+    assert.ok(
+      maxDiff(
+        many,
+        torch.cat(
+          rows.map((r) => golden.narrow(0, r, 1)),
+          0,
+        ),
+      ) < 1e-6,
+    )
     // The kernel reads positions[x1] for x1 < seq: 17 rows would read past the table's 16.
     for (const seq of [17, 200]) {
       const long = torch.zeros([2, seq], { dtype: 'int64' })
-      const message = new RegExp(`input 0: expected shape \\[1\\.\\., 1\\.\\.16\\], got \\[2, ${seq}\\] \\(dimension 1 is ${seq}, outside the 1\\.\\.16 this package was compiled for\\)$`)
+      const message = new RegExp(
+        `input 0: expected shape \\[1\\.\\., 1\\.\\.16\\], got \\[2, ${seq}\\] \\(dimension 1 is ${seq}, outside the 1\\.\\.16 this package was compiled for\\)$`,
+      )
       assert.throws(() => m.forwardSync(long), { code: 'ShapeMismatch', message })
       await assert.rejects(m.forward(long), { code: 'ShapeMismatch', message })
     }
-    assert.throws(() => m.forwardSync(torch.zeros([2, 0], { dtype: 'int64' })), { code: 'ShapeMismatch', message: /dimension 1 is 0, outside the 1\.\.16/ })
+    assert.throws(() => m.forwardSync(torch.zeros([2, 0], { dtype: 'int64' })), {
+      code: 'ShapeMismatch',
+      message: /dimension 1 is 0, outside the 1\.\.16/,
+    })
   })
 
   test('several inputs and outputs; views are accepted; metadata says what the package records', () => {
     const m = new torch.AOTModule(TWO_IO)
     const x = torch.arange(0, 6, { dtype: 'float32' }).view(2, 3)
     const [sum, product] = m.forwardSync(x, torch.full([2, 3], 2))
-    assert.deepEqual(sum.toArray(), [[2, 3, 4], [5, 6, 7]])
-    assert.deepEqual(product.toArray(), [[0, 2, 4], [6, 8, 10]])
-    assert.deepEqual(m.forwardSync(torch.arange(0, 6, { dtype: 'float32' }).view(3, 2).t(), torch.zeros([2, 3]))[0].toArray(), [[0, 2, 4], [1, 3, 5]])
+    assert.deepEqual(sum.toArray(), [
+      [2, 3, 4],
+      [5, 6, 7],
+    ])
+    assert.deepEqual(product.toArray(), [
+      [0, 2, 4],
+      [6, 8, 10],
+    ])
+    assert.deepEqual(
+      m.forwardSync(torch.arange(0, 6, { dtype: 'float32' }).view(3, 2).t(), torch.zeros([2, 3]))[0].toArray(),
+      [
+        [0, 2, 4],
+        [1, 3, 5],
+      ],
+    )
     const meta = m.metadata()
     assert.equal(meta.AOTI_DEVICE_KEY, 'cpu')
     assert.equal(typeof meta.in_spec, 'string')
@@ -111,31 +144,57 @@ describe('AOTModule', { skip: SKIP }, () => {
     // The batch's recorded max=64 guards no memory (see the test above): the range is 1.. .
     const expected = /expected shape \[1\.\., 3\]/
     const bad = [
-      [[torch.ones([2, 4]), ok], 'ShapeMismatch', /input 0: expected shape \[1\.\., 3\], got \[2, 4\] \(dimension 1 must be 3\)$/],
+      [
+        [torch.ones([2, 4]), ok],
+        'ShapeMismatch',
+        /input 0: expected shape \[1\.\., 3\], got \[2, 4\] \(dimension 1 must be 3\)$/,
+      ],
       [[torch.ones([1]), ok], 'ShapeMismatch', /input 0: expected 2 dimensions \[1\.\., 3\], got shape \[1\]$/],
       [[torch.ones([2, 3, 1]), ok], 'ShapeMismatch', /expected 2 dimensions/],
       [[torch.ones([]), ok], 'ShapeMismatch', /expected 2 dimensions \[1\.\., 3\], got shape \[\]/],
       // 0 is specialized away by torch.export: the program was never traced for it.
-      [[torch.ones([0, 3]), torch.ones([0, 3])], 'ShapeMismatch', /got \[0, 3\] \(dimension 0 is 0, outside the 1\.\. this package was compiled for\)$/],
+      [
+        [torch.ones([0, 3]), torch.ones([0, 3])],
+        'ShapeMismatch',
+        /got \[0, 3\] \(dimension 0 is 0, outside the 1\.\. this package was compiled for\)$/,
+      ],
       // x and y share the batch: the kernels loop over x's, so a shorter y would be read past its end.
-      [[torch.ones([3, 3]), ok], 'ShapeMismatch', /input 1: expected shape \[1\.\., 3\], got \[2, 3\] \(dimension 0 must equal input 0's dimension 0, 3\)$/],
-      [[torch.ones([2, 3], { dtype: 'float64' }), ok], 'DTypeMismatch', /input 0: expected dtype float32, got float64$/],
+      [
+        [torch.ones([3, 3]), ok],
+        'ShapeMismatch',
+        /input 1: expected shape \[1\.\., 3\], got \[2, 3\] \(dimension 0 must equal input 0's dimension 0, 3\)$/,
+      ],
+      [
+        [torch.ones([2, 3], { dtype: 'float64' }), ok],
+        'DTypeMismatch',
+        /input 0: expected dtype float32, got float64$/,
+      ],
       [[ok, torch.ones([2, 3], { dtype: 'int64' })], 'DTypeMismatch', /input 1: expected dtype float32, got int64$/],
       [[ok], 'InvalidArg', /inputs vector size to be 2, but got 1/],
       [[ok, ok, ok], 'InvalidArg', /inputs vector size to be 2, but got 3/],
       [[ok, 2], 'InvalidArg', /input 1: expected a Tensor/],
     ]
     for (const [inputs, code, message] of bad) {
-      assert.throws(() => m.forwardSync(...inputs), (e) => e.code === code && message.test(e.message) && !e.message.includes('\n'), `${code} ${message}`)
+      assert.throws(
+        () => m.forwardSync(...inputs),
+        (e) => e.code === code && message.test(e.message) && !e.message.includes('\n'),
+        `${code} ${message}`,
+      )
       await assert.rejects(m.forward(...inputs), (e) => e.code === code && message.test(e.message))
     }
     const r = new torch.AOTModule(RESNET)
-    assert.throws(() => r.forwardSync(torch.ones([1, 3, 224, 225])), { code: 'ShapeMismatch', message: /got \[1, 3, 224, 225\] \(dimension 3 must be 224\)/ })
+    assert.throws(() => r.forwardSync(torch.ones([1, 3, 224, 225])), {
+      code: 'ShapeMismatch',
+      message: /got \[1, 3, 224, 225\] \(dimension 3 must be 224\)/,
+    })
     assert.throws(() => m.forwardSync(torch.ones([2, 4]), ok), { code: 'ShapeMismatch', message: expected })
   })
 
   test('load errors: a missing file, a TorchScript file, options', async () => {
-    await assert.rejects(torch.AOTModule.load(path.join(MODELS, 'nope.pt2')), { code: 'ModelLoadError', message: /No such file/ })
+    await assert.rejects(torch.AOTModule.load(path.join(MODELS, 'nope.pt2')), {
+      code: 'ModelLoadError',
+      message: /No such file/,
+    })
     assert.throws(() => new torch.AOTModule(path.join(MODELS, 'fixtures', 'mlp_traced.pt')), { code: 'ModelLoadError' })
     assert.throws(() => new torch.AOTModule(MODELS), { code: 'ModelLoadError', message: /directory/ })
     assert.throws(() => new torch.AOTModule(TWO_IO, { optimize: true }), { code: 'InvalidArg', message: /optimize/ })

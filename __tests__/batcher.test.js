@@ -32,7 +32,9 @@ const goldenTensor = (g) => torch.tensor(g.data, { shape: g.shape })
  */
 function gated(reply = (x) => x.mul(2)) {
   let open
-  let gate = new Promise((resolve) => { open = resolve })
+  let gate = new Promise((resolve) => {
+    open = resolve
+  })
   const module = {
     calls: [],
     running: 0,
@@ -46,7 +48,15 @@ function gated(reply = (x) => x.mul(2)) {
       return reply(...inputs)
     },
   }
-  return { module, open: () => open(), reset: () => { gate = new Promise((resolve) => { open = resolve }) } }
+  return {
+    module,
+    open: () => open(),
+    reset: () => {
+      gate = new Promise((resolve) => {
+        open = resolve
+      })
+    },
+  }
 }
 
 /** Lets timers and promise callbacks run (setImmediate: after the timers of this turn). */
@@ -56,7 +66,12 @@ describe('Batcher: batching', TIMEOUT, () => {
   test('each request gets exactly its own rows; one forward per batch of ≤ maxBatchSize rows', async () => {
     const mlp = new torch.ScriptModule(path.join(FIXTURES, 'mlp_traced.pt'))
     const seen = []
-    const module = { forward: (x) => { seen.push(x.shape[0]); return mlp.forward(x) } } // counts rows per forward
+    const module = {
+      forward: (x) => {
+        seen.push(x.shape[0])
+        return mlp.forward(x)
+      },
+    } // counts rows per forward
     const batcher = new torch.Batcher(module, { maxBatchSize: 8, maxDelayMs: 50 })
     torch.manualSeed(1)
     const inputs = Array.from({ length: 12 }, (_, i) => torch.randn([1 + (i % 3), 4])) // 24 rows
@@ -66,8 +81,16 @@ describe('Batcher: batching', TIMEOUT, () => {
     // arrival order while they fit in 8 rows, and a request is never split.
     assert.deepEqual(seen, [7, 8, 6, 3], 'rows per forward')
     const stats = batcher.stats()
-    assert.deepEqual({ requests: stats.requests, completed: stats.completed, batches: stats.batches, rows: stats.rows, meanBatchSize: stats.meanBatchSize },
-      { requests: 12, completed: 12, batches: 4, rows: 24, meanBatchSize: 6 })
+    assert.deepEqual(
+      {
+        requests: stats.requests,
+        completed: stats.completed,
+        batches: stats.batches,
+        rows: stats.rows,
+        meanBatchSize: stats.meanBatchSize,
+      },
+      { requests: 12, completed: 12, batches: 4, rows: 24, meanBatchSize: 6 },
+    )
     await batcher.close()
   })
 
@@ -79,14 +102,23 @@ describe('Batcher: batching', TIMEOUT, () => {
     }
     const batcher = new torch.Batcher(module, { maxDelayMs: 50, maxBatchSize: 3 })
     const a = torch.tensor([[1, 2]])
-    const b = torch.tensor([[3, 4], [5, 6]])
+    const b = torch.tensor([
+      [3, 4],
+      [5, 6],
+    ])
     const [outA, outB] = await Promise.all([batcher.run(a), batcher.run(b)])
     assert.deepEqual(outA[0].toArray(), [[2, 4]])
-    assert.deepEqual(outB[0].toArray(), [[6, 8], [10, 12]])
+    assert.deepEqual(outB[0].toArray(), [
+      [6, 8],
+      [10, 12],
+    ])
     assert.deepEqual(outB[1].sum.toArray(), [7, 11])
     assert.deepEqual(outA[1].list[0].toArray(), [[2, 3]])
     assert.equal(outB[1].label, 'v1')
-    assert.deepEqual(outB[2].get(7).toArray(), [[-3, -4], [-5, -6]])
+    assert.deepEqual(outB[2].get(7).toArray(), [
+      [-3, -4],
+      [-5, -6],
+    ])
     assert.deepEqual(outA.slice(3), [3, null])
     assert.ok(outB[0].sharesStorage(outA[0]), 'views of the batch output, not copies')
     await batcher.close()
@@ -95,12 +127,30 @@ describe('Batcher: batching', TIMEOUT, () => {
   test('non-tensor inputs: equal ones share a batch, different ones do not (method option)', async () => {
     const m = new torch.ScriptModule(path.join(FIXTURES, 'extra_method.pt')) // scale(x, factor) = x * factor
     const calls = []
-    const module = { forward: m.forward.bind(m), runMethod: (name, x, f) => { calls.push([name, x.shape[0], f]); return m.runMethod(name, x, f) } }
+    const module = {
+      forward: m.forward.bind(m),
+      runMethod: (name, x, f) => {
+        calls.push([name, x.shape[0], f])
+        return m.runMethod(name, x, f)
+      },
+    }
     const batcher = new torch.Batcher(module, { method: 'scale', maxDelayMs: 50, maxBatchSize: 4 })
     const x = torch.ones([1, 3])
-    const out = await Promise.all([batcher.run(x, 2), batcher.run(x, 3), batcher.run(x, 2), batcher.run(x, 2), batcher.run(x, 2)])
-    assert.deepEqual(out.map((t) => t.toArray()[0][0]), [2, 3, 2, 2, 2])
-    assert.deepEqual(calls.sort(), [['scale', 1, 3], ['scale', 4, 2]])
+    const out = await Promise.all([
+      batcher.run(x, 2),
+      batcher.run(x, 3),
+      batcher.run(x, 2),
+      batcher.run(x, 2),
+      batcher.run(x, 2),
+    ])
+    assert.deepEqual(
+      out.map((t) => t.toArray()[0][0]),
+      [2, 3, 2, 2, 2],
+    )
+    assert.deepEqual(calls.sort(), [
+      ['scale', 1, 3],
+      ['scale', 4, 2],
+    ])
     await batcher.close()
   })
 
@@ -113,9 +163,15 @@ describe('Batcher: batching', TIMEOUT, () => {
     assert.deepEqual(batcher.stats().queued, 5)
     open()
     const out = await Promise.all(runs)
-    assert.deepEqual(out.map((t) => t.item()), [0, 2, 4, 6, 8, 10, 12, 14, 16])
+    assert.deepEqual(
+      out.map((t) => t.item()),
+      [0, 2, 4, 6, 8, 10, 12, 14, 16],
+    )
     assert.equal(module.mostRunning, 2)
-    assert.deepEqual(module.calls.map(([shape]) => shape[0]), [2, 2, 2, 2, 1])
+    assert.deepEqual(
+      module.calls.map(([shape]) => shape[0]),
+      [2, 2, 2, 2, 1],
+    )
     await batcher.close()
   })
 })
@@ -136,7 +192,9 @@ describe('Batcher: failure isolation', TIMEOUT, () => {
     ])
     const failures = results.filter((r) => r.status === 'rejected').map((r) => r.reason.code)
     assert.deepEqual(failures, ['DTypeMismatch', 'ShapeMismatch', 'InvalidArg'])
-    results.filter((r) => r.status === 'fulfilled').forEach((r, i) => assertClose(r.value, mlp.forwardSync(good[i]), `good ${i}`))
+    results
+      .filter((r) => r.status === 'fulfilled')
+      .forEach((r, i) => assertClose(r.value, mlp.forwardSync(good[i]), `good ${i}`))
     const stats = batcher.stats()
     assert.equal(stats.failed, 3)
     assert.equal(stats.retried, 0, 'each bad request had a batch of its own')
@@ -146,7 +204,11 @@ describe('Batcher: failure isolation', TIMEOUT, () => {
   test('a batched forward that throws is rerun one by one: only the culprit fails', async () => {
     const encoder = new torch.ScriptModule(path.join(FIXTURES, 'text_encoder.pt'))
     const batcher = new torch.Batcher(encoder, { padValue: 0, mask: true, maxDelayMs: 50, maxBatchSize: 3 })
-    const results = await Promise.allSettled([batcher.run(ids([1, 2, 3])), batcher.run(ids([4, 99])), batcher.run(ids([5]))])
+    const results = await Promise.allSettled([
+      batcher.run(ids([1, 2, 3])),
+      batcher.run(ids([4, 99])),
+      batcher.run(ids([5])),
+    ])
     assert.equal(results[0].status, 'fulfilled')
     assert.equal(results[2].status, 'fulfilled')
     assert.equal(results[1].status, 'rejected')
@@ -154,7 +216,10 @@ describe('Batcher: failure isolation', TIMEOUT, () => {
     assert.match(results[1].reason.message, /index 99 is out of bounds/)
     const [hidden] = results[0].value
     assertClose(hidden, encoder.forwardSync(ids([1, 2, 3]), torch.full([1, 3], true))[0], 'a survivor vs a single run')
-    assert.deepEqual({ batches: batcher.stats().batches, retried: batcher.stats().retried, failed: batcher.stats().failed }, { batches: 1, retried: 1, failed: 1 })
+    assert.deepEqual(
+      { batches: batcher.stats().batches, retried: batcher.stats().retried, failed: batcher.stats().failed },
+      { batches: 1, retried: 1, failed: 1 },
+    )
     await batcher.close()
   })
 
@@ -165,7 +230,10 @@ describe('Batcher: failure isolation', TIMEOUT, () => {
     const runs = [batcher.run(torch.ones([1, 4])), batcher.run(doomed), batcher.run(torch.ones([1, 4]))]
     doomed.dispose()
     const results = await Promise.allSettled(runs)
-    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled'])
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['fulfilled', 'rejected', 'fulfilled'],
+    )
     assert.equal(results[1].reason.code, 'Disposed')
     assert.equal(batcher.stats().retried, 1)
     const runs2 = [batcher.run(torch.ones([1, 4])), batcher.run(torch.ones([1, 4]))]
@@ -182,10 +250,16 @@ describe('Batcher: failure isolation', TIMEOUT, () => {
     await assert.rejects(batcher.run(3, 'x'), coded('InvalidArg', /no tensor input/))
     await assert.rejects(batcher.run(torch.tensor(1)), coded('ShapeMismatch', /input 0 is a 0-dim tensor/))
     await assert.rejects(batcher.run(torch.ones([0, 2])), coded('ShapeMismatch', /no rows/))
-    await assert.rejects(batcher.run(torch.ones([2, 2]), torch.ones([3, 2])), coded('ShapeMismatch', /input 1 has 3 rows \(dim 0\), an input before it 2/))
+    await assert.rejects(
+      batcher.run(torch.ones([2, 2]), torch.ones([3, 2])),
+      coded('ShapeMismatch', /input 1 has 3 rows \(dim 0\), an input before it 2/),
+    )
     await assert.rejects(batcher.run(disposed), coded('Disposed', /input 0 was disposed/))
     await assert.rejects(batcher.run(torch.ones([1]), { timeoutMs: -1 }), coded('InvalidArg', /options\.timeoutMs/))
-    await assert.rejects(batcher.run(torch.ones([1]), { signal: 'no' }), coded('InvalidArg', /options\.signal: expected an AbortSignal/))
+    await assert.rejects(
+      batcher.run(torch.ones([1]), { signal: 'no' }),
+      coded('InvalidArg', /options\.signal: expected an AbortSignal/),
+    )
     assert.equal(batcher.stats().failed, 8)
     assert.equal(batcher.stats().batches, 0)
   })
@@ -193,10 +267,14 @@ describe('Batcher: failure isolation', TIMEOUT, () => {
   test('an output that cannot be split is a ShapeMismatch naming its path, even for a lone request', async () => {
     const ivalues = new torch.ScriptModule(path.join(FIXTURES, 'ivalues_scripted.pt')) // returns (..., {sum: 0-dim, ...})
     const b1 = new torch.Batcher(ivalues, { maxDelayMs: 0 })
-    await assert.rejects(b1.run(torch.ones([2, 2]), 1), coded('ShapeMismatch', /^Batcher: output\[7\]\.sum: a 0-dim tensor cannot be split into the batch's 2 rows/))
+    await assert.rejects(
+      b1.run(torch.ones([2, 2]), 1),
+      coded('ShapeMismatch', /^Batcher: output\[7\]\.sum: a 0-dim tensor cannot be split into the batch's 2 rows/),
+    )
     const b2 = new torch.Batcher({ forward: async (x) => [x, x.narrow(0, 0, 1)] }, { maxDelayMs: 50 })
     const both = await Promise.allSettled([b2.run(torch.ones([2, 3])), b2.run(torch.ones([1, 3]))])
-    for (const r of both) assert.match(r.reason.message, /^Batcher: output\[1\]: shape \[1,3\] cannot be split into the batch's 3 rows/)
+    for (const r of both)
+      assert.match(r.reason.message, /^Batcher: output\[1\]: shape \[1,3\] cannot be split into the batch's 3 rows/)
     assert.equal(b2.stats().retried, 0, 'a split error is not retried')
   })
 })
@@ -207,7 +285,10 @@ describe('Batcher: backpressure, abort, timeout, close', TIMEOUT, () => {
     const batcher = new torch.Batcher(module, { maxBatchSize: 1, maxQueue: 2, concurrency: 1 })
     const running = batcher.run(torch.ones([1, 1])) // dispatched at once: a full batch
     const queued = [batcher.run(torch.ones([1, 1])), batcher.run(torch.ones([1, 1]))]
-    await assert.rejects(batcher.run(torch.ones([1, 1])), coded('QueueFull', /queue is full \(2 waiting, options\.maxQueue\)/))
+    await assert.rejects(
+      batcher.run(torch.ones([1, 1])),
+      coded('QueueFull', /queue is full \(2 waiting, options\.maxQueue\)/),
+    )
     assert.deepEqual([batcher.stats().inFlight, batcher.stats().queued, batcher.stats().rejected], [1, 2, 1])
     open()
     assert.equal((await running).item(), 2)
@@ -244,7 +325,9 @@ describe('Batcher: backpressure, abort, timeout, close', TIMEOUT, () => {
     const running = batcher.run(torch.ones([1, 1]))
     const queued = [batcher.run(torch.ones([1, 1])), batcher.run(torch.ones([1, 1]))]
     let closed = false
-    const closing = batcher.close().then(() => { closed = true })
+    const closing = batcher.close().then(() => {
+      closed = true
+    })
     assert.equal(batcher.close(), batcher.close(), 'one promise')
     assert.equal(batcher.isClosed, true)
     for (const p of queued) await assert.rejects(p, coded('Closed', /closed before this request ran/))
@@ -256,7 +339,10 @@ describe('Batcher: backpressure, abort, timeout, close', TIMEOUT, () => {
     await closing
     const s = batcher.stats()
     assert.deepEqual([s.completed, s.closed, s.queued, s.inFlight], [1, 3, 0, 0])
-    assert.equal(s.requests, s.completed + s.failed + s.rejected + s.timedOut + s.aborted + s.closed + s.queued + s.running)
+    assert.equal(
+      s.requests,
+      s.completed + s.failed + s.rejected + s.timedOut + s.aborted + s.closed + s.queued + s.running,
+    )
   })
 
   test('Symbol.asyncDispose and Symbol.dispose close it', async () => {
@@ -275,14 +361,19 @@ describe('Batcher: variable-length inputs', TIMEOUT, () => {
 
   test('the text encoder over padded token ids equals single runs and Python within 1e-5', async () => {
     const shapes = []
-    const module = { forward: (x, mask) => { shapes.push([x.shape, mask.dtype]); return encoder.forward(x, mask) } }
+    const module = {
+      forward: (x, mask) => {
+        shapes.push([x.shape, mask.dtype])
+        return encoder.forward(x, mask)
+      },
+    }
     const batcher = new torch.Batcher(module, { padValue: 0, mask: true, maxDelayMs: 50, maxBatchSize: 16 })
     const outputs = await Promise.all(ENCODER.cases.map((c) => batcher.run(ids(c.ids))))
     assert.deepEqual(shapes, [[[5, 12], 'bool']], 'one forward, padded to the longest (12)')
     ENCODER.cases.forEach((c, i) => {
       const [hidden, pooled] = outputs[i]
       const [hidden1, pooled1] = alone(c.ids)
-      assert.deepEqual(hidden.shape, [1, c.ids.length, 8], 'hidden is cut back to the request\'s own length')
+      assert.deepEqual(hidden.shape, [1, c.ids.length, 8], "hidden is cut back to the request's own length")
       assertClose(hidden, hidden1, `hidden ${i} vs a single run`)
       assertClose(pooled, pooled1, `pooled ${i} vs a single run`)
       assertClose(hidden, goldenTensor(c.hidden), `hidden ${i} vs Python`)
@@ -293,11 +384,32 @@ describe('Batcher: variable-length inputs', TIMEOUT, () => {
 
   test('a request may carry several rows of one length; buckets keep short and long apart', async () => {
     const shapes = []
-    const module = { forward: (x, mask) => { shapes.push(x.shape); return encoder.forward(x, mask) } }
-    const batcher = new torch.Batcher(module, { padValue: 0, mask: true, buckets: [4, 16], maxDelayMs: 50, maxBatchSize: 16 })
-    const two = torch.tensor([[1n, 2n, 3n], [4n, 5n, 6n]])
-    const [short, long, pair] = await Promise.all([batcher.run(ids([7, 8])), batcher.run(ids([1, 2, 3, 4, 5, 6, 7, 9, 10, 11])), batcher.run(two)])
-    assert.deepEqual(shapes.sort(), [[1, 10], [3, 3]])
+    const module = {
+      forward: (x, mask) => {
+        shapes.push(x.shape)
+        return encoder.forward(x, mask)
+      },
+    }
+    const batcher = new torch.Batcher(module, {
+      padValue: 0,
+      mask: true,
+      buckets: [4, 16],
+      maxDelayMs: 50,
+      maxBatchSize: 16,
+    })
+    const two = torch.tensor([
+      [1n, 2n, 3n],
+      [4n, 5n, 6n],
+    ])
+    const [short, long, pair] = await Promise.all([
+      batcher.run(ids([7, 8])),
+      batcher.run(ids([1, 2, 3, 4, 5, 6, 7, 9, 10, 11])),
+      batcher.run(two),
+    ])
+    assert.deepEqual(shapes.sort(), [
+      [1, 10],
+      [3, 3],
+    ])
     assertClose(short[0], alone([7, 8])[0], 'short')
     assertClose(long[0], alone([1, 2, 3, 4, 5, 6, 7, 9, 10, 11])[0], 'long')
     assert.deepEqual(pair[0].shape, [2, 3, 8])
@@ -307,18 +419,37 @@ describe('Batcher: variable-length inputs', TIMEOUT, () => {
 
   test('without padValue, different lengths go to separate batches (still correct)', async () => {
     const shapes = []
-    const module = { forward: (x, mask) => { shapes.push(x.shape); return encoder.forward(x, mask) } }
+    const module = {
+      forward: (x, mask) => {
+        shapes.push(x.shape)
+        return encoder.forward(x, mask)
+      },
+    }
     const batcher = new torch.Batcher(module, { maxDelayMs: 50 })
     const mask = (n) => torch.full([1, n], true)
-    const out = await Promise.all([[1, 2], [3, 4, 5], [6, 7]].map((l) => batcher.run(ids(l), mask(l.length))))
-    assert.deepEqual(shapes.sort(), [[1, 3], [2, 2]])
+    const out = await Promise.all(
+      [
+        [1, 2],
+        [3, 4, 5],
+        [6, 7],
+      ].map((l) => batcher.run(ids(l), mask(l.length))),
+    )
+    assert.deepEqual(shapes.sort(), [
+      [1, 3],
+      [2, 2],
+    ])
     assertClose(out[1][0], alone([3, 4, 5])[0], 'length 3')
     await batcher.close()
   })
 
   test('mask options: index, dtype, invert; padValue per input', async () => {
     const seen = []
-    const module = { forward: async (...inputs) => { seen.push(inputs.map((t) => t.toArray())); return inputs[0] } }
+    const module = {
+      forward: async (...inputs) => {
+        seen.push(inputs.map((t) => t.toArray()))
+        return inputs[0]
+      },
+    }
     const batcher = new torch.Batcher(module, {
       padValue: [-1, null],
       mask: { index: 0, dtype: 'int64', invert: true },
@@ -328,10 +459,25 @@ describe('Batcher: variable-length inputs', TIMEOUT, () => {
       batcher.run(torch.tensor([[1, 2, 3]]), torch.tensor([[10]])),
       batcher.run(torch.tensor([[4]]), torch.tensor([[20]])),
     ])
-    assert.deepEqual(seen, [[[[0, 0, 0], [0, 1, 1]], [[1, 2, 3], [4, -1, -1]], [[10], [20]]]])
+    assert.deepEqual(seen, [
+      [
+        [
+          [0, 0, 0],
+          [0, 1, 1],
+        ],
+        [
+          [1, 2, 3],
+          [4, -1, -1],
+        ],
+        [[10], [20]],
+      ],
+    ])
     assert.deepEqual(a.toArray(), [[0, 0, 0]], 'output 0 is the mask here: cut back like any [rows, length] output')
     assert.deepEqual(b.toArray(), [[0]])
-    await assert.rejects(batcher.run(torch.tensor([1]), torch.tensor([[1]])), coded('ShapeMismatch', /padValue\[0\] pads it along dim 1/))
+    await assert.rejects(
+      batcher.run(torch.tensor([1]), torch.tensor([[1]])),
+      coded('ShapeMismatch', /padValue\[0\] pads it along dim 1/),
+    )
     await batcher.close()
   })
 
@@ -343,9 +489,36 @@ describe('Batcher: variable-length inputs', TIMEOUT, () => {
       await batcher.close()
       return out.map(([hidden, pooled]) => [hidden.shape, pooled.shape])
     }
-    assert.deepEqual(await run(true), [[[1, 3, 8], [1, 3]], [[1, 8, 8], [1, 8]]])
-    assert.deepEqual(await run(['output[0]']), [[[1, 3, 8], [1, 8]], [[1, 8, 8], [1, 8]]])
-    assert.deepEqual(await run(false), [[[1, 8, 8], [1, 8]], [[1, 8, 8], [1, 8]]])
+    assert.deepEqual(await run(true), [
+      [
+        [1, 3, 8],
+        [1, 3],
+      ],
+      [
+        [1, 8, 8],
+        [1, 8],
+      ],
+    ])
+    assert.deepEqual(await run(['output[0]']), [
+      [
+        [1, 3, 8],
+        [1, 8],
+      ],
+      [
+        [1, 8, 8],
+        [1, 8],
+      ],
+    ])
+    assert.deepEqual(await run(false), [
+      [
+        [1, 8, 8],
+        [1, 8],
+      ],
+      [
+        [1, 8, 8],
+        [1, 8],
+      ],
+    ])
   })
 })
 
@@ -362,24 +535,45 @@ describe('Batcher: options', () => {
       [module, { concurrency: '2' }, /options\.concurrency: expected a positive integer, got a string/],
       [module, { concurrency: 1.5 }, /options\.concurrency: expected a positive integer, got 1\.5/],
       [module, { padValue: 0, mask: { index: -1 } }, /options\.mask\.index: expected an input index ≥ 0, got -1/],
-      [module, { padValue: 0, mask: 'yes' }, /options\.mask: expected true, an input index or \{index, dtype, invert\}, got "yes"/],
+      [
+        module,
+        { padValue: 0, mask: 'yes' },
+        /options\.mask: expected true, an input index or \{index, dtype, invert\}, got "yes"/,
+      ],
       [module, { method: 'scale' }, /options\.method: this module has no runMethod/],
       [module, { padValue: 'x' }, /options\.padValue/],
       [module, { mask: true }, /options\.mask: needs options\.padValue/],
       [module, { buckets: [8] }, /options\.buckets: needs options\.padValue/],
       [module, { padValue: 0, buckets: [8, 4] }, /options\.buckets: expected an increasing array/],
-      [module, { padValue: 0, mask: { dtype: 'int' } }, /options\.mask\.dtype: expected one of 'float32', .*'bool', got "int"/],
+      [
+        module,
+        { padValue: 0, mask: { dtype: 'int' } },
+        /options\.mask\.dtype: expected one of 'float32', .*'bool', got "int"/,
+      ],
       [module, { padValue: 0, mask: { at: 1 } }, /options\.mask: unknown option 'at'/],
       [module, { padValue: 0, unpad: ['hidden'] }, /options\.unpad: expected a boolean, or an array of output paths/],
     ]
-    for (const [m, options, message] of cases) assert.throws(() => new torch.Batcher(m, options), coded('InvalidArg', message))
+    for (const [m, options, message] of cases)
+      assert.throws(() => new torch.Batcher(m, options), coded('InvalidArg', message))
   })
 
   test('defaults', () => {
     const stats = new torch.Batcher(module).stats()
     assert.deepEqual(stats, {
-      requests: 0, queued: 0, running: 0, inFlight: 0, completed: 0, failed: 0, rejected: 0, timedOut: 0,
-      aborted: 0, closed: 0, batches: 0, rows: 0, meanBatchSize: 0, retried: 0,
+      requests: 0,
+      queued: 0,
+      running: 0,
+      inFlight: 0,
+      completed: 0,
+      failed: 0,
+      rejected: 0,
+      timedOut: 0,
+      aborted: 0,
+      closed: 0,
+      batches: 0,
+      rows: 0,
+      meanBatchSize: 0,
+      retried: 0,
     })
   })
 })
@@ -387,27 +581,37 @@ describe('Batcher: options', () => {
 const RESNET = path.join(MODELS, 'resnet18.pt2')
 const TWO_IO = path.join(MODELS, 'two_io.pt2')
 const missing = [RESNET, TWO_IO].filter((p) => !fs.existsSync(p))
-describe('Batcher over an AOTModule', { ...TIMEOUT, skip: missing.length > 0 && `not generated: ${missing.join(', ')}` }, () => {
-  test('ResNet-18 .pt2: batched requests equal single runs', async () => {
-    const m = await torch.AOTModule.load(RESNET)
-    const batcher = new torch.Batcher(m, { maxDelayMs: 50, maxBatchSize: 4 })
-    torch.manualSeed(3)
-    const inputs = [torch.rand([1, 3, 224, 224]), torch.rand([2, 3, 224, 224]), torch.rand([1, 3, 224, 224])]
-    const outputs = await Promise.all(inputs.map((x) => batcher.run(x)))
-    inputs.forEach((x, i) => assertClose(outputs[i], m.forwardSync(x), `request ${i}`))
-    assert.equal(batcher.stats().batches, 1)
-    assert.throws(() => new torch.Batcher(m, { method: 'forward' }), coded('InvalidArg', /no runMethod/))
-    await batcher.close()
-  })
+describe(
+  'Batcher over an AOTModule',
+  { ...TIMEOUT, skip: missing.length > 0 && `not generated: ${missing.join(', ')}` },
+  () => {
+    test('ResNet-18 .pt2: batched requests equal single runs', async () => {
+      const m = await torch.AOTModule.load(RESNET)
+      const batcher = new torch.Batcher(m, { maxDelayMs: 50, maxBatchSize: 4 })
+      torch.manualSeed(3)
+      const inputs = [torch.rand([1, 3, 224, 224]), torch.rand([2, 3, 224, 224]), torch.rand([1, 3, 224, 224])]
+      const outputs = await Promise.all(inputs.map((x) => batcher.run(x)))
+      inputs.forEach((x, i) => assertClose(outputs[i], m.forwardSync(x), `request ${i}`))
+      assert.equal(batcher.stats().batches, 1)
+      assert.throws(() => new torch.Batcher(m, { method: 'forward' }), coded('InvalidArg', /no runMethod/))
+      await batcher.close()
+    })
 
-  test('a two-input .pt2 (a batch Dim shared by x and y): one forward, each request its own rows', async () => {
-    const m = new torch.AOTModule(TWO_IO) // (x [b, 3], y [b, 3]) -> (x + y, x * y), b in 1..64
-    const batcher = new torch.Batcher(m, { maxDelayMs: 50 })
-    const x = torch.arange(0, 6, { dtype: 'float32' }).view(2, 3)
-    const out = await Promise.all([batcher.run(x, torch.ones([2, 3])), batcher.run(x, torch.full([2, 3], 2))])
-    assert.deepEqual(out[0][0].toArray(), [[1, 2, 3], [4, 5, 6]])
-    assert.deepEqual(out[1][1].toArray(), [[0, 2, 4], [6, 8, 10]])
-    assert.deepEqual([batcher.stats().batches, batcher.stats().retried, batcher.stats().completed], [1, 0, 2])
-    await batcher.close()
-  })
-})
+    test('a two-input .pt2 (a batch Dim shared by x and y): one forward, each request its own rows', async () => {
+      const m = new torch.AOTModule(TWO_IO) // (x [b, 3], y [b, 3]) -> (x + y, x * y), b in 1..64
+      const batcher = new torch.Batcher(m, { maxDelayMs: 50 })
+      const x = torch.arange(0, 6, { dtype: 'float32' }).view(2, 3)
+      const out = await Promise.all([batcher.run(x, torch.ones([2, 3])), batcher.run(x, torch.full([2, 3], 2))])
+      assert.deepEqual(out[0][0].toArray(), [
+        [1, 2, 3],
+        [4, 5, 6],
+      ])
+      assert.deepEqual(out[1][1].toArray(), [
+        [0, 2, 4],
+        [6, 8, 10],
+      ])
+      assert.deepEqual([batcher.stats().batches, batcher.stats().retried, batcher.stats().completed], [1, 0, 2])
+      await batcher.close()
+    })
+  },
+)

@@ -29,8 +29,11 @@ test('RUNPATH is $ORIGIN/libtorch/lib only, and the link there holds libtorch', 
 test('libtorch.so is NEEDED, and libtorch_cuda.so is loaded whenever libtorch has it', () => {
   const needed = [...dynamicSection().matchAll(/\(NEEDED\)\s+Shared library: \[(.*)\]/g)].map((m) => m[1])
   assert.ok(needed.includes('libtorch_cpu.so') && needed.includes('libtorch.so'), String(needed))
-  const maps = execFileSync(process.execPath, ['-e', "require('.'); process.stdout.write(require('fs').readFileSync('/proc/self/maps', 'utf8'))"],
-    { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 << 20 })
+  const maps = execFileSync(
+    process.execPath,
+    ['-e', "require('.'); process.stdout.write(require('fs').readFileSync('/proc/self/maps', 'utf8'))"],
+    { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 << 20 },
+  )
   assert.equal(/\/libtorch_cuda\.so$/m.test(maps), fs.existsSync(path.join(LIB, 'libtorch_cuda.so')))
 })
 
@@ -53,13 +56,21 @@ test('a moved package still loads; with its libtorch gone, require names the fix
       fs.cpSync(path.join(ROOT, f), path.join(dir, f), { recursive: true })
     }
     fs.symlinkSync(fs.readlinkSync(path.join(ROOT, 'libtorch')), path.join(dir, 'libtorch'))
-    const run = () => spawnSync(process.execPath, ['-e', "console.log(require('.').ones([2]).toString())"], { cwd: dir, encoding: 'utf8' })
+    const run = () =>
+      spawnSync(process.execPath, ['-e', "console.log(require('.').ones([2]).toString())"], {
+        cwd: dir,
+        encoding: 'utf8',
+      })
     const ok = run()
     assert.equal(ok.status, 0, ok.stderr)
     assert.equal(ok.stdout.trim(), 'tensor([1., 1.])')
     fs.rmSync(path.join(dir, 'libtorch'))
     fs.symlinkSync(path.join(dir, 'cleared-cache', 'torch'), path.join(dir, 'libtorch'))
-    const gone = spawnSync(process.execPath, ['-e', "try { require('.') } catch (e) { console.log(e.code, e.message) }"], { cwd: dir, encoding: 'utf8' })
+    const gone = spawnSync(
+      process.execPath,
+      ['-e', "try { require('.') } catch (e) { console.log(e.code, e.message) }"],
+      { cwd: dir, encoding: 'utf8' },
+    )
     const line = gone.stdout.trim()
     assert.equal(line.split('\n').length, 1, line)
     assert.match(line, /^LibraryLoadError torch-node: libtorch is missing: .* run `npm rebuild torch-node`/)

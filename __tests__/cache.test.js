@@ -14,7 +14,15 @@ const http = require('node:http')
 const os = require('node:os')
 const path = require('node:path')
 const zlib = require('node:zlib')
-const { listEntries, extractEntry, neededOf, retargetNeeded, dynamicSymbols, setSearchPath, searchPathOf } = require('../scripts/wheel')
+const {
+  listEntries,
+  extractEntry,
+  neededOf,
+  retargetNeeded,
+  dynamicSymbols,
+  setSearchPath,
+  searchPathOf,
+} = require('../scripts/wheel')
 const { standInLibrary, planStandIns } = require('../scripts/cuda-stubs')
 
 const ROOT = path.join(__dirname, '..')
@@ -27,25 +35,52 @@ const NVIDIA_LIB = path.join(SITE, 'nvidia', 'cu13', 'lib')
 const NO_VISION = !fs.existsSync(path.join(VISION, '_C.so')) && `no torchvision wheel beside libtorch (${VISION})`
 // libtorch.so stands in for torchvision's _C.so where there is none: it also names libtorch_cuda.so.
 const VISION_C = NO_VISION ? path.join(LIB, 'libtorch.so') : path.join(VISION, '_C.so')
-const VISION_METADATA = (torch) => Buffer.from(`Metadata-Version: 2.1\nName: torchvision\nVersion: 0.28.0\nRequires-Dist: numpy\nRequires-Dist: torch (==${torch})\n`)
+const VISION_METADATA = (torch) =>
+  Buffer.from(
+    `Metadata-Version: 2.1\nName: torchvision\nVersion: 0.28.0\nRequires-Dist: numpy\nRequires-Dist: torch (==${torch})\n`,
+  )
 
 /** A little-endian record of `size` bytes from [offset, width (2 or 4), value] fields. */
 function record(size, fields) {
   const b = Buffer.alloc(size)
-  for (const [at, width, value] of fields) (width === 2 ? b.writeUInt16LE(value, at) : b.writeUInt32LE(value, at))
+  for (const [at, width, value] of fields) width === 2 ? b.writeUInt16LE(value, at) : b.writeUInt32LE(value, at)
   return b
 }
 
 /** A zip entry's local header (+ name) and central directory record (+ name). */
 function zipHeaders(name, { method, crc, compressed, size, offset }) {
   const n = Buffer.from(name)
-  const local = record(30, [[0, 4, 0x04034b50], [4, 2, 20], [8, 2, method], [14, 4, crc], [18, 4, compressed], [22, 4, size], [26, 2, n.length]])
-  const cd = record(46, [[0, 4, 0x02014b50], [4, 2, 20], [6, 2, 20], [10, 2, method], [16, 4, crc], [20, 4, compressed], [24, 4, size],
-    [28, 2, n.length], [42, 4, offset]])
+  const local = record(30, [
+    [0, 4, 0x04034b50],
+    [4, 2, 20],
+    [8, 2, method],
+    [14, 4, crc],
+    [18, 4, compressed],
+    [22, 4, size],
+    [26, 2, n.length],
+  ])
+  const cd = record(46, [
+    [0, 4, 0x02014b50],
+    [4, 2, 20],
+    [6, 2, 20],
+    [10, 2, method],
+    [16, 4, crc],
+    [20, 4, compressed],
+    [24, 4, size],
+    [28, 2, n.length],
+    [42, 4, offset],
+  ])
   return { local: Buffer.concat([local, n]), central: Buffer.concat([cd, n]) }
 }
 
-const zipEnd = (count, cdLength, cdOffset) => record(22, [[0, 4, 0x06054b50], [8, 2, count], [10, 2, count], [12, 4, cdLength], [16, 4, cdOffset]])
+const zipEnd = (count, cdLength, cdOffset) =>
+  record(22, [
+    [0, 4, 0x06054b50],
+    [8, 2, count],
+    [10, 2, count],
+    [12, 4, cdLength],
+    [16, 4, cdOffset],
+  ])
 
 /** A zip file from [name, Buffer] pairs; `deflate` picks the method per entry. */
 function zip(files, deflate = () => true) {
@@ -108,28 +143,44 @@ async function sha256Of(file) {
 // stand-in could not).
 const small = fs.readFileSync(path.join(LIB, 'libgomp.so.1'))
 const WHEELS = {
-  torch: ['torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl', [
-    ['torch/__init__.py', Buffer.from('# python\n')],
-    ['torch/include/', Buffer.alloc(0)],
-    ['torch/include/ATen/ATen.h', Buffer.from('#pragma once\n')],
-    ['torch/lib/libtorch_cpu.so', small],
-    ['torch/lib/libc10.so', fs.readFileSync(path.join(LIB, 'libc10.so'))],
-    ['torch/lib/libgomp.so.1', small],
-    ['torch/lib/libtorch.so', fs.readFileSync(path.join(LIB, 'libtorch.so'))],
-    ['torch/lib/libtorch_cuda.so', small],
-    ['torch/lib/libtorch_python.so', small],
-  ]],
-  'nvidia-cuda-runtime': ['nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl', [
-    ['nvidia/cu13/lib/libcudart.so.13', small], ['nvidia/cu13/include/cuda.h', Buffer.from('')]]],
-  'nvidia-cuda-cupti': ['nvidia_cuda_cupti-13.0.85-py3-none-manylinux_2_25_x86_64.whl', [
-    ['nvidia/cu13/lib/libcupti.so.13', small], ['nvidia/cu13/lib/libnvperf_host.so', small]]],
-  torchvision: ['torchvision-0.28.0-cp311-cp311-manylinux_2_28_x86_64.whl', [
-    ['torchvision/__init__.py', Buffer.from('# python\n')],
-    ['torchvision/_C.so', fs.readFileSync(VISION_C)],
-    ['torchvision/image.so', small],
-    ['torchvision/version.py', Buffer.from("__version__ = '0.28.0+cu130'\n")],
-    ['torchvision-0.28.0.dist-info/METADATA', VISION_METADATA('2.13.0')],
-  ]],
+  torch: [
+    'torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl',
+    [
+      ['torch/__init__.py', Buffer.from('# python\n')],
+      ['torch/include/', Buffer.alloc(0)],
+      ['torch/include/ATen/ATen.h', Buffer.from('#pragma once\n')],
+      ['torch/lib/libtorch_cpu.so', small],
+      ['torch/lib/libc10.so', fs.readFileSync(path.join(LIB, 'libc10.so'))],
+      ['torch/lib/libgomp.so.1', small],
+      ['torch/lib/libtorch.so', fs.readFileSync(path.join(LIB, 'libtorch.so'))],
+      ['torch/lib/libtorch_cuda.so', small],
+      ['torch/lib/libtorch_python.so', small],
+    ],
+  ],
+  'nvidia-cuda-runtime': [
+    'nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl',
+    [
+      ['nvidia/cu13/lib/libcudart.so.13', small],
+      ['nvidia/cu13/include/cuda.h', Buffer.from('')],
+    ],
+  ],
+  'nvidia-cuda-cupti': [
+    'nvidia_cuda_cupti-13.0.85-py3-none-manylinux_2_25_x86_64.whl',
+    [
+      ['nvidia/cu13/lib/libcupti.so.13', small],
+      ['nvidia/cu13/lib/libnvperf_host.so', small],
+    ],
+  ],
+  torchvision: [
+    'torchvision-0.28.0-cp311-cp311-manylinux_2_28_x86_64.whl',
+    [
+      ['torchvision/__init__.py', Buffer.from('# python\n')],
+      ['torchvision/_C.so', fs.readFileSync(VISION_C)],
+      ['torchvision/image.so', small],
+      ['torchvision/version.py', Buffer.from("__version__ = '0.28.0+cu130'\n")],
+      ['torchvision-0.28.0.dist-info/METADATA', VISION_METADATA('2.13.0')],
+    ],
+  ],
 }
 
 /**
@@ -143,7 +194,10 @@ async function serveIndex({ corrupt = false, extra = [], visionTorch = '2.13.0',
   const downloads = new Map()
   for (const [project, [filename, wheelFiles]] of Object.entries(wheels)) {
     let files = project === 'torch' ? [...wheelFiles, ...extra] : wheelFiles
-    files = files.map(([name, data]) => [name, name.endsWith('/METADATA') && project === 'torchvision' ? VISION_METADATA(visionTorch) : data])
+    files = files.map(([name, data]) => [
+      name,
+      name.endsWith('/METADATA') && project === 'torchvision' ? VISION_METADATA(visionTorch) : data,
+    ])
     if (files.some(([, data]) => typeof data === 'string')) {
       const file = path.join(dir, filename)
       await zipToFile(file, files)
@@ -151,14 +205,25 @@ async function serveIndex({ corrupt = false, extra = [], visionTorch = '2.13.0',
       continue
     }
     const data = zip(files, (n) => !n.endsWith('.h'))
-    blobs.set(filename, { project, data, size: data.length, sha256: crypto.createHash('sha256').update(data).digest('hex') })
+    blobs.set(filename, {
+      project,
+      data,
+      size: data.length,
+      sha256: crypto.createHash('sha256').update(data).digest('hex'),
+    })
   }
   const server = http.createServer((req, res) => {
     const simple = /^\/simple\/([^/]+)\/$/.exec(req.url)
     if (simple) {
-      const files = [...blobs].filter(([, b]) => b.project === simple[1]).map(([filename, b]) => ({
-        filename, url: `../../files/${filename}`, hashes: { sha256: b.sha256 }, size: b.size, yanked: false,
-      }))
+      const files = [...blobs]
+        .filter(([, b]) => b.project === simple[1])
+        .map(([filename, b]) => ({
+          filename,
+          url: `../../files/${filename}`,
+          hashes: { sha256: b.sha256 },
+          size: b.size,
+          yanked: false,
+        }))
       res.setHeader('content-type', 'application/vnd.pypi.simple.v1+json')
       return res.end(JSON.stringify({ files }))
     }
@@ -195,10 +260,26 @@ test('zip reader: stored and deflated entries round-trip; a flipped byte fails t
   try {
     const big = crypto.randomBytes(300000)
     const file = path.join(dir, 'a.zip')
-    fs.writeFileSync(file, zip([['x/stored.bin', big], ['x/deflated.txt', Buffer.from('hello '.repeat(1000))], ['empty', Buffer.alloc(0)]],
-      (n) => n.endsWith('.txt')))
+    fs.writeFileSync(
+      file,
+      zip(
+        [
+          ['x/stored.bin', big],
+          ['x/deflated.txt', Buffer.from('hello '.repeat(1000))],
+          ['empty', Buffer.alloc(0)],
+        ],
+        (n) => n.endsWith('.txt'),
+      ),
+    )
     const entries = listEntries(file)
-    assert.deepEqual(entries.map((e) => [e.name, e.method]), [['x/stored.bin', 0], ['x/deflated.txt', 8], ['empty', 0]])
+    assert.deepEqual(
+      entries.map((e) => [e.name, e.method]),
+      [
+        ['x/stored.bin', 0],
+        ['x/deflated.txt', 8],
+        ['empty', 0],
+      ],
+    )
     for (const e of entries) await extractEntry(file, e, path.join(dir, 'out', e.name))
     assert.ok(fs.readFileSync(path.join(dir, 'out/x/stored.bin')).equals(big))
     assert.equal(fs.readFileSync(path.join(dir, 'out/x/deflated.txt'), 'utf8'), 'hello '.repeat(1000))
@@ -233,7 +314,10 @@ test('retargetNeeded: the CPU copy of libtorch.so names libtorch_cpu.so instead 
 
 /** The names an ELF file defines, by type ('function', 'object'). */
 function definedNames(file, type) {
-  return dynamicSymbols(file).filter((s) => s.defined && (!type || s.type === type)).map((s) => s.name).sort()
+  return dynamicSymbols(file)
+    .filter((s) => s.defined && (!type || s.type === type))
+    .map((s) => s.name)
+    .sort()
 }
 
 test('two installs at once fill the CPU entry once, with only what it needs, and verified', async () => {
@@ -247,8 +331,14 @@ test('two installs at once fill the CPU entry once, with only what it needs, and
     assert.equal(a.out.trim().split('\n').pop(), path.join(entry, 'torch'))
     assert.deepEqual([...index.downloads.values()], [1, 1, 1, 1], 'each wheel downloaded once')
     assert.deepEqual(fs.readdirSync(cacheDir), ['libtorch-2.13.0-cpu'], 'no staging folder or lock left')
-    assert.deepEqual(fs.readdirSync(path.join(entry, 'torch', 'lib')).sort(),
-      ['libc10.so', 'libcudart.so.13', 'libcupti.so.13', 'libgomp.so.1', 'libtorch.so', 'libtorch_cpu.so'])
+    assert.deepEqual(fs.readdirSync(path.join(entry, 'torch', 'lib')).sort(), [
+      'libc10.so',
+      'libcudart.so.13',
+      'libcupti.so.13',
+      'libgomp.so.1',
+      'libtorch.so',
+      'libtorch_cpu.so',
+    ])
     assert.ok(fs.existsSync(path.join(entry, 'torch', 'include', 'ATen', 'ATen.h')))
     assert.ok(!neededOf(path.join(entry, 'torch', 'lib', 'libtorch.so')).includes('libtorch_cuda.so'))
     const manifest = JSON.parse(fs.readFileSync(path.join(entry, 'torch-node.json'), 'utf8'))
@@ -261,7 +351,9 @@ test('two installs at once fill the CPU entry once, with only what it needs, and
     assert.deepEqual(fs.readdirSync(vision).sort(), ['_C.so', 'cuda-stand-ins', 'version.py'])
     assert.ok(fs.readFileSync(path.join(vision, '_C.so')).length > 1000)
     assert.equal(searchPathOf(path.join(vision, '_C.so')), '$ORIGIN/cuda-stand-ins')
-    const cuda = neededOf(VISION_C).filter((n) => /^lib(torch|c10)_cuda\.so$/.test(n)).sort()
+    const cuda = neededOf(VISION_C)
+      .filter((n) => /^lib(torch|c10)_cuda\.so$/.test(n))
+      .sort()
     assert.deepEqual(fs.readdirSync(path.join(vision, 'cuda-stand-ins')).sort(), ['README.txt', ...cuda])
     assert.deepEqual(Object.keys(manifest.standIns).sort(), cuda)
     for (const soname of cuda) {
@@ -337,7 +429,10 @@ test('an unreachable index and an unwritable cache fail with one line naming the
     fs.writeFileSync(file, '')
     const r2 = await fill(path.join(file, 'cache'), closed)
     assert.equal(r2.code, 1)
-    assert.match(r2.out, /cannot write the libtorch cache .*a-file\/cache \(ENOTDIR\): set TORCH_NODE_CACHE to a writable folder/)
+    assert.match(
+      r2.out,
+      /cannot write the libtorch cache .*a-file\/cache \(ENOTDIR\): set TORCH_NODE_CACHE to a writable folder/,
+    )
   } finally {
     fs.rmSync(cacheDir, { recursive: true, force: true })
   }
@@ -350,7 +445,10 @@ test('a lock left by a dead install is broken; TORCH_NODE_CUDA other than 0/1 is
     const lock = path.join(cacheDir, 'libtorch-2.13.0-cpu.lock')
     fs.mkdirSync(lock)
     // A pid that cannot be alive (above pid_max) on this host.
-    fs.writeFileSync(path.join(lock, 'owner'), JSON.stringify({ pid: 2 ** 22 + 1, host: os.hostname(), at: Date.now() }))
+    fs.writeFileSync(
+      path.join(lock, 'owner'),
+      JSON.stringify({ pid: 2 ** 22 + 1, host: os.hostname(), at: Date.now() }),
+    )
     const r = await fill(cacheDir, index)
     assert.equal(r.code, 0, r.out)
     assert.match(r.out, /removing a stale lock .*pid 4194305 is gone/)
@@ -381,8 +479,12 @@ test('an entry filled before torchvision was added gets it on the next install: 
     const r = await fill(cacheDir, index)
     assert.equal(r.code, 0, r.out)
     assert.match(r.out, /adding torchvision's ops to .*libtorch-2\.13\.0-cpu \(filled by an earlier torch-node\)/)
-    assert.deepEqual(Object.fromEntries([...index.downloads].map(([f, n]) => [f.split('-')[0], n])),
-      { torch: 1, nvidia_cuda_runtime: 1, nvidia_cuda_cupti: 1, torchvision: 2 })
+    assert.deepEqual(Object.fromEntries([...index.downloads].map(([f, n]) => [f.split('-')[0], n])), {
+      torch: 1,
+      nvidia_cuda_runtime: 1,
+      nvidia_cuda_cupti: 1,
+      torchvision: 2,
+    })
     assert.deepEqual(fs.readdirSync(cacheDir), ['libtorch-2.13.0-cpu'], 'no staging folder or lock left')
     assert.equal(searchPathOf(path.join(entry, 'torchvision', '_C.so')), '$ORIGIN/cuda-stand-ins')
     const manifest = JSON.parse(fs.readFileSync(file, 'utf8'))
@@ -409,31 +511,61 @@ test('a torchvision wheel made for another torch is refused, and leaves no entry
   }
 })
 
-test('stand-ins for torchvision: exactly the symbols the real CUDA libraries would give _C.so', { skip: NO_VISION }, () => {
-  const cpu = ['libtorch_cpu.so', 'libc10.so', 'libtorch.so', 'libgomp.so.1'].map((f) => path.join(LIB, f))
-    .concat(['libcudart.so.13', 'libcupti.so.13'].map((f) => path.join(NVIDIA_LIB, f)))
-  const options = { provided: ['libtorch_python.so'], system: /^(libc|libm|libstdc\+\+|libgcc_s|libpthread|ld-linux-x86-64)\.so/ }
-  const planned = planStandIns(VISION_C, cpu, options)
-  assert.deepEqual([...planned.keys()].sort(), ['libc10_cuda.so', 'libtorch_cuda.so'])
-  const { functions, objects } = planned.get('libtorch_cuda.so')
-  assert.deepEqual(planned.get('libc10_cuda.so'), { functions, objects })
-  assert.deepEqual(objects, ['_ZN3c104cuda20CUDACachingAllocator9allocatorE'])
-  assert.equal(functions.length, 15)
-  // The dev virtualenv has the real ones: between them they define every planned symbol.
-  const real = new Set([...definedNames(path.join(LIB, 'libc10_cuda.so')), ...definedNames(path.join(LIB, 'libtorch_cuda.so'))])
-  for (const name of [...functions, ...objects]) assert.ok(real.has(name), name)
-  // A thread-local symbol cannot be stood in for (libc10.so defines those _C.so takes).
-  assert.throws(() => planStandIns(VISION_C, cpu.filter((l) => !l.endsWith('libc10.so')), options), /needs the thread-local \S+, which a stand-in cannot define/)
-  // With the real CUDA libraries there is nothing to stand in for.
-  assert.deepEqual(planStandIns(VISION_C, [...cpu, path.join(LIB, 'libc10_cuda.so'), path.join(LIB, 'libtorch_cuda.so')], options), new Map())
-})
+test(
+  'stand-ins for torchvision: exactly the symbols the real CUDA libraries would give _C.so',
+  { skip: NO_VISION },
+  () => {
+    const cpu = ['libtorch_cpu.so', 'libc10.so', 'libtorch.so', 'libgomp.so.1']
+      .map((f) => path.join(LIB, f))
+      .concat(['libcudart.so.13', 'libcupti.so.13'].map((f) => path.join(NVIDIA_LIB, f)))
+    const options = {
+      provided: ['libtorch_python.so'],
+      system: /^(libc|libm|libstdc\+\+|libgcc_s|libpthread|ld-linux-x86-64)\.so/,
+    }
+    const planned = planStandIns(VISION_C, cpu, options)
+    assert.deepEqual([...planned.keys()].sort(), ['libc10_cuda.so', 'libtorch_cuda.so'])
+    const { functions, objects } = planned.get('libtorch_cuda.so')
+    assert.deepEqual(planned.get('libc10_cuda.so'), { functions, objects })
+    assert.deepEqual(objects, ['_ZN3c104cuda20CUDACachingAllocator9allocatorE'])
+    assert.equal(functions.length, 15)
+    // The dev virtualenv has the real ones: between them they define every planned symbol.
+    const real = new Set([
+      ...definedNames(path.join(LIB, 'libc10_cuda.so')),
+      ...definedNames(path.join(LIB, 'libtorch_cuda.so')),
+    ])
+    for (const name of [...functions, ...objects]) assert.ok(real.has(name), name)
+    // A thread-local symbol cannot be stood in for (libc10.so defines those _C.so takes).
+    assert.throws(
+      () =>
+        planStandIns(
+          VISION_C,
+          cpu.filter((l) => !l.endsWith('libc10.so')),
+          options,
+        ),
+      /needs the thread-local \S+, which a stand-in cannot define/,
+    )
+    // With the real CUDA libraries there is nothing to stand in for.
+    assert.deepEqual(
+      planStandIns(VISION_C, [...cpu, path.join(LIB, 'libc10_cuda.so'), path.join(LIB, 'libtorch_cuda.so')], options),
+      new Map(),
+    )
+  },
+)
 
 test('a stand-in library: loadable, read back by our ELF reader, and loud when called', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-stand-in-'))
   try {
     for (const arch of ['x86_64', 'aarch64']) {
       const file = path.join(dir, `${arch}.so`)
-      fs.writeFileSync(file, standInLibrary({ soname: 'libfake_cuda.so', functions: ['fake_function', '_ZN3c104cuda9GetDeviceEPa'], objects: ['fake_object'], arch }))
+      fs.writeFileSync(
+        file,
+        standInLibrary({
+          soname: 'libfake_cuda.so',
+          functions: ['fake_function', '_ZN3c104cuda9GetDeviceEPa'],
+          objects: ['fake_object'],
+          arch,
+        }),
+      )
       assert.deepEqual(neededOf(file), [], 'no dependencies')
       assert.deepEqual(definedNames(file, 'function'), ['_ZN3c104cuda9GetDeviceEPa', 'fake_function'])
       assert.deepEqual(definedNames(file, 'object'), ['fake_object'])
@@ -442,15 +574,26 @@ test('a stand-in library: loadable, read back by our ELF reader, and loud when c
     if (process.arch !== 'x64') return
     // process.dlopen maps it (then finds no Node module in it): the dynamic linker accepts it.
     assert.throws(() => process.dlopen({ exports: {} }, path.join(dir, 'x86_64.so')), /Module did not self-register/)
-    const python = spawnSync('python3', ['-c', `import ctypes, sys
+    const python = spawnSync(
+      'python3',
+      [
+        '-c',
+        `import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
 print(ctypes.c_uint64.in_dll(lib, 'fake_object').value, flush=True)
 lib.fake_function()
-print('returned')`, path.join(dir, 'x86_64.so')], { encoding: 'utf8' })
+print('returned')`,
+        path.join(dir, 'x86_64.so'),
+      ],
+      { encoding: 'utf8' },
+    )
     if (python.error) return // no python3 here: the dlopen above is what we can check
     assert.equal(python.stdout, '0\n', 'the object reads as zeros, the function never returns')
     assert.equal(python.signal, 'SIGABRT')
-    assert.equal(python.stderr, 'torch-node: fake_function of libfake_cuda.so was called, but this libtorch has no CUDA (libfake_cuda.so is a stand-in)\n')
+    assert.equal(
+      python.stderr,
+      'torch-node: fake_function of libfake_cuda.so was called, but this libtorch has no CUDA (libfake_cuda.so is a stand-in)\n',
+    )
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
   }
@@ -480,35 +623,66 @@ test('setSearchPath rewrites RPATH in place; a longer path is refused', { skip: 
 
 // The detector and what Python gave for it (models/make_models.py; __tests__/detection.test.js).
 const GOLDEN = path.join(ROOT, 'models', 'golden', 'detection.json')
-const SSD = GOLDEN && fs.existsSync(GOLDEN) ? JSON.parse(fs.readFileSync(GOLDEN, 'utf8')).models.ssdlite320_mobilenet_v3_large : null
-const NO_SSD = (!SSD || !fs.existsSync(path.join(ROOT, 'models', SSD.file))) && 'the detectors were not generated: run `npm run models`'
+const SSD =
+  GOLDEN && fs.existsSync(GOLDEN)
+    ? JSON.parse(fs.readFileSync(GOLDEN, 'utf8')).models.ssdlite320_mobilenet_v3_large
+    : null
+const NO_SSD =
+  (!SSD || !fs.existsSync(path.join(ROOT, 'models', SSD.file))) &&
+  'the detectors were not generated: run `npm run models`'
 
-test('from a CPU entry made of the real wheels\' libraries: loadOps() finds torchvision and SSDlite detects as in Python, with no libtorch_cuda', { skip: NO_VISION || NO_SSD, timeout: 180_000 }, async () => {
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-cache-real-'))
-  let index
-  try {
-    // The wheels' real libraries (libtorch_cpu.so: 438 MB, stored and streamed), no CUDA ones.
-    const real = {
-      torch: [WHEELS.torch[0], ['libtorch_cpu.so', 'libc10.so', 'libgomp.so.1', 'libtorch.so'].map((f) => [`torch/lib/${f}`, path.join(LIB, f)])],
-      'nvidia-cuda-runtime': [WHEELS['nvidia-cuda-runtime'][0], [['nvidia/cu13/lib/libcudart.so.13', path.join(NVIDIA_LIB, 'libcudart.so.13')]]],
-      'nvidia-cuda-cupti': [WHEELS['nvidia-cuda-cupti'][0], [['nvidia/cu13/lib/libcupti.so.13', path.join(NVIDIA_LIB, 'libcupti.so.13')]]],
-      torchvision: [WHEELS.torchvision[0], [['torchvision/_C.so', VISION_C], ['torchvision/version.py', path.join(VISION, 'version.py')],
-        ['torchvision-0.28.0.dist-info/METADATA', VISION_METADATA('2.13.0')]]],
-    }
-    fs.mkdirSync(path.join(work, 'index'))
-    index = await serveIndex({ wheels: real, dir: path.join(work, 'index') })
-    const filled = await fill(path.join(work, 'cache'), index)
-    assert.equal(filled.code, 0, filled.out)
-    const entry = path.join(work, 'cache', 'libtorch-2.13.0-cpu')
-    assert.deepEqual(fs.readdirSync(path.join(work, 'cache')), ['libtorch-2.13.0-cpu'], 'no CUDA entry')
-    // An installed package: the JS files, this checkout's addon, and its libtorch link to the entry.
-    const pkg = path.join(work, 'app', 'node_modules', 'torch-node')
-    for (const f of ['index.js', 'package.json', 'lib', 'data']) fs.cpSync(path.join(ROOT, f), path.join(pkg, f), { recursive: true })
-    fs.copyFileSync(path.join(ROOT, 'torch-node.node'), path.join(pkg, 'torch-node.node'))
-    fs.symlinkSync(path.join(entry, 'torch'), path.join(pkg, 'libtorch'))
-    const env = { ...process.env }
-    delete env.LD_LIBRARY_PATH // searched before the addon's RUNPATH: it could bring the virtualenv's libtorch
-    const run = spawnSync(process.execPath, ['-e', `
+test(
+  "from a CPU entry made of the real wheels' libraries: loadOps() finds torchvision and SSDlite detects as in Python, with no libtorch_cuda",
+  { skip: NO_VISION || NO_SSD, timeout: 180_000 },
+  async () => {
+    const work = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-cache-real-'))
+    let index
+    try {
+      // The wheels' real libraries (libtorch_cpu.so: 438 MB, stored and streamed), no CUDA ones.
+      const real = {
+        torch: [
+          WHEELS.torch[0],
+          ['libtorch_cpu.so', 'libc10.so', 'libgomp.so.1', 'libtorch.so'].map((f) => [
+            `torch/lib/${f}`,
+            path.join(LIB, f),
+          ]),
+        ],
+        'nvidia-cuda-runtime': [
+          WHEELS['nvidia-cuda-runtime'][0],
+          [['nvidia/cu13/lib/libcudart.so.13', path.join(NVIDIA_LIB, 'libcudart.so.13')]],
+        ],
+        'nvidia-cuda-cupti': [
+          WHEELS['nvidia-cuda-cupti'][0],
+          [['nvidia/cu13/lib/libcupti.so.13', path.join(NVIDIA_LIB, 'libcupti.so.13')]],
+        ],
+        torchvision: [
+          WHEELS.torchvision[0],
+          [
+            ['torchvision/_C.so', VISION_C],
+            ['torchvision/version.py', path.join(VISION, 'version.py')],
+            ['torchvision-0.28.0.dist-info/METADATA', VISION_METADATA('2.13.0')],
+          ],
+        ],
+      }
+      fs.mkdirSync(path.join(work, 'index'))
+      index = await serveIndex({ wheels: real, dir: path.join(work, 'index') })
+      const filled = await fill(path.join(work, 'cache'), index)
+      assert.equal(filled.code, 0, filled.out)
+      const entry = path.join(work, 'cache', 'libtorch-2.13.0-cpu')
+      assert.deepEqual(fs.readdirSync(path.join(work, 'cache')), ['libtorch-2.13.0-cpu'], 'no CUDA entry')
+      // An installed package: the JS files, this checkout's addon, and its libtorch link to the entry.
+      const pkg = path.join(work, 'app', 'node_modules', 'torch-node')
+      for (const f of ['index.js', 'package.json', 'lib', 'data'])
+        fs.cpSync(path.join(ROOT, f), path.join(pkg, f), { recursive: true })
+      fs.copyFileSync(path.join(ROOT, 'torch-node.node'), path.join(pkg, 'torch-node.node'))
+      fs.symlinkSync(path.join(entry, 'torch'), path.join(pkg, 'libtorch'))
+      const env = { ...process.env }
+      delete env.LD_LIBRARY_PATH // searched before the addon's RUNPATH: it could bring the virtualenv's libtorch
+      const run = spawnSync(
+        process.execPath,
+        [
+          '-e',
+          `
       const fs = require('node:fs')
       const torch = require(${JSON.stringify(pkg)})
       const loaded = torch.vision.loadOps()
@@ -517,26 +691,33 @@ test('from a CPU entry made of the real wheels\' libraries: loadOps() finds torc
       const [, [found]] = detector.forwardSync([image])
       const maps = fs.readFileSync('/proc/self/maps', 'utf8').split('\\n').map((l) => l.split(/\\s+/)[5]).filter((p) => p && /\\.so/.test(p))
       console.log(JSON.stringify({ loaded, cuda: torch.cuda.isAvailable(), maps: [...new Set(maps)],
-        labels: found.labels.toArray(), scores: [...found.scores.toTypedArray()], boxes: [...found.boxes.toTypedArray()] }))`],
-    { cwd: work, env, encoding: 'utf8', timeout: 120_000 })
-    assert.equal(run.status, 0, run.stderr)
-    const got = JSON.parse(run.stdout)
-    assert.equal(got.loaded, true)
-    assert.equal(got.cuda, false)
-    // libtorch and torchvision from the entry; the only CUDA libraries the stand-ins and the small
-    // runtime libraries that libtorch_cpu.so names
-    const from = (name) => got.maps.filter((p) => path.basename(p) === name)
-    assert.deepEqual(from('libtorch_cpu.so'), [path.join(entry, 'torch', 'lib', 'libtorch_cpu.so')])
-    assert.deepEqual(from('_C.so'), [path.join(entry, 'torchvision', '_C.so')])
-    for (const soname of ['libtorch_cuda.so', 'libc10_cuda.so']) assert.deepEqual(from(soname), [path.join(entry, 'torchvision', 'cuda-stand-ins', soname)])
-    assert.deepEqual(got.maps.filter((p) => /cu(blas|dnn|fft|sparse|rand|solver)|nccl|nvrtc/.test(p)), [])
-    // Python's detections (detection.test.js's tolerances)
-    assert.deepEqual(got.labels, SSD.labels.data)
-    const diff = (a, b) => Math.max(...a.map((x, i) => Math.abs(x - b[i])))
-    assert.ok(diff(got.scores, SSD.scores.data) <= 1e-4, `scores differ by ${diff(got.scores, SSD.scores.data)}`)
-    assert.ok(diff(got.boxes, SSD.boxes.data) <= 1e-3, `boxes differ by ${diff(got.boxes, SSD.boxes.data)}`)
-  } finally {
-    index?.close()
-    fs.rmSync(work, { recursive: true, force: true })
-  }
-})
+        labels: found.labels.toArray(), scores: [...found.scores.toTypedArray()], boxes: [...found.boxes.toTypedArray()] }))`,
+        ],
+        { cwd: work, env, encoding: 'utf8', timeout: 120_000 },
+      )
+      assert.equal(run.status, 0, run.stderr)
+      const got = JSON.parse(run.stdout)
+      assert.equal(got.loaded, true)
+      assert.equal(got.cuda, false)
+      // libtorch and torchvision from the entry; the only CUDA libraries the stand-ins and the small
+      // runtime libraries that libtorch_cpu.so names
+      const from = (name) => got.maps.filter((p) => path.basename(p) === name)
+      assert.deepEqual(from('libtorch_cpu.so'), [path.join(entry, 'torch', 'lib', 'libtorch_cpu.so')])
+      assert.deepEqual(from('_C.so'), [path.join(entry, 'torchvision', '_C.so')])
+      for (const soname of ['libtorch_cuda.so', 'libc10_cuda.so'])
+        assert.deepEqual(from(soname), [path.join(entry, 'torchvision', 'cuda-stand-ins', soname)])
+      assert.deepEqual(
+        got.maps.filter((p) => /cu(blas|dnn|fft|sparse|rand|solver)|nccl|nvrtc/.test(p)),
+        [],
+      )
+      // Python's detections (detection.test.js's tolerances)
+      assert.deepEqual(got.labels, SSD.labels.data)
+      const diff = (a, b) => Math.max(...a.map((x, i) => Math.abs(x - b[i])))
+      assert.ok(diff(got.scores, SSD.scores.data) <= 1e-4, `scores differ by ${diff(got.scores, SSD.scores.data)}`)
+      assert.ok(diff(got.boxes, SSD.boxes.data) <= 1e-3, `boxes differ by ${diff(got.boxes, SSD.boxes.data)}`)
+    } finally {
+      index?.close()
+      fs.rmSync(work, { recursive: true, force: true })
+    }
+  },
+)

@@ -15,7 +15,10 @@ const MODEL_DIR = path.join(__dirname, '..', 'models', 'golden', 'lm', 'llama-ti
 const skip = !fs.existsSync(path.join(MODEL_DIR, 'model.pt2')) && `no ${MODEL_DIR}: run \`npm run models\``
 const NAME = 'llama-tiny'
 const N = 12
-const MESSAGES = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Hello there!' }]
+const MESSAGES = [
+  { role: 'system', content: 'You are terse.' },
+  { role: 'user', content: 'Hello there!' },
+]
 
 async function clientFor(url) {
   const { default: OpenAI } = await import('openai')
@@ -60,11 +63,18 @@ describe('examples/chat-server.js with the openai client', { skip }, () => {
     assert.equal(res.choices[0].finish_reason, 'length')
     const { promptTokens, completionTokens } = want.usage
     assert.deepEqual(res.usage, {
-      prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens,
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      total_tokens: promptTokens + completionTokens,
     })
     // max_completion_tokens is the newer name; frequency/presence penalty 0 and n 1 are accepted.
     const again = await client.chat.completions.create({
-      messages: MESSAGES, max_completion_tokens: N, temperature: 0, n: 1, frequency_penalty: 0, presence_penalty: 0,
+      messages: MESSAGES,
+      max_completion_tokens: N,
+      temperature: 0,
+      n: 1,
+      frequency_penalty: 0,
+      presence_penalty: 0,
     })
     assert.equal(again.choices[0].message.content, want.text)
   })
@@ -95,7 +105,10 @@ describe('examples/chat-server.js with the openai client', { skip }, () => {
     const at = [...want.text.matchAll(/[A-Za-z]{2}/g)].find((m) => m.index > 0)
     if (!at) return
     const res = await client.chat.completions.create({
-      messages: MESSAGES, max_tokens: N, temperature: 0, stop: [at[0]],
+      messages: MESSAGES,
+      max_tokens: N,
+      temperature: 0,
+      stop: [at[0]],
     })
     assert.equal(res.choices[0].message.content, want.text.slice(0, want.text.indexOf(at[0])))
     assert.equal(res.choices[0].finish_reason, 'stop')
@@ -125,8 +138,10 @@ describe('examples/chat-server.js with the openai client', { skip }, () => {
     for (const [body, pattern] of [
       [{ logit_bias: { 1: 5 } }, /unknown key "logit_bias": accepted keys are messages, /],
       [{ messages: [] }, /messages: expected a non-empty array/],
-      [{ messages: [{ role: 'robot', content: 'x' }] },
-        /messages\[0\]\.role: expected one of system, developer, user, assistant/],
+      [
+        { messages: [{ role: 'robot', content: 'x' }] },
+        /messages\[0\]\.role: expected one of system, developer, user, assistant/,
+      ],
       [{ messages: [{ role: 'user', content: 5 }] }, /messages\[0\]\.content: expected a string, got 5/],
       [{ messages: [{ role: 'user' }] }, /messages\[0\]\.content: expected a string/],
       [{ n: 2 }, /n: only 1 is supported, got 2/],
@@ -148,7 +163,9 @@ describe('examples/chat-server.js with the openai client', { skip }, () => {
     const other = await rejection(client.chat.completions.create({ model: 'gpt-4o', messages: MESSAGES }))
     assert.equal(other.status, 404)
     const res = await fetch(`${service.url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"messages": [',
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"messages": [',
     })
     assert.equal(res.status, 400)
     assert.equal((await res.json()).error.code, 'InvalidJSON')
@@ -166,7 +183,10 @@ describe('chat-server: one sequence, no queue', { skip }, () => {
 
   test('503 QueueFull while the sequence is busy; a client abort mid-stream frees it at once', async () => {
     const stream = await client.chat.completions.create({
-      messages: MESSAGES, max_tokens: 200, temperature: 0, stream: true,
+      messages: MESSAGES,
+      max_tokens: 200,
+      temperature: 0,
+      stream: true,
     })
     const it = stream[Symbol.asyncIterator]()
     await it.next() // the role chunk: the sequence is generating

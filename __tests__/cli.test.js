@@ -21,7 +21,10 @@ const CATS = ['tabby', 'tiger cat', 'Persian cat', 'Siamese cat', 'Egyptian cat'
 /** Runs the CLI; the timeout only turns a hang into a failure. */
 function cli(args, env = {}) {
   const r = spawnSync(process.execPath, [BIN, ...args], {
-    cwd: ROOT, encoding: 'utf8', timeout: 120_000, env: { ...process.env, ...env },
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 120_000,
+    env: { ...process.env, ...env },
   })
   assert.equal(r.signal, null, `killed by ${r.signal} (hung?)`)
   return { code: r.status, stdout: r.stdout, stderr: r.stderr }
@@ -56,21 +59,27 @@ describe('torch-node classify', () => {
     assert.ok(CATS.includes(entries[0].replace(/ [01]\.\d\d$/, '')), entries[0])
   })
 
-  test('--json --topk 2 on two images: the numbers classify gives with EfficientNet-Lite0\'s normalization', async () => {
+  test("--json --topk 2 on two images: the numbers classify gives with EfficientNet-Lite0's normalization", async () => {
     const { code, stdout, stderr } = cli(['classify', '--json', '--topk', '2', CHELSEA, COFFEE])
     assert.equal(code, 0, stderr)
     const out = JSON.parse(stdout)
-    assert.deepEqual(out.map((r) => r.image), [CHELSEA, COFFEE])
+    assert.deepEqual(
+      out.map((r) => r.image),
+      [CHELSEA, COFFEE],
+    )
     const expected = await torch.vision.classify(model, [CHELSEA, COFFEE], { topk: 2, preprocess: LITE0_PREPROCESS })
     out.forEach((r, n) => {
       assert.equal(r.predictions.length, 2)
-      assert.deepEqual(r.predictions.map((p) => p.index), expected[n].map((p) => p.index))
+      assert.deepEqual(
+        r.predictions.map((p) => p.index),
+        expected[n].map((p) => p.index),
+      )
       r.predictions.forEach((p, k) => assert.ok(Math.abs(p.probability - expected[n][k].probability) < 1e-5))
     })
     assert.equal(out[1].predictions[0].label, 'espresso')
   })
 
-  test('--model: that model, with torchvision\'s ImageNet pre-processing (classify\'s default)', async () => {
+  test("--model: that model, with torchvision's ImageNet pre-processing (classify's default)", async () => {
     const { code, stdout, stderr } = cli(['classify', '--json', '--topk', '3', '--model', MODEL])
     assert.equal(code, 0, stderr)
     const [r] = JSON.parse(stdout)
@@ -82,13 +91,18 @@ describe('torch-node classify', () => {
     })
   })
 
-  test('no bundled model (as in an app\'s install): one line, exit 2', () => {
+  test("no bundled model (as in an app's install): one line, exit 2", () => {
     const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-models-'))
     try {
       const { code, stdout, stderr } = cli(['classify'], { TORCH_NODE_MODELS: empty })
       assert.equal(code, 2)
       assert.equal(stdout, '')
-      oneLine(stderr, new RegExp(`no bundled model at ${path.join(empty, 'efficientnet_lite0_traced.pt').replace(/[.\\/]/g, '\\$&')} \\(.*--model`))
+      oneLine(
+        stderr,
+        new RegExp(
+          `no bundled model at ${path.join(empty, 'efficientnet_lite0_traced.pt').replace(/[.\\/]/g, '\\$&')} \\(.*--model`,
+        ),
+      )
     } finally {
       fs.rmSync(empty, { recursive: true })
     }
@@ -141,12 +155,17 @@ describe('torch-node export', () => {
   const PYTHON = path.join(ROOT, '.libtorch', 'bin', 'python')
   const SOURCE = path.join(ROOT, 'models', 'golden', 'text', 'mpnet-random-src')
   const GOLDEN = path.join(ROOT, 'models', 'golden', 'text', 'mpnet-random.golden.json')
-  const hasTransformers = fs.existsSync(PYTHON) &&
-    spawnSync(PYTHON, ['-c', 'import torch, transformers'], { encoding: 'utf8' }).status === 0
-  const noExport = !hasTransformers ? 'no .libtorch Python with torch and transformers'
-    : !fs.existsSync(SOURCE) ? `no ${SOURCE}: run \`npm run models\`` : false
+  const hasTransformers =
+    fs.existsSync(PYTHON) && spawnSync(PYTHON, ['-c', 'import torch, transformers'], { encoding: 'utf8' }).status === 0
+  const noExport = !hasTransformers
+    ? 'no .libtorch Python with torch and transformers'
+    : !fs.existsSync(SOURCE)
+      ? `no ${SOURCE}: run \`npm run models\``
+      : false
   let tmp
-  before(() => { tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-export-')) })
+  before(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-export-'))
+  })
   after(() => fs.rmSync(tmp, { recursive: true, force: true }))
 
   test('--help: the usage, exit 0', () => {
@@ -159,8 +178,14 @@ describe('torch-node export', () => {
     for (const [args, pattern] of [
       [['export'], /export: expected <model-dir> <out-folder>, got neither/],
       [['export', 'models'], /export: expected <model-dir> <out-folder>, got one path/],
-      [['export', 'models', 'out', '--dtype', 'float64'], /export: --dtype: expected float32, bfloat16, float16, got 'float64'/],
-      [['export', 'models', 'out', '--format', 'onnx'], /export: --format: expected auto, pt2, torchscript, got 'onnx'/],
+      [
+        ['export', 'models', 'out', '--dtype', 'float64'],
+        /export: --dtype: expected float32, bfloat16, float16, got 'float64'/,
+      ],
+      [
+        ['export', 'models', 'out', '--format', 'onnx'],
+        /export: --format: expected auto, pt2, torchscript, got 'onnx'/,
+      ],
       [['export', 'models', 'out', '--max-batch', '1'], /export: --max-batch: expected an integer ≥ 2, got '1'/],
       [['export', 'no-such-dir', 'out'], /export: no-such-dir: no such folder/],
     ]) {
@@ -174,14 +199,20 @@ describe('torch-node export', () => {
   test('no Python, or one without torch/transformers: one line saying what to install, exit 2', (t) => {
     const missing = cli(['export', 'models', path.join(tmp, 'x')], { PYTHON: path.join(tmp, 'no-python') })
     assert.equal(missing.code, 2)
-    oneLine(missing.stderr, /export: no Python at '.*no-python': install Python 3 with torch and transformers \(pip install torch transformers\), or set \$PYTHON/)
+    oneLine(
+      missing.stderr,
+      /export: no Python at '.*no-python': install Python 3 with torch and transformers \(pip install torch transformers\), or set \$PYTHON/,
+    )
     if (!fs.existsSync(PYTHON)) return t.skip('no .libtorch Python')
     // -S: no site-packages, so neither torch nor transformers imports.
     const bare = path.join(tmp, 'bare-python')
     fs.writeFileSync(bare, `#!/bin/sh\nexec '${PYTHON}' -S "$@"\n`, { mode: 0o755 })
     const r = cli(['export', 'models', path.join(tmp, 'x')], { PYTHON: bare })
     assert.equal(r.code, 2, r.stderr)
-    oneLine(r.stderr, /export: missing Python packages: torch, transformers \(install: .* -m pip install torch transformers\)$/)
+    oneLine(
+      r.stderr,
+      /export: missing Python packages: torch, transformers \(install: .* -m pip install torch transformers\)$/,
+    )
   })
 
   // A causal LM goes to python/export_causal_lm.py, whose is_causal_lm decides the same way.
@@ -199,22 +230,34 @@ describe('torch-node export', () => {
       [folder('t5', { is_decoder: true, is_encoder_decoder: true }), false],
       [folder('bert', { architectures: ['BertModel'] }), false],
       [folder('no-config'), false],
-      ...['llama-tiny-src', 'gpt2-tiny-src'].map((n) => [path.join(ROOT, 'models', 'golden', 'lm', n), true])
+      ...['llama-tiny-src', 'gpt2-tiny-src']
+        .map((n) => [path.join(ROOT, 'models', 'golden', 'lm', n), true])
         .filter(([dir]) => fs.existsSync(dir)),
       ...(fs.existsSync(SOURCE) ? [[SOURCE, false]] : []),
     ]
     for (const [dir, want] of cases) assert.equal(isCausalLM(dir), want, dir)
-    const py = spawnSync('python3', ['-c', 'import sys; sys.path.insert(0, "python"); from export_causal_lm import ' +
-      'is_causal_lm; print(" ".join(str(is_causal_lm(d)).lower() for d in sys.argv[1:]))', ...cases.map(([d]) => d)],
-    { cwd: ROOT, encoding: 'utf8' })
-    if (py.status === 0) assert.deepEqual(py.stdout.trim().split(' '), cases.map(([, want]) => String(want)))
+    const py = spawnSync(
+      'python3',
+      [
+        '-c',
+        'import sys; sys.path.insert(0, "python"); from export_causal_lm import ' +
+          'is_causal_lm; print(" ".join(str(is_causal_lm(d)).lower() for d in sys.argv[1:]))',
+        ...cases.map(([d]) => d),
+      ],
+      { cwd: ROOT, encoding: 'utf8' },
+    )
+    if (py.status === 0)
+      assert.deepEqual(
+        py.stdout.trim().split(' '),
+        cases.map(([, want]) => String(want)),
+      )
     const r = cli(['export', cases[0][0], path.join(tmp, 'x'), '--format', 'torchscript'])
     assert.equal(r.code, 2)
     oneLine(r.stderr, /export: --format torchscript: a causal LM exports as pt2 only/)
   })
 
   const noPython = hasTransformers ? false : 'no .libtorch Python with torch and transformers'
-  test('an unsupported causal LM: the causal exporter\'s one line, exit 1', { skip: noPython }, () => {
+  test("an unsupported causal LM: the causal exporter's one line, exit 1", { skip: noPython }, () => {
     const falcon = path.join(tmp, 'falcon')
     fs.mkdirSync(falcon)
     const config = { model_type: 'falcon', architectures: ['FalconForCausalLM'] }
@@ -225,26 +268,43 @@ describe('torch-node export', () => {
     assert.ok(!fs.existsSync(path.join(tmp, 'falcon-out')))
   })
 
-  test('--format torchscript: a folder SentenceEncoder loads, equal to sentence-transformers', { skip: noExport, timeout: 300_000 }, async () => {
-    const out = path.join(tmp, 'mpnet')
-    const { code, stdout, stderr } = cli(['export', SOURCE, out, '--format', 'torchscript'], { PYTHON })
-    assert.equal(code, 0, stderr)
-    assert.match(stdout, /checked against the eager model: max abs diff /)
-    assert.match(stdout, /wrote .*mpnet \(torchscript, 64-dim, pooling cls, max 32 tokens\)/)
-    assert.deepEqual(fs.readdirSync(out).sort(), ['manifest.json', 'model.pt', 'special_tokens_map.json', 'tokenizer.json', 'tokenizer_config.json'])
-    const manifest = JSON.parse(fs.readFileSync(path.join(out, 'manifest.json'), 'utf8'))
-    assert.equal(manifest.programFormat, 'torchscript')
-    assert.deepEqual(manifest.inputs.map((i) => i.name), ['input_ids', 'attention_mask'])
-    assert.equal(manifest.maxSequenceLength, 32)
-    if (typeof torch.text?.SentenceEncoder?.load !== 'function' || typeof torch.text?.Tokenizer?.fromFile !== 'function') return
-    const golden = JSON.parse(fs.readFileSync(GOLDEN, 'utf8'))
-    const encoder = await torch.text.SentenceEncoder.load(out)
-    try {
-      const got = (await encoder.encode(golden.sentences)).toTypedArray()
-      const diff = Math.max(...golden.embeddings.flat().map((w, i) => Math.abs(w - got[i])))
-      assert.ok(diff <= 1e-5, `max abs diff ${diff}`)
-    } finally {
-      encoder.dispose()
-    }
-  })
+  test(
+    '--format torchscript: a folder SentenceEncoder loads, equal to sentence-transformers',
+    { skip: noExport, timeout: 300_000 },
+    async () => {
+      const out = path.join(tmp, 'mpnet')
+      const { code, stdout, stderr } = cli(['export', SOURCE, out, '--format', 'torchscript'], { PYTHON })
+      assert.equal(code, 0, stderr)
+      assert.match(stdout, /checked against the eager model: max abs diff /)
+      assert.match(stdout, /wrote .*mpnet \(torchscript, 64-dim, pooling cls, max 32 tokens\)/)
+      assert.deepEqual(fs.readdirSync(out).sort(), [
+        'manifest.json',
+        'model.pt',
+        'special_tokens_map.json',
+        'tokenizer.json',
+        'tokenizer_config.json',
+      ])
+      const manifest = JSON.parse(fs.readFileSync(path.join(out, 'manifest.json'), 'utf8'))
+      assert.equal(manifest.programFormat, 'torchscript')
+      assert.deepEqual(
+        manifest.inputs.map((i) => i.name),
+        ['input_ids', 'attention_mask'],
+      )
+      assert.equal(manifest.maxSequenceLength, 32)
+      if (
+        typeof torch.text?.SentenceEncoder?.load !== 'function' ||
+        typeof torch.text?.Tokenizer?.fromFile !== 'function'
+      )
+        return
+      const golden = JSON.parse(fs.readFileSync(GOLDEN, 'utf8'))
+      const encoder = await torch.text.SentenceEncoder.load(out)
+      try {
+        const got = (await encoder.encode(golden.sentences)).toTypedArray()
+        const diff = Math.max(...golden.embeddings.flat().map((w, i) => Math.abs(w - got[i])))
+        assert.ok(diff <= 1e-5, `max abs diff ${diff}`)
+      } finally {
+        encoder.dispose()
+      }
+    },
+  )
 })

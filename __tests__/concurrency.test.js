@@ -32,14 +32,21 @@ describe('concurrency and sustained load', () => {
     inputs.forEach((x) => x.dispose())
     m.dispose()
     for (const o of await Promise.all(pending)) assert.deepEqual(o.toArray(), expected)
-    assert.throws(() => m.forwardSync(input(1)), (e) => e.code === 'Disposed')
+    assert.throws(
+      () => m.forwardSync(input(1)),
+      (e) => e.code === 'Disposed',
+    )
   })
 
   test('forwards from 4 worker threads at once equal the serial results', async () => {
     const m = new torch.ScriptModule(MLP)
     const serial = Array.from({ length: 20 }, (_, i) => m.forwardSync(input(i)).toArray())
-    const runs = await Promise.all([0, 1, 2, 3].map(() => new Promise((resolve, reject) => {
-      const w = new Worker(`
+    const runs = await Promise.all(
+      [0, 1, 2, 3].map(
+        () =>
+          new Promise((resolve, reject) => {
+            const w = new Worker(
+              `
         const torch = require(${JSON.stringify(ROOT)})
         const { parentPort } = require('node:worker_threads')
         const input = ${input.toString()}
@@ -47,10 +54,14 @@ describe('concurrency and sustained load', () => {
           const m = await torch.ScriptModule.load(${JSON.stringify(MLP)})
           const outs = await Promise.all(Array.from({ length: 20 }, (_, i) => m.forward(input(i))))
           parentPort.postMessage(outs.map((o) => o.toArray()))
-        })()`, { eval: true })
-      w.once('message', resolve)
-      w.once('error', reject)
-    })))
+        })()`,
+              { eval: true },
+            )
+            w.once('message', resolve)
+            w.once('error', reject)
+          }),
+      ),
+    )
     for (const outs of runs) assert.deepEqual(outs, serial)
   })
 
@@ -74,6 +85,9 @@ describe('concurrency and sustained load', () => {
     assert.equal(r.status, 0, r.stderr)
     const { warm, after } = JSON.parse(r.stdout.trim().split('\n').pop())
     const growth = (after - warm) / warm
-    assert.ok(growth < 0.05, `RSS grew ${(growth * 100).toFixed(1)}% (${(warm / 2 ** 20).toFixed(0)} -> ${(after / 2 ** 20).toFixed(0)} MiB)`)
+    assert.ok(
+      growth < 0.05,
+      `RSS grew ${(growth * 100).toFixed(1)}% (${(warm / 2 ** 20).toFixed(0)} -> ${(after / 2 ** 20).toFixed(0)} MiB)`,
+    )
   })
 })

@@ -23,26 +23,52 @@ test('wrong-typed arguments are InvalidArg naming the argument', () => {
   assert.throws(() => t.cuda(0), coded('InvalidArg', /^cuda: device: expected a string, got number 0$/))
   assert.throws(() => t.requiresGrad_('yes'), coded('InvalidArg', /^requiresGrad_: requiresGrad: expected a boolean/))
   assert.throws(() => torch.cat([t, 1]), coded('InvalidArg', /^cat: tensors\[1\]: expected a Tensor, got number 1$/))
-  assert.throws(() => torch.stack(t), coded('InvalidArg', /^stack: tensors: expected an array of tensors, got a Tensor$/))
+  assert.throws(
+    () => torch.stack(t),
+    coded('InvalidArg', /^stack: tensors: expected an array of tensors, got a Tensor$/),
+  )
   assert.throws(() => torch.randint('0', 5, [2]), coded('InvalidArg', /^low: expected a number, got a string$/))
   assert.throws(() => torch.linspace(0, 1, 2.5), coded('InvalidArg', /^steps: expected an integer, got 2.5$/))
-  assert.throws(() => torch.full([2], 'x'), coded('InvalidArg', /^value: expected a number or a boolean, got a string$/))
+  assert.throws(
+    () => torch.full([2], 'x'),
+    coded('InvalidArg', /^value: expected a number or a boolean, got a string$/),
+  )
   assert.throws(() => torch.manualSeed('1'), coded('InvalidArg', /^seed: expected a number, got a string$/))
   assert.throws(() => torch.loadLibrary(1), coded('InvalidArg', /^loadLibrary: path: expected a string, got number 1$/))
-  assert.throws(() => torch.image.encode('x', 'png'), coded('InvalidArg', /^encode: tensor: expected a Tensor, got a string$/))
+  assert.throws(
+    () => torch.image.encode('x', 'png'),
+    coded('InvalidArg', /^encode: tensor: expected a Tensor, got a string$/),
+  )
   // Left out or null: the default, as before.
   assert.deepEqual(t.sum(null, undefined).shape, [])
   assert.deepEqual(t.flatten(undefined, null).shape, [6])
 })
 
-test('a getter that throws while an argument is read is the caller\'s own error', () => {
+test("a getter that throws while an argument is read is the caller's own error", () => {
   const boom = new Error('boom')
-  const hostile = { get dtype() { throw boom } }
-  assert.throws(() => torch.ones([2], hostile), (e) => e === boom)
+  const hostile = {
+    get dtype() {
+      throw boom
+    },
+  }
+  assert.throws(
+    () => torch.ones([2], hostile),
+    (e) => e === boom,
+  )
   const sizes = [3, 2]
-  Object.defineProperty(sizes, 1, { get() { throw boom } })
-  assert.throws(() => torch.ones([2, 3]).view(sizes), (e) => e === boom)
-  assert.throws(() => torch.ones(sizes), (e) => e === boom)
+  Object.defineProperty(sizes, 1, {
+    get() {
+      throw boom
+    },
+  })
+  assert.throws(
+    () => torch.ones([2, 3]).view(sizes),
+    (e) => e === boom,
+  )
+  assert.throws(
+    () => torch.ones(sizes),
+    (e) => e === boom,
+  )
 })
 
 test('no native export throws, whatever its arguments (checked on the raw addon)', () => {

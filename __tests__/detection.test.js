@@ -17,9 +17,11 @@ const MODELS = path.join(ROOT, 'models')
 const GOLDEN = path.join(MODELS, 'golden', 'detection.json')
 const golden = fs.existsSync(GOLDEN) ? JSON.parse(fs.readFileSync(GOLDEN, 'utf8')) : null
 const detectors = golden ? Object.entries(golden.models) : []
-const TORCHVISION = fs.readdirSync(path.join(ROOT, '.libtorch', 'lib')).some((py) =>
-  fs.existsSync(path.join(ROOT, '.libtorch', 'lib', py, 'site-packages', 'torchvision', '_C.so')))
-const SKIP = (!TORCHVISION && 'no torchvision wheel beside libtorch here') ||
+const TORCHVISION = fs
+  .readdirSync(path.join(ROOT, '.libtorch', 'lib'))
+  .some((py) => fs.existsSync(path.join(ROOT, '.libtorch', 'lib', py, 'site-packages', 'torchvision', '_C.so')))
+const SKIP =
+  (!TORCHVISION && 'no torchvision wheel beside libtorch here') ||
   ((!golden || detectors.some(([, d]) => !fs.existsSync(path.join(MODELS, d.file)))) &&
     'the detectors were not generated: run `npm run models` (models/make_models.py)')
 
@@ -55,7 +57,10 @@ function assertMatches(name, detection, expected) {
   // 2e-7 and 2e-6 (AMD EPYC, 2026-11-23). Should they move by half the gap, a swap would be the
   // scores' doing: say so instead.
   const moved = maxAbsDiff(detection.scores.toTypedArray(), expected.scores.data)
-  assert.ok(moved < expected.min_score_gap / 2, `${name}: scores moved by ${moved}, half their closest gap ${expected.min_score_gap}: the label order is not comparable`)
+  assert.ok(
+    moved < expected.min_score_gap / 2,
+    `${name}: scores moved by ${moved}, half their closest gap ${expected.min_score_gap}: the label order is not comparable`,
+  )
   assert.deepEqual(detection.labels.toArray(), expected.labels.data, `${name}: labels`)
   if (expected.masks) {
     assert.deepEqual(detection.masks.shape, expected.masks.shape, name)
@@ -104,10 +109,16 @@ describe('torchvision detectors from Node', { skip: SKIP }, () => {
 
   test('without loadOps() a detector is refused at load: ModelLoadError naming the op and loadOps', () => {
     const file = path.join(MODELS, detectors[0][1].file)
-    const r = spawnSync(process.execPath, ['-e', `
+    const r = spawnSync(
+      process.execPath,
+      [
+        '-e',
+        `
       const torch = require(${JSON.stringify(ROOT)})
-      try { new torch.ScriptModule(${JSON.stringify(file)}); console.log('loaded') } catch (e) { console.log(e.code + ' ' + e.message) }`],
-    { cwd: ROOT, encoding: 'utf8', timeout: 60_000 })
+      try { new torch.ScriptModule(${JSON.stringify(file)}); console.log('loaded') } catch (e) { console.log(e.code + ' ' + e.message) }`,
+      ],
+      { cwd: ROOT, encoding: 'utf8', timeout: 60_000 },
+    )
     assert.equal(r.status, 0, r.stderr)
     assert.match(r.stdout.trim(), /^ModelLoadError .*torchvision::\w+.*call torch\.vision\.loadOps\(\) first/)
   })

@@ -59,8 +59,14 @@ describe('examples/embeddings-server.js with the openai client', () => {
     const want = golden.embeddings.filter((_, i) => golden.sentences[i])
     assert.equal(res.object, 'list')
     assert.equal(res.model, 'all-MiniLM-L6-v2')
-    assert.deepEqual(res.data.map((d) => d.index), want.map((_, i) => i))
-    assertEmbeddings(res.data.map((d) => Array.from(d.embedding)), want)
+    assert.deepEqual(
+      res.data.map((d) => d.index),
+      want.map((_, i) => i),
+    )
+    assertEmbeddings(
+      res.data.map((d) => Array.from(d.embedding)),
+      want,
+    )
     const tokens = golden.tokenCounts.filter((_, i) => golden.sentences[i]).reduce((a, b) => a + b, 0)
     assert.deepEqual(res.usage, { prompt_tokens: tokens, total_tokens: tokens })
   })
@@ -68,20 +74,32 @@ describe('examples/embeddings-server.js with the openai client', () => {
   test('one string, encoding_format float; texts past the max length are truncated as Python does', async () => {
     const longest = golden.tokenCounts.indexOf(Math.max(...golden.tokenCounts))
     assert.equal(golden.tokenCounts[longest], golden.maxSeqLength, 'the goldens include a text past the max length')
-    const res = await client.embeddings.create({ model: 'all-MiniLM-L6-v2', input: golden.sentences[longest], encoding_format: 'float' })
+    const res = await client.embeddings.create({
+      model: 'all-MiniLM-L6-v2',
+      input: golden.sentences[longest],
+      encoding_format: 'float',
+    })
     assertEmbeddings([res.data[0].embedding], [golden.embeddings[longest]])
     assert.equal(res.usage.prompt_tokens, golden.maxSeqLength)
   })
 
   test('concurrent requests all get their own rows', async () => {
     const texts = golden.sentences.map((s, i) => [s, i]).filter(([s]) => s)
-    const results = await Promise.all(texts.map(([s]) => client.embeddings.create({ model: 'all-MiniLM-L6-v2', input: s })))
-    assertEmbeddings(results.map((r) => Array.from(r.data[0].embedding)), texts.map(([, i]) => golden.embeddings[i]))
+    const results = await Promise.all(
+      texts.map(([s]) => client.embeddings.create({ model: 'all-MiniLM-L6-v2', input: s })),
+    )
+    assertEmbeddings(
+      results.map((r) => Array.from(r.data[0].embedding)),
+      texts.map(([, i]) => golden.embeddings[i]),
+    )
   })
 
-  const post = (body) => fetch(`${service.url}/v1/embeddings`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body),
-  })
+  const post = (body) =>
+    fetch(`${service.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: typeof body === 'string' ? body : JSON.stringify(body),
+    })
   async function refused(body, status, code, message) {
     const res = await post(body)
     assert.equal(res.status, status)
@@ -120,12 +138,18 @@ describe('examples/embeddings-server.js with the openai client', () => {
 describe('embeddings-server: overload', () => {
   test('QueueFull from the encoder answers 503 with Retry-After', async () => {
     // An embedder whose queue is full: the route maps the encoder's coded error, as with the Batcher.
-    const full = Object.assign(new Error('the queue holds 4 requests (maxQueue): try again later'), { code: 'QueueFull' })
+    const full = Object.assign(new Error('the queue holds 4 requests (maxQueue): try again later'), {
+      code: 'QueueFull',
+    })
     const app = createApp({ name: 'm', dim: 2, encode: () => Promise.reject(full), countTokens: async () => 1 })
-    const server = await new Promise((resolve) => { const s = app.listen(0, '127.0.0.1', () => resolve(s)) })
+    const server = await new Promise((resolve) => {
+      const s = app.listen(0, '127.0.0.1', () => resolve(s))
+    })
     try {
       const res = await fetch(`http://127.0.0.1:${server.address().port}/v1/embeddings`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: 'a' }),
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ input: 'a' }),
       })
       assert.equal(res.status, 503)
       assert.equal(res.headers.get('retry-after'), '1')
@@ -136,11 +160,24 @@ describe('embeddings-server: overload', () => {
   })
 
   test('a real SentenceEncoder past its maxQueue gives some 503s and every other request its embedding', async () => {
-    const service = await start({ modelDir: MODEL_DIR, port: 0, batch: { maxBatchSize: 2, maxDelayMs: 1, maxQueue: 2 } })
+    const service = await start({
+      modelDir: MODEL_DIR,
+      port: 0,
+      batch: { maxBatchSize: 2, maxDelayMs: 1, maxQueue: 2 },
+    })
     try {
-      const statuses = await Promise.all(Array.from({ length: 24 }, (_, i) => fetch(`${service.url}/v1/embeddings`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: `sentence ${i}` }),
-      }).then(async (r) => { await r.arrayBuffer(); return r.status })))
+      const statuses = await Promise.all(
+        Array.from({ length: 24 }, (_, i) =>
+          fetch(`${service.url}/v1/embeddings`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ input: `sentence ${i}` }),
+          }).then(async (r) => {
+            await r.arrayBuffer()
+            return r.status
+          }),
+        ),
+      )
       assert.ok(statuses.includes(503), `expected some 503s: ${statuses}`)
       assert.ok(statuses.includes(200), `expected some 200s: ${statuses}`)
       assert.deepEqual([...new Set(statuses)].sort(), [200, 503])

@@ -73,126 +73,282 @@ after(() => fs.rmSync(tmpDir, { recursive: true, force: true }))
 // ---------------------------------------------------------------------------------------
 
 const loading = [
-  { name: 'missing model file', fn: () => new torch.ScriptModule(MISSING),
-    code: 'ModelLoadError', message: /does-not-exist\.pt.*no such file/i },
-  { name: 'a directory as model path', fn: () => new torch.ScriptModule(tmpDir),
-    code: 'ModelLoadError', message: /directory/ },
-  { name: 'garbage file (random bytes)', fn: () => new torch.ScriptModule(GARBAGE),
-    code: 'ModelLoadError', message: /garbage\.pt/ },
-  { name: 'truncated model file', fn: () => new torch.ScriptModule(TRUNCATED),
-    code: 'ModelLoadError', message: /truncated\.pt/ },
-  { name: 'truncated model as a Buffer', fn: () => new torch.ScriptModule(truncatedBytes),
-    code: 'ModelLoadError', message: new RegExp(`buffer of ${truncatedBytes.length} bytes`) },
-  { name: 'an empty Buffer', fn: () => new torch.ScriptModule(Buffer.alloc(0)),
-    code: 'ModelLoadError', message: /empty/ },
-  { name: 'a number as source', fn: () => new torch.ScriptModule(42),
-    code: 'InvalidArg', message: /source.*number/ },
-  { name: 'async load of a missing file', async: true, fn: () => torch.ScriptModule.load(MISSING),
-    code: 'ModelLoadError', message: /does-not-exist\.pt.*no such file/i },
-  { name: 'async load of a number', async: true, fn: () => torch.ScriptModule.load(42),
-    code: 'InvalidArg', message: /source.*number/ },
+  {
+    name: 'missing model file',
+    fn: () => new torch.ScriptModule(MISSING),
+    code: 'ModelLoadError',
+    message: /does-not-exist\.pt.*no such file/i,
+  },
+  {
+    name: 'a directory as model path',
+    fn: () => new torch.ScriptModule(tmpDir),
+    code: 'ModelLoadError',
+    message: /directory/,
+  },
+  {
+    name: 'garbage file (random bytes)',
+    fn: () => new torch.ScriptModule(GARBAGE),
+    code: 'ModelLoadError',
+    message: /garbage\.pt/,
+  },
+  {
+    name: 'truncated model file',
+    fn: () => new torch.ScriptModule(TRUNCATED),
+    code: 'ModelLoadError',
+    message: /truncated\.pt/,
+  },
+  {
+    name: 'truncated model as a Buffer',
+    fn: () => new torch.ScriptModule(truncatedBytes),
+    code: 'ModelLoadError',
+    message: new RegExp(`buffer of ${truncatedBytes.length} bytes`),
+  },
+  {
+    name: 'an empty Buffer',
+    fn: () => new torch.ScriptModule(Buffer.alloc(0)),
+    code: 'ModelLoadError',
+    message: /empty/,
+  },
+  { name: 'a number as source', fn: () => new torch.ScriptModule(42), code: 'InvalidArg', message: /source.*number/ },
+  {
+    name: 'async load of a missing file',
+    async: true,
+    fn: () => torch.ScriptModule.load(MISSING),
+    code: 'ModelLoadError',
+    message: /does-not-exist\.pt.*no such file/i,
+  },
+  {
+    name: 'async load of a number',
+    async: true,
+    fn: () => torch.ScriptModule.load(42),
+    code: 'InvalidArg',
+    message: /source.*number/,
+  },
 ]
 
 const calling = [
-  { name: 'wrong input shape to the MLP', fn: () => mlp.forwardSync(torch.ones([2, 5])),
-    code: 'ShapeMismatch', message: /2x5/ },
-  { name: 'wrong input shape to the MLP (async)', async: true, fn: () => mlp.forward(torch.ones([2, 5])),
-    code: 'ShapeMismatch', message: /2x5/ },
-  { name: 'int64 input to the float32 MLP', fn: () => mlp.forwardSync(torch.ones([2, 4], { dtype: 'int64' })),
-    code: 'DTypeMismatch', message: /Long.*Float|Float.*Long|int64/ },
-  { name: 'int64 input where mean() needs a float', fn: () => ivalues.forwardSync(torch.ones([2, 2], { dtype: 'int64' }), 1),
-    code: 'DTypeMismatch', message: /mean/ },
-  { name: 'mismatched shapes inside a scripted method', fn: () => ivalues.runMethodSync('sum_list', [torch.ones([2]), torch.ones([3])]),
-    code: 'ShapeMismatch', message: /sum_list.*size/ },
-  { name: 'forward with 0 arguments', fn: () => mlp.forwardSync(),
-    code: 'InvalidArg', message: /missing argument 'input'/ },
-  { name: 'forward with 2 arguments', fn: () => mlp.forwardSync(torch.ones([2, 4]), torch.ones([2, 4])),
-    code: 'InvalidArg', message: /takes 1 argument.*got 2/ },
-  { name: 'unknown method (runMethodSync)', fn: () => ivalues.runMethodSync('no_such_method', 1),
-    code: 'MethodNotFound', message: /no_such_method/ },
-  { name: 'unknown method (runMethod)', async: true, fn: () => ivalues.runMethod('no_such_method', 1),
-    code: 'MethodNotFound', message: /no_such_method/ },
-  { name: 'a number as method name', fn: () => ivalues.runMethodSync(5),
-    code: 'InvalidArg', message: /name|method|string/i },
-  { name: 'a float where an int is declared', fn: () => ivalues.runMethodSync('echo_int', 2.5),
-    code: 'InvalidArg', message: /'x'.*echo_int.*int.*2\.5/ },
-  { name: 'a string where a Tensor is declared', fn: () => mlp.forwardSync('not a tensor'),
-    code: 'InvalidArg', message: /'input'.*Tensor.*string/ },
-  { name: 'a number where a bool is declared', fn: () => ivalues.runMethodSync('echo_bool', 1),
-    code: 'InvalidArg', message: /'x'.*bool/ },
-  { name: 'a string inside List[int]', fn: () => ivalues.runMethodSync('echo_list_int', [1, 'a']),
-    code: 'InvalidArg', message: /'x'.*\[1\].*int/ },
-  { name: 'a short Tuple[int, str, Tensor]', fn: () => ivalues.runMethodSync('echo_tuple', [1, 's']),
-    code: 'InvalidArg', message: /'x'.*length 3.*length 2/ },
-  { name: 'a BigInt out of int64 range', fn: () => ivalues.runMethodSync('echo_int', 2n ** 70n),
-    code: 'InvalidArg', message: /int64 range/ },
+  {
+    name: 'wrong input shape to the MLP',
+    fn: () => mlp.forwardSync(torch.ones([2, 5])),
+    code: 'ShapeMismatch',
+    message: /2x5/,
+  },
+  {
+    name: 'wrong input shape to the MLP (async)',
+    async: true,
+    fn: () => mlp.forward(torch.ones([2, 5])),
+    code: 'ShapeMismatch',
+    message: /2x5/,
+  },
+  {
+    name: 'int64 input to the float32 MLP',
+    fn: () => mlp.forwardSync(torch.ones([2, 4], { dtype: 'int64' })),
+    code: 'DTypeMismatch',
+    message: /Long.*Float|Float.*Long|int64/,
+  },
+  {
+    name: 'int64 input where mean() needs a float',
+    fn: () => ivalues.forwardSync(torch.ones([2, 2], { dtype: 'int64' }), 1),
+    code: 'DTypeMismatch',
+    message: /mean/,
+  },
+  {
+    name: 'mismatched shapes inside a scripted method',
+    fn: () => ivalues.runMethodSync('sum_list', [torch.ones([2]), torch.ones([3])]),
+    code: 'ShapeMismatch',
+    message: /sum_list.*size/,
+  },
+  {
+    name: 'forward with 0 arguments',
+    fn: () => mlp.forwardSync(),
+    code: 'InvalidArg',
+    message: /missing argument 'input'/,
+  },
+  {
+    name: 'forward with 2 arguments',
+    fn: () => mlp.forwardSync(torch.ones([2, 4]), torch.ones([2, 4])),
+    code: 'InvalidArg',
+    message: /takes 1 argument.*got 2/,
+  },
+  {
+    name: 'unknown method (runMethodSync)',
+    fn: () => ivalues.runMethodSync('no_such_method', 1),
+    code: 'MethodNotFound',
+    message: /no_such_method/,
+  },
+  {
+    name: 'unknown method (runMethod)',
+    async: true,
+    fn: () => ivalues.runMethod('no_such_method', 1),
+    code: 'MethodNotFound',
+    message: /no_such_method/,
+  },
+  {
+    name: 'a number as method name',
+    fn: () => ivalues.runMethodSync(5),
+    code: 'InvalidArg',
+    message: /name|method|string/i,
+  },
+  {
+    name: 'a float where an int is declared',
+    fn: () => ivalues.runMethodSync('echo_int', 2.5),
+    code: 'InvalidArg',
+    message: /'x'.*echo_int.*int.*2\.5/,
+  },
+  {
+    name: 'a string where a Tensor is declared',
+    fn: () => mlp.forwardSync('not a tensor'),
+    code: 'InvalidArg',
+    message: /'input'.*Tensor.*string/,
+  },
+  {
+    name: 'a number where a bool is declared',
+    fn: () => ivalues.runMethodSync('echo_bool', 1),
+    code: 'InvalidArg',
+    message: /'x'.*bool/,
+  },
+  {
+    name: 'a string inside List[int]',
+    fn: () => ivalues.runMethodSync('echo_list_int', [1, 'a']),
+    code: 'InvalidArg',
+    message: /'x'.*\[1\].*int/,
+  },
+  {
+    name: 'a short Tuple[int, str, Tensor]',
+    fn: () => ivalues.runMethodSync('echo_tuple', [1, 's']),
+    code: 'InvalidArg',
+    message: /'x'.*length 3.*length 2/,
+  },
+  {
+    name: 'a BigInt out of int64 range',
+    fn: () => ivalues.runMethodSync('echo_int', 2n ** 70n),
+    code: 'InvalidArg',
+    message: /int64 range/,
+  },
 ]
 
 const shapesAndDims = [
-  { name: 'negative dim in a shape', fn: () => torch.ones([2, -1]),
-    code: 'InvalidArg', message: /shape\[1\].*-1/ },
-  { name: 'fractional dim in a shape', fn: () => torch.ones([1.5]),
-    code: 'InvalidArg', message: /shape\[0\].*integer.*1\.5/ },
-  { name: 'NaN dim in a shape', fn: () => torch.ones([NaN]),
-    code: 'InvalidArg', message: /shape\[0\].*NaN/ },
-  { name: 'non-numeric dim in a shape', fn: () => torch.ones(['a']),
-    code: 'InvalidArg', message: /shape\[0\].*string/ },
-  { name: 'a string as shape', fn: () => torch.ones('x'),
-    code: 'InvalidArg', message: /shape.*string/ },
-  { name: 'softmax(5) on a 2-D tensor', fn: () => matrix().softmax(5),
-    code: 'InvalidArg', message: /softmax.*5.*out of range/ },
-  { name: 'softmax(0.5)', fn: () => matrix().softmax(0.5),
-    code: 'InvalidArg', message: /softmax.*integer.*0\.5/ },
-  { name: 'argmax(-3) on a 2-D tensor', fn: () => matrix().argmax(-3),
-    code: 'InvalidArg', message: /argmax.*-3.*out of range/ },
-  { name: 'topk(k) with k > size', fn: () => matrix().topk(10),
-    code: 'InvalidArg', message: /topk.*10/ },
-  { name: 'ragged nested array', fn: () => torch.tensor([[1, 2], [3]]),
-    code: 'InvalidArg', message: /ragged/ },
-  { name: 'item() on a multi-element tensor', fn: () => matrix().item(),
-    code: 'ShapeMismatch', message: /item.*6 elements/ },
-  { name: 'randint(5, 2, [3])', fn: () => torch.randint(5, 2, [3]),
-    code: 'InvalidArg', message: /randint.*5.*2/ },
+  { name: 'negative dim in a shape', fn: () => torch.ones([2, -1]), code: 'InvalidArg', message: /shape\[1\].*-1/ },
+  {
+    name: 'fractional dim in a shape',
+    fn: () => torch.ones([1.5]),
+    code: 'InvalidArg',
+    message: /shape\[0\].*integer.*1\.5/,
+  },
+  { name: 'NaN dim in a shape', fn: () => torch.ones([NaN]), code: 'InvalidArg', message: /shape\[0\].*NaN/ },
+  {
+    name: 'non-numeric dim in a shape',
+    fn: () => torch.ones(['a']),
+    code: 'InvalidArg',
+    message: /shape\[0\].*string/,
+  },
+  { name: 'a string as shape', fn: () => torch.ones('x'), code: 'InvalidArg', message: /shape.*string/ },
+  {
+    name: 'softmax(5) on a 2-D tensor',
+    fn: () => matrix().softmax(5),
+    code: 'InvalidArg',
+    message: /softmax.*5.*out of range/,
+  },
+  { name: 'softmax(0.5)', fn: () => matrix().softmax(0.5), code: 'InvalidArg', message: /softmax.*integer.*0\.5/ },
+  {
+    name: 'argmax(-3) on a 2-D tensor',
+    fn: () => matrix().argmax(-3),
+    code: 'InvalidArg',
+    message: /argmax.*-3.*out of range/,
+  },
+  { name: 'topk(k) with k > size', fn: () => matrix().topk(10), code: 'InvalidArg', message: /topk.*10/ },
+  { name: 'ragged nested array', fn: () => torch.tensor([[1, 2], [3]]), code: 'InvalidArg', message: /ragged/ },
+  {
+    name: 'item() on a multi-element tensor',
+    fn: () => matrix().item(),
+    code: 'ShapeMismatch',
+    message: /item.*6 elements/,
+  },
+  { name: 'randint(5, 2, [3])', fn: () => torch.randint(5, 2, [3]), code: 'InvalidArg', message: /randint.*5.*2/ },
 ]
 
 const dtypesAndDevices = [
-  { name: 'unknown dtype', fn: () => torch.ones([1], { dtype: 'float128' }),
-    code: 'InvalidArg', message: /float128/ },
-  { name: 'requiresGrad on an int64 tensor', fn: () => torch.ones([2], { dtype: 'int64', requiresGrad: true }),
-    code: 'DTypeMismatch', message: /requiresGrad.*int64/ },
-  { name: 'unknown device', fn: () => torch.ones([1], { device: 'tpu' }),
-    code: 'InvalidArg', message: /tpu/ },
-  { name: 'to() an unknown device', fn: () => matrix().to('tpu'),
-    code: 'InvalidArg', message: /tpu/ },
-  { name: 'ones() on CUDA', fn: () => torch.ones([1], { device: 'cuda' }), skip: NO_CUDA_ONLY,
-    code: 'DeviceUnavailable', message: /CUDA/ },
-  { name: 'tensor.cuda()', fn: () => matrix().cuda(), skip: NO_CUDA_ONLY,
-    code: 'DeviceUnavailable', message: /CUDA/ },
-  { name: "tensor.to('cuda:1')", fn: () => matrix().to('cuda:1'), skip: NO_CUDA_ONLY,
-    code: 'DeviceUnavailable', message: /CUDA/ },
-  { name: 'new ScriptModule on CUDA', fn: () => new torch.ScriptModule(MLP, { device: 'cuda' }), skip: NO_CUDA_ONLY,
-    code: 'DeviceUnavailable', message: /CUDA/ },
-  { name: 'ScriptModule.load on CUDA', async: true, fn: () => torch.ScriptModule.load(MLP, { device: 'cuda' }), skip: NO_CUDA_ONLY,
-    code: 'DeviceUnavailable', message: /CUDA/ },
+  { name: 'unknown dtype', fn: () => torch.ones([1], { dtype: 'float128' }), code: 'InvalidArg', message: /float128/ },
+  {
+    name: 'requiresGrad on an int64 tensor',
+    fn: () => torch.ones([2], { dtype: 'int64', requiresGrad: true }),
+    code: 'DTypeMismatch',
+    message: /requiresGrad.*int64/,
+  },
+  { name: 'unknown device', fn: () => torch.ones([1], { device: 'tpu' }), code: 'InvalidArg', message: /tpu/ },
+  { name: 'to() an unknown device', fn: () => matrix().to('tpu'), code: 'InvalidArg', message: /tpu/ },
+  {
+    name: 'ones() on CUDA',
+    fn: () => torch.ones([1], { device: 'cuda' }),
+    skip: NO_CUDA_ONLY,
+    code: 'DeviceUnavailable',
+    message: /CUDA/,
+  },
+  { name: 'tensor.cuda()', fn: () => matrix().cuda(), skip: NO_CUDA_ONLY, code: 'DeviceUnavailable', message: /CUDA/ },
+  {
+    name: "tensor.to('cuda:1')",
+    fn: () => matrix().to('cuda:1'),
+    skip: NO_CUDA_ONLY,
+    code: 'DeviceUnavailable',
+    message: /CUDA/,
+  },
+  {
+    name: 'new ScriptModule on CUDA',
+    fn: () => new torch.ScriptModule(MLP, { device: 'cuda' }),
+    skip: NO_CUDA_ONLY,
+    code: 'DeviceUnavailable',
+    message: /CUDA/,
+  },
+  {
+    name: 'ScriptModule.load on CUDA',
+    async: true,
+    fn: () => torch.ScriptModule.load(MLP, { device: 'cuda' }),
+    skip: NO_CUDA_ONLY,
+    code: 'DeviceUnavailable',
+    message: /CUDA/,
+  },
 ]
 
 const lifetimes = [
-  { name: 'shape of a disposed tensor', fn: () => disposedTensor().shape,
-    code: 'Disposed', message: /disposed/ },
-  { name: 'numel() of a disposed tensor', fn: () => disposedTensor().numel(),
-    code: 'Disposed', message: /disposed/ },
-  { name: 'a disposed tensor passed to forward', fn: () => mlp.forwardSync(disposedTensor()),
-    code: 'Disposed', message: /input 0.*disposed/ },
-  { name: 'forwardSync on a disposed module', fn: () => disposedModule().forwardSync(torch.ones([2, 4])),
-    code: 'Disposed', message: /ScriptModule.*disposed/ },
-  { name: 'methodNames on a disposed module', fn: () => disposedModule().methodNames(),
-    code: 'Disposed', message: /ScriptModule.*disposed/ },
-  { name: 'async forward on a disposed module', async: true, fn: () => disposedModule().forward(torch.ones([2, 4])),
-    code: 'Disposed', message: /ScriptModule.*disposed/ },
-  { name: 'Tensor method on a plain object', fn: () => torch.Tensor.prototype.numel.call({}),
-    code: 'InvalidArg', message: /numel: called on an object; call it on a Tensor/ },
-  { name: 'ScriptModule method on a Tensor', fn: () => torch.ScriptModule.prototype.forwardSync.call(torch.ones([1])),
-    code: 'InvalidArg', message: /forwardSync.*Tensor/ },
+  { name: 'shape of a disposed tensor', fn: () => disposedTensor().shape, code: 'Disposed', message: /disposed/ },
+  { name: 'numel() of a disposed tensor', fn: () => disposedTensor().numel(), code: 'Disposed', message: /disposed/ },
+  {
+    name: 'a disposed tensor passed to forward',
+    fn: () => mlp.forwardSync(disposedTensor()),
+    code: 'Disposed',
+    message: /input 0.*disposed/,
+  },
+  {
+    name: 'forwardSync on a disposed module',
+    fn: () => disposedModule().forwardSync(torch.ones([2, 4])),
+    code: 'Disposed',
+    message: /ScriptModule.*disposed/,
+  },
+  {
+    name: 'methodNames on a disposed module',
+    fn: () => disposedModule().methodNames(),
+    code: 'Disposed',
+    message: /ScriptModule.*disposed/,
+  },
+  {
+    name: 'async forward on a disposed module',
+    async: true,
+    fn: () => disposedModule().forward(torch.ones([2, 4])),
+    code: 'Disposed',
+    message: /ScriptModule.*disposed/,
+  },
+  {
+    name: 'Tensor method on a plain object',
+    fn: () => torch.Tensor.prototype.numel.call({}),
+    code: 'InvalidArg',
+    message: /numel: called on an object; call it on a Tensor/,
+  },
+  {
+    name: 'ScriptModule method on a Tensor',
+    fn: () => torch.ScriptModule.prototype.forwardSync.call(torch.ones([1])),
+    code: 'InvalidArg',
+    message: /forwardSync.*Tensor/,
+  },
 ]
 
 const groups = { loading, calling, shapesAndDims, dtypesAndDevices, lifetimes }
@@ -261,7 +417,15 @@ describe('errors are thrown from JS, never from native code (src/outcome.rs)', (
   })
   test("what the caller's own getter threw comes back as is", () => {
     const mine = new RangeError('mine')
-    assert.throws(() => torch.ones([2], { get dtype() { throw mine } }), (e) => e === mine)
+    assert.throws(
+      () =>
+        torch.ones([2], {
+          get dtype() {
+            throw mine
+          },
+        }),
+      (e) => e === mine,
+    )
   })
 })
 
@@ -277,7 +441,10 @@ function errorOfSync(fn) {
 describe('dispose while a call is in flight', () => {
   let input, expected
   before(() => {
-    input = torch.tensor([[1, 2, 3, 4], [-1, 0, 0.5, 2]])
+    input = torch.tensor([
+      [1, 2, 3, 4],
+      [-1, 0, 0.5, 2],
+    ])
     expected = mlp.forwardSync(input).toArray()
   })
 
@@ -295,14 +462,38 @@ describe('dispose while a call is in flight', () => {
 
 test('native messages describe a value as lib/errors.js does', () => {
   const { describe: jsDescribe } = require('../lib/errors')
-  const values = [5, -0, 2.5, 1e21, 1e-7, Infinity, -Infinity, NaN, 'yes', 10n, Symbol('s'), () => {}, [], {},
-    Object.create(null), torch.ones([1]), new torch.ScriptModule(MLP), new Float32Array(2), new Int32Array(1), new Uint8Array(1)]
+  const values = [
+    5,
+    -0,
+    2.5,
+    1e21,
+    1e-7,
+    Infinity,
+    -Infinity,
+    NaN,
+    'yes',
+    10n,
+    Symbol('s'),
+    () => {},
+    [],
+    {},
+    Object.create(null),
+    torch.ones([1]),
+    new torch.ScriptModule(MLP),
+    new Float32Array(2),
+    new Int32Array(1),
+    new Uint8Array(1),
+  ]
   for (const [i, v] of values.entries()) {
     // keepdim takes a boolean: every other value is refused with "got <what it is>".
-    assert.throws(() => torch.ones([2]).sum(0, v), (e) => {
-      assert.equal(e.code, 'InvalidArg')
-      assert.equal(e.message, `sum: keepdim: expected a boolean, got ${jsDescribe(v)}`)
-      return true
-    }, `value ${i}`)
+    assert.throws(
+      () => torch.ones([2]).sum(0, v),
+      (e) => {
+        assert.equal(e.code, 'InvalidArg')
+        assert.equal(e.message, `sum: keepdim: expected a boolean, got ${jsDescribe(v)}`)
+        return true
+      },
+      `value ${i}`,
+    )
   }
 })

@@ -17,7 +17,9 @@ test(`import { ... } from 'torch-node' has every CommonJS export (Node ${process
   try {
     fs.mkdirSync(path.join(app, 'node_modules'))
     fs.symlinkSync(ROOT, path.join(app, 'node_modules', 'torch-node'), 'dir')
-    fs.writeFileSync(path.join(app, 'main.mjs'), `
+    fs.writeFileSync(
+      path.join(app, 'main.mjs'),
+      `
       import torch, * as ns from 'torch-node'
       import { ones, ScriptModule, Tensor } from 'torch-node'
       import { createRequire } from 'node:module'
@@ -27,7 +29,8 @@ test(`import { ... } from 'torch-node' has every CommonJS export (Node ${process
       const t = ones([2, 2])
       console.log(JSON.stringify({ named, cjs: Object.keys(cjs).sort(), same, isTensor: t instanceof Tensor,
         repr: t.toString(), hasModule: typeof ScriptModule.load === 'function' }))
-    `)
+    `,
+    )
     const r = spawnSync(process.execPath, ['main.mjs'], { cwd: app, encoding: 'utf8', timeout: 60_000 })
     assert.equal(r.status, 0, r.stderr)
     const out = JSON.parse(r.stdout.trim().split('\n').pop())

@@ -16,11 +16,15 @@ const RESNET = path.join(ROOT, 'models', 'resnet18_traced.pt')
 
 /** Runs `code` in a child Node with `env` added; returns its last stdout line, parsed. */
 function child(code, env = {}) {
-  const r = spawnSync(process.execPath, ['--expose-gc', '-e', `const torch = require(${JSON.stringify(ROOT)});\n${code}`], {
-    encoding: 'utf8',
-    timeout: 120_000,
-    env: { ...process.env, ...env },
-  })
+  const r = spawnSync(
+    process.execPath,
+    ['--expose-gc', '-e', `const torch = require(${JSON.stringify(ROOT)});\n${code}`],
+    {
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env, ...env },
+    },
+  )
   assert.equal(r.status, 0, `child failed (status ${r.status}, signal ${r.signal}):\n${r.stderr}`)
   return JSON.parse(r.stdout.trim().split('\n').pop())
 }
@@ -48,7 +52,11 @@ describe('executor', () => {
     assert.equal(out.instances, 2)
     assert.equal(out.threads, 1)
     for (const bad of [0, -1, 1.5, 'two', 1e6]) {
-      assert.throws(() => torch.setInstances(bad), (e) => e.code === 'InvalidArg' && /setInstances: n/.test(e.message), String(bad))
+      assert.throws(
+        () => torch.setInstances(bad),
+        (e) => e.code === 'InvalidArg' && /setInstances: n/.test(e.message),
+        String(bad),
+      )
     }
   })
 
@@ -75,7 +83,8 @@ describe('executor', () => {
   })
 
   test('forwards get through while every libuv thread is busy', () => {
-    const out = child(`
+    const out = child(
+      `
       const crypto = require('node:crypto')
       const m = new torch.ScriptModule(${JSON.stringify(MLP)})
       const x = torch.rand([2, 4])
@@ -87,13 +96,18 @@ describe('executor', () => {
         crypto.pbkdf2('p', 's', iterations, 32, 'sha512', () => { order.push('pool'); resolve() })))
       m.forward(x).then(() => order.push('forward'))
       torch.image.load(${JSON.stringify(path.join(ROOT, 'data', 'chelsea.png'))}).then(() => order.push('image'))
-      Promise.all(busy).then(() => console.log(JSON.stringify(order)))`, { UV_THREADPOOL_SIZE: '2' })
+      Promise.all(busy).then(() => console.log(JSON.stringify(order)))`,
+      { UV_THREADPOOL_SIZE: '2' },
+    )
     assert.deepEqual(out.slice(-2), ['pool', 'pool'], `the forward and the image waited for libuv's pool: ${out}`)
     assert.deepEqual(out.slice(0, 2).sort(), ['forward', 'image'])
   })
 
-  test("a file read is not starved by queued forwards", { skip: !fs.existsSync(RESNET) && 'models/resnet18_traced.pt not generated' }, () => {
-    const out = child(`
+  test(
+    'a file read is not starved by queued forwards',
+    { skip: !fs.existsSync(RESNET) && 'models/resnet18_traced.pt not generated' },
+    () => {
+      const out = child(`
       const m = new torch.ScriptModule(${JSON.stringify(RESNET)})
       const x = torch.rand([8, 3, 224, 224])
       let done = 0
@@ -102,9 +116,10 @@ describe('executor', () => {
         const seen = done
         Promise.all(all).then(() => console.log(JSON.stringify({ doneWhenRead: seen, total: done })))
       })`)
-    assert.equal(out.total, 6)
-    assert.ok(out.doneWhenRead < 6, `the read waited for ${out.doneWhenRead} of 6 forwards`)
-  })
+      assert.equal(out.total, 6)
+      assert.ok(out.doneWhenRead < 6, `the read waited for ${out.doneWhenRead} of 6 forwards`)
+    },
+  )
 
   test('an abort while queued rejects at once; the queued call never runs', () => {
     const out = child(`
@@ -142,11 +157,19 @@ describe('executor', () => {
   })
 
   test('the process exits once async work completes, and waits for it', () => {
-    const out = spawnSync(process.execPath, ['-e', `
+    const out = spawnSync(
+      process.execPath,
+      [
+        '-e',
+        `
       const torch = require(${JSON.stringify(ROOT)})
-      torch.ScriptModule.load(${JSON.stringify(MLP)}).then((m) => m.forward(torch.ones([2, 4]))).then((y) => console.log(y.shape.join('x')))`], {
-      encoding: 'utf8', timeout: 60_000,
-    })
+      torch.ScriptModule.load(${JSON.stringify(MLP)}).then((m) => m.forward(torch.ones([2, 4]))).then((y) => console.log(y.shape.join('x')))`,
+      ],
+      {
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    )
     assert.equal(out.status, 0, out.stderr)
     assert.equal(out.stdout.trim(), '2x3')
   })

@@ -25,7 +25,8 @@ describe('examples/express-server.js', () => {
   })
   after(() => service.close())
 
-  const post = (body, headers, query = '') => fetch(`${service.url}/v1/classify${query}`, { method: 'POST', body, headers })
+  const post = (body, headers, query = '') =>
+    fetch(`${service.url}/v1/classify${query}`, { method: 'POST', body, headers })
   const postImage = (bytes, type = 'image/png', query) => post(bytes, { 'content-type': type }, query)
   function multipart(bytes, name = 'image') {
     const form = new FormData()
@@ -55,7 +56,10 @@ describe('examples/express-server.js', () => {
     const model = await torch.ScriptModule.load(MODEL)
     const [expected] = await torch.vision.classify(model, CHELSEA, { preprocess: LITE0_PREPROCESS })
     model.dispose()
-    assert.deepEqual(predictions.map((p) => p.label), expected.map((p) => p.label))
+    assert.deepEqual(
+      predictions.map((p) => p.label),
+      expected.map((p) => p.label),
+    )
     predictions.forEach((p, k) => assert.ok(Math.abs(p.probability - expected[k].probability) < 1e-5))
   })
 
@@ -78,10 +82,14 @@ describe('examples/express-server.js', () => {
     const { port } = service.server.address()
     const reply = await new Promise((resolve, reject) => {
       const socket = net.connect(port, '127.0.0.1', () => {
-        socket.end('POST /v1/classify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/png\r\nConnection: close\r\n\r\n')
+        socket.end(
+          'POST /v1/classify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/png\r\nConnection: close\r\n\r\n',
+        )
       })
       let text = ''
-      socket.on('data', (chunk) => { text += chunk })
+      socket.on('data', (chunk) => {
+        text += chunk
+      })
       socket.on('end', () => resolve(text))
       socket.on('error', reject)
     })
@@ -97,8 +105,18 @@ describe('examples/express-server.js', () => {
 
   test('bad requests: 415 for other types, 400 for bad topk or multipart, 404 elsewhere', async () => {
     await error(await post('hello', { 'content-type': 'text/plain' }), 415, 'UnsupportedMediaType', /image\/\*/)
-    await error(await postImage(CHELSEA, 'image/png', '?topk=0'), 400, 'InvalidArg', /topk: expected a positive integer/)
-    await error(await postImage(CHELSEA, 'image/png', '?topk=1001'), 400, 'InvalidArg', /more than the model's 1000 classes/)
+    await error(
+      await postImage(CHELSEA, 'image/png', '?topk=0'),
+      400,
+      'InvalidArg',
+      /topk: expected a positive integer/,
+    )
+    await error(
+      await postImage(CHELSEA, 'image/png', '?topk=1001'),
+      400,
+      'InvalidArg',
+      /more than the model's 1000 classes/,
+    )
     const form = new FormData()
     form.append('note', 'no file here')
     await error(await post(form), 400, 'InvalidArg', /expected a file part/)
@@ -110,13 +128,18 @@ describe('examples/express-server.js', () => {
 
   test('20 concurrent requests: all 200, all the same answer (within 1e-5: they share batches)', async () => {
     const before = service.batcher.stats()
-    const answers = await Promise.all(Array.from({ length: 20 }, async (_, i) => {
-      const res = i % 2 ? await post(multipart(CHELSEA)) : await postImage(CHELSEA)
-      return json(res, 200)
-    }))
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        const res = i % 2 ? await post(multipart(CHELSEA)) : await postImage(CHELSEA)
+        return json(res, 200)
+      }),
+    )
     // Matrix kernels block differently by batch size: the last bits of a row depend on its batch.
     for (const a of answers) {
-      assert.deepEqual(a.predictions.map((p) => p.label), answers[0].predictions.map((p) => p.label))
+      assert.deepEqual(
+        a.predictions.map((p) => p.label),
+        answers[0].predictions.map((p) => p.label),
+      )
       a.predictions.forEach((p, k) => assert.ok(Math.abs(p.probability - answers[0].predictions[k].probability) < 1e-5))
     }
     assert.ok(CATS.includes(answers[0].predictions[0].index))
@@ -126,42 +149,70 @@ describe('examples/express-server.js', () => {
   })
 })
 
-test('a full queue answers 503 QueueFull at once, with Retry-After; the others are served', { timeout: 60_000 }, async () => {
-  // A fake classifier whose forward waits for the test: one request runs, one waits, the third
-  // finds the queue (maxQueue 1) full. No timing: the test waits for each state to be reached.
-  let open
-  const gate = new Promise((resolve) => { open = resolve })
-  const classifier = { forward: async (x) => { await gate; return torch.zeros([x.shape[0], 1000]) } }
-  const batcher = new torch.Batcher(classifier, { maxBatchSize: 1, maxQueue: 1, concurrency: 1 })
-  const app = createApp(batcher, { maxBytes: MAX_BYTES, preprocess: LITE0_PREPROCESS })
-  const server = await new Promise((resolve) => { const s = app.listen(0, '127.0.0.1', () => resolve(s)) })
-  const post = () => fetch(`http://127.0.0.1:${server.address().port}/v1/classify?topk=1`, { method: 'POST', body: CHELSEA, headers: { 'content-type': 'image/png' } })
-  const until = async (ok) => { while (!ok(batcher.stats())) await new Promise((resolve) => setTimeout(resolve, 5)) }
-  try {
-    const first = post()
-    await until((s) => s.inFlight === 1)
-    const second = post()
-    await until((s) => s.queued === 1)
-    const refused = await post()
-    assert.equal(refused.status, 503)
-    assert.equal(refused.headers.get('retry-after'), '1')
-    assert.deepEqual(await refused.json(), { error: { code: 'QueueFull', message: 'Batcher.run: the queue is full (1 waiting, options.maxQueue); try again later' } })
-    open()
-    for (const res of [await first, await second]) {
-      assert.equal(res.status, 200)
-      assert.equal((await res.json()).predictions[0].probability, Math.fround(0.001)) // softmax of zeros, float32
+test(
+  'a full queue answers 503 QueueFull at once, with Retry-After; the others are served',
+  { timeout: 60_000 },
+  async () => {
+    // A fake classifier whose forward waits for the test: one request runs, one waits, the third
+    // finds the queue (maxQueue 1) full. No timing: the test waits for each state to be reached.
+    let open
+    const gate = new Promise((resolve) => {
+      open = resolve
+    })
+    const classifier = {
+      forward: async (x) => {
+        await gate
+        return torch.zeros([x.shape[0], 1000])
+      },
     }
-    assert.deepEqual([batcher.stats().completed, batcher.stats().rejected], [2, 1])
-  } finally {
-    open()
-    server.closeAllConnections()
-    await new Promise((resolve) => server.close(resolve))
-    await batcher.close()
-  }
-})
+    const batcher = new torch.Batcher(classifier, { maxBatchSize: 1, maxQueue: 1, concurrency: 1 })
+    const app = createApp(batcher, { maxBytes: MAX_BYTES, preprocess: LITE0_PREPROCESS })
+    const server = await new Promise((resolve) => {
+      const s = app.listen(0, '127.0.0.1', () => resolve(s))
+    })
+    const post = () =>
+      fetch(`http://127.0.0.1:${server.address().port}/v1/classify?topk=1`, {
+        method: 'POST',
+        body: CHELSEA,
+        headers: { 'content-type': 'image/png' },
+      })
+    const until = async (ok) => {
+      while (!ok(batcher.stats())) await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+    try {
+      const first = post()
+      await until((s) => s.inFlight === 1)
+      const second = post()
+      await until((s) => s.queued === 1)
+      const refused = await post()
+      assert.equal(refused.status, 503)
+      assert.equal(refused.headers.get('retry-after'), '1')
+      assert.deepEqual(await refused.json(), {
+        error: {
+          code: 'QueueFull',
+          message: 'Batcher.run: the queue is full (1 waiting, options.maxQueue); try again later',
+        },
+      })
+      open()
+      for (const res of [await first, await second]) {
+        assert.equal(res.status, 200)
+        assert.equal((await res.json()).predictions[0].probability, Math.fround(0.001)) // softmax of zeros, float32
+      }
+      assert.deepEqual([batcher.stats().completed, batcher.stats().rejected], [2, 1])
+    } finally {
+      open()
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+      await batcher.close()
+    }
+  },
+)
 
 test('start refuses a bad maxBytes and a missing model with coded errors', async () => {
-  await assert.rejects(start({ port: 0, maxBytes: Number('x') }), { code: 'InvalidArg', message: /maxBytes: expected a positive integer, got NaN/ })
+  await assert.rejects(start({ port: 0, maxBytes: Number('x') }), {
+    code: 'InvalidArg',
+    message: /maxBytes: expected a positive integer, got NaN/,
+  })
   await assert.rejects(start({ port: 0, model: path.join(ROOT, 'no-such-model.pt') }), { code: 'ModelLoadError' })
   await assert.rejects(start({ port: 0, batch: { maxQueue: 0 } }), { code: 'InvalidArg', message: /options\.maxQueue/ })
 })

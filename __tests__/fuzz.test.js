@@ -12,10 +12,17 @@ const { fuzz, format } = require('../tools/fuzz')
 const SEED = 20261122
 const CALLS = 3000
 
-test(`fuzz: ${CALLS} hostile calls (seed ${SEED}) crash nothing, hang nothing, and throw only coded Errors`,
-  { timeout: 180_000 }, async () => {
+test(
+  `fuzz: ${CALLS} hostile calls (seed ${SEED}) crash nothing, hang nothing, and throw only coded Errors`,
+  { timeout: 180_000 },
+  async () => {
     const result = await fuzz({ calls: CALLS, seed: SEED, jobs: 2 })
     assert.ok(result.stats.children >= Math.ceil(CALLS / 250), 'every batch ran in a child')
     assert.equal(result.stats.setupErrors, 0, 'the generators only build values that can be built')
-    assert.deepEqual(result.findings.map((f) => `${f.kind}: ${f.label}`), [], format(result))
-  })
+    assert.deepEqual(
+      result.findings.map((f) => `${f.kind}: ${f.label}`),
+      [],
+      format(result),
+    )
+  },
+)

@@ -27,8 +27,12 @@ function runChild(cmd, args, env, timeoutMs) {
     const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (c) => { stdout += c })
-    child.stderr.setEncoding('utf8').on('data', (c) => { stderr += c })
+    child.stdout.setEncoding('utf8').on('data', (c) => {
+      stdout += c
+    })
+    child.stderr.setEncoding('utf8').on('data', (c) => {
+      stderr += c
+    })
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
     child.on('close', (code, signal) => {
       clearTimeout(timer)
@@ -48,7 +52,10 @@ function childOut(code, { timeout, nodeArgs = [] }) {
   assert.equal(r.signal, null, info)
   assert.equal(r.status, 0, info)
   assert.doesNotMatch(r.stderr, /panicked|FATAL|Check failed/, info)
-  const line = r.stdout.split('\n').reverse().find((l) => l.startsWith('OUT '))
+  const line = r.stdout
+    .split('\n')
+    .reverse()
+    .find((l) => l.startsWith('OUT '))
   assert.ok(line, info)
   return JSON.parse(line.slice(4))
 }
@@ -77,15 +84,27 @@ function writeTritonTestModels(repo, { resnet, twoIo, textEncoder, twoIoDynamicB
   })
   writePythonBackendModel(repo, 'two_io', {
     ptPath: twoIo,
-    inputs: [{ datatype: 'FP32', dims: [-1] }, { datatype: 'FP32', dims: [-1] }],
-    outputs: [{ datatype: 'FP32', dims: [-1] }, { datatype: 'FP32', dims: [-1] }],
+    inputs: [
+      { datatype: 'FP32', dims: [-1] },
+      { datatype: 'FP32', dims: [-1] },
+    ],
+    outputs: [
+      { datatype: 'FP32', dims: [-1] },
+      { datatype: 'FP32', dims: [-1] },
+    ],
     maxBatchSize: 8,
     dynamicBatching: twoIoDynamicBatching,
   })
   writePythonBackendModel(repo, 'text_encoder', {
     ptPath: textEncoder,
-    inputs: [{ datatype: 'INT64', dims: [-1] }, { datatype: 'BOOL', dims: [-1] }],
-    outputs: [{ datatype: 'FP32', dims: [-1, 8] }, { datatype: 'FP32', dims: [8] }],
+    inputs: [
+      { datatype: 'INT64', dims: [-1] },
+      { datatype: 'BOOL', dims: [-1] },
+    ],
+    outputs: [
+      { datatype: 'FP32', dims: [-1, 8] },
+      { datatype: 'FP32', dims: [8] },
+    ],
     maxBatchSize: 4,
   })
   return repo
@@ -102,7 +121,9 @@ function runTinyBench(script, resultsName, timeoutMs, check) {
   const out = path.join(dir, 'nested', resultsName)
   try {
     const r = spawnSync(process.execPath, [path.join(root, 'bench', script), '--tiny', '--out', out], {
-      cwd: root, encoding: 'utf8', timeout: timeoutMs,
+      cwd: root,
+      encoding: 'utf8',
+      timeout: timeoutMs,
     })
     assert.equal(r.signal, null, `killed by ${r.signal} (hung?)\n${r.stdout}\n${r.stderr}`)
     assert.equal(r.status, 0, `exit ${r.status}\n${r.stdout}\n${r.stderr}`)

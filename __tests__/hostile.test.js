@@ -96,7 +96,8 @@ describe('hostile input: each reviewed defect stays fixed', () => {
       Object.defineProperty(ArrayBuffer.prototype, 'resizable', desc)
       out({ viaOffset, viaShape, viaResizable, lengths: [a.length, b.length, c.length] })`)
     assert.deepEqual(r.lengths, [0, 0, 0], 'each getter detached its buffer')
-    for (const k of ['viaOffset', 'viaShape', 'viaResizable']) assert.equal(r[k].code, 'ShapeMismatch', `${k}: ${JSON.stringify(r[k])}`)
+    for (const k of ['viaOffset', 'viaShape', 'viaResizable'])
+      assert.equal(r[k].code, 'ShapeMismatch', `${k}: ${JSON.stringify(r[k])}`)
   })
 
   test('a buffer a tensor borrows cannot be transferred away (24+: refused; 20: copied; 22: see docs/memory.md)', () => {
@@ -153,7 +154,10 @@ describe('hostile input: each reviewed defect stays fixed', () => {
       out({ list, dict: { a: Object.getOwnPropertyDescriptor(dict, 'a').value }, arr, ran, settled })`)
     assert.deepEqual(r.list, [1, 2, 3])
     assert.deepEqual(r.dict, { a: 1.5 })
-    assert.deepEqual(r.arr, [[1, 2], [3, 4]])
+    assert.deepEqual(r.arr, [
+      [1, 2],
+      [3, 4],
+    ])
     assert.equal(r.ran, 0)
     assert.equal(r.settled, 'rejected with the setter error')
   })
@@ -186,8 +190,14 @@ describe('hostile input: each reviewed defect stays fixed', () => {
         holder: holder.t.isDisposed, dropped: dropped[0].isDisposed,
       })`)
     assert.deepEqual(r, {
-      threw: true, thenThrew: true, outside: false, map: false, set: false,
-      hidden: [false, false], holder: false, dropped: true,
+      threw: true,
+      thenThrew: true,
+      outside: false,
+      map: false,
+      set: false,
+      hidden: [false, false],
+      holder: false,
+      dropped: true,
     })
   })
 
@@ -218,7 +228,9 @@ describe('hostile input: each reviewed defect stays fixed', () => {
   })
 
   test('new Tensor() and Tensor() are coded errors', () => {
-    const r = run(`out([caught(() => new torch.Tensor()), caught(() => torch.Tensor()), caught(() => new torch.Tensor([1, 2]))])`)
+    const r = run(
+      `out([caught(() => new torch.Tensor()), caught(() => torch.Tensor()), caught(() => new torch.Tensor([1, 2]))])`,
+    )
     for (const e of r) {
       assert.equal(e.code, 'InvalidArg')
       assert.match(e.message, /^new Tensor\(\): tensors are made with torch.tensor/)

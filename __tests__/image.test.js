@@ -32,18 +32,32 @@ function png(width, height, pixel = [200, 100, 50]) {
     for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1
     return c >>> 0
   })
-  const crc = (buf) => { let c = ~0; for (const b of buf) c = crcTable[(c ^ b) & 0xff] ^ (c >>> 8); return ~c >>> 0 }
+  const crc = (buf) => {
+    let c = ~0
+    for (const b of buf) c = crcTable[(c ^ b) & 0xff] ^ (c >>> 8)
+    return ~c >>> 0
+  }
   const chunk = (type, data) => {
     const out = Buffer.alloc(12 + data.length)
-    out.writeUInt32BE(data.length, 0); out.write(type, 4); data.copy(out, 8)
+    out.writeUInt32BE(data.length, 0)
+    out.write(type, 4)
+    data.copy(out, 8)
     out.writeUInt32BE(crc(out.subarray(4, 8 + data.length)), 8 + data.length)
     return out
   }
   const ihdr = Buffer.alloc(13)
-  ihdr.writeUInt32BE(width, 0); ihdr.writeUInt32BE(height, 4); ihdr[8] = 8; ihdr[9] = 2
+  ihdr.writeUInt32BE(width, 0)
+  ihdr.writeUInt32BE(height, 4)
+  ihdr[8] = 8
+  ihdr[9] = 2
   const row = Buffer.concat([Buffer.from([0]), Buffer.from(Array.from({ length: width }, () => pixel).flat())])
   const raw = Buffer.concat(Array.from({ length: height }, () => row))
-  return Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk('IHDR', ihdr), chunk('IDAT', zlib.deflateSync(raw)), chunk('IEND', Buffer.alloc(0))])
+  return Buffer.concat([
+    Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', zlib.deflateSync(raw)),
+    chunk('IEND', Buffer.alloc(0)),
+  ])
 }
 
 describe('torch.image matches torchvision on real photos', () => {
@@ -109,7 +123,10 @@ describe('torch.image API', () => {
     assert.equal(jpeg[0], 0xff)
     const back = torch.image.decode(jpeg).to('float32')
     assert.ok(back.sub(hwc.to('float32')).abs().mean().item() < 3)
-    assert.throws(() => torch.image.encode(torch.ones([2, 2]), 'png'), coded('ShapeMismatch', /expected \[3, H, W\] or \[H, W, 3\]/))
+    assert.throws(
+      () => torch.image.encode(torch.ones([2, 2]), 'png'),
+      coded('ShapeMismatch', /expected \[3, H, W\] or \[H, W, 3\]/),
+    )
     assert.throws(() => torch.image.encode(hwc, 'gif'), coded('InvalidArg', /'gif' is not 'png' or 'jpeg'/))
     assert.throws(() => torch.image.encode(hwc, 'jpeg', { quality: 0 }), coded('InvalidArg', /1 to 100/))
   })
@@ -120,21 +137,31 @@ describe('torch.image API', () => {
     assert.deepEqual(torch.image.decode(ok).toArray()[0][0], [200, 100, 50])
     assert.throws(() => torch.image.decode(ok.subarray(0, ok.length - 20)), coded('InvalidImage'))
     const bomb = Buffer.from(ok)
-    bomb.writeUInt32BE(100000, 16); bomb.writeUInt32BE(100000, 20) // claims 100000×100000
+    bomb.writeUInt32BE(100000, 16)
+    bomb.writeUInt32BE(100000, 20) // claims 100000×100000
     const before = process.memoryUsage().rss
     assert.throws(() => torch.image.decode(bomb), coded('InvalidImage'))
     assert.ok(process.memoryUsage().rss - before < 256 * 2 ** 20, 'no big allocation')
     await assert.rejects(torch.image.load(Buffer.from([1, 2, 3])), coded('InvalidImage'))
     assert.throws(() => torch.image.loadSync(ok, { resise: 2 }), coded('InvalidArg', /unknown option 'resise'/))
     assert.throws(() => torch.image.loadSync(ok, { centerCrop: 10 }), coded('InvalidArg', /does not fit/))
-    assert.throws(() => torch.image.loadSync(ok, { mean: [0.5, 0.5, 0.5] }), coded('InvalidArg', /mean and std together/))
-    assert.throws(() => torch.image.loadSync(ok, { mean: 'imagenet', dtype: 'uint8' }), coded('InvalidArg', /cannot be normalized/))
+    assert.throws(
+      () => torch.image.loadSync(ok, { mean: [0.5, 0.5, 0.5] }),
+      coded('InvalidArg', /mean and std together/),
+    )
+    assert.throws(
+      () => torch.image.loadSync(ok, { mean: 'imagenet', dtype: 'uint8' }),
+      coded('InvalidArg', /cannot be normalized/),
+    )
     assert.throws(() => torch.image.loadSync('/nonexistent.png'), coded('InvalidArg', /cannot read image/))
   })
 
   test('allowTruncated must be a boolean, and only known keys reach decode', () => {
     const ok = png(4, 3)
-    assert.throws(() => torch.image.loadSync(ok, { allowTruncated: 'yes' }), coded('InvalidArg', /options.allowTruncated: expected a boolean/))
+    assert.throws(
+      () => torch.image.loadSync(ok, { allowTruncated: 'yes' }),
+      coded('InvalidArg', /options.allowTruncated: expected a boolean/),
+    )
     assert.throws(() => torch.image.decode(ok, { resize: 2 }), coded('InvalidArg', /unknown option 'resize'/))
     assert.deepEqual(torch.image.decode(ok, { allowTruncated: false }).shape, [3, 4, 3])
     assert.deepEqual(torch.image.decode(ok, null).shape, [3, 4, 3])
@@ -158,8 +185,9 @@ describe('torch.image API', () => {
 describe('truncated images', () => {
   const ROOT = path.join(__dirname, '..')
   const photo = fs.readFileSync(path.join(ROOT, 'data', 'chelsea.png'))
-  const python = [path.join(ROOT, '.libtorch', 'bin', 'python'), 'python3'].find((p) =>
-    require('node:child_process').spawnSync(p, ['-c', 'import PIL'], { stdio: 'ignore' }).status === 0)
+  const python = [path.join(ROOT, '.libtorch', 'bin', 'python'), 'python3'].find(
+    (p) => require('node:child_process').spawnSync(p, ['-c', 'import PIL'], { stdio: 'ignore' }).status === 0,
+  )
   const fractions = [0.1, 0.3, 0.5, 0.7, 0.9]
   const tails = [20, 4, 2, 1]
   const cutsOf = (n) => [...fractions.map((f) => Math.floor(n * f)), ...tails.map((t) => n - t)]
@@ -186,7 +214,13 @@ for name, kw in [('jpeg-progressive', dict(format='JPEG', quality=90, progressiv
     out[name] = {'bytes': base64.b64encode(data).decode(), 'pil': verdicts}
 print(json.dumps(out))
 `
-    const args = ['-c', script, path.join(ROOT, 'data', 'chelsea.png'), JSON.stringify(fractions), JSON.stringify(tails)]
+    const args = [
+      '-c',
+      script,
+      path.join(ROOT, 'data', 'chelsea.png'),
+      JSON.stringify(fractions),
+      JSON.stringify(tails),
+    ]
     const r = require('node:child_process').spawnSync(python, args, { encoding: 'utf8' })
     assert.equal(r.status, 0, r.stderr)
     return JSON.parse(r.stdout)
@@ -199,7 +233,11 @@ print(json.dumps(out))
       const part = bytes.subarray(0, cut)
       const verdict = pil(cut)
       if (verdict === 'truncated') {
-        assert.throws(() => torch.image.decode(part), coded('InvalidImage'), `${name} cut at ${cut} of ${bytes.length} bytes: PIL refuses it`)
+        assert.throws(
+          () => torch.image.decode(part),
+          coded('InvalidImage'),
+          `${name} cut at ${cut} of ${bytes.length} bytes: PIL refuses it`,
+        )
       } else {
         // PIL accepts a file missing only its trailer (a GIF's, a PNG's IEND): so may we, then
         // with every pixel there.
@@ -220,21 +258,32 @@ print(json.dumps(out))
     check('jpeg', jpeg, () => 'truncated')
   })
 
-  test('progressive JPEG, WebP (lossy, lossless), GIF, BMP, TIFF (raw, LZW) written by PIL, cut where PIL refuses them', { skip: !python && 'no Python with PIL (.libtorch/bin/python)' }, () => {
-    const files = pilFiles()
-    assert.equal(Object.keys(files).length, 7)
-    for (const [name, { bytes, pil }] of Object.entries(files)) check(name, Buffer.from(bytes, 'base64'), (cut) => pil[cut])
-  })
+  test(
+    'progressive JPEG, WebP (lossy, lossless), GIF, BMP, TIFF (raw, LZW) written by PIL, cut where PIL refuses them',
+    { skip: !python && 'no Python with PIL (.libtorch/bin/python)' },
+    () => {
+      const files = pilFiles()
+      assert.equal(Object.keys(files).length, 7)
+      for (const [name, { bytes, pil }] of Object.entries(files))
+        check(name, Buffer.from(bytes, 'base64'), (cut) => pil[cut])
+    },
+  )
 
   test('the message names the format; allowTruncated decodes what is there (JPEG: grey rows)', async () => {
     const hwc = torch.image.decode(photo)
     const jpeg = Buffer.from(torch.image.encode(hwc, 'jpeg'))
     const half = jpeg.subarray(0, jpeg.length >> 1)
-    const refused = coded('InvalidImage', /^cannot decode the image: the JPEG file is truncated: it ends inside the image data \(\d+ bytes\)$/)
+    const refused = coded(
+      'InvalidImage',
+      /^cannot decode the image: the JPEG file is truncated: it ends inside the image data \(\d+ bytes\)$/,
+    )
     assert.throws(() => torch.image.decode(half), refused)
     assert.throws(() => torch.image.loadSync(half), refused)
     await assert.rejects(torch.image.load(half, IMAGENET), refused)
-    await assert.rejects(torch.image.loadBatch([jpeg, half], IMAGENET), coded('InvalidImage', /^image 1: cannot decode the image: the JPEG file is truncated/))
+    await assert.rejects(
+      torch.image.loadBatch([jpeg, half], IMAGENET),
+      coded('InvalidImage', /^image 1: cannot decode the image: the JPEG file is truncated/),
+    )
     const partial = torch.image.decode(half, { allowTruncated: true })
     assert.deepEqual(partial.shape, hwc.shape)
     // The top rows decode as the whole file's; the bottom ones are grey fill.
@@ -243,6 +292,9 @@ print(json.dumps(out))
     const bottom = partial.narrow(0, hwc.shape[0] - 8, 8).to('float32')
     assert.ok(bottom.sub(128).abs().max().item() <= 1, 'grey where the data ran out')
     assert.deepEqual((await torch.image.load(half, { ...IMAGENET, allowTruncated: true })).shape, [1, 3, 224, 224])
-    assert.deepEqual(torch.image.loadSync(half, { allowTruncated: true, layout: 'hwc', dtype: 'uint8' }).toTypedArray(), partial.toTypedArray())
+    assert.deepEqual(
+      torch.image.loadSync(half, { allowTruncated: true, layout: 'hwc', dtype: 'uint8' }).toTypedArray(),
+      partial.toTypedArray(),
+    )
   })
 })

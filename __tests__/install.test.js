@@ -24,7 +24,13 @@ function resolveInLock(from, name) {
 
 test('the lockfile is in sync with package.json', () => {
   const root = lock.packages['']
-  for (const field of ['dependencies', 'devDependencies', 'optionalDependencies', 'peerDependencies', 'peerDependenciesMeta']) {
+  for (const field of [
+    'dependencies',
+    'devDependencies',
+    'optionalDependencies',
+    'peerDependencies',
+    'peerDependenciesMeta',
+  ]) {
     assert.deepEqual(root[field] ?? {}, pkg[field] ?? {}, `package-lock.json's ${field} differ from package.json's`)
   }
 })
@@ -45,7 +51,11 @@ test('allowScripts decides every dependency that has an install script', () => {
     .map(([at]) => at.slice(at.lastIndexOf('node_modules/') + 'node_modules/'.length))
   assert.ok(withScripts.includes('onnxruntime-node'), 'onnxruntime-node has a postinstall: the lock says so')
   const undecided = [...new Set(withScripts)].filter((name) => typeof pkg.allowScripts?.[name] !== 'boolean')
-  assert.deepEqual(undecided, [], 'add each to package.json allowScripts (true or false) and say why in docs/install.md')
+  assert.deepEqual(
+    undecided,
+    [],
+    'add each to package.json allowScripts (true or false) and say why in docs/install.md',
+  )
   // Denied on purpose: onnxruntime-node's postinstall downloads CUDA providers from the network.
   assert.equal(pkg.allowScripts['onnxruntime-node'], false)
 })
@@ -54,9 +64,16 @@ test('the project sets no npm config key that npm does not know', () => {
   // npm 11 warns about unknown keys in a project .npmrc ("will stop working in the next major").
   const npmrc = path.join(ROOT, '.npmrc')
   const keys = fs.existsSync(npmrc)
-    ? fs.readFileSync(npmrc, 'utf8').split('\n').filter((l) => /^\s*[^#;\s]/.test(l)).map((l) => l.split('=')[0].trim())
+    ? fs
+        .readFileSync(npmrc, 'utf8')
+        .split('\n')
+        .filter((l) => /^\s*[^#;\s]/.test(l))
+        .map((l) => l.split('=')[0].trim())
     : []
-  assert.deepEqual(keys.filter((k) => k.includes('onnxruntime')), [])
+  assert.deepEqual(
+    keys.filter((k) => k.includes('onnxruntime')),
+    [],
+  )
 })
 
 test('the install-log check flags what a newcomer would read as a failure', () => {
@@ -64,11 +81,17 @@ test('the install-log check flags what a newcomer would read as a failure', () =
     'npm warn Unknown project config "onnxruntime-node-install". This will stop working in the next major version of npm.',
     'npm warn install-scripts   protobufjs@7.6.6 (postinstall: node scripts/postinstall)',
     "ERROR: pip's dependency resolver does not currently take into account all the packages that are installed.",
-    "npm warn EBADENGINE Unsupported engine {",
+    'npm warn EBADENGINE Unsupported engine {',
     '[torch-node] built torch-node.node',
   ].join('\n')
-  assert.deepEqual(complaints(log, 22).map((c) => c.split(':')[0]), ['line 1', 'line 2', 'line 3', 'line 4'])
+  assert.deepEqual(
+    complaints(log, 22).map((c) => c.split(':')[0]),
+    ['line 1', 'line 2', 'line 3', 'line 4'],
+  )
   // EBADENGINE is expected on Node 20 only (end of life; dev tools require 22): docs/install.md
-  assert.deepEqual(complaints(log, 20).map((c) => c.split(':')[0]), ['line 1', 'line 2', 'line 3'])
+  assert.deepEqual(
+    complaints(log, 20).map((c) => c.split(':')[0]),
+    ['line 1', 'line 2', 'line 3'],
+  )
   assert.deepEqual(complaints('[torch-node] pip install numpy\nadded 322 packages in 34s\n', 24), [])
 })

@@ -65,13 +65,16 @@ function assertClose(actual, expected, what, tol = 1e-6) {
 }
 
 describe('fromBuffer: dtypes and sources', () => {
-  test('Float32Array: float32, the given shape, the array\'s values', () => {
+  test("Float32Array: float32, the given shape, the array's values", () => {
     const arr = new Float32Array([1, 2, 3, 4, 5, 6])
     const t = torch.fromBuffer(arr, [2, 3])
     assert.equal(t.dtype, 'float32')
     assert.deepEqual(t.shape, [2, 3])
     assert.equal(t.device, 'cpu')
-    assert.deepEqual(t.toArray(), [[1, 2, 3], [4, 5, 6]])
+    assert.deepEqual(t.toArray(), [
+      [1, 2, 3],
+      [4, 5, 6],
+    ])
   })
 
   test('a number as shape gives a 1-D tensor', () => {
@@ -83,7 +86,10 @@ describe('fromBuffer: dtypes and sources', () => {
   test('Int32Array: int32', () => {
     const t = torch.fromBuffer(new Int32Array([-1, 2, 2147483647, -2147483648]), [2, 2])
     assert.equal(t.dtype, 'int32')
-    assert.deepEqual(t.toArray(), [[-1, 2], [2147483647, -2147483648]])
+    assert.deepEqual(t.toArray(), [
+      [-1, 2],
+      [2147483647, -2147483648],
+    ])
   })
 
   test('BigInt64Array: int64, exact beyond 2^53 through toTypedArray', () => {
@@ -120,7 +126,10 @@ describe('fromBuffer: dtypes and sources', () => {
     new Float32Array(ab).set([1, 2, 3, 4])
     const t = torch.fromBuffer(ab, [2, 2])
     assert.equal(t.dtype, 'float32')
-    assert.deepEqual(t.toArray(), [[1, 2], [3, 4]])
+    assert.deepEqual(t.toArray(), [
+      [1, 2],
+      [3, 4],
+    ])
     t.add_(1)
     assert.deepEqual(Array.from(new Float32Array(ab)), [2, 3, 4, 5])
   })
@@ -152,7 +161,10 @@ describe('fromBuffer: dtypes and sources', () => {
     ints.set([1, 2, 3, 4])
     const t = torch.fromBuffer(ints, [2, 2])
     assert.equal(t.dtype, 'int32')
-    assert.deepEqual(t.toArray(), [[1, 2], [3, 4]])
+    assert.deepEqual(t.toArray(), [
+      [1, 2],
+      [3, 4],
+    ])
     t.add_(10)
     assert.deepEqual(Array.from(new Int32Array(sab)), [0, 0, 11, 12, 13, 14])
   })
@@ -162,7 +174,10 @@ describe('fromBuffer: offsets and errors', () => {
   test('byteOffset skips bytes', () => {
     const arr = new Float32Array([0, 1, 2, 3, 4, 5])
     const t = torch.fromBuffer(arr, [2, 2], { byteOffset: 8 })
-    assert.deepEqual(t.toArray(), [[2, 3], [4, 5]])
+    assert.deepEqual(t.toArray(), [
+      [2, 3],
+      [4, 5],
+    ])
     t.fill_(-1)
     assert.deepEqual(Array.from(arr), [0, 1, -1, -1, -1, -1])
   })
@@ -187,7 +202,10 @@ describe('fromBuffer: offsets and errors', () => {
 
   test('a shape smaller than the buffer uses its first elements', () => {
     const arr = new Float32Array([1, 2, 3, 4, 5])
-    assert.deepEqual(torch.fromBuffer(arr, [2, 2]).toArray(), [[1, 2], [3, 4]])
+    assert.deepEqual(torch.fromBuffer(arr, [2, 2]).toArray(), [
+      [1, 2],
+      [3, 4],
+    ])
   })
 
   test('a misaligned byteOffset is InvalidArg', () => {
@@ -231,7 +249,10 @@ describe('fromBuffer: writes are seen on both sides', () => {
     const t = torch.fromBuffer(arr, [2, 2])
     arr[0] = 10
     arr[3] = -4
-    assert.deepEqual(t.toArray(), [[10, 2], [3, -4]])
+    assert.deepEqual(t.toArray(), [
+      [10, 2],
+      [3, -4],
+    ])
     assert.equal(t.select(0, 0).select(0, 0).item(), 10)
     assert.equal(t.sum().item(), 11)
   })
@@ -268,7 +289,10 @@ describe('fromBuffer: writes are seen on both sides', () => {
     const a = torch.fromBuffer(arr, [4])
     const b = torch.fromBuffer(arr, [2, 2])
     a.fill_(3)
-    assert.deepEqual(b.toArray(), [[3, 3], [3, 3]])
+    assert.deepEqual(b.toArray(), [
+      [3, 3],
+      [3, 3],
+    ])
   })
 
   test('dispose of the tensor leaves the JS array usable', () => {
@@ -335,10 +359,16 @@ describe('asTypedArray', () => {
   })
 
   test('aliases: a JS write shows in the tensor, an in-place op shows in the array', () => {
-    const t = torch.tensor([[1, 2], [3, 4]])
+    const t = torch.tensor([
+      [1, 2],
+      [3, 4],
+    ])
     const a = t.asTypedArray()
     a[0] = 7
-    assert.deepEqual(t.toArray(), [[7, 2], [3, 4]])
+    assert.deepEqual(t.toArray(), [
+      [7, 2],
+      [3, 4],
+    ])
     t.add_(1)
     assert.deepEqual(Array.from(a), [8, 3, 4, 5])
     t.select(0, 1).fill_(0)
@@ -388,14 +418,20 @@ describe('asTypedArray', () => {
   })
 
   test('non-contiguous tensor: a copy with the right values', () => {
-    const t = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    const t = torch.tensor([
+      [1, 2, 3],
+      [4, 5, 6],
+    ])
     const tt = t.t()
     assert.equal(tt.isContiguous(), false)
     const a = tt.asTypedArray()
     assert.equal(a.constructor, Float32Array)
     assert.deepEqual(Array.from(a), [1, 4, 2, 5, 3, 6])
     a[0] = 100 // does not propagate
-    assert.deepEqual(t.toArray(), [[1, 2, 3], [4, 5, 6]])
+    assert.deepEqual(t.toArray(), [
+      [1, 2, 3],
+      [4, 5, 6],
+    ])
     t.fill_(0) // nor the other way
     assert.deepEqual(Array.from(a), [100, 4, 2, 5, 3, 6])
   })
@@ -524,7 +560,8 @@ describe('lifetimes under the garbage collector', () => {
       for (let r = 0; r < rows; r++) {
         for (let c = 0; c < 3; c++) {
           const want = expected[(r % 2) * 3 + c]
-          if (!(Math.abs(values[r * 3 + c] - want) <= TOL)) assert.fail(`row ${r} col ${c}: ${values[r * 3 + c]} vs ${want} (tolerance ${TOL})`)
+          if (!(Math.abs(values[r * 3 + c] - want) <= TOL))
+            assert.fail(`row ${r} col ${c}: ${values[r * 3 + c]} vs ${want} (tolerance ${TOL})`)
         }
       }
     })()
@@ -554,31 +591,40 @@ describe('lifetimes under the garbage collector', () => {
     return { baseline, collected, registry, box: {} }
   }
 
-  test('lent out: asTypedArray survives dispose + GC of its tensor; then it is collected and memory() is back to its baseline', NEEDS_GC, async () => {
-    const { baseline, collected, registry, box } = await watchCollection()
-    const N = 1 << 18
-    ;(() => {
-      const t = torch.arange(0, N, { dtype: 'float32' })
-      box.a = t.asTypedArray()
-      assert.equal(torch.memory().tensors, baseline.tensors + 1)
-      t.dispose()
-      registry.register(box.a, 'array')
-      registry.register(box.a.buffer, 'buffer')
-    })()
-    assert.equal(torch.memory().tensors, baseline.tensors)
+  test(
+    'lent out: asTypedArray survives dispose + GC of its tensor; then it is collected and memory() is back to its baseline',
+    NEEDS_GC,
+    async () => {
+      const { baseline, collected, registry, box } = await watchCollection()
+      const N = 1 << 18
+      ;(() => {
+        const t = torch.arange(0, N, { dtype: 'float32' })
+        box.a = t.asTypedArray()
+        assert.equal(torch.memory().tensors, baseline.tensors + 1)
+        t.dispose()
+        registry.register(box.a, 'array')
+        registry.register(box.a.buffer, 'buffer')
+      })()
+      assert.equal(torch.memory().tensors, baseline.tensors)
 
-    await gcCycles(8)
-    await churn()
-    await gcCycles(4)
-    assertCounting(box, N, 'after dispose + GC')
+      await gcCycles(8)
+      await churn()
+      await gcCycles(4)
+      assertCounting(box, N, 'after dispose + GC')
 
-    box.a = null
-    const gone = await eventually(() => collected.has('array') && collected.has('buffer') && torch.memory().tensors === baseline.tensors)
-    assert.ok(collected.has('array') && collected.has('buffer'), `the lent-out array was never collected (collected: ${[...collected]})`)
-    assert.ok(gone)
-    assert.equal(torch.memory().tensors, baseline.tensors)
-    assert.equal(torch.memory().bytes, baseline.bytes)
-  })
+      box.a = null
+      const gone = await eventually(
+        () => collected.has('array') && collected.has('buffer') && torch.memory().tensors === baseline.tensors,
+      )
+      assert.ok(
+        collected.has('array') && collected.has('buffer'),
+        `the lent-out array was never collected (collected: ${[...collected]})`,
+      )
+      assert.ok(gone)
+      assert.equal(torch.memory().tensors, baseline.tensors)
+      assert.equal(torch.memory().bytes, baseline.bytes)
+    },
+  )
 
   test('lent out: asTypedArray survives its tensor being dropped without dispose', NEEDS_GC, async () => {
     const { baseline, collected, registry, box } = await watchCollection()

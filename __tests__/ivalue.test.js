@@ -120,7 +120,11 @@ describeFixture('ivalues_scripted', (m, G) => {
   })
 
   // [method, input, expected output (defaults to the input)]
-  const t23 = () => torch.tensor([[1.5, -2, 0], [3, 4.25, -0.5]])
+  const t23 = () =>
+    torch.tensor([
+      [1.5, -2, 0],
+      [3, 4.25, -0.5],
+    ])
   const echoes = [
     ['echo_int', 42],
     ['echo_int', 0],
@@ -145,7 +149,16 @@ describeFixture('ivalues_scripted', (m, G) => {
     ['echo_optional', 5],
     ['none_out', undefined, null],
     ['echo_tensor', t23()],
-    ['echo_tensor', torch.tensor([[1, -2], [3, 40]], { dtype: 'int64' })],
+    [
+      'echo_tensor',
+      torch.tensor(
+        [
+          [1, -2],
+          [3, 40],
+        ],
+        { dtype: 'int64' },
+      ),
+    ],
     ['echo_tensor', torch.tensor([true, false, true])],
     ['echo_tensor', torch.tensor([0.1, 0.2], { dtype: 'float64' })],
     ['echo_tensor', torch.tensor(7.5)],
@@ -159,9 +172,32 @@ describeFixture('ivalues_scripted', (m, G) => {
     ['echo_tuple', [7, 'seven', t23()]],
     ['echo_dict_str_tensor', { a: t23(), b: torch.zeros([2]) }],
     ['echo_dict_str_float', { a: 1.5, b: 2, c: -0.25 }],
-    ['echo_dict_int_str', new Map([[1, 'one'], [-2, 'minus two'], [0, '']])],
-    ['echo_dict_int_str', { 1: 'one', 22: 'twenty-two' }, new Map([[1, 'one'], [22, 'twenty-two']])],
-    ['echo_nested', { a: [[1, null], [2, torch.ones([2])]], b: [] }],
+    [
+      'echo_dict_int_str',
+      new Map([
+        [1, 'one'],
+        [-2, 'minus two'],
+        [0, ''],
+      ]),
+    ],
+    [
+      'echo_dict_int_str',
+      { 1: 'one', 22: 'twenty-two' },
+      new Map([
+        [1, 'one'],
+        [22, 'twenty-two'],
+      ]),
+    ],
+    [
+      'echo_nested',
+      {
+        a: [
+          [1, null],
+          [2, torch.ones([2])],
+        ],
+        b: [],
+      },
+    ],
     ['sum_list', [torch.ones([2]), torch.ones([2])], torch.full([2], 2)],
   ]
 
@@ -235,7 +271,10 @@ describeFixture('extra_method', (m, G) => {
 
   test('namedParameters() names, shapes and values equal the golden ones, in order', () => {
     const params = m.namedParameters()
-    assert.deepStrictEqual(Object.keys(params), G.named_parameters.map((p) => p.name))
+    assert.deepStrictEqual(
+      Object.keys(params),
+      G.named_parameters.map((p) => p.name),
+    )
     for (const { name, ...json } of G.named_parameters) {
       assertTensorEquals(params[name], json)
     }

@@ -29,7 +29,9 @@ function child(source, { timeoutMs = 30_000, args = [], env = {} } = {}) {
       stdout += d
       if (lastWork === null && stdout.includes('LAST_WORK')) lastWork = Date.now()
     })
-    p.stderr.on('data', (d) => { stderr += d })
+    p.stderr.on('data', (d) => {
+      stderr += d
+    })
     const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
     p.on('close', (code, signal) => {
       clearTimeout(timer)
@@ -44,7 +46,8 @@ function assertExited(r, withinMs = 1000) {
   assert.equal(r.signal, null, `killed (a hang?): ${info}`)
   assert.equal(r.code, 0, info)
   assert.doesNotMatch(r.stderr, /panicked|FATAL|Check failed|Segmentation|Aborted/, info)
-  if (r.lastWorkMs !== null) assert.ok(r.lastWorkMs < withinMs, `exited ${r.lastWorkMs} ms after its last work (limit ${withinMs})\n${info}`)
+  if (r.lastWorkMs !== null)
+    assert.ok(r.lastWorkMs < withinMs, `exited ${r.lastWorkMs} ms after its last work (limit ${withinMs})\n${info}`)
 }
 
 describe(`processes exit promptly on Node ${process.versions.node}`, () => {
@@ -108,13 +111,15 @@ describe(`workers exit promptly on Node ${process.versions.node}`, () => {
   }
 
   test('a worker that borrowed JS memory, lent an array and ran a module, then ended', async () => {
-    const r = await child(parent(`
+    const r = await child(
+      parent(`
       const a = torch.fromBuffer(new Float32Array(64).fill(1), [8, 8])
       const lent = torch.ones([16]).asTypedArray()
       const m = new torch.ScriptModule(${JSON.stringify(MLP)})
       m.forward(torch.fromBuffer(new Float32Array(8), [2, 4])).then((out) => {
         require('node:worker_threads').parentPort.postMessage(a.sum().item() + lent[0] + out.shape[0])
-      })`))
+      })`),
+    )
     assertExited(r)
     assert.match(r.stdout, /worker exit 0/)
   })
@@ -122,7 +127,9 @@ describe(`workers exit promptly on Node ${process.versions.node}`, () => {
   test('a worker terminated during a forward over borrowed memory', async () => {
     const model = require('node:fs').existsSync(RESNET) ? RESNET : MLP
     const shape = model === RESNET ? [4, 3, 224, 224] : [2, 4]
-    const r = await child(parent(`
+    const r = await child(
+      parent(
+        `
       const { parentPort } = require('node:worker_threads')
       const m = new torch.ScriptModule(${JSON.stringify(model)})
       const n = ${JSON.stringify(shape)}.reduce((a, b) => a * b)
@@ -134,18 +141,26 @@ describe(`workers exit promptly on Node ${process.versions.node}`, () => {
           if (!started) { started = true; parentPort.postMessage('started') }
           await p
         }
-      })()`, `w.once('message', () => setTimeout(() => w.terminate(), 20))`), { timeoutMs: 60_000 })
+      })()`,
+        `w.once('message', () => setTimeout(() => w.terminate(), 20))`,
+      ),
+      { timeoutMs: 60_000 },
+    )
     assertExited(r, 3000)
     assert.match(r.stdout, /worker exit 1/)
   })
 
   test('a worker terminated in a synchronous fromBuffer loop', async () => {
-    const r = await child(parent(`
+    const r = await child(
+      parent(
+        `
       const { parentPort } = require('node:worker_threads')
       const arr = new Float32Array(3 * 64 * 64)
       parentPort.postMessage('started')
       for (;;) torch.fromBuffer(arr, [3, 64, 64]).add_(1).mul(2).transpose(1, 2)`,
-    `w.once('message', () => setTimeout(() => w.terminate(), 50))`))
+        `w.once('message', () => setTimeout(() => w.terminate(), 50))`,
+      ),
+    )
     assertExited(r)
     assert.match(r.stdout, /worker exit 1/)
   })
@@ -212,7 +227,8 @@ describe('no libtorch error outlives its call', () => {
   // Also the fatal of issue #6: with `--expose-gc` this loop died in 1 of 16 runs on Node 20
   // (2 of 30 on 22, 1 of 16 on 26) while errors were thrown from native code; see src/outcome.rs.
   test('failing ops (integer pow by negatives, bad clamp, CUDA without CUDA) then unrelated ops: no panic, no fatal', async () => {
-    const r = await child(`
+    const r = await child(
+      `
       const failures = [
         () => torch.tensor([1, 2, 3], { dtype: 'int64' }).pow(-1),
         () => torch.tensor([1, 2], { dtype: 'int32' }).pow_(-2),
@@ -233,7 +249,9 @@ describe('no libtorch error outlives its call', () => {
           torch.arange(0, 5).sum().item()
         }
       }
-      console.log(errors, 'LAST_WORK')`, { args: ['--expose-gc'] })
+      console.log(errors, 'LAST_WORK')`,
+      { args: ['--expose-gc'] },
+    )
     assertExited(r)
     assert.equal(Number(r.stdout.split(' ')[0]), 200 * 9, r.stdout)
   })
@@ -256,10 +274,14 @@ describe('Symbol.dispose', () => {
     }
     if (Number(process.versions.node.split('.')[0]) >= 24) assert.ok(hasUsing, 'Node 24+ has `using`')
     if (hasUsing) {
-      const scoped = new Function('torch', 'path', `
+      const scoped = new Function(
+        'torch',
+        'path',
+        `
         let seen
         { using t = torch.ones([3]); using m = new torch.ScriptModule(path); seen = [t, m] }
-        return seen`)
+        return seen`,
+      )
       const [t2, m2] = scoped(torch, MLP)
       assert.ok(t2.isDisposed && m2.isDisposed)
     }

@@ -20,9 +20,12 @@ function assertClose(actual, expected, tol = 1e-6, message = '') {
   }
 }
 
-
 // a = torch.tensor([[1., 2., 3.], [4., 5., 6.]]); b = torch.tensor([10., 20., 30.]); col = torch.tensor([[1.], [2.]])
-const A = () => torch.tensor([[1, 2, 3], [4, 5, 6]])
+const A = () =>
+  torch.tensor([
+    [1, 2, 3],
+    [4, 5, 6],
+  ])
 const B = () => torch.tensor([10, 20, 30])
 const COL = () => torch.tensor([[1], [2]])
 
@@ -32,8 +35,13 @@ describe('binary ops broadcast and take a tensor or a number', () => {
     assert.equal(A().add(COL()).toString(), 'tensor([[2., 3., 4.],\n        [6., 7., 8.]])')
     assert.equal(A().add(2).toString(), 'tensor([[3., 4., 5.],\n        [6., 7., 8.]])')
     assert.equal(A().add(torch.tensor(10)).toString(), 'tensor([[11., 12., 13.],\n        [14., 15., 16.]])')
-    assert.equal(A().t().add(torch.tensor([100, 200])).toString(),
-      'tensor([[101., 204.],\n        [102., 205.],\n        [103., 206.]])')
+    assert.equal(
+      A()
+        .t()
+        .add(torch.tensor([100, 200]))
+        .toString(),
+      'tensor([[101., 204.],\n        [102., 205.],\n        [103., 206.]])',
+    )
   })
 
   test('sub', () => {
@@ -47,16 +55,25 @@ describe('binary ops broadcast and take a tensor or a number', () => {
 
   test('mul', () => {
     assert.equal(A().mul(B()).toString(), 'tensor([[ 10.,  40.,  90.],\n        [ 40., 100., 180.]])')
-    assert.deepEqual(A().mul(-1).toArray(), [[-1, -2, -3], [-4, -5, -6]])
+    assert.deepEqual(A().mul(-1).toArray(), [
+      [-1, -2, -3],
+      [-4, -5, -6],
+    ])
   })
 
   test('div (true division)', () => {
     const q = A().div(B())
     assert.equal(q.toString(), 'tensor([[0.1000, 0.1000, 0.1000],\n        [0.4000, 0.2500, 0.2000]])')
-    assertClose(q.toArray(), [[0.10000000149011612, 0.10000000149011612, 0.10000000149011612], [0.4000000059604645, 0.25, 0.20000000298023224]])
+    assertClose(q.toArray(), [
+      [0.10000000149011612, 0.10000000149011612, 0.10000000149011612],
+      [0.4000000059604645, 0.25, 0.20000000298023224],
+    ])
     const t = A().div(3)
     assert.equal(t.toString(), 'tensor([[0.3333, 0.6667, 1.0000],\n        [1.3333, 1.6667, 2.0000]])')
-    assertClose(t.toArray(), [[0.3333333432674408, 0.6666666865348816, 1.0], [1.3333333730697632, 1.6666666269302368, 2.0]])
+    assertClose(t.toArray(), [
+      [0.3333333432674408, 0.6666666865348816, 1.0],
+      [1.3333333730697632, 1.6666666269302368, 2.0],
+    ])
   })
 
   test('pow: number and tensor exponents', () => {
@@ -64,7 +81,10 @@ describe('binary ops broadcast and take a tensor or a number', () => {
     assert.equal(A().pow(0.5).toString(), 'tensor([[1.0000, 1.4142, 1.7321],\n        [2.0000, 2.2361, 2.4495]])')
     const p = A().pow(torch.tensor([1, 2, 0.5]))
     assert.equal(p.toString(), 'tensor([[ 1.0000,  4.0000,  1.7321],\n        [ 4.0000, 25.0000,  2.4495]])')
-    assertClose(p.toArray(), [[1.0, 4.0, 1.7320507764816284], [4.0, 25.0, 2.4494898319244385]])
+    assertClose(p.toArray(), [
+      [1.0, 4.0, 1.7320507764816284],
+      [4.0, 25.0, 2.4494898319244385],
+    ])
   })
 
   test('the operands are not modified', () => {
@@ -75,12 +95,18 @@ describe('binary ops broadcast and take a tensor or a number', () => {
       assert.equal(r.sharesStorage(a), false, op)
       assert.equal(r.sharesStorage(b), false, op)
     }
-    assert.deepEqual(a.toArray(), [[1, 2, 3], [4, 5, 6]])
+    assert.deepEqual(a.toArray(), [
+      [1, 2, 3],
+      [4, 5, 6],
+    ])
     assert.deepEqual(b.toArray(), [10, 20, 30])
   })
 
   test('shapes that do not broadcast are ShapeMismatch', () => {
-    assert.throws(() => A().add(torch.ones([2])), coded('ShapeMismatch', /size of tensor a \(3\) must match the size of tensor b \(2\)/))
+    assert.throws(
+      () => A().add(torch.ones([2])),
+      coded('ShapeMismatch', /size of tensor a \(3\) must match the size of tensor b \(2\)/),
+    )
     assert.throws(() => A().mul(torch.ones([4, 3])), coded('ShapeMismatch'))
   })
 })
@@ -98,8 +124,10 @@ describe('matmul', () => {
   test('batched, broadcasting the matrix', () => {
     const x = torch.arange(12, { dtype: 'float32' }).reshape(2, 2, 3)
     const w = torch.arange(6, { dtype: 'float32' }).reshape(3, 2)
-    assert.equal(x.matmul(w).toString(),
-      'tensor([[[10., 13.],\n         [28., 40.]],\n\n        [[46., 67.],\n         [64., 94.]]])')
+    assert.equal(
+      x.matmul(w).toString(),
+      'tensor([[[10., 13.],\n         [28., 40.]],\n\n        [[46., 67.],\n         [64., 94.]]])',
+    )
   })
 
   test('inner sizes that differ are ShapeMismatch', () => {
@@ -111,14 +139,39 @@ describe('element-wise functions', () => {
   const x = () => torch.tensor([-2, -0.5, 0, 0.5, 2])
   const y = () => torch.tensor([0.25, 1, 2, 4, 10])
   const cases = [
-    ['exp', x, 'tensor([0.1353, 0.6065, 1.0000, 1.6487, 7.3891])', [0.1353352814912796, 0.6065306663513184, 1.0, 1.6487212181091309, 7.389056205749512]],
+    [
+      'exp',
+      x,
+      'tensor([0.1353, 0.6065, 1.0000, 1.6487, 7.3891])',
+      [0.1353352814912796, 0.6065306663513184, 1.0, 1.6487212181091309, 7.389056205749512],
+    ],
     ['abs', x, 'tensor([2.0000, 0.5000, 0.0000, 0.5000, 2.0000])', [2.0, 0.5, 0.0, 0.5, 2.0]],
     ['neg', x, 'tensor([ 2.0000,  0.5000, -0.0000, -0.5000, -2.0000])', [2.0, 0.5, -0.0, -0.5, -2.0]],
     ['relu', x, 'tensor([0.0000, 0.0000, 0.0000, 0.5000, 2.0000])', [0.0, 0.0, 0.0, 0.5, 2.0]],
-    ['sigmoid', x, 'tensor([0.1192, 0.3775, 0.5000, 0.6225, 0.8808])', [0.11920291930437088, 0.3775406777858734, 0.5, 0.622459352016449, 0.8807970285415649]],
-    ['tanh', x, 'tensor([-0.9640, -0.4621,  0.0000,  0.4621,  0.9640])', [-0.9640275835990906, -0.46211716532707214, 0.0, 0.46211716532707214, 0.9640275835990906]],
-    ['log', y, 'tensor([-1.3863,  0.0000,  0.6931,  1.3863,  2.3026])', [-1.3862943649291992, 0.0, 0.6931471824645996, 1.3862943649291992, 2.3025851249694824]],
-    ['sqrt', y, 'tensor([0.5000, 1.0000, 1.4142, 2.0000, 3.1623])', [0.5, 1.0, 1.4142135381698608, 2.0, 3.1622776985168457]],
+    [
+      'sigmoid',
+      x,
+      'tensor([0.1192, 0.3775, 0.5000, 0.6225, 0.8808])',
+      [0.11920291930437088, 0.3775406777858734, 0.5, 0.622459352016449, 0.8807970285415649],
+    ],
+    [
+      'tanh',
+      x,
+      'tensor([-0.9640, -0.4621,  0.0000,  0.4621,  0.9640])',
+      [-0.9640275835990906, -0.46211716532707214, 0.0, 0.46211716532707214, 0.9640275835990906],
+    ],
+    [
+      'log',
+      y,
+      'tensor([-1.3863,  0.0000,  0.6931,  1.3863,  2.3026])',
+      [-1.3862943649291992, 0.0, 0.6931471824645996, 1.3862943649291992, 2.3025851249694824],
+    ],
+    [
+      'sqrt',
+      y,
+      'tensor([0.5000, 1.0000, 1.4142, 2.0000, 3.1623])',
+      [0.5, 1.0, 1.4142135381698608, 2.0, 3.1622776985168457],
+    ],
   ]
   for (const [name, input, repr, values] of cases) {
     test(name, () => {
@@ -156,12 +209,18 @@ describe('softmax / logSoftmax', () => {
     const a = A()
     for (const s of [a.softmax(), a.softmax(-1), a.softmax(1)]) {
       assert.equal(s.toString(), 'tensor([[0.0900, 0.2447, 0.6652],\n        [0.0900, 0.2447, 0.6652]])')
-      assertClose(s.toArray(), [[0.09003057330846786, 0.2447284758090973, 0.6652409434318542], [0.09003057330846786, 0.2447284758090973, 0.6652409434318542]])
+      assertClose(s.toArray(), [
+        [0.09003057330846786, 0.2447284758090973, 0.6652409434318542],
+        [0.09003057330846786, 0.2447284758090973, 0.6652409434318542],
+      ])
       assertClose(s.sum(-1).toArray(), [1, 1])
     }
     const s0 = a.softmax(0)
     assert.equal(s0.toString(), 'tensor([[0.0474, 0.0474, 0.0474],\n        [0.9526, 0.9526, 0.9526]])')
-    assertClose(s0.toArray(), [[0.04742587357759476, 0.04742587357759476, 0.04742587357759476], [0.9525741338729858, 0.9525741338729858, 0.9525741338729858]])
+    assertClose(s0.toArray(), [
+      [0.04742587357759476, 0.04742587357759476, 0.04742587357759476],
+      [0.9525741338729858, 0.9525741338729858, 0.9525741338729858],
+    ])
     assert.equal(torch.zeros([2, 2]).softmax().toString(), 'tensor([[0.5000, 0.5000],\n        [0.5000, 0.5000]])')
   })
 
@@ -169,10 +228,16 @@ describe('softmax / logSoftmax', () => {
     const a = A()
     const l = a.logSoftmax()
     assert.equal(l.toString(), 'tensor([[-2.4076, -1.4076, -0.4076],\n        [-2.4076, -1.4076, -0.4076]])')
-    assertClose(l.toArray(), [[-2.4076058864593506, -1.4076058864593506, -0.40760594606399536], [-2.4076058864593506, -1.4076058864593506, -0.40760594606399536]])
+    assertClose(l.toArray(), [
+      [-2.4076058864593506, -1.4076058864593506, -0.40760594606399536],
+      [-2.4076058864593506, -1.4076058864593506, -0.40760594606399536],
+    ])
     const l0 = a.logSoftmax(0)
     assert.equal(l0.toString(), 'tensor([[-3.0486, -3.0486, -3.0486],\n        [-0.0486, -0.0486, -0.0486]])')
-    assertClose(l0.toArray(), [[-3.0485873222351074, -3.0485873222351074, -3.0485873222351074], [-0.04858732968568802, -0.04858732968568802, -0.04858732968568802]])
+    assertClose(l0.toArray(), [
+      [-3.0485873222351074, -3.0485873222351074, -3.0485873222351074],
+      [-0.04858732968568802, -0.04858732968568802, -0.04858732968568802],
+    ])
     assertClose(a.logSoftmax(1).exp().toArray(), a.softmax(1).toArray())
   })
 })
@@ -213,7 +278,11 @@ describe('reductions', () => {
   })
 
   // m = torch.tensor([[3., 7., 1.], [9., 2., 9.]])
-  const M = () => torch.tensor([[3, 7, 1], [9, 2, 9]])
+  const M = () =>
+    torch.tensor([
+      [3, 7, 1],
+      [9, 2, 9],
+    ])
 
   test('max(): the largest element, a 0-dim tensor', () => {
     const r = M().max()
@@ -247,7 +316,12 @@ describe('reductions', () => {
     const r = M().min(1)
     assert.equal(r.values.toString(), 'tensor([1., 2.])')
     assert.equal(r.indices.toString(), 'tensor([2, 1])')
-    assert.equal(M().min(torch.tensor([5, 5, 5])).toString(), 'tensor([[3., 5., 1.],\n        [5., 2., 5.]])')
+    assert.equal(
+      M()
+        .min(torch.tensor([5, 5, 5]))
+        .toString(),
+      'tensor([[3., 5., 1.],\n        [5., 2., 5.]])',
+    )
   })
 
   test('argmax / argmin: flattened, along a dim, keepdim', () => {
@@ -289,12 +363,30 @@ describe('reductions', () => {
 
 describe('comparisons', () => {
   const expected = {
-    eq: ['tensor([[False, False,  True],\n        [False, False, False]])', 'tensor([[ True, False,  True],\n        [False,  True, False]])'],
-    ne: ['tensor([[ True,  True, False],\n        [ True,  True,  True]])', 'tensor([[False,  True, False],\n        [ True, False,  True]])'],
-    lt: ['tensor([[ True,  True, False],\n        [False, False, False]])', 'tensor([[False,  True, False],\n        [False, False, False]])'],
-    le: ['tensor([[ True,  True,  True],\n        [False, False, False]])', 'tensor([[ True,  True,  True],\n        [False,  True, False]])'],
-    gt: ['tensor([[False, False, False],\n        [ True,  True,  True]])', 'tensor([[False, False, False],\n        [ True, False,  True]])'],
-    ge: ['tensor([[False, False,  True],\n        [ True,  True,  True]])', 'tensor([[ True, False,  True],\n        [ True,  True,  True]])'],
+    eq: [
+      'tensor([[False, False,  True],\n        [False, False, False]])',
+      'tensor([[ True, False,  True],\n        [False,  True, False]])',
+    ],
+    ne: [
+      'tensor([[ True,  True, False],\n        [ True,  True,  True]])',
+      'tensor([[False,  True, False],\n        [ True, False,  True]])',
+    ],
+    lt: [
+      'tensor([[ True,  True, False],\n        [False, False, False]])',
+      'tensor([[False,  True, False],\n        [False, False, False]])',
+    ],
+    le: [
+      'tensor([[ True,  True,  True],\n        [False, False, False]])',
+      'tensor([[ True,  True,  True],\n        [False,  True, False]])',
+    ],
+    gt: [
+      'tensor([[False, False, False],\n        [ True,  True,  True]])',
+      'tensor([[False, False, False],\n        [ True, False,  True]])',
+    ],
+    ge: [
+      'tensor([[False, False,  True],\n        [ True,  True,  True]])',
+      'tensor([[ True, False,  True],\n        [ True,  True,  True]])',
+    ],
   }
   for (const [op, [withNumber, withTensor]] of Object.entries(expected)) {
     test(`${op}: with a number and with a broadcast tensor, giving bool`, () => {
@@ -323,12 +415,18 @@ describe('where', () => {
 
   test('x.where(cond, y), broadcasting y', () => {
     const a = A()
-    assert.equal(a.where(a.lt(3), torch.tensor([-1, -2, -3])).toString(), 'tensor([[ 1.,  2., -3.],\n        [-1., -2., -3.]])')
+    assert.equal(
+      a.where(a.lt(3), torch.tensor([-1, -2, -3])).toString(),
+      'tensor([[ 1.,  2., -3.],\n        [-1., -2., -3.]])',
+    )
   })
 
   test('the condition and the other operand broadcast', () => {
     const c = torch.tensor([[true, false, true]])
-    assert.equal(torch.where(c, A(), torch.tensor([[-1], [-2]])).toString(), 'tensor([[ 1., -1.,  3.],\n        [ 4., -2.,  6.]])')
+    assert.equal(
+      torch.where(c, A(), torch.tensor([[-1], [-2]])).toString(),
+      'tensor([[ 1., -1.,  3.],\n        [ 4., -2.,  6.]])',
+    )
   })
 
   test('an integer x with an integer number stays integer', () => {
@@ -411,7 +509,12 @@ describe('type promotion, as with Python scalars', () => {
     assert.equal(f32.add(f64).toString(), 'tensor([2., 4.], dtype=torch.float64)')
     assert.equal(f32.add(torch.tensor(1, { dtype: 'float64' })).toString(), 'tensor([2., 3.])')
     assert.equal(i32().add(torch.tensor(1)).toString(), 'tensor([2., 3.])')
-    assert.equal(i32().add(torch.tensor(1, { dtype: 'int64' })).toString(), 'tensor([2, 3], dtype=torch.int32)')
+    assert.equal(
+      i32()
+        .add(torch.tensor(1, { dtype: 'int64' }))
+        .toString(),
+      'tensor([2, 3], dtype=torch.int32)',
+    )
     const u8 = torch.tensor([1, 2], { dtype: 'uint8' })
     const i8 = torch.tensor([1, 2], { dtype: 'int8' })
     assert.equal(u8.add(i8).toString(), 'tensor([2, 4], dtype=torch.int16)')
@@ -433,8 +536,15 @@ describe('in-place ops', () => {
   test('add_ sub_ mul_ div_ pow_ clamp_ fill_ zero_ copy_ return the same object', () => {
     const t = A()
     const ops = [
-      ['add_', [1]], ['sub_', [1]], ['mul_', [2]], ['div_', [2]], ['pow_', [2]],
-      ['clamp_', [0, 10]], ['fill_', [3]], ['zero_', []], ['copy_', [torch.ones([3])]],
+      ['add_', [1]],
+      ['sub_', [1]],
+      ['mul_', [2]],
+      ['div_', [2]],
+      ['pow_', [2]],
+      ['clamp_', [0, 10]],
+      ['fill_', [3]],
+      ['zero_', []],
+      ['copy_', [torch.ones([3])]],
     ]
     for (const [op, args] of ops) assert.equal(t[op](...args), t, op)
   })
@@ -684,7 +794,9 @@ function at2(t, i, j) {
 }
 
 describe('torch.tidy', () => {
-  const gc = () => { if (typeof global.gc === 'function') global.gc() }
+  const gc = () => {
+    if (typeof global.gc === 'function') global.gc()
+  }
 
   test('disposes tensors created inside except the returned one', () => {
     gc()
@@ -707,7 +819,10 @@ describe('torch.tidy', () => {
   test('keeps tensors in returned arrays and objects, and max(dim) results', () => {
     let t
     const r = torch.tidy(() => {
-      t = torch.tensor([[1, 2], [3, 4]])
+      t = torch.tensor([
+        [1, 2],
+        [3, 4],
+      ])
       return { m: t.max(1), list: [t.sum(), 5], n: 'x' }
     })
     assert.equal(t.isDisposed, true)
@@ -767,10 +882,14 @@ describe('torch.tidy', () => {
     gc()
     const before = torch.memory().tensors
     let t
-    assert.throws(() => torch.tidy(() => {
-      t = torch.ones([2])
-      throw new Error('boom')
-    }), /boom/)
+    assert.throws(
+      () =>
+        torch.tidy(() => {
+          t = torch.ones([2])
+          throw new Error('boom')
+        }),
+      /boom/,
+    )
     assert.equal(t.isDisposed, true)
     assert.equal(torch.memory().tensors, before)
     // The scope was closed: later tensors are not tracked by it.
@@ -780,10 +899,14 @@ describe('torch.tidy', () => {
 
   test('returning a Promise is InvalidArg (and the scope is cleaned up)', () => {
     let t
-    assert.throws(() => torch.tidy(() => {
-      t = torch.ones([2])
-      return Promise.resolve(t)
-    }), coded('InvalidArg', /Promise/))
+    assert.throws(
+      () =>
+        torch.tidy(() => {
+          t = torch.ones([2])
+          return Promise.resolve(t)
+        }),
+      coded('InvalidArg', /Promise/),
+    )
     assert.equal(t.isDisposed, true)
     assert.throws(() => torch.tidy(async () => 1), coded('InvalidArg', /Promise/))
   })
@@ -794,7 +917,9 @@ describe('torch.tidy', () => {
 
   test('a disposed tensor from tidy throws Disposed when used', () => {
     let t
-    torch.tidy(() => { t = torch.ones([2]) })
+    torch.tidy(() => {
+      t = torch.ones([2])
+    })
     assert.throws(() => t.add(1), coded('Disposed'))
   })
 })

@@ -52,7 +52,14 @@ describe('memory() accounting', () => {
   test('views count as tensors but add no bytes; a view keeps its storage counted', () => {
     const base = torch.zeros([4, 4])
     const before = torch.memory()
-    const views = [base.slice(0, 1), base.select(0, 2), base.t(), base.view(16), base.narrow(1, 0, 2), base.expand(2, 4, 4)]
+    const views = [
+      base.slice(0, 1),
+      base.select(0, 2),
+      base.t(),
+      base.view(16),
+      base.narrow(1, 0, 2),
+      base.expand(2, 4, 4),
+    ]
     const during = torch.memory()
     assert.equal(during.tensors, before.tensors + views.length)
     assert.equal(during.bytes, before.bytes)
@@ -63,7 +70,10 @@ describe('memory() accounting', () => {
     const v = base.slice(0, 2)
     base.dispose()
     assert.equal(torch.memory().bytes, before.bytes)
-    assert.deepEqual(v.toArray(), [[0, 0, 0, 0], [0, 0, 0, 0]])
+    assert.deepEqual(v.toArray(), [
+      [0, 0, 0, 0],
+      [0, 0, 0, 0],
+    ])
     v.dispose()
     assert.equal(torch.memory().bytes, before.bytes - 64)
   })
@@ -97,34 +107,46 @@ describe('memory() accounting', () => {
     assert.deepEqual(torch.memory(), before)
   })
 
-  test('a dropped tensor leaves the count once collected', { skip: typeof global.gc !== 'function' && 'run with --expose-gc' }, async () => {
-    global.gc()
-    await new Promise((r) => setImmediate(r))
-    const before = torch.memory()
-    ;(() => { torch.ones([1000]) })()
-    assert.equal(torch.memory().tensors, before.tensors + 1)
-    let back = false
-    for (let i = 0; i < 100 && !back; i++) {
+  test(
+    'a dropped tensor leaves the count once collected',
+    { skip: typeof global.gc !== 'function' && 'run with --expose-gc' },
+    async () => {
       global.gc()
-      await new Promise((r) => setTimeout(r, 5))
-      back = torch.memory().tensors === before.tensors
-    }
-    assert.ok(back, `still ${torch.memory().tensors} tensors, expected ${before.tensors}`)
-    assert.equal(torch.memory().bytes, before.bytes)
-  })
+      await new Promise((r) => setImmediate(r))
+      const before = torch.memory()
+      ;(() => {
+        torch.ones([1000])
+      })()
+      assert.equal(torch.memory().tensors, before.tensors + 1)
+      let back = false
+      for (let i = 0; i < 100 && !back; i++) {
+        global.gc()
+        await new Promise((r) => setTimeout(r, 5))
+        back = torch.memory().tensors === before.tensors
+      }
+      assert.ok(back, `still ${torch.memory().tensors} tensors, expected ${before.tensors}`)
+      assert.equal(torch.memory().bytes, before.bytes)
+    },
+  )
 })
 
 describe('memory() per thread, views counted by storage', () => {
-  test('memory() counts this thread\'s tensors only, not a worker\'s', async () => {
+  test("memory() counts this thread's tensors only, not a worker's", async () => {
     const { Worker } = require('node:worker_threads')
     const before = torch.memory()
-    const w = new Worker(`
+    const w = new Worker(
+      `
       const torch = require(${JSON.stringify(ROOT)})
       const keep = [torch.ones([1000]), torch.ones([1000])]
       require('node:worker_threads').parentPort.postMessage(torch.memory())
-      setTimeout(() => keep.length, 200)`, { eval: true })
-    const inWorker = await new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject) })
-    assert.deepEqual(torch.memory(), before, 'the worker\'s tensors are not counted here')
+      setTimeout(() => keep.length, 200)`,
+      { eval: true },
+    )
+    const inWorker = await new Promise((resolve, reject) => {
+      w.once('message', resolve)
+      w.once('error', reject)
+    })
+    assert.deepEqual(torch.memory(), before, "the worker's tensors are not counted here")
     assert.equal(inWorker.tensors, 2)
     assert.equal(inWorker.bytes, 8000)
     await new Promise((resolve) => w.once('exit', resolve))
@@ -191,7 +213,8 @@ function measure(mode, iterations, env = {}) {
   return { baseline: baseline / MiB, peak: peak / MiB, growth: (peak - baseline) / MiB, ms }
 }
 
-const fmt = (m) => `baseline ${m.baseline.toFixed(0)} MiB, peak ${m.peak.toFixed(0)} MiB ` +
+const fmt = (m) =>
+  `baseline ${m.baseline.toFixed(0)} MiB, peak ${m.peak.toFixed(0)} MiB ` +
   `(+${m.growth.toFixed(0)} MiB) in ${m.ms} ms`
 
 // libtorch alone takes ~400 MiB of RSS once loaded, so the dispose/tidy bounds are on the growth

@@ -44,20 +44,34 @@ const codeOf = (p) => p.then(() => ({ ok: true }), (e) => ({ code: e.code, messa
 
 test('without @grpc/*: HTTP works, gRPC fails with a coded error naming the packages to install', () => {
   const out = execFileSync(process.execPath, ['-e', `${HOOK}\n${SCRIPT}`], {
-    cwd: ROOT, encoding: 'utf8', timeout: 60_000,
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 60_000,
   })
   const report = JSON.parse(out.trim().split('\n').pop())
   assert.equal(report.loadedGrpc, false, 'require("torch-node") loads no gRPC package')
   assert.deepEqual(report.http, [1, 3])
   for (const side of ['client', 'server']) {
     assert.equal(report[side].code, 'LibraryLoadError', `${side}: ${report[side].message}`)
-    assert.match(report[side].message, /gRPC form needs @grpc\/grpc-js, which is not installed: run `npm install @grpc\/grpc-js @grpc\/proto-loader`/)
+    assert.match(
+      report[side].message,
+      /gRPC form needs @grpc\/grpc-js, which is not installed: run `npm install @grpc\/grpc-js @grpc\/proto-loader`/,
+    )
   }
 })
 
 test('with them (the repository installs them as devDependencies) nothing is loaded until gRPC is used', () => {
-  const out = execFileSync(process.execPath, ['-e', `require(${JSON.stringify(ROOT)}); console.log(Object.keys(require.cache).some((f) => f.includes('@grpc')))`], {
-    cwd: ROOT, encoding: 'utf8', timeout: 60_000,
-  })
+  const out = execFileSync(
+    process.execPath,
+    [
+      '-e',
+      `require(${JSON.stringify(ROOT)}); console.log(Object.keys(require.cache).some((f) => f.includes('@grpc')))`,
+    ],
+    {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 60_000,
+    },
+  )
   assert.equal(out.trim(), 'false')
 })

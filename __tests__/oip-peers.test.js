@@ -55,7 +55,8 @@ async function allThreadsStopped(pid, timeoutMs = 10_000) {
   for (;;) {
     const running = fs.readdirSync(`/proc/${pid}/task`).filter((tid) => state(tid) !== 'T')
     if (!running.length) return
-    if (Date.now() > end) throw new Error(`threads ${running.join(', ')} of ${pid} still run ${timeoutMs} ms after SIGSTOP`)
+    if (Date.now() > end)
+      throw new Error(`threads ${running.join(', ')} of ${pid} still run ${timeoutMs} ms after SIGSTOP`)
     await new Promise((resolve) => setTimeout(resolve, 5))
   }
 }
@@ -64,7 +65,11 @@ async function allThreadsStopped(pid, timeoutMs = 10_000) {
 const reached = (s) => s.inference_stats.success.count + s.inference_stats.fail.count
 
 const env = tritonEnv()
-const skip = !env.ok ? env.reason : !fs.existsSync(RESNET) ? 'models/resnet18_traced.pt not generated (npm run models)' : null
+const skip = !env.ok
+  ? env.reason
+  : !fs.existsSync(RESNET)
+    ? 'models/resnet18_traced.pt not generated (npm run models)'
+    : null
 
 if (skip) {
   test.skip(`Open Inference Protocol peers: ${skip}`)
@@ -77,7 +82,8 @@ if (skip) {
       ['HTTP JSON', () => server.httpUrl, { binary: false }],
       ['gRPC', () => server.grpcUrl, { protocol: 'grpc' }],
     ]
-    const load = (name, [, url, options], extra) => torch.RemoteModule.load(url(), name, { timeoutMs: 120_000, ...options, ...extra })
+    const load = (name, [, url, options], extra) =>
+      torch.RemoteModule.load(url(), name, { timeoutMs: 120_000, ...options, ...extra })
 
     before(async () => {
       resnet = await torch.ScriptModule.load(RESNET)
@@ -85,7 +91,11 @@ if (skip) {
       x8 = images()
       want8 = resnet.forwardSync(x8)
       dir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-oip-peers-'))
-      const repo = writeTritonTestModels(path.join(dir, 'repo'), { resnet: RESNET, twoIo: env.fixtures.twoIo, textEncoder: TEXT })
+      const repo = writeTritonTestModels(path.join(dir, 'repo'), {
+        resnet: RESNET,
+        twoIo: env.fixtures.twoIo,
+        textEncoder: TEXT,
+      })
       server = await startTriton({ repo, timeoutMs: 180_000 })
     })
     after(async () => {
@@ -94,62 +104,91 @@ if (skip) {
     })
 
     for (const transport of transports) {
-      test(`ResNet-18 over ${transport[0]}: Triton's metadata; outputs equal the local forward`, { timeout: 180_000 }, async () => {
-        const m = await load('resnet18', transport)
-        try {
-          assert.deepEqual(m.inputs, [{ name: 'INPUT__0', datatype: 'FP32', shape: [-1, 3, 224, 224] }])
-          assert.deepEqual(m.outputs, [{ name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, 1000] }])
-          const x = x8.narrow(0, 0, 2).contiguous()
-          assertClose(await m.forward(x), want8.narrow(0, 0, 2), `${transport[0]} positional`)
-          assertClose(await m.forward({ INPUT__0: x8.narrow(0, 5, 1).contiguous() }), want8.narrow(0, 5, 1), `${transport[0]} named`)
-        } finally {
-          m.dispose()
-        }
-      })
+      test(
+        `ResNet-18 over ${transport[0]}: Triton's metadata; outputs equal the local forward`,
+        { timeout: 180_000 },
+        async () => {
+          const m = await load('resnet18', transport)
+          try {
+            assert.deepEqual(m.inputs, [{ name: 'INPUT__0', datatype: 'FP32', shape: [-1, 3, 224, 224] }])
+            assert.deepEqual(m.outputs, [{ name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, 1000] }])
+            const x = x8.narrow(0, 0, 2).contiguous()
+            assertClose(await m.forward(x), want8.narrow(0, 0, 2), `${transport[0]} positional`)
+            assertClose(
+              await m.forward({ INPUT__0: x8.narrow(0, 5, 1).contiguous() }),
+              want8.narrow(0, 5, 1),
+              `${transport[0]} named`,
+            )
+          } finally {
+            m.dispose()
+          }
+        },
+      )
     }
 
     for (const transport of [transports[0], transports[2]]) {
-      test(`${CONCURRENT} concurrent forwards over ${transport[0]}: Triton's dynamic batcher merges them`, { timeout: 180_000 }, async (t) => {
-        const m = await load('resnet18', transport)
-        try {
-          const before = await tritonStats(server, 'resnet18')
-          const ys = await Promise.all(Array.from({ length: CONCURRENT }, (_, i) => m.forward(x8.narrow(0, i % 8, 1).contiguous())))
-          ys.forEach((y, i) => assertClose(y, want8.narrow(0, i % 8, 1), `concurrent ${i}`))
-          const now = await tritonStats(server, 'resnet18')
-          const inferences = now.inference_count - before.inference_count
-          const executions = now.execution_count - before.execution_count
-          t.diagnostic(`${inferences} inferences in ${executions} executions; batch sizes so far: ` +
-            now.batch_stats.map((b) => `${b.batch_size}×${b.compute_infer.count}`).join(' '))
-          assert.equal(inferences, CONCURRENT, JSON.stringify(now))
-          assert.ok(executions < inferences, `${inferences} inferences in ${executions} executions: nothing merged`)
-        } finally {
-          m.dispose()
-        }
-      })
+      test(
+        `${CONCURRENT} concurrent forwards over ${transport[0]}: Triton's dynamic batcher merges them`,
+        { timeout: 180_000 },
+        async (t) => {
+          const m = await load('resnet18', transport)
+          try {
+            const before = await tritonStats(server, 'resnet18')
+            const ys = await Promise.all(
+              Array.from({ length: CONCURRENT }, (_, i) => m.forward(x8.narrow(0, i % 8, 1).contiguous())),
+            )
+            ys.forEach((y, i) => assertClose(y, want8.narrow(0, i % 8, 1), `concurrent ${i}`))
+            const now = await tritonStats(server, 'resnet18')
+            const inferences = now.inference_count - before.inference_count
+            const executions = now.execution_count - before.execution_count
+            t.diagnostic(
+              `${inferences} inferences in ${executions} executions; batch sizes so far: ` +
+                now.batch_stats.map((b) => `${b.batch_size}×${b.compute_infer.count}`).join(' '),
+            )
+            assert.equal(inferences, CONCURRENT, JSON.stringify(now))
+            assert.ok(executions < inferences, `${inferences} inferences in ${executions} executions: nothing merged`)
+          } finally {
+            m.dispose()
+          }
+        },
+      )
     }
 
-    test('two inputs, two outputs (two_io): positional and named forward, outputs keyed by name', { timeout: 120_000 }, async () => {
-      const a = torch.rand([2, 3])
-      const b = torch.rand([2, 3])
-      for (const transport of transports) {
-        const m = await load('two_io', transport)
-        try {
-          assert.deepEqual(m.inputs.map((s) => [s.name, s.datatype, s.shape]), [['INPUT__0', 'FP32', [-1, -1]], ['INPUT__1', 'FP32', [-1, -1]]])
-          assert.deepEqual(m.outputs.map((s) => s.name), ['OUTPUT__0', 'OUTPUT__1'])
-          const positional = await m.forward(a, b)
-          assert.deepEqual(Object.keys(positional), ['OUTPUT__0', 'OUTPUT__1'])
-          assertClose(positional.OUTPUT__0, a.add(b), `${transport[0]} x + y`, 0)
-          assertClose(positional.OUTPUT__1, a.mul(b), `${transport[0]} x * y`, 0)
-          // Named: the object's key order does not matter, the metadata's does.
-          const named = await m.forward({ INPUT__1: b, INPUT__0: a.mul(2) })
-          assertClose(named.OUTPUT__0, a.mul(2).add(b), `${transport[0]} named`, 0)
-        } finally {
-          m.dispose()
+    test(
+      'two inputs, two outputs (two_io): positional and named forward, outputs keyed by name',
+      { timeout: 120_000 },
+      async () => {
+        const a = torch.rand([2, 3])
+        const b = torch.rand([2, 3])
+        for (const transport of transports) {
+          const m = await load('two_io', transport)
+          try {
+            assert.deepEqual(
+              m.inputs.map((s) => [s.name, s.datatype, s.shape]),
+              [
+                ['INPUT__0', 'FP32', [-1, -1]],
+                ['INPUT__1', 'FP32', [-1, -1]],
+              ],
+            )
+            assert.deepEqual(
+              m.outputs.map((s) => s.name),
+              ['OUTPUT__0', 'OUTPUT__1'],
+            )
+            const positional = await m.forward(a, b)
+            assert.deepEqual(Object.keys(positional), ['OUTPUT__0', 'OUTPUT__1'])
+            assertClose(positional.OUTPUT__0, a.add(b), `${transport[0]} x + y`, 0)
+            assertClose(positional.OUTPUT__1, a.mul(b), `${transport[0]} x * y`, 0)
+            // Named: the object's key order does not matter, the metadata's does.
+            const named = await m.forward({ INPUT__1: b, INPUT__0: a.mul(2) })
+            assertClose(named.OUTPUT__0, a.mul(2).add(b), `${transport[0]} named`, 0)
+          } finally {
+            m.dispose()
+          }
         }
-      }
-    })
+      },
+    )
 
-    test('tensors past gRPC\'s default 4 MiB message limit, both ways', { timeout: 120_000 }, async () => {
+    test("tensors past gRPC's default 4 MiB message limit, both ways", { timeout: 120_000 }, async () => {
       // 6 MB per tensor: 12 MB requests and replies (grpc-js refused replies over 4 MiB).
       const a = torch.rand([1, 1_500_000])
       const b = torch.rand([1, 1_500_000])
@@ -164,14 +203,26 @@ if (skip) {
       }
     })
 
-    test('INT64 and BOOL inputs (text_encoder): the local forward\'s tensors', { timeout: 120_000 }, async () => {
-      const ids = torch.tensor([[3, 5, 7, 0, 0], [1, 2, 3, 4, 5]], { dtype: 'int64' })
-      const mask = torch.tensor([[true, true, true, false, false], [true, true, true, true, true]])
+    test("INT64 and BOOL inputs (text_encoder): the local forward's tensors", { timeout: 120_000 }, async () => {
+      const ids = torch.tensor(
+        [
+          [3, 5, 7, 0, 0],
+          [1, 2, 3, 4, 5],
+        ],
+        { dtype: 'int64' },
+      )
+      const mask = torch.tensor([
+        [true, true, true, false, false],
+        [true, true, true, true, true],
+      ])
       const [hidden, pooled] = encoder.forwardSync(ids, mask)
       for (const transport of transports) {
         const m = await load('text_encoder', transport)
         try {
-          assert.deepEqual(m.inputs.map((s) => s.datatype), ['INT64', 'BOOL'])
+          assert.deepEqual(
+            m.inputs.map((s) => s.datatype),
+            ['INT64', 'BOOL'],
+          )
           const out = await m.forward(ids, mask)
           assertClose(out.OUTPUT__0, hidden, `${transport[0]} hidden`)
           assertClose(out.OUTPUT__1, pooled, `${transport[0]} pooled`)
@@ -183,88 +234,139 @@ if (skip) {
       }
     })
 
-    test('inputs that do not fit the metadata fail before any request (ShapeMismatch, DTypeMismatch, InvalidArg)', { timeout: 120_000 }, async () => {
-      const before = { resnet18: await tritonStats(server, 'resnet18'), text_encoder: await tritonStats(server, 'text_encoder') }
-      for (const transport of transports) {
-        const m = await load('resnet18', transport)
-        const enc = await load('text_encoder', transport)
-        try {
-          // Triton would refuse each of these with a 400 (RemoteError): the codes say our check came first.
-          await assert.rejects(m.forward(torch.rand([1, 3, 32, 32])), { code: 'ShapeMismatch', message: /'INPUT__0' has shape \[1,3,32,32\], the model takes \[-1,3,224,224\]/ })
-          await assert.rejects(m.forward(torch.rand([3, 224, 224])), { code: 'ShapeMismatch' })
-          await assert.rejects(m.forward(torch.rand([1, 3, 224, 224], { dtype: 'float64' })), { code: 'DTypeMismatch', message: /'INPUT__0' is FP64, the model takes FP32/ })
-          await assert.rejects(enc.forward(torch.rand([1, 5]), torch.ones([1, 5], { dtype: 'bool' })), { code: 'DTypeMismatch', message: /'INPUT__0' is FP32, the model takes INT64/ })
-          await assert.rejects(enc.forward(torch.zeros([1, 5], { dtype: 'int64' })), { code: 'InvalidArg', message: /takes 2 input/ })
-          await assert.rejects(enc.forward({ INPUT__0: torch.zeros([1, 5], { dtype: 'int64' }) }), { code: 'InvalidArg', message: /'INPUT__1' is missing/ })
-        } finally {
-          m.dispose()
-          enc.dispose()
+    test(
+      'inputs that do not fit the metadata fail before any request (ShapeMismatch, DTypeMismatch, InvalidArg)',
+      { timeout: 120_000 },
+      async () => {
+        const before = {
+          resnet18: await tritonStats(server, 'resnet18'),
+          text_encoder: await tritonStats(server, 'text_encoder'),
         }
-      }
-      for (const model of ['resnet18', 'text_encoder']) {
-        assert.equal(reached(await tritonStats(server, model)), reached(before[model]), `${model}: a request reached Triton`)
-      }
-    })
+        for (const transport of transports) {
+          const m = await load('resnet18', transport)
+          const enc = await load('text_encoder', transport)
+          try {
+            // Triton would refuse each of these with a 400 (RemoteError): the codes say our check came first.
+            await assert.rejects(m.forward(torch.rand([1, 3, 32, 32])), {
+              code: 'ShapeMismatch',
+              message: /'INPUT__0' has shape \[1,3,32,32\], the model takes \[-1,3,224,224\]/,
+            })
+            await assert.rejects(m.forward(torch.rand([3, 224, 224])), { code: 'ShapeMismatch' })
+            await assert.rejects(m.forward(torch.rand([1, 3, 224, 224], { dtype: 'float64' })), {
+              code: 'DTypeMismatch',
+              message: /'INPUT__0' is FP64, the model takes FP32/,
+            })
+            await assert.rejects(enc.forward(torch.rand([1, 5]), torch.ones([1, 5], { dtype: 'bool' })), {
+              code: 'DTypeMismatch',
+              message: /'INPUT__0' is FP32, the model takes INT64/,
+            })
+            await assert.rejects(enc.forward(torch.zeros([1, 5], { dtype: 'int64' })), {
+              code: 'InvalidArg',
+              message: /takes 2 input/,
+            })
+            await assert.rejects(enc.forward({ INPUT__0: torch.zeros([1, 5], { dtype: 'int64' }) }), {
+              code: 'InvalidArg',
+              message: /'INPUT__1' is missing/,
+            })
+          } finally {
+            m.dispose()
+            enc.dispose()
+          }
+        }
+        for (const model of ['resnet18', 'text_encoder']) {
+          assert.equal(
+            reached(await tritonStats(server, model)),
+            reached(before[model]),
+            `${model}: a request reached Triton`,
+          )
+        }
+      },
+    )
 
-    test('what Triton refuses comes back as RemoteError with its status and message', { timeout: 120_000 }, async () => {
-      for (const transport of transports) {
-        const grpc = transport[0] === 'gRPC'
-        const m = await load('resnet18', transport)
-        const two = await load('two_io', transport)
-        try {
-          // Fits the metadata ([-1, 3, 224, 224]) but not the config's max_batch_size 8: Triton's front end says no.
-          await assert.rejects(m.forward(torch.zeros([9, 3, 224, 224])), (e) => {
-            assert.equal(e.code, 'RemoteError', e.message)
-            assert.equal(e.status, grpc ? 3 : 400, e.message) // INVALID_ARGUMENT
-            assert.match(e.message, /batch-size must be <= 8/)
-            return true
-          })
-          // Fits the metadata ([-1, -1] each) but not the model: torch raises in the backend's
-          // forward (model.py reports the exception's first line), Triton answers INTERNAL.
-          await assert.rejects(two.forward(torch.rand([2, 3]), torch.rand([2, 4])), (e) => {
-            assert.equal(e.code, 'RemoteError', e.message)
-            assert.equal(e.status, grpc ? 13 : 500, e.message)
-            assert.match(e.message, /RuntimeError: The following operation failed in the TorchScript interpreter/)
-            return true
-          })
-          // The module stays usable after a refusal.
-          assertClose(await two.forward(torch.ones([1, 2]), torch.ones([1, 2])).then((o) => o.OUTPUT__0), torch.full([1, 2], 2), 'after an error', 0)
-        } finally {
-          m.dispose()
-          two.dispose()
+    test(
+      'what Triton refuses comes back as RemoteError with its status and message',
+      { timeout: 120_000 },
+      async () => {
+        for (const transport of transports) {
+          const grpc = transport[0] === 'gRPC'
+          const m = await load('resnet18', transport)
+          const two = await load('two_io', transport)
+          try {
+            // Fits the metadata ([-1, 3, 224, 224]) but not the config's max_batch_size 8: Triton's front end says no.
+            await assert.rejects(m.forward(torch.zeros([9, 3, 224, 224])), (e) => {
+              assert.equal(e.code, 'RemoteError', e.message)
+              assert.equal(e.status, grpc ? 3 : 400, e.message) // INVALID_ARGUMENT
+              assert.match(e.message, /batch-size must be <= 8/)
+              return true
+            })
+            // Fits the metadata ([-1, -1] each) but not the model: torch raises in the backend's
+            // forward (model.py reports the exception's first line), Triton answers INTERNAL.
+            await assert.rejects(two.forward(torch.rand([2, 3]), torch.rand([2, 4])), (e) => {
+              assert.equal(e.code, 'RemoteError', e.message)
+              assert.equal(e.status, grpc ? 13 : 500, e.message)
+              assert.match(e.message, /RuntimeError: The following operation failed in the TorchScript interpreter/)
+              return true
+            })
+            // The module stays usable after a refusal.
+            assertClose(
+              await two.forward(torch.ones([1, 2]), torch.ones([1, 2])).then((o) => o.OUTPUT__0),
+              torch.full([1, 2], 2),
+              'after an error',
+              0,
+            )
+          } finally {
+            m.dispose()
+            two.dispose()
+          }
         }
-      }
-    })
+      },
+    )
 
     test('an unknown model or version is ModelNotFound, named in the message', { timeout: 60_000 }, async () => {
       for (const transport of [transports[0], transports[2]]) {
         const status = transport[0] === 'gRPC' ? 5 : 404 // NOT_FOUND
-        await assert.rejects(load('nope', transport), (e) => e.code === 'ModelNotFound' && e.status === status && /'nope'/.test(e.message))
-        await assert.rejects(load('resnet18', transport, { version: '7' }), (e) => e.code === 'ModelNotFound' && e.status === status && /'resnet18' version '7'/.test(e.message))
+        await assert.rejects(
+          load('nope', transport),
+          (e) => e.code === 'ModelNotFound' && e.status === status && /'nope'/.test(e.message),
+        )
+        await assert.rejects(
+          load('resnet18', transport, { version: '7' }),
+          (e) => e.code === 'ModelNotFound' && e.status === status && /'resnet18' version '7'/.test(e.message),
+        )
         const m = await load('resnet18', transport, { version: '1' })
         assert.equal(m.version, '1')
         m.dispose()
       }
     })
 
-    test('an AbortSignal ends a forward in flight with Aborted; the module keeps working', { timeout: 120_000 }, async () => {
-      for (const transport of [transports[0], transports[2]]) {
-        const m = await load('resnet18', transport)
-        try {
-          const ac = new AbortController()
-          const started = Date.now()
-          // Triton's queue delay alone is 100 ms: the abort at 20 ms lands while it waits.
-          setTimeout(() => ac.abort(), 20)
-          await assert.rejects(m.forward(x8.narrow(0, 0, 1).contiguous(), { signal: ac.signal }), { code: 'Aborted' })
-          assert.ok(Date.now() - started < 5000, `aborted after ${Date.now() - started} ms`)
-          await assert.rejects(m.forward(x8.narrow(0, 0, 1).contiguous(), { signal: AbortSignal.abort() }), { code: 'Aborted' })
-          await assert.rejects(load('resnet18', transport, { signal: AbortSignal.abort() }), { code: 'Aborted' })
-          assertClose(await m.forward(x8.narrow(0, 1, 1).contiguous()), want8.narrow(0, 1, 1), `${transport[0]} after an abort`)
-        } finally {
-          m.dispose()
+    test(
+      'an AbortSignal ends a forward in flight with Aborted; the module keeps working',
+      { timeout: 120_000 },
+      async () => {
+        for (const transport of [transports[0], transports[2]]) {
+          const m = await load('resnet18', transport)
+          try {
+            const ac = new AbortController()
+            const started = Date.now()
+            // Triton's queue delay alone is 100 ms: the abort at 20 ms lands while it waits.
+            setTimeout(() => ac.abort(), 20)
+            await assert.rejects(m.forward(x8.narrow(0, 0, 1).contiguous(), { signal: ac.signal }), { code: 'Aborted' })
+            assert.ok(Date.now() - started < 5000, `aborted after ${Date.now() - started} ms`)
+            await assert.rejects(m.forward(x8.narrow(0, 0, 1).contiguous(), { signal: AbortSignal.abort() }), {
+              code: 'Aborted',
+            })
+            await assert.rejects(load('resnet18', transport, { signal: AbortSignal.abort() }), { code: 'Aborted' })
+            assertClose(
+              await m.forward(x8.narrow(0, 1, 1).contiguous()),
+              want8.narrow(0, 1, 1),
+              `${transport[0]} after an abort`,
+            )
+          } finally {
+            m.dispose()
+          }
         }
-      }
-    })
+      },
+    )
 
     test('a server that stops answering: Unavailable within timeoutMs', { timeout: 120_000 }, async (t) => {
       const modules = await Promise.all([load('two_io', transports[0]), load('two_io', transports[2])])
@@ -274,17 +376,27 @@ if (skip) {
         await allThreadsStopped(server.pid)
         for (const m of modules) {
           const started = Date.now()
-          await assert.rejects(m.forward(torch.ones([1, 2]), torch.ones([1, 2]), { timeoutMs: 500 }), { code: 'Unavailable' })
+          await assert.rejects(m.forward(torch.ones([1, 2]), torch.ones([1, 2]), { timeoutMs: 500 }), {
+            code: 'Unavailable',
+          })
           const ms = Date.now() - started
           t.diagnostic(`${m.url}: Unavailable after ${ms} ms`)
           assert.ok(ms >= 450 && ms < 5000, `Unavailable after ${ms} ms, timeoutMs 500`)
         }
-        await assert.rejects(load('two_io', transports[0], { timeoutMs: 500 }), { code: 'Unavailable', message: /within 500 ms/ })
+        await assert.rejects(load('two_io', transports[0], { timeoutMs: 500 }), {
+          code: 'Unavailable',
+          message: /within 500 ms/,
+        })
       } finally {
         process.kill(server.pid, 'SIGCONT')
       }
       for (const m of modules) {
-        assertClose((await m.forward(torch.ones([1, 2]), torch.ones([1, 2]))).OUTPUT__1, torch.ones([1, 2]), `${m.url} after SIGCONT`, 0)
+        assertClose(
+          (await m.forward(torch.ones([1, 2]), torch.ones([1, 2]))).OUTPUT__1,
+          torch.ones([1, 2]),
+          `${m.url} after SIGCONT`,
+          0,
+        )
         m.dispose()
       }
     })
@@ -295,7 +407,9 @@ if (skip) {
       try {
         for (const m of modules) {
           const started = Date.now()
-          await assert.rejects(m.forward(torch.ones([1, 2]), torch.ones([1, 2]), { timeoutMs: 5000 }), { code: 'Unavailable' })
+          await assert.rejects(m.forward(torch.ones([1, 2]), torch.ones([1, 2]), { timeoutMs: 5000 }), {
+            code: 'Unavailable',
+          })
           assert.ok(Date.now() - started < 5500, `${m.url}: Unavailable after ${Date.now() - started} ms`)
         }
         for (const transport of [transports[0], transports[2]]) {
@@ -368,7 +482,10 @@ print(json.dumps({
     before(async () => {
       // Declared as a new user would: the input's datatype and shape; its name comes from the
       // TorchScript schema (forward(x)) and the outputs from probe forwards at batch 1 and 2.
-      server = await torch.oip.serve({ models: { resnet: { model: RESNET, inputs: [{ datatype: 'FP32', shape: [-1, 3, 224, 224] }] } }, grpcPort: 0 })
+      server = await torch.oip.serve({
+        models: { resnet: { model: RESNET, inputs: [{ datatype: 'FP32', shape: [-1, 3, 224, 224] }] } },
+        grpcPort: 0,
+      })
       dir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-oip-clients-'))
     })
     after(async () => {
@@ -376,68 +493,124 @@ print(json.dumps({
       if (dir) fs.rmSync(dir, { recursive: true, force: true })
     })
 
-    test('tritonclient (HTTP binary, HTTP JSON, gRPC), outputs named from the metadata, gets Python\'s outputs; metadata, config, readiness, errors', { timeout: 240_000 }, async (t) => {
-      const script = path.join(dir, 'client.py')
-      fs.writeFileSync(script, CLIENT_PY)
-      const batch = 2
-      const args = { http: server.url.replace('http://', ''), grpc: server.grpcUrl, model: 'resnet', images: IMAGES, batch }
-      const r = await runChild(pythonWithClient(), [script, JSON.stringify(args)], {}, 180_000)
-      assert.equal(r.code, 0, `tritonclient: exit ${r.code ?? r.signal}\n${r.stderr.slice(-3000)}`)
-      const got = JSON.parse(r.stdout.trim().split('\n').pop())
-      assert.deepEqual(got.ready, [true, true, true, true, true, true])
-      assert.equal(got.server.name, 'torch-node')
-      const input = { name: 'x', datatype: 'FP32', shape: [-1, 3, 224, 224] } // forward(x) of the traced ResNet
-      const output = { name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, 1000] }
-      for (const [via, meta] of Object.entries(got.metadata)) {
-        // protobuf's JSON writes int64 as strings: the gRPC shapes arrive as ["-1", "3", ...].
-        const norm = (s) => ({ name: s.name, datatype: s.datatype, shape: s.shape.map(Number) })
-        assert.deepEqual(meta.inputs.map(norm), [input], via)
-        assert.deepEqual(meta.outputs.map(norm), [output], via)
-      }
-      for (const [via, config] of Object.entries(got.config)) {
-        assert.equal(Number(config.max_batch_size ?? 0), 0, via)
-        assert.deepEqual(config.input.map((s) => [s.name, s.data_type, s.dims.map(Number)]), [['x', 'TYPE_FP32', [-1, 3, 224, 224]]], via)
-        assert.deepEqual(config.output.map((s) => [s.name, s.data_type, s.dims.map(Number)]), [['OUTPUT__0', 'TYPE_FP32', [-1, 1000]]], via)
-      }
-      // Python's outputs for the same images (models/golden, written by make_models.py).
-      const want = torch.fromBuffer(new Uint8Array(fs.readFileSync(OUTPUTS)), [8, 1000], { dtype: 'float32' }).narrow(0, 0, batch)
-      assert.deepEqual(Object.fromEntries(Object.entries(got.outputs).map(([via, o]) => [via, o.sent])), { httpBinary: 'binary', httpJson: 'json', grpc: 'raw' })
-      for (const [via, o] of Object.entries(got.outputs)) {
-        assert.equal(o.dtype, 'float32', via)
-        const y = torch.fromBuffer(new Uint8Array(Buffer.from(o.data, 'base64')), o.shape, { dtype: 'float32' })
-        const d = maxDiff(y, want, via)
-        t.diagnostic(`${via}: max |difference| ${d}`)
-        assert.ok(d <= TOLERANCE, `${via}: max |difference| ${d} > ${TOLERANCE}`)
-      }
-      // tritonclient reads our {"error"} bodies (and gRPC statuses) into its exception's message.
-      assert.match(got.errors.httpUnknown, /unknown model 'nope'/)
-      assert.match(got.errors.grpcUnknown, /unknown model 'nope'/)
-      assert.match(got.errors.httpShape, /\[400\] input 'x' has shape \[1,3\], the model takes \[-1,3,224,224\]/)
-    })
+    test(
+      "tritonclient (HTTP binary, HTTP JSON, gRPC), outputs named from the metadata, gets Python's outputs; metadata, config, readiness, errors",
+      { timeout: 240_000 },
+      async (t) => {
+        const script = path.join(dir, 'client.py')
+        fs.writeFileSync(script, CLIENT_PY)
+        const batch = 2
+        const args = {
+          http: server.url.replace('http://', ''),
+          grpc: server.grpcUrl,
+          model: 'resnet',
+          images: IMAGES,
+          batch,
+        }
+        const r = await runChild(pythonWithClient(), [script, JSON.stringify(args)], {}, 180_000)
+        assert.equal(r.code, 0, `tritonclient: exit ${r.code ?? r.signal}\n${r.stderr.slice(-3000)}`)
+        const got = JSON.parse(r.stdout.trim().split('\n').pop())
+        assert.deepEqual(got.ready, [true, true, true, true, true, true])
+        assert.equal(got.server.name, 'torch-node')
+        const input = { name: 'x', datatype: 'FP32', shape: [-1, 3, 224, 224] } // forward(x) of the traced ResNet
+        const output = { name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, 1000] }
+        for (const [via, meta] of Object.entries(got.metadata)) {
+          // protobuf's JSON writes int64 as strings: the gRPC shapes arrive as ["-1", "3", ...].
+          const norm = (s) => ({ name: s.name, datatype: s.datatype, shape: s.shape.map(Number) })
+          assert.deepEqual(meta.inputs.map(norm), [input], via)
+          assert.deepEqual(meta.outputs.map(norm), [output], via)
+        }
+        for (const [via, config] of Object.entries(got.config)) {
+          assert.equal(Number(config.max_batch_size ?? 0), 0, via)
+          assert.deepEqual(
+            config.input.map((s) => [s.name, s.data_type, s.dims.map(Number)]),
+            [['x', 'TYPE_FP32', [-1, 3, 224, 224]]],
+            via,
+          )
+          assert.deepEqual(
+            config.output.map((s) => [s.name, s.data_type, s.dims.map(Number)]),
+            [['OUTPUT__0', 'TYPE_FP32', [-1, 1000]]],
+            via,
+          )
+        }
+        // Python's outputs for the same images (models/golden, written by make_models.py).
+        const want = torch
+          .fromBuffer(new Uint8Array(fs.readFileSync(OUTPUTS)), [8, 1000], { dtype: 'float32' })
+          .narrow(0, 0, batch)
+        assert.deepEqual(Object.fromEntries(Object.entries(got.outputs).map(([via, o]) => [via, o.sent])), {
+          httpBinary: 'binary',
+          httpJson: 'json',
+          grpc: 'raw',
+        })
+        for (const [via, o] of Object.entries(got.outputs)) {
+          assert.equal(o.dtype, 'float32', via)
+          const y = torch.fromBuffer(new Uint8Array(Buffer.from(o.data, 'base64')), o.shape, { dtype: 'float32' })
+          const d = maxDiff(y, want, via)
+          t.diagnostic(`${via}: max |difference| ${d}`)
+          assert.ok(d <= TOLERANCE, `${via}: max |difference| ${d} > ${TOLERANCE}`)
+        }
+        // tritonclient reads our {"error"} bodies (and gRPC statuses) into its exception's message.
+        assert.match(got.errors.httpUnknown, /unknown model 'nope'/)
+        assert.match(got.errors.grpcUnknown, /unknown model 'nope'/)
+        assert.match(got.errors.httpShape, /\[400\] input 'x' has shape \[1,3\], the model takes \[-1,3,224,224\]/)
+      },
+    )
 
     const pa = perfAnalyzer()
     for (const protocol of ['http', 'grpc']) {
-      test(`perf_analyzer over ${protocol}: a short bounded run`, { skip: !pa && 'perf_analyzer not installed', timeout: 180_000 }, async (t) => {
-        const url = protocol === 'http' ? server.url.replace('http://', '') : server.grpcUrl
-        const started = Date.now()
-        const r = await runChild(pa.path, [
-          '-m', 'resnet', '-u', url, '-i', protocol,
-          // The metadata's [-1, 3, 224, 224] has a free batch dimension (max_batch_size 0): one image.
-          '--shape', 'x:1,3,224,224', '--concurrency-range', '2',
-          // Three windows of at least 20 requests, taken as they come: this run checks that
-          // perf_analyzer works against torch-node, not that a shared machine is steady. Here
-          // windows of a busy machine differed more than 11-fold in mean latency, a 2 s time window
-          // saw no answer at all, and a plain --request-count idles to a whole second at its end
-          // ("39.99 infer/sec" for 40 requests): count windows keep the load on to their end.
-          '--measurement-mode', 'count_windows', '--measurement-request-count', '20',
-          '--stability-percentage', '100000', '--max-trials', '3',
-        ], pa.env, 150_000)
-        assert.equal(r.code, 0, `perf_analyzer: exit ${r.code ?? r.signal}\n${r.stdout.slice(-2000)}\n${r.stderr.slice(-2000)}`)
-        const lines = r.stdout.split('\n').filter((l) => /Request count:|Throughput:|latency|Concurrency:/.test(l)).map((l) => l.trim())
-        console.log(`perf_analyzer -i ${protocol} against torch.oip.serve (resnet18, batch 1, concurrency 2, ${((Date.now() - started) / 1000).toFixed(1)} s):\n  ${lines.join('\n  ')}`)
-        t.diagnostic(lines.find((l) => l.startsWith('Concurrency:')) ?? '')
-        assert.match(r.stdout, /Concurrency: 2, throughput: [\d.]+ infer\/sec, latency \d+ usec/)
-      })
+      test(
+        `perf_analyzer over ${protocol}: a short bounded run`,
+        { skip: !pa && 'perf_analyzer not installed', timeout: 180_000 },
+        async (t) => {
+          const url = protocol === 'http' ? server.url.replace('http://', '') : server.grpcUrl
+          const started = Date.now()
+          const r = await runChild(
+            pa.path,
+            [
+              '-m',
+              'resnet',
+              '-u',
+              url,
+              '-i',
+              protocol,
+              // The metadata's [-1, 3, 224, 224] has a free batch dimension (max_batch_size 0): one image.
+              '--shape',
+              'x:1,3,224,224',
+              '--concurrency-range',
+              '2',
+              // Three windows of at least 20 requests, taken as they come: this run checks that
+              // perf_analyzer works against torch-node, not that a shared machine is steady. Here
+              // windows of a busy machine differed more than 11-fold in mean latency, a 2 s time window
+              // saw no answer at all, and a plain --request-count idles to a whole second at its end
+              // ("39.99 infer/sec" for 40 requests): count windows keep the load on to their end.
+              '--measurement-mode',
+              'count_windows',
+              '--measurement-request-count',
+              '20',
+              '--stability-percentage',
+              '100000',
+              '--max-trials',
+              '3',
+            ],
+            pa.env,
+            150_000,
+          )
+          assert.equal(
+            r.code,
+            0,
+            `perf_analyzer: exit ${r.code ?? r.signal}\n${r.stdout.slice(-2000)}\n${r.stderr.slice(-2000)}`,
+          )
+          const lines = r.stdout
+            .split('\n')
+            .filter((l) => /Request count:|Throughput:|latency|Concurrency:/.test(l))
+            .map((l) => l.trim())
+          console.log(
+            `perf_analyzer -i ${protocol} against torch.oip.serve (resnet18, batch 1, concurrency 2, ${((Date.now() - started) / 1000).toFixed(1)} s):\n  ${lines.join('\n  ')}`,
+          )
+          t.diagnostic(lines.find((l) => l.startsWith('Concurrency:')) ?? '')
+          assert.match(r.stdout, /Concurrency: 2, throughput: [\d.]+ infer\/sec, latency \d+ usec/)
+        },
+      )
     }
   })
 }

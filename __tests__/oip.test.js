@@ -29,7 +29,9 @@ function raw(url, { method = 'POST', headers = {}, body } = {}) {
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8')
         let json = null
-        try { json = JSON.parse(text) } catch {}
+        try {
+          json = JSON.parse(text)
+        } catch {}
         resolve({ status: res.statusCode, json, text })
       })
     })
@@ -49,8 +51,17 @@ describe('Open Inference Protocol', () => {
     server = await torch.oip.serve({
       models: {
         mlp: { model: mlp, example: torch.rand([2, 4]) },
-        encoder: { model: encoder, inputs: [{ name: 'ids', datatype: 'INT64', shape: [-1, -1] }, { name: 'mask', datatype: 'BOOL', shape: [-1, -1] }] },
-        batched: { model: new torch.Batcher(mlp, { maxDelayMs: 2 }), inputs: [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }] },
+        encoder: {
+          model: encoder,
+          inputs: [
+            { name: 'ids', datatype: 'INT64', shape: [-1, -1] },
+            { name: 'mask', datatype: 'BOOL', shape: [-1, -1] },
+          ],
+        },
+        batched: {
+          model: new torch.Batcher(mlp, { maxDelayMs: 2 }),
+          inputs: [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }],
+        },
       },
       grpcPort: 0,
     })
@@ -62,18 +73,32 @@ describe('Open Inference Protocol', () => {
     assert.equal((await raw(`${server.url}/v2/health/ready`, { method: 'GET' })).status, 200)
     assert.equal((await raw(`${server.url}/v2`, { method: 'GET' })).json.name, 'torch-node')
     const meta = (await raw(`${server.url}/v2/models/mlp`, { method: 'GET' })).json
-    assert.deepEqual(meta.inputs, [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }], 'named after forward(input), dims from the example')
+    assert.deepEqual(
+      meta.inputs,
+      [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }],
+      'named after forward(input), dims from the example',
+    )
     assert.deepEqual(meta.outputs, [{ name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, 3] }])
     const enc = (await raw(`${server.url}/v2/models/encoder`, { method: 'GET' })).json
-    assert.deepEqual(enc.inputs.map((s) => s.name), ['ids', 'mask'])
+    assert.deepEqual(
+      enc.inputs.map((s) => s.name),
+      ['ids', 'mask'],
+    )
     // Outputs learnt by probe forwards on zeros of the declared shapes ([1, 2], then [2, 3]).
-    assert.deepEqual(enc.outputs, [{ name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, -1, 8] }, { name: 'OUTPUT__1', datatype: 'FP32', shape: [-1, 8] }])
+    assert.deepEqual(enc.outputs, [
+      { name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, -1, 8] },
+      { name: 'OUTPUT__1', datatype: 'FP32', shape: [-1, 8] },
+    ])
     assert.equal((await raw(`${server.url}/v2/models/mlp/versions/1/ready`, { method: 'GET' })).status, 200)
     // Triton's model configuration extension, which perf_analyzer reads before a run.
     const config = (await raw(`${server.url}/v2/models/mlp/config`, { method: 'GET' })).json
     assert.deepEqual(config, {
-      name: 'mlp', platform: 'torch_node', backend: 'torch_node', max_batch_size: 0,
-      input: [{ name: 'input', data_type: 'TYPE_FP32', dims: [-1, 4] }], output: [{ name: 'OUTPUT__0', data_type: 'TYPE_FP32', dims: [-1, 3] }],
+      name: 'mlp',
+      platform: 'torch_node',
+      backend: 'torch_node',
+      max_batch_size: 0,
+      input: [{ name: 'input', data_type: 'TYPE_FP32', dims: [-1, 4] }],
+      output: [{ name: 'OUTPUT__0', data_type: 'TYPE_FP32', dims: [-1, 3] }],
     })
   })
 
@@ -97,7 +122,9 @@ describe('Open Inference Protocol', () => {
   test('RemoteModule over gRPC (raw contents): the same tensors; coded errors', async () => {
     assert.match(server.grpcUrl, /^127\.0\.0\.1:\d+$/)
     for (const url of [`grpc://${server.grpcUrl}`, server.grpcUrl]) {
-      const remote = await torch.RemoteModule.load(url, 'mlp', { protocol: url.startsWith('grpc') ? undefined : 'grpc' })
+      const remote = await torch.RemoteModule.load(url, 'mlp', {
+        protocol: url.startsWith('grpc') ? undefined : 'grpc',
+      })
       try {
         assert.deepEqual(remote.inputs, [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }])
         const x = torch.rand([5, 4])
@@ -112,8 +139,13 @@ describe('Open Inference Protocol', () => {
         remote.dispose()
       }
     }
-    await assert.rejects(torch.RemoteModule.load(server.grpcUrl, 'missing', { protocol: 'grpc' }), (e) => e.code === 'ModelNotFound' && /'missing'/.test(e.message))
-    await assert.rejects(torch.RemoteModule.load('127.0.0.1:1', 'mlp', { protocol: 'grpc', timeoutMs: 3000 }), { code: 'Unavailable' })
+    await assert.rejects(
+      torch.RemoteModule.load(server.grpcUrl, 'missing', { protocol: 'grpc' }),
+      (e) => e.code === 'ModelNotFound' && /'missing'/.test(e.message),
+    )
+    await assert.rejects(torch.RemoteModule.load('127.0.0.1:1', 'mlp', { protocol: 'grpc', timeoutMs: 3000 }), {
+      code: 'Unavailable',
+    })
     await assert.rejects(torch.RemoteModule.load('not a target', 'mlp', { protocol: 'grpc' }), { code: 'InvalidArg' })
   })
 
@@ -121,7 +153,10 @@ describe('Open Inference Protocol', () => {
     const remote = await torch.RemoteModule.load(server.url, 'encoder')
     const ids = torch.tensor([[3, 5, 7, 0]], { dtype: 'int64' })
     const mask = torch.tensor([[true, true, true, false]])
-    assert.deepEqual(remote.inputs, [{ name: 'ids', datatype: 'INT64', shape: [-1, -1] }, { name: 'mask', datatype: 'BOOL', shape: [-1, -1] }])
+    assert.deepEqual(remote.inputs, [
+      { name: 'ids', datatype: 'INT64', shape: [-1, -1] },
+      { name: 'mask', datatype: 'BOOL', shape: [-1, -1] },
+    ])
     const local = encoder.forwardSync(ids, mask)
     const declared = await remote.forward(ids, mask)
     assertClose(declared.OUTPUT__0, local[0], 0, 'hidden (declared inputs)')
@@ -132,7 +167,13 @@ describe('Open Inference Protocol', () => {
     })
     try {
       const r = await torch.RemoteModule.load(typed.url, 'encoder')
-      assert.deepEqual(r.inputs.map((s) => [s.name, s.datatype]), [['ids', 'INT64'], ['mask', 'BOOL']])
+      assert.deepEqual(
+        r.inputs.map((s) => [s.name, s.datatype]),
+        [
+          ['ids', 'INT64'],
+          ['mask', 'BOOL'],
+        ],
+      )
       const out = await r.forward({ ids, mask })
       assert.deepEqual(Object.keys(out), ['OUTPUT__0', 'OUTPUT__1'])
       assertClose(out.OUTPUT__0, local[0], 0, 'hidden')
@@ -150,28 +191,45 @@ describe('Open Inference Protocol', () => {
 
   test('coded errors: bad inputs before any request, unknown models, unreachable servers, aborts', async () => {
     const remote = await torch.RemoteModule.load(server.url, 'mlp')
-    await assert.rejects(remote.forward(torch.rand([2, 5])), { code: 'ShapeMismatch', message: /'input' has shape \[2,5\], the model takes \[-1,4\]/ })
+    await assert.rejects(remote.forward(torch.rand([2, 5])), {
+      code: 'ShapeMismatch',
+      message: /'input' has shape \[2,5\], the model takes \[-1,4\]/,
+    })
     await assert.rejects(remote.forward(torch.rand([2, 4], { dtype: 'float64' })), { code: 'DTypeMismatch' })
     await assert.rejects(remote.forward(), { code: 'InvalidArg', message: /takes 1 input/ })
-    await assert.rejects(remote.forward({ nope: torch.rand([1, 4]) }), { code: 'InvalidArg', message: /unknown input 'nope'/ })
+    await assert.rejects(remote.forward({ nope: torch.rand([1, 4]) }), {
+      code: 'InvalidArg',
+      message: /unknown input 'nope'/,
+    })
     const ac = new AbortController()
     ac.abort()
     await assert.rejects(remote.forward(torch.rand([1, 4]), { signal: ac.signal }), { code: 'Aborted' })
     remote.dispose()
     await assert.rejects(remote.forward(torch.rand([1, 4])), { code: 'Disposed' })
-    await assert.rejects(torch.RemoteModule.load(server.url, 'missing'), (e) => e.code === 'ModelNotFound' && /'missing'/.test(e.message) && e.status === 404)
-    await assert.rejects(torch.RemoteModule.load(server.url, 'mlp', { version: '7' }), (e) => e.code === 'ModelNotFound' && /version '7'/.test(e.message))
+    await assert.rejects(
+      torch.RemoteModule.load(server.url, 'missing'),
+      (e) => e.code === 'ModelNotFound' && /'missing'/.test(e.message) && e.status === 404,
+    )
+    await assert.rejects(
+      torch.RemoteModule.load(server.url, 'mlp', { version: '7' }),
+      (e) => e.code === 'ModelNotFound' && /version '7'/.test(e.message),
+    )
     // A port nobody listens on: closed at once.
     const probe = http.createServer()
     await new Promise((r) => probe.listen(0, '127.0.0.1', r))
     const { port } = probe.address()
     await new Promise((r) => probe.close(r))
-    await assert.rejects(torch.RemoteModule.load(`http://127.0.0.1:${port}`, 'mlp', { timeoutMs: 2000 }), { code: 'Unavailable' })
+    await assert.rejects(torch.RemoteModule.load(`http://127.0.0.1:${port}`, 'mlp', { timeoutMs: 2000 }), {
+      code: 'Unavailable',
+    })
     // A server that never answers: bounded by timeoutMs.
     const silent = http.createServer(() => {})
     await new Promise((r) => silent.listen(0, '127.0.0.1', r))
     try {
-      await assert.rejects(torch.RemoteModule.load(`http://127.0.0.1:${silent.address().port}`, 'mlp', { timeoutMs: 200 }), { code: 'Unavailable', message: /within 200 ms/ })
+      await assert.rejects(
+        torch.RemoteModule.load(`http://127.0.0.1:${silent.address().port}`, 'mlp', { timeoutMs: 200 }),
+        { code: 'Unavailable', message: /within 200 ms/ },
+      )
     } finally {
       silent.closeAllConnections?.()
       await new Promise((r) => silent.close(r))
@@ -180,22 +238,37 @@ describe('Open Inference Protocol', () => {
     const html = http.createServer((req, res) => res.end('<html></html>'))
     await new Promise((r) => html.listen(0, '127.0.0.1', r))
     try {
-      await assert.rejects(torch.RemoteModule.load(`http://127.0.0.1:${html.address().port}`, 'mlp'), { code: 'RemoteError', message: /did not answer with the protocol's model metadata/ })
+      await assert.rejects(torch.RemoteModule.load(`http://127.0.0.1:${html.address().port}`, 'mlp'), {
+        code: 'RemoteError',
+        message: /did not answer with the protocol's model metadata/,
+      })
     } finally {
       html.closeAllConnections?.()
       await new Promise((r) => html.close(r))
     }
-    await assert.rejects(torch.RemoteModule.load(server.url, 'mlp', { protocol: 'smtp' }), { code: 'InvalidArg', message: /'http' or 'grpc'/ })
+    await assert.rejects(torch.RemoteModule.load(server.url, 'mlp', { protocol: 'smtp' }), {
+      code: 'InvalidArg',
+      message: /'http' or 'grpc'/,
+    })
   })
 
   test('malformed requests get a 4xx with {"error"}, and the server keeps serving', async () => {
     const infer = `${server.url}/v2/models/mlp/infer`
     const json = (o) => ({ headers: { 'content-type': 'application/json' }, body: JSON.stringify(o) })
-    const input = (extra) => ({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4], ...extra }] })
+    const input = (extra) => ({
+      inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4], ...extra }],
+    })
     const deep = '['.repeat(100000) + ']'.repeat(100000)
     const binary = (headerLength, bytes, size = 16) => {
-      const h = Buffer.from(JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 4], parameters: { binary_data_size: size } }] }))
-      return { headers: { 'inference-header-content-length': String(headerLength ?? h.length) }, body: Buffer.concat([h, Buffer.alloc(bytes)]) }
+      const h = Buffer.from(
+        JSON.stringify({
+          inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 4], parameters: { binary_data_size: size } }],
+        }),
+      )
+      return {
+        headers: { 'inference-header-content-length': String(headerLength ?? h.length) },
+        body: Buffer.concat([h, Buffer.alloc(bytes)]),
+      }
     }
     const cases = {
       'not JSON': { body: '{"inputs": [' },
@@ -204,7 +277,7 @@ describe('Open Inference Protocol', () => {
       'unknown input': json({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] }),
       'missing input': json({ inputs: [] }),
       'unknown datatype': json(input({ datatype: 'FP128' })),
-      'BYTES': json(input({ datatype: 'BYTES' })),
+      BYTES: json(input({ datatype: 'BYTES' })),
       'data shorter than its shape': json(input({ data: [1, 2, 3] })),
       'data longer than its shape': json(input({ data: [1, 2, 3, 4, 5] })),
       'data nested deeper than its shape': json(input({ data: [[[[1, 2, 3, 4]]]] })),
@@ -231,16 +304,32 @@ describe('Open Inference Protocol', () => {
     const ok = await raw(infer, json(input()))
     assert.equal(ok.status, 200, ok.text)
     assert.deepEqual(ok.json.outputs[0].shape, [1, 3])
-    assertClose(torch.tensor(ok.json.outputs[0].data).view([1, 3]), mlp.forwardSync(torch.tensor([[1, 2, 3, 4]])), 1e-6, 'JSON answer')
+    assertClose(
+      torch.tensor(ok.json.outputs[0].data).view([1, 3]),
+      mlp.forwardSync(torch.tensor([[1, 2, 3, 4]])),
+      1e-6,
+      'JSON answer',
+    )
   })
 
   test('router() mounts on an existing http server; options are checked', async () => {
     assert.throws(() => torch.oip.router({}), { code: 'InvalidArg' })
-    await assert.rejects(torch.oip.serve({ models: {}, prot: 1 }), { code: 'InvalidArg', message: /unknown option 'prot'/ })
+    await assert.rejects(torch.oip.serve({ models: {}, prot: 1 }), {
+      code: 'InvalidArg',
+      message: /unknown option 'prot'/,
+    })
     await assert.rejects(torch.oip.serve({ models: { m: 42 } }), { code: 'InvalidArg' })
-    assert.throws(() => torch.oip.router({ models: { mlp } }), { code: 'InvalidArg', message: /oip\.router: models\.mlp: .*declare inputs/ })
+    assert.throws(() => torch.oip.router({ models: { mlp } }), {
+      code: 'InvalidArg',
+      message: /oip\.router: models\.mlp: .*declare inputs/,
+    })
     const handler = torch.oip.router({ models: { mlp: { model: mlp, inputs: [{ name: 'input', shape: [-1, 4] }] } } })
-    const app = http.createServer((req, res) => handler(req, res, () => { res.writeHead(418); res.end() }))
+    const app = http.createServer((req, res) =>
+      handler(req, res, () => {
+        res.writeHead(418)
+        res.end()
+      }),
+    )
     await new Promise((r) => app.listen(0, '127.0.0.1', r))
     try {
       const url = `http://127.0.0.1:${app.address().port}`
@@ -264,7 +353,8 @@ describe('oip.serve: complete model metadata', () => {
     const server = await torch.oip.serve({ models })
     try {
       const out = {}
-      for (const name of Object.keys(models)) out[name] = (await raw(`${server.url}/v2/models/${name}`, { method: 'GET' })).json
+      for (const name of Object.keys(models))
+        out[name] = (await raw(`${server.url}/v2/models/${name}`, { method: 'GET' })).json
       return out
     } finally {
       await server.close()
@@ -275,14 +365,26 @@ describe('oip.serve: complete model metadata', () => {
     const mlp = await torch.ScriptModule.load(MLP)
     const meta = await metadataOf({
       path: { model: MLP, inputs: [{ name: 'input', shape: [-1, 4] }] },
-      batcher: { model: new torch.Batcher(mlp, { maxDelayMs: 1 }), inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 4] }], outputs: [{ name: 'scores' }] },
+      batcher: {
+        model: new torch.Batcher(mlp, { maxDelayMs: 1 }),
+        inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 4] }],
+        outputs: [{ name: 'scores' }],
+      },
       example: { model: mlp, example: torch.rand([3, 4]) },
       fixed: { model: FIXED, example: torch.ones([1, 8]) },
     })
     assert.deepEqual(meta.path.inputs, [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }])
     assert.deepEqual(meta.path.outputs, [{ name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, 3] }])
-    assert.deepEqual(meta.batcher.outputs, [{ name: 'scores', datatype: 'FP32', shape: [-1, 3] }], 'a declared name, the rest learnt')
-    assert.deepEqual(meta.example.inputs, [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }], 'the example at 3 rows and 6: the batch varies')
+    assert.deepEqual(
+      meta.batcher.outputs,
+      [{ name: 'scores', datatype: 'FP32', shape: [-1, 3] }],
+      'a declared name, the rest learnt',
+    )
+    assert.deepEqual(
+      meta.example.inputs,
+      [{ name: 'input', datatype: 'FP32', shape: [-1, 4] }],
+      'the example at 3 rows and 6: the batch varies',
+    )
     assert.deepEqual(meta.example.outputs, [{ name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, 3] }])
     // It does not run at batch 2: every size is fixed, as a request must then be.
     assert.deepEqual(meta.fixed.inputs, [{ name: 'x', datatype: 'FP32', shape: [1, 8] }])
@@ -291,7 +393,12 @@ describe('oip.serve: complete model metadata', () => {
 
   test('fully declared metadata is served as declared, without a probe', async () => {
     let calls = 0
-    const counting = new torch.Batcher({ forward: (x) => { calls++; return x } })
+    const counting = new torch.Batcher({
+      forward: (x) => {
+        calls++
+        return x
+      },
+    })
     const inputs = [{ name: 'a', datatype: 'INT32', shape: [-1, 2] }]
     const outputs = [{ name: 'b', datatype: 'INT32', shape: [-1, 2] }]
     const meta = await metadataOf({ echo: { model: counting, inputs, outputs } })
@@ -302,26 +409,73 @@ describe('oip.serve: complete model metadata', () => {
     const mlp = await torch.ScriptModule.load(MLP)
     const encoder = await torch.ScriptModule.load(ENCODER)
     const cases = [
-      [{ m: MLP }, /models\.m: the datatypes and shapes of its inputs cannot be read from the model .*declare inputs: \[\{name, datatype, shape\}\] .*or give example/],
+      [
+        { m: MLP },
+        /models\.m: the datatypes and shapes of its inputs cannot be read from the model .*declare inputs: \[\{name, datatype, shape\}\] .*or give example/,
+      ],
       [{ m: mlp }, /models\.m: .*declare inputs/],
       [{ m: { model: mlp, inputs: [{ name: 'input' }] } }, /models\.m: inputs\[0\]\.shape: needed .*declare it/],
-      [{ m: { model: mlp, inputs: [{ name: 'input', dims: [-1, 4] }] } }, /models\.m\.inputs\[0\]: unknown option 'dims'; accepted: name, datatype, shape \(the protocol's metadata calls it 'shape'/],
-      [{ m: { model: mlp, inputs: [{ name: 'input', shape: [-1, 5] }] } }, /models\.m: the model fails on zeros of the declared input shapes \(FP32 \[1,5\]\).*declare inputs/],
+      [
+        { m: { model: mlp, inputs: [{ name: 'input', dims: [-1, 4] }] } },
+        /models\.m\.inputs\[0\]: unknown option 'dims'; accepted: name, datatype, shape \(the protocol's metadata calls it 'shape'/,
+      ],
+      [
+        { m: { model: mlp, inputs: [{ name: 'input', shape: [-1, 5] }] } },
+        /models\.m: the model fails on zeros of the declared input shapes \(FP32 \[1,5\]\).*declare inputs/,
+      ],
       // FP32 by default: an embedding needs INT64 ids.
-      [{ m: { model: encoder, inputs: [{ name: 'ids', shape: [-1, -1] }, { name: 'mask', datatype: 'BOOL', shape: [-1, -1] }] } }, /the model fails on .*FP32 \[1,2\], BOOL \[1,2\].*datatype defaults to FP32/],
-      [{ m: { model: FIXED, inputs: [{ name: 'x', shape: [-1, 8] }] } }, /runs on FP32 \[1,8\] but not on FP32 \[2,8\].*those sizes do not vary/],
-      [{ m: { model: mlp, inputs: [{ name: 'input', shape: [-1, 4] }], outputs: [{ name: 'a' }, { name: 'b' }] } }, /models\.m\.outputs: declares 2 output\(s\); the model returns 1/],
-      [{ m: { model: mlp, inputs: [{ name: 'input', datatype: 'FP31', shape: [-1, 4] }] } }, /inputs\[0\]\.datatype: expected one of 'BOOL', .*got "FP31"/],
-      [{ m: { model: mlp, inputs: [{ name: 'input', shape: [-2, 4] }] } }, /inputs\[0\]\.shape\[0\]: sizes must be non-negative \(or -1 where a size varies\), got -2/],
-      [{ m: { model: mlp, example: torch.rand([2, 4]), inputs: [{ name: 'input', shape: [-1, 5] }] } }, /inputs\[0\]\.shape: \[-1,5\] does not fit the example's \[2,4\]/],
-      [{ m: { model: mlp, example: [torch.rand([2, 4]), torch.rand([2, 4])] } }, /forward takes input; example gives 2 input/],
+      [
+        {
+          m: {
+            model: encoder,
+            inputs: [
+              { name: 'ids', shape: [-1, -1] },
+              { name: 'mask', datatype: 'BOOL', shape: [-1, -1] },
+            ],
+          },
+        },
+        /the model fails on .*FP32 \[1,2\], BOOL \[1,2\].*datatype defaults to FP32/,
+      ],
+      [
+        { m: { model: FIXED, inputs: [{ name: 'x', shape: [-1, 8] }] } },
+        /runs on FP32 \[1,8\] but not on FP32 \[2,8\].*those sizes do not vary/,
+      ],
+      [
+        { m: { model: mlp, inputs: [{ name: 'input', shape: [-1, 4] }], outputs: [{ name: 'a' }, { name: 'b' }] } },
+        /models\.m\.outputs: declares 2 output\(s\); the model returns 1/,
+      ],
+      [
+        { m: { model: mlp, inputs: [{ name: 'input', datatype: 'FP31', shape: [-1, 4] }] } },
+        /inputs\[0\]\.datatype: expected one of 'BOOL', .*got "FP31"/,
+      ],
+      [
+        { m: { model: mlp, inputs: [{ name: 'input', shape: [-2, 4] }] } },
+        /inputs\[0\]\.shape\[0\]: sizes must be non-negative \(or -1 where a size varies\), got -2/,
+      ],
+      [
+        { m: { model: mlp, example: torch.rand([2, 4]), inputs: [{ name: 'input', shape: [-1, 5] }] } },
+        /inputs\[0\]\.shape: \[-1,5\] does not fit the example's \[2,4\]/,
+      ],
+      [
+        { m: { model: mlp, example: [torch.rand([2, 4]), torch.rand([2, 4])] } },
+        /forward takes input; example gives 2 input/,
+      ],
       [{ m: { model: mlp, example: 'x' } }, /models\.m\.example: expected a Tensor or an array of Tensors/],
-      [{ m: { inputs: [] } }, /models\.m\.model: expected a ScriptModule, AOTModule, Batcher or a model file's path, got undefined/],
+      [
+        { m: { inputs: [] } },
+        /models\.m\.model: expected a ScriptModule, AOTModule, Batcher or a model file's path, got undefined/,
+      ],
     ]
     for (const [models, message] of cases) {
       let server
       try {
-        await assert.rejects(async () => { server = await torch.oip.serve({ models }) }, { code: 'InvalidArg', message }, String(message))
+        await assert.rejects(
+          async () => {
+            server = await torch.oip.serve({ models })
+          },
+          { code: 'InvalidArg', message },
+          String(message),
+        )
       } finally {
         await server?.close()
       }

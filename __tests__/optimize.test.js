@@ -52,9 +52,18 @@ describe("optimize: 'fuse' (freeze + oneDNN Graph fusion during warm-up)", () =>
   })
 
   test('needs an example; other strings are refused', () => {
-    assert.throws(() => new torch.ScriptModule(RESNET, { optimize: 'fuse' }), { code: 'InvalidArg', message: /needs options\.example/ })
-    assert.throws(() => new torch.ScriptModule(RESNET, { optimize: 'fuse', example: input, warmup: 0 }), { code: 'InvalidArg', message: /needs options\.example/ })
-    assert.throws(() => new torch.ScriptModule(RESNET, { optimize: 'yes' }), { code: 'InvalidArg', message: /true, false or 'fuse'/ })
+    assert.throws(() => new torch.ScriptModule(RESNET, { optimize: 'fuse' }), {
+      code: 'InvalidArg',
+      message: /needs options\.example/,
+    })
+    assert.throws(() => new torch.ScriptModule(RESNET, { optimize: 'fuse', example: input, warmup: 0 }), {
+      code: 'InvalidArg',
+      message: /needs options\.example/,
+    })
+    assert.throws(() => new torch.ScriptModule(RESNET, { optimize: 'yes' }), {
+      code: 'InvalidArg',
+      message: /true, false or 'fuse'/,
+    })
   })
 
   test('the fusion pass is off again after the load: a plain module is not fused', () => {
@@ -77,7 +86,11 @@ describe('channelsLast', () => {
 describe("dtype: 'bfloat16'", () => {
   test(BF16 ? 'float32 in and out, top-1 as Python, logits within 0.1' : 'refused on a CPU without native bf16', () => {
     const opts = { dtype: 'bfloat16', optimize: true, channelsLast: true }
-    if (!BF16) return assert.throws(() => new torch.ScriptModule(RESNET, opts), { code: 'DeviceUnavailable', message: /no native bfloat16/ })
+    if (!BF16)
+      return assert.throws(() => new torch.ScriptModule(RESNET, opts), {
+        code: 'DeviceUnavailable',
+        message: /no native bfloat16/,
+      })
     const out = new torch.ScriptModule(RESNET, opts).forwardSync(input)
     assert.equal(out.dtype, 'float32')
     assert.equal(out.argmax().item(), golden.argmax().item())
@@ -90,8 +103,10 @@ describe('warmup and example', () => {
     const m = await torch.ScriptModule.load(RESNET, { example: input, warmup: 3 })
     assert.ok(maxDiff(m.forwardSync(input), golden) < 1e-5)
     new torch.ScriptModule(RESNET, { example: [input] }) // example alone: 2 warm-up calls
-    await assert.rejects(torch.ScriptModule.load(RESNET, { example: torch.ones([1, 4, 224, 224]) }),
-      { code: 'ShapeMismatch', message: /options\.example: the warm-up call failed/ })
+    await assert.rejects(torch.ScriptModule.load(RESNET, { example: torch.ones([1, 4, 224, 224]) }), {
+      code: 'ShapeMismatch',
+      message: /options\.example: the warm-up call failed/,
+    })
   })
 
   test('bad option values are refused, never ignored', () => {
@@ -110,7 +125,7 @@ describe('warmup and example', () => {
 })
 
 describe('torch.cpu', () => {
-  test('capabilities() is libtorch\'s map; hasNativeBf16() reads it', () => {
+  test("capabilities() is libtorch's map; hasNativeBf16() reads it", () => {
     const caps = torch.cpu.capabilities()
     assert.equal(typeof caps.avx2, 'boolean')
     assert.equal(typeof caps.cpu_name, 'string')

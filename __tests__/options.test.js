@@ -18,7 +18,12 @@ describe('unknown option keys', () => {
     ['tensor', () => torch.tensor([1, 2], { shpae: [2, 1] }), 'shpae', 'dtype, device, requiresGrad, shape'],
     ['fromBuffer', () => torch.fromBuffer(new Float32Array(4), [4], { device: 'cpu' }), 'device', 'dtype, byteOffset'],
     ['to', () => torch.ones([2]).to({ dtype: 'float64', non_blocking: true }), 'non_blocking', 'device, dtype'],
-    ['ScriptModule', () => new torch.ScriptModule(MLP, { optimise: true }), 'optimise', 'device, maxBytes, optimize, channelsLast, dtype, warmup, example'],
+    [
+      'ScriptModule',
+      () => new torch.ScriptModule(MLP, { optimise: true }),
+      'optimise',
+      'device, maxBytes, optimize, channelsLast, dtype, warmup, example',
+    ],
     ['AOTModule', () => new torch.AOTModule(MLP, { optimize: true }), 'optimize', 'device'],
   ]
   for (const [name, call, key, accepted] of cases) {
@@ -28,7 +33,13 @@ describe('unknown option keys', () => {
   }
 
   test('ScriptModule.load rejects an unknown option', async () => {
-    await assert.rejects(torch.ScriptModule.load(MLP, { optimise: true }), coded('InvalidArg', /unknown option 'optimise'; accepted: device, maxBytes, optimize, channelsLast, dtype, warmup, example, signal/))
+    await assert.rejects(
+      torch.ScriptModule.load(MLP, { optimise: true }),
+      coded(
+        'InvalidArg',
+        /unknown option 'optimise'; accepted: device, maxBytes, optimize, channelsLast, dtype, warmup, example, signal/,
+      ),
+    )
   })
 
   test('accepted keys, inherited properties and symbols are fine', () => {
@@ -45,13 +56,27 @@ describe('tensor(data, {shape})', () => {
     const t = torch.tensor([1, 2, 3, 4], { shape: [2, 2] })
     assert.deepEqual(t.shape, [2, 2])
     assert.equal(t.toString(), 'tensor([[1., 2.],\n        [3., 4.]])')
-    assert.deepEqual(torch.tensor([[1, 2], [3, 4]], { shape: [4] }).toArray(), [1, 2, 3, 4])
+    assert.deepEqual(
+      torch
+        .tensor(
+          [
+            [1, 2],
+            [3, 4],
+          ],
+          { shape: [4] },
+        )
+        .toArray(),
+      [1, 2, 3, 4],
+    )
     assert.deepEqual(torch.tensor(Int32Array.of(1, 2, 3, 4, 5, 6), { shape: [3, 2] }).shape, [3, 2])
     assert.deepEqual(torch.tensor(torch.arange(0, 6), { shape: [2, 3] }).shape, [2, 3])
   })
 
   test('a count mismatch is a ShapeMismatch', () => {
-    assert.throws(() => torch.tensor([1, 2, 3], { shape: [2, 2] }), coded('ShapeMismatch', /3 elements cannot be viewed as \[2, 2\]/))
+    assert.throws(
+      () => torch.tensor([1, 2, 3], { shape: [2, 2] }),
+      coded('ShapeMismatch', /3 elements cannot be viewed as \[2, 2\]/),
+    )
     assert.throws(() => torch.tensor(new Float32Array(5), { shape: [2, 2] }), coded('ShapeMismatch', /5 elements/))
   })
 })
@@ -76,15 +101,29 @@ describe('JS option bags (lib/options.js)', () => {
     }
     const mlp = new torch.ScriptModule(MLP)
     // Native: new ScriptModule(path, options); JS: new Batcher(module, options), padSequence.
-    assert.equal(tail(() => new torch.Batcher(mlp, 5)), tail(() => new torch.ScriptModule(MLP, 5)))
-    assert.equal(tail(() => new torch.Batcher(mlp, 'x')), tail(() => new torch.ScriptModule(MLP, 'x')))
-    const same = (js, native) => assert.equal(tail(js).replace(/options\.\w+/, 'options.K'), tail(native).replace(/options\.\w+/, 'options.K'))
-    same(() => torch.padSequence(seq, { batchFirst: 'yes' }), () => new torch.ScriptModule(MLP, { channelsLast: 'yes' }))
-    const triton = (o) => () => torch.oip.writeTritonRepository(tmp(), { name: 'm', model: mlp, example: torch.ones([1, 4]), ...o })
+    assert.equal(
+      tail(() => new torch.Batcher(mlp, 5)),
+      tail(() => new torch.ScriptModule(MLP, 5)),
+    )
+    assert.equal(
+      tail(() => new torch.Batcher(mlp, 'x')),
+      tail(() => new torch.ScriptModule(MLP, 'x')),
+    )
+    const same = (js, native) =>
+      assert.equal(tail(js).replace(/options\.\w+/, 'options.K'), tail(native).replace(/options\.\w+/, 'options.K'))
+    same(
+      () => torch.padSequence(seq, { batchFirst: 'yes' }),
+      () => new torch.ScriptModule(MLP, { channelsLast: 'yes' }),
+    )
+    const triton = (o) => () =>
+      torch.oip.writeTritonRepository(tmp(), { name: 'm', model: mlp, example: torch.ones([1, 4]), ...o })
     same(triton({ maxBatchSize: -1 }), () => new torch.ScriptModule(MLP, { maxBytes: -1 }))
     same(triton({ maxBatchSize: 1.5 }), () => new torch.ScriptModule(MLP, { maxBytes: 1.5 }))
     same(triton({ maxBatchSize: 'x' }), () => new torch.ScriptModule(MLP, { maxBytes: 'x' }))
-    assert.match(tail(() => torch.padSequence(seq, { batch_first: true })), /^options: unknown option 'batch_first'; accepted: batchFirst, paddingValue, paddingSide$/)
+    assert.match(
+      tail(() => torch.padSequence(seq, { batch_first: true })),
+      /^options: unknown option 'batch_first'; accepted: batchFirst, paddingValue, paddingSide$/,
+    )
   })
 
   test('null and undefined are an option left out, as in the native reader', async () => {
@@ -100,44 +139,113 @@ describe('JS option bags (lib/options.js)', () => {
   test('unknown keys in every nested entry are InvalidArg naming the key and the accepted ones', async () => {
     const mlp = new torch.ScriptModule(MLP)
     const dir = tmp()
-    const triton = (o) => () => torch.oip.writeTritonRepository(dir, { name: 'm', model: mlp, example: torch.ones([1, 4]), ...o })
+    const triton = (o) => () =>
+      torch.oip.writeTritonRepository(dir, { name: 'm', model: mlp, example: torch.ones([1, 4]), ...o })
     const serve = (model) => () => torch.oip.router({ models: { m: { model: mlp, ...model } } })
     const cases = [
-      [triton({ inputs: [{ name: 'x', shpae: [4] }] }), "writeTritonRepository: options.inputs[0]: unknown option 'shpae'; accepted: name, datatype, dims, shape"],
-      [triton({ outputs: [{ name: 'y', dims: [3], extra: 1 }] }), "writeTritonRepository: options.outputs[0]: unknown option 'extra'; accepted: name, datatype, dims, shape"],
-      [triton({ dynamicBatching: { maxQueueDelay: 1 } }), "writeTritonRepository: options.dynamicBatching: unknown option 'maxQueueDelay'; accepted: maxQueueDelayMicroseconds, preferredBatchSize"],
-      [serve({ inputs: [{ name: 'x', shape: [-1, 4], batch: true }] }), "oip.router: models.m.inputs[0]: unknown option 'batch'; accepted: name, datatype, shape"],
-      [serve({ inputs: [{ name: 'x', shape: [-1, 4] }], outputs: [{ name: 'y', dtype: 'FP32' }] }), "oip.router: models.m.outputs[0]: unknown option 'dtype'; accepted: name, datatype, shape (the protocol's metadata calls it 'datatype': 'FP32', 'INT64', ...)"],
-      [serve({ examples: [] }), "oip.router: models.m: unknown option 'examples'; accepted: model, inputs, outputs, version, example"],
-      [() => torch.oip.router({ models: {}, port: 1 }), "oip.router: options: unknown option 'port'; accepted: models, maxBodyBytes"],
-      [() => new torch.Batcher(mlp, { padValue: 0, mask: { inverted: true } }), "Batcher: options.mask: unknown option 'inverted'; accepted: index, dtype, invert"],
-      [() => torch.padSequence(seq, { side: 'left' }), "padSequence: options: unknown option 'side'; accepted: batchFirst, paddingValue, paddingSide"],
+      [
+        triton({ inputs: [{ name: 'x', shpae: [4] }] }),
+        "writeTritonRepository: options.inputs[0]: unknown option 'shpae'; accepted: name, datatype, dims, shape",
+      ],
+      [
+        triton({ outputs: [{ name: 'y', dims: [3], extra: 1 }] }),
+        "writeTritonRepository: options.outputs[0]: unknown option 'extra'; accepted: name, datatype, dims, shape",
+      ],
+      [
+        triton({ dynamicBatching: { maxQueueDelay: 1 } }),
+        "writeTritonRepository: options.dynamicBatching: unknown option 'maxQueueDelay'; accepted: maxQueueDelayMicroseconds, preferredBatchSize",
+      ],
+      [
+        serve({ inputs: [{ name: 'x', shape: [-1, 4], batch: true }] }),
+        "oip.router: models.m.inputs[0]: unknown option 'batch'; accepted: name, datatype, shape",
+      ],
+      [
+        serve({ inputs: [{ name: 'x', shape: [-1, 4] }], outputs: [{ name: 'y', dtype: 'FP32' }] }),
+        "oip.router: models.m.outputs[0]: unknown option 'dtype'; accepted: name, datatype, shape (the protocol's metadata calls it 'datatype': 'FP32', 'INT64', ...)",
+      ],
+      [
+        serve({ examples: [] }),
+        "oip.router: models.m: unknown option 'examples'; accepted: model, inputs, outputs, version, example",
+      ],
+      [
+        () => torch.oip.router({ models: {}, port: 1 }),
+        "oip.router: options: unknown option 'port'; accepted: models, maxBodyBytes",
+      ],
+      [
+        () => new torch.Batcher(mlp, { padValue: 0, mask: { inverted: true } }),
+        "Batcher: options.mask: unknown option 'inverted'; accepted: index, dtype, invert",
+      ],
+      [
+        () => torch.padSequence(seq, { side: 'left' }),
+        "padSequence: options: unknown option 'side'; accepted: batchFirst, paddingValue, paddingSide",
+      ],
     ]
     for (const [call, message] of cases) assert.throws(call, { code: 'InvalidArg', message }, message)
     const rejects = [
-      [torch.oip.serve({ models: {}, prot: 1 }), "oip.serve: options: unknown option 'prot'; accepted: models, port, host, maxBodyBytes, grpcPort"],
-      [torch.RemoteModule.load('http://127.0.0.1:1', 'm', { timeout: 5 }), "RemoteModule.load: options: unknown option 'timeout'; accepted: protocol, binary, version, headers, timeoutMs, signal"],
-      [torch.vision.classify(mlp, torch.ones([1, 4]), { top: 1 }), "classify: options: unknown option 'top'; accepted: topk, labels, preprocess, signal"],
+      [
+        torch.oip.serve({ models: {}, prot: 1 }),
+        "oip.serve: options: unknown option 'prot'; accepted: models, port, host, maxBodyBytes, grpcPort",
+      ],
+      [
+        torch.RemoteModule.load('http://127.0.0.1:1', 'm', { timeout: 5 }),
+        "RemoteModule.load: options: unknown option 'timeout'; accepted: protocol, binary, version, headers, timeoutMs, signal",
+      ],
+      [
+        torch.vision.classify(mlp, torch.ones([1, 4]), { top: 1 }),
+        "classify: options: unknown option 'top'; accepted: topk, labels, preprocess, signal",
+      ],
     ]
     for (const [promise, message] of rejects) await assert.rejects(promise, { code: 'InvalidArg', message }, message)
   })
 
   test('types and ranges: what was expected, and what came', async () => {
     const mlp = new torch.ScriptModule(MLP)
-    assert.throws(() => torch.oip.router({ models: {}, maxBodyBytes: 0 }), { code: 'InvalidArg', message: 'oip.router: options.maxBodyBytes: expected a positive byte count, got 0' })
-    await assert.rejects(torch.oip.serve({ models: {}, grpcPort: 70000 }), { code: 'InvalidArg', message: 'oip.serve: options.grpcPort: expected a port number (0: any free one), got 70000' })
-    await assert.rejects(torch.oip.serve({ models: {}, host: 5 }), { code: 'InvalidArg', message: 'oip.serve: options.host: expected a string, got number 5' })
-    await assert.rejects(torch.oip.serve({}), { code: 'InvalidArg', message: 'oip.serve: options.models: expected {name: model}, got undefined' })
-    await assert.rejects(torch.RemoteModule.load('http://127.0.0.1:1', 'm', { protocol: 'smtp' }), { code: 'InvalidArg', message: `RemoteModule.load: options.protocol: expected 'http' or 'grpc', got "smtp"` })
-    await assert.rejects(torch.RemoteModule.load('http://127.0.0.1:1', 'm', { binary: 1 }), { code: 'InvalidArg', message: 'RemoteModule.load: options.binary: expected a boolean, got number 1' })
-    await assert.rejects(torch.RemoteModule.load('http://127.0.0.1:1', 'm', { timeoutMs: 0 }), { code: 'InvalidArg', message: 'RemoteModule.load: options.timeoutMs: expected a positive number of milliseconds, got 0' })
-    await assert.rejects(torch.RemoteModule.load('http://127.0.0.1:1', 'm', { headers: { a: {} } }), { code: 'InvalidArg', message: /options\.headers: expected an object of header values/ })
+    assert.throws(() => torch.oip.router({ models: {}, maxBodyBytes: 0 }), {
+      code: 'InvalidArg',
+      message: 'oip.router: options.maxBodyBytes: expected a positive byte count, got 0',
+    })
+    await assert.rejects(torch.oip.serve({ models: {}, grpcPort: 70000 }), {
+      code: 'InvalidArg',
+      message: 'oip.serve: options.grpcPort: expected a port number (0: any free one), got 70000',
+    })
+    await assert.rejects(torch.oip.serve({ models: {}, host: 5 }), {
+      code: 'InvalidArg',
+      message: 'oip.serve: options.host: expected a string, got number 5',
+    })
+    await assert.rejects(torch.oip.serve({}), {
+      code: 'InvalidArg',
+      message: 'oip.serve: options.models: expected {name: model}, got undefined',
+    })
+    await assert.rejects(torch.RemoteModule.load('http://127.0.0.1:1', 'm', { protocol: 'smtp' }), {
+      code: 'InvalidArg',
+      message: `RemoteModule.load: options.protocol: expected 'http' or 'grpc', got "smtp"`,
+    })
+    await assert.rejects(torch.RemoteModule.load('http://127.0.0.1:1', 'm', { binary: 1 }), {
+      code: 'InvalidArg',
+      message: 'RemoteModule.load: options.binary: expected a boolean, got number 1',
+    })
+    await assert.rejects(torch.RemoteModule.load('http://127.0.0.1:1', 'm', { timeoutMs: 0 }), {
+      code: 'InvalidArg',
+      message: 'RemoteModule.load: options.timeoutMs: expected a positive number of milliseconds, got 0',
+    })
+    await assert.rejects(torch.RemoteModule.load('http://127.0.0.1:1', 'm', { headers: { a: {} } }), {
+      code: 'InvalidArg',
+      message: /options\.headers: expected an object of header values/,
+    })
     const dir = tmp()
-    assert.throws(() => torch.oip.writeTritonRepository(dir, { name: 'm', model: mlp, example: torch.ones([1, 4]), maxBatchSize: -1 }),
-      { code: 'InvalidArg', message: 'writeTritonRepository: options.maxBatchSize: must be non-negative, got -1' })
-    assert.throws(() => torch.oip.writeTritonRepository(dir, { name: 'm', model: mlp, inputs: [{ dims: [4.5] }] }),
-      { code: 'InvalidArg', message: 'writeTritonRepository: options.inputs[0].dims[0]: expected an integer, got 4.5' })
-    await assert.rejects(new torch.Batcher(mlp).run(torch.ones([1, 4]), { timeoutMs: -1 }), { code: 'InvalidArg', message: 'Batcher.run: options.timeoutMs: expected a number of milliseconds ≥ 0, got -1' })
+    assert.throws(
+      () =>
+        torch.oip.writeTritonRepository(dir, { name: 'm', model: mlp, example: torch.ones([1, 4]), maxBatchSize: -1 }),
+      { code: 'InvalidArg', message: 'writeTritonRepository: options.maxBatchSize: must be non-negative, got -1' },
+    )
+    assert.throws(() => torch.oip.writeTritonRepository(dir, { name: 'm', model: mlp, inputs: [{ dims: [4.5] }] }), {
+      code: 'InvalidArg',
+      message: 'writeTritonRepository: options.inputs[0].dims[0]: expected an integer, got 4.5',
+    })
+    await assert.rejects(new torch.Batcher(mlp).run(torch.ones([1, 4]), { timeoutMs: -1 }), {
+      code: 'InvalidArg',
+      message: 'Batcher.run: options.timeoutMs: expected a number of milliseconds ≥ 0, got -1',
+    })
   })
 
   test('no hand-written unknown-key loop is left in lib/: every bag goes through lib/options.js', () => {

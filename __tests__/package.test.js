@@ -17,7 +17,10 @@ const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
 /** The published files, as `npm pack --dry-run --json` lists them (npm adds package.json, LICENSE). */
 function packed() {
   const out = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
-    cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 120_000,
+    cwd: ROOT,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'ignore'],
+    timeout: 120_000,
   })
   const [{ files, entryCount, size, unpackedSize }] = JSON.parse(out)
   return { paths: files.map((f) => f.path).sort(), entryCount, size, unpackedSize }
@@ -31,8 +34,9 @@ function localRequires(file) {
   const out = []
   for (const [, spec] of source.matchAll(/require\((?:'|")(\.{1,2}\/[^'"]+)(?:'|")\)/g)) {
     const base = path.relative(ROOT, path.resolve(path.dirname(path.join(ROOT, file)), spec))
-    const found = [base, `${base}.js`, `${base}.json`, path.join(base, 'index.js')]
-      .find((p) => fs.existsSync(path.join(ROOT, p)) && fs.statSync(path.join(ROOT, p)).isFile())
+    const found = [base, `${base}.js`, `${base}.json`, path.join(base, 'index.js')].find(
+      (p) => fs.existsSync(path.join(ROOT, p)) && fs.statSync(path.join(ROOT, p)).isFile(),
+    )
     out.push(found ?? base)
   }
   return out
@@ -55,16 +59,36 @@ const CHECKOUT_ONLY = new Set(['tools/models.js'])
 
 test('the package holds only the product: no tests, benches, examples, tools or model fixtures', () => {
   // npm adds each included folder's README.md (models/README.md says what the fixture is).
-  const allowed = /^(package\.json|LICENSE|(models\/)?README\.md|index\.(js|mjs|d\.ts)|Cargo\.(toml|lock)|build\.rs)$|^(lib|bin|data|python|scripts|src|docs)\//
-  assert.deepEqual(pack.paths.filter((p) => !allowed.test(p) && p !== 'models/fixtures/mlp_traced.pt'), [])
-  const workshop = pack.paths.filter((p) => /(^|\/)(__tests__|bench|examples|tools|target)\/|fuzz|triton-env|try-registry|\.test\.js$/.test(p))
+  const allowed =
+    /^(package\.json|LICENSE|(models\/)?README\.md|index\.(js|mjs|d\.ts)|Cargo\.(toml|lock)|build\.rs)$|^(lib|bin|data|python|scripts|src|docs)\//
+  assert.deepEqual(
+    pack.paths.filter((p) => !allowed.test(p) && p !== 'models/fixtures/mlp_traced.pt'),
+    [],
+  )
+  const workshop = pack.paths.filter((p) =>
+    /(^|\/)(__tests__|bench|examples|tools|target)\/|fuzz|triton-env|try-registry|\.test\.js$/.test(p),
+  )
   assert.deepEqual(workshop, [])
-  for (const p of ['index.js', 'index.mjs', 'index.d.ts', 'lib/addon.js', 'bin/torch-node.js', 'build.rs', 'Cargo.toml', 'Cargo.lock']) {
+  for (const p of [
+    'index.js',
+    'index.mjs',
+    'index.d.ts',
+    'lib/addon.js',
+    'bin/torch-node.js',
+    'build.rs',
+    'Cargo.toml',
+    'Cargo.lock',
+  ]) {
     assert.ok(paths.has(p), `${p} is published`)
   }
   // `torch-node export` runs python/export_text.py; the CLI classifies data/chelsea.png and
   // labels with data/imagenet-labels.json; the README's tour loads models/fixtures/mlp_traced.pt.
-  for (const p of ['python/export_text.py', 'data/chelsea.png', 'data/imagenet-labels.json', 'models/fixtures/mlp_traced.pt']) {
+  for (const p of [
+    'python/export_text.py',
+    'data/chelsea.png',
+    'data/imagenet-labels.json',
+    'models/fixtures/mlp_traced.pt',
+  ]) {
     assert.ok(paths.has(p), `${p} is published`)
   }
 })
@@ -75,7 +99,10 @@ test('scripts/ is exactly what the install script requires', () => {
   assert.deepEqual(published, [...install].sort(), 'a file in scripts/ the install does not need belongs in tools/')
   // The install's lazy requires of developer tools run only in a clone, never in an app.
   const tools = localRequires('scripts/install.js').filter((p) => p.startsWith('tools/'))
-  assert.deepEqual(tools.filter((p) => !CHECKOUT_ONLY.has(p)), [])
+  assert.deepEqual(
+    tools.filter((p) => !CHECKOUT_ONLY.has(p)),
+    [],
+  )
   assert.equal(pkg.scripts.install, 'node scripts/install.js')
 })
 
@@ -97,7 +124,10 @@ test('a source build has every crate and source the Cargo files name', () => {
   if (members) dirs.push(...[...members[1].matchAll(/"([^"]+)"/g)].map((m) => m[1]))
   for (const dir of dirs) {
     const prefix = `${path.normalize(dir).replace(/\/$/, '')}/`
-    assert.ok(pack.paths.some((p) => p.startsWith(prefix) || p === dir), `${dir} (named in Cargo.toml) is published`)
+    assert.ok(
+      pack.paths.some((p) => p.startsWith(prefix) || p === dir),
+      `${dir} (named in Cargo.toml) is published`,
+    )
   }
   assert.ok(pack.paths.some((p) => p.startsWith('src/') && p.endsWith('.rs')))
 })
@@ -107,7 +137,11 @@ test('gRPC is an optional peer: installed by the apps that use it', () => {
     assert.equal(pkg.dependencies?.[name], undefined, `${name} is not a dependency`)
     assert.ok(pkg.peerDependencies?.[name], `${name} is a peer dependency`)
     assert.equal(pkg.peerDependenciesMeta?.[name]?.optional, true, `${name} is optional`)
-    assert.equal(pkg.devDependencies?.[name], pkg.peerDependencies[name], `${name}: the tests run with the range apps get`)
+    assert.equal(
+      pkg.devDependencies?.[name],
+      pkg.peerDependencies[name],
+      `${name}: the tests run with the range apps get`,
+    )
   }
   assert.deepEqual(Object.keys(pkg.dependencies ?? {}), [], 'an app installs no JS dependency of ours')
 })

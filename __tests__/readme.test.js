@@ -14,7 +14,14 @@ const fs = require('node:fs')
 const path = require('node:path')
 
 const ROOT = path.join(__dirname, '..')
-const PAGES = ['README.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)]
+const PAGES = [
+  'README.md',
+  ...fs
+    .readdirSync(path.join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `docs/${f}`),
+]
 
 /** The ```js blocks of one page: `{where, mark, code}`. */
 function snippets(page) {
@@ -40,28 +47,45 @@ test('every js block of the README and docs/ is marked runs or reference', () =>
   const unmarked = ALL.filter((s) => !s.mark).map((s) => s.where)
   assert.deepEqual(unmarked, [], 'mark these with <!-- snippet: runs --> or <!-- snippet: reference (why) -->')
   assert.ok(ALL.filter((s) => s.mark === 'runs').length >= 5)
-  assert.ok(snippets('README.md').some((s) => s.mark === 'runs'), 'the README itself has runnable examples')
+  assert.ok(
+    snippets('README.md').some((s) => s.mark === 'runs'),
+    'the README itself has runnable examples',
+  )
 })
 
 for (const snippet of ALL.filter((s) => s.mark === 'runs')) {
   // The models `npm install` generates (TORCH_NODE_SKIP_MODELS=1 skips them).
-  const missing = [...snippet.code.matchAll(/'(models\/[^']+)'/g)].map((m) => m[1]).filter((f) => !fs.existsSync(path.join(ROOT, f)))
+  const missing = [...snippet.code.matchAll(/'(models\/[^']+)'/g)]
+    .map((m) => m[1])
+    .filter((f) => !fs.existsSync(path.join(ROOT, f)))
   const skip = missing.length ? `not generated: ${missing.join(', ')}` : false
   test(`${snippet.where} runs as written`, { skip }, () => {
     const commonjs = /\brequire\(/.test(snippet.code.replace(/\/\/.*$/gm, ''))
-    const prelude = commonjs ? '' : [
-      /from 'torch-node'/.test(snippet.code) ? '' : "import torch from 'torch-node'",
-      /from 'node:fs'/.test(snippet.code) ? '' : "import fs from 'node:fs'",
-    ].join('\n')
-    const r = spawnSync(process.execPath, ['--input-type', commonjs ? 'commonjs' : 'module', '-e', `${prelude}\n${snippet.code}`], {
-      cwd: ROOT,
-      encoding: 'utf8',
-      timeout: 120000,
-    })
+    const prelude = commonjs
+      ? ''
+      : [
+          /from 'torch-node'/.test(snippet.code) ? '' : "import torch from 'torch-node'",
+          /from 'node:fs'/.test(snippet.code) ? '' : "import fs from 'node:fs'",
+        ].join('\n')
+    const r = spawnSync(
+      process.execPath,
+      ['--input-type', commonjs ? 'commonjs' : 'module', '-e', `${prelude}\n${snippet.code}`],
+      {
+        cwd: ROOT,
+        encoding: 'utf8',
+        timeout: 120000,
+      },
+    )
     assert.equal(r.status, 0, `exit ${r.status ?? r.signal}\n${r.stderr}`)
     // libtorch's own warnings (torchvision's SSD in scripting warns, as in Python) arrive as Node
     // warnings, type TorchWarning, with Node's hint line; anything else on stderr fails.
     const noise = /^\(node:\d+\) \[TORCH_(WARNING|DEPRECATION)\] TorchWarning: |^\(Use `node --trace-warnings/
-    assert.equal(r.stderr.split('\n').filter((l) => l && !noise.test(l)).join('\n'), '')
+    assert.equal(
+      r.stderr
+        .split('\n')
+        .filter((l) => l && !noise.test(l))
+        .join('\n'),
+      '',
+    )
   })
 }

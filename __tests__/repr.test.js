@@ -15,8 +15,10 @@ const FLOAT_DTYPES = new Set(['float32', 'float64', 'float16', 'bfloat16'])
 
 function loadGolden() {
   if (!fs.existsSync(GOLDEN)) {
-    throw new Error(`${path.relative(process.cwd(), GOLDEN)} is missing: run \`npm run models\` ` +
-      'to generate the golden files (models/make_models.py)')
+    throw new Error(
+      `${path.relative(process.cwd(), GOLDEN)} is missing: run \`npm run models\` ` +
+        'to generate the golden files (models/make_models.py)',
+    )
   }
   return JSON.parse(fs.readFileSync(GOLDEN, 'utf8'))
 }
@@ -33,7 +35,10 @@ function toNumber(v) {
 function build(c) {
   const { shape, dtype } = c
   if (dtype === 'bool') {
-    return torch.tensor(Uint8Array.from(c.data, (b) => (b ? 1 : 0)), { dtype: 'bool', shape })
+    return torch.tensor(
+      Uint8Array.from(c.data, (b) => (b ? 1 : 0)),
+      { dtype: 'bool', shape },
+    )
   }
   // The JSON values are the exact element values; float64 converts to every dtype exactly.
   const data = Float64Array.from(c.data, toNumber)
@@ -48,7 +53,9 @@ describe('repr golden cases (models/golden/repr.json)', () => {
   try {
     cases = loadGolden()
   } catch (e) {
-    test('golden file', () => { throw e })
+    test('golden file', () => {
+      throw e
+    })
     return
   }
 
@@ -84,10 +91,14 @@ describe('repr hand cases', () => {
 
   test('requires-grad tensor', () => {
     assert.equal(torch.ones([2], true).toString(), 'tensor([1., 1.], requires_grad=True)')
-    assert.equal(torch.tensor([1, 2.5], { requiresGrad: true }).toString(),
-      'tensor([1.0000, 2.5000], requires_grad=True)')
-    assert.equal(torch.zeros([2], { dtype: 'float64', requiresGrad: true }).toString(),
-      'tensor([0., 0.], dtype=torch.float64, requires_grad=True)')
+    assert.equal(
+      torch.tensor([1, 2.5], { requiresGrad: true }).toString(),
+      'tensor([1.0000, 2.5000], requires_grad=True)',
+    )
+    assert.equal(
+      torch.zeros([2], { dtype: 'float64', requiresGrad: true }).toString(),
+      'tensor([0., 0.], dtype=torch.float64, requires_grad=True)',
+    )
   })
 
   test('non-default dtypes are named', () => {
@@ -98,7 +109,10 @@ describe('repr hand cases', () => {
   })
 
   test('util.inspect inside an object and an array (console.log)', () => {
-    const t = torch.tensor([[1, 2], [3, 4]])
+    const t = torch.tensor([
+      [1, 2],
+      [3, 4],
+    ])
     assert.equal(util.inspect({ x: torch.tensor([1, 2]) }), '{ x: tensor([1., 2.]) }')
     assert.equal(util.inspect([torch.tensor(3)]), '[ tensor(3.) ]')
     // Multi-line reprs are embedded as they are.

@@ -61,14 +61,22 @@ describe('ResNet-18 (traced, seed 0) equals Python', () => {
 
   test('the top-5 of the golden logits', () => {
     const { values, indices } = model.forwardSync(batch(1)).topk(5)
-    const expected = Array.from(out1.keys()).sort((a, b) => out1[b] - out1[a]).slice(0, 5)
+    const expected = Array.from(out1.keys())
+      .sort((a, b) => out1[b] - out1[a])
+      .slice(0, 5)
     assert.deepEqual(indices.toArray()[0], expected)
-    assertClose(values.toTypedArray(), expected.map((i) => out1[i]), 'top-5 values')
+    assertClose(
+      values.toTypedArray(),
+      expected.map((i) => out1[i]),
+      'top-5 values',
+    )
   })
 
   test('the event loop keeps ticking while three forwards run', async () => {
     let ticks = 0
-    const timer = setInterval(() => { ticks++ }, 5)
+    const timer = setInterval(() => {
+      ticks++
+    }, 5)
     const started = performance.now()
     const outputs = await Promise.all([model.forward(batch(8)), model.forward(batch(8)), model.forward(batch(8))])
     const elapsed = performance.now() - started
@@ -126,7 +134,10 @@ describe('modules', () => {
     const m = new torch.ScriptModule(path.join(MODELS, 'fixtures', 'ivalues_scripted.pt'))
     assert.deepEqual(m.signature(), {
       name: 'forward',
-      args: [{ name: 'x', type: 'Tensor', hasDefault: false }, { name: 'n', type: 'int', hasDefault: false }],
+      args: [
+        { name: 'x', type: 'Tensor', hasDefault: false },
+        { name: 'n', type: 'int', hasDefault: false },
+      ],
       returns: 'Tuple[Tensor, int, float, bool, str, Optional[Tensor], List[int], Dict[str, Tensor]]',
     })
     assert.deepEqual(m.signature('forward'), m.signature())

@@ -8,8 +8,10 @@ const torch = require('..')
 function assertClose(actual, expected, tol = 1e-6, message = '') {
   assert.equal(actual.length, expected.length, `${message} length`)
   for (let i = 0; i < expected.length; i++) {
-    assert.ok(Math.abs(actual[i] - expected[i]) <= tol,
-      `${message}[${i}]: ${actual[i]} is not within ${tol} of ${expected[i]}`)
+    assert.ok(
+      Math.abs(actual[i] - expected[i]) <= tol,
+      `${message}[${i}]: ${actual[i]} is not within ${tol} of ${expected[i]}`,
+    )
   }
 }
 
@@ -30,7 +32,10 @@ describe('factories', () => {
       assert.deepEqual(make([]).shape, [], `${make.name}([])`)
       assert.deepEqual(make([2, 0, 3]).shape, [2, 0, 3], `${make.name}([2, 0, 3])`)
     }
-    assert.deepEqual(torch.ones([2, 3]).toArray(), [[1, 1, 1], [1, 1, 1]])
+    assert.deepEqual(torch.ones([2, 3]).toArray(), [
+      [1, 1, 1],
+      [1, 1, 1],
+    ])
     assert.deepEqual(torch.zeros([3]).toArray(), [0, 0, 0])
     assert.equal(torch.empty([5]).numel(), 5)
   })
@@ -65,7 +70,10 @@ describe('factories', () => {
   test('full', () => {
     const t = torch.full([2, 2], 7)
     assert.equal(t.dtype, 'float32')
-    assert.deepEqual(t.toArray(), [[7, 7], [7, 7]])
+    assert.deepEqual(t.toArray(), [
+      [7, 7],
+      [7, 7],
+    ])
     assert.deepEqual(torch.full(3, 2.5).toArray(), [2.5, 2.5, 2.5])
     assert.equal(torch.full([2], 2.5, { dtype: 'float64' }).dtype, 'float64')
     assert.deepEqual(torch.full([2], 3, { dtype: 'int32' }).toArray(), [3, 3])
@@ -92,7 +100,10 @@ describe('factories', () => {
     const variance = v.reduce((a, b) => a + (b - mean) ** 2, 0) / v.length
     assert.ok(Math.abs(mean) < 0.1, `mean ${mean}`)
     assert.ok(Math.abs(variance - 1) < 0.1, `variance ${variance}`)
-    assert.ok(v.some((x) => x < 0), 'randn should produce negative values')
+    assert.ok(
+      v.some((x) => x < 0),
+      'randn should produce negative values',
+    )
   })
 
   test('randint: int64 by default, values in [low, high)', () => {
@@ -115,8 +126,10 @@ describe('factories', () => {
     assert.deepEqual(a, b)
     assert.notDeepEqual(a, a2)
     // torch.manual_seed(42); torch.rand(5).tolist()
-    assert.deepEqual(a, [0.8822692632675171, 0.9150039553642273, 0.38286375999450684,
-      0.9593056440353394, 0.3904482126235962])
+    assert.deepEqual(
+      a,
+      [0.8822692632675171, 0.9150039553642273, 0.38286375999450684, 0.9593056440353394, 0.3904482126235962],
+    )
     // torch.manual_seed(0); torch.randn(3).tolist()
     torch.manualSeed(0)
     assert.deepEqual(torch.randn([3]).toArray(), [1.5409960746765137, -0.293428897857666, -2.1787893772125244])
@@ -154,8 +167,15 @@ describe('factories', () => {
   test('eye', () => {
     const t = torch.eye(3)
     assert.equal(t.dtype, 'float32')
-    assert.deepEqual(t.toArray(), [[1, 0, 0], [0, 1, 0], [0, 0, 1]])
-    assert.deepEqual(torch.eye(2, 3).toArray(), [[1, 0, 0], [0, 1, 0]])
+    assert.deepEqual(t.toArray(), [
+      [1, 0, 0],
+      [0, 1, 0],
+      [0, 0, 1],
+    ])
+    assert.deepEqual(torch.eye(2, 3).toArray(), [
+      [1, 0, 0],
+      [0, 1, 0],
+    ])
     assert.deepEqual(torch.eye(3, 2).shape, [3, 2])
     assert.equal(torch.eye(2, 2, { dtype: 'int64' }).dtype, 'int64')
   })
@@ -163,23 +183,41 @@ describe('factories', () => {
 
 describe('tensor(): data in', () => {
   test('nested arrays of numbers -> float32', () => {
-    const t = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    const t = torch.tensor([
+      [1, 2, 3],
+      [4, 5, 6],
+    ])
     assert.equal(t.dtype, 'float32')
     assert.deepEqual(t.shape, [2, 3])
-    assert.deepEqual(t.toArray(), [[1, 2, 3], [4, 5, 6]])
+    assert.deepEqual(t.toArray(), [
+      [1, 2, 3],
+      [4, 5, 6],
+    ])
     assert.deepEqual(torch.tensor([1.5, -2]).toArray(), [1.5, -2])
   })
 
   test('nested arrays of booleans -> bool', () => {
-    const t = torch.tensor([[true, false], [false, true]])
+    const t = torch.tensor([
+      [true, false],
+      [false, true],
+    ])
     assert.equal(t.dtype, 'bool')
-    assert.deepEqual(t.toArray(), [[true, false], [false, true]])
+    assert.deepEqual(t.toArray(), [
+      [true, false],
+      [false, true],
+    ])
   })
 
   test('nested arrays of BigInts -> int64 (exact beyond 2^53)', () => {
-    const t = torch.tensor([[1n, 2n], [3n, -4n]])
+    const t = torch.tensor([
+      [1n, 2n],
+      [3n, -4n],
+    ])
     assert.equal(t.dtype, 'int64')
-    assert.deepEqual(t.toArray(), [[1, 2], [3, -4]])
+    assert.deepEqual(t.toArray(), [
+      [1, 2],
+      [3, -4],
+    ])
     const big = 2n ** 60n + 1n
     assert.deepEqual(Array.from(torch.tensor([big, -big]).toTypedArray()), [big, -big])
   })
@@ -241,7 +279,10 @@ describe('tensor(): data in', () => {
   test('a flat TypedArray with {shape}', () => {
     const t = torch.tensor(new Int32Array([1, 2, 3, 4, 5, 6]), { shape: [2, 3] })
     assert.deepEqual(t.shape, [2, 3])
-    assert.deepEqual(t.toArray(), [[1, 2, 3], [4, 5, 6]])
+    assert.deepEqual(t.toArray(), [
+      [1, 2, 3],
+      [4, 5, 6],
+    ])
     assert.deepEqual(torch.tensor(new Float32Array([]), { shape: [0, 3] }).shape, [0, 3])
     assert.deepEqual(torch.tensor(new Float32Array([7]), { shape: [] }).shape, [])
     assert.throws(() => torch.tensor(new Float32Array(6), { shape: [4, 2] }), { code: 'ShapeMismatch' })
@@ -261,17 +302,24 @@ describe('tensor(): data in', () => {
 
   test('Uint16Array needs dtype float16/bfloat16 and is read as raw bits', () => {
     assert.equal(torch.tensor(new Uint16Array([0x3c00]), { dtype: 'float16' }).item(), 1)
-    assert.deepEqual(torch.tensor(new Uint16Array([0x3c00, 0xc000, 0x3800]), { dtype: 'float16' }).toArray(),
-      [1, -2, 0.5])
+    assert.deepEqual(
+      torch.tensor(new Uint16Array([0x3c00, 0xc000, 0x3800]), { dtype: 'float16' }).toArray(),
+      [1, -2, 0.5],
+    )
     assert.equal(torch.tensor(new Uint16Array([0x3f80]), { dtype: 'bfloat16' }).item(), 1)
-    assert.deepEqual(torch.tensor(new Uint16Array([0x3f80, 0xc000, 0x4380]), { dtype: 'bfloat16' }).toArray(),
-      [1, -2, 256])
+    assert.deepEqual(
+      torch.tensor(new Uint16Array([0x3f80, 0xc000, 0x4380]), { dtype: 'bfloat16' }).toArray(),
+      [1, -2, 256],
+    )
     assert.throws(() => torch.tensor(new Uint16Array([1])), { code: 'InvalidArg' })
     assert.throws(() => torch.tensor(new Uint16Array([1]), { dtype: 'int32' }), { code: 'InvalidArg' })
   })
 
   test('another Tensor -> a copy', () => {
-    const a = torch.tensor([[1, 2], [3, 4]])
+    const a = torch.tensor([
+      [1, 2],
+      [3, 4],
+    ])
     const b = torch.tensor(a)
     assert.notEqual(b, a)
     assert.deepEqual(b.shape, a.shape)
@@ -279,10 +327,16 @@ describe('tensor(): data in', () => {
     assert.deepEqual(b.toArray(), a.toArray())
     a.dispose()
     assert.equal(b.isDisposed, false)
-    assert.deepEqual(b.toArray(), [[1, 2], [3, 4]])
+    assert.deepEqual(b.toArray(), [
+      [1, 2],
+      [3, 4],
+    ])
     const c = torch.tensor(b, { dtype: 'int32' })
     assert.equal(c.dtype, 'int32')
-    assert.deepEqual(c.toArray(), [[1, 2], [3, 4]])
+    assert.deepEqual(c.toArray(), [
+      [1, 2],
+      [3, 4],
+    ])
   })
 
   // Numbers are float64 in JS and must not pass through float32 on the way to a wider dtype:
@@ -295,13 +349,17 @@ describe('tensor(): data in', () => {
 
   test('numbers with dtype int32 convert exactly, as in PyTorch', () => {
     assert.equal(torch.tensor([16777217], { dtype: 'int32' }).item(), 16777217)
-    assert.deepEqual(Array.from(torch.tensor([-2147483648, 2147483647], { dtype: 'int32' }).toTypedArray()),
-      [-2147483648, 2147483647])
+    assert.deepEqual(
+      Array.from(torch.tensor([-2147483648, 2147483647], { dtype: 'int32' }).toTypedArray()),
+      [-2147483648, 2147483647],
+    )
   })
 
   test('numbers with dtype int64 convert exactly, as in PyTorch', () => {
-    assert.deepEqual(Array.from(torch.tensor([2 ** 53 - 1, -(2 ** 53 - 1)], { dtype: 'int64' }).toTypedArray()),
-      [2n ** 53n - 1n, -(2n ** 53n - 1n)])
+    assert.deepEqual(Array.from(torch.tensor([2 ** 53 - 1, -(2 ** 53 - 1)], { dtype: 'int64' }).toTypedArray()), [
+      2n ** 53n - 1n,
+      -(2n ** 53n - 1n),
+    ])
     assert.deepEqual(Array.from(torch.tensor(16777217, { dtype: 'int64' }).toTypedArray()), [16777217n])
   })
 })
@@ -311,18 +369,136 @@ describe('data out: every dtype', () => {
   const F16 = { one: 0x3c00, half: 0x3800, minusTwo: 0xc000, max: 0x7bff }
   const BF16 = { one: 0x3f80, half: 0x3f00, minusTwo: 0xc000, n256: 0x4380 }
   const cases = [
-    ['float32', [[1.5, -2], [0.25, 3]], Float32Array, [1.5, -2, 0.25, 3], [[1.5, -2], [0.25, 3]]],
-    ['float64', [[1.5, -2], [0.25, 3]], Float64Array, [1.5, -2, 0.25, 3], [[1.5, -2], [0.25, 3]]],
-    ['float16', [[1, 0.5], [-2, 65504]], Uint16Array, [F16.one, F16.half, F16.minusTwo, F16.max],
-      [[1, 0.5], [-2, 65504]]],
-    ['bfloat16', [[1, 0.5], [-2, 256]], Uint16Array, [BF16.one, BF16.half, BF16.minusTwo, BF16.n256],
-      [[1, 0.5], [-2, 256]]],
-    ['int8', [[-128, -1], [0, 127]], Int8Array, [-128, -1, 0, 127], [[-128, -1], [0, 127]]],
-    ['uint8', [[0, 1], [128, 255]], Uint8Array, [0, 1, 128, 255], [[0, 1], [128, 255]]],
-    ['int16', [[-32768, -1], [0, 32767]], Int16Array, [-32768, -1, 0, 32767], [[-32768, -1], [0, 32767]]],
-    ['int32', [[-65536, -1], [0, 65536]], Int32Array, [-65536, -1, 0, 65536], [[-65536, -1], [0, 65536]]],
-    ['int64', [[1, -2], [300, 4096]], BigInt64Array, [1n, -2n, 300n, 4096n], [[1, -2], [300, 4096]]],
-    ['bool', [[true, false], [false, true]], Uint8Array, [1, 0, 0, 1], [[true, false], [false, true]]],
+    [
+      'float32',
+      [
+        [1.5, -2],
+        [0.25, 3],
+      ],
+      Float32Array,
+      [1.5, -2, 0.25, 3],
+      [
+        [1.5, -2],
+        [0.25, 3],
+      ],
+    ],
+    [
+      'float64',
+      [
+        [1.5, -2],
+        [0.25, 3],
+      ],
+      Float64Array,
+      [1.5, -2, 0.25, 3],
+      [
+        [1.5, -2],
+        [0.25, 3],
+      ],
+    ],
+    [
+      'float16',
+      [
+        [1, 0.5],
+        [-2, 65504],
+      ],
+      Uint16Array,
+      [F16.one, F16.half, F16.minusTwo, F16.max],
+      [
+        [1, 0.5],
+        [-2, 65504],
+      ],
+    ],
+    [
+      'bfloat16',
+      [
+        [1, 0.5],
+        [-2, 256],
+      ],
+      Uint16Array,
+      [BF16.one, BF16.half, BF16.minusTwo, BF16.n256],
+      [
+        [1, 0.5],
+        [-2, 256],
+      ],
+    ],
+    [
+      'int8',
+      [
+        [-128, -1],
+        [0, 127],
+      ],
+      Int8Array,
+      [-128, -1, 0, 127],
+      [
+        [-128, -1],
+        [0, 127],
+      ],
+    ],
+    [
+      'uint8',
+      [
+        [0, 1],
+        [128, 255],
+      ],
+      Uint8Array,
+      [0, 1, 128, 255],
+      [
+        [0, 1],
+        [128, 255],
+      ],
+    ],
+    [
+      'int16',
+      [
+        [-32768, -1],
+        [0, 32767],
+      ],
+      Int16Array,
+      [-32768, -1, 0, 32767],
+      [
+        [-32768, -1],
+        [0, 32767],
+      ],
+    ],
+    [
+      'int32',
+      [
+        [-65536, -1],
+        [0, 65536],
+      ],
+      Int32Array,
+      [-65536, -1, 0, 65536],
+      [
+        [-65536, -1],
+        [0, 65536],
+      ],
+    ],
+    [
+      'int64',
+      [
+        [1, -2],
+        [300, 4096],
+      ],
+      BigInt64Array,
+      [1n, -2n, 300n, 4096n],
+      [
+        [1, -2],
+        [300, 4096],
+      ],
+    ],
+    [
+      'bool',
+      [
+        [true, false],
+        [false, true],
+      ],
+      Uint8Array,
+      [1, 0, 0, 1],
+      [
+        [true, false],
+        [false, true],
+      ],
+    ],
   ]
 
   for (const [dtype, data, Class, flat, nested] of cases) {
@@ -409,7 +585,11 @@ describe('ops', () => {
     assert.equal(s.dtype, 'float32')
     assertClose(s.toArray(), expected, 1e-6, 'softmax([1, 2, 3])')
 
-    const m = torch.tensor([[1, 2, 3], [0, 0, 0], [-1, 5, 2]])
+    const m = torch.tensor([
+      [1, 2, 3],
+      [0, 0, 0],
+      [-1, 5, 2],
+    ])
     for (const row of m.softmax(1).toArray()) assertClose([row.reduce((a, b) => a + b)], [1], 1e-6, 'row sum')
     for (const row of m.softmax(-1).toArray()) assertClose([row.reduce((a, b) => a + b)], [1], 1e-6, 'row sum')
     const cols = m.softmax(0).toArray()
@@ -422,12 +602,28 @@ describe('ops', () => {
     const lse = Math.log(x.map(Math.exp).reduce((a, b) => a + b))
     const ls = torch.tensor(x).logSoftmax(0)
     assert.equal(ls.dtype, 'float32')
-    assertClose(ls.toArray(), x.map((v) => v - lse), 1e-6, 'logSoftmax([1, 2, 3])')
-    assertClose(torch.tensor([[1, 2, 3]]).logSoftmax(-1).toArray()[0], x.map((v) => v - lse), 1e-6, 'dim -1')
+    assertClose(
+      ls.toArray(),
+      x.map((v) => v - lse),
+      1e-6,
+      'logSoftmax([1, 2, 3])',
+    )
+    assertClose(
+      torch
+        .tensor([[1, 2, 3]])
+        .logSoftmax(-1)
+        .toArray()[0],
+      x.map((v) => v - lse),
+      1e-6,
+      'dim -1',
+    )
   })
 
   test('argmax: flattened, along a dim, keepdim', () => {
-    const t = torch.tensor([[1, 5, 3], [9, 2, 4]])
+    const t = torch.tensor([
+      [1, 5, 3],
+      [9, 2, 4],
+    ])
     const flat = t.argmax()
     assert.deepEqual(flat.shape, [])
     assert.equal(flat.dtype, 'int64')
@@ -454,7 +650,12 @@ describe('ops', () => {
     assert.deepEqual(ix.shape, [rows, k])
     assert.equal(ix.dtype, 'int64')
     assert.equal(v.dtype, 'float32')
-    const expectedIdx = nested.map((row) => row.map((x, i) => i).sort((a, b) => row[b] - row[a]).slice(0, k))
+    const expectedIdx = nested.map((row) =>
+      row
+        .map((x, i) => i)
+        .sort((a, b) => row[b] - row[a])
+        .slice(0, k),
+    )
     const expectedVal = nested.map((row, r) => expectedIdx[r].map((i) => row[i]))
     assert.deepEqual(ix.toArray(), expectedIdx)
     assert.deepEqual(v.toArray(), expectedVal)
@@ -464,7 +665,12 @@ describe('ops', () => {
     const colsIdx = []
     for (let j = 0; j < cols; j++) {
       const col = nested.map((row) => row[j])
-      colsIdx.push(col.map((x, i) => i).sort((a, b) => col[b] - col[a]).slice(0, 2))
+      colsIdx.push(
+        col
+          .map((x, i) => i)
+          .sort((a, b) => col[b] - col[a])
+          .slice(0, 2),
+      )
     }
     assert.deepEqual(t0.indices.toArray(), [colsIdx.map((c) => c[0]), colsIdx.map((c) => c[1])])
   })
@@ -530,8 +736,12 @@ describe('runtime', () => {
     else assert.equal(count, 0)
   })
 
-  test('a CUDA tensor without CUDA throws DeviceUnavailable', { skip: torch.cuda.isAvailable() && 'CUDA is available' }, () => {
-    assert.throws(() => torch.ones([2], { device: 'cuda' }), { code: 'DeviceUnavailable' })
-    assert.throws(() => torch.ones([2]).cuda(), { code: 'DeviceUnavailable' })
-  })
+  test(
+    'a CUDA tensor without CUDA throws DeviceUnavailable',
+    { skip: torch.cuda.isAvailable() && 'CUDA is available' },
+    () => {
+      assert.throws(() => torch.ones([2], { device: 'cuda' }), { code: 'DeviceUnavailable' })
+      assert.throws(() => torch.ones([2]).cuda(), { code: 'DeviceUnavailable' })
+    },
+  )
 })

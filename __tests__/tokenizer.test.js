@@ -58,7 +58,11 @@ describe('Tokenizer: parity with Python tokenizers', { skip }, () => {
           const enc = tok.encode(rec.text)
           const want = expected(rec)
           assert.deepEqual(actual(enc, want), want, `${name}/${rec.name}`)
-          assert.deepEqual(tok.encode(rec.text, { addSpecialTokens: false }).ids, rec.ids_no_special, `${name}/${rec.name} without special tokens`)
+          assert.deepEqual(
+            tok.encode(rec.text, { addSpecialTokens: false }).ids,
+            rec.ids_no_special,
+            `${name}/${rec.name} without special tokens`,
+          )
           assert.equal(tok.decode(enc.ids, { skipSpecialTokens: true }), rec.decoded, `${name}/${rec.name} decoded`)
           assert.equal(tok.decode(enc.ids), rec.decoded_with_special, `${name}/${rec.name} decoded with special tokens`)
         }
@@ -68,15 +72,24 @@ describe('Tokenizer: parity with Python tokenizers', { skip }, () => {
         for (const rec of g.cases) {
           const enc = tok.encode(rec.text)
           enc.offsets.forEach(([start, end], i) => {
-            assert.ok(start >= 0 && start <= end && end <= rec.text.length, `${name}/${rec.name} token ${i}: [${start}, ${end})`)
-            assert.ok(!hasLoneSurrogate(rec.text.slice(start, end)), `${name}/${rec.name} token ${i} cuts a surrogate pair`)
+            assert.ok(
+              start >= 0 && start <= end && end <= rec.text.length,
+              `${name}/${rec.name} token ${i}: [${start}, ${end})`,
+            )
+            assert.ok(
+              !hasLoneSurrogate(rec.text.slice(start, end)),
+              `${name}/${rec.name} token ${i} cuts a surrogate pair`,
+            )
           })
         }
         // Where the tokenizer keeps the text as it is, the slice is the token itself.
         if (name === 'minilm') {
           const text = 'hello 🍕 日本'
           const enc = tok.encode(text, { addSpecialTokens: false })
-          assert.deepEqual(enc.offsets.map(([s, e]) => text.slice(s, e)), ['hello', '[UNK]' === enc.tokens[1] ? '🍕' : enc.tokens[1], '日', '本'])
+          assert.deepEqual(
+            enc.offsets.map(([s, e]) => text.slice(s, e)),
+            ['hello', '[UNK]' === enc.tokens[1] ? '🍕' : enc.tokens[1], '日', '本'],
+          )
         }
       })
 
@@ -93,7 +106,11 @@ describe('Tokenizer: parity with Python tokenizers', { skip }, () => {
           const options = { maxLength: rec.max_length, truncation: rec.strategy }
           if (rec.pair !== null) options.pair = rec.pair
           if (rec.error) {
-            assert.throws(() => tok.encode(rec.text, options), { code: 'InvalidArg' }, `${name} ${JSON.stringify(options)}`)
+            assert.throws(
+              () => tok.encode(rec.text, options),
+              { code: 'InvalidArg' },
+              `${name} ${JSON.stringify(options)}`,
+            )
             continue
           }
           const want = expected(rec)
@@ -103,10 +120,22 @@ describe('Tokenizer: parity with Python tokenizers', { skip }, () => {
 
       test('encodeBatch pads as transformers does (its pad token and side; longest, to a multiple of 8)', async () => {
         for (const b of g.batches) {
-          const encs = await tok.encodeBatch(b.texts, { padding: 'longest', padToMultipleOf: b.pad_to_multiple_of ?? undefined })
-          assert.deepEqual(encs.map((e) => e.ids), b.ids)
-          assert.deepEqual(encs.map((e) => e.attentionMask), b.attention_mask)
-          const tensors = await tok.encodeBatch(b.texts, { returnTensors: true, padToMultipleOf: b.pad_to_multiple_of ?? undefined })
+          const encs = await tok.encodeBatch(b.texts, {
+            padding: 'longest',
+            padToMultipleOf: b.pad_to_multiple_of ?? undefined,
+          })
+          assert.deepEqual(
+            encs.map((e) => e.ids),
+            b.ids,
+          )
+          assert.deepEqual(
+            encs.map((e) => e.attentionMask),
+            b.attention_mask,
+          )
+          const tensors = await tok.encodeBatch(b.texts, {
+            returnTensors: true,
+            padToMultipleOf: b.pad_to_multiple_of ?? undefined,
+          })
           assert.equal(tensors.inputIds.dtype, 'int64')
           assert.deepEqual(rows(tensors.inputIds), b.ids)
           assert.deepEqual(rows(tensors.attentionMask), b.attention_mask)
@@ -120,7 +149,10 @@ describe('Tokenizer: parity with Python tokenizers', { skip }, () => {
         assert.deepEqual(rows(t.inputIds), b.input_ids)
         assert.deepEqual(rows(t.attentionMask), b.attention_mask)
         if (b.token_type_ids) assert.deepEqual(rows(t.tokenTypeIds), b.token_type_ids)
-        assert.deepEqual(t.lengths, b.attention_mask.map((m) => m.reduce((x, y) => x + y, 0)))
+        assert.deepEqual(
+          t.lengths,
+          b.attention_mask.map((m) => m.reduce((x, y) => x + y, 0)),
+        )
       })
 
       test('encodeBatch of the corpus equals encode of each text, pairs and truncation too', async () => {
@@ -131,7 +163,10 @@ describe('Tokenizer: parity with Python tokenizers', { skip }, () => {
         encs.forEach((e, i) => assert.deepEqual(e.toJSON(), tok.encode(texts[i]).toJSON(), `text ${i}`))
         const pairs = g.pairs.map((p) => p.pair)
         const options = { truncation: true, maxLength: 12 }
-        const paired = await tok.encodeBatch(g.pairs.map((p) => p.text), { pair: pairs, ...options })
+        const paired = await tok.encodeBatch(
+          g.pairs.map((p) => p.text),
+          { pair: pairs, ...options },
+        )
         paired.forEach((e, i) => {
           const want = tok.encode(g.pairs[i].text, { pair: pairs[i], ...options }).toJSON()
           assert.deepEqual(e.toJSON(), want, `pair ${i}`)
@@ -157,7 +192,10 @@ describe('Tokenizer: parity with Python tokenizers', { skip }, () => {
     assert.deepEqual(a.toJSON(), tok.encode('Hello 🍕 world').toJSON())
     assert.deepEqual(b.tokens.join(''), tok.encode('Émoji and 日本語').tokens.join(''))
     // Tokens holding part of the pizza's bytes span the whole character, as in Python.
-    assert.deepEqual(a.offsets.map(([s, e]) => 'Hello 🍕 world'.slice(s, e)), ['Hello', ' 🍕', '🍕', '🍕', ' world'])
+    assert.deepEqual(
+      a.offsets.map(([s, e]) => 'Hello 🍕 world'.slice(s, e)),
+      ['Hello', ' 🍕', '🍕', '🍕', ' world'],
+    )
     assert.deepEqual(a.tokens, ['Hello', 'ĠðŁ', 'į', 'ķ', 'Ġworld'])
     a.ids.push(0) // the arrays are the caller's, as a plain object's would be
     assert.equal(a.ids.at(-1), 0)
@@ -233,12 +271,28 @@ describe('Tokenizer: loading, special tokens, options', { skip }, () => {
     const pad = tok.tokenToId('<pad>')
     assert.equal(short[0], pad)
     assert.deepEqual(short.slice(short.length - lengths[0]), tok.encode(texts[0]).ids)
-    assert.deepEqual(attentionMask.toArray()[0].map(Number).slice(0, short.length - lengths[0]).filter((x) => x !== 0), [])
+    assert.deepEqual(
+      attentionMask
+        .toArray()[0]
+        .map(Number)
+        .slice(0, short.length - lengths[0])
+        .filter((x) => x !== 0),
+      [],
+    )
     const fixed = await tok.encodeBatch(texts, { returnTensors: true, padding: 'maxLength', maxLength: 20 })
     assert.deepEqual(fixed.inputIds.shape, [2, 20])
     const ragged = await tok.encodeBatch(texts, { returnTensors: 'ragged' })
-    assert.deepEqual(ragged.inputIds.map((t) => t.shape), [[1, lengths[0]], [1, lengths[1]]])
-    assert.deepEqual(ragged.inputIds.map((t) => t.toArray()[0].map(Number)), texts.map((t) => tok.encode(t).ids))
+    assert.deepEqual(
+      ragged.inputIds.map((t) => t.shape),
+      [
+        [1, lengths[0]],
+        [1, lengths[1]],
+      ],
+    )
+    assert.deepEqual(
+      ragged.inputIds.map((t) => t.toArray()[0].map(Number)),
+      texts.map((t) => tok.encode(t).ids),
+    )
     assert.deepEqual(ragged.lengths, lengths)
   })
 
@@ -248,7 +302,10 @@ describe('Tokenizer: loading, special tokens, options', { skip }, () => {
     assert.equal(tok.encode('a b c d e f g', { truncation: false, maxLength: 4 }).ids.length, 9)
     assert.equal(tok.encode('word '.repeat(600), { truncation: true }).ids.length, 512) // model_max_length
     const unigram = Tokenizer.fromJSON(fs.readFileSync(path.join(DIR, 'unigram', 'tokenizer.json')))
-    assert.throws(() => unigram.encode('x', { truncation: true }), { code: 'InvalidArg', message: /needs options.maxLength/ })
+    assert.throws(() => unigram.encode('x', { truncation: true }), {
+      code: 'InvalidArg',
+      message: /needs options.maxLength/,
+    })
   })
 
   test('unknown option keys and bad values are InvalidArg', async () => {
@@ -271,12 +328,25 @@ describe('Tokenizer: loading, special tokens, options', { skip }, () => {
       () => Tokenizer.fromFile(42),
     ]
     for (const f of bad) assert.throws(f, { code: 'InvalidArg' }, f.toString())
-    for (const options of [{ padding: 'shortest' }, { returnTensors: 'numpy' }, { pair: ['only one'] }, { returnTensors: 'ragged', padding: 'longest' }, { signal: 'x' }, { padding: 'maxLength' }]) {
-      await assert.rejects(tok.encodeBatch(['a', 'b'], options.padding === 'maxLength' ? { ...options, maxLength: 0 } : options), { code: 'InvalidArg' }, JSON.stringify(options))
+    for (const options of [
+      { padding: 'shortest' },
+      { returnTensors: 'numpy' },
+      { pair: ['only one'] },
+      { returnTensors: 'ragged', padding: 'longest' },
+      { signal: 'x' },
+      { padding: 'maxLength' },
+    ]) {
+      await assert.rejects(
+        tok.encodeBatch(['a', 'b'], options.padding === 'maxLength' ? { ...options, maxLength: 0 } : options),
+        { code: 'InvalidArg' },
+        JSON.stringify(options),
+      )
     }
     await assert.rejects(tok.encodeBatch('not an array'), { code: 'InvalidArg' })
     await assert.rejects(tok.encodeBatch(['ok', 7]), { code: 'InvalidArg', message: /texts\[1\]: expected a string/ })
-    await assert.rejects(tok.encodeBatch(['a', 'b c d'], { returnTensors: true, padding: false }), { code: 'ShapeMismatch' })
+    await assert.rejects(tok.encodeBatch(['a', 'b c d'], { returnTensors: true, padding: false }), {
+      code: 'ShapeMismatch',
+    })
     assert.throws(() => new Tokenizer(), { code: 'InvalidArg' })
   })
 
@@ -350,7 +420,10 @@ describe('Tokenizer: hostile input ends in coded errors, never a crash', { skip 
         await caught(() => Tokenizer.fromJSON(json, { config: '{not json' })),
         await caught(() => Tokenizer.fromFile('/nonexistent/tokenizer.json')),
       ])`)
-    assert.deepEqual(r.slice(0, 3).map((e) => e.code), ['InvalidArg', 'InvalidArg', 'InvalidArg'])
+    assert.deepEqual(
+      r.slice(0, 3).map((e) => e.code),
+      ['InvalidArg', 'InvalidArg', 'InvalidArg'],
+    )
     for (const e of r.slice(3)) assert.equal(e.code, 'ModelLoadError', JSON.stringify(e))
   })
 
@@ -367,7 +440,10 @@ describe('Tokenizer: hostile input ends in coded errors, never a crash', { skip 
         await t('{{ strftime_now("%Q") }}'),
         await t('{{ strftime_now("%Y") | length }}'),
       ])`)
-    assert.deepEqual(r[0], { code: 'InvalidArg', message: 'chat template: Conversation roles must alternate user/assistant' })
+    assert.deepEqual(r[0], {
+      code: 'InvalidArg',
+      message: 'chat template: Conversation roles must alternate user/assistant',
+    })
     for (const e of r.slice(1, 5)) assert.equal(e.code, 'InvalidArg', JSON.stringify(e))
     assert.deepEqual(r[5], { value: 1 }) // "4": a four-digit year
   })

@@ -98,7 +98,11 @@ function client(cmd, args, timeoutMs = 180_000) {
 }
 
 const env = tritonEnv()
-const skip = !env.ok ? env.reason : !fs.existsSync(RESNET) ? 'models/resnet18_traced.pt not generated (npm run models)' : null
+const skip = !env.ok
+  ? env.reason
+  : !fs.existsSync(RESNET)
+    ? 'models/resnet18_traced.pt not generated (npm run models)'
+    : null
 
 if (skip) {
   test.skip(`Triton peers: ${skip}`)
@@ -110,7 +114,10 @@ if (skip) {
       clientScript = path.join(dir, 'client.py')
       fs.writeFileSync(clientScript, CLIENT_PY)
       const repo = writeTritonTestModels(path.join(dir, 'repo'), {
-        resnet: RESNET, twoIo: env.fixtures.twoIo, textEncoder: TEXT, twoIoDynamicBatching: true,
+        resnet: RESNET,
+        twoIo: env.fixtures.twoIo,
+        textEncoder: TEXT,
+        twoIoDynamicBatching: true,
       })
       const t0 = Date.now()
       server = await startTriton({ repo, timeoutMs: 180_000 })
@@ -135,72 +142,151 @@ if (skip) {
       assert.deepEqual(resnet.outputs, [{ name: 'OUTPUT__0', datatype: 'FP32', shape: [-1, 1000] }])
     })
 
-    test('ResNet-18 through tritonclient (HTTP binary, HTTP JSON, gRPC) equals the Python golden', { timeout: 300_000 }, async (t) => {
-      const got = await client('golden', {
-        http: server.httpUrl.replace('http://', ''), grpc: server.grpcUrl, model: 'resnet18', datatypes: ['FP32'], outputs: 1,
-        input: path.join(GOLDEN, 'resnet18_input_b8.f32'), output: path.join(GOLDEN, 'resnet18_output_b1.f32'),
-      })
-      t.diagnostic(`max |difference| from resnet18_output_b1.f32: ${JSON.stringify(got)}`)
-      for (const [route, diff] of Object.entries(got)) assert.ok(diff <= TOLERANCE, `${route}: max |difference| ${diff} > ${TOLERANCE}`)
-    })
+    test(
+      'ResNet-18 through tritonclient (HTTP binary, HTTP JSON, gRPC) equals the Python golden',
+      { timeout: 300_000 },
+      async (t) => {
+        const got = await client('golden', {
+          http: server.httpUrl.replace('http://', ''),
+          grpc: server.grpcUrl,
+          model: 'resnet18',
+          datatypes: ['FP32'],
+          outputs: 1,
+          input: path.join(GOLDEN, 'resnet18_input_b8.f32'),
+          output: path.join(GOLDEN, 'resnet18_output_b1.f32'),
+        })
+        t.diagnostic(`max |difference| from resnet18_output_b1.f32: ${JSON.stringify(got)}`)
+        for (const [route, diff] of Object.entries(got))
+          assert.ok(diff <= TOLERANCE, `${route}: max |difference| ${diff} > ${TOLERANCE}`)
+      },
+    )
 
-    test(`Triton's dynamic batcher merges ${CONCURRENT} concurrent requests (statistics)`, { timeout: 300_000 }, async (t) => {
-      const before = await tritonStats(server, 'resnet18')
-      const got = await client('burst', {
-        http: server.httpUrl.replace('http://', ''), grpc: server.grpcUrl, model: 'resnet18', n: CONCURRENT, concurrency: CONCURRENT,
-        input: path.join(GOLDEN, 'resnet18_input_b8.f32'), output: path.join(GOLDEN, 'resnet18_output_b8.f32'),
-      })
-      assert.equal(got.answered, CONCURRENT)
-      assert.ok(got.worst <= TOLERANCE, `batched outputs: max |difference| ${got.worst} > ${TOLERANCE}`)
-      const now = await tritonStats(server, 'resnet18')
-      const inferences = now.inference_count - before.inference_count
-      const executions = now.execution_count - before.execution_count
-      t.diagnostic(`${inferences} inferences in ${executions} executions; batch sizes run: ` +
-        now.batch_stats.map((b) => `${b.batch_size}×${b.compute_infer.count}`).join(' '))
-      assert.equal(inferences, CONCURRENT, JSON.stringify(now))
-      assert.ok(executions < inferences, `${inferences} inferences in ${executions} executions: nothing merged`)
-      assert.ok(now.batch_stats.some((b) => b.batch_size > 1), JSON.stringify(now.batch_stats))
-    })
+    test(
+      `Triton's dynamic batcher merges ${CONCURRENT} concurrent requests (statistics)`,
+      { timeout: 300_000 },
+      async (t) => {
+        const before = await tritonStats(server, 'resnet18')
+        const got = await client('burst', {
+          http: server.httpUrl.replace('http://', ''),
+          grpc: server.grpcUrl,
+          model: 'resnet18',
+          n: CONCURRENT,
+          concurrency: CONCURRENT,
+          input: path.join(GOLDEN, 'resnet18_input_b8.f32'),
+          output: path.join(GOLDEN, 'resnet18_output_b8.f32'),
+        })
+        assert.equal(got.answered, CONCURRENT)
+        assert.ok(got.worst <= TOLERANCE, `batched outputs: max |difference| ${got.worst} > ${TOLERANCE}`)
+        const now = await tritonStats(server, 'resnet18')
+        const inferences = now.inference_count - before.inference_count
+        const executions = now.execution_count - before.execution_count
+        t.diagnostic(
+          `${inferences} inferences in ${executions} executions; batch sizes run: ` +
+            now.batch_stats.map((b) => `${b.batch_size}×${b.compute_infer.count}`).join(' '),
+        )
+        assert.equal(inferences, CONCURRENT, JSON.stringify(now))
+        assert.ok(executions < inferences, `${inferences} inferences in ${executions} executions: nothing merged`)
+        assert.ok(
+          now.batch_stats.some((b) => b.batch_size > 1),
+          JSON.stringify(now.batch_stats),
+        )
+      },
+    )
 
-    test('two inputs, two outputs by position (INPUT__0/1 -> OUTPUT__0/1), HTTP and gRPC', { timeout: 180_000 }, async () => {
-      const got = await client('local', {
-        http: server.httpUrl.replace('http://', ''), grpc: server.grpcUrl, model: 'two_io', pt: env.fixtures.twoIo,
-        datatypes: ['FP32', 'FP32'], outputs: 2,
-        inputs: [{ datatype: 'FP32', shape: [2, 3] }, { datatype: 'FP32', shape: [2, 3] }],
-      })
-      assert.deepEqual(got.shapes, [[2, 3], [2, 3]])
-      assert.ok(got.http <= 0 && got.grpc <= 0, JSON.stringify(got))
-    })
+    test(
+      'two inputs, two outputs by position (INPUT__0/1 -> OUTPUT__0/1), HTTP and gRPC',
+      { timeout: 180_000 },
+      async () => {
+        const got = await client('local', {
+          http: server.httpUrl.replace('http://', ''),
+          grpc: server.grpcUrl,
+          model: 'two_io',
+          pt: env.fixtures.twoIo,
+          datatypes: ['FP32', 'FP32'],
+          outputs: 2,
+          inputs: [
+            { datatype: 'FP32', shape: [2, 3] },
+            { datatype: 'FP32', shape: [2, 3] },
+          ],
+        })
+        assert.deepEqual(got.shapes, [
+          [2, 3],
+          [2, 3],
+        ])
+        assert.ok(got.http <= 0 && got.grpc <= 0, JSON.stringify(got))
+      },
+    )
 
     test('INT64 and BOOL inputs (text_encoder fixture), HTTP and gRPC', { timeout: 180_000 }, async () => {
       const got = await client('local', {
-        http: server.httpUrl.replace('http://', ''), grpc: server.grpcUrl, model: 'text_encoder', pt: TEXT,
-        datatypes: ['INT64', 'BOOL'], outputs: 2,
-        inputs: [{ datatype: 'INT64', shape: [2, 5], high: 32 }, { datatype: 'BOOL', shape: [2, 5] }],
+        http: server.httpUrl.replace('http://', ''),
+        grpc: server.grpcUrl,
+        model: 'text_encoder',
+        pt: TEXT,
+        datatypes: ['INT64', 'BOOL'],
+        outputs: 2,
+        inputs: [
+          { datatype: 'INT64', shape: [2, 5], high: 32 },
+          { datatype: 'BOOL', shape: [2, 5] },
+        ],
       })
-      assert.deepEqual(got.shapes, [[2, 5, 8], [2, 8]])
+      assert.deepEqual(got.shapes, [
+        [2, 5, 8],
+        [2, 8],
+      ])
       assert.ok(got.http <= TOLERANCE && got.grpc <= TOLERANCE, JSON.stringify(got))
     })
 
-    test('perf_analyzer (tritonclient 2.51) runs a short bounded load', { skip: !perfAnalyzer() && 'perf_analyzer not installed', timeout: 180_000 }, async (t) => {
-      const pa = perfAnalyzer()
-      const r = await runChild(pa.path, [
-        '-m', 'two_io', '-u', server.httpUrl.replace('http://', ''), '-i', 'http',
-        '--shape', 'INPUT__0:3', '--shape', 'INPUT__1:3', '--concurrency-range', '2',
-        // A fixed number of requests: no waiting for stable windows, which a busy machine may not give.
-        '--request-count', '200',
-      ], pa.env, 120_000)
-      assert.equal(r.code, 0, `perf_analyzer: exit ${r.code ?? r.signal}\n${r.stdout.slice(-2000)}\n${r.stderr.slice(-2000)}`)
-      t.diagnostic(r.stdout.split('\n').find((l) => l.startsWith('Concurrency:')) ?? '')
-      assert.match(r.stdout, /Concurrency: 2, throughput: [\d.]+ infer\/sec, latency \d+ usec/)
-    })
+    test(
+      'perf_analyzer (tritonclient 2.51) runs a short bounded load',
+      { skip: !perfAnalyzer() && 'perf_analyzer not installed', timeout: 180_000 },
+      async (t) => {
+        const pa = perfAnalyzer()
+        const r = await runChild(
+          pa.path,
+          [
+            '-m',
+            'two_io',
+            '-u',
+            server.httpUrl.replace('http://', ''),
+            '-i',
+            'http',
+            '--shape',
+            'INPUT__0:3',
+            '--shape',
+            'INPUT__1:3',
+            '--concurrency-range',
+            '2',
+            // A fixed number of requests: no waiting for stable windows, which a busy machine may not give.
+            '--request-count',
+            '200',
+          ],
+          pa.env,
+          120_000,
+        )
+        assert.equal(
+          r.code,
+          0,
+          `perf_analyzer: exit ${r.code ?? r.signal}\n${r.stdout.slice(-2000)}\n${r.stderr.slice(-2000)}`,
+        )
+        t.diagnostic(r.stdout.split('\n').find((l) => l.startsWith('Concurrency:')) ?? '')
+        assert.match(r.stdout, /Concurrency: 2, throughput: [\d.]+ infer\/sec, latency \d+ usec/)
+      },
+    )
 
-    test('stop() ends the server and its Python backend stubs and frees their shared memory', { timeout: 60_000 }, async () => {
-      const { pid } = server
-      await server.stop()
-      assert.throws(() => process.kill(-pid, 0), { code: 'ESRCH' }, 'a process of the server group is still alive')
-      assert.deepEqual(fs.readdirSync('/dev/shm').filter((f) => f.startsWith(`torch_node_triton_${process.pid}_`)), [])
-      await server.stop() // idempotent
-    })
+    test(
+      'stop() ends the server and its Python backend stubs and frees their shared memory',
+      { timeout: 60_000 },
+      async () => {
+        const { pid } = server
+        await server.stop()
+        assert.throws(() => process.kill(-pid, 0), { code: 'ESRCH' }, 'a process of the server group is still alive')
+        assert.deepEqual(
+          fs.readdirSync('/dev/shm').filter((f) => f.startsWith(`torch_node_triton_${process.pid}_`)),
+          [],
+        )
+        await server.stop() // idempotent
+      },
+    )
   })
 }

@@ -12,7 +12,10 @@ const path = require('node:path')
 const torch = require('..')
 
 const DTS = fs.readFileSync(path.join(__dirname, '..', 'index.d.ts'), 'utf8')
-const SYMBOLS = [['dispose', Symbol.dispose], ['asyncDispose', Symbol.asyncDispose]]
+const SYMBOLS = [
+  ['dispose', Symbol.dispose],
+  ['asyncDispose', Symbol.asyncDispose],
+]
 
 /** The declared names of one kind (`class`, `namespace`) in the typings. */
 function declared(kind) {
@@ -22,7 +25,9 @@ function declared(kind) {
 /** The bodies of every `export declare class|interface|namespace Name ...{` (they close with a line `}`). */
 function bodies(name) {
   const out = []
-  for (const m of DTS.matchAll(new RegExp(`^export (?:declare (?:class|namespace)|interface) ${name}\\b[^\\n]*\\{$`, 'gm'))) {
+  for (const m of DTS.matchAll(
+    new RegExp(`^export (?:declare (?:class|namespace)|interface) ${name}\\b[^\\n]*\\{$`, 'gm'),
+  )) {
     out.push(DTS.slice(m.index, DTS.indexOf('\n}\n', m.index)))
   }
   assert.ok(out.length > 0, `index.d.ts declares ${name}`)
@@ -49,8 +54,14 @@ function runtimeMembers(proto, { statics = {}, instance } = {}) {
   if (instance) for (const k of Object.keys(instance)) names.add(k)
   return {
     instance: sorted(names),
-    statics: sorted(Object.getOwnPropertyNames(statics).filter((k) => !['length', 'name', 'prototype', 'arguments', 'caller'].includes(k))),
-    symbols: SYMBOLS.filter(([, s]) => Object.getOwnPropertySymbols(proto).includes(s)).map(([n]) => n).sort(),
+    statics: sorted(
+      Object.getOwnPropertyNames(statics).filter(
+        (k) => !['length', 'name', 'prototype', 'arguments', 'caller'].includes(k),
+      ),
+    ),
+    symbols: SYMBOLS.filter(([, s]) => Object.getOwnPropertySymbols(proto).includes(s))
+      .map(([n]) => n)
+      .sort(),
   }
 }
 
@@ -65,7 +76,8 @@ test('module exports = the names index.d.ts declares', () => {
 })
 
 test('the classes and namespaces below are read from index.d.ts, the known ones among them', () => {
-  for (const name of ['AOTModule', 'Batcher', 'RemoteModule', 'ScriptModule', 'Tensor']) assert.ok(declared('class').includes(name), name)
+  for (const name of ['AOTModule', 'Batcher', 'RemoteModule', 'ScriptModule', 'Tensor'])
+    assert.ok(declared('class').includes(name), name)
   for (const name of ['cpu', 'cuda', 'image', 'oip', 'vision']) assert.ok(declared('namespace').includes(name), name)
 })
 
@@ -109,7 +121,11 @@ for (const name of declared('namespace')) {
       assert.equal(typeof torch[name][n], kind, `${name}.${n}`)
       if (new RegExp(`^ {2}export class ${n}\\b`, 'm').test(body)) {
         const Class = torch[name][n]
-        assert.deepEqual(nestedMembers(body, n), runtimeMembers(Class.prototype, { statics: Class }), `${name}.${n}'s members`)
+        assert.deepEqual(
+          nestedMembers(body, n),
+          runtimeMembers(Class.prototype, { statics: Class }),
+          `${name}.${n}'s members`,
+        )
       }
     }
   })

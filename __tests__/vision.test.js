@@ -49,7 +49,9 @@ describe('torch.vision.imagenetLabels', () => {
 
 describe('torch.vision.classify', () => {
   let model
-  before(async () => { model = await torch.ScriptModule.load(need(MODEL)) })
+  before(async () => {
+    model = await torch.ScriptModule.load(need(MODEL))
+  })
   after(() => model.dispose())
 
   test('one array per image of {label, index, probability}, most probable first; chelsea is a cat', async () => {
@@ -89,16 +91,24 @@ describe('torch.vision.classify', () => {
 
   test('a batch of a path, a Buffer and a Uint8Array: one answer each, in order, as if alone', async () => {
     const bytes = fs.readFileSync(need(COFFEE))
-    const result = await torch.vision.classify(model, [CHELSEA, bytes, new Uint8Array(fs.readFileSync(CHELSEA))], { topk: 2 })
+    const result = await torch.vision.classify(model, [CHELSEA, bytes, new Uint8Array(fs.readFileSync(CHELSEA))], {
+      topk: 2,
+    })
     assert.equal(result.length, 3)
     assert.ok(CATS.includes(result[0][0].index))
     assert.equal(result[1][0].index, ESPRESSO)
     const [alone] = await torch.vision.classify(model, bytes, { topk: 2 })
     // Batch 3 against batch 1: the kernels block differently, so probabilities within 1e-5; the
     // order of the top 2 is compared exactly (coffee's classes are >= 0.05 apart).
-    assert.deepEqual(result[1].map((p) => p.index), alone.map((p) => p.index))
+    assert.deepEqual(
+      result[1].map((p) => p.index),
+      alone.map((p) => p.index),
+    )
     result[1].forEach((p, k) => assertClose(p.probability, alone[k].probability, 1e-5, p.label))
-    assert.deepEqual(result[2].map((p) => p.index), result[0].map((p) => p.index))
+    assert.deepEqual(
+      result[2].map((p) => p.index),
+      result[0].map((p) => p.index),
+    )
   })
 
   test('a ready Tensor [N, 3, H, W] is used as it is, and left to its owner', async () => {
@@ -115,7 +125,12 @@ describe('torch.vision.classify', () => {
     const [all] = await torch.vision.classify(model, CHELSEA, { topk: 1000 })
     assert.equal(all.length, 1000)
     assert.deepEqual(new Set(all.map((p) => p.index)).size, 1000)
-    assertClose(all.reduce((s, p) => s + p.probability, 0), 1, 1e-4, 'sum')
+    assertClose(
+      all.reduce((s, p) => s + p.probability, 0),
+      1,
+      1e-4,
+      'sum',
+    )
   })
 
   test('labels: names the classes of any classifier (here the 3-class fixture MLP)', async () => {
@@ -131,9 +146,14 @@ describe('torch.vision.classify', () => {
         assertClose(c.probability, p[n][c.index], 1e-6, c.label)
       }
     })
-    await assert.rejects(torch.vision.classify(mlp, x), coded('InvalidArg', /options\.labels: 1000 labels for a model with 3 classes/))
-    await assert.rejects(torch.vision.classify(mlp, torch.rand([2, 3, 4]), { labels: ['a', 'b', 'c'] }),
-      coded('ShapeMismatch', /returned logits of shape \[2,3,3\]; expected \[2, classes\]/))
+    await assert.rejects(
+      torch.vision.classify(mlp, x),
+      coded('InvalidArg', /options\.labels: 1000 labels for a model with 3 classes/),
+    )
+    await assert.rejects(
+      torch.vision.classify(mlp, torch.rand([2, 3, 4]), { labels: ['a', 'b', 'c'] }),
+      coded('ShapeMismatch', /returned logits of shape \[2,3,3\]; expected \[2, classes\]/),
+    )
     mlp.dispose()
   })
 
@@ -146,7 +166,11 @@ describe('torch.vision.classify', () => {
   test('bad arguments reject (never throw) with coded one-line errors', async () => {
     const cases = [
       [[{}, CHELSEA], 'InvalidArg', /module: expected a ScriptModule, got an object/],
-      [[model, 42], 'InvalidArg', /images: expected a path, a Buffer\/Uint8Array, an array of them or a Tensor, got number/],
+      [
+        [model, 42],
+        'InvalidArg',
+        /images: expected a path, a Buffer\/Uint8Array, an array of them or a Tensor, got number/,
+      ],
       [[model, {}], 'InvalidArg', /images: expected .* got an object/],
       [[model, []], 'InvalidArg', /images: expected at least one image/],
       [[model, CHELSEA, 5], 'InvalidArg', /options: expected an options object, got number 5/],
@@ -157,10 +181,18 @@ describe('torch.vision.classify', () => {
       [[model, CHELSEA, { topk: 1001 }], 'InvalidArg', /options\.topk: 1001 is more than the model's 1000 classes/],
       [[model, CHELSEA, { labels: 'abc' }], 'InvalidArg', /options\.labels: expected an array of strings/],
       [[model, CHELSEA, { labels: [1, 2] }], 'InvalidArg', /options\.labels: expected an array of strings/],
-      [[model, CHELSEA, { preprocess: 'imagenet' }], 'InvalidArg', /options\.preprocess: expected torch\.image options/],
+      [
+        [model, CHELSEA, { preprocess: 'imagenet' }],
+        'InvalidArg',
+        /options\.preprocess: expected torch\.image options/,
+      ],
       [[model, CHELSEA, { preprocess: { resize: -1 } }], 'InvalidArg', /resize/],
       [[model, CHELSEA, { preprocess: { flip: true } }], 'InvalidArg', /unknown option 'flip'/],
-      [[model, torch.zeros([1, 3, 224, 224]), { preprocess: IMAGENET }], 'InvalidArg', /a Tensor input is used as it is/],
+      [
+        [model, torch.zeros([1, 3, 224, 224]), { preprocess: IMAGENET }],
+        'InvalidArg',
+        /a Tensor input is used as it is/,
+      ],
       [[model, torch.tensor(1)], 'InvalidArg', /a Tensor input needs a batch dimension/],
       [[model, CHELSEA, { signal: 'stop' }], 'InvalidArg', /options\.signal: expected an AbortSignal, got a string/],
       [[model, Buffer.from('not an image')], 'InvalidImage', /cannot decode the image/],

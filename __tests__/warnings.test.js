@@ -38,10 +38,23 @@ describe('libtorch warnings', () => {
   test("arrive as process 'warning' events, TorchWarning, once per message", () => {
     const r = child(RUN)
     const { seen, y } = JSON.parse(r.stdout.trim().split('\n').pop())
-    assert.deepEqual(y, [Math.fround(0.1), Math.fround(0.2)], 'the quantized model still runs as in Python (0.25 rounds to 0.2 at scale 0.1)')
+    assert.deepEqual(
+      y,
+      [Math.fround(0.1), Math.fround(0.2)],
+      'the quantized model still runs as in Python (0.25 rounds to 0.2 at scale 0.1)',
+    )
     const ours = seen.filter((w) => w.name === 'TorchWarning')
-    assert.deepEqual(ours.map((w) => w.message.split(':')[0]).sort(), ['Warns', 'torch.quantize_per_tensor, torch.quantize_per_channel and other quantized tensor creation functions that produce tensors with dtype torch.quint8, torch.qint8, and torch.qint32 are deprecated and will be removed in a future PyTorch release. Please see https'].sort())
-    assert.ok(ours.every((w) => w.code === 'TORCH_WARNING' || w.code === 'TORCH_DEPRECATION'), JSON.stringify(ours))
+    assert.deepEqual(
+      ours.map((w) => w.message.split(':')[0]).sort(),
+      [
+        'Warns',
+        'torch.quantize_per_tensor, torch.quantize_per_channel and other quantized tensor creation functions that produce tensors with dtype torch.quint8, torch.qint8, and torch.qint32 are deprecated and will be removed in a future PyTorch release. Please see https',
+      ].sort(),
+    )
+    assert.ok(
+      ours.every((w) => w.code === 'TORCH_WARNING' || w.code === 'TORCH_DEPRECATION'),
+      JSON.stringify(ours),
+    )
     assert.doesNotMatch(r.stderr, /^\[W/m, 'no raw libtorch line on stderr')
     assert.match(r.stderr, /\[TORCH_WARNING\] TorchWarning: Warns: this model is only a test fixture/)
     assert.equal(r.stderr.match(/Warns: this model/g).length, 1, 'printed once')

@@ -31,7 +31,10 @@ function runWorker(source, workerData, timeoutMs = 30_000) {
       reject(new Error(`worker timed out; messages so far: ${JSON.stringify(messages)}`))
     }, timeoutMs)
     worker.on('message', (m) => messages.push(m))
-    worker.on('error', (e) => { clearTimeout(timer); reject(e) })
+    worker.on('error', (e) => {
+      clearTimeout(timer)
+      reject(e)
+    })
     worker.on('exit', (code) => {
       clearTimeout(timer)
       const failed = messages.find((m) => m && m.error)
@@ -43,8 +46,14 @@ function runWorker(source, workerData, timeoutMs = 30_000) {
 
 /** The main thread still does tensor work and runs a module. */
 function assertMainThreadWorks() {
-  const t = torch.tensor([[1, 2], [3, 4]])
-  assert.deepEqual(t.matmul(t).toArray(), [[7, 10], [15, 22]])
+  const t = torch.tensor([
+    [1, 2],
+    [3, 4],
+  ])
+  assert.deepEqual(t.matmul(t).toArray(), [
+    [7, 10],
+    [15, 22],
+  ])
   assert.equal(t.toString(), 'tensor([[1., 2.],\n        [3., 4.]])')
   const arr = new Float32Array([1, 2, 3])
   torch.fromBuffer(arr, [3]).mul_(2)
@@ -64,10 +73,17 @@ function assertClose(actual, expected, tol = 1e-5) {
 
 describe('worker_threads', () => {
   test('the addon loads in 3 workers at once; each makes a tensor', async () => {
-    const results = await Promise.all([0, 1, 2].map((i) => runWorker(`
+    const results = await Promise.all(
+      [0, 1, 2].map((i) =>
+        runWorker(
+          `
       const t = torch.arange(0, 3, { dtype: 'float32' }).add(workerData.i)
       parentPort.postMessage({ repr: t.toString(), shape: t.shape, sum: t.sum().item() })
-    `, { i })))
+    `,
+          { i },
+        ),
+      ),
+    )
     results.forEach(({ messages, code }, i) => {
       assert.equal(code, 0, `worker ${i} exit code`)
       assert.equal(messages.length, 1)
@@ -79,7 +95,7 @@ describe('worker_threads', () => {
     assertMainThreadWorks()
   })
 
-  test('tensors over one SharedArrayBuffer in two workers see each other\'s writes', async () => {
+  test("tensors over one SharedArrayBuffer in two workers see each other's writes", async () => {
     const data = new SharedArrayBuffer(4 * 4)
     const sync = new Int32Array(new SharedArrayBuffer(4)) // stage counter
     // Stages: 0 → B has its tensor (1) → A wrote 1..4 (2) → B read and multiplied by 10 (3).
@@ -92,15 +108,19 @@ describe('worker_threads', () => {
       }
       function advance(to) { Atomics.store(stage, 0, to); Atomics.notify(stage, 0) }
     `
-    const writer = runWorker(`${helpers}
+    const writer = runWorker(
+      `${helpers}
       const a = torch.fromBuffer(workerData.data, [4])
       waitWhile(0)
       a.copy_(torch.tensor([1, 2, 3, 4]))
       advance(2)
       waitWhile(2)
       parentPort.postMessage({ seen: a.toArray(), repr: a.toString() })
-    `, { data, sync })
-    const reader = runWorker(`${helpers}
+    `,
+      { data, sync },
+    )
+    const reader = runWorker(
+      `${helpers}
       const b = torch.fromBuffer(new Float32Array(workerData.data), [2, 2])
       advance(1)
       waitWhile(1)
@@ -108,12 +128,21 @@ describe('worker_threads', () => {
       b.mul_(10)
       advance(3)
       parentPort.postMessage({ seen })
-    `, { data, sync })
+    `,
+      { data, sync },
+    )
     const [w, r] = await Promise.all([writer, reader])
     assert.equal(w.code, 0)
     assert.equal(r.code, 0)
-    assert.deepEqual(r.messages[0].seen, [[1, 2], [3, 4]], 'the reader saw the writer\'s copy_')
-    assert.deepEqual(w.messages[0].seen, [10, 20, 30, 40], 'the writer saw the reader\'s mul_')
+    assert.deepEqual(
+      r.messages[0].seen,
+      [
+        [1, 2],
+        [3, 4],
+      ],
+      "the reader saw the writer's copy_",
+    )
+    assert.deepEqual(w.messages[0].seen, [10, 20, 30, 40], "the writer saw the reader's mul_")
     // The main thread sees the same memory, through JS and through its own tensor.
     assert.deepEqual(Array.from(new Float32Array(data)), [10, 20, 30, 40])
     assert.deepEqual(torch.fromBuffer(data, [4]).toArray(), [10, 20, 30, 40])
@@ -124,18 +153,25 @@ describe('worker_threads', () => {
     const data = new SharedArrayBuffer(8 * 4)
     const mine = torch.fromBuffer(data, [8])
     mine.copy_(torch.arange(0, 8, { dtype: 'float32' }))
-    const { messages, code } = await runWorker(`
+    const { messages, code } = await runWorker(
+      `
       const t = torch.fromBuffer(workerData.data, [2, 4])
       parentPort.postMessage({ seen: t.toArray() })
       t.select(0, 1).fill_(-1)
-    `, { data })
+    `,
+      { data },
+    )
     assert.equal(code, 0)
-    assert.deepEqual(messages[0].seen, [[0, 1, 2, 3], [4, 5, 6, 7]])
+    assert.deepEqual(messages[0].seen, [
+      [0, 1, 2, 3],
+      [4, 5, 6, 7],
+    ])
     assert.deepEqual(mine.toArray(), [0, 1, 2, 3, -1, -1, -1, -1])
   })
 
   test('a ScriptModule loads and runs in a worker', async () => {
-    const { messages, code } = await runWorker(`
+    const { messages, code } = await runWorker(
+      `
       const input = torch.tensor(Float32Array.from(workerData.input.data), { shape: workerData.input.shape })
       const model = new torch.ScriptModule(workerData.path)
       const sync = model.forwardSync(input)
@@ -149,7 +185,9 @@ describe('worker_threads', () => {
         viaLoad: Array.from(viaLoad.toTypedArray()),
         shape: sync.shape,
       })
-    `, { path: MLP, input: GOLDEN.input })
+    `,
+      { path: MLP, input: GOLDEN.input },
+    )
     assert.equal(code, 0)
     const m = messages[0]
     assert.deepEqual(m.methods, ['forward'])
@@ -161,7 +199,10 @@ describe('worker_threads', () => {
   })
 
   test('workers exit with code 0 while still holding tensors, borrowed buffers and lent arrays', async () => {
-    const runs = await Promise.all([0, 1, 2].map(() => runWorker(`
+    const runs = await Promise.all(
+      [0, 1, 2].map(() =>
+        runWorker(
+          `
       const kept = []
       for (let i = 0; i < 20; i++) kept.push(torch.randn([64, 64]).matmul(torch.randn([64, 64])))
       const borrowed = torch.fromBuffer(new Float32Array(1024).fill(1), [32, 32])
@@ -172,7 +213,11 @@ describe('worker_threads', () => {
       const out = await pending
       parentPort.postMessage({ ok: view.sum().item() === 28 * 32 && lent[0] === 1 && out.shape[0] === 2 })
       // Exit without disposing anything.
-    `, { path: MLP })))
+    `,
+          { path: MLP },
+        ),
+      ),
+    )
     for (const { messages, code } of runs) {
       assert.equal(code, 0)
       assert.deepEqual(messages, [{ ok: true }])
@@ -181,7 +226,8 @@ describe('worker_threads', () => {
   })
 
   test('a worker terminated mid-loop does not disturb the main thread', async () => {
-    const worker = new Worker(`
+    const worker = new Worker(
+      `
       const { parentPort } = require('node:worker_threads')
       const torch = require(${JSON.stringify(ROOT)})
       const arr = new Float32Array(3 * 224 * 224)
@@ -191,7 +237,9 @@ describe('worker_threads', () => {
         t.add_(1)
         t.mul(2).sum()
       }
-    `, { eval: true })
+    `,
+      { eval: true },
+    )
     await new Promise((resolve, reject) => {
       worker.once('message', resolve)
       worker.once('error', reject)

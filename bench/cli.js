@@ -31,10 +31,13 @@ function writeResults(out, doc, seconds) {
  * running: with process.exitCode (0 unless main set it), or 1 with the error printed.
  */
 function runMain(main) {
-  main().then(() => process.exit(), (e) => {
-    console.error(e)
-    process.exit(1)
-  })
+  main().then(
+    () => process.exit(),
+    (e) => {
+      console.error(e)
+      process.exit(1)
+    },
+  )
 }
 
 module.exports = { options, writeResults, runMain }

@@ -40,7 +40,8 @@ const IMAGE_ELEMENTS = 3 * 224 * 224
 
 const opt = options(
   ['rounds', 'batches', 'threads', 'warmup', 'gap-ms', 'image-rounds', 'crossing-rounds', 'out'],
-  ['no-python', 'no-fma-peak', 'tiny'])
+  ['no-python', 'no-fma-peak', 'tiny'],
+)
 const tiny = !!opt.tiny
 const cpu = machine.cpuinfo()
 const config = {
@@ -56,7 +57,8 @@ const config = {
   crossingIterations: tiny ? 20 : 200,
   out: path.resolve(opt.out ?? path.join(__dirname, 'results.md')),
 }
-for (const b of config.batches) if (!(b >= 1 && b <= 8)) throw new Error(`--batches: ${b} (1..8: the golden input has 8 images)`)
+for (const b of config.batches)
+  if (!(b >= 1 && b <= 8)) throw new Error(`--batches: ${b} (1..8: the golden input has 8 images)`)
 
 const now = () => process.hrtime.bigint()
 const msSince = (t0) => Number(process.hrtime.bigint() - t0) / 1e6
@@ -108,15 +110,18 @@ function unavailable(err) {
 const torchModules = new Map() // options JSON -> Promise<{ module, loadMs, firstCallMs }>
 function torchModule(options, key = JSON.stringify(options)) {
   if (!torchModules.has(key)) {
-    torchModules.set(key, (async () => {
-      let t0 = now()
-      const module = await torch.ScriptModule.load(MODEL, options)
-      const loadMs = msSince(t0)
-      const x = torch.fromBuffer(inputOf(1), [1, 3, 224, 224])
-      t0 = now()
-      module.forwardSync(x).dispose()
-      return { module, loadMs, firstCallMs: msSince(t0) }
-    })())
+    torchModules.set(
+      key,
+      (async () => {
+        let t0 = now()
+        const module = await torch.ScriptModule.load(MODEL, options)
+        const loadMs = msSince(t0)
+        const x = torch.fromBuffer(inputOf(1), [1, 3, 224, 224])
+        t0 = now()
+        module.forwardSync(x).dispose()
+        return { module, loadMs, firstCallMs: msSince(t0) }
+      })(),
+    )
   }
   return torchModules.get(key)
 }
@@ -129,9 +134,16 @@ function torchNodeContender(name, options, { async = false, skip = null } = {}) 
       const inputs = new Map(config.batches.map((b) => [b, torch.fromBuffer(inputOf(b), [b, 3, 224, 224])]))
       // `optimize: 'fuse'` fuses the graph for the warm-up example's shapes: one module per batch.
       const fused = options.optimize === 'fuse'
-      const loaded = new Map(await Promise.all(config.batches.map(async (b) => [b, fused
-        ? await torchModule({ ...options, example: inputs.get(b) }, `${name} batch ${b}`)
-        : await torchModule(options)])))
+      const loaded = new Map(
+        await Promise.all(
+          config.batches.map(async (b) => [
+            b,
+            fused
+              ? await torchModule({ ...options, example: inputs.get(b) }, `${name} batch ${b}`)
+              : await torchModule(options),
+          ]),
+        ),
+      )
       const { loadMs, firstCallMs } = loaded.get(config.batches[0])
       const call = async (batch) => {
         const module = loaded.get(batch).module
@@ -147,7 +159,10 @@ function torchNodeContender(name, options, { async = false, skip = null } = {}) 
         const values = Float32Array.from(y.toTypedArray())
         const dtype = y.dtype
         y.dispose()
-        return { ...compare(values, goldenOf(batch), batch), ...(dtype === 'float32' ? {} : { note: `output dtype ${dtype}` }) }
+        return {
+          ...compare(values, goldenOf(batch), batch),
+          ...(dtype === 'float32' ? {} : { note: `output dtype ${dtype}` }),
+        }
       }
       return { call, check, loadMs, firstCallMs, close() {} }
     },
@@ -172,7 +187,9 @@ const pythonContender = {
       loadMs: ready.loadMs,
       loadNote: `process start + import torch: ${loadMs.toFixed(0)} ms`,
       firstCallMs: first,
-      close() { child.stdin.end('quit\n') },
+      close() {
+        child.stdin.end('quit\n')
+      },
     }
   },
 }
@@ -185,7 +202,9 @@ const ortContender = {
     const ort = require('onnxruntime-node')
     ortVersion = ort.env?.versions?.node ?? require('onnxruntime-node/package.json').version
     if (!fs.existsSync(ONNX_MODEL)) {
-      throw new Error(`${path.relative(ROOT, ONNX_MODEL)} is missing: run \`.libtorch/bin/python models/make_models.py --onnx-only\``)
+      throw new Error(
+        `${path.relative(ROOT, ONNX_MODEL)} is missing: run \`.libtorch/bin/python models/make_models.py --onnx-only\``,
+      )
     }
     let t0 = now()
     const session = await ort.InferenceSession.create(ONNX_MODEL, {
@@ -214,7 +233,15 @@ const ortContender = {
       return ms
     }
     const check = async (batch) => compare(await (await run(batch)).getData(), goldenOf(batch), batch)
-    return { call, check, loadMs, firstCallMs, close() { session.release?.() } }
+    return {
+      call,
+      check,
+      loadMs,
+      firstCallMs,
+      close() {
+        session.release?.()
+      },
+    }
   },
 }
 
@@ -227,8 +254,16 @@ const contenders = [
   torchNodeContender('torch-node optimize', { optimize: true }),
   torchNodeContender('torch-node optimize + channelsLast', { optimize: true, channelsLast: true }),
   torchNodeContender("torch-node optimize 'fuse' (oneDNN Graph)", { optimize: 'fuse' }),
-  torchNodeContender('torch-node bf16 (optimize + dtype bfloat16)', { optimize: true, dtype: 'bfloat16' }, { skip: bf16Skip }),
-  torchNodeContender('torch-node bf16 + channelsLast', { optimize: true, channelsLast: true, dtype: 'bfloat16' }, { skip: bf16Skip }),
+  torchNodeContender(
+    'torch-node bf16 (optimize + dtype bfloat16)',
+    { optimize: true, dtype: 'bfloat16' },
+    { skip: bf16Skip },
+  ),
+  torchNodeContender(
+    'torch-node bf16 + channelsLast',
+    { optimize: true, channelsLast: true, dtype: 'bfloat16' },
+    { skip: bf16Skip },
+  ),
   ...(config.python ? [pythonContender] : []),
 ]
 const BASELINE = ortContender
@@ -239,7 +274,10 @@ const isBf16 = (c) => /bf16/.test(c.name)
 async function benchModels() {
   const live = []
   for (const c of contenders) {
-    if (c.skip) { c.status = c.skip; continue }
+    if (c.skip) {
+      c.status = c.skip
+      continue
+    }
     try {
       c.run = await c.setup()
       live.push(c)
@@ -279,15 +317,24 @@ async function benchCrossing() {
     ['tensor.asTypedArray() (no copy)', () => source.asTypedArray()],
   ]
   let ort = null
-  try { ort = require('onnxruntime-node') } catch {}
-  if (ort) cases.push(['onnxruntime-node new Tensor(Float32Array) (no copy), for reference', () => new ort.Tensor('float32', array, shape)])
+  try {
+    ort = require('onnxruntime-node')
+  } catch {}
+  if (ort)
+    cases.push([
+      'onnxruntime-node new Tensor(Float32Array) (no copy), for reference',
+      () => new ort.Tensor('float32', array, shape),
+    ])
   const times = cases.map(() => [])
   const round = (fn) => {
     const t0 = now()
     for (let i = 0; i < config.crossingIterations; i++) fn()
     return Number(process.hrtime.bigint() - t0) / 1e3 / config.crossingIterations
   }
-  for (const [, fn] of cases) { round(fn); await turn() } // warm-up
+  for (const [, fn] of cases) {
+    round(fn)
+    await turn()
+  } // warm-up
   for (let r = 0; r < config.crossingRounds; r++) {
     for (let i = 0; i < cases.length; i++) {
       const k = (i + r) % cases.length
@@ -301,21 +348,32 @@ async function benchCrossing() {
 
 function benchImage() {
   if (config.imageRounds <= 0) return { skipped: 'skipped (--image-rounds 0)' }
-  if (!fs.existsSync(path.join(ROOT, 'models', 'images', 'coffee_1280x800.jpg'))) return { skipped: 'skipped: models/images/ missing (npm run models)' }
-  const r = spawnSync(process.execPath, [path.join(__dirname, 'image.js'), '--rounds', String(config.imageRounds), '--iterations', '20'], { encoding: 'utf8' })
+  if (!fs.existsSync(path.join(ROOT, 'models', 'images', 'coffee_1280x800.jpg')))
+    return { skipped: 'skipped: models/images/ missing (npm run models)' }
+  const r = spawnSync(
+    process.execPath,
+    [path.join(__dirname, 'image.js'), '--rounds', String(config.imageRounds), '--iterations', '20'],
+    { encoding: 'utf8' },
+  )
   if (r.status !== 0) return { skipped: `failed: ${(r.stderr || '').trim().split('\n').pop()}` }
-  return { lines: r.stdout.trim().split('\n').filter((l) => /^(round|median)/.test(l)) }
+  return {
+    lines: r.stdout
+      .trim()
+      .split('\n')
+      .filter((l) => /^(round|median)/.test(l)),
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Report
 
 const fmt = (x, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : '–')
-const table = (header, rows) => [
-  `| ${header.join(' | ')} |`,
-  `|${header.map((h, i) => (i === 0 ? '---' : '---:')).join('|')}|`,
-  ...rows.map((r) => `| ${r.join(' | ')} |`),
-].join('\n')
+const table = (header, rows) =>
+  [
+    `| ${header.join(' | ')} |`,
+    `|${header.map((h, i) => (i === 0 ? '---' : '---:')).join('|')}|`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ].join('\n')
 
 function modelTables({ results }, peak) {
   const out = []
@@ -333,16 +391,45 @@ function modelTables({ results }, peak) {
       const measuredOf = peak.measured?.[isBf16(c) ? 'bf16' : 'fp32']
       const acc = accuracy.get(c)
       return [
-        c.name, fmt(ms), ratio(base), ratio(py), fmt(gflops, 0),
-        (peakOf ? `${fmt((100 * gflops) / peakOf, 0)}%` : '–') + (measuredOf ? ` / ${fmt((100 * gflops) / measuredOf, 0)}%` : '') + ` ${isBf16(c) ? 'bf16' : 'fp32'}`,
-        acc.maxAbsDiff.toExponential(1) + (acc.note ? ` (${acc.note})` : ''), `${acc.top1Agree}/${batch}`,
+        c.name,
+        fmt(ms),
+        ratio(base),
+        ratio(py),
+        fmt(gflops, 0),
+        (peakOf ? `${fmt((100 * gflops) / peakOf, 0)}%` : '–') +
+          (measuredOf ? ` / ${fmt((100 * gflops) / measuredOf, 0)}%` : '') +
+          ` ${isBf16(c) ? 'bf16' : 'fp32'}`,
+        acc.maxAbsDiff.toExponential(1) + (acc.note ? ` (${acc.note})` : ''),
+        `${acc.top1Agree}/${batch}`,
       ]
     })
-    out.push(`### Batch ${batch} (${config.rounds} interleaved round${config.rounds === 1 ? '' : 's'}, ${config.threads} thread${config.threads === 1 ? '' : 's'})\n`)
-    out.push(table(['contender', 'median ms', 'vs onnxruntime (median of round ratios)', 'vs Python', 'GFLOP/s', 'of peak (nominal / measured)', 'max abs diff vs golden', 'top-1 = golden'], rows))
+    out.push(
+      `### Batch ${batch} (${config.rounds} interleaved round${config.rounds === 1 ? '' : 's'}, ${config.threads} thread${config.threads === 1 ? '' : 's'})\n`,
+    )
+    out.push(
+      table(
+        [
+          'contender',
+          'median ms',
+          'vs onnxruntime (median of round ratios)',
+          'vs Python',
+          'GFLOP/s',
+          'of peak (nominal / measured)',
+          'max abs diff vs golden',
+          'top-1 = golden',
+        ],
+        rows,
+      ),
+    )
     out.push('')
   }
-  const setupRows = contenders.filter((c) => c.run).map((c) => [c.name, fmt(c.run.loadMs, 0) + (c.run.loadNote ? ` (${c.run.loadNote})` : ''), fmt(c.run.firstCallMs, 1)])
+  const setupRows = contenders
+    .filter((c) => c.run)
+    .map((c) => [
+      c.name,
+      fmt(c.run.loadMs, 0) + (c.run.loadNote ? ` (${c.run.loadNote})` : ''),
+      fmt(c.run.firstCallMs, 1),
+    ])
   out.push('### Load and first call (batch 1)\n')
   out.push(table(['contender', 'load ms', 'first call ms'], setupRows))
   out.push('\nforwardSync and forward share one module (the first call is paid once).')
@@ -350,7 +437,9 @@ function modelTables({ results }, peak) {
 }
 
 function machineSection(peak, loadStart, loadEnd) {
-  const relevant = ['avx2', 'fma', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'amx_bf16', 'amx_tile'].filter((f) => cpu.flags.has(f))
+  const relevant = ['avx2', 'fma', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'amx_bf16', 'amx_tile'].filter((f) =>
+    cpu.flags.has(f),
+  )
   const lines = [
     `- CPU: ${cpu.model} (vendor ${cpu.vendor}, family ${cpu.family}, model ${cpu.modelNumber}), ${cpu.cores} cores available, ${fmt(cpu.mhz / 1000, 2)} GHz in /proc/cpuinfo; flags: ${relevant.join(' ')}`,
     `- Threads: ${config.threads} (torch-node \`setNumThreads\` → getNumThreads() = ${torch.getNumThreads()}; onnxruntime intraOpNumThreads ${config.threads}, interOpNumThreads 1; Python \`torch.set_num_threads(${config.threads})\`)`,
@@ -363,11 +452,15 @@ function machineSection(peak, loadStart, loadEnd) {
     `fp32: ${peak.fp32Gflops ? `${peak.cores} × ${fmt(peak.ghz, 2)} × ${peak.fp32} = **${fmt(peak.fp32Gflops, 0)} GFLOP/s**` : 'unknown'}; ` +
       `bf16: ${peak.bf16Gflops ? `${peak.cores} × ${fmt(peak.ghz, 2)} × ${peak.bf16} = **${fmt(peak.bf16Gflops, 0)} GFLOP/s**` : 'no native bf16'}.`,
     `The clock is /proc/cpuinfo's \`cpu MHz\` (under a hypervisor, the nominal clock; cores boosting above it make the real peak higher).`,
-    peak.measured?.error ? `Measured peak: ${peak.measured.error}.`
-      : peak.measured ? `**Measured** (bench/fma-peak.c, \`cc -O2 -march=native\`, 12 independent FMA chains per core, ${peak.cores} copies at once): ` +
-        `fp32 **${fmt(peak.measured.fp32, 0)} GFLOP/s**${peak.measured.bf16 ? `, bf16 (VDPBF16PS) **${fmt(peak.measured.bf16, 0)} GFLOP/s**` : ''}` +
-        (peak.fp32 && peak.measured.fp32 ? `, i.e. an effective ${fmt(peak.measured.fp32 / peak.cores / peak.fp32, 2)} GHz at ${peak.fp32} FLOP/cycle.` : '.')
-      : 'Measured peak: not run (--no-fma-peak or --tiny).',
+    peak.measured?.error
+      ? `Measured peak: ${peak.measured.error}.`
+      : peak.measured
+        ? `**Measured** (bench/fma-peak.c, \`cc -O2 -march=native\`, 12 independent FMA chains per core, ${peak.cores} copies at once): ` +
+          `fp32 **${fmt(peak.measured.fp32, 0)} GFLOP/s**${peak.measured.bf16 ? `, bf16 (VDPBF16PS) **${fmt(peak.measured.bf16, 0)} GFLOP/s**` : ''}` +
+          (peak.fp32 && peak.measured.fp32
+            ? `, i.e. an effective ${fmt(peak.measured.fp32 / peak.cores / peak.fp32, 2)} GHz at ${peak.fp32} FLOP/cycle.`
+            : '.')
+        : 'Measured peak: not run (--no-fma-peak or --tiny).',
     `ResNet-18 at 224×224 is ${GMAC_PER_IMAGE} G multiply-adds per image (the usual "1.82 GFLOPs"); counted as peaks are, with an FMA as 2 FLOP, that is ${fmt(GFLOP_PER_IMAGE, 2)} GFLOP per image, and GFLOP/s = batch × ${fmt(GFLOP_PER_IMAGE, 2)} / median time.`,
   ]
   return lines.join('\n') + '\n\n' + peakText.join(' ')
@@ -380,7 +473,9 @@ async function main() {
   const loadStart = os.loadavg()[0]
   const peak = machine.peak(cpu, config.threads)
   if (config.fmaPeak) peak.measured = await machine.measuredPeak(config.threads)
-  console.log(`ResNet-18 224×224, ${config.threads} threads on ${cpu.cores} cores (${cpu.model}), rounds ${config.rounds}, batches ${config.batches.join(',')}`)
+  console.log(
+    `ResNet-18 224×224, ${config.threads} threads on ${cpu.cores} cores (${cpu.model}), rounds ${config.rounds}, batches ${config.batches.join(',')}`,
+  )
   if (loadStart > 0.5) console.log(`warning: load average ${loadStart.toFixed(2)}: another process is using the CPU`)
 
   const models = await benchModels()
@@ -388,7 +483,10 @@ async function main() {
   console.log('\n' + modelText)
 
   const crossing = await benchCrossing()
-  const crossingText = table(['1×3×224×224 float32 (588 KiB)', 'µs per call'], crossing.map((c) => [c.label, fmt(c.us, 2)]))
+  const crossingText = table(
+    ['1×3×224×224 float32 (588 KiB)', 'µs per call'],
+    crossing.map((c) => [c.label, fmt(c.us, 2)]),
+  )
   console.log('\n### JS ↔ tensor crossing\n\n' + crossingText)
 
   const image = benchImage()
@@ -413,7 +511,8 @@ async function main() {
     '## ResNet-18, 224×224',
     '',
     'Same weights everywhere: models/resnet18_traced.pt (seed-0 torchvision ResNet-18) and models/resnet18.onnx exported from it; input models/golden/resnet18_input_b8.f32 (first images). ' +
-      'Each round runs every contender once, in rotated order, ' + `${config.gapMs} ms apart; ` +
+      'Each round runs every contender once, in rotated order, ' +
+      `${config.gapMs} ms apart; ` +
       'times are per call (torch-node: around forwardSync / `await forward`, output disposed after; Python: `perf_counter` around the call inside the child; onnxruntime-node: around `await session.run`). ' +
       '"vs onnxruntime" is the median over rounds of (this contender ÷ onnxruntime-node in the same round). ' +
       `The accuracy columns compare one output with the goldens Python wrote (torch.jit.load + no_grad)${onnxCheck ? `; the ONNX export differs from TorchScript by at most ${onnxCheck.maxAbsDiff.toExponential(1)} at batch ${config.batches[0]}` : ''}.`,

@@ -49,7 +49,10 @@ const turn = () => new Promise((resolve) => setImmediate(resolve))
 
 async function main() {
   // Warm-up (JIT, allocator), not measured.
-  for (const make of Object.values(cases)) { round(make); await turn() }
+  for (const make of Object.values(cases)) {
+    round(make)
+    await turn()
+  }
 
   const times = { fromBuffer: [], tensor: [] }
   for (let r = 0; r < ROUNDS; r++) {
@@ -66,15 +69,25 @@ function report(times) {
   const zero = median(times.fromBuffer)
   const copy = median(times.tensor)
   const fmt = (us) => us.toFixed(2).padStart(9)
-  console.log(`torch-node ${require('../package.json').version}, Node ${process.version}, ${process.platform}-${process.arch}`)
-  console.log(`${ROUNDS} interleaved rounds × ${ITERATIONS} calls, shape [${SHAPE}] float32 (${(array.byteLength / 1024).toFixed(0)} KiB); per call, create + dispose:`)
+  console.log(
+    `torch-node ${require('../package.json').version}, Node ${process.version}, ${process.platform}-${process.arch}`,
+  )
+  console.log(
+    `${ROUNDS} interleaved rounds × ${ITERATIONS} calls, shape [${SHAPE}] float32 (${(array.byteLength / 1024).toFixed(0)} KiB); per call, create + dispose:`,
+  )
   console.log('')
   console.log('                                              median µs    min µs    max µs')
-  const row = (label, t) => console.log(`${label.padEnd(44)} ${fmt(median(t))} ${fmt(Math.min(...t))} ${fmt(Math.max(...t))}`)
+  const row = (label, t) =>
+    console.log(`${label.padEnd(44)} ${fmt(median(t))} ${fmt(Math.min(...t))} ${fmt(Math.max(...t))}`)
   row('torch.fromBuffer(array, shape)   (no copy)', times.fromBuffer)
   row('torch.tensor(array, {shape})     (copy)', times.tensor)
   console.log('')
-  console.log(`fromBuffer is ${(copy / zero).toFixed(1)}× faster (copy ${copy.toFixed(2)} µs vs fromBuffer ${zero.toFixed(2)} µs, ratio ${(copy / zero).toFixed(2)})`)
+  console.log(
+    `fromBuffer is ${(copy / zero).toFixed(1)}× faster (copy ${copy.toFixed(2)} µs vs fromBuffer ${zero.toFixed(2)} µs, ratio ${(copy / zero).toFixed(2)})`,
+  )
 }
 
-main().catch((e) => { console.error(e); process.exit(1) })
+main().catch((e) => {
+  console.error(e)
+  process.exit(1)
+})

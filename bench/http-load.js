@@ -27,17 +27,26 @@ async function main() {
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   await new Promise((resolve, reject) => {
-    server.stdout.on('data', (d) => { if (String(d).includes('listening')) resolve() })
+    server.stdout.on('data', (d) => {
+      if (String(d).includes('listening')) resolve()
+    })
     server.once('exit', (code) => reject(new Error(`server exited with ${code}`)))
   })
   const start = rss(server.pid)
   let peak = start
-  const sampler = setInterval(() => { peak = Math.max(peak, rss(server.pid)) }, 1000)
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, rss(server.pid))
+  }, 1000)
   const result = await autocannon({
     url: `http://127.0.0.1:${port}/predict`,
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ input: [[1, 2, 3, 4], [5, 6, 7, 8]] }),
+    body: JSON.stringify({
+      input: [
+        [1, 2, 3, 4],
+        [5, 6, 7, 8],
+      ],
+    }),
     connections: CONNECTIONS,
     duration: DURATION,
   })
@@ -45,11 +54,13 @@ async function main() {
   const end = rss(server.pid)
   server.kill()
   const failed = result.errors + result.timeouts + result.non2xx
-  console.log(`${DURATION} s, ${CONNECTIONS} connections, Node ${process.version}: ` +
-    `${result.requests.total} requests (${result.requests.average.toFixed(0)}/s), ` +
-    `latency p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, max ${result.latency.max} ms; ` +
-    `errors ${result.errors}, timeouts ${result.timeouts}, non-2xx ${result.non2xx}; ` +
-    `server RSS ${(start / MiB).toFixed(0)} -> peak ${(peak / MiB).toFixed(0)} -> end ${(end / MiB).toFixed(0)} MiB`)
+  console.log(
+    `${DURATION} s, ${CONNECTIONS} connections, Node ${process.version}: ` +
+      `${result.requests.total} requests (${result.requests.average.toFixed(0)}/s), ` +
+      `latency p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, max ${result.latency.max} ms; ` +
+      `errors ${result.errors}, timeouts ${result.timeouts}, non-2xx ${result.non2xx}; ` +
+      `server RSS ${(start / MiB).toFixed(0)} -> peak ${(peak / MiB).toFixed(0)} -> end ${(end / MiB).toFixed(0)} MiB`,
+  )
   if (failed > 0) process.exitCode = 1
 }
 

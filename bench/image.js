@@ -52,9 +52,20 @@ const { python } = resolveLibtorch({ withModelPackages: false })
 const ours = []
 const pil = []
 for (let r = 0; r < ROUNDS; r++) {
-  pil.push(Number(execFileSync(python, ['-c', PYTHON, PHOTO, String(WARMUP), String(ITERATIONS)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })))
+  pil.push(
+    Number(
+      execFileSync(python, ['-c', PYTHON, PHOTO, String(WARMUP), String(ITERATIONS)], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }),
+    ),
+  )
   ours.push(torchNode())
-  console.log(`round ${r + 1}: PIL + torchvision ${pil[r].toFixed(2)} ms, torch.image.loadSync ${ours[r].toFixed(2)} ms`)
+  console.log(
+    `round ${r + 1}: PIL + torchvision ${pil[r].toFixed(2)} ms, torch.image.loadSync ${ours[r].toFixed(2)} ms`,
+  )
 }
-console.log(`median of rounds: PIL + torchvision ${median(pil).toFixed(2)} ms, torch-node ${median(ours).toFixed(2)} ms: ` +
-  `${(median(pil) / median(ours)).toFixed(2)}× faster`)
+console.log(
+  `median of rounds: PIL + torchvision ${median(pil).toFixed(2)} ms, torch-node ${median(ours).toFixed(2)} ms: ` +
+    `${(median(pil) / median(ours)).toFixed(2)}× faster`,
+)

@@ -9,7 +9,9 @@ const path = require('node:path')
 
 function cpuinfo() {
   let text = ''
-  try { text = fs.readFileSync('/proc/cpuinfo', 'utf8') } catch {}
+  try {
+    text = fs.readFileSync('/proc/cpuinfo', 'utf8')
+  } catch {}
   const field = (name) => (text.match(new RegExp(`^${name}\\s*:\\s*(.*)$`, 'm')) || [])[1]
   const cores = os.availableParallelism ? os.availableParallelism() : os.cpus().length
   return {
@@ -26,7 +28,9 @@ function cpuinfo() {
 /** Native bf16 arithmetic (what makes `dtype: 'bfloat16'` worth running), or why not. */
 function bf16Support(cpu) {
   const found = ['amx_bf16', 'avx512_bf16'].filter((f) => cpu.flags.has(f))
-  return found.length ? { native: true, how: found.join(' + ') } : { native: false, how: 'no avx512_bf16 or amx_bf16 in /proc/cpuinfo flags' }
+  return found.length
+    ? { native: true, how: found.join(' + ') }
+    : { native: false, how: 'no avx512_bf16 or amx_bf16 in /proc/cpuinfo flags' }
 }
 
 /**
@@ -41,19 +45,44 @@ function flopPerCycle(cpu) {
     // Zen 4 (family 19h with AVX-512): 512-bit instructions run as two halves on 256-bit
     // datapaths; 2 FMA pipes × 8 fp32 lanes × 2 = 32. VDPBF16PS multiplies 2 bf16 pairs per
     // fp32 lane: 2 pipes × 16 bf16 MAC × 2 = 64.
-    return { fp32: 32, bf16: 64, arch: 'AMD Zen 4 (family 25 with AVX-512)', basis: '2 FMA pipes × 256-bit datapath (AVX-512 double-pumped): fp32 2×8×2 = 32; bf16 VDPBF16PS 2×16×2 = 64' }
+    return {
+      fp32: 32,
+      bf16: 64,
+      arch: 'AMD Zen 4 (family 25 with AVX-512)',
+      basis: '2 FMA pipes × 256-bit datapath (AVX-512 double-pumped): fp32 2×8×2 = 32; bf16 VDPBF16PS 2×16×2 = 64',
+    }
   }
   if (amd && cpu.family === 26) {
-    return { fp32: 64, bf16: 128, arch: 'AMD Zen 5 (family 26)', basis: '2 FMA pipes × 512-bit datapath: fp32 2×16×2 = 64; bf16 VDPBF16PS 2×32×2 = 128' }
+    return {
+      fp32: 64,
+      bf16: 128,
+      arch: 'AMD Zen 5 (family 26)',
+      basis: '2 FMA pipes × 512-bit datapath: fp32 2×16×2 = 64; bf16 VDPBF16PS 2×32×2 = 128',
+    }
   }
   if (amd && f.has('avx2')) {
-    return { fp32: 32, bf16: null, arch: 'AMD Zen 1-3 (AVX2)', basis: '2 FMA pipes × 256-bit: fp32 2×8×2 = 32; no native bf16' }
+    return {
+      fp32: 32,
+      bf16: null,
+      arch: 'AMD Zen 1-3 (AVX2)',
+      basis: '2 FMA pipes × 256-bit: fp32 2×8×2 = 32; no native bf16',
+    }
   }
   if (f.has('amx_bf16')) {
-    return { fp32: 64, bf16: 2048, arch: 'Intel with AMX', basis: '2 × 512-bit FMA: fp32 2×16×2 = 64; AMX TMUL bf16 1024 MAC/cycle × 2 = 2048' }
+    return {
+      fp32: 64,
+      bf16: 2048,
+      arch: 'Intel with AMX',
+      basis: '2 × 512-bit FMA: fp32 2×16×2 = 64; AMX TMUL bf16 1024 MAC/cycle × 2 = 2048',
+    }
   }
   if (f.has('avx512f')) {
-    return { fp32: 64, bf16: f.has('avx512_bf16') ? 128 : null, arch: 'Intel AVX-512 (assumed 2 FMA units)', basis: '2 × 512-bit FMA: fp32 2×16×2 = 64 (1-FMA-unit SKUs: half); bf16 VDPBF16PS 2×32×2 = 128' }
+    return {
+      fp32: 64,
+      bf16: f.has('avx512_bf16') ? 128 : null,
+      arch: 'Intel AVX-512 (assumed 2 FMA units)',
+      basis: '2 × 512-bit FMA: fp32 2×16×2 = 64 (1-FMA-unit SKUs: half); bf16 VDPBF16PS 2×32×2 = 128',
+    }
   }
   if (f.has('fma')) return { fp32: 32, bf16: null, arch: 'AVX2 + FMA', basis: '2 × 256-bit FMA: fp32 2×8×2 = 32' }
   return { fp32: null, bf16: null, arch: 'unknown', basis: 'no FMA information' }
@@ -76,14 +105,22 @@ function peak(cpu, cores = cpu.cores) {
 async function measuredPeak(threads) {
   const exe = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-fma-')), 'fma-peak')
   try {
-    execFileSync(process.env.CC || 'cc', ['-O2', '-march=native', '-o', exe, path.join(__dirname, 'fma-peak.c')], { stdio: 'pipe' })
+    execFileSync(process.env.CC || 'cc', ['-O2', '-march=native', '-o', exe, path.join(__dirname, 'fma-peak.c')], {
+      stdio: 'pipe',
+    })
   } catch (err) {
     return { error: `cannot compile bench/fma-peak.c (${String(err.message).split('\n')[0]})` }
   }
   try {
-    const runs = await Promise.all(Array.from({ length: threads }, () => new Promise((resolve, reject) => {
-      execFile(exe, { encoding: 'utf8' }, (err, stdout) => (err ? reject(err) : resolve(stdout)))
-    })))
+    const runs = await Promise.all(
+      Array.from(
+        { length: threads },
+        () =>
+          new Promise((resolve, reject) => {
+            execFile(exe, { encoding: 'utf8' }, (err, stdout) => (err ? reject(err) : resolve(stdout)))
+          }),
+      ),
+    )
     const sum = (kind) => {
       const values = runs.map((out) => Number((out.match(new RegExp(`^${kind} (\\S+)$`, 'm')) || [])[1]))
       return values.every(Number.isFinite) ? values.reduce((a, b) => a + b, 0) : null

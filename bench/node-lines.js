@@ -49,8 +49,9 @@ function exitAfterBorrow(node) {
 }
 
 const majors = process.argv.slice(2)
-const lines = majors.length ? majors : [process.versions.node.split('.')[0], '22', '24', '26']
-  .filter((m, i, all) => all.indexOf(m) === i)
+const lines = majors.length
+  ? majors
+  : [process.versions.node.split('.')[0], '22', '24', '26'].filter((m, i, all) => all.indexOf(m) === i)
 for (const major of lines) {
   const node = major === process.versions.node.split('.')[0] ? process.execPath : nodeBinary(major)
   const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim()
@@ -59,6 +60,8 @@ for (const major of lines) {
   // Deferred finalizers free nothing until the loop ends: ~1.2 GiB per 1,000 iterations, so a
   // shorter loop (20,000 would need ~23 GiB).
   const deferred = Math.min(ITERATIONS, 3000)
-  console.log(`  ${deferred} temporaries, none, TORCH_NODE_GC_FINALIZERS=0: peak ${loop(node, 'none', { TORCH_NODE_GC_FINALIZERS: '0' }, deferred)}`)
+  console.log(
+    `  ${deferred} temporaries, none, TORCH_NODE_GC_FINALIZERS=0: peak ${loop(node, 'none', { TORCH_NODE_GC_FINALIZERS: '0' }, deferred)}`,
+  )
   console.log(`  script with borrowed memory and a lent array: ${exitAfterBorrow(node)}`)
 }

@@ -45,20 +45,25 @@ function firstImage(buffer) {
 async function pythonContender(threads) {
   const python = pythonCommand()
   if (!python) throw new Error('no .libtorch/ virtualenv and LIBTORCH_USE_PYTORCH unset')
-  if (!fs.existsSync(path.join(GOLDEN, 'resnet18_input_b8.f32'))) throw new Error('models/golden/resnet18_input_b8.f32 is missing (npm run models)')
+  if (!fs.existsSync(path.join(GOLDEN, 'resnet18_input_b8.f32')))
+    throw new Error('models/golden/resnet18_input_b8.f32 is missing (npm run models)')
   const { child, next } = startTorchscriptChild(python, MODEL, GOLDEN, threads)
   const info = JSON.parse(await next())
   return {
     name: 'python',
     info,
-    call: async () => { child.stdin.write('run 1\n'); return Number(await next()) },
+    call: async () => {
+      child.stdin.write('run 1\n')
+      return Number(await next())
+    },
     // Waited for, so that its CPU time counts as this process's children's (bench/serve.js
     // subtracts it when it reports what other processes used).
-    close: () => new Promise((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve()
-      child.once('exit', resolve)
-      child.stdin.end('quit\n')
-    }),
+    close: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve()
+        child.once('exit', resolve)
+        child.stdin.end('quit\n')
+      }),
   }
 }
 
@@ -99,18 +104,21 @@ async function main() {
     }
   }
   for (const c of contenders) await c.close?.()
-  const ratio = (a, b) => (times.has(a) && times.has(b) ? median(times.get(a).map((t, r) => t / times.get(b)[r])) : null)
+  const ratio = (a, b) =>
+    times.has(a) && times.has(b) ? median(times.get(a).map((t, r) => t / times.get(b)[r])) : null
   const python = contenders.find((c) => c.name === 'python')
-  console.log(JSON.stringify({
-    rounds,
-    threads: torch.getNumThreads(),
-    instances: torch.getInstances(),
-    medianMs: Object.fromEntries([...times].map(([name, t]) => [name, median(t)])),
-    forwardVsSync: ratio('forward', 'forwardSync'),
-    forwardVsPython: ratio('forward', 'python'),
-    syncVsPython: ratio('forwardSync', 'python'),
-    python: python ? python.info : pythonSkipped,
-  }))
+  console.log(
+    JSON.stringify({
+      rounds,
+      threads: torch.getNumThreads(),
+      instances: torch.getInstances(),
+      medianMs: Object.fromEntries([...times].map(([name, t]) => [name, median(t)])),
+      forwardVsSync: ratio('forward', 'forwardSync'),
+      forwardVsPython: ratio('forward', 'python'),
+      syncVsPython: ratio('forwardSync', 'python'),
+      python: python ? python.info : pythonSkipped,
+    }),
+  )
 }
 
 runMain(main)

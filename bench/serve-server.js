@@ -44,7 +44,11 @@ const opt = options(['mode', 'threads', 'instances', 'max-batch', 'max-delay-ms'
 const MODES = ['unbatched', 'batched-fp32', 'batched-bf16', 'ort']
 if (!MODES.includes(opt.mode)) throw new Error(`--mode: expected one of ${MODES.join(', ')}, got ${opt.mode}`)
 const threads = Number(opt.threads ?? torch.getNumThreads())
-const batchOptions = { maxBatchSize: Number(opt['max-batch'] ?? 8), maxDelayMs: Number(opt['max-delay-ms'] ?? 2), maxQueue: Number(opt['max-queue'] ?? 256) }
+const batchOptions = {
+  maxBatchSize: Number(opt['max-batch'] ?? 8),
+  maxDelayMs: Number(opt['max-delay-ms'] ?? 2),
+  maxQueue: Number(opt['max-queue'] ?? 256),
+}
 
 const msSince = (t0) => Number(process.hrtime.bigint() - t0) / 1e6
 
@@ -62,7 +66,11 @@ function top1(logits) {
 /** The request body as a Float32Array over its own bytes (copied only if misaligned). */
 function floatsOf(body) {
   if (!Buffer.isBuffer(body) || body.length !== TENSOR_BYTES) {
-    throw httpError(400, 'InvalidArg', `expected ${TENSOR_BYTES} bytes (float32 [${SHAPE}]), got ${Buffer.isBuffer(body) ? body.length : 'no body'}`)
+    throw httpError(
+      400,
+      'InvalidArg',
+      `expected ${TENSOR_BYTES} bytes (float32 [${SHAPE}]), got ${Buffer.isBuffer(body) ? body.length : 'no body'}`,
+    )
   }
   const aligned = body.byteOffset % 4 === 0 ? body : Buffer.from(body)
   return new Float32Array(aligned.buffer, aligned.byteOffset, TENSOR_BYTES / 4)
@@ -103,9 +111,12 @@ async function loadModel(mode) {
   // 'fuse' fuses the graph for the example's shape only: other batch sizes run unfused (at
   // plain-module speed). Under load the Batcher's batches are mostly full, so fuse for those.
   const example = torch.zeros([batchOptions.maxBatchSize, ...SHAPE.slice(1)])
-  const loadOptions = mode === 'batched-fp32' ? { optimize: 'fuse', example }
-    : mode === 'batched-bf16' ? { optimize: true, dtype: 'bfloat16', channelsLast: true }
-      : {}
+  const loadOptions =
+    mode === 'batched-fp32'
+      ? { optimize: 'fuse', example }
+      : mode === 'batched-bf16'
+        ? { optimize: true, dtype: 'bfloat16', channelsLast: true }
+        : {}
   const module = await torch.ScriptModule.load(MODEL, loadOptions)
   const loadMs = msSince(t0)
   // Every batch size the Batcher can form, twice: TorchScript's profiling executor specializes
@@ -130,7 +141,13 @@ async function loadModel(mode) {
   }
   return {
     loadMs,
-    info: { loadOptions: Object.keys(loadOptions).length ? { ...loadOptions, example: loadOptions.example && `zeros [${example.shape}]` } : {}, warmMs, batch: batcher && batchOptions },
+    info: {
+      loadOptions: Object.keys(loadOptions).length
+        ? { ...loadOptions, example: loadOptions.example && `zeros [${example.shape}]` }
+        : {},
+      warmMs,
+      batch: batcher && batchOptions,
+    },
     fromTensor: runTensor,
     fromFloats: async (floats) => {
       const x = torch.fromBuffer(floats, SHAPE)
@@ -166,22 +183,32 @@ function createApp(model) {
       busy--
     }
   }
-  app.post('/v1/tensor', express.raw({ type: 'application/octet-stream', limit: TENSOR_BYTES }),
-    answer((req) => model.fromFloats(floatsOf(req.body))))
-  app.post('/v1/image', express.raw({ type: 'image/*', limit: 16 * 2 ** 20 }), answer(async (req) => {
-    if (!Buffer.isBuffer(req.body) || req.body.length === 0) throw httpError(400, 'InvalidImage', 'send an image body (image/*)')
-    const x = await torch.image.load(req.body, PREPROCESS)
-    try {
-      return await model.fromTensor(x)
-    } finally {
-      x.dispose()
-    }
-  }))
+  app.post(
+    '/v1/tensor',
+    express.raw({ type: 'application/octet-stream', limit: TENSOR_BYTES }),
+    answer((req) => model.fromFloats(floatsOf(req.body))),
+  )
+  app.post(
+    '/v1/image',
+    express.raw({ type: 'image/*', limit: 16 * 2 ** 20 }),
+    answer(async (req) => {
+      if (!Buffer.isBuffer(req.body) || req.body.length === 0)
+        throw httpError(400, 'InvalidImage', 'send an image body (image/*)')
+      const x = await torch.image.load(req.body, PREPROCESS)
+      try {
+        return await model.fromTensor(x)
+      } finally {
+        x.dispose()
+      }
+    }),
+  )
   app.get('/_bench/stats', (req, res) => {
     const ms = (ns) => Math.max(0, ns / 1e6 - LAG_RESOLUTION_MS)
     const stats = {
       busy,
-      eventLoopLag: lag.count ? { p50: ms(lag.percentile(50)), p99: ms(lag.percentile(99)), max: ms(lag.max), samples: lag.count } : null,
+      eventLoopLag: lag.count
+        ? { p50: ms(lag.percentile(50)), p99: ms(lag.percentile(99)), max: ms(lag.max), samples: lag.count }
+        : null,
       batcher: model.stats(),
       executor: torch.executorStats(),
       memory: torch.memory(),
@@ -189,14 +216,20 @@ function createApp(model) {
     if (req.query.reset) lag.reset()
     res.json(stats)
   })
-  app.post('/_bench/batcher', answer((req) => model.replaceBatcher({ maxQueue: Number(req.query.maxQueue) })))
-  app.use((err, req, res, next) => { // eslint-disable-line no-unused-vars
+  app.post(
+    '/_bench/batcher',
+    answer((req) => model.replaceBatcher({ maxQueue: Number(req.query.maxQueue) })),
+  )
+  // eslint-disable-next-line no-unused-vars
+  app.use((err, req, res, next) => {
     let status = err.status || err.statusCode
     if (!status && err.code === 'QueueFull') {
       status = 503
       res.set('Retry-After', '1')
     }
-    res.status(status || 500).json({ error: { code: err.code || 'Internal', message: String(err.message).split('\n')[0] } })
+    res
+      .status(status || 500)
+      .json({ error: { code: err.code || 'Internal', message: String(err.message).split('\n')[0] } })
   })
   return app
 }
@@ -211,14 +244,16 @@ async function main() {
   // The bench stops a service between runs; nothing it holds needs a graceful close.
   process.on('SIGTERM', () => process.exit(0))
   process.on('SIGINT', () => process.exit(0))
-  console.log(JSON.stringify({
-    port: server.address().port,
-    mode: opt.mode,
-    loadMs: model.loadMs,
-    threads: torch.getNumThreads(),
-    instances: torch.getInstances(),
-    ...model.info,
-  }))
+  console.log(
+    JSON.stringify({
+      port: server.address().port,
+      mode: opt.mode,
+      loadMs: model.loadMs,
+      threads: torch.getNumThreads(),
+      instances: torch.getInstances(),
+      ...model.info,
+    }),
+  )
 }
 
 main().catch((e) => {

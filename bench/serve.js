@@ -48,11 +48,28 @@ const GOLDEN_INPUT = path.join(ROOT, 'models', 'golden', 'resnet18_input_b8.f32'
 const TENSOR_BYTES = 3 * 224 * 224 * 4
 const MiB = 2 ** 20
 
-const opt = options([
-  'duration', 'connections', 'image-connections', 'threads', 'instances', 'max-batch', 'max-delay-ms',
-  'max-queue', 'overload-max-queue', 'overload-factor', 'overload-connections', 'warmup', 'rounds',
-  'image', 'only', 'quiet-wait', 'out',
-], ['no-python', 'no-install', 'tiny'])
+const opt = options(
+  [
+    'duration',
+    'connections',
+    'image-connections',
+    'threads',
+    'instances',
+    'max-batch',
+    'max-delay-ms',
+    'max-queue',
+    'overload-max-queue',
+    'overload-factor',
+    'overload-connections',
+    'warmup',
+    'rounds',
+    'image',
+    'only',
+    'quiet-wait',
+    'out',
+  ],
+  ['no-python', 'no-install', 'tiny'],
+)
 const tiny = !!opt.tiny
 const cpu = machine.cpuinfo()
 const list = (text) => text.split(',').map(Number)
@@ -105,9 +122,17 @@ function fastapiPython() {
   if (r.status === 0) return python
   if (!/fastapi|uvicorn/.test(r.stderr)) throw new Error(lastLine(r.stderr || r.error?.message || 'import failed'))
   if (!config.install) throw new Error(`${lastLine(r.stderr)} (--no-install)`)
-  console.log(`installing fastapi and uvicorn into ${path.relative(ROOT, path.dirname(path.dirname(python))) || python} (pip, once)...`)
-  const pip = spawnSync(python, ['-m', 'pip', 'install', '--quiet', 'fastapi', 'uvicorn'], { encoding: 'utf8', timeout: 300_000 })
-  if (pip.status !== 0) throw new Error(`pip install fastapi uvicorn failed: ${lastLine(pip.stderr || pip.error?.message || `exit ${pip.status}`)}`)
+  console.log(
+    `installing fastapi and uvicorn into ${path.relative(ROOT, path.dirname(path.dirname(python))) || python} (pip, once)...`,
+  )
+  const pip = spawnSync(python, ['-m', 'pip', 'install', '--quiet', 'fastapi', 'uvicorn'], {
+    encoding: 'utf8',
+    timeout: 300_000,
+  })
+  if (pip.status !== 0)
+    throw new Error(
+      `pip install fastapi uvicorn failed: ${lastLine(pip.stderr || pip.error?.message || `exit ${pip.status}`)}`,
+    )
   r = importable()
   if (r.status !== 0) throw new Error(lastLine(r.stderr))
   return python
@@ -119,8 +144,21 @@ function fastapiPython() {
 const bf16 = machine.bf16Support(cpu)
 const SERVICES = [
   { id: 'unbatched', name: 'torch-node unbatched (`await forward`)', mode: 'unbatched', torchNode: true },
-  { id: 'batched-fp32', name: "torch-node batched fp32 ('fuse' + Batcher)", mode: 'batched-fp32', torchNode: true, batched: true, overload: true },
-  { id: 'batched-bf16', name: 'torch-node batched bf16 channels-last (+ Batcher)', mode: 'batched-bf16', torchNode: true, batched: true },
+  {
+    id: 'batched-fp32',
+    name: "torch-node batched fp32 ('fuse' + Batcher)",
+    mode: 'batched-fp32',
+    torchNode: true,
+    batched: true,
+    overload: true,
+  },
+  {
+    id: 'batched-bf16',
+    name: 'torch-node batched bf16 channels-last (+ Batcher)',
+    mode: 'batched-bf16',
+    torchNode: true,
+    batched: true,
+  },
   { id: 'ort', name: 'onnxruntime-node (same Express app)', mode: 'ort' },
   { id: 'fastapi', name: 'Python FastAPI + uvicorn (TorchScript)', python: true },
 ]
@@ -130,11 +168,17 @@ function skipReason(service) {
   if (config.only && !config.only.includes(service.id)) return 'skipped (--only)'
   if (service.mode === 'batched-bf16') {
     let native = bf16.native
-    try { native = require('..').cpu.hasNativeBf16() } catch {}
+    try {
+      native = require('..').cpu.hasNativeBf16()
+    } catch {}
     if (!native) return `skipped: torch.cpu.hasNativeBf16() is false (${bf16.how})`
   }
   if (service.mode === 'ort') {
-    try { require.resolve('onnxruntime-node') } catch { return 'skipped: onnxruntime-node is not installed' }
+    try {
+      require.resolve('onnxruntime-node')
+    } catch {
+      return 'skipped: onnxruntime-node is not installed'
+    }
     if (!fs.existsSync(ONNX_MODEL)) return `skipped: ${path.relative(ROOT, ONNX_MODEL)} is missing (npm run models)`
   }
   if (service.python && !config.python) return `skipped (${tiny ? '--tiny' : '--no-python'})`
@@ -148,13 +192,31 @@ function command(service) {
     env.OMP_NUM_THREADS = String(config.threads)
     return [service.pythonPath, [path.join(__dirname, 'serve_app.py'), MODEL, String(config.threads)], env]
   }
-  return [process.execPath, [path.join(__dirname, 'serve-server.js'), '--mode', service.mode,
-    '--threads', String(config.threads), '--instances', String(config.instances),
-    '--max-batch', String(config.maxBatch), '--max-delay-ms', String(config.maxDelayMs), '--max-queue', String(config.maxQueue)], env]
+  return [
+    process.execPath,
+    [
+      path.join(__dirname, 'serve-server.js'),
+      '--mode',
+      service.mode,
+      '--threads',
+      String(config.threads),
+      '--instances',
+      String(config.instances),
+      '--max-batch',
+      String(config.maxBatch),
+      '--max-delay-ms',
+      String(config.maxDelayMs),
+      '--max-queue',
+      String(config.maxQueue),
+    ],
+    env,
+  ]
 }
 
 let current = null // the running service's child, killed if this process exits early
-process.on('exit', () => { if (current && current.exitCode === null) current.kill('SIGKILL') })
+process.on('exit', () => {
+  if (current && current.exitCode === null) current.kill('SIGKILL')
+})
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(130))
 
 /**
@@ -166,7 +228,9 @@ async function startService(service) {
   const child = spawn(cmd, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
   current = child
   let stderr = ''
-  child.stderr.on('data', (d) => { stderr = (stderr + d).slice(-4000) })
+  child.stderr.on('data', (d) => {
+    stderr = (stderr + d).slice(-4000)
+  })
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal || code)))
   const lines = readline.createInterface({ input: child.stdout })
   const stop = async () => {
@@ -181,14 +245,23 @@ async function startService(service) {
   try {
     const first = await Promise.race([
       new Promise((resolve) => lines.once('line', resolve)),
-      exited.then((code) => { throw new Error(`exited (${code}) before listening: ${lastLine(stderr) || 'no output'}`) }),
-      sleep(300_000).then(() => { throw new Error('not listening after 300 s') }),
+      exited.then((code) => {
+        throw new Error(`exited (${code}) before listening: ${lastLine(stderr) || 'no output'}`)
+      }),
+      sleep(300_000).then(() => {
+        throw new Error('not listening after 300 s')
+      }),
     ])
     let info
-    try { info = JSON.parse(first) } catch { throw new Error(`unexpected first line: ${first}`) }
+    try {
+      info = JSON.parse(first)
+    } catch {
+      throw new Error(`unexpected first line: ${first}`)
+    }
     if (info.error) throw new Error(info.error)
     const url = `http://127.0.0.1:${info.port}`
-    for (let i = 0; ; i++) { // uvicorn reports its port before it accepts connections
+    for (let i = 0; ; i++) {
+      // uvicorn reports its port before it accepts connections
       try {
         if ((await fetch(`${url}/_bench/stats?reset=1`)).ok) break
       } catch {}
@@ -213,8 +286,14 @@ const TICKS_PER_S = 100 // USER_HZ (getconf CLK_TCK) on Linux
 function cpuSeconds(pid) {
   // /proc/<pid>/stat after the command's ')': state is field 0, utime 11, stime 12, and cutime 13,
   // cstime 14 (children this process waited for: bench/serve-latency.js and its Python child).
-  const ticks = (p, fields) => fs.readFileSync(`/proc/${p}/stat`, 'utf8').split(') ').pop().split(' ')
-    .filter((_, i) => fields.includes(i)).reduce((a, b) => a + Number(b), 0)
+  const ticks = (p, fields) =>
+    fs
+      .readFileSync(`/proc/${p}/stat`, 'utf8')
+      .split(') ')
+      .pop()
+      .split(' ')
+      .filter((_, i) => fields.includes(i))
+      .reduce((a, b) => a + Number(b), 0)
   try {
     const total = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number)
     const busy = total.reduce((a, b) => a + b, 0) - total[3] - total[4] // all but idle and iowait
@@ -229,7 +308,7 @@ function othersCpu(before, pid) {
   const after = cpuSeconds(pid)
   if (!before || !after) return null
   const wall = after.wall - before.wall
-  return Math.max(0, (after.busy - before.busy) - (after.ours - before.ours)) / wall
+  return Math.max(0, after.busy - before.busy - (after.ours - before.ours)) / wall
 }
 
 /**
@@ -247,8 +326,17 @@ async function waitQuiet(pid) {
   }
 }
 
-const statusLine = (pid) => { try { return fs.readFileSync(`/proc/${pid}/status`, 'utf8') } catch { return '' } }
-const kB = (text, field) => { const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text); return m ? Number(m[1]) * 1024 : NaN }
+const statusLine = (pid) => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+  } catch {
+    return ''
+  }
+}
+const kB = (text, field) => {
+  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)
+  return m ? Number(m[1]) * 1024 : NaN
+}
 
 /**
  * RSS of `pid` over a run. `stop()` -> {peak, firstHalf, secondHalf} in bytes: the peak is the
@@ -259,7 +347,11 @@ const kB = (text, field) => { const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm
  */
 function rssOver(pid) {
   let resettable = true
-  try { fs.writeFileSync(`/proc/${pid}/clear_refs`, '5') } catch { resettable = false }
+  try {
+    fs.writeFileSync(`/proc/${pid}/clear_refs`, '5')
+  } catch {
+    resettable = false
+  }
   const samples = []
   const sample = () => samples.push(kB(statusLine(pid), 'VmRSS') || 0)
   sample()
@@ -296,21 +388,26 @@ function load(url, route, connections, seconds, extra = {}) {
   const request = requestOf[route]
   return new Promise((resolve, reject) => {
     const ok = []
-    const instance = autocannon({
-      url: url + request.path,
-      method: 'POST',
-      headers: { 'content-type': request.contentType },
-      body: request.body,
-      connections,
-      duration: seconds,
-      timeout: 60,
-      ...extra,
-    }, (err, result) => {
-      clearTimeout(guard)
-      if (err) reject(err)
-      else resolve({ result, okLatencies: ok })
+    const instance = autocannon(
+      {
+        url: url + request.path,
+        method: 'POST',
+        headers: { 'content-type': request.contentType },
+        body: request.body,
+        connections,
+        duration: seconds,
+        timeout: 60,
+        ...extra,
+      },
+      (err, result) => {
+        clearTimeout(guard)
+        if (err) reject(err)
+        else resolve({ result, okLatencies: ok })
+      },
+    )
+    instance.on('response', (client, statusCode, bytes, ms) => {
+      if (statusCode >= 200 && statusCode < 300) ok.push(ms)
     })
-    instance.on('response', (client, statusCode, bytes, ms) => { if (statusCode >= 200 && statusCode < 300) ok.push(ms) })
     // autocannon stops at `duration`; this only bounds a run whose answers never come.
     const guard = setTimeout(() => instance.stop(), (seconds + 90) * 1000)
   })
@@ -401,18 +498,18 @@ async function benchService(service) {
   service.info = svc.info
   const runs = []
   try {
-    const plan = [
-      ...config.connections.map((c) => ['tensor', c]),
-      ...config.imageConnections.map((c) => ['image', c]),
-    ]
+    const plan = [...config.connections.map((c) => ['tensor', c]), ...config.imageConnections.map((c) => ['image', c])]
     if (config.warmup > 0) await load(svc.url, 'tensor', Math.max(...config.connections), config.warmup)
     for (const [route, connections] of plan) {
       const run = await measure(svc, route, connections, config.duration)
       runs.push(run)
-      console.log(`  ${route} c${connections}: ${fmt(run.reqPerS)} req/s, p50 ${fmt(run.p50, 0)} ms, p99 ${fmt(run.p99, 0)} ms, ` +
-        `loop lag p99 ${fmt(run.lagP99)} ms, peak RSS ${fmt(run.peakRss / MiB, 0)} MiB` +
-        (run.meanBatch ? `, mean batch ${fmt(run.meanBatch, 2)}` : '') + (run.non2xx || run.errors ? `, non-2xx ${run.non2xx}, errors ${run.errors}` : '') +
-        `, other processes ${fmt(run.others, 2)} cores`)
+      console.log(
+        `  ${route} c${connections}: ${fmt(run.reqPerS)} req/s, p50 ${fmt(run.p50, 0)} ms, p99 ${fmt(run.p99, 0)} ms, ` +
+          `loop lag p99 ${fmt(run.lagP99)} ms, peak RSS ${fmt(run.peakRss / MiB, 0)} MiB` +
+          (run.meanBatch ? `, mean batch ${fmt(run.meanBatch, 2)}` : '') +
+          (run.non2xx || run.errors ? `, non-2xx ${run.non2xx}, errors ${run.errors}` : '') +
+          `, other processes ${fmt(run.others, 2)} cores`,
+      )
     }
     if (service.overload) service.overloadRun = await overload(svc, runs)
   } finally {
@@ -433,9 +530,11 @@ async function overload(svc, runs) {
   if (!replaced.ok) throw new Error(`replacing the Batcher: HTTP ${replaced.status} ${await replaced.text()}`)
   const run = await measure(svc, 'tensor', config.overloadConnections, config.duration, { overallRate: rate })
   Object.assign(run, { capacity, rate, referencePeakRss: reference.peakRss })
-  console.log(`  overload (maxQueue ${config.overloadMaxQueue}, ${rate} req/s offered = ${config.overloadFactor}× ${fmt(capacity)}): ` +
-    `sent ${fmt(run.offeredPerS)} req/s, 2xx ${fmt(run.reqPerS)} req/s, 503 ${run.status503}/${run.sent}, ` +
-    `2xx p99 ${fmt(run.okP99, 0)} ms, peak RSS ${fmt(run.peakRss / MiB, 0)} MiB (c${REFERENCE_CONNECTIONS}: ${fmt(reference.peakRss / MiB, 0)} MiB)`)
+  console.log(
+    `  overload (maxQueue ${config.overloadMaxQueue}, ${rate} req/s offered = ${config.overloadFactor}× ${fmt(capacity)}): ` +
+      `sent ${fmt(run.offeredPerS)} req/s, 2xx ${fmt(run.reqPerS)} req/s, 503 ${run.status503}/${run.sent}, ` +
+      `2xx p99 ${fmt(run.okP99, 0)} ms, peak RSS ${fmt(run.peakRss / MiB, 0)} MiB (c${REFERENCE_CONNECTIONS}: ${fmt(reference.peakRss / MiB, 0)} MiB)`,
+  )
   return run
 }
 
@@ -443,10 +542,18 @@ async function overload(svc, runs) {
 async function batchOneLatency() {
   if (config.quietWait > 0) await waitQuiet(null)
   const before = cpuSeconds(null)
-  const args = [path.join(__dirname, 'serve-latency.js'), '--rounds', String(config.rounds), '--threads', String(config.threads)]
+  const args = [
+    path.join(__dirname, 'serve-latency.js'),
+    '--rounds',
+    String(config.rounds),
+    '--threads',
+    String(config.threads),
+  ]
   if (!config.python) args.push('--no-python')
   const r = spawnSync(process.execPath, args, {
-    cwd: ROOT, encoding: 'utf8', timeout: 600_000,
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 600_000,
     env: { ...process.env, TORCH_NODE_INSTANCES: String(config.instances), OMP_NUM_THREADS: String(config.threads) },
   })
   if (r.status !== 0) return { error: lastLine(r.stderr || r.error?.message || `exit ${r.status}`) }
@@ -456,11 +563,12 @@ async function batchOneLatency() {
 // ---------------------------------------------------------------------------------------------
 // Report
 
-const table = (header, rows) => [
-  `| ${header.join(' | ')} |`,
-  `|${header.map((h, i) => (i < 3 ? '---' : '---:')).join('|')}|`,
-  ...rows.map((r) => `| ${r.join(' | ')} |`),
-].join('\n')
+const table = (header, rows) =>
+  [
+    `| ${header.join(' | ')} |`,
+    `|${header.map((h, i) => (i < 3 ? '---' : '---:')).join('|')}|`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ].join('\n')
 
 function resultsTable() {
   const rows = []
@@ -470,23 +578,59 @@ function resultsTable() {
       continue
     }
     for (const r of s.runs) {
-      rows.push([s.name, r.route, String(r.connections), fmt(r.reqPerS), fmt(r.p50, 0), fmt(r.p99, 0),
-        fmt(r.lagP99), fmt(r.peakRss / MiB, 0), r.meanBatch ? fmt(r.meanBatch, 2) : '–',
-        r.non2xx || r.errors ? `${r.non2xx} / ${r.errors}` : '0', fmt(r.others, 2)])
+      rows.push([
+        s.name,
+        r.route,
+        String(r.connections),
+        fmt(r.reqPerS),
+        fmt(r.p50, 0),
+        fmt(r.p99, 0),
+        fmt(r.lagP99),
+        fmt(r.peakRss / MiB, 0),
+        r.meanBatch ? fmt(r.meanBatch, 2) : '–',
+        r.non2xx || r.errors ? `${r.non2xx} / ${r.errors}` : '0',
+        fmt(r.others, 2),
+      ])
     }
     const o = s.overloadRun
     if (o) {
-      rows.push([`${s.name}, overload: maxQueue ${config.overloadMaxQueue}, ${o.rate} req/s offered (${config.overloadFactor}× capacity)`, 'tensor',
-        String(o.connections), fmt(o.reqPerS), fmt(o.p50, 0), fmt(o.p99, 0), fmt(o.lagP99), fmt(o.peakRss / MiB, 0),
-        o.meanBatch ? fmt(o.meanBatch, 2) : '–', `${o.non2xx} (503: ${o.status503}) / ${o.errors}`, fmt(o.others, 2)])
+      rows.push([
+        `${s.name}, overload: maxQueue ${config.overloadMaxQueue}, ${o.rate} req/s offered (${config.overloadFactor}× capacity)`,
+        'tensor',
+        String(o.connections),
+        fmt(o.reqPerS),
+        fmt(o.p50, 0),
+        fmt(o.p99, 0),
+        fmt(o.lagP99),
+        fmt(o.peakRss / MiB, 0),
+        o.meanBatch ? fmt(o.meanBatch, 2) : '–',
+        `${o.non2xx} (503: ${o.status503}) / ${o.errors}`,
+        fmt(o.others, 2),
+      ])
     }
   }
-  return table(['service', 'route', 'connections', 'req/s (2xx)', 'p50 ms', 'p99 ms', 'event-loop lag p99 ms', 'peak RSS MiB', 'mean batch', 'non-2xx / errors', 'other processes (cores)'], rows)
+  return table(
+    [
+      'service',
+      'route',
+      'connections',
+      'req/s (2xx)',
+      'p50 ms',
+      'p99 ms',
+      'event-loop lag p99 ms',
+      'peak RSS MiB',
+      'mean batch',
+      'non-2xx / errors',
+      'other processes (cores)',
+    ],
+    rows,
+  )
 }
 
 /** ' — met' or ' — missed' for a target on `value`; nothing to judge when it is not a number. */
 const verdict = (value, ok) => (!Number.isFinite(value) ? ' — not measured' : ok ? ' — **met**' : ' — **missed**')
-const runOf = (id, route, connections) => SERVICES.find((s) => s.id === id)?.runs?.find((r) => r.route === route && r.connections === connections)
+const runOf = (id, route, connections) =>
+  SERVICES.find((s) => s.id === id)?.runs?.find((r) => r.route === route && r.connections === connections)
 
 function targets(latency) {
   const lines = []
@@ -495,22 +639,32 @@ function targets(latency) {
     lines.push(`- Batch-1 latency: n/a (${latency.error})`)
   } else {
     const m = latency.medianMs
-    lines.push(`- Batch-1 latency, one process, ${latency.rounds} interleaved rounds (median ms): \`await forward\` ${fmt(m.forward, 2)}, ` +
-      `forwardSync ${fmt(m.forwardSync, 2)}, Python TorchScript ${typeof latency.python === 'object' ? fmt(m.python, 2) : latency.python}; ` +
-      `other processes used ${fmt(latency.others, 2)} cores meanwhile.`)
-    lines.push(`- async vs forwardSync (median of round ratios): ${ratioText(latency.forwardVsSync)} (target ≤ 1.05×)${verdict(latency.forwardVsSync, latency.forwardVsSync <= 1.05)}`)
-    lines.push(`- async vs Python: ${latency.forwardVsPython === null ? 'n/a (no Python)' : ratioText(latency.forwardVsPython) + ` (target ≤ 1.05×)${verdict(latency.forwardVsPython, latency.forwardVsPython <= 1.05)}`}`)
+    lines.push(
+      `- Batch-1 latency, one process, ${latency.rounds} interleaved rounds (median ms): \`await forward\` ${fmt(m.forward, 2)}, ` +
+        `forwardSync ${fmt(m.forwardSync, 2)}, Python TorchScript ${typeof latency.python === 'object' ? fmt(m.python, 2) : latency.python}; ` +
+        `other processes used ${fmt(latency.others, 2)} cores meanwhile.`,
+    )
+    lines.push(
+      `- async vs forwardSync (median of round ratios): ${ratioText(latency.forwardVsSync)} (target ≤ 1.05×)${verdict(latency.forwardVsSync, latency.forwardVsSync <= 1.05)}`,
+    )
+    lines.push(
+      `- async vs Python: ${latency.forwardVsPython === null ? 'n/a (no Python)' : ratioText(latency.forwardVsPython) + ` (target ≤ 1.05×)${verdict(latency.forwardVsPython, latency.forwardVsPython <= 1.05)}`}`,
+    )
   }
   const served1 = [runOf('unbatched', 'tensor', 1), runOf('fastapi', 'tensor', 1)]
   if (served1.every(Boolean)) {
-    lines.push(`- Served batch-1 (tensor route, 1 connection) p50: torch-node unbatched ${fmt(served1[0].p50, 0)} ms vs FastAPI ${fmt(served1[1].p50, 0)} ms: ${ratioText(divide(served1[0].p50, served1[1].p50))}`)
+    lines.push(
+      `- Served batch-1 (tensor route, 1 connection) p50: torch-node unbatched ${fmt(served1[0].p50, 0)} ms vs FastAPI ${fmt(served1[1].p50, 0)} ms: ${ratioText(divide(served1[0].p50, served1[1].p50))}`,
+    )
   }
   const unbatched = runOf('unbatched', 'tensor', c)
   for (const id of ['batched-fp32', 'batched-bf16']) {
     const b = runOf(id, 'tensor', c)
     if (b && unbatched) {
       const x = divide(b.reqPerS, unbatched.reqPerS)
-      lines.push(`- ${SERVICES.find((s) => s.id === id).name} vs unbatched, req/s at concurrency ${c}: ${ratioText(x)} (target ≥ 1.5×)${verdict(x, x >= 1.5)}`)
+      lines.push(
+        `- ${SERVICES.find((s) => s.id === id).name} vs unbatched, req/s at concurrency ${c}: ${ratioText(x)} (target ≥ 1.5×)${verdict(x, x >= 1.5)}`,
+      )
     }
   }
   for (const route of ['tensor', 'image']) {
@@ -520,27 +674,37 @@ function targets(latency) {
       const t = runOf(s.id, route, c)
       if (!t) continue
       const x = divide(t.reqPerS, py.reqPerS)
-      lines.push(`- ${s.name} vs FastAPI, ${route} route at concurrency ${c}: ${ratioText(x)} req/s, p99 ${fmt(t.p99, 0)} vs ${fmt(py.p99, 0)} ms ` +
-        `(target ≥ 1.5× with a lower p99)${verdict(x, x >= 1.5 && t.p99 < py.p99)}`)
+      lines.push(
+        `- ${s.name} vs FastAPI, ${route} route at concurrency ${c}: ${ratioText(x)} req/s, p99 ${fmt(t.p99, 0)} vs ${fmt(py.p99, 0)} ms ` +
+          `(target ≥ 1.5× with a lower p99)${verdict(x, x >= 1.5 && t.p99 < py.p99)}`,
+      )
     }
   }
-  const lagRuns = SERVICES.filter((s) => s.torchNode && s.runs).flatMap((s) => s.runs.map((r) => ({ ...r, service: s.name })))
+  const lagRuns = SERVICES.filter((s) => s.torchNode && s.runs).flatMap((s) =>
+    s.runs.map((r) => ({ ...r, service: s.name })),
+  )
   if (lagRuns.length) {
     const worst = lagRuns.reduce((a, b) => (b.lagP99 > a.lagP99 ? b : a))
-    lines.push(`- Event-loop lag p99, worst torch-node row (overload aside): ${fmt(worst.lagP99)} ms (${worst.service}, ${worst.route}, ${worst.connections} connections) ` +
-      `(target < 10 ms)${verdict(worst.lagP99, worst.lagP99 < 10)}`)
+    lines.push(
+      `- Event-loop lag p99, worst torch-node row (overload aside): ${fmt(worst.lagP99)} ms (${worst.service}, ${worst.route}, ${worst.connections} connections) ` +
+        `(target < 10 ms)${verdict(worst.lagP99, worst.lagP99 < 10)}`,
+    )
   }
   const o = SERVICES.find((s) => s.overload)?.overloadRun
   if (o) {
     const share = o.status503 / Math.max(1, o.sent)
     const growth = divide(o.peakRss, o.referencePeakRss)
     const drift = divide(o.rssSecondHalf, o.rssFirstHalf)
-    const same = SERVICES.find((s) => s.overload).runs.find((r) => r.route === 'tensor' && r.connections === o.connections)
-    lines.push(`- Overload (${config.overloadFactor}× capacity: ${o.rate} req/s offered, ${fmt(o.offeredPerS)} sent over ${o.connections} connections, Batcher maxQueue ${config.overloadMaxQueue}): ` +
-      `${fmt(100 * share)}% answered 503 QueueFull, ${fmt(o.reqPerS)} req/s served (${fmt(o.capacity)} at concurrency ${c}), admitted p99 ${fmt(o.okP99, 0)} ms, ` +
-      `event-loop lag p99 ${fmt(o.lagP99)} ms. Peak RSS ${fmt(o.peakRss / MiB, 0)} MiB vs ${fmt(o.referencePeakRss / MiB, 0)} MiB at concurrency ${c}: ${ratioText(growth)}` +
-      (same ? ` (${ratioText(divide(o.peakRss, same.peakRss))} the ${o.connections}-connection row)` : '') +
-      `; highest RSS in the run's second half vs its first: ${ratioText(drift)} (flat: peak ≤ 1.10× the concurrency-${c} row)${verdict(growth, growth <= 1.1 && o.status503 > 0)}`)
+    const same = SERVICES.find((s) => s.overload).runs.find(
+      (r) => r.route === 'tensor' && r.connections === o.connections,
+    )
+    lines.push(
+      `- Overload (${config.overloadFactor}× capacity: ${o.rate} req/s offered, ${fmt(o.offeredPerS)} sent over ${o.connections} connections, Batcher maxQueue ${config.overloadMaxQueue}): ` +
+        `${fmt(100 * share)}% answered 503 QueueFull, ${fmt(o.reqPerS)} req/s served (${fmt(o.capacity)} at concurrency ${c}), admitted p99 ${fmt(o.okP99, 0)} ms, ` +
+        `event-loop lag p99 ${fmt(o.lagP99)} ms. Peak RSS ${fmt(o.peakRss / MiB, 0)} MiB vs ${fmt(o.referencePeakRss / MiB, 0)} MiB at concurrency ${c}: ${ratioText(growth)}` +
+        (same ? ` (${ratioText(divide(o.peakRss, same.peakRss))} the ${o.connections}-connection row)` : '') +
+        `; highest RSS in the run's second half vs its first: ${ratioText(drift)} (flat: peak ≤ 1.10× the concurrency-${c} row)${verdict(growth, growth <= 1.1 && o.status503 > 0)}`,
+    )
   }
   return lines.join('\n')
 }
@@ -567,14 +731,21 @@ async function main() {
     if (!fs.existsSync(file)) throw new Error(`${path.relative(ROOT, file)} is missing: run \`npm run models\``)
   }
   const loadStart = os.loadavg()[0]
-  console.log(`Served ResNet-18, ${config.duration} s per run, connections ${config.connections.join(',')} (images ${config.imageConnections.join(',')}), ` +
-    `${config.threads} threads on ${cpu.cores} cores (${cpu.model})`)
+  console.log(
+    `Served ResNet-18, ${config.duration} s per run, connections ${config.connections.join(',')} (images ${config.imageConnections.join(',')}), ` +
+      `${config.threads} threads on ${cpu.cores} cores (${cpu.model})`,
+  )
   if (loadStart > 1) console.log(`warning: load average ${loadStart.toFixed(2)}: another process is using the CPU`)
 
   console.log('batch-1 latency (bench/serve-latency.js)...')
   const latency = await batchOneLatency()
-  console.log(latency.error ? `  n/a: ${latency.error}` : `  forward ${fmt(latency.medianMs.forward, 2)} ms, forwardSync ${fmt(latency.medianMs.forwardSync, 2)} ms` +
-    (latency.medianMs.python ? `, Python ${fmt(latency.medianMs.python, 2)} ms` : '') + `, other processes ${fmt(latency.others, 2)} cores`)
+  console.log(
+    latency.error
+      ? `  n/a: ${latency.error}`
+      : `  forward ${fmt(latency.medianMs.forward, 2)} ms, forwardSync ${fmt(latency.medianMs.forwardSync, 2)} ms` +
+          (latency.medianMs.python ? `, Python ${fmt(latency.medianMs.python, 2)} ms` : '') +
+          `, other processes ${fmt(latency.others, 2)} cores`,
+  )
 
   for (const service of SERVICES) {
     service.status = skipReason(service)
@@ -619,9 +790,9 @@ async function main() {
       `autocannon runs in the bench's own process for ${config.duration} s per row. Routes: \`tensor\` = a float32 [1, 3, 224, 224] body (application/octet-stream, ${TENSOR_BYTES} bytes); ` +
       `\`image\` = ${path.relative(ROOT, config.image)} uploaded (${requestOf.image.body.length} bytes), decoded, resized to 256, center-cropped to 224 and normalized by the service ` +
       '(torch-node: torch.image.load; onnxruntime-node: torch.image.load too; Python: PIL + torchvision transforms). ' +
-      'req/s counts 2xx answers; latency percentiles are autocannon\'s over all answers; event-loop lag is measured inside the service (Node: perf_hooks.monitorEventLoopDelay, ' +
-      '10 ms resolution, the delay beyond it; Python: a 10 ms asyncio sleep, how late it wakes); peak RSS is the service\'s VmHWM over the row, reset before it (/proc/<pid>/clear_refs); ' +
-      'mean batch is the Batcher\'s rows ÷ batches over the row.',
+      "req/s counts 2xx answers; latency percentiles are autocannon's over all answers; event-loop lag is measured inside the service (Node: perf_hooks.monitorEventLoopDelay, " +
+      "10 ms resolution, the delay beyond it; Python: a 10 ms asyncio sleep, how late it wakes); peak RSS is the service's VmHWM over the row, reset before it (/proc/<pid>/clear_refs); " +
+      "mean batch is the Batcher's rows ÷ batches over the row.",
     '',
     tableText,
     '',

@@ -14,7 +14,10 @@ const SENTENCES = JSON.parse(fs.readFileSync(path.join(__dirname, 'text-sentence
 async function contender(kind, args) {
   if (kind === 'torch-node') {
     const torch = require('..')
-    const encoder = await torch.text.SentenceEncoder.load(args[0], { maxBatchSize: 16, ...(args[1] && { dtype: args[1] }) })
+    const encoder = await torch.text.SentenceEncoder.load(args[0], {
+      maxBatchSize: 16,
+      ...(args[1] && { dtype: args[1] }),
+    })
     return async (texts) => {
       const t = await encoder.encode(texts)
       t.toTypedArray()

@@ -26,17 +26,23 @@ async function main() {
   const [kind, dir, extra] = process.argv.slice(2)
   let url
   if (kind === 'torch-node') {
-    ({ url } = await start({ modelDir: dir, name: 'minilm', port: 0, ...(extra && { dtype: extra }) }))
+    ;({ url } = await start({ modelDir: dir, name: 'minilm', port: 0, ...(extra && { dtype: extra }) }))
   } else {
     const app = createApp(await transformersEmbedder(dir, extra))
-    const server = await new Promise((resolve) => { const s = app.listen(0, '127.0.0.1', () => resolve(s)) })
+    const server = await new Promise((resolve) => {
+      const s = app.listen(0, '127.0.0.1', () => resolve(s))
+    })
     url = `http://127.0.0.1:${server.address().port}`
   }
   const lag = monitorEventLoopDelay({ resolution: 1 })
   lag.enable()
   process.on('message', (m) => {
     if (m !== 'stats') return
-    process.send({ lagP99Ms: lag.percentile(99) / 1e6, lagMaxMs: lag.max / 1e6, rssMiB: process.memoryUsage().rss / 2 ** 20 })
+    process.send({
+      lagP99Ms: lag.percentile(99) / 1e6,
+      lagMaxMs: lag.max / 1e6,
+      rssMiB: process.memoryUsage().rss / 2 ** 20,
+    })
     lag.reset()
   })
   process.on('disconnect', () => process.exit(0))

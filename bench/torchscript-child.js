@@ -25,14 +25,19 @@ function startTorchscriptChild(python, model, golden, threads) {
     env: { ...process.env, OMP_NUM_THREADS: String(threads) },
   })
   let stderr = ''
-  child.stderr.on('data', (d) => { stderr += d })
+  child.stderr.on('data', (d) => {
+    stderr += d
+  })
   const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]()
   const next = async () => {
     const { value, done } = await lines.next()
     if (done) throw new Error(`the Python child exited: ${stderr.trim().split('\n').pop()}`)
     return value
   }
-  const request = async (line) => { child.stdin.write(`${line}\n`); return next() }
+  const request = async (line) => {
+    child.stdin.write(`${line}\n`)
+    return next()
+  }
   return { child, next, request }
 }
 

@@ -25,8 +25,20 @@ const torch = require('..')
 
 const LIMITS = Object.freeze({ maxBodyBytes: '4mb', maxMessages: 1024, maxStops: 4 })
 // Keys read the same way by both routes; each route adds its own.
-const SAMPLING_KEYS = ['model', 'stream', 'stream_options', 'max_tokens', 'temperature', 'top_p', 'stop', 'seed', 'n',
-  'user', 'frequency_penalty', 'presence_penalty']
+const SAMPLING_KEYS = [
+  'model',
+  'stream',
+  'stream_options',
+  'max_tokens',
+  'temperature',
+  'top_p',
+  'stop',
+  'seed',
+  'n',
+  'user',
+  'frequency_penalty',
+  'presence_penalty',
+]
 const CHAT_KEYS = ['messages', 'max_completion_tokens', ...SAMPLING_KEYS]
 const COMPLETION_KEYS = ['prompt', ...SAMPLING_KEYS]
 const ROLES = ['system', 'developer', 'user', 'assistant']
@@ -56,12 +68,14 @@ function readMessages(messages, limits) {
     let content = m.content
     // Content parts: text only (this model reads no images or audio).
     if (Array.isArray(content)) {
-      content = content.map((part, j) => {
-        if (part?.type !== 'text' || typeof part.text !== 'string') {
-          throw invalid(`${where}.content[${j}]: expected {type: 'text', text: string}, got ${show(part)}`)
-        }
-        return part.text
-      }).join('')
+      content = content
+        .map((part, j) => {
+          if (part?.type !== 'text' || typeof part.text !== 'string') {
+            throw invalid(`${where}.content[${j}]: expected {type: 'text', text: string}, got ${show(part)}`)
+          }
+          return part.text
+        })
+        .join('')
     }
     if (typeof content !== 'string') throw invalid(`${where}.content: expected a string, got ${show(m.content)}`)
     // Chat templates know system, user and assistant; OpenAI's newer 'developer' is the system role.
@@ -123,7 +137,10 @@ function readRequest(body, keys, limits) {
   }
   const so = b.stream_options
   if (so !== undefined) {
-    const ok = so !== null && typeof so === 'object' && Object.keys(so).every((k) => k === 'include_usage') &&
+    const ok =
+      so !== null &&
+      typeof so === 'object' &&
+      Object.keys(so).every((k) => k === 'include_usage') &&
       (so.include_usage === undefined || typeof so.include_usage === 'boolean')
     if (!ok) throw invalid(`stream_options: expected {include_usage: boolean}, got ${show(so)}`)
     if (!b.stream) throw invalid('stream_options: only with stream: true')
@@ -146,7 +163,11 @@ async function send(res, data) {
   if (res.destroyed) return false
   if (!res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`)) {
     await new Promise((resolve) => {
-      const done = () => { res.off('drain', done); res.off('close', done); resolve() }
+      const done = () => {
+        res.off('drain', done)
+        res.off('close', done)
+        resolve()
+      }
       res.on('drain', done)
       res.on('close', done)
     })
@@ -175,7 +196,9 @@ function createApp(model, limits = LIMITS) {
     }
     // A client that hangs up (while waiting for a slot, or mid-stream) aborts its generation.
     const gone = new AbortController()
-    res.on('close', () => { if (!res.writableEnded) gone.abort() })
+    res.on('close', () => {
+      if (!res.writableEnded) gone.abort()
+    })
     const it = model.generate(input, { ...request.options, signal: gone.signal })
     const id = `${shape.prefix}-${randomUUID()}`
     const created = Math.floor(Date.now() / 1000)
@@ -221,11 +244,17 @@ function createApp(model, limits = LIMITS) {
         object: 'chat.completion',
         chunkObject: 'chat.completion.chunk',
         choice: (content, finishReason) => ({
-          index: 0, message: { role: 'assistant', content, refusal: null }, logprobs: null, finish_reason: finishReason,
+          index: 0,
+          message: { role: 'assistant', content, refusal: null },
+          logprobs: null,
+          finish_reason: finishReason,
         }),
         first: { index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null },
         delta: (content, finishReason) => ({
-          index: 0, delta: finishReason ? {} : { content }, logprobs: null, finish_reason: finishReason,
+          index: 0,
+          delta: finishReason ? {} : { content },
+          logprobs: null,
+          finish_reason: finishReason,
         }),
       })
     } catch (e) {
@@ -243,7 +272,11 @@ function createApp(model, limits = LIMITS) {
       }
       const choice = (text, finishReason) => ({ index: 0, text, logprobs: null, finish_reason: finishReason })
       await serve(req, res, prompt, request, {
-        prefix: 'cmpl', object: 'text_completion', chunkObject: 'text_completion', choice, delta: choice,
+        prefix: 'cmpl',
+        object: 'text_completion',
+        chunkObject: 'text_completion',
+        choice,
+        delta: choice,
       })
     } catch (e) {
       next(e)
@@ -274,10 +307,14 @@ async function start({ modelDir, name, port = 3000, host = '127.0.0.1', limits, 
     const s = app.listen(port, host, (err) => (err ? reject(err) : resolve(s)))
   })
   const url = `http://${host}:${server.address().port}`
-  const close = () => new Promise((resolve) => {
-    server.close(() => { lm.dispose(); resolve() })
-    server.closeAllConnections()
-  })
+  const close = () =>
+    new Promise((resolve) => {
+      server.close(() => {
+        lm.dispose()
+        resolve()
+      })
+      server.closeAllConnections()
+    })
   return { server, url, close, lm, name: modelName }
 }
 

@@ -33,7 +33,11 @@ function httpError(status, code, message) {
 function readInput(input, limits) {
   const texts = typeof input === 'string' ? [input] : input
   if (!Array.isArray(texts)) {
-    throw httpError(400, 'InvalidArg', `input: expected a string or an array of strings, got ${input === null ? 'null' : typeof input}`)
+    throw httpError(
+      400,
+      'InvalidArg',
+      `input: expected a string or an array of strings, got ${input === null ? 'null' : typeof input}`,
+    )
   }
   if (texts.length === 0) throw httpError(400, 'InvalidArg', 'input: expected at least one string, got an empty array')
   if (texts.length > limits.maxItems) {
@@ -42,7 +46,8 @@ function readInput(input, limits) {
   texts.forEach((text, i) => {
     const where = Array.isArray(input) ? `input[${i}]` : 'input'
     if (typeof text !== 'string') {
-      const what = Array.isArray(text) || typeof text === 'number' ? 'token ids (send text)' : text === null ? 'null' : typeof text
+      const what =
+        Array.isArray(text) || typeof text === 'number' ? 'token ids (send text)' : text === null ? 'null' : typeof text
       throw httpError(400, 'InvalidArg', `${where}: expected a string, got ${what}`)
     }
     if (text.length === 0) throw httpError(400, 'InvalidArg', `${where}: expected a non-empty string`)
@@ -60,7 +65,11 @@ function readRequest(body, dim, limits) {
   }
   const unknown = Object.keys(body).filter((k) => !REQUEST_KEYS.includes(k))
   if (unknown.length) {
-    throw httpError(400, 'InvalidArg', `unknown key ${JSON.stringify(unknown[0])}: accepted keys are ${REQUEST_KEYS.join(', ')}`)
+    throw httpError(
+      400,
+      'InvalidArg',
+      `unknown key ${JSON.stringify(unknown[0])}: accepted keys are ${REQUEST_KEYS.join(', ')}`,
+    )
   }
   if (body.input === undefined) throw httpError(400, 'InvalidArg', 'input: required (a string or an array of strings)')
   const format = body.encoding_format ?? 'float'
@@ -69,9 +78,14 @@ function readRequest(body, dim, limits) {
   }
   // The model's embeddings have one size; a request for another is refused rather than ignored.
   if (body.dimensions !== undefined && body.dimensions !== dim) {
-    throw httpError(400, 'InvalidArg', `dimensions: this model's embeddings have ${dim}, got ${JSON.stringify(body.dimensions)}`)
+    throw httpError(
+      400,
+      'InvalidArg',
+      `dimensions: this model's embeddings have ${dim}, got ${JSON.stringify(body.dimensions)}`,
+    )
   }
-  if (body.user !== undefined && typeof body.user !== 'string') throw httpError(400, 'InvalidArg', 'user: expected a string')
+  if (body.user !== undefined && typeof body.user !== 'string')
+    throw httpError(400, 'InvalidArg', 'user: expected a string')
   return { texts: readInput(body.input, limits), format }
 }
 
@@ -106,17 +120,29 @@ function createApp(embedder, limits = LIMITS) {
     try {
       const { texts, format } = readRequest(req.body, embedder.dim, limits)
       if (req.body.model !== undefined && req.body.model !== embedder.name) {
-        throw httpError(404, 'ModelNotFound', `model: this service serves ${JSON.stringify(embedder.name)}, got ${JSON.stringify(req.body.model)}`)
+        throw httpError(
+          404,
+          'ModelNotFound',
+          `model: this service serves ${JSON.stringify(embedder.name)}, got ${JSON.stringify(req.body.model)}`,
+        )
       }
       // A client that hangs up while its texts wait for a batch leaves the queue at once.
       const gone = new AbortController()
-      res.on('close', () => { if (!res.writableEnded) gone.abort() })
-      const [result, tokens] = await Promise.all([embedder.encode(texts, { signal: gone.signal }), embedder.countTokens(texts)])
+      res.on('close', () => {
+        if (!res.writableEnded) gone.abort()
+      })
+      const [result, tokens] = await Promise.all([
+        embedder.encode(texts, { signal: gone.signal }),
+        embedder.countTokens(texts),
+      ])
       const rows = rowsOf(result, texts.length, embedder.dim)
       const data = rows.map((row, index) => ({
         object: 'embedding',
         index,
-        embedding: format === 'base64' ? Buffer.from(row.buffer, row.byteOffset, row.byteLength).toString('base64') : Array.from(row),
+        embedding:
+          format === 'base64'
+            ? Buffer.from(row.buffer, row.byteOffset, row.byteLength).toString('base64')
+            : Array.from(row),
       }))
       res.json({ object: 'list', data, model: embedder.name, usage: { prompt_tokens: tokens, total_tokens: tokens } })
     } catch (e) {
@@ -155,17 +181,33 @@ function sentenceEmbedder(encoder, name) {
  * `limits` ({maxItems, maxChars, maxBodyBytes}). Resolves to `{ server, url, close(), encoder }`.
  */
 async function start({ modelDir, name, port = 3000, host = '127.0.0.1', dtype, batch, limits } = {}) {
-  if (typeof modelDir !== 'string') throw Object.assign(new Error('modelDir: expected the path of a torch-node text-model folder'), { code: 'InvalidArg' })
-  const encoder = await torch.text.SentenceEncoder.load(modelDir, { maxBatchSize: 32, maxDelayMs: 2, maxQueue: 1024, ...batch, ...(dtype && { dtype }) })
-  const app = createApp(sentenceEmbedder(encoder, name || path.basename(path.resolve(modelDir))), { ...LIMITS, ...limits })
+  if (typeof modelDir !== 'string')
+    throw Object.assign(new Error('modelDir: expected the path of a torch-node text-model folder'), {
+      code: 'InvalidArg',
+    })
+  const encoder = await torch.text.SentenceEncoder.load(modelDir, {
+    maxBatchSize: 32,
+    maxDelayMs: 2,
+    maxQueue: 1024,
+    ...batch,
+    ...(dtype && { dtype }),
+  })
+  const app = createApp(sentenceEmbedder(encoder, name || path.basename(path.resolve(modelDir))), {
+    ...LIMITS,
+    ...limits,
+  })
   const server = await new Promise((resolve, reject) => {
     const s = app.listen(port, host, (err) => (err ? reject(err) : resolve(s)))
   })
   const url = `http://${host}:${server.address().port}`
-  const close = () => new Promise((resolve) => {
-    server.close(() => { encoder.dispose(); resolve() }) // queued requests reject with Closed
-    server.closeAllConnections()
-  })
+  const close = () =>
+    new Promise((resolve) => {
+      server.close(() => {
+        encoder.dispose()
+        resolve()
+      }) // queued requests reject with Closed
+      server.closeAllConnections()
+    })
   return { server, url, close, encoder, name: app.locals.modelName }
 }
 
@@ -179,10 +221,18 @@ if (require.main === module) {
     port: env.PORT === undefined ? 3000 : Number(env.PORT),
     host: env.HOST || '127.0.0.1',
     dtype: env.DTYPE,
-    batch: Object.fromEntries([['maxBatchSize', 'MAX_BATCH_SIZE'], ['maxDelayMs', 'MAX_DELAY_MS'], ['maxQueue', 'MAX_QUEUE']]
-      .filter(([, envName]) => env[envName] !== undefined).map(([key, envName]) => [key, Number(env[envName])])),
+    batch: Object.fromEntries(
+      [
+        ['maxBatchSize', 'MAX_BATCH_SIZE'],
+        ['maxDelayMs', 'MAX_DELAY_MS'],
+        ['maxQueue', 'MAX_QUEUE'],
+      ]
+        .filter(([, envName]) => env[envName] !== undefined)
+        .map(([key, envName]) => [key, Number(env[envName])]),
+    ),
   }).then(
-    ({ url, name }) => console.log(`embeddings of model ${JSON.stringify(name)} on ${url}/v1/embeddings (GET /v1/models, /healthz)`),
+    ({ url, name }) =>
+      console.log(`embeddings of model ${JSON.stringify(name)} on ${url}/v1/embeddings (GET /v1/models, /healthz)`),
     (e) => {
       console.error(`embeddings-server: ${e.code || 'Error'}: ${String(e.message).split('\n')[0]}`)
       process.exit(1)

@@ -28,8 +28,12 @@ function readMultipartFile(req, maxBytes) {
   return new Promise((resolve, reject) => {
     let parser
     try {
-      parser = busboy({ headers: req.headers, limits: { fileSize: maxBytes, files: 1, fields: 16, fieldSize: 64 * 1024 } })
-    } catch (e) { // a missing or malformed boundary
+      parser = busboy({
+        headers: req.headers,
+        limits: { fileSize: maxBytes, files: 1, fields: 16, fieldSize: 64 * 1024 },
+      })
+    } catch (e) {
+      // a missing or malformed boundary
       return reject(httpError(400, 'InvalidArg', `multipart: ${e.message.replace(/^Multipart: /, '')}`))
     }
     let file = null
@@ -37,15 +41,22 @@ function readMultipartFile(req, maxBytes) {
     parser.on('file', (field, stream) => {
       const chunks = []
       stream.on('data', (chunk) => chunks.push(chunk))
-      stream.on('limit', () => { failure = httpError(413, 'PayloadTooLarge', `the image is over ${maxBytes} bytes`) })
-      stream.on('close', () => { file = Buffer.concat(chunks) })
+      stream.on('limit', () => {
+        failure = httpError(413, 'PayloadTooLarge', `the image is over ${maxBytes} bytes`)
+      })
+      stream.on('close', () => {
+        file = Buffer.concat(chunks)
+      })
     })
-    parser.on('filesLimit', () => { failure = failure || httpError(400, 'InvalidArg', 'multipart: one image per request') })
+    parser.on('filesLimit', () => {
+      failure = failure || httpError(400, 'InvalidArg', 'multipart: one image per request')
+    })
     parser.on('error', (e) => reject(httpError(400, 'InvalidArg', `multipart: ${e.message}`)))
     // Answer only once the whole body is read, so the client is never cut off mid-upload.
     parser.on('close', () => {
       if (failure) reject(failure)
-      else if (file === null) reject(httpError(400, 'InvalidArg', 'multipart: expected a file part (e.g. curl -F image=@photo.jpg)'))
+      else if (file === null)
+        reject(httpError(400, 'InvalidArg', 'multipart: expected a file part (e.g. curl -F image=@photo.jpg)'))
       else resolve(file)
     })
     req.pipe(parser)
@@ -59,7 +70,8 @@ function topkOf(query, labels) {
     throw httpError(400, 'InvalidArg', `topk: expected a positive integer, got ${JSON.stringify(query.topk)}`)
   }
   const topk = Number(query.topk)
-  if (topk > labels.length) throw httpError(400, 'InvalidArg', `topk: ${topk} is more than the model's ${labels.length} classes`)
+  if (topk > labels.length)
+    throw httpError(400, 'InvalidArg', `topk: ${topk} is more than the model's ${labels.length} classes`)
   return topk
 }
 
@@ -68,7 +80,11 @@ function topClasses(logits, topk, labels) {
   const tensors = [logits]
   try {
     if (!(logits instanceof torch.Tensor) || logits.ndim !== 2 || logits.shape[1] !== labels.length) {
-      throw httpError(500, 'ShapeMismatch', `the model returned ${logits instanceof torch.Tensor ? `shape [${logits.shape}]` : 'no tensor'}; expected logits [1, ${labels.length}]`)
+      throw httpError(
+        500,
+        'ShapeMismatch',
+        `the model returned ${logits instanceof torch.Tensor ? `shape [${logits.shape}]` : 'no tensor'}; expected logits [1, ${labels.length}]`,
+      )
     }
     const probabilities = logits.softmax(1)
     const { values, indices } = probabilities.topk(topk)
@@ -96,12 +112,20 @@ function createApp(batcher, { maxBytes, preprocess, labels = torch.vision.imagen
       const hasBody = req.headers['transfer-encoding'] !== undefined || req.headers['content-length'] !== undefined
       if (!hasBody) throw httpError(400, 'InvalidImage', 'the request has no body: send an image')
       if (req.is('multipart/form-data')) image = await readMultipartFile(req, maxBytes)
-      else if (req.is(RAW_TYPES)) image = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0) // an empty body
-      else throw httpError(415, 'UnsupportedMediaType', 'send the image as the body (image/* or application/octet-stream) or as multipart/form-data')
+      else if (req.is(RAW_TYPES))
+        image = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0) // an empty body
+      else
+        throw httpError(
+          415,
+          'UnsupportedMediaType',
+          'send the image as the body (image/* or application/octet-stream) or as multipart/form-data',
+        )
       input = await torch.image.load(image, preprocess)
       // A client that hangs up while its request waits for a batch leaves the queue at once.
       const gone = new AbortController()
-      res.on('close', () => { if (!res.writableEnded) gone.abort() })
+      res.on('close', () => {
+        if (!res.writableEnded) gone.abort()
+      })
       const logits = await batcher.run(input, { signal: gone.signal })
       res.json({ predictions: topClasses(logits, topk, labels) })
     } catch (e) {
@@ -110,11 +134,14 @@ function createApp(batcher, { maxBytes, preprocess, labels = torch.vision.imagen
       if (input) input.dispose()
     }
   })
-  app.use((req, res) => res.status(404).json({ error: { code: 'NotFound', message: `no route ${req.method} ${req.path}` } }))
+  app.use((req, res) =>
+    res.status(404).json({ error: { code: 'NotFound', message: `no route ${req.method} ${req.path}` } }),
+  )
   // Errors as JSON: body-parser's (413 entity.too.large), ours, and torch-node's coded ones
   // (InvalidImage, InvalidArg: the client's fault; QueueFull: overloaded, come back later;
   // anything else is ours).
-  app.use((err, req, res, next) => { // eslint-disable-line no-unused-vars
+  // eslint-disable-next-line no-unused-vars
+  app.use((err, req, res, next) => {
     let status = err.status || err.statusCode
     let code = err.code
     if (err.type === 'entity.too.large') code = 'PayloadTooLarge'
@@ -153,10 +180,16 @@ async function start({ port = 3000, host = '127.0.0.1', model, maxBytes = 10 * 1
     const s = app.listen(port, host, (err) => (err ? reject(err) : resolve(s)))
   })
   const url = `http://${host}:${server.address().port}`
-  const close = () => new Promise((resolve) => {
-    server.close(() => batcher.close().then(() => { classifier.dispose(); resolve() }))
-    server.closeAllConnections() // idle keep-alive sockets would hold close() open
-  })
+  const close = () =>
+    new Promise((resolve) => {
+      server.close(() =>
+        batcher.close().then(() => {
+          classifier.dispose()
+          resolve()
+        }),
+      )
+      server.closeAllConnections() // idle keep-alive sockets would hold close() open
+    })
   return { server, url, close, model: path.basename(file), batcher }
 }
 
@@ -169,8 +202,15 @@ if (require.main === module) {
     host: env.HOST || '127.0.0.1',
     model: env.MODEL,
     maxBytes: env.MAX_IMAGE_BYTES === undefined ? undefined : Number(env.MAX_IMAGE_BYTES),
-    batch: Object.fromEntries([['maxBatchSize', 'MAX_BATCH_SIZE'], ['maxDelayMs', 'MAX_DELAY_MS'], ['maxQueue', 'MAX_QUEUE']]
-      .filter(([, name]) => env[name] !== undefined).map(([key, name]) => [key, Number(env[name])])),
+    batch: Object.fromEntries(
+      [
+        ['maxBatchSize', 'MAX_BATCH_SIZE'],
+        ['maxDelayMs', 'MAX_DELAY_MS'],
+        ['maxQueue', 'MAX_QUEUE'],
+      ]
+        .filter(([, name]) => env[name] !== undefined)
+        .map(([key, name]) => [key, Number(env[name])]),
+    ),
   }).then(
     ({ url, model }) => console.log(`classifying with ${model} on ${url} (POST /v1/classify, GET /healthz), batched`),
     (e) => {

@@ -13,7 +13,8 @@ function notFound(req, res) {
  * `status`), and torch-node's coded ones (InvalidArg: the client's; QueueFull: overloaded, 503
  * with Retry-After). A stream whose headers already went out is ended as it is.
  */
-function errorHandler(err, req, res, next) { // eslint-disable-line no-unused-vars
+// eslint-disable-next-line no-unused-vars
+function errorHandler(err, req, res, next) {
   if (res.headersSent) return res.end()
   let status = err.status || err.statusCode
   let code = err.code

@@ -15,10 +15,12 @@ async function main() {
   const k = logits.argmax().item()
   logits.select(1, k).sum().backward()
 
-  const saliency = x.grad.abs().max(1).values.squeeze(0)   // [224, 224]: max over channels
+  const saliency = x.grad.abs().max(1).values.squeeze(0) // [224, 224]: max over channels
   const touched = saliency.gt(0).sum().item()
-  console.log(`top class ${k}; |∂y/∂x| max ${saliency.max().item().toExponential(3)}, ` +
-    `mean ${saliency.mean().item().toExponential(3)}; ${touched} of ${224 * 224} pixels influence it`)
+  console.log(
+    `top class ${k}; |∂y/∂x| max ${saliency.max().item().toExponential(3)}, ` +
+      `mean ${saliency.mean().item().toExponential(3)}; ${touched} of ${224 * 224} pixels influence it`,
+  )
 }
 
 main().catch((e) => {

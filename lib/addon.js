@@ -20,9 +20,10 @@ function glibcVersion() {
 function addonPath() {
   const local = path.join(ROOT, 'torch-node.node')
   if (fs.existsSync(local)) return local
-  const key = process.platform === 'linux' && ['x64', 'arm64'].includes(process.arch)
-    ? `linux-${process.arch}-${glibcVersion() ? 'gnu' : 'musl'}`
-    : null
+  const key =
+    process.platform === 'linux' && ['x64', 'arm64'].includes(process.arch)
+      ? `linux-${process.arch}-${glibcVersion() ? 'gnu' : 'musl'}`
+      : null
   try {
     if (key) return require.resolve(`@torch-node/${key}`)
   } catch {}
@@ -44,15 +45,18 @@ function addonLoadError(e, file) {
   const cause = e.message.split('\n')[0]
   if (target === null && path.basename(file) !== 'torch-node.node') {
     // The prebuilt is installed but our install script never linked libtorch beside it.
-    e.message = 'torch-node: its install script has not run, so libtorch is not set up: allow it in your ' +
+    e.message =
+      'torch-node: its install script has not run, so libtorch is not set up: allow it in your ' +
       'package.json ("allowScripts": {"torch-node": true}), then run `npm rebuild torch-node` ' +
       `(${cause})`
   } else if (target && !fs.existsSync(path.join(link, 'lib'))) {
-    e.message = `torch-node: libtorch is missing: ${link} points to ${target}, which is gone (the shared ` +
+    e.message =
+      `torch-node: libtorch is missing: ${link} points to ${target}, which is gone (the shared ` +
       'libtorch cache was cleared, or this app was copied without it): run `npm rebuild torch-node`, or copy ' +
       `that folder too (${cause})`
   } else {
-    e.message = `torch-node: cannot load the native addon (${file}): run \`npm rebuild torch-node\` ` +
+    e.message =
+      `torch-node: cannot load the native addon (${file}): run \`npm rebuild torch-node\` ` +
       `(in this repository: \`npm install\`) (${cause})`
   }
   e.code = 'LibraryLoadError'

@@ -26,8 +26,11 @@ const opt = require('./options')
 
 const DTYPES = ['float32', 'float64', 'float16', 'bfloat16', 'int8', 'uint8', 'int16', 'int32', 'int64', 'bool']
 const fill = (v) => typeof v === 'number' || typeof v === 'boolean'
-const MASK = opt.bag({ index: opt.integer({ min: 0, expected: 'an input index ≥ 0' }), dtype: opt.oneOf(DTYPES),
-  invert: opt.boolean })
+const MASK = opt.bag({
+  index: opt.integer({ min: 0, expected: 'an input index ≥ 0' }),
+  dtype: opt.oneOf(DTYPES),
+  invert: opt.boolean,
+})
 /** `mask` as {index (null: after the inputs), dtype, invert}, or null. */
 function readMask(mask, what) {
   if (mask === false) return null
@@ -42,19 +45,26 @@ function readMask(mask, what) {
 const OPTIONS = opt.bag({
   maxBatchSize: opt.integer({ min: 1 }),
   maxDelayMs: opt.number({ min: 0, expected: 'a number of milliseconds ≥ 0' }),
-  maxQueue: opt.either([opt.integer({ min: 1 }), opt.check((v) => v === Infinity, 'Infinity')],
-    'a positive integer or Infinity'),
+  maxQueue: opt.either(
+    [opt.integer({ min: 1 }), opt.check((v) => v === Infinity, 'Infinity')],
+    'a positive integer or Infinity',
+  ),
   concurrency: opt.integer({ min: 1 }),
   method: opt.check((v) => typeof v === 'string' && v !== '', 'a method name'),
-  padValue: opt.check((v) => fill(v) || (Array.isArray(v) && v.every((x) => x === null || fill(x))),
-    'a number or boolean, or an array of them (null: that input is not padded)'),
+  padValue: opt.check(
+    (v) => fill(v) || (Array.isArray(v) && v.every((x) => x === null || fill(x))),
+    'a number or boolean, or an array of them (null: that input is not padded)',
+  ),
   mask: readMask,
-  buckets: opt.check((v) => Array.isArray(v) && v.length > 0 &&
-    v.every((b, i) => Number.isInteger(b) && b > 0 && (i === 0 || b > v[i - 1])),
-    'an increasing array of positive lengths'),
-  unpad: opt.check((v) => typeof v === 'boolean' ||
-    (Array.isArray(v) && v.every((p) => typeof p === 'string' && /^output\b/.test(p))),
-    "a boolean, or an array of output paths ('output[0]', 'output.hidden')"),
+  buckets: opt.check(
+    (v) =>
+      Array.isArray(v) && v.length > 0 && v.every((b, i) => Number.isInteger(b) && b > 0 && (i === 0 || b > v[i - 1])),
+    'an increasing array of positive lengths',
+  ),
+  unpad: opt.check(
+    (v) => typeof v === 'boolean' || (Array.isArray(v) && v.every((p) => typeof p === 'string' && /^output\b/.test(p))),
+    "a boolean, or an array of output paths ('output[0]', 'output.hidden')",
+  ),
 })
 const RUN = opt.bag({
   signal: opt.instance(AbortSignal, 'an AbortSignal'),
@@ -65,7 +75,9 @@ const RUN = opt.bag({
 // QueueFull at once instead of growing without limit.
 const DEFAULTS = { maxBatchSize: 8, maxDelayMs: 5, maxQueue: 1024 }
 
-const isPlainObject = (v) => v !== null && typeof v === 'object' &&
+const isPlainObject = (v) =>
+  v !== null &&
+  typeof v === 'object' &&
   (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)
 
 /** A value for an error message: numbers and strings as written, anything else described. */
@@ -74,7 +86,6 @@ function show(value) {
   if (typeof value === 'string') return JSON.stringify(value)
   return describe(value)
 }
-
 
 // Group keys: values by content, other objects (a Tensor nested in a list, say) by identity.
 const identities = new WeakMap()
@@ -85,10 +96,15 @@ function identity(object) {
 }
 function keyOf(value, seen = new Set()) {
   switch (typeof value) {
-    case 'number': return Object.is(value, -0) ? 'n-0' : `n${value}`
-    case 'bigint': return `i${value}`
-    case 'string': return JSON.stringify(value)
-    case 'boolean': case 'undefined': return String(value)
+    case 'number':
+      return Object.is(value, -0) ? 'n-0' : `n${value}`
+    case 'bigint':
+      return `i${value}`
+    case 'string':
+      return JSON.stringify(value)
+    case 'boolean':
+    case 'undefined':
+      return String(value)
     case 'object': {
       if (value === null) return 'null'
       if (seen.has(value) || !(Array.isArray(value) || value instanceof Map || isPlainObject(value))) {
@@ -99,22 +115,32 @@ function keyOf(value, seen = new Set()) {
       if (value instanceof Map) {
         return `Map{${[...value].map(([k, v]) => `${keyOf(k, seen)}=>${keyOf(v, seen)}`).join(',')}}`
       }
-      return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}:${keyOf(v, seen)}`).join(',')}}`
+      return `{${Object.entries(value)
+        .map(([k, v]) => `${JSON.stringify(k)}:${keyOf(v, seen)}`)
+        .join(',')}}`
     }
-    default: return identity(typeof value === 'function' ? value : {}) // a symbol: never batched
+    default:
+      return identity(typeof value === 'function' ? value : {}) // a symbol: never batched
   }
 }
 
 /** An output's path as errors and the `unpad` option name it: output[0].hidden. */
-const childPath = (path, key) => (typeof key === 'number' ? `${path}[${key}]`
-  : /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`)
+const childPath = (path, key) =>
+  typeof key === 'number'
+    ? `${path}[${key}]`
+    : /^[A-Za-z_$][\w$]*$/.test(key)
+      ? `${path}.${key}`
+      : `${path}[${JSON.stringify(key)}]`
 
 /** The constructor's options with their defaults, or InvalidArg naming the bad one. */
 function readOptions(module, options) {
   if (module === null || typeof module !== 'object' || typeof module.forward !== 'function') {
-    throw codedError('InvalidArg',
+    throw codedError(
+      'InvalidArg',
       `Batcher: module: expected a ScriptModule or an AOTModule (an object with a forward method), got ` +
-        `${describe(module)}`, Batcher)
+        `${describe(module)}`,
+      Batcher,
+    )
   }
   const instances = typeof torch().getInstances === 'function' ? torch().getInstances() : 1
   const o = {
@@ -162,8 +188,18 @@ class Batcher {
   #closing = null // close()'s promise
   /** @type {(() => void) | null} */
   #onIdle = null
-  #stats = { requests: 0, completed: 0, failed: 0, rejected: 0, timedOut: 0, aborted: 0, closed: 0, batches: 0, rows: 0,
-    retried: 0 }
+  #stats = {
+    requests: 0,
+    completed: 0,
+    failed: 0,
+    rejected: 0,
+    timedOut: 0,
+    aborted: 0,
+    closed: 0,
+    batches: 0,
+    rows: 0,
+    retried: 0,
+  }
 
   constructor(module, options) {
     this.#options = readOptions(module, options)
@@ -197,8 +233,12 @@ class Batcher {
       }
       if (this.#queued >= this.#options.maxQueue) {
         stats.rejected++
-        return reject(codedError('QueueFull',
-          `Batcher.run: the queue is full (${this.#options.maxQueue} waiting, options.maxQueue); try again later`))
+        return reject(
+          codedError(
+            'QueueFull',
+            `Batcher.run: the queue is full (${this.#options.maxQueue} waiting, options.maxQueue); try again later`,
+          ),
+        )
       }
       Object.assign(request, { resolve, reject })
       this.#enqueue(request)
@@ -250,7 +290,12 @@ class Batcher {
       }
       this.#groups.clear()
       this.#queued = 0
-      this.#closing = this.#inFlight === 0 ? Promise.resolve() : new Promise((resolve) => { this.#onIdle = resolve })
+      this.#closing =
+        this.#inFlight === 0
+          ? Promise.resolve()
+          : new Promise((resolve) => {
+              this.#onIdle = resolve
+            })
     }
     return this.#closing
   }
@@ -277,9 +322,11 @@ class Batcher {
       const fill = this.#fillFor(i, input)
       if (!(input instanceof torch().Tensor)) {
         if (Array.isArray(padValue) && fill !== undefined) {
-          throw bad('InvalidArg',
+          throw bad(
+            'InvalidArg',
             `input ${i}: options.padValue[${i}] pads it, so it must be a Tensor [rows, length, ...], got ` +
-              `${describe(input)}`)
+              `${describe(input)}`,
+          )
         }
         return `v${keyOf(input)}`
       }
@@ -289,9 +336,11 @@ class Batcher {
       }
       if (rows === null) rows = input.shape[0]
       else if (input.shape[0] !== rows) {
-        throw bad('ShapeMismatch',
+        throw bad(
+          'ShapeMismatch',
           `input ${i} has ${input.shape[0]} rows (dim 0), an input before it ${rows}: every tensor input of a ` +
-            `request has its rows along dim 0`)
+            `request has its rows along dim 0`,
+        )
       }
       if (fill === undefined) return `t${input.dtype}:${input.device}:${input.shape.slice(1)}`
       if (input.ndim < 2) {
@@ -301,9 +350,11 @@ class Batcher {
         length = input.shape[1]
         sequenceInput = i
       } else if (input.shape[1] !== length) {
-        throw bad('ShapeMismatch',
+        throw bad(
+          'ShapeMismatch',
           `input ${i} has length ${input.shape[1]} (dim 1), input ${sequenceInput} ${length}: a request's padded ` +
-            `inputs share one length`)
+            `inputs share one length`,
+        )
       }
       return `s${input.dtype}:${input.device}:${input.shape.slice(2)}`
     })
@@ -363,11 +414,14 @@ class Batcher {
       group.due = true
       return
     }
-    group.timer = setTimeout(() => {
-      group.timer = undefined
-      group.due = true
-      this.#pump()
-    }, Math.max(0, wait))
+    group.timer = setTimeout(
+      () => {
+        group.timer = undefined
+        group.due = true
+        this.#pump()
+      },
+      Math.max(0, wait),
+    )
   }
 
   /** A queued request's timeout and abort listener. */
@@ -376,12 +430,20 @@ class Batcher {
     // setTimeout fires at once past 2^31 - 1 ms (Node's TimeoutOverflowWarning): a longer
     // wait, Infinity included, is no timeout.
     if (timeoutMs !== undefined && timeoutMs <= 2 ** 31 - 1) {
-      request.timer = setTimeout(() => this.#expire(request, 'Timeout', 'timedOut',
-        `Batcher.run: waited ${timeoutMs} ms in the queue without starting (options.timeoutMs)`), timeoutMs)
+      request.timer = setTimeout(
+        () =>
+          this.#expire(
+            request,
+            'Timeout',
+            'timedOut',
+            `Batcher.run: waited ${timeoutMs} ms in the queue without starting (options.timeoutMs)`,
+          ),
+        timeoutMs,
+      )
     }
     if (signal !== undefined) {
-      request.onAbort = () => this.#expire(request, 'Aborted', 'aborted',
-        'Batcher.run: the signal was aborted while the request was queued')
+      request.onAbort = () =>
+        this.#expire(request, 'Aborted', 'aborted', 'Batcher.run: the signal was aborted while the request was queued')
       signal.addEventListener('abort', request.onAbort, { once: true })
     }
   }
@@ -517,8 +579,10 @@ class Batcher {
         owned.push(joined)
         return joined
       }
-      const out = torch().full([rows, length, ...input.shape.slice(2)], fill,
-        { dtype: input.dtype, device: input.device })
+      const out = torch().full([rows, length, ...input.shape.slice(2)], fill, {
+        dtype: input.dtype,
+        device: input.device,
+      })
       owned.push(out)
       let offset = 0
       batch.forEach((r, k) => {
@@ -562,15 +626,19 @@ class Batcher {
     const walk = (value, path) => {
       if (value instanceof torch().Tensor) {
         if (value.ndim === 0 || value.shape[0] !== rows) {
-          throw fail(path,
+          throw fail(
+            path,
             `${value.ndim === 0 ? 'a 0-dim tensor' : `shape [${value.shape}]`} cannot be split into the batch's ` +
-            `${rows} rows: a batched model returns its rows along dim 0`)
+              `${rows} rows: a batched model returns its rows along dim 0`,
+          )
         }
         let cut = unpad === true && padded && value.ndim >= 2 && value.shape[1] === length
         if (paths !== null && length !== null && paths.has(path)) {
           if (value.ndim < 2 || value.shape[1] !== length) {
-            throw fail(path,
-              `options.unpad names it, but its shape [${value.shape}] has no dim 1 of the padded length ${length}`)
+            throw fail(
+              path,
+              `options.unpad names it, but its shape [${value.shape}] has no dim 1 of the padded length ${length}`,
+            )
           }
           cut = padded
         }
@@ -616,7 +684,12 @@ class Batcher {
 }
 
 // `await using b = new torch.Batcher(m)` (Node 24+) closes it at the end of the block.
-if (Symbol.asyncDispose) Batcher.prototype[Symbol.asyncDispose] = function () { return this.close() }
-Batcher.prototype[Symbol.dispose] = function () { this.close() }
+if (Symbol.asyncDispose)
+  Batcher.prototype[Symbol.asyncDispose] = function () {
+    return this.close()
+  }
+Batcher.prototype[Symbol.dispose] = function () {
+  this.close()
+}
 
 module.exports = { Batcher }

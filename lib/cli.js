@@ -57,13 +57,19 @@ function parseOptions(argv, options) {
 
 function parse(argv) {
   if (argv[0] === 'export') return parseExport(argv.slice(1))
-  const { values, positionals } = parseOptions(argv,
-    { model: { type: 'string' }, topk: { type: 'string' }, json: { type: 'boolean' } })
+  const { values, positionals } = parseOptions(argv, {
+    model: { type: 'string' },
+    topk: { type: 'string' },
+    json: { type: 'boolean' },
+  })
   if (values.help) return { help: true }
   const [command, ...images] = positionals
   if (command !== 'classify') {
-    throw new UsageError(command === undefined ? `no command given (try: torch-node ${COMMANDS.join(' or ')})`
-      : `unknown command '${command}' (try: torch-node ${COMMANDS.join(' or ')})`)
+    throw new UsageError(
+      command === undefined
+        ? `no command given (try: torch-node ${COMMANDS.join(' or ')})`
+        : `unknown command '${command}' (try: torch-node ${COMMANDS.join(' or ')})`,
+    )
   }
   if (values.topk !== undefined && !/^[1-9][0-9]*$/.test(values.topk)) {
     throw new UsageError(`--topk: expected a positive integer, got '${values.topk}'`)
@@ -75,8 +81,11 @@ function parse(argv) {
 const EXPORT_CHOICES = { dtype: ['float32', 'bfloat16', 'float16'], format: ['auto', 'pt2', 'torchscript'] }
 
 function parseExport(argv) {
-  const { values, positionals } = parseOptions(argv,
-    { dtype: { type: 'string' }, format: { type: 'string' }, 'max-batch': { type: 'string' } })
+  const { values, positionals } = parseOptions(argv, {
+    dtype: { type: 'string' },
+    format: { type: 'string' },
+    'max-batch': { type: 'string' },
+  })
   if (values.help) return { command: 'export', help: true }
   for (const [key, choices] of Object.entries(EXPORT_CHOICES)) {
     if (values[key] !== undefined && !choices.includes(values[key])) {
@@ -91,8 +100,9 @@ function parseExport(argv) {
     const got = ['neither', 'one path'][positionals.length] ?? `${positionals.length} arguments`
     throw new UsageError(`export: expected <model-dir> <out-folder>, got ${got} (torch-node export --help)`)
   }
-  const flags = Object.entries({ dtype: values.dtype, format: values.format, 'max-batch': maxBatch })
-    .flatMap(([key, value]) => (value === undefined ? [] : [`--${key}`, value]))
+  const flags = Object.entries({ dtype: values.dtype, format: values.format, 'max-batch': maxBatch }).flatMap(
+    ([key, value]) => (value === undefined ? [] : [`--${key}`, value]),
+  )
   return { command: 'export', modelDir: positionals[0], outDir: positionals[1], flags }
 }
 
@@ -138,7 +148,8 @@ function runExport(args, { stdout, stderr, env }) {
   const python = env.PYTHON || 'python3'
   return new Promise((resolve) => {
     const child = spawn(python, [exporter.script, args.modelDir, args.outDir, ...flags], {
-      stdio: ['ignore', 'pipe', 'pipe'], env: { ...env, PYTHONUNBUFFERED: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...env, PYTHONUNBUFFERED: '1' },
     })
     let errors = ''
     let settled = false // a failed spawn emits 'error' and then 'close'
@@ -149,19 +160,28 @@ function runExport(args, { stdout, stderr, env }) {
       resolve(code)
     }
     child.stdout.on('data', (chunk) => stdout.write(chunk))
-    child.stderr.on('data', (chunk) => { errors = (errors + chunk).slice(-65536) })
+    child.stderr.on('data', (chunk) => {
+      errors = (errors + chunk).slice(-65536)
+    })
     child.on('error', (e) => {
-      finish(2, e.code === 'ENOENT'
-        ? `no Python at '${python}': install Python 3 with torch and transformers (pip install torch transformers), ` +
-          'or set $PYTHON'
-        : `cannot run '${python}': ${e.message}`)
+      finish(
+        2,
+        e.code === 'ENOENT'
+          ? `no Python at '${python}': install Python 3 with torch and transformers ` +
+              '(pip install torch transformers), or set $PYTHON'
+          : `cannot run '${python}': ${e.message}`,
+      )
     })
     child.on('close', (code, signal) => {
       if (code === 0) return finish(0)
-      const lines = errors.split('\n').map((l) => l.trim()).filter(Boolean)
+      const lines = errors
+        .split('\n')
+        .map((l) => l.trim())
+        .filter(Boolean)
       const own = lines.filter((l) => l.startsWith(exporter.prefix)).pop()
-      const line = own ? own.slice(exporter.prefix.length)
-        : (lines.pop() || `${python} exited with ${signal || `status ${code}`}`)
+      const line = own
+        ? own.slice(exporter.prefix.length)
+        : lines.pop() || `${python} exited with ${signal || `status ${code}`}`
       // 3: torch or transformers missing, like argparse's own 2 a setup or usage problem.
       finish(code === 3 || (code === 2 && !own) ? 2 : 1, line)
     })
@@ -188,8 +208,10 @@ async function main(argv, { stdout = process.stdout, stderr = process.stderr, en
   const bundled = args.model === undefined
   const model = bundled ? modelPath() : args.model
   if (bundled && !fs.existsSync(model)) {
-    stderr.write(`torch-node: no bundled model at ${model} ` +
-      '(run `npm run models` in a clone of torch-node, or pass --model m.pt)\n')
+    stderr.write(
+      `torch-node: no bundled model at ${model} ` +
+        '(run `npm run models` in a clone of torch-node, or pass --model m.pt)\n',
+    )
     return 2
   }
   let torch, module

@@ -21,8 +21,15 @@ function codedError(code, message, caller) {
   return e
 }
 
-const KINDS = { __proto__: null, undefined: 'undefined', string: 'a string', boolean: 'a boolean', bigint: 'a BigInt',
-  symbol: 'a symbol', function: 'a function' }
+const KINDS = {
+  __proto__: null,
+  undefined: 'undefined',
+  string: 'a string',
+  boolean: 'a boolean',
+  bigint: 'a BigInt',
+  symbol: 'a symbol',
+  function: 'a function',
+}
 
 /** What `value` is, for "expected ..., got <describe(value)>". Never throws (a Proxy's traps may). */
 function describe(value) {

@@ -94,8 +94,10 @@ function integer({ min, max, expected } = {}) {
 function oneOf(choices) {
   const list = choices.map((c) => (typeof c === 'string' ? `'${c}'` : String(c)))
   const noun = list.length <= 2 ? list.join(' or ') : `one of ${list.join(', ')}`
-  return (v, what) => (choices.includes(v) ? v : fail(what,
-    `expected ${noun}, got ${typeof v === 'string' ? JSON.stringify(v) : describe(v)}`))
+  return (v, what) =>
+    choices.includes(v)
+      ? v
+      : fail(what, `expected ${noun}, got ${typeof v === 'string' ? JSON.stringify(v) : describe(v)}`)
 }
 
 /**
@@ -228,5 +230,19 @@ function read(value, spec, what, caller) {
 }
 
 module.exports = {
-  read, fail, bag, arrayOf, either, boolean, string, number, integer, oneOf, instance, check, sizes, any, OptionError,
+  read,
+  fail,
+  bag,
+  arrayOf,
+  either,
+  boolean,
+  string,
+  number,
+  integer,
+  oneOf,
+  instance,
+  check,
+  sizes,
+  any,
+  OptionError,
 }

@@ -9,7 +9,6 @@ const { codedError, describe } = require('./errors')
 const torch = require('./torch')
 const opt = require('./options')
 
-
 /**
  * The lengths of `tensors`, checked to be sequences of one device and trailing shape (and
  * dtype if `sameDtype`); errors name `caller`, and their stacks start at its caller.
@@ -18,8 +17,10 @@ function checkSequences(tensors, caller, { sameDtype }) {
   const where = caller.name
   const fail = (code, message) => codedError(code, `${where}: ${message}`, caller)
   if (!Array.isArray(tensors) || tensors.length === 0) {
-    throw fail('InvalidArg',
-      `expected a non-empty array of tensors, got ${Array.isArray(tensors) ? 'an empty array' : describe(tensors)}`)
+    throw fail(
+      'InvalidArg',
+      `expected a non-empty array of tensors, got ${Array.isArray(tensors) ? 'an empty array' : describe(tensors)}`,
+    )
   }
   const first = tensors[0]
   tensors.forEach((t, i) => {
@@ -29,8 +30,10 @@ function checkSequences(tensors, caller, { sameDtype }) {
       throw fail('ShapeMismatch', `sequence ${i} is a 0-dim tensor; a sequence has its length along dim 0`)
     }
     if (t.ndim !== first.ndim || t.shape.some((size, d) => d > 0 && size !== first.shape[d])) {
-      throw fail('ShapeMismatch', `sequence ${i} has shape [${t.shape}], sequence 0 [${first.shape}]: ` +
-        'only dim 0 (the length) may differ')
+      throw fail(
+        'ShapeMismatch',
+        `sequence ${i} has shape [${t.shape}], sequence 0 [${first.shape}]: ` + 'only dim 0 (the length) may differ',
+      )
     }
     if (sameDtype && t.dtype !== first.dtype) {
       throw fail('DTypeMismatch', `sequence ${i} is ${t.dtype}, sequence 0 ${first.dtype}`)
@@ -58,8 +61,10 @@ function padInto(sequences, lengths, value, { batchFirst, left }) {
   const max = Math.max(...lengths)
   const rest = first.shape.slice(1)
   const n = sequences.length
-  const out = torch().full(batchFirst ? [n, max, ...rest] : [max, n, ...rest], value,
-    { dtype: first.dtype, device: first.device })
+  const out = torch().full(batchFirst ? [n, max, ...rest] : [max, n, ...rest], value, {
+    dtype: first.dtype,
+    device: first.device,
+  })
   sequences.forEach((seq, i) => {
     const row = out.select(batchFirst ? 0 : 1, i)
     const slot = row.narrow(0, left ? max - lengths[i] : 0, lengths[i])
@@ -117,9 +122,12 @@ class Ragged {
   at(i) {
     const n = this.#lengths.length
     if (!Number.isInteger(i) || i < -n || i >= n) {
-      throw codedError('InvalidArg',
+      throw codedError(
+        'InvalidArg',
         `Ragged.at: index: expected an integer in [${-n}, ${n - 1}], got ` +
-          `${typeof i === 'number' ? i : describe(i)}`, this.at)
+          `${typeof i === 'number' ? i : describe(i)}`,
+        this.at,
+      )
     }
     const k = i < 0 ? n + i : i
     return this.values.narrow(0, this.#offsets[k], this.#lengths[k])
@@ -153,9 +161,12 @@ class Ragged {
     const n = this.#lengths.length
     const max = Math.max(...this.#lengths)
     if (tensor.ndim < 2 || tensor.shape[0] !== n || tensor.shape[1] < max) {
-      throw codedError('ShapeMismatch',
+      throw codedError(
+        'ShapeMismatch',
         `Ragged.unpad: expected a tensor [${n}, ≥ ${max}, ...] (one padded row per sequence), ` +
-        `got [${tensor.shape}]`, this.unpad)
+          `got [${tensor.shape}]`,
+        this.unpad,
+      )
     }
     return this.#lengths.map((length, i) => {
       const row = tensor.select(0, i)
@@ -195,8 +206,11 @@ const PAD_OPTIONS = opt.bag({
  * ...rest] with `batchFirst`; the first sequence's dtype and device.
  */
 function padSequence(sequences, options) {
-  const { batchFirst = false, paddingValue = 0, paddingSide = 'right' } = opt.read(options, PAD_OPTIONS,
-    'padSequence: options', padSequence)
+  const {
+    batchFirst = false,
+    paddingValue = 0,
+    paddingSide = 'right',
+  } = opt.read(options, PAD_OPTIONS, 'padSequence: options', padSequence)
   checkFill(paddingValue, 'padSequence: options.paddingValue', padSequence)
   const lengths = checkSequences(sequences, padSequence, { sameDtype: false })
   return padInto(sequences, lengths, paddingValue, { batchFirst, left: paddingSide === 'left' })

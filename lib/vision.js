@@ -19,8 +19,10 @@ const isSource = (v) => typeof v === 'string' || v instanceof Uint8Array
 
 const OPTIONS = opt.bag({
   topk: opt.integer({ min: 1 }),
-  labels: opt.check((v) => Array.isArray(v) && v.every((l) => typeof l === 'string'),
-    'an array of strings (one per class)'),
+  labels: opt.check(
+    (v) => Array.isArray(v) && v.every((l) => typeof l === 'string'),
+    'an array of strings (one per class)',
+  ),
   // torch.image reads (and checks) these itself.
   preprocess: opt.check((v) => isPlainObject(v), 'torch.image options (an object)'),
   signal: opt.instance(AbortSignal, 'an AbortSignal'),
@@ -40,8 +42,10 @@ function throwIfAborted(signal) {
 async function batchOf(images, preprocess) {
   if (images instanceof torch().Tensor) {
     if (preprocess !== undefined) {
-      throw classifyError('InvalidArg',
-        'options.preprocess: a Tensor input is used as it is; give image sources to preprocess')
+      throw classifyError(
+        'InvalidArg',
+        'options.preprocess: a Tensor input is used as it is; give image sources to preprocess',
+      )
     }
     if (images.ndim === 0) {
       throw classifyError('InvalidArg', 'images: a Tensor input needs a batch dimension, [N, 3, H, W]')
@@ -50,8 +54,10 @@ async function batchOf(images, preprocess) {
   }
   const sources = Array.isArray(images) ? images : [images]
   if (!Array.isArray(images) && !isSource(images)) {
-    throw classifyError('InvalidArg',
-      `images: expected a path, a Buffer/Uint8Array, an array of them or a Tensor, got ${describe(images)}`)
+    throw classifyError(
+      'InvalidArg',
+      `images: expected a path, a Buffer/Uint8Array, an array of them or a Tensor, got ${describe(images)}`,
+    )
   }
   if (sources.length === 0) throw classifyError('InvalidArg', 'images: expected at least one image')
   return torch().image.loadBatch(sources, preprocess || DEFAULT_PREPROCESS)
@@ -67,8 +73,10 @@ function topClasses(logits, count, { topk, labels }) {
   }
   const [rows, classes] = logits.shape
   if (logits.ndim !== 2 || rows !== count) {
-    throw classifyError('ShapeMismatch',
-      `the model returned logits of shape [${logits.shape}]; expected [${count}, classes] for ${count} images`)
+    throw classifyError(
+      'ShapeMismatch',
+      `the model returned logits of shape [${logits.shape}]; expected [${count}, classes] for ${count} images`,
+    )
   }
   if (labels.length !== classes) {
     throw classifyError('InvalidArg', `options.labels: ${labels.length} labels for a model with ${classes} classes`)
@@ -80,8 +88,9 @@ function topClasses(logits, count, { topk, labels }) {
   const { values, indices } = probabilities.topk(topk)
   try {
     const p = /** @type {number[][]} */ (values.toArray())
-    return /** @type {number[][]} */ (indices.toArray()).map((row, n) => row.map((index, k) => ({ label: labels[index],
-      index, probability: p[n][k] })))
+    return /** @type {number[][]} */ (indices.toArray()).map((row, n) =>
+      row.map((index, k) => ({ label: labels[index], index, probability: p[n][k] })),
+    )
   } finally {
     for (const t of [probabilities, values, indices]) t.dispose()
   }

@@ -70,8 +70,18 @@ function buildWithProgress(resolved, { clean }) {
   const started = Date.now()
   let latest = 'starting cargo'
   let crates = 0
-  const child = spawn('cargo', ['build', '--release', '--lib'], { cwd: ROOT, env: cargoEnv(resolved.libtorch), stdio: ['ignore', 'inherit', 'pipe'] })
-  const timer = setInterval(() => progress(`building from source: ${crates} crates compiled, ${Math.round((Date.now() - started) / 1000)} s (${latest})`), 5000)
+  const child = spawn('cargo', ['build', '--release', '--lib'], {
+    cwd: ROOT,
+    env: cargoEnv(resolved.libtorch),
+    stdio: ['ignore', 'inherit', 'pipe'],
+  })
+  const timer = setInterval(
+    () =>
+      progress(
+        `building from source: ${crates} crates compiled, ${Math.round((Date.now() - started) / 1000)} s (${latest})`,
+      ),
+    5000,
+  )
   let tail = ''
   child.stderr.on('data', (chunk) => {
     process.stdout.write(chunk)
@@ -98,22 +108,33 @@ function buildWithProgress(resolved, { clean }) {
 
 /** Constructor declarations, by class (see writeTypings). */
 const CONSTRUCTORS = {
-  Tensor: '  /** Not for users: tensors come from `tensor`, `ones`, `fromBuffer`, ... (`new Tensor()` throws `InvalidArg`). */\n' +
+  Tensor:
+    '  /** Not for users: tensors come from `tensor`, `ones`, `fromBuffer`, ... (`new Tensor()` throws `InvalidArg`). */\n' +
     '  private constructor()\n',
-  ScriptModule: '  /**\n' +
+  ScriptModule:
+    '  /**\n' +
     '   * Loads a module synchronously (blocking the event loop; prefer `ScriptModule.load` in\n' +
     "   * servers): `new ScriptModule('model.pt')`, `new ScriptModule(buffer, {device: 'cuda'})`.\n" +
     '   */\n' +
     '  constructor(source: string | Uint8Array, options?: ModuleOptions)\n',
-  AOTModule: '  /** Loads a `.pt2` package synchronously (blocking the event loop; prefer `AOTModule.load`). */\n' +
+  AOTModule:
+    '  /** Loads a `.pt2` package synchronously (blocking the event loop; prefer `AOTModule.load`). */\n' +
     '  constructor(path: string, options?: { device?: Device })\n',
 }
 
 /** What the primitive and list argument types of src/napi/convert.rs are to TypeScript. */
-const PRIMITIVES = { Num: 'number', Int: 'number', Flag: 'boolean', Str: 'string', Tensors: 'Tensor[]', Sources: 'Source[]' }
+const PRIMITIVES = {
+  Num: 'number',
+  Int: 'number',
+  Flag: 'boolean',
+  Str: 'string',
+  Tensors: 'Tensor[]',
+  Sources: 'Source[]',
+}
 
 /** The line in index.d.ts after which `npm run typings` writes; above it, the hand-written part. */
-const TYPINGS_MARKER = '// ---- Generated below by `npm run typings` from the Rust doc comments (scripts/build.js): edit those, not this part. ----\n'
+const TYPINGS_MARKER =
+  '// ---- Generated below by `npm run typings` from the Rust doc comments (scripts/build.js): edit those, not this part. ----\n'
 
 /** Renders napi-derive's type definitions into index.d.ts, below its hand-written part. */
 async function writeTypings(typeDefDir) {
@@ -140,7 +161,8 @@ async function writeTypings(typeDefDir) {
   // An export's Rust type `Outcome<T>` (src/napi/outcome.rs) is `T` to JS (index.js throws the
   // failure), rendered as napi-rs renders `Result<T>`: `()` is void, `Option<T>` is `T | null`.
   out = out.replace(/\bOutcome<([^<>]*(?:<[^<>]*>[^<>]*)*)>/g, (_, t) =>
-    t === 'undefined' ? 'void' : t.replace(/ \| undefined \| null$/, ' | null'))
+    t === 'undefined' ? 'void' : t.replace(/ \| undefined \| null$/, ' | null'),
+  )
   // Doc comments that pass through a macro (the option bags of src/napi/options.rs) reach
   // napi-derive as raw strings (`#[doc = r" text"]`), which it renders with their `r"`.
   out = out.replace(/^(\s*(?:\/\*\*|\*)) r#*"( |$)/gm, '$1$2')
@@ -148,7 +170,8 @@ async function writeTypings(typeDefDir) {
   // exported; napi-derive cannot leave a class out of its typings (`skip_typescript` is refused on
   // a struct), so their empty declarations, doc comment included, go here.
   out = out.replace(/^(?:\/\*\*(?:(?!\*\/)[\s\S])*\*\/\n)?export declare class _\w+ \{\}\n/gm, '')
-  if (/^export declare class _/m.test(out)) throw new Error('typings: an internal class _Name has members: wrap them in JS')
+  if (/^export declare class _/m.test(out))
+    throw new Error('typings: an internal class _Name has members: wrap them in JS')
   if (/\bOutcome</.test(out)) throw new Error('typings: an Outcome<...> type was left unresolved')
   fs.writeFileSync(path.join(ROOT, 'index.d.ts'), out)
   log('wrote index.d.ts')

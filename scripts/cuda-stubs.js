@@ -153,12 +153,18 @@ function compileStub(dir, soname, symbols, cc) {
   const names = [...new Set([...byVersion.values()].flatMap((s) => [...s]))].sort()
   const asm = ['.text']
   names.forEach((name, i) => {
-    asm.push(`.globl ${name}`, `.type ${name},@function`, `${name}:`,
-      `  leaq .Lname${i}(%rip), %rdi`, '  jmp torch_node_stub_called@PLT')
+    asm.push(
+      `.globl ${name}`,
+      `.type ${name},@function`,
+      `${name}:`,
+      `  leaq .Lname${i}(%rip), %rdi`,
+      '  jmp torch_node_stub_called@PLT',
+    )
   })
   asm.push('.section .note.GNU-stack,"",@progbits', '.section .rodata')
   names.forEach((name, i) => asm.push(`.Lname${i}: .asciz "${name}"`))
-  const c = '#include <stdio.h>\n#include <stdlib.h>\n' +
+  const c =
+    '#include <stdio.h>\n#include <stdlib.h>\n' +
     '__attribute__((visibility("hidden"))) void torch_node_stub_called(const char *name) {\n' +
     `  fprintf(stderr, "torch-node dev stub: %s of ${soname} was called, but the CUDA libraries are not installed\\n", name);\n` +
     '  abort();\n}\n'
@@ -169,8 +175,16 @@ function compileStub(dir, soname, symbols, cc) {
   fs.writeFileSync(path.join(work, 'stub.s'), asm.join('\n') + '\n')
   fs.writeFileSync(path.join(work, 'stub.c'), c)
   fs.writeFileSync(path.join(work, 'stub.map'), map.join('\n') + '\n')
-  execFileSync(cc, ['-shared', '-fPIC', '-o', path.join(dir, soname), `-Wl,-soname,${soname}`,
-    `-Wl,--version-script=${path.join(work, 'stub.map')}`, path.join(work, 'stub.s'), path.join(work, 'stub.c')])
+  execFileSync(cc, [
+    '-shared',
+    '-fPIC',
+    '-o',
+    path.join(dir, soname),
+    `-Wl,-soname,${soname}`,
+    `-Wl,--version-script=${path.join(work, 'stub.map')}`,
+    path.join(work, 'stub.s'),
+    path.join(work, 'stub.c'),
+  ])
   fs.rmSync(work, { recursive: true, force: true })
 }
 
@@ -182,7 +196,11 @@ function writeStubs(roots, stubDir, { python = null, cc = process.env.CC || 'cc'
   fs.mkdirSync(stubDir, { recursive: true })
   stubDir = fs.realpathSync(stubDir)
   const missing = plan(roots, stubDir, python)
-  const earlier = new Set(fs.existsSync(path.join(stubDir, 'STUBS.txt')) ? fs.readFileSync(path.join(stubDir, 'STUBS.txt'), 'utf8').split('\n').slice(2) : [])
+  const earlier = new Set(
+    fs.existsSync(path.join(stubDir, 'STUBS.txt'))
+      ? fs.readFileSync(path.join(stubDir, 'STUBS.txt'), 'utf8').split('\n').slice(2)
+      : [],
+  )
   for (const soname of missing.keys()) {
     if (DRIVER.has(soname)) throw new Error(`cuda-stubs: ${soname} is the GPU driver; it is never stubbed`)
     if (fs.existsSync(path.join(stubDir, soname)) && !earlier.has(soname)) {
@@ -190,10 +208,13 @@ function writeStubs(roots, stubDir, { python = null, cc = process.env.CC || 'cc'
     }
   }
   for (const [soname, symbols] of missing) compileStub(stubDir, soname, symbols, cc)
-  fs.writeFileSync(path.join(stubDir, 'STUBS.txt'),
+  fs.writeFileSync(
+    path.join(stubDir, 'STUBS.txt'),
     'Written by torch-node scripts/cuda-stubs.js: stand-ins for CUDA libraries that are not installed.\n' +
-    'Each function aborts with its name if called. Installing the real nvidia wheels replaces them.\n' +
-    [...missing.keys()].sort().join('\n') + '\n')
+      'Each function aborts with its name if called. Installing the real nvidia wheels replaces them.\n' +
+      [...missing.keys()].sort().join('\n') +
+      '\n',
+  )
   return [...missing.keys()]
 }
 
@@ -234,7 +255,9 @@ const CODE = {
     machine: 183,
     // movz x0,#2; movz x8,#64 (write); svc #0; movz x8,#172 (getpid); svc #0; movz x1,#6
     // (SIGABRT); movz x8,#129 (kill); svc #0; brk #0
-    common: words([0xd2800040, 0xd2800808, 0xd4000001, 0xd2801588, 0xd4000001, 0xd28000c1, 0xd2801028, 0xd4000001, 0xd4200000]),
+    common: words([
+      0xd2800040, 0xd2800808, 0xd4000001, 0xd2801588, 0xd4000001, 0xd28000c1, 0xd2801028, 0xd4000001, 0xd4200000,
+    ]),
     stub(at, msg, len, common) {
       const rel = msg - at
       const adr = 0x10000000 | ((rel & 3) << 29) | (((rel >> 2) & 0x7ffff) << 5) | 1 // adr x1, msg
@@ -299,7 +322,10 @@ function standInLibrary({ soname, functions = [], objects = [], arch = 'x86_64' 
   const messages = []
   let messageAt = messagesAt
   for (const s of fns) {
-    const msg = Buffer.from(`torch-node: ${s.name} of ${soname} was called, but this libtorch has no CUDA (${soname} is a stand-in)\n`, 'latin1')
+    const msg = Buffer.from(
+      `torch-node: ${s.name} of ${soname} was called, but this libtorch has no CUDA (${soname} is a stand-in)\n`,
+      'latin1',
+    )
     s.value = textAt + align(code.common.length, 16) + STUB * messages.length
     const stub = code.stub(s.value, messageAt, msg.length, textAt)
     textParts.push(stub, Buffer.alloc(STUB - stub.length))
@@ -313,7 +339,15 @@ function standInLibrary({ soname, functions = [], objects = [], arch = 'x86_64' 
   const rwAt = align(rxEnd, 16)
   const shift = align(rxEnd, 0x10000)
   const dynamicAt = rwAt
-  const DYNAMIC = [[14, sonameAt], [4, hashAt], [5, dynstrAt], [6, dynsymAt], [10, dynstr.length], [11, 24], [0, 0]] // SONAME HASH STRTAB SYMTAB STRSZ SYMENT NULL
+  const DYNAMIC = [
+    [14, sonameAt],
+    [4, hashAt],
+    [5, dynstrAt],
+    [6, dynsymAt],
+    [10, dynstr.length],
+    [11, 24],
+    [0, 0],
+  ] // SONAME HASH STRTAB SYMTAB STRSZ SYMENT NULL
   const dynamic = Buffer.alloc(16 * DYNAMIC.length)
   DYNAMIC.forEach(([tag, val], i) => {
     dynamic.writeBigInt64LE(BigInt(tag), 16 * i)
@@ -340,7 +374,8 @@ function standInLibrary({ soname, functions = [], objects = [], arch = 'x86_64' 
   const name = (n) => shstrtab.indexOf(`${n}\0`)
   const shstrAt = rwEnd
   const shAt = align(shstrAt + shstrtab.length, 8)
-  const SH = [ // name, type, flags, addr, offset, size, link, info, align, entsize
+  const SH = [
+    // name, type, flags, addr, offset, size, link, info, align, entsize
     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
     [name('.hash'), 5, 2, hashAt, hashAt, hash.length, 2, 0, 8, 4],
     [name('.dynsym'), 11, 2, dynsymAt, dynsymAt, dynsym.length, 3, 1, 8, 24],
@@ -375,9 +410,26 @@ function standInLibrary({ soname, functions = [], objects = [], arch = 'x86_64' 
     const p = 64 + 56 * i
     out.writeUInt32LE(type, p)
     out.writeUInt32LE(flags, p + 4)
-    for (const [k, v] of [[8, offset], [16, vaddr], [24, vaddr], [32, size], [40, size], [48, al]]) out.writeBigUInt64LE(BigInt(v), p + k)
+    for (const [k, v] of [
+      [8, offset],
+      [16, vaddr],
+      [24, vaddr],
+      [32, size],
+      [40, size],
+      [48, al],
+    ])
+      out.writeBigUInt64LE(BigInt(v), p + k)
   })
-  for (const [at, part] of [[hashAt, hash], [dynsymAt, dynsym], [dynstrAt, dynstr], [textAt, text], [dynamicAt, dynamic], [dataAt, data], [shstrAt, shstrtab]]) part.copy(out, at)
+  for (const [at, part] of [
+    [hashAt, hash],
+    [dynsymAt, dynsym],
+    [dynstrAt, dynstr],
+    [textAt, text],
+    [dynamicAt, dynamic],
+    [dataAt, data],
+    [shstrAt, shstrtab],
+  ])
+    part.copy(out, at)
   SH.forEach((h, i) => {
     const p = shAt + 64 * i
     out.writeUInt32LE(h[0], p)
@@ -407,15 +459,19 @@ function planStandIns(root, libraries, { provided = [], system = /^$/ } = {}) {
   const have = new Set([...libraries.map((l) => path.basename(l)), ...provided])
   const missing = neededOf(root).filter((soname) => !have.has(soname) && !system.test(soname))
   if (!missing.length) return new Map()
-  for (const soname of missing) if (DRIVER.has(soname)) throw new Error(`cuda-stubs: ${root} needs ${soname}, the GPU driver; it is never stood in for`)
+  for (const soname of missing)
+    if (DRIVER.has(soname))
+      throw new Error(`cuda-stubs: ${root} needs ${soname}, the GPU driver; it is never stood in for`)
   const defined = new Set()
-  for (const lib of libraries) for (const s of dynamicSymbols(lib)) if (s.defined && s.bind !== 'local') defined.add(s.name)
+  for (const lib of libraries)
+    for (const s of dynamicSymbols(lib)) if (s.defined && s.bind !== 'local') defined.add(s.name)
   const functions = []
   const objects = []
   for (const s of dynamicSymbols(root)) {
     // weak references may stay unresolved; Python's API is the libtorch_python stub's business
     if (s.defined || s.versioned || s.bind === 'weak' || defined.has(s.name) || /^_?Py/.test(s.name)) continue
-    if (s.type === 'tls') throw new Error(`cuda-stubs: ${root} needs the thread-local ${s.name}, which a stand-in cannot define`)
+    if (s.type === 'tls')
+      throw new Error(`cuda-stubs: ${root} needs the thread-local ${s.name}, which a stand-in cannot define`)
     ;(s.type === 'object' ? objects : functions).push(s.name)
   }
   return new Map(missing.map((soname) => [soname, { functions: [...functions].sort(), objects: [...objects].sort() }]))

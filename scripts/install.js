@@ -26,8 +26,13 @@ function prebuiltDir() {
 
 /** Loads the addon in a child process: the prebuilt can be refused (an older glibc, say). */
 function loads() {
-  const r = spawnSync(process.execPath, ['-e', "require(process.argv[1]).ones([1])", ROOT], { encoding: 'utf8' })
-  return r.status === 0 ? null : (r.stderr.trim().split('\n').find((l) => l.includes('torch-node')) ?? r.stderr.trim())
+  const r = spawnSync(process.execPath, ['-e', 'require(process.argv[1]).ones([1])', ROOT], { encoding: 'utf8' })
+  return r.status === 0
+    ? null
+    : (r.stderr
+        .trim()
+        .split('\n')
+        .find((l) => l.includes('torch-node')) ?? r.stderr.trim())
 }
 
 async function main() {
@@ -39,11 +44,14 @@ async function main() {
     fs.rmSync(path.join(ROOT, 'torch-node.node'), { force: true }) // a source build of an earlier install
     linkLibtorch(resolved.libtorch, prebuilt)
     const failure = loads()
-    if (!failure) return log(`using the prebuilt addon of ${path.basename(path.dirname(prebuilt))}/${path.basename(prebuilt)}`)
+    if (!failure)
+      return log(`using the prebuilt addon of ${path.basename(path.dirname(prebuilt))}/${path.basename(prebuilt)}`)
     progress(`the prebuilt addon does not load here (${failure}); building from source`)
   }
   if (!IS_CHECKOUT) requireCargo()
-  progress(`building the native addon from source (no prebuilt for ${platformKey() ?? `${process.platform}-${process.arch}`}): about 4 min on 2 cores`)
+  progress(
+    `building the native addon from source (no prebuilt for ${platformKey() ?? `${process.platform}-${process.arch}`}): about 4 min on 2 cores`,
+  )
   if (IS_CHECKOUT) build(resolved)
   else await buildWithProgress(resolved, { clean: true })
   if (isRepoInstall && !process.env.TORCH_NODE_SKIP_MODELS) {
@@ -54,9 +62,11 @@ async function main() {
 
 function requireCargo() {
   if (spawnSync('cargo', ['--version'], { stdio: 'ignore' }).status === 0) return
-  throw new Error(`no prebuilt addon for ${platformKey() ?? `${process.platform}-${process.arch}`} was installed ` +
-    '(optional dependencies omitted?) and there is no Rust toolchain (cargo) to build one: install Rust ' +
-    '(https://rustup.rs) or install without --omit=optional')
+  throw new Error(
+    `no prebuilt addon for ${platformKey() ?? `${process.platform}-${process.arch}`} was installed ` +
+      '(optional dependencies omitted?) and there is no Rust toolchain (cargo) to build one: install Rust ' +
+      '(https://rustup.rs) or install without --omit=optional',
+  )
 }
 
 main().catch((e) => {

@@ -19,8 +19,15 @@ const TORCHVISION_VERSION = cache.TORCHVISION_VERSION
 /** A clone of this repository (models, tests, benchmarks), not an app's node_modules/torch-node. */
 const IS_CHECKOUT = fs.existsSync(path.join(ROOT, '.git'))
 // torch's own requirements, less nvidia-*, cuda-*, and triton (CUDA and GPU compilation only).
-const TORCH_PURE_DEPS = ['filelock', 'typing-extensions>=4.10.0', 'setuptools>=77.0.3', 'sympy>=1.13.3',
-  'networkx>=2.5.1', 'jinja2', 'fsspec>=0.8.5']
+const TORCH_PURE_DEPS = [
+  'filelock',
+  'typing-extensions>=4.10.0',
+  'setuptools>=77.0.3',
+  'sympy>=1.13.3',
+  'networkx>=2.5.1',
+  'jinja2',
+  'fsspec>=0.8.5',
+]
 // The real CUDA runtime and profiler libraries, small, that libtorch_cpu.so itself names.
 const CUDA_RUNTIME = ['nvidia-cuda-runtime==13.0.96', 'nvidia-cuda-cupti==13.0.85']
 // PyPI name -> module name, for the model script (models/make_models.py). None depends on torch
@@ -101,7 +108,10 @@ function pip(python, args) {
 function torchRoots(site) {
   const torchDir = path.join(site, 'torch')
   return [
-    ...fs.readdirSync(torchDir).filter((f) => /^_C\..*\.so$/.test(f)).map((f) => path.join(torchDir, f)),
+    ...fs
+      .readdirSync(torchDir)
+      .filter((f) => /^_C\..*\.so$/.test(f))
+      .map((f) => path.join(torchDir, f)),
     path.join(torchDir, 'lib', 'libtorch_global_deps.so'),
     path.join(site, 'torchvision', '_C.so'),
   ]
@@ -120,10 +130,16 @@ function provisionVenv({ withModelPackages }) {
     // --no-deps: not the 2.7 GB of nvidia wheels nor triton; cuda-stubs.js stands in for them.
     pip(py, ['--no-deps', `torch==${TORCH_VERSION}`, `torchvision==${TORCHVISION_VERSION}`, ...CUDA_RUNTIME])
     pip(py, TORCH_PURE_DEPS)
-    const site = execFileSync(py, ['-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'], { encoding: 'utf8' }).trim()
-    const stubs = require('./cuda-stubs').writeStubs(torchRoots(site), path.join(site, 'nvidia', 'cu13', 'lib'), { python: py })
-    log(`left out on purpose: torch's nvidia-*/cuda-* wheels and triton (CUDA and GPU compilation only; ` +
-      `CPU stand-ins for ${stubs.length} CUDA libraries: ${stubs.join(', ')})`)
+    const site = execFileSync(py, ['-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'], {
+      encoding: 'utf8',
+    }).trim()
+    const stubs = require('./cuda-stubs').writeStubs(torchRoots(site), path.join(site, 'nvidia', 'cu13', 'lib'), {
+      python: py,
+    })
+    log(
+      `left out on purpose: torch's nvidia-*/cuda-* wheels and triton (CUDA and GPU compilation only; ` +
+        `CPU stand-ins for ${stubs.length} CUDA libraries: ${stubs.join(', ')})`,
+    )
     const probe = probeTorch(py)
     if (!probe) throw new Error(`torch ${TORCH_VERSION} was installed into ${VENV} but does not import`)
     log(`torch ${probe.version} in .libtorch/ (CPU only)`)
@@ -139,7 +155,9 @@ function provisionVenv({ withModelPackages }) {
       try {
         pip(py, onnxMissing)
       } catch (e) {
-        log(`pip install ${onnxMissing.join(' ')} failed (${e.message.split('\n')[0]}): models/resnet18.onnx will be skipped`)
+        log(
+          `pip install ${onnxMissing.join(' ')} failed (${e.message.split('\n')[0]}): models/resnet18.onnx will be skipped`,
+        )
       }
     }
   }
@@ -172,7 +190,8 @@ function resolveLibtorch({ withModelPackages = false } = {}) {
     return { libtorch: probeTorch(python).dir, python, source: 'virtualenv' }
   }
   const dir = cache.cached()
-  if (!dir) throw new Error(`libtorch is not in the cache (${cache.entryDir(cache.variant())}): run \`npm rebuild torch-node\``)
+  if (!dir)
+    throw new Error(`libtorch is not in the cache (${cache.entryDir(cache.variant())}): run \`npm rebuild torch-node\``)
   return { libtorch: dir, python: null, source: `cache (${cache.variant()})` }
 }
 

@@ -28,10 +28,15 @@ function prebuild(out = path.join(ROOT, 'npm')) {
   if (!fs.existsSync(addon)) throw new Error('torch-node.node is not built: run `npm run build` first')
   const needed = neededOf(addon)
   if (needed.includes('libtorch_cuda.so') || !needed.includes('libtorch.so')) {
-    throw new Error(`torch-node.node needs ${needed.join(', ')}: a prebuilt must need libtorch.so and not libtorch_cuda.so`)
+    throw new Error(
+      `torch-node.node needs ${needed.join(', ')}: a prebuilt must need libtorch.so and not libtorch_cuda.so`,
+    )
   }
-  const runpath = execFileSync('readelf', ['-d', addon], { encoding: 'utf8' }).match(/\(RUNPATH\)\s+Library runpath: \[(.*)\]/)
-  if (!runpath || runpath[1] !== '$ORIGIN/libtorch/lib') throw new Error(`torch-node.node: RUNPATH ${runpath?.[1]}, expected $ORIGIN/libtorch/lib`)
+  const runpath = execFileSync('readelf', ['-d', addon], { encoding: 'utf8' }).match(
+    /\(RUNPATH\)\s+Library runpath: \[(.*)\]/,
+  )
+  if (!runpath || runpath[1] !== '$ORIGIN/libtorch/lib')
+    throw new Error(`torch-node.node: RUNPATH ${runpath?.[1]}, expected $ORIGIN/libtorch/lib`)
   const { version, license, repository } = require(path.join(ROOT, 'package.json'))
   const dir = path.join(out, key)
   fs.rmSync(dir, { recursive: true, force: true })
@@ -52,7 +57,10 @@ function prebuild(out = path.join(ROOT, 'npm')) {
     ...(repository ? { repository } : {}),
   }
   fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify(pkg, null, 2) + '\n')
-  fs.writeFileSync(path.join(dir, 'README.md'), `# ${pkg.name}\n\n${pkg.description}. Install \`torch-node\`, not this package.\n`)
+  fs.writeFileSync(
+    path.join(dir, 'README.md'),
+    `# ${pkg.name}\n\n${pkg.description}. Install \`torch-node\`, not this package.\n`,
+  )
   return { dir, name: pkg.name, version, key }
 }
 

@@ -54,7 +54,9 @@ function listEntries(file) {
         headerOffset: cd.readUInt32LE(p + 42),
       }
       if ([entry.compressedSize, entry.size, entry.headerOffset].includes(0xffffffff)) {
-        throw new Error(`${path.basename(file)}: entry ${entry.name} needs ZIP64 sizes, which this reader does not handle`)
+        throw new Error(
+          `${path.basename(file)}: entry ${entry.name} needs ZIP64 sizes, which this reader does not handle`,
+        )
       }
       entries.push(entry)
       p += 46 + nameLength + extraLength + commentLength
@@ -71,7 +73,8 @@ async function extractEntry(file, entry, dest) {
   let start
   try {
     const header = readAt(fd, entry.headerOffset, 30)
-    if (header.readUInt32LE(0) !== 0x04034b50) throw new Error(`${path.basename(file)}: bad local header for ${entry.name}`)
+    if (header.readUInt32LE(0) !== 0x04034b50)
+      throw new Error(`${path.basename(file)}: bad local header for ${entry.name}`)
     start = entry.headerOffset + 30 + header.readUInt16LE(26) + header.readUInt16LE(28)
   } finally {
     fs.closeSync(fd)
@@ -90,12 +93,18 @@ async function extractEntry(file, entry, dest) {
       done(null, chunk)
     },
   })
-  const source = entry.compressedSize === 0
-    ? require('node:stream').Readable.from([])
-    : fs.createReadStream(file, { start, end: start + entry.compressedSize - 1 })
+  const source =
+    entry.compressedSize === 0
+      ? require('node:stream').Readable.from([])
+      : fs.createReadStream(file, { start, end: start + entry.compressedSize - 1 })
   const stages = entry.method === 8 && entry.compressedSize > 0 ? [zlib.createInflateRaw()] : []
-  await pipeline(source, ...stages, check, fs.createWriteStream(dest, { mode: /\.so(\.|$)/.test(dest) ? 0o755 : 0o644 }))
-  if ((crc >>> 0) !== entry.crc) throw new Error(`${entry.name}: CRC mismatch (corrupt download?)`)
+  await pipeline(
+    source,
+    ...stages,
+    check,
+    fs.createWriteStream(dest, { mode: /\.so(\.|$)/.test(dest) ? 0o755 : 0o644 }),
+  )
+  if (crc >>> 0 !== entry.crc) throw new Error(`${entry.name}: CRC mismatch (corrupt download?)`)
 }
 
 /** One entry's bytes (for small files such as METADATA). */
@@ -122,7 +131,8 @@ const SHT_GNU_VERSYM = 0x6fffffff
 
 /** The dynamic section of an ELF64 little-endian file: its DT_NEEDED entries and string reader. */
 function dynamicEntries(buf, file) {
-  if (buf.readUInt32BE(0) !== 0x7f454c46 || buf[4] !== 2 || buf[5] !== 1) throw new Error(`${file}: not an ELF64 little-endian file`)
+  if (buf.readUInt32BE(0) !== 0x7f454c46 || buf[4] !== 2 || buf[5] !== 1)
+    throw new Error(`${file}: not an ELF64 little-endian file`)
   const phoff = Number(buf.readBigUInt64LE(32))
   const phentsize = buf.readUInt16LE(54)
   const phnum = buf.readUInt16LE(56)
@@ -131,7 +141,11 @@ function dynamicEntries(buf, file) {
   for (let i = 0; i < phnum; i++) {
     const ph = phoff + i * phentsize
     const type = buf.readUInt32LE(ph)
-    const seg = { offset: Number(buf.readBigUInt64LE(ph + 8)), vaddr: Number(buf.readBigUInt64LE(ph + 16)), filesz: Number(buf.readBigUInt64LE(ph + 32)) }
+    const seg = {
+      offset: Number(buf.readBigUInt64LE(ph + 8)),
+      vaddr: Number(buf.readBigUInt64LE(ph + 16)),
+      filesz: Number(buf.readBigUInt64LE(ph + 32)),
+    }
     if (type === 1) loads.push(seg)
     if (type === 2) dynamic = seg
   }
@@ -153,7 +167,12 @@ function dynamicEntries(buf, file) {
   if (strtab === null) throw new Error(`${file}: no DT_STRTAB`)
   const strings = toOffset(strtab)
   const str = (off) => buf.toString('latin1', strings + off, buf.indexOf(0, strings + off))
-  return { entries, strings, str, needed: entries.filter((e) => e.tag === DT_NEEDED).map((e) => ({ ...e, name: str(e.val) })) }
+  return {
+    entries,
+    strings,
+    str,
+    needed: entries.filter((e) => e.tag === DT_NEEDED).map((e) => ({ ...e, name: str(e.val) })),
+  }
 }
 
 /** The sonames an ELF shared library names as DT_NEEDED. */
@@ -196,7 +215,8 @@ function retargetNeeded(file, from, to) {
 /** The section headers of an ELF64 little-endian file open as `fd`. */
 function sectionHeaders(fd, file) {
   const ehdr = readAt(fd, 0, 64)
-  if (ehdr.length < 64 || ehdr.readUInt32BE(0) !== 0x7f454c46 || ehdr[4] !== 2 || ehdr[5] !== 1) throw new Error(`${file}: not an ELF64 little-endian file`)
+  if (ehdr.length < 64 || ehdr.readUInt32BE(0) !== 0x7f454c46 || ehdr[4] !== 2 || ehdr[5] !== 1)
+    throw new Error(`${file}: not an ELF64 little-endian file`)
   const shoff = Number(ehdr.readBigUInt64LE(40))
   const shentsize = ehdr.readUInt16LE(58)
   const shnum = ehdr.readUInt16LE(60)
@@ -204,7 +224,13 @@ function sectionHeaders(fd, file) {
   const table = readAt(fd, shoff, shentsize * shnum)
   return Array.from({ length: shnum }, (_, i) => {
     const p = i * shentsize
-    return { type: table.readUInt32LE(p + 4), offset: Number(table.readBigUInt64LE(p + 24)), size: Number(table.readBigUInt64LE(p + 32)), link: table.readUInt32LE(p + 40), info: table.readUInt32LE(p + 44) }
+    return {
+      type: table.readUInt32LE(p + 4),
+      offset: Number(table.readBigUInt64LE(p + 24)),
+      size: Number(table.readBigUInt64LE(p + 32)),
+      link: table.readUInt32LE(p + 40),
+      info: table.readUInt32LE(p + 44),
+    }
   })
 }
 
@@ -258,7 +284,8 @@ function dynamicStringUses(buf, file) {
   }
   const uses = []
   for (const s of sections) {
-    if (s.type === SHT_DYNSYM) for (let p = s.offset + 24; p < s.offset + s.size; p += 24) uses.push(buf.readUInt32LE(p))
+    if (s.type === SHT_DYNSYM)
+      for (let p = s.offset + 24; p < s.offset + s.size; p += 24) uses.push(buf.readUInt32LE(p))
     // Elf64_Verneed {version, cnt, file, aux, next} -> Elf64_Vernaux {hash, flags, other, name, next}
     for (let p = s.offset, n = 0; s.type === SHT_GNU_VERNEED && n < s.info; n++) {
       uses.push(buf.readUInt32LE(p + 4))
@@ -290,15 +317,22 @@ function setSearchPath(file, value) {
   const buf = fs.readFileSync(file)
   const { entries, strings, str } = dynamicEntries(buf, file)
   const paths = entries.filter((e) => e.tag === DT_RPATH || e.tag === DT_RUNPATH)
-  if (paths.length !== 1) throw new Error(`${file}: has ${paths.length} RPATH/RUNPATH entries; expected one to overwrite`)
+  if (paths.length !== 1)
+    throw new Error(`${file}: has ${paths.length} RPATH/RUNPATH entries; expected one to overwrite`)
   const [entry] = paths
   const old = str(entry.val)
   const bytes = Buffer.from(`${value}\0`, 'latin1')
-  if (bytes.length > old.length + 1) throw new Error(`${file}: the search path '${value}' is longer than the old one '${old}'`)
-  const names = [...entries.filter((e) => e !== entry && [DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH].includes(e.tag)).map((e) => e.val),
-    ...dynamicStringUses(buf, file)]
+  if (bytes.length > old.length + 1)
+    throw new Error(`${file}: the search path '${value}' is longer than the old one '${old}'`)
+  const names = [
+    ...entries
+      .filter((e) => e !== entry && [DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH].includes(e.tag))
+      .map((e) => e.val),
+    ...dynamicStringUses(buf, file),
+  ]
   const shared = names.find((off) => off > entry.val && off <= entry.val + old.length)
-  if (shared !== undefined) throw new Error(`${file}: the string '${str(shared)}' shares the bytes of the search path '${old}'`)
+  if (shared !== undefined)
+    throw new Error(`${file}: the string '${str(shared)}' shares the bytes of the search path '${old}'`)
   bytes.copy(buf, strings + entry.val)
   buf.fill(0, strings + entry.val + bytes.length, strings + entry.val + old.length + 1)
   fs.writeFileSync(file, buf)
@@ -326,4 +360,14 @@ function machineOf(file) {
   }
 }
 
-module.exports = { listEntries, extractEntry, readEntry, retargetNeeded, neededOf, dynamicSymbols, setSearchPath, searchPathOf, machineOf }
+module.exports = {
+  listEntries,
+  extractEntry,
+  readEntry,
+  retargetNeeded,
+  neededOf,
+  dynamicSymbols,
+  setSearchPath,
+  searchPathOf,
+  machineOf,
+}

@@ -36,8 +36,10 @@ if (require.main === module) {
   if (!file) throw new Error('usage: node tools/check-install-log.js LOG')
   const found = complaints(fs.readFileSync(file, 'utf8'))
   if (found.length) {
-    console.error(`the install printed ${found.length} line(s) a user would read as a problem:\n  ${found.join('\n  ')}`)
+    console.error(
+      `the install printed ${found.length} line(s) a user would read as a problem:\n  ${found.join('\n  ')}`,
+    )
     process.exit(1)
   }
-  console.log('install log: no warning from the project\'s own configuration')
+  console.log("install log: no warning from the project's own configuration")
 }

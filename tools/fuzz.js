@@ -41,20 +41,24 @@ async function child({ seed, start, count, from, file, tmp: TMP }) {
   const SENTINELS = new WeakSet()
   const free = [torch, fs, FIX_DIR, TMP, SENTINELS]
   const names = Object.keys(values.HELPERS)
-  const env = new Function(...values.FREE_NAMES, `${Object.values(values.HELPERS).join('\n')}\nreturn [${names}]`)(...free)
+  const env = new Function(...values.FREE_NAMES, `${Object.values(values.HELPERS).join('\n')}\nreturn [${names}]`)(
+    ...free,
+  )
   const list = file ? JSON.parse(fs.readFileSync(file, 'utf8')) : batchCalls(seed, start, count)
   const stats = { ok: 0, codes: {}, sentinels: 0, setupErrors: 0, uncovered: uncovered(torch) }
 
   const judge = (e, count) => {
     if (SENTINELS.has(e)) count && stats.sentinels++
-    else if (e instanceof Error && typeof e.code === 'string' && e.code) count && (stats.codes[e.code] = (stats.codes[e.code] || 0) + 1)
+    else if (e instanceof Error && typeof e.code === 'string' && e.code)
+      count && (stats.codes[e.code] = (stats.codes[e.code] || 0) + 1)
     else return { kind: 'uncoded', error: describeThrown(e) }
     return null
   }
   // Results are read back too: a view over freed or detached memory only shows when used.
   // toArray only where the nested arrays are few: [2**53, 0] has no elements but 2**53 rows.
   const probe = (r, index) => {
-    const items = r instanceof torch.Tensor ? [r] : Array.isArray(r) ? r : r && typeof r === 'object' ? Object.values(r) : []
+    const items =
+      r instanceof torch.Tensor ? [r] : Array.isArray(r) ? r : r && typeof r === 'object' ? Object.values(r) : []
     for (const t of items) {
       if (!(t instanceof torch.Tensor) || t.isDisposed) continue
       mark('P', index)
@@ -78,7 +82,12 @@ async function child({ seed, start, count, from, file, tmp: TMP }) {
         const late = {}
         let timer
         try {
-          r = await Promise.race([r, new Promise((resolve) => { timer = setTimeout(resolve, ASYNC_LIMIT_MS, late) })])
+          r = await Promise.race([
+            r,
+            new Promise((resolve) => {
+              timer = setTimeout(resolve, ASYNC_LIMIT_MS, late)
+            }),
+          ])
         } finally {
           clearTimeout(timer) // or a rejection leaves it holding the child open
         }
@@ -129,9 +138,21 @@ function uncovered(torch) {
   const miss = (names, set, prefix) => names.filter((n) => n !== 'constructor' && !set.has(n)).map((n) => prefix + n)
   const top = Object.keys(torch).filter((n) => typeof torch[n] === 'function' && /^[a-z]/.test(n))
   return [
-    ...miss(Object.getOwnPropertyNames(torch.Tensor.prototype), known(Object.keys(values.TENSOR), values.TENSOR_GETTERS), 'Tensor#'),
-    ...miss(Object.getOwnPropertyNames(torch.ScriptModule.prototype), known(Object.keys(values.MODULE), values.MODULE_GETTERS), 'ScriptModule#'),
-    ...miss([...top, ...['cuda', 'cpu'].flatMap((ns) => Object.keys(torch[ns] || {}).map((n) => `${ns}.${n}`))], known(Object.keys(values.TOP)), 'torch.'),
+    ...miss(
+      Object.getOwnPropertyNames(torch.Tensor.prototype),
+      known(Object.keys(values.TENSOR), values.TENSOR_GETTERS),
+      'Tensor#',
+    ),
+    ...miss(
+      Object.getOwnPropertyNames(torch.ScriptModule.prototype),
+      known(Object.keys(values.MODULE), values.MODULE_GETTERS),
+      'ScriptModule#',
+    ),
+    ...miss(
+      [...top, ...['cuda', 'cpu'].flatMap((ns) => Object.keys(torch[ns] || {}).map((n) => `${ns}.${n}`))],
+      known(Object.keys(values.TOP)),
+      'torch.',
+    ),
   ]
 }
 
@@ -152,8 +173,13 @@ function prune(c) {
 }
 
 function describeThrown(e) {
-  if (e instanceof Error) return `${e.constructor.name} (code ${typeof e.code === 'string' ? JSON.stringify(e.code) : String(e.code)}): ${e.message}`
-  try { return `non-Error thrown: ${typeof e} ${String(e)}` } catch { return `non-Error thrown: ${typeof e}` }
+  if (e instanceof Error)
+    return `${e.constructor.name} (code ${typeof e.code === 'string' ? JSON.stringify(e.code) : String(e.code)}): ${e.message}`
+  try {
+    return `non-Error thrown: ${typeof e} ${String(e)}`
+  } catch {
+    return `non-Error thrown: ${typeof e}`
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -166,7 +192,10 @@ function runChild(job, { hangMs }) {
     // The parent owns the child's scratch folder: a killed child cannot clean up after itself.
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-fuzz-'))
     const args = ['--expose-gc', __filename, '--child', JSON.stringify({ ...job, tmp })]
-    const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, OMP_NUM_THREADS: '1' } })
+    const proc = spawn(process.execPath, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, OMP_NUM_THREADS: '1' },
+    })
     const out = { findings: [], stats: null, inFlight: null, lastDone: null, tail: [], keyLines: [], killed: null }
     let last = Date.now()
     let pending = ''
@@ -182,10 +211,14 @@ function runChild(job, { hangMs }) {
       last = Date.now()
       const [kind, json] = [line.slice(MARK.length, MARK.length + 1), line.slice(MARK.length + 2)]
       const data = JSON.parse(json)
-      if (kind === 'B') { out.inFlight = data; out.probing = false }
-      else if (kind === 'P') out.probing = true
-      else if (kind === 'E') { out.lastDone = data; out.inFlight = null }
-      else if (kind === 'F') out.findings.push(data)
+      if (kind === 'B') {
+        out.inFlight = data
+        out.probing = false
+      } else if (kind === 'P') out.probing = true
+      else if (kind === 'E') {
+        out.lastDone = data
+        out.inFlight = null
+      } else if (kind === 'F') out.findings.push(data)
       else if (kind === 'S') out.stats = data
     }
     proc.stderr.setEncoding('utf8').on('data', (d) => {
@@ -193,10 +226,17 @@ function runChild(job, { hangMs }) {
       pending = lines.pop()
       lines.forEach(onLine)
     })
-    proc.stdout.setEncoding('utf8').on('data', (d) => d.split('\n').filter(Boolean).forEach((l) => onLine(`[stdout] ${l}`)))
+    proc.stdout.setEncoding('utf8').on('data', (d) =>
+      d
+        .split('\n')
+        .filter(Boolean)
+        .forEach((l) => onLine(`[stdout] ${l}`)),
+    )
     const watchdog = setInterval(() => {
       let rss = 0
-      try { rss = Number(fs.readFileSync(`/proc/${proc.pid}/statm`, 'utf8').split(' ')[1]) * 4096 } catch {}
+      try {
+        rss = Number(fs.readFileSync(`/proc/${proc.pid}/statm`, 'utf8').split(' ')[1]) * 4096
+      } catch {}
       if (Date.now() - last > hangMs) out.killed = `no progress for ${hangMs} ms`
       else if (rss > RSS_LIMIT) out.killed = `RSS ${(rss / 2 ** 30).toFixed(1)} GiB > ${RSS_LIMIT / 2 ** 30} GiB`
       if (out.killed) proc.kill('SIGKILL')
@@ -220,15 +260,24 @@ function collect(job, seen, calls, findings) {
   const byCall = new Map()
   for (const { index, line } of seen.keyLines) byCall.set(index, [...(byCall.get(index) || []), line])
   for (const [index, lines] of byCall) {
-    if (!(died && index === at)) findings.push({ kind: 'crash', index, call: calls(index), error: lines[0], context: lines.slice(0, 10) })
+    if (!(died && index === at))
+      findings.push({ kind: 'crash', index, call: calls(index), error: lines[0], context: lines.slice(0, 10) })
   }
   if (!died) return null
   const kind = seen.killed ? 'hang' : 'crash'
-  const how = (seen.killed || (seen.signal ? `killed by ${seen.signal}` : `exit code ${seen.code}`)) +
+  const how =
+    (seen.killed || (seen.signal ? `killed by ${seen.signal}` : `exit code ${seen.code}`)) +
     (seen.inFlight == null && at != null ? ' after the call returned (in GC or a finalizer?)' : '')
   const keys = seen.tail.filter((l) => KEY_LINE.test(l))
-  findings.push({ kind, index: at, call: at == null ? null : calls(at), error: `${how}${keys[0] ? `: ${keys[0]}` : ''}`,
-    context: (keys.length ? keys : seen.tail).slice(0, 10), died: true, stage: seen.inFlight != null && seen.probing ? 'probe' : undefined })
+  findings.push({
+    kind,
+    index: at,
+    call: at == null ? null : calls(at),
+    error: `${how}${keys[0] ? `: ${keys[0]}` : ''}`,
+    context: (keys.length ? keys : seen.tail).slice(0, 10),
+    died: true,
+    stage: seen.inFlight != null && seen.probing ? 'probe' : undefined,
+  })
   // Resume after the fatal call; give up on the batch if the child never got going.
   return at == null ? null : at + 1 - job.start
 }
@@ -239,8 +288,13 @@ async function reproduces(list, opts) {
   fs.writeFileSync(file, JSON.stringify(list))
   try {
     const seen = await runChild({ file, start: 0 }, opts)
-    return Boolean(seen.killed || seen.signal || seen.code !== 0 || seen.keyLines.length ||
-      seen.findings.some((f) => f.kind === 'hang'))
+    return Boolean(
+      seen.killed ||
+      seen.signal ||
+      seen.code !== 0 ||
+      seen.keyLines.length ||
+      seen.findings.some((f) => f.kind === 'hang'),
+    )
   } finally {
     fs.rmSync(file, { force: true })
   }
@@ -249,7 +303,8 @@ async function reproduces(list, opts) {
 /** The fewest calls (ending with the fatal one) that still crash: alone, else a shrunk prefix. */
 async function minimize(finding, prefix, opts) {
   if (await reproduces([finding.call], opts)) return { calls: [finding.call], note: 'reproduces alone' }
-  if (!(await reproduces([...prefix, finding.call], opts))) return { calls: [finding.call], note: 'did not reproduce on a rerun (flaky?)' }
+  if (!(await reproduces([...prefix, finding.call], opts)))
+    return { calls: [finding.call], note: 'did not reproduce on a rerun (flaky?)' }
   let keep = prefix
   let budget = 16 // children; each may cost a full --hang-ms
   for (let chunk = Math.ceil(keep.length / 2); chunk >= 1 && keep.length && budget > 0; chunk = Math.floor(chunk / 2)) {
@@ -263,7 +318,9 @@ async function minimize(finding, prefix, opts) {
 }
 
 function signature(f) {
-  const msg = String(f.error).replace(/0x[0-9a-f]+|\d+(\.\d+)?/gi, 'N').slice(0, 160)
+  const msg = String(f.error)
+    .replace(/0x[0-9a-f]+|\d+(\.\d+)?/gi, 'N')
+    .slice(0, 160)
   return `${f.kind}|${f.stage}|${f.call ? f.call.label : '?'}|${msg}`
 }
 
@@ -271,8 +328,15 @@ function signature(f) {
  * Runs `calls` fuzz calls from `seed`; resolves to {calls, seed, crashes, hangs, uncoded,
  * findings: [{kind, label, count, error, context, repro, note}], stats}.
  */
-async function fuzz({ calls: total, seed = Date.now() % 2 ** 31, batch = 250, jobs = Math.min(4, os.availableParallelism?.() ?? 2),
-  hangMs = 10000, minimizeMax = 8, log = () => {} } = {}) {
+async function fuzz({
+  calls: total,
+  seed = Date.now() % 2 ** 31,
+  batch = 250,
+  jobs = Math.min(4, os.availableParallelism?.() ?? 2),
+  hangMs = 10000,
+  minimizeMax = 8,
+  log = () => {},
+} = {}) {
   const opts = { hangMs }
   const jobsList = []
   for (let s = 0; s < total; s += batch) jobsList.push({ seed, start: s, count: Math.min(batch, total - s) })
@@ -284,7 +348,8 @@ async function fuzz({ calls: total, seed = Date.now() % 2 ** 31, batch = 250, jo
     while (next < jobsList.length) {
       const job = jobsList[next++]
       let batchCalls = null
-      const callAt = (index) => (batchCalls ??= module.exports.batchCalls(seed, job.start, job.count))[index - job.start]
+      const callAt = (index) =>
+        (batchCalls ??= module.exports.batchCalls(seed, job.start, job.count))[index - job.start]
       for (let from = 0; from != null && from < job.count;) {
         const seen = await runChild({ ...job, from }, opts)
         stats.children++
@@ -321,16 +386,32 @@ async function fuzz({ calls: total, seed = Date.now() % 2 ** 31, batch = 250, jo
     let note = ''
     const p = prefixes.get(g.first)
     if (g.died && g.call && p && minimized++ < minimizeMax) {
-      const prefix = Array.from({ length: g.first.index - p.job.start - p.from }, (_, i) => p.callAt(p.job.start + p.from + i))
+      const prefix = Array.from({ length: g.first.index - p.job.start - p.from }, (_, i) =>
+        p.callAt(p.job.start + p.from + i),
+      )
       ;({ calls: list, note } = await minimize(g.first, prefix, opts))
     }
     if (g.stage === 'probe') list = [...list.slice(0, -1), { ...list[list.length - 1], probe: true }]
-    findings.push({ kind: g.kind, label: g.call ? g.call.label : '(no call in flight)', count: g.count, error: g.error,
-      context: g.context, note: [g.stage === 'probe' && 'while reading the result back', note].filter(Boolean).join('; '),
-      repro: reproSource(list) })
+    findings.push({
+      kind: g.kind,
+      label: g.call ? g.call.label : '(no call in flight)',
+      count: g.count,
+      error: g.error,
+      context: g.context,
+      note: [g.stage === 'probe' && 'while reading the result back', note].filter(Boolean).join('; '),
+      repro: reproSource(list),
+    })
   }
   const count = (k) => raw.filter((f) => f.kind === k).length
-  return { calls: total, seed, crashes: count('crash'), hangs: count('hang'), uncoded: count('uncoded'), findings, stats }
+  return {
+    calls: total,
+    seed,
+    crashes: count('crash'),
+    hangs: count('hang'),
+    uncoded: count('uncoded'),
+    findings,
+    stats,
+  }
 }
 
 /** A standalone script: the helpers the calls use, then each call's setup and call line. */
@@ -344,14 +425,25 @@ function reproSource(list) {
   if (/\bTMP\b/.test(text)) head.push("const TMP = fs.mkdtempSync(require('node:os').tmpdir() + '/fuzz-')")
   if (/\bboom\b/.test(text + values.helperSource(text))) head.push('const SENTINELS = new WeakSet()')
   const lines = (c) => [...c.setup, ...(c.probe ? [`const r = ${c.call}`, PROBE_SRC] : [c.call])]
-  const blocks = list.map((c) => `{\n${lines(c).map((l) => `  ${l}`).join('\n')}\n}`)
+  const blocks = list.map(
+    (c) =>
+      `{\n${lines(c)
+        .map((l) => `  ${l}`)
+        .join('\n')}\n}`,
+  )
   return ["'use strict'", ...head, values.helperSource(text), ...blocks].filter(Boolean).join('\n')
 }
 
 function format(result) {
-  const lines = [`fuzz: ${result.calls} calls, ${result.crashes} crashes, ${result.hangs} hangs, ${result.uncoded} uncoded errors, seed ${result.seed}`]
+  const lines = [
+    `fuzz: ${result.calls} calls, ${result.crashes} crashes, ${result.hangs} hangs, ${result.uncoded} uncoded errors, seed ${result.seed}`,
+  ]
   for (const f of result.findings) {
-    lines.push('', `== ${f.kind}: ${f.label} (x${f.count}) on Node ${process.version}${f.note ? ` — ${f.note}` : ''}`, `   ${f.error}`)
+    lines.push(
+      '',
+      `== ${f.kind}: ${f.label} (x${f.count}) on Node ${process.version}${f.note ? ` — ${f.note}` : ''}`,
+      `   ${f.error}`,
+    )
     if (f.context) lines.push(...f.context.filter((l) => l !== f.error).map((l) => `   | ${l}`))
     lines.push('--- repro ---', f.repro, '-------------')
   }
@@ -362,24 +454,42 @@ module.exports = { fuzz, format, batchCalls, reproSource }
 
 if (require.main === module) {
   const argv = process.argv.slice(2)
-  const opt = (name, dflt) => { const i = argv.indexOf(`--${name}`); return i >= 0 ? argv[i + 1] : dflt }
+  const opt = (name, dflt) => {
+    const i = argv.indexOf(`--${name}`)
+    return i >= 0 ? argv[i + 1] : dflt
+  }
   if (argv[0] === '--child') {
-    child(JSON.parse(argv[1])).catch((e) => { console.error(e); process.exit(70) })
+    child(JSON.parse(argv[1])).catch((e) => {
+      console.error(e)
+      process.exit(70)
+    })
   } else {
     const calls = Number(opt('calls', 1000))
     const seed = opt('seed') === undefined ? undefined : Number(opt('seed'))
     const jobs = opt('jobs') === undefined ? undefined : Number(opt('jobs'))
     const t0 = Date.now()
     const hangMs = Number(opt('hang-ms', 10000))
-    fuzz({ calls, seed, jobs, hangMs, batch: Number(opt('batch', 250)), log: argv.includes('--verbose') ? console.error : undefined })
+    fuzz({
+      calls,
+      seed,
+      jobs,
+      hangMs,
+      batch: Number(opt('batch', 250)),
+      log: argv.includes('--verbose') ? console.error : undefined,
+    })
       .then((r) => {
         console.log(format(r))
-        console.error(`(${((Date.now() - t0) / 1000).toFixed(1)} s, Node ${process.version}; ${r.stats.children} children; ` +
-          `${r.stats.ok} returned, ${r.stats.sentinels} trap exceptions propagated, codes ${JSON.stringify(r.stats.codes)}` +
-          `${r.stats.setupErrors ? `; ${r.stats.setupErrors} setup errors (generator bugs)` : ''}` +
-          `${r.stats.uncovered.length ? `; not fuzzed (add to tools/fuzz-values.js): ${r.stats.uncovered.join(' ')}` : ''})`)
+        console.error(
+          `(${((Date.now() - t0) / 1000).toFixed(1)} s, Node ${process.version}; ${r.stats.children} children; ` +
+            `${r.stats.ok} returned, ${r.stats.sentinels} trap exceptions propagated, codes ${JSON.stringify(r.stats.codes)}` +
+            `${r.stats.setupErrors ? `; ${r.stats.setupErrors} setup errors (generator bugs)` : ''}` +
+            `${r.stats.uncovered.length ? `; not fuzzed (add to tools/fuzz-values.js): ${r.stats.uncovered.join(' ')}` : ''})`,
+        )
         process.exitCode = r.crashes + r.hangs + r.uncoded > 0 ? 1 : 0
       })
-      .catch((e) => { console.error(e); process.exitCode = 2 })
+      .catch((e) => {
+        console.error(e)
+        process.exitCode = 2
+      })
   }
 }

@@ -22,9 +22,13 @@ async function main() {
   const [predictions] = await torch.vision.classify(module, SAMPLE_PHOTO, options)
   const ms = Number(process.hrtime.bigint() - t0) / 1e6
 
-  console.log(`[torch-node] main job: EfficientNet-Lite0 (ImageNet weights) on ${path.relative(process.cwd(), SAMPLE_PHOTO)}`)
+  console.log(
+    `[torch-node] main job: EfficientNet-Lite0 (ImageNet weights) on ${path.relative(process.cwd(), SAMPLE_PHOTO)}`,
+  )
   console.log(`  ${formatPredictions(path.basename(SAMPLE_PHOTO), predictions)}`)
-  console.log(`  classify: ${ms.toFixed(1)} ms (decode, resize, forward, after 2 warm-up runs; batch 1, ${torch.getNumThreads()} threads)`)
+  console.log(
+    `  classify: ${ms.toFixed(1)} ms (decode, resize, forward, after 2 warm-up runs; batch 1, ${torch.getNumThreads()} threads)`,
+  )
 }
 
 main().catch((e) => {

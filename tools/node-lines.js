@@ -32,7 +32,8 @@ function nodeBinary(major) {
     cwd: dir,
     stdio: ['ignore', 'inherit', 'inherit'],
   })
-  if (!works(bin, major)) throw new Error(`node-lines: npm installed node@${major} but ${bin} does not run as Node ${major}`)
+  if (!works(bin, major))
+    throw new Error(`node-lines: npm installed node@${major} but ${bin} does not run as Node ${major}`)
   return bin
 }
 

@@ -28,6 +28,13 @@ if (!major) {
   env.LD_LIBRARY_PATH = [path.join(libtorch, 'lib'), process.env.LD_LIBRARY_PATH].filter(Boolean).join(path.delimiter)
   run('cargo', ['test', '--release', '--lib'], env)
 }
-const files = fs.readdirSync(path.join(ROOT, '__tests__')).filter((f) => f.endsWith('.test.js')).sort()
+const files = fs
+  .readdirSync(path.join(ROOT, '__tests__'))
+  .filter((f) => f.endsWith('.test.js'))
+  .sort()
 // Child processes the tests spawn (process.execPath) run on the same line.
-run(node, ['--expose-gc', '--test', '--test-concurrency=1', ...files.map((f) => path.join('__tests__', f))], process.env)
+run(
+  node,
+  ['--expose-gc', '--test', '--test-concurrency=1', ...files.map((f) => path.join('__tests__', f))],
+  process.env,
+)

@@ -78,9 +78,14 @@ function probe(python) {
 
 function pip(python, args) {
   log(`pip install ${args.join(' ')}`)
-  const r = spawnSync(python, ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-cache-dir', '--quiet', ...args], {
-    stdio: ['ignore', 'inherit', 'pipe'], encoding: 'utf8',
-  })
+  const r = spawnSync(
+    python,
+    ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-cache-dir', '--quiet', ...args],
+    {
+      stdio: ['ignore', 'inherit', 'pipe'],
+      encoding: 'utf8',
+    },
+  )
   process.stderr.write(r.stderr || '')
   if (r.status !== 0) {
     // pip's own last word (e.g. "No matching distribution found for numpy<2" without PyPI).
@@ -148,7 +153,9 @@ async function ensureTritonEnv() {
   // Same folder depth, so the stub's RPATH ($ORIGIN/../../../../nvidia_pytriton.libs) holds.
   const stub = path.join(where.stubs, base.python, 'triton_python_backend_stub')
   if (!fs.existsSync(stub)) {
-    throw new Error(`nvidia-pytriton has no Python backend stub for Python ${base.python} (it has ${fs.readdirSync(where.stubs).join(', ')})`)
+    throw new Error(
+      `nvidia-pytriton has no Python backend stub for Python ${base.python} (it has ${fs.readdirSync(where.stubs).join(', ')})`,
+    )
   }
   const stubDest = path.join(where.backendDir, 'python', 'triton_python_backend_stub')
   fs.copyFileSync(stub, stubDest)
@@ -165,10 +172,15 @@ async function ensureTritonEnv() {
   if (libpython && fs.existsSync(libpython)) {
     fs.symlinkSync(libpython, path.join(where.links, `libpython${base.python}.so.1.0`))
   } else {
-    log(`warning: Python ${base.version} has no shared libpython; the backend stub will use the system's libpython${base.python}`)
+    log(
+      `warning: Python ${base.version} has no shared libpython; the backend stub will use the system's libpython${base.python}`,
+    )
   }
   const serverLibs = fs.readdirSync(where.serverLibs)
-  for (const [soname, pattern] of [['libb64.so.0d', /^libb64-[0-9a-f]+\.so\.0d$/], ['libcudart.so.12', /^libcudart-[0-9a-f]+\.so\.12/]]) {
+  for (const [soname, pattern] of [
+    ['libb64.so.0d', /^libb64-[0-9a-f]+\.so\.0d$/],
+    ['libcudart.so.12', /^libcudart-[0-9a-f]+\.so\.12/],
+  ]) {
     const found = serverLibs.find((f) => pattern.test(f))
     if (found) fs.symlinkSync(path.join(where.serverLibs, found), path.join(where.links, soname))
   }
@@ -211,8 +223,14 @@ async function ensureTritonEnv() {
   try {
     writePythonBackendModel(repo, 'two_io', {
       ptPath: twoIo,
-      inputs: [{ datatype: 'FP32', dims: [-1] }, { datatype: 'FP32', dims: [-1] }],
-      outputs: [{ datatype: 'FP32', dims: [-1] }, { datatype: 'FP32', dims: [-1] }],
+      inputs: [
+        { datatype: 'FP32', dims: [-1] },
+        { datatype: 'FP32', dims: [-1] },
+      ],
+      outputs: [
+        { datatype: 'FP32', dims: [-1] },
+        { datatype: 'FP32', dims: [-1] },
+      ],
       maxBatchSize: 4,
     })
     log('starting tritonserver once with a Python-backend model (the check)')
@@ -228,9 +246,11 @@ async function ensureTritonEnv() {
   info.setupSeconds = Math.round((Date.now() - started) / 100) / 10
   info.bytes = folderBytes(DIR)
   fs.writeFileSync(MARKER, `${JSON.stringify(info, null, 2)}\n`)
-  log(`Triton ${info.tritonserverVersion} ready in .triton/ (${(info.bytes / 2 ** 20).toFixed(0)} MB, ` +
-    `${info.setupSeconds} s): Python ${info.python}, torch ${info.torch} (from ${path.relative(ROOT, base.torchSite) || base.torchSite}), ` +
-    `numpy ${info.numpy}, perf_analyzer ${info.perfAnalyzer ? 'yes' : 'no'}`)
+  log(
+    `Triton ${info.tritonserverVersion} ready in .triton/ (${(info.bytes / 2 ** 20).toFixed(0)} MB, ` +
+      `${info.setupSeconds} s): Python ${info.python}, torch ${info.torch} (from ${path.relative(ROOT, base.torchSite) || base.torchSite}), ` +
+      `numpy ${info.numpy}, perf_analyzer ${info.perfAnalyzer ? 'yes' : 'no'}`,
+  )
   return info
 }
 
@@ -273,7 +293,10 @@ function tritonEnv() {
 function perfAnalyzer() {
   const info = tritonEnv()
   if (!info.ok || !info.perfAnalyzer) return null
-  return { path: info.perfAnalyzer, env: { ...process.env, LD_LIBRARY_PATH: joinPaths(info.links, process.env.LD_LIBRARY_PATH) } }
+  return {
+    path: info.perfAnalyzer,
+    env: { ...process.env, LD_LIBRARY_PATH: joinPaths(info.links, process.env.LD_LIBRARY_PATH) },
+  }
 }
 
 function joinPaths(...parts) {
@@ -307,7 +330,16 @@ let serial = 0
  * SIGKILL after `graceMs`, and removes their shared-memory regions. `args` are added to the
  * command line (e.g. ['--model-control-mode', 'explicit', '--load-model', 'm']).
  */
-async function startTriton({ repo, httpPort, grpcPort, timeoutMs = 60_000, graceMs = 5000, args = [], verbose = false, info } = {}) {
+async function startTriton({
+  repo,
+  httpPort,
+  grpcPort,
+  timeoutMs = 60_000,
+  graceMs = 5000,
+  args = [],
+  verbose = false,
+  info,
+} = {}) {
   if (!repo) throw new Error('startTriton: `repo` (a model repository folder) is required')
   info = info || tritonEnv()
   if (info.ok === false) throw new Error(`startTriton: Triton is ${info.reason}`)
@@ -328,31 +360,47 @@ async function startTriton({ repo, httpPort, grpcPort, timeoutMs = 60_000, grace
 async function launch({ repo, http, grpc, timeoutMs, graceMs, args, verbose, info }) {
   // Unique per server, so stop() can remove what a killed stub leaves in /dev/shm.
   const shmPrefix = `torch_node_triton_${process.pid}_${++serial}_`
-  const child = spawn(info.tritonserver, [
-    '--model-repository', path.resolve(repo),
-    '--backend-directory', info.backendDir,
-    '--http-address', '127.0.0.1', '--http-port', String(http),
-    '--grpc-address', '127.0.0.1', '--grpc-port', String(grpc),
-    '--allow-metrics', 'false',
-    // No CUDA here: skip the pinned host memory pool it would try to allocate through CUDA.
-    '--pinned-memory-pool-byte-size', '0',
-    // Its wait for open connections and in-flight requests; then it unloads the models, within
-    // what is left of graceMs before stop() sends SIGKILL.
-    '--exit-timeout-secs', String(Math.max(1, Math.floor(graceMs / 2000))),
-    '--backend-config', `python,shm-region-prefix-name=${shmPrefix}`,
-    ...args,
-  ], {
-    detached: true, // its own process group: stop() signals the server and its stubs together
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      ...process.env,
-      // The stub's embedded Python finds its prefix by looking up `python3` on PATH (CPython's
-      // getpath with the default program name): .triton/bin first gives it the venv, hence numpy < 2
-      // and the .pth to torch. PyTriton starts the server the same way.
-      PATH: joinPaths(path.dirname(pythonWithClient()), process.env.PATH),
-      LD_LIBRARY_PATH: joinPaths(info.links, process.env.LD_LIBRARY_PATH),
+  const child = spawn(
+    info.tritonserver,
+    [
+      '--model-repository',
+      path.resolve(repo),
+      '--backend-directory',
+      info.backendDir,
+      '--http-address',
+      '127.0.0.1',
+      '--http-port',
+      String(http),
+      '--grpc-address',
+      '127.0.0.1',
+      '--grpc-port',
+      String(grpc),
+      '--allow-metrics',
+      'false',
+      // No CUDA here: skip the pinned host memory pool it would try to allocate through CUDA.
+      '--pinned-memory-pool-byte-size',
+      '0',
+      // Its wait for open connections and in-flight requests; then it unloads the models, within
+      // what is left of graceMs before stop() sends SIGKILL.
+      '--exit-timeout-secs',
+      String(Math.max(1, Math.floor(graceMs / 2000))),
+      '--backend-config',
+      `python,shm-region-prefix-name=${shmPrefix}`,
+      ...args,
+    ],
+    {
+      detached: true, // its own process group: stop() signals the server and its stubs together
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        // The stub's embedded Python finds its prefix by looking up `python3` on PATH (CPython's
+        // getpath with the default program name): .triton/bin first gives it the venv, hence numpy < 2
+        // and the .pth to torch. PyTriton starts the server the same way.
+        PATH: joinPaths(path.dirname(pythonWithClient()), process.env.PATH),
+        LD_LIBRARY_PATH: joinPaths(info.links, process.env.LD_LIBRARY_PATH),
+      },
     },
-  })
+  )
   let output = ''
   const keep = (chunk) => {
     output = (output + chunk).slice(-200_000)
@@ -362,7 +410,9 @@ async function launch({ repo, http, grpc, timeoutMs, graceMs, args, verbose, inf
   child.stderr.setEncoding('utf8').on('data', keep)
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
   let exit = null
-  exited.then((e) => { exit = e })
+  exited.then((e) => {
+    exit = e
+  })
 
   const pid = child.pid
   let stopping = null
@@ -412,7 +462,9 @@ async function launch({ repo, http, grpc, timeoutMs, graceMs, args, verbose, inf
   for (;;) {
     if (exit) {
       await server.stop()
-      throw new Error(`tritonserver exited (${exit.signal || `code ${exit.code}`}) before it was ready:\n${tail(output)}`)
+      throw new Error(
+        `tritonserver exited (${exit.signal || `code ${exit.code}`}) before it was ready:\n${tail(output)}`,
+      )
     }
     if (Date.now() > deadline) {
       await server.stop()
@@ -433,7 +485,12 @@ function httpGet(url, timeoutMs) {
   return new Promise((resolve, reject) => {
     const req = http.get(url, { agent: false, headers: { connection: 'close' }, timeout: timeoutMs }, (res) => {
       let body = ''
-      res.setEncoding('utf8').on('data', (c) => { body += c }).on('end', () => resolve({ status: res.statusCode, body }))
+      res
+        .setEncoding('utf8')
+        .on('data', (c) => {
+          body += c
+        })
+        .on('end', () => resolve({ status: res.statusCode, body }))
     })
     req.on('timeout', () => req.destroy(new Error(`GET ${url}: no answer within ${timeoutMs} ms`)))
     req.on('error', reject)
@@ -442,7 +499,12 @@ function httpGet(url, timeoutMs) {
 
 /** The server's last log lines, less its ASCII tables (backends, models, options). */
 function tail(text, lines = 20) {
-  return text.trimEnd().split('\n').filter((l) => !/^[|+]/.test(l)).slice(-lines).join('\n')
+  return text
+    .trimEnd()
+    .split('\n')
+    .filter((l) => !/^[|+]/.test(l))
+    .slice(-lines)
+    .join('\n')
 }
 
 function signalGroup(pid, signal) {
@@ -472,9 +534,18 @@ function removeShm(prefix) {
 }
 
 const TYPES = {
-  BOOL: 'TYPE_BOOL', UINT8: 'TYPE_UINT8', UINT16: 'TYPE_UINT16', UINT32: 'TYPE_UINT32', UINT64: 'TYPE_UINT64',
-  INT8: 'TYPE_INT8', INT16: 'TYPE_INT16', INT32: 'TYPE_INT32', INT64: 'TYPE_INT64',
-  FP16: 'TYPE_FP16', FP32: 'TYPE_FP32', FP64: 'TYPE_FP64',
+  BOOL: 'TYPE_BOOL',
+  UINT8: 'TYPE_UINT8',
+  UINT16: 'TYPE_UINT16',
+  UINT32: 'TYPE_UINT32',
+  UINT64: 'TYPE_UINT64',
+  INT8: 'TYPE_INT8',
+  INT16: 'TYPE_INT16',
+  INT32: 'TYPE_INT32',
+  INT64: 'TYPE_INT64',
+  FP16: 'TYPE_FP16',
+  FP32: 'TYPE_FP32',
+  FP64: 'TYPE_FP64',
 }
 
 /**
@@ -491,17 +562,28 @@ const TYPES = {
  *   threads: torch.set_num_threads in each instance (default: torch's).
  * Returns the model's folder.
  */
-function writePythonBackendModel(repoDir, name, { ptPath, inputs, outputs, maxBatchSize = 0, dynamicBatching, instances = 1, threads } = {}) {
+function writePythonBackendModel(
+  repoDir,
+  name,
+  { ptPath, inputs, outputs, maxBatchSize = 0, dynamicBatching, instances = 1, threads } = {},
+) {
   if (!/^[A-Za-z0-9_.-]+$/.test(name || '')) throw new Error(`writePythonBackendModel: bad model name ${name}`)
   if (!ptPath || !fs.existsSync(ptPath)) throw new Error(`writePythonBackendModel: no TorchScript file at ${ptPath}`)
   const tensors = (list, prefix, what) => {
-    if (!Array.isArray(list) || !list.length) throw new Error(`writePythonBackendModel: \`${what}\` must list at least one tensor`)
-    return list.map((t, i) => {
-      const type = TYPES[String(t.datatype).replace(/^TYPE_/, '')]
-      if (!type) throw new Error(`writePythonBackendModel: ${what}[${i}]: datatype ${t.datatype} is not one of ${Object.keys(TYPES).join(' ')}`)
-      if (!Array.isArray(t.dims) || !t.dims.every(Number.isInteger)) throw new Error(`writePythonBackendModel: ${what}[${i}]: dims must be integers`)
-      return `  { name: "${t.name ?? `${prefix}__${i}`}" data_type: ${type} dims: [ ${t.dims.join(', ')} ] }`
-    }).join(',\n')
+    if (!Array.isArray(list) || !list.length)
+      throw new Error(`writePythonBackendModel: \`${what}\` must list at least one tensor`)
+    return list
+      .map((t, i) => {
+        const type = TYPES[String(t.datatype).replace(/^TYPE_/, '')]
+        if (!type)
+          throw new Error(
+            `writePythonBackendModel: ${what}[${i}]: datatype ${t.datatype} is not one of ${Object.keys(TYPES).join(' ')}`,
+          )
+        if (!Array.isArray(t.dims) || !t.dims.every(Number.isInteger))
+          throw new Error(`writePythonBackendModel: ${what}[${i}]: dims must be integers`)
+        return `  { name: "${t.name ?? `${prefix}__${i}`}" data_type: ${type} dims: [ ${t.dims.join(', ')} ] }`
+      })
+      .join(',\n')
   }
   const lines = [
     `name: "${name}"`,
@@ -521,9 +603,13 @@ function writePythonBackendModel(repoDir, name, { ptPath, inputs, outputs, maxBa
   const dir = path.join(repoDir, name)
   fs.mkdirSync(path.join(dir, '1'), { recursive: true })
   fs.writeFileSync(path.join(dir, 'config.pbtxt'), `${lines.join('\n')}\n`)
-  fs.writeFileSync(path.join(dir, '1', 'model.py'), MODEL_PY
-    .replace('@PT_PATH@', JSON.stringify(path.resolve(ptPath)))
-    .replace('@THREADS@', threads ? String(threads) : 'None'))
+  fs.writeFileSync(
+    path.join(dir, '1', 'model.py'),
+    MODEL_PY.replace('@PT_PATH@', JSON.stringify(path.resolve(ptPath))).replace(
+      '@THREADS@',
+      threads ? String(threads) : 'None',
+    ),
+  )
   return dir
 }
 

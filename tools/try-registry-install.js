@@ -25,7 +25,9 @@ const { nodeBinary } = require('./node-lines')
 
 const args = process.argv.slice(2)
 const keep = args.includes('--keep')
-const work = args.includes('--work') ? path.resolve(args[args.indexOf('--work') + 1]) : fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-registry-'))
+const work = args.includes('--work')
+  ? path.resolve(args[args.indexOf('--work') + 1])
+  : fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-registry-'))
 const VERDACCIO = '6.10.4'
 const say = (msg) => console.log(`[try-registry] ${msg}`)
 const mb = (bytes) => `${(bytes / 1048576).toFixed(bytes < 10485760 ? 1 : 0)} MB`
@@ -33,7 +35,9 @@ const mb = (bytes) => `${(bytes / 1048576).toFixed(bytes < 10485760 ? 1 : 0)} MB
 function sh(cmd, argv, options = {}) {
   const r = spawnSync(cmd, argv, { encoding: 'utf8', maxBuffer: 64 << 20, ...options })
   if (r.status !== 0) {
-    throw new Error(`${cmd} ${argv.join(' ')} failed (${r.status ?? r.signal}):\n${(r.stdout || '') + (r.stderr || '')}`.slice(-6000))
+    throw new Error(
+      `${cmd} ${argv.join(' ')} failed (${r.status ?? r.signal}):\n${(r.stdout || '') + (r.stderr || '')}`.slice(-6000),
+    )
   }
   return r.stdout
 }
@@ -51,28 +55,38 @@ async function startVerdaccio() {
   say(`installing verdaccio@${VERDACCIO} into ${dir}`)
   // One of its dependencies asks for node-fetch@cjs, a dist-tag this machine's registry lacks:
   // 2.7.0 is what that tag names on npmjs.org.
-  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'verdaccio-for-torch-node', private: true, overrides: { 'node-fetch': '2.7.0' } }))
+  fs.writeFileSync(
+    path.join(dir, 'package.json'),
+    JSON.stringify({ name: 'verdaccio-for-torch-node', private: true, overrides: { 'node-fetch': '2.7.0' } }),
+  )
   sh('npm', ['install', '--no-audit', '--no-fund', '--silent', `verdaccio@${VERDACCIO}`], { cwd: dir })
   const port = 4873 + Math.floor(Math.random() * 1000)
-  fs.writeFileSync(path.join(dir, 'config.yaml'), [
-    `storage: ${path.join(dir, 'storage')}`,
-    'auth:',
-    `  htpasswd: { file: ${path.join(dir, 'htpasswd')}, max_users: 10 }`,
-    'uplinks:',
-    '  npmjs: { url: https://registry.npmjs.org/, timeout: 60s }',
-    'packages:',
-    // Never proxied: what the app gets is what this script published, not a package of that
-    // name someone else may own on the public registry.
-    "  '@torch-node/*': { access: $all, publish: $authenticated }",
-    "  'torch-node': { access: $all, publish: $authenticated }",
-    "  '**': { access: $all, proxy: npmjs }",
-    'max_body_size: 200mb',
-    'log: { type: stdout, format: pretty, level: warn }',
-    '',
-  ].join('\n'))
+  fs.writeFileSync(
+    path.join(dir, 'config.yaml'),
+    [
+      `storage: ${path.join(dir, 'storage')}`,
+      'auth:',
+      `  htpasswd: { file: ${path.join(dir, 'htpasswd')}, max_users: 10 }`,
+      'uplinks:',
+      '  npmjs: { url: https://registry.npmjs.org/, timeout: 60s }',
+      'packages:',
+      // Never proxied: what the app gets is what this script published, not a package of that
+      // name someone else may own on the public registry.
+      "  '@torch-node/*': { access: $all, publish: $authenticated }",
+      "  'torch-node': { access: $all, publish: $authenticated }",
+      "  '**': { access: $all, proxy: npmjs }",
+      'max_body_size: 200mb',
+      'log: { type: stdout, format: pretty, level: warn }',
+      '',
+    ].join('\n'),
+  )
   // verdaccio 6 needs Node 22 or later: the Node 24 line from the npm registry (tools/node-lines.js).
   const bin = path.join(dir, 'node_modules', 'verdaccio', 'bin', 'verdaccio')
-  const child = spawn(nodeBinary('24'), [bin, '--config', path.join(dir, 'config.yaml'), '--listen', `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(
+    nodeBinary('24'),
+    [bin, '--config', path.join(dir, 'config.yaml'), '--listen', `127.0.0.1:${port}`],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  )
   let log = ''
   child.stdout.on('data', (d) => (log += d))
   child.stderr.on('data', (d) => (log += d))
@@ -93,7 +107,10 @@ async function startVerdaccio() {
   const { token } = await res.json()
   if (!token) throw new Error(`verdaccio gave no token (HTTP ${res.status})`)
   const npmrc = path.join(work, 'npmrc')
-  fs.writeFileSync(npmrc, `registry=${url}\n//127.0.0.1:${port}/:_authToken=${token}\nfund=false\naudit=false\nupdate-notifier=false\n`)
+  fs.writeFileSync(
+    npmrc,
+    `registry=${url}\n//127.0.0.1:${port}/:_authToken=${token}\nfund=false\naudit=false\nupdate-notifier=false\n`,
+  )
   say(`verdaccio on ${url}`)
   return { url, npmrc, stop: () => child.kill() }
 }
@@ -111,7 +128,9 @@ function publish(registry, platform) {
   pkg.optionalDependencies = { ...pkg.optionalDependencies, [platform.name]: platform.version }
   fs.writeFileSync(pkgFile, JSON.stringify(pkg, null, 2) + '\n')
   sh('npm', ['publish', path.join(packDir, 'package'), '--registry', registry.url], { env: npmEnv })
-  say(`published ${platform.name}@${platform.version} and torch-node@${pkg.version} (${mb(fs.statSync(path.join(packDir, tarball)).size)} packed)`)
+  say(
+    `published ${platform.name}@${platform.version} and torch-node@${pkg.version} (${mb(fs.statSync(path.join(packDir, tarball)).size)} packed)`,
+  )
   return pkg.version
 }
 
@@ -159,13 +178,20 @@ main().catch((e) => { console.error(e.code, e.message); process.exit(1) })
 
 function makeApp(dir, version, { allow = true } = {}) {
   fs.mkdirSync(dir, { recursive: true })
-  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({
-    name: 'express-app',
-    version: '1.0.0',
-    private: true,
-    dependencies: { express: '^5.1.0', 'torch-node': version },
-    ...(allow ? { allowScripts: { 'torch-node': true } } : {}),
-  }, null, 2) + '\n')
+  fs.writeFileSync(
+    path.join(dir, 'package.json'),
+    JSON.stringify(
+      {
+        name: 'express-app',
+        version: '1.0.0',
+        private: true,
+        dependencies: { express: '^5.1.0', 'torch-node': version },
+        ...(allow ? { allowScripts: { 'torch-node': true } } : {}),
+      },
+      null,
+      2,
+    ) + '\n',
+  )
   fs.writeFileSync(path.join(dir, 'server.js'), SERVER)
 }
 
@@ -173,15 +199,20 @@ function appEnv(registry, cache, { rust = false } = {}) {
   const env = { ...process.env, TORCH_NODE_CACHE: cache, npm_config_userconfig: registry.npmrc }
   if (!rust) env.PATH = pathWithoutRust()
   for (const k of ['LIBTORCH', 'LIBTORCH_USE_PYTORCH', 'TORCH_NODE_CUDA', 'INIT_CWD', 'CARGO_TARGET_DIR']) delete env[k]
-  if (!rust && spawnSync('cargo', ['--version'], { env, stdio: 'ignore' }).status === 0) throw new Error('cargo is still on PATH')
+  if (!rust && spawnSync('cargo', ['--version'], { env, stdio: 'ignore' }).status === 0)
+    throw new Error('cargo is still on PATH')
   return env
 }
 
 /** `npm <args>` in `dir` (no Rust on PATH unless `rust`); returns seconds, npm's output, status. */
 function npm(dir, registry, cache, argv, { rust = false } = {}) {
   const started = process.hrtime.bigint()
-  const r = spawnSync('npm', [...argv, '--registry', registry.url, '--foreground-scripts'],
-    { cwd: dir, env: appEnv(registry, cache, { rust }), encoding: 'utf8', maxBuffer: 64 << 20 })
+  const r = spawnSync('npm', [...argv, '--registry', registry.url, '--foreground-scripts'], {
+    cwd: dir,
+    env: appEnv(registry, cache, { rust }),
+    encoding: 'utf8',
+    maxBuffer: 64 << 20,
+  })
   return { seconds: Number(process.hrtime.bigint() - started) / 1e9, out: r.stdout + r.stderr, status: r.status }
 }
 
@@ -197,10 +228,18 @@ function install(dir, registry, cache) {
  */
 function runApp(dir, cache, line = '24') {
   const model = path.join(ROOT, 'models', 'efficientnet_lite0_traced.pt')
-  const env = { ...process.env, MODEL: model, DETECTOR: path.join(ROOT, 'models', DETECTOR.file), TORCH_NODE_CACHE: cache }
+  const env = {
+    ...process.env,
+    MODEL: model,
+    DETECTOR: path.join(ROOT, 'models', DETECTOR.file),
+    TORCH_NODE_CACHE: cache,
+  }
   delete env.LD_LIBRARY_PATH // an app's machine has none pointing at a libtorch
   const r = spawnSync(nodeBinary(line), ['server.js'], { cwd: dir, encoding: 'utf8', timeout: 120000, env })
-  return { ok: r.status === 0, out: (r.stdout + r.stderr).trim() + (r.signal ? ` (killed: ${r.signal}, it did not exit)` : '') }
+  return {
+    ok: r.status === 0,
+    out: (r.stdout + r.stderr).trim() + (r.signal ? ` (killed: ${r.signal}, it did not exit)` : ''),
+  }
 }
 
 // SSDlite with seeded weights and Python's detections on data/chelsea.png (models/make_models.py)
@@ -212,8 +251,11 @@ function detectsAsPython(out) {
   const line = out.split('\n').find((l) => l.startsWith('detect: '))
   if (!line) return false
   const { count, labels, scores } = JSON.parse(line.slice('detect: '.length))
-  return count === DETECTOR.count && JSON.stringify(labels) === JSON.stringify(DETECTOR.labels.data) &&
+  return (
+    count === DETECTOR.count &&
+    JSON.stringify(labels) === JSON.stringify(DETECTOR.labels.data) &&
     scores.every((s, i) => Math.abs(s - DETECTOR.scores.data[i]) <= 1e-4)
+  )
 }
 
 function check(what, condition, detail = '') {
@@ -229,42 +271,81 @@ async function main() {
     const version = publish(registry, platform)
     const cache = path.join(work, 'cache')
     const figures = []
-    for (const [name, label] of [['app', 'cold cache'], ['app2', 'warm cache']]) {
+    for (const [name, label] of [
+      ['app', 'cold cache'],
+      ['app2', 'warm cache'],
+    ]) {
       const dir = path.join(work, name)
       makeApp(dir, version)
       const { seconds, out } = install(dir, registry, cache)
       say(`npm install (${label}): ${seconds.toFixed(1)} s`)
       const progressLines = out.split('\n').filter((l) => /\[torch-node\] download(ing|ed) torch-/.test(l)).length
-      if (label === 'cold cache') check('the cold install printed download progress', progressLines > 0, out.slice(-2000))
+      if (label === 'cold cache')
+        check('the cold install printed download progress', progressLines > 0, out.slice(-2000))
       const pkgDir = path.join(dir, 'node_modules', 'torch-node')
-      check(`${label}: the prebuilt addon is used, nothing was compiled`, !fs.existsSync(path.join(pkgDir, 'torch-node.node')) &&
-        !fs.existsSync(path.join(pkgDir, 'target')) && out.includes('using the prebuilt addon'), out.slice(-2000))
+      check(
+        `${label}: the prebuilt addon is used, nothing was compiled`,
+        !fs.existsSync(path.join(pkgDir, 'torch-node.node')) &&
+          !fs.existsSync(path.join(pkgDir, 'target')) &&
+          out.includes('using the prebuilt addon'),
+        out.slice(-2000),
+      )
       const run = runApp(dir, cache)
-      check(`${label}: the app classifies the photo (a cat) and answers POST /classify`, run.ok && /POST \/classify: 200 .*cat/.test(run.out), run.out)
-      check(`${label}: torch.vision.loadOps() from the CPU entry, and SSDlite detects on the photo as in Python`, run.ok && detectsAsPython(run.out), run.out)
+      check(
+        `${label}: the app classifies the photo (a cat) and answers POST /classify`,
+        run.ok && /POST \/classify: 200 .*cat/.test(run.out),
+        run.out,
+      )
+      check(
+        `${label}: torch.vision.loadOps() from the CPU entry, and SSDlite detects on the photo as in Python`,
+        run.ok && detectsAsPython(run.out),
+        run.out,
+      )
       say(run.out.replace(/detect: .*/, (l) => l.slice(0, 120) + '...').replace(/\n/g, ' | '))
       figures.push({ label, seconds, nodeModules: du(path.join(dir, 'node_modules')) })
     }
     const entry = path.join(cache, `libtorch-${TORCH_VERSION}-cpu`)
-    check('the cache holds the CPU entry only (no CUDA entry), with torchvision\'s ops and stand-ins for the CUDA libraries they name',
-      fs.readdirSync(cache).filter((f) => f.startsWith('libtorch-')).join() === path.basename(entry) &&
-      !fs.existsSync(path.join(entry, 'torch', 'lib', 'libtorch_cuda.so')) &&
-      ['_C.so', 'cuda-stand-ins/libtorch_cuda.so', 'cuda-stand-ins/libc10_cuda.so'].every((f) => fs.existsSync(path.join(entry, 'torchvision', f))),
-      fs.readdirSync(cache).join(' '))
+    check(
+      "the cache holds the CPU entry only (no CUDA entry), with torchvision's ops and stand-ins for the CUDA libraries they name",
+      fs
+        .readdirSync(cache)
+        .filter((f) => f.startsWith('libtorch-'))
+        .join() === path.basename(entry) &&
+        !fs.existsSync(path.join(entry, 'torch', 'lib', 'libtorch_cuda.so')) &&
+        ['_C.so', 'cuda-stand-ins/libtorch_cuda.so', 'cuda-stand-ins/libc10_cuda.so'].every((f) =>
+          fs.existsSync(path.join(entry, 'torchvision', f)),
+        ),
+      fs.readdirSync(cache).join(' '),
+    )
     // The same installed app on every supported Node line (one prebuilt, N-API).
     for (const line of ['22', '26']) {
       const run = runApp(path.join(work, 'app2'), cache, line)
-      check(`warm cache: the app runs (classifies, detects) and exits on Node ${line}`, run.ok && /POST \/classify: 200 .*cat/.test(run.out) && detectsAsPython(run.out), run.out)
+      check(
+        `warm cache: the app runs (classifies, detects) and exits on Node ${line}`,
+        run.ok && /POST \/classify: 200 .*cat/.test(run.out) && detectsAsPython(run.out),
+        run.out,
+      )
     }
     // `npm ci` from the lockfile the install wrote, warm cache.
     fs.rmSync(path.join(work, 'app2', 'node_modules'), { recursive: true, force: true })
     const ci = npm(path.join(work, 'app2'), registry, cache, ['ci'])
-    check('`npm ci` (warm cache) uses the prebuilt and the app runs', ci.status === 0 && ci.out.includes('using the prebuilt addon') &&
-      runApp(path.join(work, 'app2'), cache).ok, ci.out.slice(-2000))
+    check(
+      '`npm ci` (warm cache) uses the prebuilt and the app runs',
+      ci.status === 0 && ci.out.includes('using the prebuilt addon') && runApp(path.join(work, 'app2'), cache).ok,
+      ci.out.slice(-2000),
+    )
     say(`npm ci (warm cache): ${ci.seconds.toFixed(1)} s`)
-    figures.push({ label: 'npm ci, warm cache', seconds: ci.seconds, nodeModules: du(path.join(work, 'app2', 'node_modules')) })
+    figures.push({
+      label: 'npm ci, warm cache',
+      seconds: ci.seconds,
+      nodeModules: du(path.join(work, 'app2', 'node_modules')),
+    })
     const cacheBytes = du(cache)
-    check('no staging folder or lock left in the cache', fs.readdirSync(cache).every((f) => f.startsWith('libtorch-')), fs.readdirSync(cache).join(' '))
+    check(
+      'no staging folder or lock left in the cache',
+      fs.readdirSync(cache).every((f) => f.startsWith('libtorch-')),
+      fs.readdirSync(cache).join(' '),
+    )
     // Moved app folder: still works (the link points into the cache, which did not move).
     const moved = path.join(work, 'moved', 'app')
     fs.mkdirSync(path.dirname(moved))
@@ -272,38 +353,65 @@ async function main() {
     const run = runApp(moved, cache)
     check('the moved app still runs', run.ok && /POST \/classify: 200 /.test(run.out), run.out)
     const rebuilt = npm(moved, registry, cache, ['rebuild', 'torch-node'])
-    check('`npm rebuild torch-node` in the moved app relinks the prebuilt', rebuilt.status === 0 &&
-      rebuilt.out.includes('using the prebuilt addon') && runApp(moved, cache).ok, rebuilt.out.slice(-2000))
+    check(
+      '`npm rebuild torch-node` in the moved app relinks the prebuilt',
+      rebuilt.status === 0 && rebuilt.out.includes('using the prebuilt addon') && runApp(moved, cache).ok,
+      rebuilt.out.slice(-2000),
+    )
     // Cache gone (an image copied without it): one line that names the fix.
     fs.renameSync(cache, `${cache}.away`)
     const gone = runApp(moved, cache)
     fs.renameSync(`${cache}.away`, cache)
-    check('without the cache, one line that names `npm rebuild torch-node`', !gone.ok && gone.out.split('\n').length === 1 &&
-      /LibraryLoadError torch-node: libtorch is missing: .*npm rebuild torch-node/.test(gone.out), gone.out)
+    check(
+      'without the cache, one line that names `npm rebuild torch-node`',
+      !gone.ok &&
+        gone.out.split('\n').length === 1 &&
+        /LibraryLoadError torch-node: libtorch is missing: .*npm rebuild torch-node/.test(gone.out),
+      gone.out,
+    )
     // Without "allowScripts": whatever npm does, the user is told what to do.
     const unallowed = path.join(work, 'app-not-allowed')
     makeApp(unallowed, version, { allow: false })
     const plain = npm(unallowed, registry, cache, ['install'])
     const ranScript = plain.out.includes('using the prebuilt addon')
     const plainRun = runApp(unallowed, cache)
-    say(`without "allowScripts", npm ${ranScript ? 'ran' : 'did not run'} torch-node's install script` +
-      (/allowScripts/.test(plain.out) ? ` and said: ${plain.out.split('\n').find((l) => /allowScripts/.test(l)).trim()}` : ''))
-    check('without "allowScripts": the app runs, or its error names allowScripts', ranScript
-      ? plainRun.ok
-      : !plainRun.ok && /install script has not run.*"allowScripts": \{"torch-node": true\}/.test(plainRun.out), plainRun.out)
+    say(
+      `without "allowScripts", npm ${ranScript ? 'ran' : 'did not run'} torch-node's install script` +
+        (/allowScripts/.test(plain.out)
+          ? ` and said: ${plain.out
+              .split('\n')
+              .find((l) => /allowScripts/.test(l))
+              .trim()}`
+          : ''),
+    )
+    check(
+      'without "allowScripts": the app runs, or its error names allowScripts',
+      ranScript
+        ? plainRun.ok
+        : !plainRun.ok && /install script has not run.*"allowScripts": \{"torch-node": true\}/.test(plainRun.out),
+      plainRun.out,
+    )
     // No prebuilt (optional dependencies omitted) and no Rust: one clear failure.
     const bare = path.join(work, 'app-no-prebuilt')
     makeApp(bare, version)
     const refused = npm(bare, registry, cache, ['install', '--omit=optional'])
-    check('without the prebuilt and without Rust, install fails naming both fixes', refused.status !== 0 &&
-      /no prebuilt addon .* no Rust toolchain \(cargo\)/.test(refused.out), refused.out.slice(-2000))
+    check(
+      'without the prebuilt and without Rust, install fails naming both fixes',
+      refused.status !== 0 && /no prebuilt addon .* no Rust toolchain \(cargo\)/.test(refused.out),
+      refused.out.slice(-2000),
+    )
     if (args.includes('--source')) {
       // ... and with Rust: the source build, its progress, nothing of cargo's left behind.
       fs.rmSync(path.join(bare, 'node_modules'), { recursive: true, force: true })
       const built = npm(bare, registry, cache, ['install', '--omit=optional'], { rust: true })
       const pkgDir = path.join(bare, 'node_modules', 'torch-node')
-      check('--source: the fallback builds from source and leaves no target/', built.status === 0 &&
-        fs.existsSync(path.join(pkgDir, 'torch-node.node')) && !fs.existsSync(path.join(pkgDir, 'target')), built.out.slice(-3000))
+      check(
+        '--source: the fallback builds from source and leaves no target/',
+        built.status === 0 &&
+          fs.existsSync(path.join(pkgDir, 'torch-node.node')) &&
+          !fs.existsSync(path.join(pkgDir, 'target')),
+        built.out.slice(-3000),
+      )
       say(`--source: npm install with a source build: ${built.seconds.toFixed(0)} s`)
       const ran = runApp(bare, cache)
       check('--source: the source-built app runs', ran.ok, ran.out)
@@ -311,14 +419,24 @@ async function main() {
     // Uninstalling leaves nothing of torch-node in the app; the cache stays for the next one.
     const gone2 = npm(moved, registry, cache, ['uninstall', 'torch-node'])
     const scope = path.join(moved, 'node_modules', '@torch-node')
-    const left = [path.join(moved, 'node_modules', 'torch-node'), ...(fs.existsSync(scope) ? fs.readdirSync(scope).map((f) => path.join(scope, f)) : [])]
-      .filter((f) => fs.existsSync(f) || fs.lstatSync(f, { throwIfNoEntry: false }))
-    check('`npm uninstall torch-node` removes the package and its platform package', gone2.status === 0 && left.length === 0,
-      `left: ${left.join(', ')}\n${gone2.out.slice(-2000)}`)
+    const left = [
+      path.join(moved, 'node_modules', 'torch-node'),
+      ...(fs.existsSync(scope) ? fs.readdirSync(scope).map((f) => path.join(scope, f)) : []),
+    ].filter((f) => fs.existsSync(f) || fs.lstatSync(f, { throwIfNoEntry: false }))
+    check(
+      '`npm uninstall torch-node` removes the package and its platform package',
+      gone2.status === 0 && left.length === 0,
+      `left: ${left.join(', ')}\n${gone2.out.slice(-2000)}`,
+    )
     say('figures:')
-    for (const f of figures) say(`  ${f.label.startsWith('npm') ? '' : 'npm install, '}${f.label}: ${f.seconds.toFixed(1)} s; node_modules ${mb(f.nodeModules)}`)
-    say(`  libtorch cache (cpu): ${mb(cacheBytes)}, of which torchvision's ops and the stand-ins ${mb(du(path.join(entry, 'torchvision')))}` +
-      ` (_C.so ${mb(fs.statSync(path.join(entry, 'torchvision', '_C.so')).size)}, stand-ins ${(du(path.join(entry, 'torchvision', 'cuda-stand-ins')) / 1024).toFixed(0)} KB)`)
+    for (const f of figures)
+      say(
+        `  ${f.label.startsWith('npm') ? '' : 'npm install, '}${f.label}: ${f.seconds.toFixed(1)} s; node_modules ${mb(f.nodeModules)}`,
+      )
+    say(
+      `  libtorch cache (cpu): ${mb(cacheBytes)}, of which torchvision's ops and the stand-ins ${mb(du(path.join(entry, 'torchvision')))}` +
+        ` (_C.so ${mb(fs.statSync(path.join(entry, 'torchvision', '_C.so')).size)}, stand-ins ${(du(path.join(entry, 'torchvision', 'cuda-stand-ins')) / 1024).toFixed(0)} KB)`,
+    )
     say('OK')
   } finally {
     registry.stop()

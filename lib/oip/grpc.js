@@ -20,8 +20,11 @@ function optionalPeer(name) {
     return require(name)
   } catch (/** @type {any} */ e) {
     if (e?.code !== 'MODULE_NOT_FOUND' || !String(e.message).includes(name)) throw e
-    throw codedError('LibraryLoadError', `the Open Inference Protocol's gRPC form needs ${name}, which is not ` +
-      `installed: run \`npm install ${GRPC_PACKAGES.join(' ')}\` in your app (HTTP needs neither)`)
+    throw codedError(
+      'LibraryLoadError',
+      `the Open Inference Protocol's gRPC form needs ${name}, which is not ` +
+        `installed: run \`npm install ${GRPC_PACKAGES.join(' ')}\` in your app (HTTP needs neither)`,
+    )
   }
 }
 
@@ -33,7 +36,11 @@ function grpcService() {
     const grpc = optionalPeer('@grpc/grpc-js')
     const loader = optionalPeer('@grpc/proto-loader')
     const definition = loader.loadSync(path.join(__dirname, 'grpc_predict_v2.proto'), {
-      keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true,
+      keepCase: true,
+      longs: Number,
+      enums: String,
+      defaults: true,
+      oneofs: true,
     })
     loaded = { grpc, Service: grpc.loadPackageDefinition(definition).inference.GRPCInferenceService }
   }
@@ -44,8 +51,16 @@ function grpcService() {
 const MAX_MESSAGE = 2 ** 31 - 1
 
 /** The typed-contents field of each datatype (when a peer sends `contents`, not raw bytes). */
-const CONTENTS = { BOOL: 'bool_contents', UINT8: 'uint_contents', INT8: 'int_contents', INT16: 'int_contents',
-  INT32: 'int_contents', INT64: 'int64_contents', FP32: 'fp32_contents', FP64: 'fp64_contents' }
+const CONTENTS = {
+  BOOL: 'bool_contents',
+  UINT8: 'uint_contents',
+  INT8: 'int_contents',
+  INT16: 'int_contents',
+  INT32: 'int_contents',
+  INT64: 'int64_contents',
+  FP32: 'fp32_contents',
+  FP64: 'fp64_contents',
+}
 
 /** Tensors from a request's inputs or a response's outputs: raw bytes in order, else contents. */
 function readTensors(entries, raw, what, maxElements) {
@@ -59,18 +74,30 @@ function readTensors(entries, raw, what, maxElements) {
     if (raw.length) {
       const bytes = raw[i]
       if (bytes.length !== n * P.ITEM_BYTES[e.datatype]) {
-        throw new P.ProtocolError(`${label}: ${bytes.length} raw bytes, shape ${JSON.stringify(e.shape)} of ` +
-          `${e.datatype} needs ${n * P.ITEM_BYTES[e.datatype]}`)
+        throw new P.ProtocolError(
+          `${label}: ${bytes.length} raw bytes, shape ${JSON.stringify(e.shape)} of ` +
+            `${e.datatype} needs ${n * P.ITEM_BYTES[e.datatype]}`,
+        )
       }
-      return { name: e.name,
-        tensor: P.readTensors([{ name: e.name, datatype: e.datatype, shape: e.shape,
-          parameters: { binary_data_size: bytes.length } }], bytes, what, maxElements)[0].tensor }
+      return {
+        name: e.name,
+        tensor: P.readTensors(
+          [{ name: e.name, datatype: e.datatype, shape: e.shape, parameters: { binary_data_size: bytes.length } }],
+          bytes,
+          what,
+          maxElements,
+        )[0].tensor,
+      }
     }
     const field = CONTENTS[e.datatype]
     if (!field) throw new P.ProtocolError(`${label}: ${e.datatype} must be sent as raw contents`)
     const data = e.contents?.[field] ?? []
-    return P.readTensors([{ name: e.name, datatype: e.datatype, shape: e.shape, data }], Buffer.alloc(0), what,
-      maxElements)[0]
+    return P.readTensors(
+      [{ name: e.name, datatype: e.datatype, shape: e.shape, data }],
+      Buffer.alloc(0),
+      what,
+      maxElements,
+    )[0]
   })
 }
 
@@ -100,22 +127,24 @@ function clientTransport(target, { name, version, headers, timeoutMs }) {
   // grpc-js refuses replies over 4 MiB by default (RESOURCE_EXHAUSTED), which a batch of
   // outputs passes easily; tritonclient lifts both limits to INT32_MAX, as Triton's server does.
   const client = new Service(target, grpc.credentials.createInsecure(), {
-    'grpc.max_receive_message_length': MAX_MESSAGE, 'grpc.max_send_message_length': MAX_MESSAGE,
+    'grpc.max_receive_message_length': MAX_MESSAGE,
+    'grpc.max_send_message_length': MAX_MESSAGE,
   })
   const metadata = new grpc.Metadata()
   for (const [k, v] of Object.entries(headers ?? {})) metadata.set(k, String(v))
-  const call = (method, request, o, what, notFound) => new Promise((resolve, reject) => {
-    if (o.signal?.aborted) return reject(codedError('Aborted', `${what}: aborted`))
-    const ms = o.timeoutMs ?? timeoutMs
-    const options = ms === undefined ? {} : { deadline: Date.now() + ms }
-    const c = client[method](request, metadata, options, (err, reply) => {
-      o.signal?.removeEventListener('abort', cancel)
-      if (err) reject(errorOf(err, what, notFound))
-      else resolve(reply)
+  const call = (method, request, o, what, notFound) =>
+    new Promise((resolve, reject) => {
+      if (o.signal?.aborted) return reject(codedError('Aborted', `${what}: aborted`))
+      const ms = o.timeoutMs ?? timeoutMs
+      const options = ms === undefined ? {} : { deadline: Date.now() + ms }
+      const c = client[method](request, metadata, options, (err, reply) => {
+        o.signal?.removeEventListener('abort', cancel)
+        if (err) reject(errorOf(err, what, notFound))
+        else resolve(reply)
+      })
+      const cancel = () => c.cancel()
+      o.signal?.addEventListener('abort', cancel, { once: true })
     })
-    const cancel = () => c.cancel()
-    o.signal?.addEventListener('abort', cancel, { once: true })
-  })
   const v = version ?? ''
   return {
     async metadata(o, what, notFound) {
@@ -132,7 +161,8 @@ function clientTransport(target, { name, version, headers, timeoutMs }) {
         inputs: tensors.map((t, i) => ({ name: inputs[i].name, datatype: P.DATATYPE[t.dtype], shape: t.shape })),
         outputs: outputs.map((s) => ({ name: s.name })),
         raw_input_contents: tensors.map((t) =>
-          Buffer.from(P.tensorBytes(t.device === 'cpu' ? t.contiguous() : t.cpu().contiguous()))),
+          Buffer.from(P.tensorBytes(t.device === 'cpu' ? t.contiguous() : t.cpu().contiguous())),
+        ),
       }
       const reply = await call('ModelInfer', request, o, what)
       return readTensors(reply.outputs, reply.raw_output_contents ?? [], 'outputs', Number.MAX_SAFE_INTEGER)
@@ -148,13 +178,20 @@ async function serveGrpc(handler, { host, port, maxBodyBytes }) {
   const { grpc, Service } = grpcService()
   const server = new grpc.Server({ 'grpc.max_receive_message_length': maxBodyBytes })
   const fail = (cb) => (e) => {
-    const status = e instanceof P.ProtocolError
-      ? (e.status === 404 ? grpc.status.NOT_FOUND
-        : e.status === 503 ? grpc.status.UNAVAILABLE
-          : e.status >= 500 ? grpc.status.INTERNAL : grpc.status.INVALID_ARGUMENT)
-      : e?.code === 'QueueFull' ? grpc.status.RESOURCE_EXHAUSTED
-        : ['InvalidArg', 'ShapeMismatch',
-          'DTypeMismatch'].includes(e?.code) ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL
+    const status =
+      e instanceof P.ProtocolError
+        ? e.status === 404
+          ? grpc.status.NOT_FOUND
+          : e.status === 503
+            ? grpc.status.UNAVAILABLE
+            : e.status >= 500
+              ? grpc.status.INTERNAL
+              : grpc.status.INVALID_ARGUMENT
+        : e?.code === 'QueueFull'
+          ? grpc.status.RESOURCE_EXHAUSTED
+          : ['InvalidArg', 'ShapeMismatch', 'DTypeMismatch'].includes(e?.code)
+            ? grpc.status.INVALID_ARGUMENT
+            : grpc.status.INTERNAL
     cb({ code: status, details: String(e?.message ?? e) })
   }
   const model = async (name, version) => {
@@ -164,38 +201,55 @@ async function serveGrpc(handler, { host, port, maxBodyBytes }) {
     }
     return m
   }
-  const unary = (body) => (call, cb) => { body(call.request).then((r) => cb(null, r), fail(cb)) }
+  const unary = (body) => (call, cb) => {
+    body(call.request).then((r) => cb(null, r), fail(cb))
+  }
   server.addService(Service.service, {
     ServerLive: unary(async () => ({ live: true })),
     ServerReady: unary(async () => ({ ready: true })),
-    ServerMetadata: unary(async () => ({ name: 'torch-node', version: require('../../package.json').version,
-      extensions: ['model_configuration'] })),
+    ServerMetadata: unary(async () => ({
+      name: 'torch-node',
+      version: require('../../package.json').version,
+      extensions: ['model_configuration'],
+    })),
     ModelReady: unary(async (r) => ({ ready: Boolean(await model(r.name, r.version)) })),
     ModelMetadata: unary(async (r) => {
       const m = await model(r.name, r.version)
-      return { name: m.name, versions: [m.version], platform: m.metadata.platform, inputs: m.metadata.inputs,
-        outputs: m.metadata.outputs }
+      return {
+        name: m.name,
+        versions: [m.version],
+        platform: m.metadata.platform,
+        inputs: m.metadata.inputs,
+        outputs: m.metadata.outputs,
+      }
     }),
     ModelConfig: unary(async (r) => ({ config: (await model(r.name, r.version)).config })),
     ModelInfer: unary(async (r) => {
       const m = await model(r.model_name, r.model_version)
       const given = readTensors(r.inputs, r.raw_input_contents, 'inputs', maxBodyBytes)
-      const outputs = await handler.run(m, given, r.outputs.map((o) => ({ name: o.name })))
+      const outputs = await handler.run(
+        m,
+        given,
+        r.outputs.map((o) => ({ name: o.name })),
+      )
       return {
         model_name: m.name,
         model_version: m.version,
         id: r.id,
         outputs: outputs.map(({ name, tensor }) => ({ name, datatype: P.DATATYPE[tensor.dtype], shape: tensor.shape })),
         raw_output_contents: outputs.map(({ tensor }) =>
-          Buffer.from(P.tensorBytes((tensor.device === 'cpu' ? tensor : tensor.cpu()).contiguous()))),
+          Buffer.from(P.tensorBytes((tensor.device === 'cpu' ? tensor : tensor.cpu()).contiguous())),
+        ),
       }
     }),
   })
   const bound = await new Promise((resolve, reject) => {
     server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p)))
   })
-  return { port: bound,
-    close: () => new Promise((/** @type {(v?: void) => void} */ resolve) => server.tryShutdown(() => resolve())) }
+  return {
+    port: bound,
+    close: () => new Promise((/** @type {(v?: void) => void} */ resolve) => server.tryShutdown(() => resolve())),
+  }
 }
 
 module.exports = { clientTransport, serveGrpc }

@@ -14,16 +14,29 @@ const HEADER_LENGTH = 'inference-header-content-length'
 
 /** torch dtype → protocol datatype (BYTES has no tensor dtype). */
 const DATATYPE = {
-  bool: 'BOOL', uint8: 'UINT8', int8: 'INT8', int16: 'INT16', int32: 'INT32', int64: 'INT64',
-  float16: 'FP16', float32: 'FP32', float64: 'FP64', bfloat16: 'BF16',
+  bool: 'BOOL',
+  uint8: 'UINT8',
+  int8: 'INT8',
+  int16: 'INT16',
+  int32: 'INT32',
+  int64: 'INT64',
+  float16: 'FP16',
+  float32: 'FP32',
+  float64: 'FP64',
+  bfloat16: 'BF16',
 }
 /** protocol datatype → torch dtype. */
 const DTYPE = /** @type {Record<string,
   import('../..').DType>} */ (Object.fromEntries(Object.entries(DATATYPE).map(([d, t]) => [t, d])))
 const ITEM_BYTES = { BOOL: 1, UINT8: 1, INT8: 1, INT16: 2, INT32: 4, INT64: 8, FP16: 2, FP32: 4, FP64: 8, BF16: 2 }
 /** Integer datatypes' ranges, for JSON data. */
-const RANGE = { UINT8: [0, 255], INT8: [-128, 127], INT16: [-32768, 32767], INT32: [-(2 ** 31), 2 ** 31 - 1],
-  INT64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER] }
+const RANGE = {
+  UINT8: [0, 255],
+  INT8: [-128, 127],
+  INT16: [-32768, 32767],
+  INT32: [-(2 ** 31), 2 ** 31 - 1],
+  INT64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+}
 const MAX_DIMS = 64
 
 /** A protocol error: `status` is the HTTP status a server answers with. */
@@ -39,8 +52,10 @@ class ProtocolError extends Error {
 function dtypeOf(datatype, what) {
   if (typeof datatype !== 'string' || !(datatype in DTYPE)) {
     const hint = datatype === 'BYTES' ? ' (BYTES tensors have no torch dtype)' : ''
-    throw new ProtocolError(`${what}: unsupported datatype ${JSON.stringify(datatype)}${hint}; supported: ` +
-      `${Object.keys(DTYPE).join(', ')}`)
+    throw new ProtocolError(
+      `${what}: unsupported datatype ${JSON.stringify(datatype)}${hint}; supported: ` +
+        `${Object.keys(DTYPE).join(', ')}`,
+    )
   }
   return DTYPE[datatype]
 }
@@ -112,8 +127,12 @@ function tensorFromData(data, shape, datatype, what) {
   }
   const bad = (i) => new ProtocolError(`${what}: data[${i}] = ${JSON.stringify(flat[i])} is not a ${datatype} value`)
   if (datatype === 'BOOL') {
-    flat.forEach((v, i) => { if (typeof v !== 'boolean') throw bad(i) })
-    return torch().tensor(flat.length ? flat : [], { dtype: 'bool' }).reshape(shape)
+    flat.forEach((v, i) => {
+      if (typeof v !== 'boolean') throw bad(i)
+    })
+    return torch()
+      .tensor(flat.length ? flat : [], { dtype: 'bool' })
+      .reshape(shape)
   }
   const range = RANGE[datatype]
   flat.forEach((v, i) => {
@@ -134,8 +153,10 @@ function splitBody(body, headerLength) {
   if (headerLength !== undefined) {
     const n = Number(headerLength)
     if (!/^\d+$/.test(String(headerLength)) || !Number.isSafeInteger(n) || n > body.length) {
-      throw new ProtocolError(`Inference-Header-Content-Length ${JSON.stringify(headerLength)} does not fit a body ` +
-        `of ${body.length} bytes`)
+      throw new ProtocolError(
+        `Inference-Header-Content-Length ${JSON.stringify(headerLength)} does not fit a body ` +
+          `of ${body.length} bytes`,
+      )
     }
     jsonLength = n
   }
@@ -173,8 +194,10 @@ function readTensors(entries, binary, what, maxElements) {
         throw new ProtocolError(`${label}: binary_data_size must be a byte count`)
       }
       if (size !== n * ITEM_BYTES[datatype]) {
-        throw new ProtocolError(`${label}: binary_data_size ${size} does not match shape ${JSON.stringify(e.shape)} ` +
-          `of ${datatype} (${n * ITEM_BYTES[datatype]} bytes)`)
+        throw new ProtocolError(
+          `${label}: binary_data_size ${size} does not match shape ${JSON.stringify(e.shape)} ` +
+            `of ${datatype} (${n * ITEM_BYTES[datatype]} bytes)`,
+        )
       }
       if (offset + size > binary.length) throw new ProtocolError(`${label}: binary data runs past the end of the body`)
       const bytes = binary.subarray(offset, offset + size)
@@ -216,6 +239,16 @@ function encodeBody(header, chunks) {
 }
 
 module.exports = {
-  HEADER_LENGTH, DATATYPE, DTYPE, ITEM_BYTES, ProtocolError,
-  dtypeOf, elementCount, readTensors, writeTensor, encodeBody, splitBody, tensorBytes,
+  HEADER_LENGTH,
+  DATATYPE,
+  DTYPE,
+  ITEM_BYTES,
+  ProtocolError,
+  dtypeOf,
+  elementCount,
+  readTensors,
+  writeTensor,
+  encodeBody,
+  splitBody,
+  tensorBytes,
 }

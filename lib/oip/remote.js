@@ -14,17 +14,25 @@ const { codedError, describe } = require('../errors')
 const torch = require('../torch')
 const opt = require('../options')
 
-const timeoutMs = opt.check((v) => typeof v === 'number' && Number.isFinite(v) && v > 0,
-  'a positive number of milliseconds')
+const timeoutMs = opt.check(
+  (v) => typeof v === 'number' && Number.isFinite(v) && v > 0,
+  'a positive number of milliseconds',
+)
 const signal = opt.instance(AbortSignal, 'an AbortSignal')
 const CALL_OPTIONS = opt.bag({ signal, timeoutMs })
 const LOAD_OPTIONS = opt.bag({
   protocol: opt.oneOf(['http', 'grpc']),
   binary: opt.boolean,
   version: opt.check((v) => typeof v === 'string' || Number.isSafeInteger(v), 'a version (a string or an integer)'),
-  headers: opt.check((v) => typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((h) => ['string',
-    'number'].includes(typeof h) || (Array.isArray(h) && h.every((x) => typeof x === 'string'))),
-    'an object of header values (strings)'),
+  headers: opt.check(
+    (v) =>
+      typeof v === 'object' &&
+      !Array.isArray(v) &&
+      Object.values(v).every(
+        (h) => ['string', 'number'].includes(typeof h) || (Array.isArray(h) && h.every((x) => typeof x === 'string')),
+      ),
+    'an object of header values (strings)',
+  ),
   timeoutMs,
   signal,
 })
@@ -42,8 +50,11 @@ function request(agent, url, { method = 'GET', headers = {}, body, timeoutMs, si
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(fail('Aborted', `${what}: aborted`))
     const lib = url.protocol === 'https:' ? https : http
-    const req = lib.request(url,
-      { method, headers: body ? { ...headers, 'content-length': body.length } : headers, agent })
+    const req = lib.request(url, {
+      method,
+      headers: body ? { ...headers, 'content-length': body.length } : headers,
+      agent,
+    })
     let timer
     const onAbort = () => req.destroy(fail('Aborted', `${what}: aborted`))
     const done = (f) => (v) => {
@@ -52,16 +63,29 @@ function request(agent, url, { method = 'GET', headers = {}, body, timeoutMs, si
       f(v)
     }
     if (timeoutMs !== undefined) {
-      timer = setTimeout(() => req.destroy(fail('Unavailable',
-        `${what}: no answer from ${url.host} within ${timeoutMs} ms`)), timeoutMs)
+      timer = setTimeout(
+        () => req.destroy(fail('Unavailable', `${what}: no answer from ${url.host} within ${timeoutMs} ms`)),
+        timeoutMs,
+      )
     }
     signal?.addEventListener('abort', onAbort, { once: true })
-    req.on('error', done((e) => reject(e.code === 'Aborted' || e.code === 'Unavailable' ? e
-      : fail('Unavailable', `${what}: cannot reach ${url.host} (${e.code || e.message})`))))
+    req.on(
+      'error',
+      done((e) =>
+        reject(
+          e.code === 'Aborted' || e.code === 'Unavailable'
+            ? e
+            : fail('Unavailable', `${what}: cannot reach ${url.host} (${e.code || e.message})`),
+        ),
+      ),
+    )
     req.on('response', (res) => {
       const chunks = []
       res.on('data', (c) => chunks.push(c))
-      res.on('end', done(() => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) })))
+      res.on(
+        'end',
+        done(() => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) })),
+      )
       res.on('error', done(reject))
     })
     req.end(body)
@@ -71,7 +95,9 @@ function request(agent, url, { method = 'GET', headers = {}, body, timeoutMs, si
 /** The server's `{"error": ...}` as a RemoteError (or ModelNotFound for an unknown model). */
 function remoteError(r, what, notFound) {
   let message = r.body.toString('utf8').slice(0, 2000)
-  try { message = JSON.parse(message).error ?? message } catch {}
+  try {
+    message = JSON.parse(message).error ?? message
+  } catch {}
   if (notFound && (r.status === 404 || r.status === 400)) {
     return fail('ModelNotFound', `${what}: ${notFound}: ${message}`, { status: r.status })
   }
@@ -89,8 +115,8 @@ function httpTransport(parsed, modelName, { version, headers, timeoutMs, binary 
   const modelPath = `/v2/models/${encodeURIComponent(modelName)}${versionPath}`
   const base = new URL(`${parsed.pathname.replace(/\/$/, '')}${modelPath}`, parsed)
   const agent = new (parsed.protocol === 'https:' ? https : http).Agent({ keepAlive: true, maxSockets: 64 })
-  const exchange = (url, o, what, extra = {}) => request(agent, url,
-    { headers, timeoutMs: o.timeoutMs ?? timeoutMs, signal: o.signal, what, ...extra })
+  const exchange = (url, o, what, extra = {}) =>
+    request(agent, url, { headers, timeoutMs: o.timeoutMs ?? timeoutMs, signal: o.signal, what, ...extra })
   return {
     async metadata(o, what, notFound) {
       const r = await exchange(base, o, what)
@@ -101,9 +127,12 @@ function httpTransport(parsed, modelName, { version, headers, timeoutMs, binary 
         m = JSON.parse(r.body.toString('utf8'))
       } catch {}
       if (m === null || typeof m !== 'object' || !Array.isArray(m.inputs)) {
-        throw fail('RemoteError',
+        throw fail(
+          'RemoteError',
           `${what}: ${base.href} did not answer with the protocol's model metadata: ` +
-            `${JSON.stringify(r.body.toString('utf8').slice(0, 200))}`, { status: r.status })
+            `${JSON.stringify(r.body.toString('utf8').slice(0, 200))}`,
+          { status: r.status },
+        )
       }
       return m
     },
@@ -121,8 +150,10 @@ function httpTransport(parsed, modelName, { version, headers, timeoutMs, binary 
         header.parameters = { binary_data_output: binary }
       }
       const { body, headerLength } = P.encodeBody(header, chunks)
-      const h = { ...headers,
-        'content-type': headerLength === undefined ? 'application/json' : 'application/octet-stream' }
+      const h = {
+        ...headers,
+        'content-type': headerLength === undefined ? 'application/json' : 'application/octet-stream',
+      }
       if (headerLength !== undefined) h[P.HEADER_LENGTH] = String(headerLength)
       const r = await exchange(new URL(`${base.pathname}/infer`, base), o, what, { method: 'POST', headers: h, body })
       if (r.status !== 200) throw remoteError(r, what)
@@ -153,20 +184,33 @@ class RemoteModule {
       throw fail('InvalidArg', 'RemoteModule: use `await torch().RemoteModule.load(url, modelName, options)`')
     }
     this.#transport = state.transport
-    this.#state = { ...state, inputs: Object.freeze(state.inputs.map(Object.freeze)),
-      outputs: Object.freeze(state.outputs.map(Object.freeze)) }
+    this.#state = {
+      ...state,
+      inputs: Object.freeze(state.inputs.map(Object.freeze)),
+      outputs: Object.freeze(state.outputs.map(Object.freeze)),
+    }
   }
 
   /** The model's name on the server. */
-  get name() { return this.#state.name }
+  get name() {
+    return this.#state.name
+  }
   /** The version asked for (undefined: the server's choice). */
-  get version() { return this.#state.version }
+  get version() {
+    return this.#state.version
+  }
   /** The server: `http://host:port` or `grpc://host:port`. */
-  get url() { return this.#state.url }
+  get url() {
+    return this.#state.url
+  }
   /** The model's inputs from its metadata, in the order positional `forward` arguments take. */
-  get inputs() { return this.#state.inputs }
+  get inputs() {
+    return this.#state.inputs
+  }
   /** The model's outputs from its metadata. */
-  get outputs() { return this.#state.outputs }
+  get outputs() {
+    return this.#state.outputs
+  }
 
   /**
    * Connects to `modelName` on the server at `url` (`http://host:port`; gRPC: `host:port` with
@@ -187,11 +231,17 @@ class RemoteModule {
     if (protocol === 'grpc') {
       const target = String(url).replace(/^grpc:\/\//i, '')
       if (!/^[\w.-]+:\d+$|^\[[\da-f:]+\]:\d+$/i.test(target)) {
-        throw fail('InvalidArg',
-          `RemoteModule.load: url: expected host:port or grpc://host:port for gRPC, got ${describe(url)}`)
+        throw fail(
+          'InvalidArg',
+          `RemoteModule.load: url: expected host:port or grpc://host:port for gRPC, got ${describe(url)}`,
+        )
       }
-      transport = require('./grpc').clientTransport(target,
-        { name: modelName, version, headers: o.headers, timeoutMs: o.timeoutMs })
+      transport = require('./grpc').clientTransport(target, {
+        name: modelName,
+        version,
+        headers: o.headers,
+        timeoutMs: o.timeoutMs,
+      })
       shown = `grpc://${target}`
     } else {
       let parsed
@@ -203,19 +253,36 @@ class RemoteModule {
       if (!['http:', 'https:'].includes(parsed.protocol)) {
         throw fail('InvalidArg', `RemoteModule.load: url: expected http:// or https://, got ${parsed.protocol}`)
       }
-      transport = httpTransport(parsed, modelName,
-        { version, headers: { ...(o.headers ?? {}) }, timeoutMs: o.timeoutMs, binary: o.binary !== false })
+      transport = httpTransport(parsed, modelName, {
+        version,
+        headers: { ...(o.headers ?? {}) },
+        timeoutMs: o.timeoutMs,
+        binary: o.binary !== false,
+      })
       shown = parsed.origin
     }
     const common = { timeoutMs: o.timeoutMs, signal: o.signal }
     try {
-      const m = await transport.metadata(common, what,
-        `the server has no model '${modelName}'${version ? ` version '${version}'` : ''}`)
+      const m = await transport.metadata(
+        common,
+        what,
+        `the server has no model '${modelName}'${version ? ` version '${version}'` : ''}`,
+      )
       if (!(await transport.ready(common, what))) throw fail('Unavailable', `${what}: the model is not ready`)
-      const specs = (list) => (Array.isArray(list) ? list : []).map((x) => ({ name: String(x.name),
-        datatype: String(x.datatype), shape: Array.isArray(x.shape) ? x.shape.map(Number) : [] }))
-      return new RemoteModule(LOAD,
-        { name: modelName, version, inputs: specs(m.inputs), outputs: specs(m.outputs), url: shown, transport })
+      const specs = (list) =>
+        (Array.isArray(list) ? list : []).map((x) => ({
+          name: String(x.name),
+          datatype: String(x.datatype),
+          shape: Array.isArray(x.shape) ? x.shape.map(Number) : [],
+        }))
+      return new RemoteModule(LOAD, {
+        name: modelName,
+        version,
+        inputs: specs(m.inputs),
+        outputs: specs(m.outputs),
+        url: shown,
+        transport,
+      })
     } catch (e) {
       transport.close()
       throw e
@@ -224,14 +291,16 @@ class RemoteModule {
 
   /** The inputs in metadata order, from positional tensors or one object keyed by name. */
   #arrange(args) {
-    const named = args.length === 1 && args[0] !== null && typeof args[0] === 'object' &&
-      !(args[0] instanceof torch().Tensor)
+    const named =
+      args.length === 1 && args[0] !== null && typeof args[0] === 'object' && !(args[0] instanceof torch().Tensor)
     if (named) {
       const given = args[0]
       for (const k of Object.keys(given)) {
         if (!this.inputs.some((s) => s.name === k)) {
-          throw fail('InvalidArg',
-            `RemoteModule.forward: unknown input '${k}'; the model takes ${this.inputs.map((s) => s.name).join(', ')}`)
+          throw fail(
+            'InvalidArg',
+            `RemoteModule.forward: unknown input '${k}'; the model takes ${this.inputs.map((s) => s.name).join(', ')}`,
+          )
         }
       }
       return this.inputs.map((s) => {
@@ -240,9 +309,11 @@ class RemoteModule {
       })
     }
     if (args.length !== this.inputs.length) {
-      throw fail('InvalidArg',
+      throw fail(
+        'InvalidArg',
         `RemoteModule.forward: the model takes ${this.inputs.length} input(s) ` +
-          `(${this.inputs.map((s) => s.name).join(', ')}), got ${args.length}`)
+          `(${this.inputs.map((s) => s.name).join(', ')}), got ${args.length}`,
+      )
     }
     return args
   }
@@ -255,13 +326,17 @@ class RemoteModule {
         throw fail('InvalidArg', `RemoteModule.forward: input '${s.name}': expected a Tensor, got ${describe(t)}`)
       }
       if (P.DATATYPE[t.dtype] !== s.datatype) {
-        throw fail('DTypeMismatch',
-          `RemoteModule.forward: input '${s.name}' is ${P.DATATYPE[t.dtype] ?? t.dtype}, the model takes ${s.datatype}`)
+        throw fail(
+          'DTypeMismatch',
+          `RemoteModule.forward: input '${s.name}' is ${P.DATATYPE[t.dtype] ?? t.dtype}, the model takes ${s.datatype}`,
+        )
       }
       const fits = s.shape.length === t.shape.length && s.shape.every((d, j) => d === -1 || d === t.shape[j])
       if (!fits) {
-        throw fail('ShapeMismatch',
-          `RemoteModule.forward: input '${s.name}' has shape [${t.shape}], the model takes [${s.shape}] (-1: any size)`)
+        throw fail(
+          'ShapeMismatch',
+          `RemoteModule.forward: input '${s.name}' has shape [${t.shape}], the model takes [${s.shape}] (-1: any size)`,
+        )
       }
     })
   }
@@ -273,16 +348,25 @@ class RemoteModule {
    */
   async forward(...args) {
     const last = args[args.length - 1]
-    const isOptions = args.length > 1 && last !== null && typeof last === 'object' &&
+    const isOptions =
+      args.length > 1 &&
+      last !== null &&
+      typeof last === 'object' &&
       !(last instanceof torch().Tensor) &&
-      Object.keys(last).length > 0 && Object.keys(last).every((k) => CALL_OPTIONS.keys.includes(k))
+      Object.keys(last).length > 0 &&
+      Object.keys(last).every((k) => CALL_OPTIONS.keys.includes(k))
     const o = isOptions ? readOptions(args.pop(), CALL_OPTIONS, 'RemoteModule.forward') : {}
     if (this.#disposed) throw fail('Disposed', 'this RemoteModule was disposed; it can no longer be used')
     const tensors = this.#arrange(args)
     this.#check(tensors)
     const what = `RemoteModule.forward(${this.name})`
-    const outs = await this.#transport.infer(this.inputs, tensors, this.outputs,
-      { timeoutMs: o.timeoutMs, signal: o.signal }, what)
+    const outs = await this.#transport.infer(
+      this.inputs,
+      tensors,
+      this.outputs,
+      { timeoutMs: o.timeoutMs, signal: o.signal },
+      what,
+    )
     if (outs.length === 1) return outs[0].tensor
     return Object.fromEntries(outs.map((x) => [x.name, x.tensor]))
   }

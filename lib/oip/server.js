@@ -22,35 +22,47 @@ const port = opt.integer({ min: 0, max: 65535, expected: 'a port number (0: any 
 const models = opt.check((v) => typeof v === 'object' && !Array.isArray(v), '{name: model}')
 const maxBodyBytes = opt.integer({ min: 1, expected: 'a positive byte count' })
 const ROUTER_OPTIONS = opt.bag({ models, maxBodyBytes }, { required: ['models'] })
-const SERVE_OPTIONS = opt.bag({ models, port, host: opt.string, maxBodyBytes, grpcPort: port },
-  { required: ['models'] })
+const SERVE_OPTIONS = opt.bag(
+  { models, port, host: opt.string, maxBodyBytes, grpcPort: port },
+  { required: ['models'] },
+)
 /** One tensor of a model's metadata, as the protocol writes it. */
-const TENSOR = opt.bag({
-  name: opt.check((v) => typeof v === 'string' && v !== '', 'a non-empty string'),
-  datatype: opt.oneOf(Object.keys(P.DTYPE)),
-  shape: opt.sizes({ varying: true }),
-}, {
-  hints: {
-    dims: "the protocol's metadata calls it 'shape': every size, the batch dim included, -1 where one varies",
-    dtype: "the protocol's metadata calls it 'datatype': 'FP32', 'INT64', ...",
-    data_type: "the protocol's metadata calls it 'datatype': 'FP32', 'INT64', ...",
+const TENSOR = opt.bag(
+  {
+    name: opt.check((v) => typeof v === 'string' && v !== '', 'a non-empty string'),
+    datatype: opt.oneOf(Object.keys(P.DTYPE)),
+    shape: opt.sizes({ varying: true }),
   },
-})
+  {
+    hints: {
+      dims: "the protocol's metadata calls it 'shape': every size, the batch dim included, -1 where one varies",
+      dtype: "the protocol's metadata calls it 'datatype': 'FP32', 'INT64', ...",
+      data_type: "the protocol's metadata calls it 'datatype': 'FP32', 'INT64', ...",
+    },
+  },
+)
 const TENSORS = opt.arrayOf(TENSOR, 'tensor metadata ({name, datatype, shape})')
 const version = opt.check((v) => typeof v === 'string' || Number.isSafeInteger(v), 'a version (a string or an integer)')
 
 const isModule = (m) => m instanceof torch().ScriptModule || m instanceof torch().AOTModule
 const isBatcher = (m) => torch().Batcher && m instanceof torch().Batcher
 const isTensor = (t) => t instanceof torch().Tensor
-const MODEL = opt.bag({
-  model: opt.check((m) => isModule(m) || isBatcher(m) || typeof m === 'string',
-    "a ScriptModule, AOTModule, Batcher or a model file's path"),
-  inputs: TENSORS,
-  outputs: TENSORS,
-  version,
-  example: opt.check((v) => isTensor(v) || (Array.isArray(v) && v.length > 0 && v.every(isTensor)),
-    'a Tensor or an array of Tensors (the inputs of one call)'),
-}, { required: ['model'] })
+const MODEL = opt.bag(
+  {
+    model: opt.check(
+      (m) => isModule(m) || isBatcher(m) || typeof m === 'string',
+      "a ScriptModule, AOTModule, Batcher or a model file's path",
+    ),
+    inputs: TENSORS,
+    outputs: TENSORS,
+    version,
+    example: opt.check(
+      (v) => isTensor(v) || (Array.isArray(v) && v.length > 0 && v.every(isTensor)),
+      'a Tensor or an array of Tensors (the inputs of one call)',
+    ),
+  },
+  { required: ['model'] },
+)
 
 /**
  * A served model's declaration, read and checked at once (no model loaded yet): its
@@ -59,8 +71,10 @@ const MODEL = opt.bag({
  */
 function readSpec(name, spec, who) {
   const where = `${who}: models.${name}`
-  const s = isModule(spec) || isBatcher(spec) || typeof spec === 'string' ? { model: spec } : opt.read(spec, MODEL,
-    where, readSpec)
+  const s =
+    isModule(spec) || isBatcher(spec) || typeof spec === 'string'
+      ? { model: spec }
+      : opt.read(spec, MODEL, where, readSpec)
   const bad = (message) => codedError('InvalidArg', `${where}: ${message}`, readSpec)
   const example = s.example === undefined ? undefined : isTensor(s.example) ? [s.example] : s.example
   if (example && s.inputs && s.inputs.length !== example.length) {
@@ -68,15 +82,19 @@ function readSpec(name, spec, who) {
   }
   if (!example) {
     if (!s.inputs || !s.inputs.length) {
-      throw bad('the datatypes and shapes of its inputs cannot be read from the model (a TorchScript or .pt2 file ' +
-        'records neither); ' +
-        'declare inputs: [{name, datatype, shape}] (-1 where a size varies, e.g. shape: [-1, 3, 224, 224]), or give ' +
-          'example: the inputs of one call')
+      throw bad(
+        'the datatypes and shapes of its inputs cannot be read from the model (a TorchScript or .pt2 file ' +
+          'records neither); ' +
+          'declare inputs: [{name, datatype, shape}] (-1 where a size varies, e.g. shape: [-1, 3, 224, 224]), ' +
+          'or give example: the inputs of one call',
+      )
     }
     const i = s.inputs.findIndex((x) => x.shape === undefined)
     if (i >= 0) {
-      throw bad(`inputs[${i}].shape: needed to learn the outputs without an example; declare it (-1 where a size ` +
-        `varies), or give example: the inputs of one call`)
+      throw bad(
+        `inputs[${i}].shape: needed to learn the outputs without an example; declare it (-1 where a size ` +
+          `varies), or give example: the inputs of one call`,
+      )
     }
   }
   return { ...s, example }
@@ -90,13 +108,21 @@ async function moduleOf(model) {
 
 /** Output tensors by name: a Tensor is OUTPUT__0, an array OUTPUT__i, an object its keys. */
 function namedOutputs(out, names) {
-  const pairs = out instanceof torch().Tensor ? [[names?.[0] ?? 'OUTPUT__0', out]]
-    : Array.isArray(out) ? out.map((t, i) => [names?.[i] ?? `OUTPUT__${i}`, t])
-      : out instanceof Map ? [...out]
-        : out !== null && typeof out === 'object' ? Object.entries(out) : null
+  const pairs =
+    out instanceof torch().Tensor
+      ? [[names?.[0] ?? 'OUTPUT__0', out]]
+      : Array.isArray(out)
+        ? out.map((t, i) => [names?.[i] ?? `OUTPUT__${i}`, t])
+        : out instanceof Map
+          ? [...out]
+          : out !== null && typeof out === 'object'
+            ? Object.entries(out)
+            : null
   if (!pairs || !pairs.every(([, t]) => t instanceof torch().Tensor)) {
-    throw new P.ProtocolError(`the model returned ${describe(out)}; only tensors (alone, in an array or an object) ` +
-      `can be sent`, 500)
+    throw new P.ProtocolError(
+      `the model returned ${describe(out)}; only tensors (alone, in an array or an object) ` + `can be sent`,
+      500,
+    )
   }
   return pairs.map(([name, tensor]) => ({ name: String(name), tensor }))
 }
@@ -115,25 +141,31 @@ async function probe(call, first, second, { where, from, mayFail }) {
   try {
     one = namedOutputs(await call(first), null)
   } catch (e) {
-    throw codedError('InvalidArg',
+    throw codedError(
+      'InvalidArg',
       `${where}: the model fails on ${from} (${shapes(first)}), so its metadata cannot be learnt; declare inputs: ` +
-        `[{name, datatype, shape}] that fit it (datatype defaults to FP32): ${firstLine(e)}`)
+        `[{name, datatype, shape}] that fit it (datatype defaults to FP32): ${firstLine(e)}`,
+    )
   }
   if (!second) return { one, two: null }
   try {
     const two = namedOutputs(await call(second), null)
-    const fits = two.length === one.length &&
-      two.every((o, i) => o.name === one[i].name && o.tensor.ndim === one[i].tensor.ndim)
+    const fits =
+      two.length === one.length && two.every((o, i) => o.name === one[i].name && o.tensor.ndim === one[i].tensor.ndim)
     if (!fits) {
-      throw new Error(`its outputs change in number, names or rank: [${one.map((o) => o.tensor.shape)}] against ` +
-        `[${two.map((o) => o.tensor.shape)}]`)
+      throw new Error(
+        `its outputs change in number, names or rank: [${one.map((o) => o.tensor.shape)}] against ` +
+          `[${two.map((o) => o.tensor.shape)}]`,
+      )
     }
     return { one, two }
   } catch (e) {
     if (mayFail) return { one, two: null }
-    throw codedError('InvalidArg',
+    throw codedError(
+      'InvalidArg',
       `${where}: the model runs on ${shapes(first)} but not on ${shapes(second)} (the -1 sizes of inputs grown), ` +
-      `so those sizes do not vary: declare them, or give example: the inputs of one call; ${firstLine(e)}`)
+        `so those sizes do not vary: declare them, or give example: the inputs of one call; ${firstLine(e)}`,
+    )
   }
 }
 const firstLine = (e) => String(e?.message ?? e).split('\n')[0]
@@ -152,9 +184,11 @@ async function prepareModel(name, spec, who) {
   // Input names: the forward's argument names, as Triton's PyTorch backend can use them.
   const args = module instanceof torch().ScriptModule ? module.signature().args : null
   if (args && (count > args.length || count < args.filter((a) => !a.hasDefault).length)) {
-    throw codedError('InvalidArg',
+    throw codedError(
+      'InvalidArg',
       `${where}: forward takes ${args.map((a) => a.name).join(', ')}; ` +
-        `${spec.example ? 'example gives' : 'inputs declares'} ${count} input(s)`)
+        `${spec.example ? 'example gives' : 'inputs declares'} ${count} input(s)`,
+    )
   }
   const inputs = Array.from({ length: count }, (_, i) => ({
     name: declared[i]?.name ?? args?.[i]?.name ?? `INPUT__${i}`,
@@ -163,8 +197,10 @@ async function prepareModel(name, spec, who) {
   }))
   const unsupported = inputs.findIndex((s) => s.datatype === undefined)
   if (unsupported >= 0) {
-    throw codedError('InvalidArg',
-      `${where}.example[${unsupported}]: dtype ${spec.example[unsupported].dtype} has no protocol datatype`)
+    throw codedError(
+      'InvalidArg',
+      `${where}.example[${unsupported}]: dtype ${spec.example[unsupported].dtype} has no protocol datatype`,
+    )
   }
   const outputsDeclared = spec.outputs && spec.outputs.every((o) => o.name && o.datatype && o.shape)
   let outputs = spec.outputs ?? null
@@ -177,59 +213,81 @@ async function prepareModel(name, spec, who) {
       learnt = await probe(call, xs, doubled, { where, from: 'example', mayFail: true })
       inputs.forEach((s, i) => {
         if (s.datatype !== P.DATATYPE[xs[i].dtype]) {
-          throw codedError('InvalidArg',
-            `${where}.inputs[${i}].datatype: ${s.datatype} does not match the example's ${P.DATATYPE[xs[i].dtype]}`)
+          throw codedError(
+            'InvalidArg',
+            `${where}.inputs[${i}].datatype: ${s.datatype} does not match the example's ${P.DATATYPE[xs[i].dtype]}`,
+          )
         }
         const shape = learnt.two ? varying(xs[i].shape, doubled[i].shape) : [...xs[i].shape]
         if (s.shape === undefined) s.shape = shape
         else if (s.shape.length !== shape.length || s.shape.some((d, j) => d !== -1 && d !== xs[i].shape[j])) {
-          throw codedError('InvalidArg',
+          throw codedError(
+            'InvalidArg',
             `${where}.inputs[${i}].shape: [${s.shape}] does not fit the example's [${xs[i].shape}] (-1: a size that ` +
-              `varies)`)
+              `varies)`,
+          )
         }
       })
     } else {
       // Zeros of the declared shapes: -1 sizes at 1 (the batch, dim 0) or 2, then 2 or 3.
       // Sizes that vary (-1) at 1 (batch) or 2, plus `grow`; fixed sizes as declared.
       const sizeOf = (d, j, grow) => (d !== -1 ? d : (j === 0 ? 1 : 2) + grow)
-      const build = (grow) => inputs.map((s) =>
-        torch().zeros(s.shape.map((d, j) => sizeOf(d, j, grow)), { dtype: P.DTYPE[s.datatype] }))
+      const build = (grow) =>
+        inputs.map((s) =>
+          torch().zeros(
+            s.shape.map((d, j) => sizeOf(d, j, grow)),
+            { dtype: P.DTYPE[s.datatype] },
+          ),
+        )
       const grows = inputs.some((s) => s.shape.includes(-1))
-      learnt = await probe(call, build(0), grows ? build(1) : null,
-        { where, from: 'zeros of the declared input shapes', mayFail: false })
+      learnt = await probe(call, build(0), grows ? build(1) : null, {
+        where,
+        from: 'zeros of the declared input shapes',
+        mayFail: false,
+      })
     }
     const { one, two } = learnt
     if (outputs && outputs.length !== one.length) {
-      throw codedError('InvalidArg',
+      throw codedError(
+        'InvalidArg',
         `${where}.outputs: declares ${outputs.length} output(s); the model returns ${one.length} ` +
-          `(${one.map((o) => o.name).join(', ')})`)
+          `(${one.map((o) => o.name).join(', ')})`,
+      )
     }
     outputs = one.map((o, i) => {
       const given = outputs?.[i] ?? {}
       const datatype = P.DATATYPE[o.tensor.dtype]
       const shape = varying(o.tensor.shape, two?.[i].tensor.shape)
       if (!datatype) {
-        throw codedError('InvalidArg',
-          `${where}: output ${o.name} is ${o.tensor.dtype}, which has no protocol datatype`)
+        throw codedError(
+          'InvalidArg',
+          `${where}: output ${o.name} is ${o.tensor.dtype}, which has no protocol datatype`,
+        )
       }
       if (given.datatype !== undefined && given.datatype !== datatype) {
-        throw codedError('InvalidArg',
-          `${where}.outputs[${i}].datatype: ${given.datatype} does not match the model's ${datatype}`)
+        throw codedError(
+          'InvalidArg',
+          `${where}.outputs[${i}].datatype: ${given.datatype} does not match the model's ${datatype}`,
+        )
       }
       const differs = (d, j) => d !== -1 && d !== o.tensor.shape[j]
       if (given.shape !== undefined && (given.shape.length !== shape.length || given.shape.some(differs))) {
-        throw codedError('InvalidArg',
+        throw codedError(
+          'InvalidArg',
           `${where}.outputs[${i}].shape: [${given.shape}] does not fit [${shape}], what the model returns (-1: a ` +
-            `size that varies)`)
+            `size that varies)`,
+        )
       }
       return { name: given.name ?? o.name, datatype, shape: given.shape ?? shape }
     })
     // A dict output is sent under its own keys: declared names must be those.
     const keyed = one.some((o, i) => o.name !== `OUTPUT__${i}`)
     if (keyed && outputs.some((o, i) => o.name !== one[i].name)) {
-      throw codedError('InvalidArg',
+      throw codedError(
+        'InvalidArg',
         `${where}.outputs: the model returns a dict with keys ${one.map((o) => o.name).join(', ')}; outputs must ` +
-          `name those`)
+          `name those`,
+      )
     }
   }
   const version = spec.version !== undefined ? String(spec.version) : '1'
@@ -252,8 +310,14 @@ async function prepareModel(name, spec, who) {
  */
 function tritonConfig(name, inputs, outputs) {
   const tensor = (s) => ({ name: s.name, data_type: `TYPE_${s.datatype}`, dims: s.shape })
-  return { name, platform: 'torch_node', backend: 'torch_node', max_batch_size: 0, input: inputs.map(tensor),
-    output: outputs.map(tensor) }
+  return {
+    name,
+    platform: 'torch_node',
+    backend: 'torch_node',
+    max_batch_size: 0,
+    input: inputs.map(tensor),
+    output: outputs.map(tensor),
+  }
 }
 
 /** Reads the body, refusing at once past `limit` bytes. */
@@ -284,9 +348,11 @@ function readBody(req, limit) {
 
 function send(res, status, header, chunks = [], extra = {}) {
   const { body, headerLength } = P.encodeBody(header, chunks)
-  const headers = { ...extra,
+  const headers = {
+    ...extra,
     'content-type': headerLength === undefined ? 'application/json' : 'application/octet-stream',
-    'content-length': body.length }
+    'content-length': body.length,
+  }
   if (headerLength !== undefined) headers[P.HEADER_LENGTH] = headerLength
   res.writeHead(status, headers)
   res.end(body)
@@ -309,8 +375,9 @@ async function run(model, given, asked) {
   }
   for (const name of byName.keys()) {
     if (!model.inputs.some((s) => s.name === name)) {
-      throw new P.ProtocolError(`unknown input '${name}'; the model takes ` +
-        `${model.inputs.map((s) => s.name).join(', ')}`)
+      throw new P.ProtocolError(
+        `unknown input '${name}'; the model takes ` + `${model.inputs.map((s) => s.name).join(', ')}`,
+      )
     }
   }
   const args = model.inputs.map((s) => {
@@ -327,14 +394,18 @@ async function run(model, given, asked) {
     }
     return t
   })
-  const outputs = namedOutputs(await model.call(args), model.outputs.map((o) => o.name))
+  const outputs = namedOutputs(
+    await model.call(args),
+    model.outputs.map((o) => o.name),
+  )
   if (asked !== undefined && !Array.isArray(asked)) throw new P.ProtocolError('outputs must be an array')
   if (!asked || !asked.length) return outputs
   return asked.map((a) => {
     const o = outputs.find((x) => x.name === a?.name)
     if (!o) {
-      throw new P.ProtocolError(`unknown output ${JSON.stringify(a?.name)}; the model returns ` +
-        `${outputs.map((x) => x.name).join(', ')}`)
+      throw new P.ProtocolError(
+        `unknown output ${JSON.stringify(a?.name)}; the model returns ` + `${outputs.map((x) => x.name).join(', ')}`,
+      )
     }
     return { ...o, binary: a.parameters?.binary_data }
   })
@@ -378,9 +449,11 @@ function handlerFor({ models, maxBodyBytes = DEFAULT_MAX_BODY }, who) {
     try {
       const [, a, b, c, d, e] = parts
       if (req.method === 'GET' && parts.length === 1) {
-        return send(res, 200,
-          { name: 'torch-node', version: require('../../package.json').version,
-            extensions: ['binary_tensor_data', 'model_configuration'] })
+        return send(res, 200, {
+          name: 'torch-node',
+          version: require('../../package.json').version,
+          extensions: ['binary_tensor_data', 'model_configuration'],
+        })
       }
       if (req.method === 'GET' && a === 'health' && (b === 'live' || b === 'ready') && parts.length === 3) {
         return send(res, 200, {})
@@ -404,16 +477,22 @@ function handlerFor({ models, maxBodyBytes = DEFAULT_MAX_BODY }, who) {
     } catch (/** @type {any} */ err) {
       if (res.headersSent) return res.destroy()
       const status = statusOf(err)
-      send(res, status, { error: String(err && err.message ? err.message : err) }, [],
-        status === 413 ? { connection: 'close' } : {})
+      send(
+        res,
+        status,
+        { error: String(err && err.message ? err.message : err) },
+        [],
+        status === 413 ? { connection: 'close' } : {},
+      )
     }
   }
   /** The prepared model `name` (for serve() and the gRPC server), or a 404. */
   handler.lookup = (name) => {
     const pending = model(name)
     if (!pending) {
-      return Promise.reject(new P.ProtocolError(`unknown model '${name}'; this server has ` +
-        `${[...specs.keys()].join(', ')}`, 404))
+      return Promise.reject(
+        new P.ProtocolError(`unknown model '${name}'; this server has ` + `${[...specs.keys()].join(', ')}`, 404),
+      )
     }
     return pending
   }
@@ -441,17 +520,20 @@ async function serve(options) {
   })
   const address = /** @type {import('node:net').AddressInfo} */ (server.address())
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
-  const closeHttp = () => new Promise((/** @type {(v?: void) => void} */ resolve) => {
-    server.close(() => resolve())
-    server.closeIdleConnections?.()
-  })
+  const closeHttp = () =>
+    new Promise((/** @type {(v?: void) => void} */ resolve) => {
+      server.close(() => resolve())
+      server.closeIdleConnections?.()
+    })
   /** @type {{port: number, close: () => Promise<void>} | null} */
   let grpc = null
   if (o.grpcPort !== undefined) {
-    grpc = await require('./grpc').serveGrpc(handle, { host, port: o.grpcPort, maxBodyBytes }).catch(async (e) => {
-      await closeHttp()
-      throw e
-    })
+    grpc = await require('./grpc')
+      .serveGrpc(handle, { host, port: o.grpcPort, maxBodyBytes })
+      .catch(async (e) => {
+        await closeHttp()
+        throw e
+      })
   }
   return {
     url: `http://${shown}:${address.port}`,

@@ -22,27 +22,35 @@ const datatype = opt.oneOf(Object.keys(P.DTYPE).filter((t) => t !== 'BF16'))
 const sizes = opt.sizes({ varying: true })
 /** An input or output: a name alone, or its metadata (`dims` Triton's, `shape` the protocol's). */
 const entry = (v, what) => (typeof v === 'string' ? { name: name(v, what) } : ENTRY(v, what))
-const ENTRY = opt.bag({ name, datatype, dims: sizes, shape: sizes }, {
-  hints: {
-    dtype: "Triton's config calls it 'datatype' here: 'FP32', 'INT64', ...",
-    data_type: "Triton's config calls it 'datatype' here: 'FP32', 'INT64', ...",
+const ENTRY = opt.bag(
+  { name, datatype, dims: sizes, shape: sizes },
+  {
+    hints: {
+      dtype: "Triton's config calls it 'datatype' here: 'FP32', 'INT64', ...",
+      data_type: "Triton's config calls it 'datatype' here: 'FP32', 'INT64', ...",
+    },
   },
-})
+)
 const ENTRIES = opt.arrayOf(entry, 'names or {name, datatype, dims | shape}')
-const OPTIONS = opt.bag({
-  name: opt.check((v) => typeof v === 'string' && /^[A-Za-z0-9_][\w.-]*$/.test(v),
-    'a model name (letters, digits, _ . -)'),
-  model: opt.any, // a ScriptModule or a path: checked with torch at hand
-  maxBatchSize: opt.integer({ min: 0 }),
-  inputs: ENTRIES,
-  outputs: ENTRIES,
-  dynamicBatching: opt.bag({
-    maxQueueDelayMicroseconds: opt.integer({ min: 0 }),
-    preferredBatchSize: opt.arrayOf(opt.integer({ min: 1 }), 'batch sizes'),
-  }),
-  instances: opt.integer({ min: 1 }),
-  example: opt.any, // Tensors: checked with torch at hand
-}, { required: ['name', 'model'] })
+const OPTIONS = opt.bag(
+  {
+    name: opt.check(
+      (v) => typeof v === 'string' && /^[A-Za-z0-9_][\w.-]*$/.test(v),
+      'a model name (letters, digits, _ . -)',
+    ),
+    model: opt.any, // a ScriptModule or a path: checked with torch at hand
+    maxBatchSize: opt.integer({ min: 0 }),
+    inputs: ENTRIES,
+    outputs: ENTRIES,
+    dynamicBatching: opt.bag({
+      maxQueueDelayMicroseconds: opt.integer({ min: 0 }),
+      preferredBatchSize: opt.arrayOf(opt.integer({ min: 1 }), 'batch sizes'),
+    }),
+    instances: opt.integer({ min: 1 }),
+    example: opt.any, // Tensors: checked with torch at hand
+  },
+  { required: ['name', 'model'] },
+)
 
 const bad = (message) => codedError('InvalidArg', `writeTritonRepository: ${message}`, writeTritonRepository)
 const firstLine = (e) => String(e?.message ?? e).split('\n')[0]
@@ -57,7 +65,13 @@ function outputTensors(out) {
 }
 
 /** The example inputs at `batch` rows: the example's first row repeated. */
-const atBatch = (xs, batch) => xs.map((x) => x.narrow(0, 0, 1).expand([batch, ...x.shape.slice(1)]).contiguous())
+const atBatch = (xs, batch) =>
+  xs.map((x) =>
+    x
+      .narrow(0, 0, 1)
+      .expand([batch, ...x.shape.slice(1)])
+      .contiguous(),
+  )
 
 /** The given entries, one per model input or output (`count`), or names by position. */
 function specs(list, count, prefix, where) {
@@ -78,8 +92,10 @@ function dimsOf(s, shown, batching, what) {
     given.length === against.length && given.every((d, j) => d === -1 || d === against[j])
   if (s.shape !== undefined) {
     if (!fits(s.shape, shown)) {
-      throw bad(`${what}.shape: [${s.shape}] does not fit [${shown}], the shape the model shows at batch 1 (shape: ` +
-        `every size, the batch dim included; dims: Triton's, without it when batching; -1: a size that varies)`)
+      throw bad(
+        `${what}.shape: [${s.shape}] does not fit [${shown}], the shape the model shows at batch 1 (shape: ` +
+          `every size, the batch dim included; dims: Triton's, without it when batching; -1: a size that varies)`,
+      )
     }
     if (batching && s.shape[0] !== -1) {
       throw bad(`${what}.shape: the batch dim (dim 0) must be -1 when max_batch_size > 0, got ${s.shape[0]}`)
@@ -88,8 +104,10 @@ function dimsOf(s, shown, batching, what) {
   }
   if (s.dims !== undefined) {
     if (!fits(s.dims, strip(shown))) {
-      throw bad(`${what}.dims: [${s.dims}] does not fit [${strip(shown)}], what the model shows at batch 1 (dims: ` +
-        `Triton's, without the batch dim when batching; shape: every size; -1: a size that varies)`)
+      throw bad(
+        `${what}.dims: [${s.dims}] does not fit [${strip(shown)}], what the model shows at batch 1 (dims: ` +
+          `Triton's, without the batch dim when batching; shape: every size; -1: a size that varies)`,
+      )
     }
     return s.dims
   }
@@ -97,8 +115,8 @@ function dimsOf(s, shown, batching, what) {
 }
 
 function pbtxt({ name, maxBatchSize, inputs, outputs, dynamicBatching, instances }) {
-  const tensor = (t) => `  {\n    name: "${t.name}"\n    data_type: TYPE_${t.datatype}\n    dims: [ ` +
-    `${t.dims.join(', ')} ]\n  }`
+  const tensor = (t) =>
+    `  {\n    name: "${t.name}"\n    data_type: TYPE_${t.datatype}\n    dims: [ ` + `${t.dims.join(', ')} ]\n  }`
   const lines = [
     `# Written by torch-node ${require('../../package.json').version} (libtorch ${torch().libtorchVersion()}): ` +
       `model.pt`,
@@ -135,9 +153,14 @@ function writeTritonRepository(dir, options) {
   if (typeof dir !== 'string' || !dir) throw bad(`dir: expected a folder path, got ${describe(dir)}`)
   const o = opt.read(options, OPTIONS, 'writeTritonRepository: options', writeTritonRepository)
   const { model, dynamicBatching, instances } = o
-  const module = model instanceof torch().ScriptModule ? model
-    : typeof model === 'string' ? new (torch().ScriptModule)(model)
-      : (() => { throw bad(`options.model: expected a ScriptModule or a .pt file's path, got ${describe(model)}`) })()
+  const module =
+    model instanceof torch().ScriptModule
+      ? model
+      : typeof model === 'string'
+        ? new (torch().ScriptModule)(model)
+        : (() => {
+            throw bad(`options.model: expected a ScriptModule or a .pt file's path, got ${describe(model)}`)
+          })()
   ;(o.inputs ?? []).forEach((s, i) => {
     if (s.dims !== undefined && s.shape !== undefined) {
       throw bad(`options.inputs[${i}]: give dims (Triton's) or shape (the protocol's, with the batch dim), not both`)
@@ -150,13 +173,19 @@ function writeTritonRepository(dir, options) {
   let built = null
   if (example === undefined) {
     const fixed = (d) => Array.isArray(d) && d.every((x) => x > 0)
-    const wholeShape = (s) => (s.shape ? s.shape.map((d, j) => (j === 0 && d === -1 ? 1 : d))
-      : o.maxBatchSize === 0 ? s.dims : s.dims && [1, ...s.dims])
+    const wholeShape = (s) =>
+      s.shape
+        ? s.shape.map((d, j) => (j === 0 && d === -1 ? 1 : d))
+        : o.maxBatchSize === 0
+          ? s.dims
+          : s.dims && [1, ...s.dims]
     const shapes = (o.inputs ?? []).map(wholeShape)
     built = shapes
     if (!shapes.length || !shapes.every(fixed)) {
-      throw bad('options.example: give the inputs of one batch-1 call, or inputs with fixed dims (or a shape whose ' +
-        'only -1 is the batch), so the config can be checked against the model')
+      throw bad(
+        'options.example: give the inputs of one batch-1 call, or inputs with fixed dims (or a shape whose ' +
+          'only -1 is the batch), so the config can be checked against the model',
+      )
     }
     example = shapes.map((shape, i) => torch().zeros(shape, { dtype: P.DTYPE[o.inputs[i].datatype ?? 'FP32'] }))
   }
@@ -180,38 +209,54 @@ function writeTritonRepository(dir, options) {
     one = outputTensors(module.forwardSync(...atBatch(xs, 1)))
   } catch (/** @type {any} */ e) {
     if (e.code === 'InvalidArg' && e.message.startsWith('writeTritonRepository:')) throw e
-    const from = built ? ` (zeros built from options.inputs: shape is every size, the batch dim included; dims ` +
-      `leaves the batch dim out when batching)` : ''
-    throw bad(`the model fails at batch 1 on inputs of shape ` +
-      `${xs.map((x) => `[${[1, ...x.shape.slice(1)]}]`).join(', ')}${from}: ${firstLine(e)}`)
+    const from = built
+      ? ` (zeros built from options.inputs: shape is every size, the batch dim included; dims ` +
+        `leaves the batch dim out when batching)`
+      : ''
+    throw bad(
+      `the model fails at batch 1 on inputs of shape ` +
+        `${xs.map((x) => `[${[1, ...x.shape.slice(1)]}]`).join(', ')}${from}: ${firstLine(e)}`,
+    )
   }
   /** @type {import('../..').Tensor[] | null} */
   let batched = null
   try {
     batched = outputTensors(module.forwardSync(...atBatch(xs, 2)))
   } catch {}
-  const batches = batched !== null && batched.length === one.length &&
+  const batches =
+    batched !== null &&
+    batched.length === one.length &&
     batched.every((t, i) => t.ndim >= 1 && t.shape[0] === 2 && one[i].shape[0] === 1)
   const maxBatchSize = o.maxBatchSize ?? (batches ? 8 : 0)
   if (maxBatchSize > 0 && !batches) {
-    throw bad(`options.maxBatchSize ${maxBatchSize}: the model does not run at batch 2 (traced at a fixed batch?); ` +
-      `use maxBatchSize: 0`)
+    throw bad(
+      `options.maxBatchSize ${maxBatchSize}: the model does not run at batch 2 (traced at a fixed batch?); ` +
+        `use maxBatchSize: 0`,
+    )
   }
   const outputs = specs(o.outputs, one.length, 'OUTPUT', 'outputs')
   outputs.forEach((s, i) => {
     if (s.datatype !== undefined && s.datatype !== P.DATATYPE[one[i].dtype]) {
-      throw bad(`options.outputs[${i}].datatype: ${s.datatype} does not match the model's ` +
-        `${P.DATATYPE[one[i].dtype] ?? one[i].dtype}`)
+      throw bad(
+        `options.outputs[${i}].datatype: ${s.datatype} does not match the model's ` +
+          `${P.DATATYPE[one[i].dtype] ?? one[i].dtype}`,
+      )
     }
   })
   const batching = maxBatchSize > 0
   const config = {
     name: o.name,
     maxBatchSize,
-    inputs: inputs.map((s, i) => ({ name: s.name, datatype: P.DATATYPE[xs[i].dtype],
-      dims: dimsOf(s, [1, ...xs[i].shape.slice(1)], batching, `options.inputs[${i}]`) })),
-    outputs: one.map((t, i) => ({ name: outputs[i].name, datatype: P.DATATYPE[t.dtype],
-      dims: dimsOf(outputs[i], t.shape, batching, `options.outputs[${i}]`) })),
+    inputs: inputs.map((s, i) => ({
+      name: s.name,
+      datatype: P.DATATYPE[xs[i].dtype],
+      dims: dimsOf(s, [1, ...xs[i].shape.slice(1)], batching, `options.inputs[${i}]`),
+    })),
+    outputs: one.map((t, i) => ({
+      name: outputs[i].name,
+      datatype: P.DATATYPE[t.dtype],
+      dims: dimsOf(outputs[i], t.shape, batching, `options.outputs[${i}]`),
+    })),
   }
   const folder = path.join(dir, o.name)
   fs.mkdirSync(path.join(folder, '1'), { recursive: true })

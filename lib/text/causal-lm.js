@@ -26,8 +26,10 @@ function call(impl, self, args, where, caller) {
 const LOAD_OPTIONS = opt.bag({
   dtype: opt.oneOf(['float32', 'bfloat16', 'float16']),
   maxSequences: opt.integer({ min: 1 }),
-  maxQueue: opt.either([opt.integer({ min: 0 }), opt.check((v) => v === Infinity, 'Infinity')],
-    'an integer ≥ 0 or Infinity'),
+  maxQueue: opt.either(
+    [opt.integer({ min: 0 }), opt.check((v) => v === Infinity, 'Infinity')],
+    'an integer ≥ 0 or Infinity',
+  ),
   maxContext: opt.integer({ min: 2 }),
 })
 const LOAD = Symbol('CausalLM.load')
@@ -49,8 +51,12 @@ function promptOf(input, caller) {
       return { messages: input }
     }
   }
-  throw codedError('InvalidArg', 'CausalLM.generate: prompt: expected a string, an array of {role, content} ' +
-    `messages or of token ids, got ${describe(input)}`, caller)
+  throw codedError(
+    'InvalidArg',
+    'CausalLM.generate: prompt: expected a string, an array of {role, content} ' +
+      `messages or of token ids, got ${describe(input)}`,
+    caller,
+  )
 }
 
 /**
@@ -168,8 +174,11 @@ class CausalLM {
     if (this.#disposed) throw codedError('Disposed', 'CausalLM: this model was disposed', caller)
     const prompt = promptOf(input, caller)
     if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options))) {
-      throw codedError('InvalidArg',
-        `CausalLM.generate: options: expected an options object, got ${describe(options)}`, caller)
+      throw codedError(
+        'InvalidArg',
+        `CausalLM.generate: options: expected an options object, got ${describe(options)}`,
+        caller,
+      )
     }
     const { signal, timeoutMs, ...sampling } = options ?? {}
     const what = 'CausalLM.generate: options'
@@ -192,8 +201,11 @@ class CausalLM {
       return true
     }
     if (this.#waiting.length >= this.#maxQueue) {
-      throw codedError('QueueFull', `CausalLM.generate: ${this.#active} sequences are generating and ` +
-        `${this.#waiting.length} calls wait (maxSequences ${this.#maxSequences}, maxQueue ${this.#maxQueue})`)
+      throw codedError(
+        'QueueFull',
+        `CausalLM.generate: ${this.#active} sequences are generating and ` +
+          `${this.#waiting.length} calls wait (maxSequences ${this.#maxSequences}, maxQueue ${this.#maxQueue})`,
+      )
     }
     return new Promise((resolve, reject) => {
       const entry = {
@@ -214,17 +226,17 @@ class CausalLM {
 
   #release() {
     const next = this.#waiting.shift()
-    if (next) next.resolve() // the slot passes to it
+    if (next)
+      next.resolve() // the slot passes to it
     else this.#active--
   }
 
   /** One generation: its pieces as they come, then `{finishReason, usage}`. */
-  async * #run({ prompt, options, signal, timeoutMs }) {
+  async *#run({ prompt, options, signal, timeoutMs }) {
     const usage = { promptTokens: 0, completionTokens: 0 }
     const timer = new AbortController()
-    const timeout = timeoutMs === undefined || timeoutMs === Infinity
-      ? null
-      : setTimeout(() => timer.abort(), timeoutMs)
+    const timeout =
+      timeoutMs === undefined || timeoutMs === Infinity ? null : setTimeout(() => timer.abort(), timeoutMs)
     const stopped = () => signal?.aborted || timer.signal.aborted
     try {
       if (stopped() || !(await this.#acquire(AbortSignal.any([timer.signal, ...(signal ? [signal] : [])])))) {
@@ -256,7 +268,9 @@ class CausalLM {
           if (stopped() || this.#disposed) return { finishReason: 'aborted', usage }
           const piece = pieces.shift()
           if (piece === undefined) {
-            await new Promise((resolve) => { wake = () => resolve(undefined) })
+            await new Promise((resolve) => {
+              wake = () => resolve(undefined)
+            })
             wake = null
             continue
           }

@@ -40,11 +40,15 @@ const LOAD_OPTIONS = opt.bag({
   dtype: opt.oneOf(['float32', 'bfloat16', 'float16']),
   maxBatchSize: opt.integer({ min: 1 }),
   maxDelayMs: opt.number({ min: 0, expected: 'a number of milliseconds ≥ 0' }),
-  maxQueue: opt.either([opt.integer({ min: 1 }), opt.check((v) => v === Infinity, 'Infinity')],
-    'a positive integer or Infinity'),
-  buckets: opt.check((v) => Array.isArray(v) && v.length > 0 &&
-    v.every((b, i) => Number.isInteger(b) && b > 0 && (i === 0 || b > v[i - 1])),
-  'an increasing array of positive lengths'),
+  maxQueue: opt.either(
+    [opt.integer({ min: 1 }), opt.check((v) => v === Infinity, 'Infinity')],
+    'a positive integer or Infinity',
+  ),
+  buckets: opt.check(
+    (v) =>
+      Array.isArray(v) && v.length > 0 && v.every((b, i) => Number.isInteger(b) && b > 0 && (i === 0 || b > v[i - 1])),
+    'an increasing array of positive lengths',
+  ),
   signal: signalOption,
 })
 const ENCODE_OPTIONS = opt.bag({
@@ -82,9 +86,10 @@ function readManifest(folder, caller) {
   try {
     manifest = JSON.parse(fs.readFileSync(file, 'utf8'))
   } catch (e) {
-    const why = /** @type {any} */ (e).code === 'ENOENT'
-      ? 'no manifest.json (a folder written by `npx torch-node export`?)'
-      : /** @type {Error} */ (e).message
+    const why =
+      /** @type {any} */ (e).code === 'ENOENT'
+        ? 'no manifest.json (a folder written by `npx torch-node export`?)'
+        : /** @type {Error} */ (e).message
     throw codedError('ModelLoadError', `SentenceEncoder.load: ${folder}: ${why}`, caller)
   }
   /** @param {string} message */
@@ -93,12 +98,18 @@ function readManifest(folder, caller) {
     throw bad(`not a sentence-encoder manifest (format '${manifest?.format}', kind '${manifest?.kind}')`)
   }
   if (manifest.formatVersion > FORMAT_VERSION) {
-    throw bad(`format version ${manifest.formatVersion} is newer than this torch-node reads (${FORMAT_VERSION}); ` +
-      'update torch-node')
+    throw bad(
+      `format version ${manifest.formatVersion} is newer than this torch-node reads (${FORMAT_VERSION}); ` +
+        'update torch-node',
+    )
   }
   const names = Array.isArray(manifest.inputs) ? manifest.inputs.map((/** @type {any} */ i) => i?.name) : []
-  if (names[0] !== 'input_ids' || names[1] !== 'attention_mask' || names.length > 3 ||
-    !names.slice(2).every((/** @type {string} */ n) => n === 'token_type_ids')) {
+  if (
+    names[0] !== 'input_ids' ||
+    names[1] !== 'attention_mask' ||
+    names.length > 3 ||
+    !names.slice(2).every((/** @type {string} */ n) => n === 'token_type_ids')
+  ) {
     throw bad(`inputs [${names}]: expected input_ids, attention_mask and optionally token_type_ids`)
   }
   if (!manifest.poolingInProgram) throw bad('the program returns token states (poolingInProgram false)')
@@ -122,13 +133,19 @@ function readLoadOptions(options, manifest, caller) {
   const o = { ...DEFAULTS, ...opt.read(options, LOAD_OPTIONS, 'SentenceEncoder.load: options', caller) }
   const bf16Script = manifest.programFormat === 'torchscript' && o.dtype === 'bfloat16'
   if (o.dtype !== undefined && o.dtype !== manifest.dtype && !bf16Script) {
-    throw invalid(`SentenceEncoder.load: options.dtype: this folder was exported in ${manifest.dtype}; ` +
-      `export again with --dtype ${o.dtype} (got '${o.dtype}')`, caller)
+    throw invalid(
+      `SentenceEncoder.load: options.dtype: this folder was exported in ${manifest.dtype}; ` +
+        `export again with --dtype ${o.dtype} (got '${o.dtype}')`,
+      caller,
+    )
   }
   const most = manifest.dynamicShapes?.batch?.[1]
   if (Number.isInteger(most) && o.maxBatchSize > /** @type {number} */ (most)) {
-    throw invalid(`SentenceEncoder.load: options.maxBatchSize: this program takes batches of at most ${most} ` +
-      `(export --max-batch), got ${o.maxBatchSize}`, caller)
+    throw invalid(
+      `SentenceEncoder.load: options.maxBatchSize: this program takes batches of at most ${most} ` +
+        `(export --max-batch), got ${o.maxBatchSize}`,
+      caller,
+    )
   }
   return { ...o, buckets: o.buckets ?? defaultBuckets(manifest.maxSequenceLength) }
 }
@@ -204,12 +221,12 @@ class SentenceEncoder {
     const file = path.join(folder, manifest.program)
     const signal = o.signal === undefined ? {} : { signal: o.signal }
     // A TorchScript folder may be run in bf16 (ScriptModule's own dtype option); a .pt2 may not.
-    const bf16 = o.dtype === 'bfloat16' && manifest.dtype !== 'bfloat16'
-      ? { dtype: /** @type {const} */ ('bfloat16') }
-      : {}
-    const program = manifest.programFormat === 'pt2'
-      ? await AOTModule.load(file, signal)
-      : await ScriptModule.load(file, { ...signal, ...bf16 })
+    const bf16 =
+      o.dtype === 'bfloat16' && manifest.dtype !== 'bfloat16' ? { dtype: /** @type {const} */ ('bfloat16') } : {}
+    const program =
+      manifest.programFormat === 'pt2'
+        ? await AOTModule.load(file, signal)
+        : await ScriptModule.load(file, { ...signal, ...bf16 })
     return new SentenceEncoder(LOAD, manifest, program, tokenizer, o)
   }
 
@@ -289,9 +306,10 @@ class SentenceEncoder {
     /** @type {Encoded[]} */
     let encodings
     try {
-      encodings = texts.length === 1 && texts[0].length <= SYNC_TOKENIZE_CHARS
-        ? [this.#tokenizer.encode(texts[0], options)]
-        : await this.#tokenizer.encodeBatch(texts, signal === undefined ? options : { ...options, signal })
+      encodings =
+        texts.length === 1 && texts[0].length <= SYNC_TOKENIZE_CHARS
+          ? [this.#tokenizer.encode(texts[0], options)]
+          : await this.#tokenizer.encodeBatch(texts, signal === undefined ? options : { ...options, signal })
     } catch (e) {
       // The tokenizer's own words ("texts[1]: a lone surrogate ..."), said by this call.
       if (e instanceof Error && !e.message.startsWith('SentenceEncoder')) {
@@ -316,28 +334,39 @@ class SentenceEncoder {
       byBucket.set(bucket, [...(byBucket.get(bucket) ?? []), i])
     })
     const chunks = [...byBucket.values()].flatMap((rows) =>
-      Array.from({ length: Math.ceil(rows.length / this.#maxBatchSize) },
-        (_, k) => rows.slice(k * this.#maxBatchSize, (k + 1) * this.#maxBatchSize)))
+      Array.from({ length: Math.ceil(rows.length / this.#maxBatchSize) }, (_, k) =>
+        rows.slice(k * this.#maxBatchSize, (k + 1) * this.#maxBatchSize),
+      ),
+    )
     if (o.signal?.aborted) throw codedError('Aborted', 'SentenceEncoder.encode: the signal was aborted')
     // One failure (QueueFull, a timeout) drops the call's other queued requests at once.
     const controller = new AbortController()
     const onAbort = () => controller.abort()
     o.signal?.addEventListener('abort', onAbort, { once: true })
     try {
-      const results = await Promise.allSettled(chunks.map(async (rows) => {
-        try {
-          const embeddings = await this.#run(rows.map((i) => encodings[i]), controller.signal, o.timeoutMs)
-          embeddings.forEach((row, k) => out.set(row, rows[k] * this.dim))
-        } catch (e) {
-          controller.abort()
-          throw e
-        }
-      }))
+      const results = await Promise.allSettled(
+        chunks.map(async (rows) => {
+          try {
+            const embeddings = await this.#run(
+              rows.map((i) => encodings[i]),
+              controller.signal,
+              o.timeoutMs,
+            )
+            embeddings.forEach((row, k) => out.set(row, rows[k] * this.dim))
+          } catch (e) {
+            controller.abort()
+            throw e
+          }
+        }),
+      )
       const failed = results.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []))
       if (failed.length > 0) {
         // The user's abort, else the first cause (not the Aborted it made of its siblings).
-        throw (o.signal?.aborted && failed.find((e) => e?.code === 'Aborted')) ||
-          failed.find((e) => e?.code !== 'Aborted') || failed[0]
+        throw (
+          (o.signal?.aborted && failed.find((e) => e?.code === 'Aborted')) ||
+          failed.find((e) => e?.code !== 'Aborted') ||
+          failed[0]
+        )
       }
     } finally {
       o.signal?.removeEventListener('abort', onAbort)
@@ -384,8 +413,10 @@ class SentenceEncoder {
     if (!(output instanceof Tensor) || output.ndim !== 2 || output.shape[0] !== rows || output.shape[1] !== this.dim) {
       const shape = output instanceof Tensor ? `[${output.shape}]` : describe(output)
       output?.dispose?.()
-      throw codedError('ShapeMismatch',
-        `SentenceEncoder.encode: the program returned ${shape}, expected [${rows}, ${this.dim}] (manifest output.dim)`)
+      throw codedError(
+        'ShapeMismatch',
+        `SentenceEncoder.encode: the program returned ${shape}, expected [${rows}, ${this.dim}] (manifest output.dim)`,
+      )
     }
     const flat = output.dtype === 'float32' ? output : output.to('float32')
     const values = /** @type {Float32Array} */ (flat.toTypedArray()) // a copy, in row-major order
