@@ -1,7 +1,8 @@
 'use strict'
-// torch.text.CausalLM over the tiny random Llama (GQA) and GPT-2 of models/make_lm_models.py
-// (`npm run models`): greedy parity with transformers' generate, sampling, stops, streaming,
-// abort, the sequence bound and option errors.
+// torch.text.CausalLM over the tiny random Llama (GQA), GPT-2, Qwen2 (biases, a sliding window),
+// Qwen3 (q/k norms) and Mistral (sliding window) of models/make_lm_models.py (`npm run models`):
+// greedy parity with transformers' generate, alone and batched, sampling, stops, streaming, abort,
+// the sequence bound and option errors.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -9,7 +10,7 @@ const path = require('node:path')
 const torch = require('..')
 
 const ROOT = path.join(__dirname, '..', 'models', 'golden', 'lm')
-const NAMES = ['llama-tiny', 'gpt2-tiny']
+const NAMES = ['llama-tiny', 'gpt2-tiny', 'qwen2-tiny', 'qwen3-tiny', 'mistral-tiny']
 const missing = NAMES.some((n) => !fs.existsSync(path.join(ROOT, `${n}.golden.json`)))
 const skip = missing && 'the causal-LM goldens are missing (npm run models)'
 const golden = (name) => JSON.parse(fs.readFileSync(path.join(ROOT, `${name}.golden.json`), 'utf8'))
@@ -32,7 +33,7 @@ async function pieces(lm, prompt, options) {
   }
 }
 
-test('greedy generation equals transformers\' tokens and text (plain, unicode, one token, chat)', { skip }, async () => {
+test("greedy generation equals transformers' tokens and text (plain, unicode, one token, chat)", { skip }, async () => {
   for (const name of NAMES) {
     const g = golden(name)
     const lm = await load(name)
@@ -58,19 +59,28 @@ test('streamed pieces join into the full text and split no character', { skip },
   for (const c of golden('llama-tiny').cases) {
     const { pieces: ps, result } = await pieces(lm, c.prompt ?? c.messages, { maxNewTokens: 64 })
     assert.equal(ps.map((p) => p.text).join(''), c.text_out, c.name)
-    assert.deepEqual(ps.flatMap((p) => p.tokens), c.output_ids, c.name)
+    assert.deepEqual(
+      ps.flatMap((p) => p.tokens),
+      c.output_ids,
+      c.name,
+    )
     assert.equal(result.finishReason, 'length')
     // A replacement character only where the full decode has one (the random model emits
     // byte tokens that make no UTF-8): a piece never ends inside a character.
     const fffd = (s) => [...s].filter((ch) => ch === '\uFFFD').length
-    assert.equal(ps.reduce((n, p) => n + fffd(p.text), 0), fffd(c.text_out), c.name)
+    assert.equal(
+      ps.reduce((n, p) => n + fffd(p.text), 0),
+      fffd(c.text_out),
+      c.name,
+    )
     for (const p of ps) assert.ok(!/[\uD800-\uDBFF]$/.test(p.text), 'no lone high surrogate at a piece end')
   }
 })
 
 test('the same seed gives the same tokens; another seed others', { skip }, async () => {
   const lm = await load('gpt2-tiny')
-  const sample = (seed) => lm.complete('Once upon a time', { temperature: 1, topK: 50, topP: 0.95, seed, maxNewTokens: 32 })
+  const sample = (seed) =>
+    lm.complete('Once upon a time', { temperature: 1, topK: 50, topP: 0.95, seed, maxNewTokens: 32 })
   const [a, b, c] = await Promise.all([sample(7), sample(7), sample(8)])
   assert.deepEqual(a.tokens, b.tokens)
   assert.equal(a.text, b.text)
@@ -112,8 +122,9 @@ test('concurrent generations share each step and give the tokens each gives alon
     // Three rows for four calls: the fourth waits, then takes a row another leaves. Different
     // lengths (maxNewTokens) so that they leave at different steps.
     const lm = await load(name, { maxSequences: 3 })
-    const got = await Promise.all(cases.map((c, i) =>
-      lm.complete(c.prompt ?? c.messages, { ...options, maxNewTokens: 40 - 7 * i })))
+    const got = await Promise.all(
+      cases.map((c, i) => lm.complete(c.prompt ?? c.messages, { ...options, maxNewTokens: 40 - 7 * i })),
+    )
     got.forEach((r, i) => {
       const expected = want[i].slice(0, 40 - 7 * i)
       const at = expected.findIndex((t, k) => t !== r.tokens[k])
@@ -125,7 +136,9 @@ test('concurrent generations share each step and give the tokens each gives alon
     const tokens = got.reduce((n, r) => n + r.tokens.length, 0)
     assert.equal(prefills, cases.length)
     assert.equal(rows, tokens - cases.length, 'each token but the first of each comes from one row of a step')
-    assert.ok(steps < rows / 2, `${steps} steps for ${rows} rows: the calls shared steps`)
+    // How many steps they shared depends on when each call reached the engine (the Rust test
+    // src/generate/lm.rs checks a fixed schedule); that they shared some does not.
+    assert.ok(steps < rows, `${steps} steps for ${rows} rows: the calls shared steps`)
   }
 })
 
@@ -164,8 +177,10 @@ test('past maxSequences calls wait, then QueueFull past maxQueue', { skip }, asy
   await busy.next()
   const waiting = lm.complete('a', { maxNewTokens: 3 })
   await assert.rejects(lm.complete('b', { maxNewTokens: 3 }), { code: 'QueueFull' })
-  assert.deepEqual({ ...lm.stats(), steps: 0, rows: 0, prefills: 0 },
-    { active: 1, queued: 1, maxSequences: 1, steps: 0, rows: 0, prefills: 0 })
+  assert.deepEqual(
+    { ...lm.stats(), steps: 0, rows: 0, prefills: 0 },
+    { active: 1, queued: 1, maxSequences: 1, steps: 0, rows: 0, prefills: 0 },
+  )
   while (!(await busy.next()).done); // drains, then the waiting call runs
   assert.equal((await waiting).tokens.length, 3)
 })
@@ -175,11 +190,19 @@ test('bad arguments and options are coded errors', { skip }, async () => {
   await assert.rejects(load('llama-tiny', { dtype: 'float16' }), { code: 'InvalidArg', message: /exported as float32/ })
   await assert.rejects(torch.text.CausalLM.load(path.join(ROOT, 'nope')), { code: 'ModelLoadError' })
   const lm = await load('llama-tiny')
-  assert.throws(() => lm.generate('x', { temprature: 1 }), { code: 'InvalidArg', message: /unknown option 'temprature'/ })
+  assert.throws(() => lm.generate('x', { temprature: 1 }), {
+    code: 'InvalidArg',
+    message: /unknown option 'temprature'/,
+  })
   assert.throws(() => lm.generate(5), { code: 'InvalidArg', message: /prompt/ })
   assert.throws(() => lm.generate('x', { signal: 'now' }), { code: 'InvalidArg', message: /signal/ })
   assert.throws(() => lm.generate('x', { temperature: NaN }), { code: 'InvalidArg', message: /temperature/ })
-  for (const [options, says] of [[{ maxNewTokens: 0 }, /maxNewTokens/], [{ topP: 0 }, /topP/], [{ stop: [1] }, /stop/], [{ timeoutMs: -1 }, /timeoutMs/]]) {
+  for (const [options, says] of [
+    [{ maxNewTokens: 0 }, /maxNewTokens/],
+    [{ topP: 0 }, /topP/],
+    [{ stop: [1] }, /stop/],
+    [{ timeoutMs: -1 }, /timeoutMs/],
+  ]) {
     await assert.rejects(lm.complete('x', options), { code: 'InvalidArg', message: says })
   }
   await assert.rejects(lm.complete([{ role: 'user' }]), { code: 'InvalidArg' })

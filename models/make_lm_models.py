@@ -50,6 +50,27 @@ MODELS = {
         "GPT2Config",
         dict(n_embd=64, n_layer=2, n_head=4, n_positions=MAX_CONTEXT, **COMMON),
     ),
+    # The other families the exporter claims, each with what sets it apart: Qwen2's q/k/v biases
+    # and a sliding window on its upper layers (24 slots: the goldens' 64 new tokens cross it),
+    # Qwen3's q/k norms, Mistral's sliding window on every layer and an untied head.
+    "qwen2-tiny": (
+        "Qwen2Config",
+        dict(hidden_size=64, intermediate_size=172, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=MAX_CONTEXT, use_sliding_window=True,
+             sliding_window=24, max_window_layers=1, tie_word_embeddings=True, **COMMON),
+    ),
+    "qwen3-tiny": (
+        "Qwen3Config",
+        dict(hidden_size=64, intermediate_size=172, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=16, max_position_embeddings=MAX_CONTEXT,
+             tie_word_embeddings=True, **COMMON),
+    ),
+    "mistral-tiny": (
+        "MistralConfig",
+        dict(hidden_size=64, intermediate_size=172, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=16, max_position_embeddings=MAX_CONTEXT, sliding_window=24,
+             tie_word_embeddings=False, **COMMON),
+    ),
 }
 SPECIALS = ["<|pad|>", "<|im_start|>", "<|im_end|>"]  # ids 0, 1, 2: pad, bos, eos
 CHAT_TEMPLATE = (

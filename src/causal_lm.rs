@@ -64,6 +64,9 @@ js_result!(
 
 type Callback = FunctionRef<StepJs, ()>;
 
+/// Prompt tokens that may join a running batch in one round (see `tick`).
+const PREFILL_BUDGET: usize = 512;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -151,8 +154,7 @@ fn tick(engine: Arc<Engine>) {
     for (stream, _) in batch.remove_where(|s| s.aborted.load(Ordering::SeqCst)) {
         stream.end(Finish::Aborted, None);
     }
-    // A new generation joins each round; into an idle batch, all that fit join at once.
-    let joining = {
+    {
         let mut inbox = lock(&engine.inbox);
         let (gone, waiting) = std::mem::take(&mut inbox.waiting)
             .into_iter()
@@ -161,35 +163,26 @@ fn tick(engine: Arc<Engine>) {
         for stream in gone {
             stream.end(Finish::Aborted, None);
         }
-        let room = if batch.is_empty() { usize::MAX } else { 1 };
-        let free = room.min(inbox.waiting.len());
-        inbox.waiting.drain(..free).collect::<Vec<_>>()
-    };
-    let mut back = Vec::new();
-    for stream in joining {
-        if batch.is_full() {
-            back.push(stream);
-            continue;
-        }
+    }
+    // Waiting generations join while rows are free: all of them into an idle batch, else until
+    // this round's prompts reach PREFILL_BUDGET tokens (a prefill delays the running
+    // sequences' next token by its own time).
+    let idle = batch.is_empty();
+    let mut prefilled = 0;
+    while !batch.is_full() && (idle || prefilled < PREFILL_BUDGET) {
+        let Some(stream) = lock(&engine.inbox).waiting.pop_front() else {
+            break;
+        };
         let Some(guard) = stream.queue.running() else {
             continue;
         };
-        if stream.aborted.load(Ordering::SeqCst) {
-            stream.end(Finish::Aborted, None);
-            continue;
-        }
         let origin = Some(stream.queue.clone());
         let admitted = warnings::with_origin(origin, || catch_panic(|| admit(&mut batch, &stream)));
         if let Err(e) = admitted {
             stream.end(Finish::Aborted, Some(&e));
         }
+        prefilled += stream.prompt_tokens.load(Ordering::SeqCst).max(1);
         running.push(guard);
-    }
-    if !back.is_empty() {
-        let mut inbox = lock(&engine.inbox);
-        for stream in back.into_iter().rev() {
-            inbox.waiting.push_front(stream);
-        }
     }
     if !batch.is_empty() {
         let origin = batch.tags().next().map(|s| s.queue.clone());

@@ -518,7 +518,13 @@ mod tests {
     #[test]
     fn greedy_matches_transformers_goldens() {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/models/golden/lm");
-        for name in ["llama-tiny", "gpt2-tiny"] {
+        for name in [
+            "llama-tiny",
+            "gpt2-tiny",
+            "qwen2-tiny",
+            "qwen3-tiny",
+            "mistral-tiny",
+        ] {
             let Ok(golden) = std::fs::read(format!("{root}/{name}.golden.json")) else {
                 eprintln!("skipped: {root}/{name}.golden.json (npm run models)");
                 continue;
