@@ -11,6 +11,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const torch = require('..')
+const { childOut } = require('./helpers')
 
 const MODELS = path.join(__dirname, '..', 'models')
 const RESNET = path.join(MODELS, 'resnet18.pt2') // x: float32 [batch, 3, 224, 224] -> [batch, 1000]
@@ -210,5 +211,25 @@ describe('AOTModule', { skip: SKIP }, () => {
     assert.equal((await pending).length, 2)
     assert.equal(m.isDisposed, true)
     assert.throws(() => m.forwardSync(torch.ones([2, 3]), torch.ones([2, 3])), { code: 'Disposed' })
+  })
+
+  test('after a load, the weights are resident once: the package .so pages they were copied from are given back', () => {
+    // In a child: this process has other models' pages mapped. RssFile is the file-backed part
+    // of the resident set; ResNet-18's weights are 45 MB, copied at load out of the .so.
+    const out = childOut(
+      `const torch = require(${JSON.stringify(path.join(__dirname, '..'))})
+      const fs = require('node:fs')
+      const status = () => fs.readFileSync('/proc/self/status', 'utf8').split('\\n')
+      const kb = (key) => parseInt(status().find((l) => l.startsWith(key + ':')).slice(key.length + 1), 10)
+      const file0 = kb('RssFile'), anon0 = kb('RssAnon')
+      torch.AOTModule.load(${JSON.stringify(RESNET)}).then((m) => {
+        const y = m.forwardSync(torch.ones([1, 3, 224, 224]))
+        console.log('OUT ' + JSON.stringify({ file: kb('RssFile') - file0, anon: kb('RssAnon') - anon0, shape: y.shape }))
+      })`,
+      { timeout: 60_000 },
+    )
+    assert.deepEqual(out.shape, [1, 1000])
+    assert.ok(out.anon > 40_000, `the weights' copy: +${out.anon} kB anonymous`)
+    assert.ok(out.file < 20_000, `+${out.file} kB file-backed after the load: the .so's weight pages stayed`)
   })
 })

@@ -42,6 +42,10 @@ pub fn load(path: &str, device: Device) -> Result<AotModule> {
         Device::Cuda(i) => i as i32,
         _ => -1,
     };
+    // The weights' pages of the package's .so that the loader copied stay mapped: given back
+    // (crate::aot_pages says why), CPU only (a CUDA load copies them to the device the same way,
+    // but keeps host pages of its own that this has not been measured on).
+    let before = matches!(device, Device::Cpu).then(crate::aot_pages::mapped);
     let handle = ffi::aoti_load(path, index).map_err(|e| {
         let message = trim_libtorch(&e.to_string());
         let code = match device {
@@ -50,6 +54,9 @@ pub fn load(path: &str, device: Device) -> Result<AotModule> {
         };
         fail(code, format!("{what}: {message}"))
     })?;
+    if let Some(before) = before {
+        crate::aot_pages::release_new_file_pages(&before);
+    }
     Ok(AotModule {
         handle,
         device,

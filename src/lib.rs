@@ -14,6 +14,7 @@ pub mod tensor;
 pub mod aot;
 pub mod aot_inputs;
 pub mod aot_module;
+pub mod aot_pages;
 pub mod archive;
 pub mod args;
 pub mod causal_lm;

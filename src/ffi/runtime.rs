@@ -105,3 +105,15 @@ pub fn torch_version() -> (i32, i32) {
     unsafe { tn_torch_version(&mut major, &mut minor) };
     (major, minor)
 }
+
+/// Drops this process's resident pages of `[start, start + len)`, a whole read-only private file
+/// mapping with no copied-on-write page (`crate::aot_pages` checks that in smaps): the pages stay
+/// in the page cache and are read back from the file on the next access. False where the kernel
+/// refused (nothing changed then).
+#[cfg(target_os = "linux")]
+pub fn release_clean_file_pages(start: usize, len: usize) -> bool {
+    // SAFETY: MADV_DONTNEED on a clean private file mapping discards no data (its pages equal the
+    // file's); the mapping stays, so no pointer into it dangles. The caller passes a whole mapping
+    // it just read from /proc/self/smaps.
+    unsafe { libc::madvise(start as *mut c_void, len, libc::MADV_DONTNEED) == 0 }
+}
