@@ -10,7 +10,7 @@
 //   stream N     -> {ms, tokens, ids}: one generation of at most N new tokens on the long prompt
 //   streams K N  -> {ms, tokens, lagP99Ms}: K generations at once, N tokens at most each
 //   ttft         -> {ms}: from the call to the first new token of the ~500-token prompt
-//   rss          -> {maxRssMiB}: this process's peak resident set (VmHWM)
+//   rss          -> {maxRssMiB, rssMiB}: this process's resident set at its peak (VmHWM) and now (VmRSS)
 //   quit
 const fs = require('node:fs')
 const path = require('node:path')
@@ -83,10 +83,12 @@ async function peer(kind, model, threads) {
   throw new Error(`generate-child: unknown peer ${kind}`)
 }
 
-function maxRssMiB() {
+/** This process's resident set now (VmRSS) and at its peak (VmHWM), MiB. */
+function rssMiB() {
   const status = fs.readFileSync('/proc/self/status', 'utf8')
-  const kb = Number((status.match(/^VmHWM:\s+(\d+)/m) || [])[1])
-  return Number.isFinite(kb) ? kb / 1024 : process.resourceUsage().maxRSS / 1024
+  const read = (key) => Number((status.match(new RegExp(`^${key}:\\s+(\\d+)`, 'm')) || [])[1]) / 1024
+  const peak = read('VmHWM')
+  return { maxRssMiB: Number.isFinite(peak) ? peak : process.resourceUsage().maxRSS / 1024, rssMiB: read('VmRSS') }
 }
 
 async function main() {
@@ -119,7 +121,7 @@ async function main() {
       })
       reply = { ms: first }
     } else if (cmd === 'rss') {
-      reply = { maxRssMiB: maxRssMiB() }
+      reply = rssMiB()
     } else {
       reply = { error: `unknown command ${cmd}` }
     }

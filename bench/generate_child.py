@@ -18,7 +18,7 @@
         request per stdin line, one JSON reply line:
             stream N   -> {ms, tokens}: generate() on the long prompt, at most N new tokens
             ttft       -> {ms}: generate() of one token on the ~500-token prompt
-            rss        -> {maxRssMiB}
+            rss        -> {maxRssMiB, rssMiB}
             quit
 """
 import json
@@ -138,10 +138,16 @@ def prepare(gguf_path, out):
         print(f"prepare: {prompts} (long prompt {len(chosen['ids'])} tokens, ttft prompt {len(ttft)})", flush=True)
 
 
-def max_rss_mib():
+def rss_mib():
+    """This process's resident set now (VmRSS) and at its peak (ru_maxrss), MiB."""
     import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    now = None
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                now = int(line.split()[1]) / 1024
+    return {"maxRssMiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rssMiB": now}
 
 
 def serve(hf, prompts_path, threads):
@@ -166,7 +172,7 @@ def serve(hf, prompts_path, threads):
             greedy(model, prompts["ttft"]["ids"], 1)
             reply = {"ms": (time.perf_counter() - t0) * 1e3}
         elif cmd == "rss":
-            reply = {"maxRssMiB": max_rss_mib()}
+            reply = rss_mib()
         else:
             reply = {"error": f"unknown command {cmd}"}
         print(json.dumps(reply), flush=True)
