@@ -188,6 +188,7 @@ describe('torch-node export', () => {
       ],
       [['export', 'models', 'out', '--max-batch', '1'], /export: --max-batch: expected an integer ≥ 2, got '1'/],
       [['export', 'no-such-dir', 'out'], /export: no-such-dir: no such folder/],
+      [['export', 'models', 'out', '--autotune'], /export: --autotune: for causal LMs only/],
     ]) {
       const { code, stdout, stderr } = cli(args)
       assert.equal(code, 2, `${args.join(' ')}: ${stderr}`)

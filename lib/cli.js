@@ -18,7 +18,7 @@ const EXPORTERS = {
 }
 const CAUSAL_SUFFIXES = ['ForCausalLM', 'LMHeadModel']
 const EXPORT_USAGE = `usage: torch-node export <model-dir> <out-folder> [--dtype float32|bfloat16|float16]
-         [--format auto|pt2|torchscript] [--max-batch 1024]
+         [--format auto|pt2|torchscript] [--max-batch 1024] [--autotune]
 
 Turns a Hugging Face or sentence-transformers text encoder folder (BERT, MiniLM, BGE, E5, MPNet,
 ...) into a torch-node model folder for torch.text.SentenceEncoder: model.pt2 (torch.export +
@@ -26,7 +26,9 @@ AOTInductor; model.pt, TorchScript, where torch.export fails), tokenizer.json an
 A causal language model (Llama, SmolLM, Mistral, Qwen2/Qwen3, GPT-2: config.json's architectures
 end in ForCausalLM or LMHeadModel) becomes a folder for torch.text.CausalLM instead, through
 python/export_causal_lm.py (--format does not apply). Runs python/export_text.py or
-python/export_causal_lm.py with $PYTHON, else python3, which needs torch and transformers.`
+python/export_causal_lm.py with $PYTHON, else python3, which needs torch and transformers.
+--autotune (causal LMs): tune each matmul for this CPU at export; faster decoding, twice the
+weights' memory (docs/generation.md).`
 
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
        torch-node export <model-dir> <out-folder> [--dtype ...]   (torch-node export --help)
@@ -85,6 +87,7 @@ function parseExport(argv) {
     dtype: { type: 'string' },
     format: { type: 'string' },
     'max-batch': { type: 'string' },
+    autotune: { type: 'boolean' },
   })
   if (values.help) return { command: 'export', help: true }
   for (const [key, choices] of Object.entries(EXPORT_CHOICES)) {
@@ -103,6 +106,7 @@ function parseExport(argv) {
   const flags = Object.entries({ dtype: values.dtype, format: values.format, 'max-batch': maxBatch }).flatMap(
     ([key, value]) => (value === undefined ? [] : [`--${key}`, value]),
   )
+  if (values.autotune) flags.push('--autotune')
   return { command: 'export', modelDir: positionals[0], outDir: positionals[1], flags }
 }
 
@@ -144,6 +148,9 @@ function runExport(args, { stdout, stderr, env }) {
       return Promise.resolve(2)
     }
     if (at !== -1) flags = [...flags.slice(0, at), ...flags.slice(at + 2)]
+  } else if (flags.includes('--autotune')) {
+    stderr.write('torch-node: export: --autotune: for causal LMs only (this folder holds a text encoder)\n')
+    return Promise.resolve(2)
   }
   const python = env.PYTHON || 'python3'
   return new Promise((resolve) => {

@@ -177,8 +177,14 @@ def make_source(name, folder, tokenizer_dir):
         shutil.copyfile(os.path.join(tokenizer_dir, f), os.path.join(folder, f))
 
 
-def export(source, out):
+# Exported with --autotune (Inductor's tuned C++ GEMMs over frozen weights), so that the goldens
+# test that path too; the others compile the default way (tuning costs ~30 s a model).
+AUTOTUNED = {"llama-tiny"}
+
+
+def export(source, out, autotune=False):
     cmd = [sys.executable, EXPORT, source, out, "--max-context", str(MAX_CONTEXT), "--max-batch", "16"]
+    cmd += ["--autotune"] if autotune else []
     log(" ".join(os.path.relpath(c, ROOT) if os.path.isabs(c) else c for c in cmd))
     subprocess.run(cmd, check=True)
 
@@ -242,14 +248,14 @@ def main():
     for name in MODELS:
         source = os.path.join(args.out, f"{name}-src")
         out = os.path.join(args.out, name)
-        want = file_hash(MODELS[name], tokenizer_bytes, exporter)
+        want = file_hash(MODELS[name], tokenizer_bytes, exporter, name in AUTOTUNED)
         stamp = os.path.join(out, ".source-hash")
         have = open(stamp).read().strip() if os.path.isfile(stamp) else None
         if have == want and os.path.isfile(os.path.join(out, "model.pt2")):
             log(f"{name}: up to date")
         else:
             make_source(name, source, tokenizer_dir)
-            export(source, out)
+            export(source, out, autotune=name in AUTOTUNED)
             with open(stamp, "w") as f:
                 f.write(want + "\n")
         golden = os.path.join(args.out, f"{name}.golden.json")
