@@ -185,15 +185,19 @@ fn tick(engine: Arc<Engine>) {
         running.push(guard);
     }
     if !batch.is_empty() {
-        let origin = batch.tags().next().map(|s| s.queue.clone());
-        let tags: Vec<Arc<Stream>> = batch.tags().cloned().collect();
-        let events = warnings::with_origin(origin, || catch_panic(|| Ok(batch.step(&tags[0].model))));
+        // Every generation of the batch is of this engine's model.
+        let first = batch.tags().next().cloned();
+        let (origin, model) = first.map(|s| (s.queue.clone(), s.model.clone())).unzip();
+        let events = warnings::with_origin(origin, || {
+            catch_panic(|| Ok(model.map(|m| batch.step(&m)).unwrap_or_default()))
+        });
         match events {
             Ok(events) => events.into_iter().for_each(post_event),
             Err(e) => {
                 // A panic inside the step: the batch's state is unknown; end every generation.
-                batch.clear();
-                tags.iter().for_each(|s| s.end(Finish::Aborted, Some(&e)));
+                for (stream, _) in batch.clear() {
+                    stream.end(Finish::Aborted, Some(&e));
+                }
             }
         }
     }

@@ -215,24 +215,18 @@ pub fn load(folder: &str, options: LoadOptions) -> Result<Model> {
             manifest.dtype_name
         );
     }
-    let max_context = match options.max_context {
-        Some(n) if !(2..=manifest.max_context).contains(&n) => bail_code!(
-            Code::InvalidArg,
-            "options.maxContext: expected 2 to {} (the exported limit), got {n}",
-            manifest.max_context
-        ),
-        Some(n) => n,
-        None => manifest.max_context,
-    };
-    let max_sequences = match options.max_sequences {
-        Some(n) if !(1..=manifest.max_batch).contains(&n) => bail_code!(
-            Code::InvalidArg,
-            "options.maxSequences: expected 1 to {} (the exported --max-batch), got {n}",
-            manifest.max_batch
-        ),
-        Some(n) => n,
-        None => manifest.max_batch.min(4),
-    };
+    let max_context = within(
+        options.max_context,
+        "maxContext",
+        (2, manifest.max_context, "the exported limit"),
+        manifest.max_context,
+    )?;
+    let max_sequences = within(
+        options.max_sequences,
+        "maxSequences",
+        (1, manifest.max_batch, "the exported --max-batch"),
+        manifest.max_batch.min(4),
+    )?;
     let generation: Json = read("generation_config.json")
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
@@ -249,6 +243,25 @@ pub fn load(folder: &str, options: LoadOptions) -> Result<Model> {
         max_context,
         max_sequences,
     })
+}
+
+/// A load option: `value` within `lo..=hi` (what `hi` is, for the message), `default` when absent.
+fn within(
+    value: Option<usize>,
+    name: &str,
+    (lo, hi, what): (usize, usize, &str),
+    default: usize,
+) -> Result<usize> {
+    match value {
+        Some(n) if !(lo..=hi).contains(&n) => {
+            bail_code!(
+                Code::InvalidArg,
+                "options.{name}: expected {lo} to {hi} ({what}), got {n}"
+            )
+        }
+        Some(n) => Ok(n),
+        None => Ok(default),
+    }
 }
 
 /// Why a sequence ended.
