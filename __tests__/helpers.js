@@ -134,4 +134,13 @@ function runTinyBench(script, resultsName, timeoutMs, check) {
   }
 }
 
-module.exports = { coded, runChild, childOut, tritonStats, writeTritonTestModels, runTinyBench }
+/**
+ * Asserts that a finished child (`{code, signal, stdout, stderr}`) exited 0; else fails with the
+ * ends of its output.
+ * @param {{code: number | null, signal?: string | null, stdout: string, stderr: string}} r @param {string} what
+ */
+function assertExited0(r, what) {
+  assert.equal(r.code, 0, `${what}: exit ${r.code ?? r.signal}\n${r.stdout.slice(-2000)}\n${r.stderr.slice(-2000)}`)
+}
+
+module.exports = { coded, runChild, childOut, tritonStats, writeTritonTestModels, runTinyBench, assertExited0 }

@@ -11,7 +11,7 @@ const os = require('node:os')
 const path = require('node:path')
 const torch = require('..')
 const { tritonEnv, startTriton, pythonWithClient, perfAnalyzer } = require('../tools/triton-env')
-const { runChild, tritonStats, writeTritonTestModels } = require('./helpers')
+const { runChild, tritonStats, writeTritonTestModels, assertExited0 } = require('./helpers')
 
 const MODELS = path.join(__dirname, '..', 'models')
 const RESNET = path.join(MODELS, 'resnet18_traced.pt')
@@ -595,11 +595,7 @@ print(json.dumps({
             pa.env,
             150_000,
           )
-          assert.equal(
-            r.code,
-            0,
-            `perf_analyzer: exit ${r.code ?? r.signal}\n${r.stdout.slice(-2000)}\n${r.stderr.slice(-2000)}`,
-          )
+          assertExited0(r, 'perf_analyzer')
           const lines = r.stdout
             .split('\n')
             .filter((l) => /Request count:|Throughput:|latency|Concurrency:/.test(l))

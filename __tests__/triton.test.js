@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { tritonEnv, startTriton, pythonWithClient, perfAnalyzer, httpGet } = require('../tools/triton-env')
-const { runChild, tritonStats, writeTritonTestModels } = require('./helpers')
+const { runChild, tritonStats, writeTritonTestModels, assertExited0 } = require('./helpers')
 
 const MODELS = path.join(__dirname, '..', 'models')
 const RESNET = path.join(MODELS, 'resnet18_traced.pt')
@@ -264,11 +264,7 @@ if (skip) {
           pa.env,
           120_000,
         )
-        assert.equal(
-          r.code,
-          0,
-          `perf_analyzer: exit ${r.code ?? r.signal}\n${r.stdout.slice(-2000)}\n${r.stderr.slice(-2000)}`,
-        )
+        assertExited0(r, 'perf_analyzer')
         t.diagnostic(r.stdout.split('\n').find((l) => l.startsWith('Concurrency:')) ?? '')
         assert.match(r.stdout, /Concurrency: 2, throughput: [\d.]+ infer\/sec, latency \d+ usec/)
       },

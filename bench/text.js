@@ -24,7 +24,7 @@ const autocannon = require('autocannon')
 const torch = require('..')
 const { options, writeResults, runMain } = require('./cli')
 const machine = require('./machine')
-const { pythonCommand } = require('./torchscript-child')
+const { pythonCommand, lineChild } = require('./torchscript-child')
 
 const ROOT = path.join(__dirname, '..')
 const TEXT = path.join(ROOT, 'models', 'golden', 'text')
@@ -59,27 +59,10 @@ function minilmSource(python) {
 
 /** A child speaking the line protocol: resolves once it printed its ready line. */
 async function startChild(name, cmd, args) {
-  const child = spawn(cmd, args, { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] })
-  let stderr = ''
-  child.stderr.on('data', (d) => {
-    stderr += d
-  })
-  const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]()
-  const next = async () => {
-    const { value, done } = await lines.next()
-    if (done) throw new Error(`${name} exited: ${stderr.trim().split('\n').slice(-3).join(' | ')}`)
-    return value
-  }
+  const { child, next, request } = lineChild(name, cmd, args, { cwd: ROOT, env })
   let ready = await next()
   while (!ready.startsWith('{')) ready = await next() // libraries' own start-up lines
-  return {
-    name,
-    child,
-    request: async (line) => {
-      child.stdin.write(`${line}\n`)
-      return Number(await next())
-    },
-  }
+  return { name, child, request: async (/** @type {string} */ line) => Number(await request(line)) }
 }
 
 async function embedRows(python) {

@@ -16,14 +16,13 @@ function pythonCommand() {
 }
 
 /**
- * Starts the child on `model` with `threads` intra-op threads: `{child, next, request}`, where
- * `next()` resolves to its next output line and `request(line)` sends a line and awaits the answer.
+ * Spawns a child that speaks a line protocol: `{child, next, request}`, where `next()` resolves
+ * to its next stdout line (and rejects with `name` and the end of its stderr once it exited) and
+ * `request(line)` sends a line and awaits the answer.
+ * @param {string} name @param {string} cmd @param {string[]} args @param {object} options spawn's
  */
-function startTorchscriptChild(python, model, golden, threads) {
-  const child = spawn(python, [path.join(__dirname, 'torchscript_child.py'), model, golden, String(threads)], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-    env: { ...process.env, OMP_NUM_THREADS: String(threads) },
-  })
+function lineChild(name, cmd, args, options) {
+  const child = spawn(cmd, args, { ...options, stdio: ['pipe', 'pipe', 'pipe'] })
   let stderr = ''
   child.stderr.on('data', (d) => {
     stderr += d
@@ -31,7 +30,7 @@ function startTorchscriptChild(python, model, golden, threads) {
   const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]()
   const next = async () => {
     const { value, done } = await lines.next()
-    if (done) throw new Error(`the Python child exited: ${stderr.trim().split('\n').pop()}`)
+    if (done) throw new Error(`${name} exited: ${stderr.trim().split('\n').slice(-3).join(' | ')}`)
     return value
   }
   const request = async (line) => {
@@ -41,4 +40,16 @@ function startTorchscriptChild(python, model, golden, threads) {
   return { child, next, request }
 }
 
-module.exports = { pythonCommand, startTorchscriptChild }
+/**
+ * Starts the child on `model` with `threads` intra-op threads (a `lineChild`).
+ */
+function startTorchscriptChild(python, model, golden, threads) {
+  return lineChild(
+    'the Python child',
+    python,
+    [path.join(__dirname, 'torchscript_child.py'), model, golden, String(threads)],
+    { env: { ...process.env, OMP_NUM_THREADS: String(threads) } },
+  )
+}
+
+module.exports = { pythonCommand, lineChild, startTorchscriptChild }
