@@ -570,6 +570,21 @@ const table = (header, rows) =>
     ...rows.map((r) => `| ${r.join(' | ')} |`),
   ].join('\n')
 
+/** One run's row of the results table. */
+const row = (label, route, r, failures) => [
+  label,
+  route,
+  String(r.connections),
+  fmt(r.reqPerS),
+  fmt(r.p50, 0),
+  fmt(r.p99, 0),
+  fmt(r.lagP99),
+  fmt(r.peakRss / MiB, 0),
+  r.meanBatch ? fmt(r.meanBatch, 2) : '–',
+  failures,
+  fmt(r.others, 2),
+]
+
 function resultsTable() {
   const rows = []
   for (const s of SERVICES) {
@@ -578,35 +593,12 @@ function resultsTable() {
       continue
     }
     for (const r of s.runs) {
-      rows.push([
-        s.name,
-        r.route,
-        String(r.connections),
-        fmt(r.reqPerS),
-        fmt(r.p50, 0),
-        fmt(r.p99, 0),
-        fmt(r.lagP99),
-        fmt(r.peakRss / MiB, 0),
-        r.meanBatch ? fmt(r.meanBatch, 2) : '–',
-        r.non2xx || r.errors ? `${r.non2xx} / ${r.errors}` : '0',
-        fmt(r.others, 2),
-      ])
+      rows.push(row(s.name, r.route, r, r.non2xx || r.errors ? `${r.non2xx} / ${r.errors}` : '0'))
     }
     const o = s.overloadRun
     if (o) {
-      rows.push([
-        `${s.name}, overload: maxQueue ${config.overloadMaxQueue}, ${o.rate} req/s offered (${config.overloadFactor}× capacity)`,
-        'tensor',
-        String(o.connections),
-        fmt(o.reqPerS),
-        fmt(o.p50, 0),
-        fmt(o.p99, 0),
-        fmt(o.lagP99),
-        fmt(o.peakRss / MiB, 0),
-        o.meanBatch ? fmt(o.meanBatch, 2) : '–',
-        `${o.non2xx} (503: ${o.status503}) / ${o.errors}`,
-        fmt(o.others, 2),
-      ])
+      const label = `${s.name}, overload: maxQueue ${config.overloadMaxQueue}, ${o.rate} req/s offered (${config.overloadFactor}× capacity)`
+      rows.push(row(label, 'tensor', o, `${o.non2xx} (503: ${o.status503}) / ${o.errors}`))
     }
   }
   return table(
