@@ -37,18 +37,57 @@ const DEFAULTS = { maxQueue: 64 }
 const signalOption = opt.instance(AbortSignal, 'an AbortSignal')
 const timeoutOption = opt.number({ min: 0, infinite: true, expected: 'a number of milliseconds ≥ 0' })
 
+/** Largest delay setTimeout honours; a longer one would fire at once (TimeoutOverflowWarning). */
+const MAX_TIMER_MS = 2 ** 31 - 1
+/** A token id the native side reads exactly (u32: a larger id would wrap around). */
+const MAX_TOKEN_ID = 2 ** 32 - 1
+
+/**
+ * InvalidArg for a string with a lone surrogate: JSON carries it as an escape that the native
+ * side cannot read (as `torch.text.Tokenizer` says it).
+ * @param {unknown} s @param {string} what
+ */
+function checkText(s, what, caller) {
+  if (typeof s !== 'string') return
+  const at = s.search(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/)
+  if (at !== -1) {
+    const unit = s.charCodeAt(at).toString(16).toUpperCase()
+    throw codedError(
+      'InvalidArg',
+      `${what}: a lone surrogate (0x${unit}) at index ${at}: not valid Unicode text`,
+      caller,
+    )
+  }
+}
+
 /**
  * The prompt as the native side reads it: `{text}`, `{messages}` or `{ids}`.
  * @param {unknown} input
  */
 function promptOf(input, caller) {
-  if (typeof input === 'string') return { text: input }
+  const what = 'CausalLM.generate: prompt'
+  if (typeof input === 'string') {
+    checkText(input, what, caller)
+    return { text: input }
+  }
   if (Array.isArray(input) && input.length > 0) {
-    if (input.every((t) => Number.isInteger(t) && t >= 0)) return { ids: input }
+    // Read once (a Proxy or getters answer the same thereafter); holes become undefined.
+    const items = Array.from(input)
+    if (items.every((t) => Number.isInteger(t) && t >= 0)) {
+      const big = items.findIndex((t) => t > MAX_TOKEN_ID)
+      if (big !== -1) {
+        throw codedError('InvalidArg', `${what}: token id ${items[big]} is out of the vocabulary`, caller)
+      }
+      return { ids: items }
+    }
     const isMessage = (/** @type {any} */ m) =>
       m !== null && typeof m === 'object' && typeof m.role === 'string' && typeof m.content === 'string'
-    if (input.every(isMessage)) {
-      return { messages: input }
+    if (items.every(isMessage)) {
+      items.forEach((m, i) => {
+        checkText(m.role, `${what}[${i}].role`, caller)
+        checkText(m.content, `${what}[${i}].content`, caller)
+      })
+      return { messages: items }
     }
   }
   throw codedError(
@@ -188,6 +227,8 @@ class CausalLM {
       if ((typeof v === 'number' && !Number.isFinite(v)) || typeof v === 'bigint' || typeof v === 'function') {
         throw codedError('InvalidArg', `${what}.${key}: expected a finite number, got ${describe(v)}`, caller)
       }
+      if (typeof v === 'string') checkText(v, `${what}.${key}`, caller)
+      if (Array.isArray(v)) v.forEach((s, i) => checkText(s, `${what}.${key}[${i}]`, caller))
     }
     const json = JSON.stringify(sampling)
     call(this.#native.checkOptions, this.#native, [json], what, caller)
@@ -213,10 +254,14 @@ class CausalLM {
           signal?.removeEventListener('abort', onAbort)
           resolve(true)
         },
-        reject,
+        reject: (/** @type {Error} */ e) => {
+          signal?.removeEventListener('abort', onAbort)
+          reject(e)
+        },
       }
       const onAbort = () => {
-        this.#waiting.splice(this.#waiting.indexOf(entry), 1)
+        const at = this.#waiting.indexOf(entry)
+        if (at !== -1) this.#waiting.splice(at, 1)
         resolve(false)
       }
       signal?.addEventListener('abort', onAbort, { once: true })
@@ -236,9 +281,11 @@ class CausalLM {
     const usage = { promptTokens: 0, completionTokens: 0 }
     const timer = new AbortController()
     const timeout =
-      timeoutMs === undefined || timeoutMs === Infinity ? null : setTimeout(() => timer.abort(), timeoutMs)
+      timeoutMs === undefined || timeoutMs > MAX_TIMER_MS ? null : setTimeout(() => timer.abort(), timeoutMs)
     const stopped = () => signal?.aborted || timer.signal.aborted
     try {
+      // A generator made before dispose() and first read after it (the slots may never free).
+      if (this.#disposed) throw codedError('Disposed', 'CausalLM.generate: this model was disposed')
       if (stopped() || !(await this.#acquire(AbortSignal.any([timer.signal, ...(signal ? [signal] : [])])))) {
         return { finishReason: 'aborted', usage }
       }
@@ -255,7 +302,13 @@ class CausalLM {
         pieces.push(piece)
         wake?.()
       }
-      const generation = call(this.#native.start, this.#native, [prompt, options, onPiece], 'CausalLM.generate')
+      let generation
+      try {
+        generation = call(this.#native.start, this.#native, [prompt, options, onPiece], 'CausalLM.generate')
+      } catch (e) {
+        this.#release() // a prompt the native side refused: the slot is not used
+        throw e
+      }
       const abort = () => {
         generation.abort()
         wake?.()

@@ -274,7 +274,8 @@ class SentenceEncoder {
   async encode(input, options) {
     const caller = this.encode
     if (this.#disposed) throw codedError('Disposed', 'SentenceEncoder.encode: the encoder was disposed', caller)
-    const texts = typeof input === 'string' ? [input] : input
+    // Read once (a Proxy's items are read here, not again by the tokenizer).
+    const texts = typeof input === 'string' ? [input] : Array.isArray(input) ? Array.from(input) : input
     if (!Array.isArray(texts)) {
       throw invalid(`SentenceEncoder.encode: expected a string or an array of strings, got ${describe(input)}`, caller)
     }
@@ -291,7 +292,15 @@ class SentenceEncoder {
     const out = new Float32Array(texts.length * dim)
     if (texts.length > 0) {
       const encodings = await this.#tokenize(texts, o.signal)
-      await this.#embed(encodings, out, o)
+      try {
+        await this.#embed(encodings, out, o)
+      } catch (e) {
+        // dispose() closed the Batcher under this call: say so as the other calls do.
+        if (this.#disposed && /** @type {any} */ (e)?.code === 'Closed') {
+          throw codedError('Disposed', 'SentenceEncoder.encode: the encoder was disposed')
+        }
+        throw e
+      }
       if (normalize) normalizeRows(out, dim)
     }
     return torch().fromBuffer(out, [texts.length, dim])
@@ -425,7 +434,7 @@ class SentenceEncoder {
     return Array.from({ length: rows }, (_, r) => values.subarray(r * this.dim, (r + 1) * this.dim))
   }
 
-  /** Closes the Batcher (queued requests reject with `Closed`) and frees the program. */
+  /** Closes the Batcher (calls waiting in it reject with `Disposed`) and frees the program. */
   dispose() {
     if (this.#disposed) return
     this.#disposed = true
