@@ -27,8 +27,8 @@ A causal language model (Llama, SmolLM, Mistral, Qwen2/Qwen3, GPT-2: config.json
 end in ForCausalLM or LMHeadModel) becomes a folder for torch.text.CausalLM instead, through
 python/export_causal_lm.py (--format does not apply). Runs python/export_text.py or
 python/export_causal_lm.py with $PYTHON, else python3, which needs torch and transformers.
---autotune (causal LMs): tune each matmul for this CPU at export; faster decoding, twice the
-weights' memory (docs/generation.md).`
+--autotune (causal LMs): tune each matmul for this CPU at export; faster decoding, a package
+twice the size on disk (docs/generation.md).`
 
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
        torch-node export <model-dir> <out-folder> [--dtype ...]   (torch-node export --help)

@@ -101,6 +101,16 @@ impl AotModule {
         self.device
     }
 
+    /// Gives back the memory of the constants named (original FQNs) that the program never
+    /// reads (see `aot_pages::release_unread_constants`); returns the bytes given back. CPU
+    /// only: a CUDA program's constants are device memory.
+    pub fn release_unread_constants(&self, names: &[String]) -> Result<usize> {
+        match self.device {
+            Device::Cpu => crate::aot_pages::release_unread_constants(&self.handle, names),
+            _ => Ok(0),
+        }
+    }
+
     pub fn metadata(&self) -> Result<Vec<(String, String)>> {
         ffi::aoti_metadata(&self.handle)
     }

@@ -1,5 +1,6 @@
 //! Gives back the pages of a `.pt2` program's weights that its loader leaves resident twice
-//! (napi-free, Linux only; elsewhere a no-op).
+//! (napi-free, Linux only; elsewhere a no-op): the package's file pages after a load, and the
+//! constants a program never reads.
 //!
 //! AOTInductor embeds the weights in the compiled `.so` and, on CPU, copies them at load into a
 //! blob it allocates (`load_constants` in aoti_runtime/model_base.h: `RAII_cpuMalloc` then
@@ -11,6 +12,8 @@
 //! back from the file if touched. Only clean mappings are advised: read-only, private, backed by
 //! a file, none of their pages copied-on-write (`Anonymous: 0 kB` in smaps: a RELRO segment holds
 //! relocated pointers that the advice would revert to the file's bytes).
+use crate::ffi::{self, AotiHandle};
+use anyhow::Result;
 use std::collections::HashSet;
 
 /// The smallest mapping worth advising (the weights' section; code and small data stay).
@@ -44,6 +47,91 @@ pub fn release_new_file_pages(before: &HashSet<(usize, usize)>) -> usize {
         }
     }
     released
+}
+
+/// Gives back the memory of the loaded program's constants named in `unread` (original FQNs)
+/// that it never reads; returns the bytes given back.
+///
+/// With `--autotune`, Inductor's C++ GEMM template packs each weight into a new constant, and
+/// torch 2.13 keeps the original beside it in the package (declared, never read): the loaded
+/// weights took twice their size (SmolLM2: 405 of its 810 MiB). A causal LM folder's manifest
+/// lists them (`unused_constants`); the export proved each one unread by filling it with NaN
+/// before its compiled check against transformers. Only whole pages that no other constant's
+/// storage touches are given back.
+pub fn release_unread_constants(handle: &AotiHandle, unread: &[String]) -> Result<usize> {
+    if unread.is_empty() || !cfg!(target_os = "linux") {
+        return Ok(0);
+    }
+    let constants = ffi::aoti_constants(handle)?;
+    let unread: HashSet<&str> = unread.iter().map(String::as_str).collect();
+    let mut released = 0;
+    for (start, len) in unread_pages(&constants, &unread, page_size()) {
+        if discard(start, len) {
+            released += len;
+        }
+    }
+    Ok(released)
+}
+
+/// The runs of whole pages inside the `unread` constants' storage that no other constant's
+/// storage touches: (start, len), ascending. `constants` are (name, address, bytes), address 0
+/// for one with no plain storage (it shares none of the others' memory).
+fn unread_pages(
+    constants: &[(String, usize, usize)],
+    unread: &HashSet<&str>,
+    page: usize,
+) -> Vec<(usize, usize)> {
+    let down = |a: usize| a / page * page;
+    let up = |a: usize| a.div_ceil(page) * page;
+    let mut kept: Vec<(usize, usize)> = constants
+        .iter()
+        .filter(|(name, address, bytes)| !unread.contains(name.as_str()) && *address != 0 && *bytes != 0)
+        .map(|(_, address, bytes)| (down(*address), up(address + bytes)))
+        .collect();
+    kept.sort_unstable();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for (name, address, bytes) in constants {
+        if !unread.contains(name.as_str()) || *address == 0 {
+            continue;
+        }
+        let (mut start, end) = (up(*address), down(address + bytes));
+        for &(a, b) in &kept {
+            if b <= start || a >= end {
+                continue;
+            }
+            if a > start {
+                runs.push((start, a - start));
+            }
+            start = start.max(b);
+        }
+        if start < end {
+            runs.push((start, end - start));
+        }
+    }
+    runs.sort_unstable();
+    runs.dedup();
+    runs
+}
+
+#[cfg(target_os = "linux")]
+use crate::ffi::runtime::page_size;
+
+#[cfg(not(target_os = "linux"))]
+fn page_size() -> usize {
+    4096
+}
+
+#[cfg(target_os = "linux")]
+fn discard(start: usize, len: usize) -> bool {
+    // SAFETY: the range is whole pages of constants the program never reads (proven at export,
+    // see release_unread_constants) and that no other constant's storage touches; the
+    // constants' blob stays allocated, so no pointer into it dangles.
+    unsafe { crate::ffi::runtime::discard_pages(start, len) }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn discard(_start: usize, _len: usize) -> bool {
+    false
 }
 
 fn releasable(m: &Mapping) -> bool {
@@ -131,6 +219,32 @@ Anonymous:             4 kB
         let chosen: Vec<bool> = maps.iter().map(releasable).collect();
         // anonymous heap, the weights, a small section, a mapping with copied-on-write pages
         assert_eq!(chosen, [false, true, false, false]);
+    }
+
+    fn pages(constants: &[(&str, usize, usize)], unread: &[&str]) -> Vec<(usize, usize)> {
+        let constants: Vec<(String, usize, usize)> =
+            constants.iter().map(|&(n, a, b)| (n.to_string(), a, b)).collect();
+        unread_pages(&constants, &unread.iter().copied().collect(), 0x1000)
+    }
+
+    #[test]
+    fn only_whole_pages_of_unread_constants_are_given_back() {
+        // a: 0x1800..0x5800 holds whole pages 0x2000..0x5000; b: used, 0x5800..0x6000
+        let c = [("a", 0x1800, 0x4000), ("b", 0x5800, 0x800)];
+        assert_eq!(pages(&c, &["a"]), [(0x2000, 0x3000)]);
+        assert_eq!(pages(&c, &[]), []);
+        // A constant smaller than a page, or one not held, gives back nothing.
+        assert_eq!(pages(&[("a", 0x1800, 0x400)], &["a", "zzz"]), []);
+    }
+
+    #[test]
+    fn pages_another_constant_touches_are_kept() {
+        // b (read) shares a's storage from 0x3100 to 0x3200: the page 0x3000..0x4000 stays.
+        let c = [("a", 0x1000, 0x5000), ("b", 0x3100, 0x100), ("n", 0, 0)];
+        assert_eq!(pages(&c, &["a", "n"]), [(0x1000, 0x2000), (0x4000, 0x2000)]);
+        // Two unread constants side by side: both given back.
+        let c = [("a", 0x1000, 0x1000), ("b", 0x2000, 0x1000)];
+        assert_eq!(pages(&c, &["a", "b"]), [(0x1000, 0x1000), (0x2000, 0x1000)]);
     }
 
     #[test]

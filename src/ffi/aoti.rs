@@ -15,6 +15,12 @@ extern "C" {
         ctx: *mut c_void,
         err: *mut *mut c_char,
     );
+    fn tn_aoti_constants(
+        m: *mut c_void,
+        cb: extern "C" fn(*mut c_void, *const c_char, usize, usize),
+        ctx: *mut c_void,
+        err: *mut *mut c_char,
+    );
     fn tn_aoti_metadata(
         m: *mut c_void,
         cb: extern "C" fn(*mut c_void, *const c_char, *const c_char),
@@ -76,5 +82,17 @@ pub fn aoti_metadata(m: &AotiHandle) -> Result<Vec<(String, String)>> {
     shim!(tn_aoti_metadata(m.0, cb.pairs(), cb.ctx()))?;
     cb.finish();
     out.sort();
+    Ok(out)
+}
+
+/// The loaded model's CPU constants: (original FQN, address, bytes), address 0 for one that is
+/// not a dense range. The memory is the model's, valid while `m` lives.
+pub fn aoti_constants(m: &AotiHandle) -> Result<Vec<(String, usize, usize)>> {
+    let mut out: Vec<(String, usize, usize)> = Vec::new();
+    // SAFETY: the shim passes names that live for the callback.
+    let mut cb = Callback::new(|name, address, bytes| out.push((unsafe { string_at(name) }, address, bytes)));
+    // SAFETY: `m` is live while borrowed; `cb` lives across the call.
+    shim!(tn_aoti_constants(m.0, cb.ranges(), cb.ctx()))?;
+    cb.finish();
     Ok(out)
 }

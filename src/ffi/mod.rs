@@ -140,6 +140,8 @@ trampolines! {
     tensors(t: *mut C_tensor);
     /// `(name, tensor)`: named tensors, each a new handle the closure owns.
     named_tensors(name: *const c_char, t: *mut C_tensor);
+    /// `(name, address, bytes)`: named memory ranges.
+    ranges(name: *const c_char, address: usize, bytes: usize);
 }
 
 pub mod aoti;

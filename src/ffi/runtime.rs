@@ -110,6 +110,26 @@ pub fn torch_version() -> (i32, i32) {
 /// mapping with no copied-on-write page (`crate::aot_pages` checks that in smaps): the pages stay
 /// in the page cache and are read back from the file on the next access. False where the kernel
 /// refused (nothing changed then).
+/// The size of a memory page.
+#[cfg(target_os = "linux")]
+pub fn page_size() -> usize {
+    // SAFETY: sysconf reads a constant of the system.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096)
+}
+
+/// Advises `MADV_DONTNEED` on `len` bytes of private anonymous memory at `start` (whole pages):
+/// they leave the process, and a later read of them would see zeros. False where the kernel
+/// refused.
+///
+/// # Safety
+/// Nothing may read or write the range again expecting its bytes (the caller owns that proof):
+/// the memory stays mapped, so no pointer dangles, but its contents are gone.
+#[cfg(target_os = "linux")]
+pub unsafe fn discard_pages(start: usize, len: usize) -> bool {
+    libc::madvise(start as *mut c_void, len, libc::MADV_DONTNEED) == 0
+}
+
 #[cfg(target_os = "linux")]
 pub fn release_clean_file_pages(start: usize, len: usize) -> bool {
     // SAFETY: MADV_DONTNEED on a clean private file mapping discards no data (its pages equal the

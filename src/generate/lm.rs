@@ -30,6 +30,9 @@ pub struct Manifest {
     pub eos: Vec<u32>,
     pub dtype: Kind,
     pub dtype_name: String,
+    /// Constants the program never reads (original FQNs, proven at export): their memory is
+    /// given back after the load (`aot_pages::release_unread_constants`).
+    pub unused_constants: Vec<String>,
 }
 
 impl Manifest {
@@ -54,6 +57,7 @@ impl Manifest {
             )
         })?;
         let eos = m["eos_token_ids"].as_array().into_iter().flatten();
+        let unused = m["unused_constants"].as_array().into_iter().flatten();
         Ok(Manifest {
             layers: int("layers")? as usize,
             kv_heads: int("kv_heads")? as i64,
@@ -63,6 +67,7 @@ impl Manifest {
             eos: eos.filter_map(Json::as_u64).map(|i| i as u32).collect(),
             dtype,
             dtype_name,
+            unused_constants: unused.filter_map(Json::as_str).map(str::to_string).collect(),
         })
     }
 }
@@ -235,6 +240,8 @@ pub fn load(folder: &str, options: LoadOptions) -> Result<Model> {
     defaults.max_new_tokens = defaults.max_new_tokens.min(max_context);
     let tokenizer = Tokenizer::from_file(dir)?;
     let program = aot::load(&dir.join("model.pt2").to_string_lossy(), Device::Cpu)?;
+    // An optimization only: where the loader cannot list its constants, they all stay.
+    let _ = program.release_unread_constants(&manifest.unused_constants);
     Ok(Model {
         program,
         tokenizer,

@@ -6,12 +6,14 @@
 #include <torch/script.h>
 #include <torch/version.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 #include <torch/csrc/jit/codegen/onednn/interface.h>
 #include <torch/csrc/jit/mobile/type_parser.h>
 #include <ATen/cpu/Utils.h>
 
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -281,6 +283,25 @@ void tn_aoti_run(aoti_t m, tensor_t* inputs, int n, void (*cb)(void*, tensor_t),
     in.reserve(n);
     for (int i = 0; i < n; i++) in.push_back(*inputs[i]);
     for (at::Tensor& t : m->run(in)) cb(ctx, new torch::Tensor(std::move(t)));
+  })
+}
+
+// Calls `cb(ctx, fqn, address, nbytes)` for each constant of the loaded model that lives in
+// CPU memory (keyed by original FQN, as extract_constants_map gives them): the range of its
+// storage, all the bytes it can reach; address 0 for one without a plain storage (oneDNN's
+// opaque tensors, allocated apart from the constants' blob).
+void tn_aoti_constants(aoti_t m, void (*cb)(void*, const char*, uintptr_t, size_t), void* ctx,
+                       char** err) {
+  TN_PROTECT(err, {
+    torch::inductor::AOTIModelContainerRunner* runner = m->get_runner();
+    if (runner != nullptr) {
+      for (const auto& [fqn, t] : runner->extract_constants_map(false)) {
+        if (!t.defined() || !t.device().is_cpu()) continue;
+        bool plain = t.has_storage() && !t.is_mkldnn() && t.storage().data() != nullptr;
+        cb(ctx, fqn.c_str(), plain ? reinterpret_cast<uintptr_t>(t.storage().data()) : 0,
+           plain ? t.storage().nbytes() : 0);
+      }
+    }
   })
 }
 
