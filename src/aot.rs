@@ -43,10 +43,14 @@ pub fn load(path: &str, device: Device) -> Result<AotModule> {
         _ => -1,
     };
     // The weights' pages of the package's .so that the loader copied stay mapped: given back
-    // (crate::aot_pages says why), CPU only (a CUDA load copies them to the device the same way,
-    // but keeps host pages of its own that this has not been measured on).
-    let before = matches!(device, Device::Cpu).then(crate::aot_pages::mapped);
-    let handle = ffi::aoti_load(path, index).map_err(|e| {
+    // as the load goes (crate::aot_pages says why), CPU only (a CUDA load copies them to the
+    // device the same way, but keeps host pages of its own that this has not been measured on).
+    let load = || ffi::aoti_load(path, index);
+    let loaded = match device {
+        Device::Cpu => crate::aot_pages::while_loading(load),
+        _ => load(),
+    };
+    let handle = loaded.map_err(|e| {
         let message = trim_libtorch(&e.to_string());
         let code = match device {
             Device::Cuda(_) => crate::error::classify(&message).unwrap_or(Code::ModelLoadError),
@@ -54,9 +58,6 @@ pub fn load(path: &str, device: Device) -> Result<AotModule> {
         };
         fail(code, format!("{what}: {message}"))
     })?;
-    if let Some(before) = before {
-        crate::aot_pages::release_new_file_pages(&before);
-    }
     Ok(AotModule {
         handle,
         device,

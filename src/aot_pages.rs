@@ -29,6 +29,30 @@ struct Mapping {
     rss_kb: u64,
 }
 
+/// Runs `load` while a watcher thread gives back, every 50 ms, the clean file pages of the
+/// mappings created since it began, then once more after it. The loader reads the package's
+/// weights once, front to back, while it copies them: the pages it has copied leave as it goes,
+/// so the load's peak RSS no longer holds the whole `.so` beside the copy.
+pub fn while_loading<T>(load: impl FnOnce() -> T) -> T {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    use std::time::Duration;
+    let before = mapped();
+    let out = std::thread::scope(|s| {
+        let (done, wait) = channel::<()>();
+        let before = &before;
+        s.spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(Duration::from_millis(50)) {
+                release_new_file_pages(before);
+            }
+        });
+        let out = load();
+        drop(done);
+        out
+    });
+    release_new_file_pages(&before);
+    out
+}
+
 /// The ranges mapped now (call before a load; `release_new_file_pages` takes it after).
 pub fn mapped() -> HashSet<(usize, usize)> {
     read_smaps().into_iter().map(|m| m.range).collect()
