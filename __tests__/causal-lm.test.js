@@ -84,6 +84,34 @@ test(
   },
 )
 
+test('a very long prompt is tokenized apart: the running generations do not wait for it', { skip }, async () => {
+  const lm = await load('llama-tiny')
+  let last = 0
+  let gap = 0
+  let refused = false
+  // Generations one after another until the long prompt is refused: pieces flow all along.
+  const run = (async () => {
+    while (!refused) {
+      for await (const piece of lm.generate('Once upon a time', { maxNewTokens: 200 })) {
+        assert.equal(typeof piece.text, 'string')
+        if (last) gap = Math.max(gap, performance.now() - last)
+        last = performance.now()
+      }
+    }
+  })()
+  while (!last) await new Promise((r) => setTimeout(r, 5))
+  const started = performance.now()
+  // 2.4 MB: tokenizing it takes a second or so here; its length is only known then.
+  await assert.rejects(lm.complete('word '.repeat(480_000)), { code: 'InvalidArg', message: /tokens; this model/ })
+  const tokenizing = performance.now() - started
+  refused = true
+  await run
+  assert.ok(
+    gap < tokenizing / 4,
+    `a ${gap.toFixed(0)} ms gap between pieces while tokenizing took ${tokenizing.toFixed(0)} ms`,
+  )
+})
+
 test('streamed pieces join into the full text and split no character', { skip }, async () => {
   const lm = await load('llama-tiny')
   for (const c of golden('llama-tiny').cases) {

@@ -5,8 +5,8 @@
 //! Each loaded model has an `Engine`: the generations in flight share one `Batch` (one program
 //! call per step for all of them, see `crate::generate::batch`). The engine runs as a chain of
 //! executor jobs while it has work: each job (`tick`) drops the aborted generations, admits
-//! waiting ones (their prompt tokenized and run there: a chat template or a long prompt never
-//! blocks JS), runs one step and posts each generation's new text to its JS thread through
+//! waiting ones (their prompt tokenized and run there: a chat template never blocks JS; a prompt
+//! over 16 KiB is tokenized ahead on a thread of its own, so it stalls no step), runs one step and posts each generation's new text to its JS thread through
 //! that thread's queue (`crate::napi::queue`, which calls the JS callback there), then
 //! resubmits itself; each job goes to the back of the executor's queue, so other work (other
 //! models, `forward` calls) takes turns with the steps. No JS round trip is needed per token.
@@ -14,7 +14,7 @@
 use crate::error::{bail_code, catch_panic, describe, guard, Code};
 use crate::executor;
 use crate::generate::batch::{Batch, Counts, Event};
-use crate::generate::lm::{self, Finish, LoadOptions, Model, Prompt, Request};
+use crate::generate::lm::{self, Finish, LoadOptions, Model, Prompt, Request, Sequence};
 use crate::napi::convert::Str;
 use crate::napi::js;
 use crate::napi::lifecycle::{self, Slot};
@@ -67,6 +67,11 @@ type Callback = FunctionRef<StepJs, ()>;
 /// Prompt tokens that may join a running batch in one round (see `tick`).
 const PREFILL_BUDGET: usize = 512;
 
+/// A prompt of more bytes than this is tokenized on a thread of its own before it joins the
+/// engine (`start`): a 10 MB prompt took 9 s to tokenize, and inside a tick every other
+/// generation of the model would wait for it (its length is only known once tokenized).
+const LONG_PROMPT_BYTES: usize = 16 << 10;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -74,8 +79,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// One generation: its JS side (queue, callback) and what the engine needs to start it.
 struct Stream {
     model: Arc<Model>,
-    /// Taken when the engine admits it.
+    /// Taken when the engine admits it (or when a long prompt is tokenized ahead).
     start: Mutex<Option<(Prompt, Request)>>,
+    /// A long prompt's sequence, tokenized ahead on a thread of its own.
+    prepared: Mutex<Option<Sequence>>,
     prompt_tokens: AtomicUsize,
     aborted: AtomicBool,
     queue: Arc<JsQueue>,
@@ -214,15 +221,72 @@ fn tick(engine: Arc<Engine>) {
     }
 }
 
-/// Tokenizes a generation's prompt and runs it on a row of the batch.
+/// Runs a generation's prompt on a row of the batch (tokenizing it first unless done ahead).
 fn admit(batch: &mut Batch<Arc<Stream>>, stream: &Arc<Stream>) -> anyhow::Result<()> {
+    let prepared = lock(&stream.prepared).take();
+    let seq = match prepared {
+        Some(seq) => seq,
+        None => prepare(stream)?,
+    };
+    batch.admit(&stream.model, stream.clone(), seq)
+}
+
+/// Tokenizes a generation's prompt: its sequence, ready to join a batch.
+fn prepare(stream: &Stream) -> anyhow::Result<Sequence> {
     let Some((prompt, request)) = lock(&stream.start).take() else {
         bail_code!(Code::Internal, "the generation was started twice");
     };
     let ids = stream.model.prompt_ids(prompt)?;
     stream.prompt_tokens.store(ids.len(), Ordering::SeqCst);
-    let seq = stream.model.sequence(ids, request)?;
-    batch.admit(&stream.model, stream.clone(), seq)
+    stream.model.sequence(ids, request)
+}
+
+/// Whether a prompt is long enough to tokenize apart from the engine (`LONG_PROMPT_BYTES`).
+fn is_long(prompt: &Prompt) -> bool {
+    match prompt {
+        Prompt::Text(text) => text.len() > LONG_PROMPT_BYTES,
+        Prompt::Messages(messages) => {
+            let bytes: usize = messages
+                .iter()
+                .filter_map(|m| m["content"].as_str())
+                .map(str::len)
+                .sum();
+            bytes > LONG_PROMPT_BYTES
+        }
+        Prompt::Ids(_) => false,
+    }
+}
+
+/// Queues a generation on its engine: a long prompt after it was tokenized on a thread of its
+/// own (the engine's steps go on meanwhile), any other at once.
+fn enqueue(engine: &Arc<Engine>, stream: Arc<Stream>) {
+    let long = lock(&stream.start).as_ref().is_some_and(|(p, _)| is_long(p));
+    if !long {
+        return engine.add(stream);
+    }
+    let (engine_ahead, stream_ahead) = (engine.clone(), stream.clone());
+    let spawned = std::thread::Builder::new()
+        .name("torch-node-prompt".into())
+        .spawn(move || {
+            let (engine, stream) = (engine_ahead, stream_ahead);
+            // The JS thread tearing down: nothing to deliver to.
+            let Some(running) = stream.queue.running() else {
+                return;
+            };
+            let origin = Some(stream.queue.clone());
+            match warnings::with_origin(origin, || catch_panic(|| prepare(&stream))) {
+                Ok(seq) => {
+                    *lock(&stream.prepared) = Some(seq);
+                    engine.add(stream);
+                }
+                Err(e) => stream.end(Finish::Aborted, Some(&e)),
+            }
+            drop(running);
+        });
+    if spawned.is_err() {
+        // No thread to be had: the engine tokenizes it, as a short one.
+        engine.add(stream);
+    }
 }
 
 fn post_event(event: Event<Arc<Stream>>) {
@@ -364,6 +428,7 @@ impl JsCausalLM {
             let stream = Arc::new(Stream {
                 model,
                 start: Mutex::new(Some((prompt, request))),
+                prepared: Mutex::new(None),
                 prompt_tokens: AtomicUsize::new(0),
                 aborted: AtomicBool::new(false),
                 queue,
@@ -371,7 +436,7 @@ impl JsCausalLM {
             });
             // Keeps the event loop alive until the last piece has been delivered.
             queue::expect(env.raw(), &stream.queue);
-            self.engine.add(stream.clone());
+            enqueue(&self.engine, stream.clone());
             Ok(JsGeneration { stream })
         })
         .into()
