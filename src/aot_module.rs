@@ -1,12 +1,9 @@
 //! `torch.AOTModule`: an AOTInductor package (`.pt2`) from JS, with `ScriptModule`'s
 //! conventions: `new AOTModule(path)` or `await AOTModule.load(path)`, `forward(...tensors)` on
 //! torch-node's executor (a last `{signal}` aborts) or `forwardSync`, coded errors, `dispose()`.
-use crate::aot::{self, AotModule};
-use crate::device;
 use crate::error::bail_code;
 use crate::error::{guard, Code};
 use crate::ivalue::js::Output;
-use crate::ivalue::value::Value;
 use crate::napi::convert::{AotModuleOptions, Inputs, Str};
 use crate::napi::js::{self, Val};
 use crate::napi::lifecycle::{self, Slot};
@@ -15,6 +12,9 @@ use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::task::{abort_flag, split_call_options, AbortFlag, Promise};
 use napi::Env;
 use napi_derive::napi;
+use torch_core::aot::{self, AotModule};
+use torch_core::device;
+use torch_core::ivalue::value::Value;
 
 use tch::Device;
 

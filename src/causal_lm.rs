@@ -1,9 +1,9 @@
-//! The native side of `torch.text.CausalLM` (glue over `crate::generate`; the public class is
+//! The native side of `torch.text.CausalLM` (glue over `torch_core::generate`; the public class is
 //! lib/text/causal-lm.js, which reads the options, queues past `maxSequences` and turns the
 //! pieces into an async iterator).
 //!
 //! Each loaded model has an `Engine`: the generations in flight share one `Batch` (one program
-//! call per step for all of them, see `crate::generate::batch`). The engine runs as a chain of
+//! call per step for all of them, see `torch_core::generate::batch`). The engine runs as a chain of
 //! executor jobs while it has work: each job (`tick`) drops the aborted generations, admits
 //! waiting ones (their prompt tokenized and run there: a chat template or a long prompt never
 //! blocks JS), runs one step and posts each generation's new text to its JS thread through
@@ -12,9 +12,6 @@
 //! models, `forward` calls) takes turns with the steps. No JS round trip is needed per token.
 //! `abort()` frees the generation's row at the next step.
 use crate::error::{bail_code, catch_panic, describe, guard, Code};
-use crate::executor;
-use crate::generate::batch::{Batch, Counts, Event};
-use crate::generate::lm::{self, Finish, LoadOptions, Model, Prompt, Request};
 use crate::napi::convert::Str;
 use crate::napi::js;
 use crate::napi::lifecycle::{self, Slot};
@@ -29,6 +26,9 @@ use serde_json::{Map, Value as Json};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use torch_core::executor;
+use torch_core::generate::batch::{Batch, Counts, Event};
+use torch_core::generate::lm::{self, Finish, LoadOptions, Model, Prompt, Request};
 
 /// What a step sends to JS: text and its tokens, and on the last piece why it ended (or the
 /// error that ended it).

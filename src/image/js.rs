@@ -1,7 +1,5 @@
 //! The `torch.image` namespace (glue): reads options and sources, runs `transform` on the
 //! executor (`crate::napi::task`; the sync forms wait for it), and wraps the pixels as tensors.
-use super::transform::{self, Pixels, Size, Transform, IMAGENET_MEAN, IMAGENET_STD};
-use crate::args::Source;
 use crate::error::bail_code;
 use crate::error::{guard, Code};
 use crate::napi::convert::{
@@ -13,10 +11,12 @@ use crate::napi::options::{js_options, OptionValue};
 use crate::napi::outcome::Outcome;
 use crate::napi::task::{self, prepare, Promise};
 use crate::tensor::JsTensor;
-use crate::{args, dtype};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tch::{Kind, Tensor};
+use torch_core::args::Source;
+use torch_core::image::transform::{self, Pixels, Size, Transform, IMAGENET_MEAN, IMAGENET_STD};
+use torch_core::{args, dtype};
 
 js_options! {
     /// Options of `torch.image.load`, `loadSync` and `loadBatch`.
@@ -391,8 +391,10 @@ fn hwc_bytes(t: &Tensor) -> anyhow::Result<(Vec<u8>, u32, u32)> {
     let t = match t.kind() {
         Kind::Uint8 => t,
         k if dtype::is_floating(k) => {
-            let scaled = t.f_mul(&crate::ffi::wrapped_number(255.0, false)?)?.f_round()?;
-            crate::ffi::scalar::clamp(&scaled, Some(0.0), Some(255.0), false)?.f_to_kind(Kind::Uint8)?
+            let scaled = t
+                .f_mul(&torch_core::ffi::wrapped_number(255.0, false)?)?
+                .f_round()?;
+            torch_core::ffi::scalar::clamp(&scaled, Some(0.0), Some(255.0), false)?.f_to_kind(Kind::Uint8)?
         }
         k => bail_code!(
             Code::DTypeMismatch,

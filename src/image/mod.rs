@@ -1,6 +1,3 @@
-//! `torch.image`: `transform` is the napi-free core (decode, torchvision's transforms, encode;
-//! `complete` tells a truncated file),
-//! `js` the glue (the `image` namespace, option reading, the async load task).
-pub mod complete;
+//! `torch.image`: the glue (the `image` namespace, option reading, the async load task) over
+//! `torch_core::image` (decode, torchvision's transforms, encode; truncated files).
 pub mod js;
-pub mod transform;

@@ -2,13 +2,13 @@
 //! List/Tuple, plain object (string keys) or Map (other keys) <-> Dict, nested.
 //! Takes N-API's opaque handles like `crate::napi::js`, which N-API itself validates.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
-use super::value::Value;
 use crate::error::bail_code;
 use crate::error::Code;
 use crate::napi::js::{self, Env as RawEnv, Val};
 use crate::napi::outcome::js_result;
 use crate::tensor::JsTensor;
 use napi::sys::ValueType as T;
+use torch_core::ivalue::value::Value;
 
 /// Reads a JS value; `path` names it in errors (`input 0`, `input 0[2]`).
 pub fn from_js(env: RawEnv, v: Val, path: &str) -> anyhow::Result<Value> {
@@ -16,12 +16,12 @@ pub fn from_js(env: RawEnv, v: Val, path: &str) -> anyhow::Result<Value> {
 }
 
 fn read(env: RawEnv, v: Val, path: &str, depth: usize) -> anyhow::Result<Value> {
-    if depth > crate::args::MAX_DEPTH {
+    if depth > torch_core::args::MAX_DEPTH {
         bail_code!(
             Code::InvalidArg,
             "{}: nested deeper than {} levels",
             path.split('[').next().unwrap_or(path),
-            crate::args::MAX_DEPTH
+            torch_core::args::MAX_DEPTH
         );
     }
     let from_js = |env, v, path: &str| read(env, v, path, depth + 1);
@@ -123,7 +123,10 @@ pub fn to_js(env: RawEnv, v: Value) -> anyhow::Result<Val> {
                     .into_iter()
                     .map(|(k, v)| match k {
                         Value::Str(s) => Ok((s, to_js(env, v)?)),
-                        other => anyhow::bail!("dict key {} is not a string", super::value::describe(&other)),
+                        other => anyhow::bail!(
+                            "dict key {} is not a string",
+                            torch_core::ivalue::value::describe(&other)
+                        ),
                     })
                     .collect::<anyhow::Result<Vec<_>>>()?;
                 js::new_object(env, fields)

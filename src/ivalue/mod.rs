@@ -1,5 +1,3 @@
-//! TorchScript values: `value` (the napi-free model and schema coercion), `schema` (what a
-//! method declares), `js` (JS values, glue). libtch's IValue handles are in `crate::ffi::ivalue`.
+//! TorchScript values as JS values (`js`, glue) over `torch_core::ivalue` (the value model, the
+//! schema coercion, what a method declares).
 pub mod js;
-pub mod schema;
-pub mod value;

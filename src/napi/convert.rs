@@ -20,10 +20,10 @@
 use crate::error::bail_code;
 use crate::error::Code;
 use crate::napi::js::{self, Env, Val};
-use crate::{args, device};
 use anyhow::Result;
 use napi::bindgen_prelude::{FromNapiValue, TypeName, ValueType};
 use napi::sys::ValueType as Js;
+use torch_core::{args, device};
 
 /// A JS argument as napi-rs handed it over: the env of the call and the value.
 #[derive(Clone, Copy)]

@@ -1,15 +1,10 @@
 //! The JS `ScriptModule` class: a TorchScript module loaded from a `.pt` file or its bytes.
 //! Its work (load, calls) runs on the executor through `crate::napi::task`; the module itself is
-//! napi-free (`crate::module`).
+//! napi-free (`torch_core::module`).
 
-use crate::archive::Limits;
-use crate::device;
 use crate::error::bail_code;
 use crate::error::{guard, Code, Result};
 use crate::ivalue::js::{from_js, to_js, Output, TensorRecord};
-use crate::ivalue::value::Value;
-use crate::module::Module;
-use crate::module::{self as core, LoadOptions, Source};
 use crate::napi::convert::{self, Inputs, ModuleOptions, Read, ReadOpt, Str};
 use crate::napi::js::{self, Env as RawEnv, Val};
 use crate::napi::lifecycle::{self, Slot};
@@ -21,6 +16,11 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::sync::RwLock;
 use tch::Device;
+use torch_core::archive::Limits;
+use torch_core::device;
+use torch_core::ivalue::value::Value;
+use torch_core::module::Module;
+use torch_core::module::{self as core, LoadOptions, Source};
 
 js_options! {
     /// Options for loading a module.

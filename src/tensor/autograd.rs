@@ -128,7 +128,7 @@ impl Walk {
         if js::type_of(self.env, v)? != T::napi_object {
             return Ok(true);
         }
-        if depth > crate::args::MAX_DEPTH || self.visited > MAX_VISITED {
+        if depth > torch_core::args::MAX_DEPTH || self.visited > MAX_VISITED {
             return Ok(false);
         }
         let env = self.env;

@@ -2,11 +2,11 @@
 //! `create` (factories), `data` (reading values out), `ops` (math and conversions), `display`.
 use crate::error::{guard, Code};
 use crate::napi::outcome::Outcome;
-use crate::{device, dtype, memory};
 use napi_derive::napi;
 use std::cell::{Cell, Ref, RefCell};
 use std::rc::{Rc, Weak};
 use tch::Tensor;
+use torch_core::{device, dtype, memory};
 
 /// What a JS `Tensor` owns. Shared (`Rc`) so that `torch.tidy` can dispose tensors it saw
 /// created, from the JS thread, without holding the JS objects.
@@ -115,7 +115,7 @@ impl JsTensor {
     /// A JS tensor: its storage's bytes are reported to V8 while any JS tensor uses that
     /// storage (a view of a counted storage adds no bytes).
     pub fn new(t: Tensor) -> JsTensor {
-        let bytes = crate::ffi::storage_nbytes(&t);
+        let bytes = torch_core::ffi::storage_nbytes(&t);
         JsTensor::counted(t, bytes)
     }
 
@@ -126,7 +126,7 @@ impl JsTensor {
     }
 
     fn counted(t: Tensor, bytes: i64) -> JsTensor {
-        let storage = crate::ffi::storage_id(&t);
+        let storage = torch_core::ffi::storage_id(&t);
         memory::track(storage, bytes);
         let slot = Rc::new(Slot {
             tensor: RefCell::new(Some(t)),

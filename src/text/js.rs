@@ -2,8 +2,6 @@
 //! napi-free core (`tokenizer`, `chat_template`), and builds the JS results. `encodeBatch` runs
 //! on torch-node's executor (`crate::napi::task`): tokenizing thousands of texts never blocks
 //! the event loop; its tensors are made there too and wrapped on the JS thread.
-use super::chat_template::{self, ChatInput};
-use super::tokenizer::{Config, Encodings, Input, PadTo, Padding, Rows, Strategy, Tokenizer, Truncation};
 use crate::error::{bail_code, guard, Code};
 use crate::napi::convert::{Arg, Raw};
 use crate::napi::js::{self, Env as RawEnv, Val};
@@ -15,6 +13,10 @@ use crate::tensor::JsTensor;
 use napi::sys::ValueType as Js;
 use serde_json::Value as Json;
 use std::sync::Arc;
+use torch_core::text::chat_template::{self, ChatInput};
+use torch_core::text::tokenizer::{
+    Config, Encodings, Input, PadTo, Padding, Rows, Strategy, Tokenizer, Truncation,
+};
 
 /// A text read exactly (a lone surrogate is InvalidArg, never a silent U+FFFD).
 pub struct Text(String);
@@ -426,12 +428,12 @@ fn ids(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Vec<u32>> {
     if let Some(t) = crate::tensor::args::with_tensor(env, v, |t| t.get().map(|t| t.shallow_clone())) {
         let t = t?;
         let kind = t.kind();
-        if t.dim() != 1 || crate::dtype::is_floating(kind) || kind == tch::Kind::Bool {
+        if t.dim() != 1 || torch_core::dtype::is_floating(kind) || kind == tch::Kind::Bool {
             bail_code!(
                 Code::InvalidArg,
                 "{what}: expected a 1-D integer tensor of ids, got {:?} {}",
                 t.size(),
-                crate::dtype::name(kind)
+                torch_core::dtype::name(kind)
             );
         }
         let values = Vec::<i64>::try_from(t.f_to_kind(tch::Kind::Int64)?.f_contiguous()?)?;

@@ -1,5 +1,5 @@
 //! What a TorchScript method declares (read through `ffi`, used by `value`'s coercion and by
-//! `ScriptModule.signature()`). Plain data: napi-free, libtorch-free.
+//! `ScriptModule.signature()`). Plain data: no N-API, no libtorch.
 
 /// One argument of a TorchScript method, as its schema declares it.
 #[derive(Debug, Clone, PartialEq)]

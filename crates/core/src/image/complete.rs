@@ -1,4 +1,4 @@
-//! Whether an image file's bytes hold the whole image (napi-free).
+//! Whether an image file's bytes hold the whole image.
 //!
 //! The `image` crate's JPEG decoder (zune-jpeg) decodes a file that stops early, filling the rest
 //! with grey, and its WebP and GIF decoders finish without the last bytes they were promised;

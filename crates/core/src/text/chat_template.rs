@@ -7,7 +7,6 @@
 //! `['a', 'b']`), as Jinja2's output does. The context is `render_jinja_template`'s: `messages`
 //! (keys whose value is null dropped; `reasoning_content`/`thinking` aliased), `tools`,
 //! `documents`, `add_generation_prompt`, and the special tokens by role (`bos_token`, ...).
-//! Napi-free.
 use crate::error::{fail, Code};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Kwargs, Serde, Value, ValueKind};

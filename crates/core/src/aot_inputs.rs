@@ -1,4 +1,4 @@
-//! What an AOTInductor package accepts as inputs, napi-free: read from the C++ that
+//! What an AOTInductor package accepts as inputs: read from the C++ that
 //! AOTInductor generated and packed beside the compiled library
 //! (`data/aotinductor/model/*.wrapper.cpp` and `*.kernel.cpp`), and checked before each run.
 //!

@@ -1,4 +1,4 @@
-//! Argument checks shared by every export (napi-free): shapes and dims arrive from JS as
+//! Argument checks shared by every export: shapes and dims arrive from JS as
 //! doubles and must be whole, finite and in range before libtorch sees them (libtorch would
 //! abort or throw a C++ backtrace on a negative size).
 use crate::error::bail_code;

@@ -1,5 +1,5 @@
 //! Gives back the pages of a `.pt2` program's weights that its loader leaves resident twice
-//! (napi-free, Linux only; elsewhere a no-op).
+//! (Linux only; elsewhere a no-op).
 //!
 //! AOTInductor embeds the weights in the compiled `.so` and, on CPU, copies them at load into a
 //! blob it allocates (`load_constants` in aoti_runtime/model_base.h: `RAII_cpuMalloc` then

@@ -1,7 +1,7 @@
 //! A Hugging Face tokenizer (`tokenizer.json`) over the `tokenizers` crate — the same Rust code
 //! Python's `tokenizers` and `transformers` run — plus what `transformers` reads beside it
 //! (`tokenizer_config.json`: special tokens by role, `model_max_length`, `padding_side`, the
-//! chat template). Napi-free; the JS class is `crate::text::js`.
+//! chat template). The JS class is the addon's `text` glue.
 //!
 //! Padding and truncation are per call, as in `transformers`, which ignores the values a
 //! `tokenizer.json` may carry (MiniLM's says pad and truncate to 128): they are cleared at load.
@@ -357,7 +357,7 @@ impl Tokenizer {
         let params = self.truncation_params(truncation);
         let one = |input: &Input| self.encode_input(input, add_special_tokens, params.as_ref());
         // The crate's own rayon pool, as its `encode_batch` (TOKENIZERS_PARALLELISM=false: one
-        // thread): the JS thread never runs this for a batch (see `crate::text::js`).
+        // thread): the JS thread never runs this for a batch (see the addon's `text` glue).
         let out: Result<Vec<Encoding>, _> = inputs.maybe_par_iter().map(one).collect();
         out.map_err(cannot_encode)
     }

@@ -1,4 +1,4 @@
-//! Images in and out (napi-free): decoding (JPEG, PNG, WebP, GIF's first frame, BMP, TIFF) to RGB with
+//! Images in and out: decoding (JPEG, PNG, WebP, GIF's first frame, BMP, TIFF) to RGB with
 //! EXIF orientation applied and decoder limits, and torchvision's classic pre-processing —
 //! `Resize(int | [h, w])`, `CenterCrop`, `ToTensor`, `Normalize` — with the same numbers:
 //! resizing uses fast_image_resize's convolution with the bilinear filter, which reproduces

@@ -11,7 +11,8 @@
 //! (`instances`), each with a fixed number of intra-op threads, and the JS threads themselves
 //! get one intra-op thread (`init_js_thread`) for the tensor methods they run directly.
 //!
-//! Napi-free: work is a boxed closure; how results reach JS is `crate::napi::task`'s business.
+//! No N-API here: work is a boxed closure; how results reach JS is the addon's business (its
+//! `task` module).
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};

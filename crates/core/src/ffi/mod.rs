@@ -3,7 +3,7 @@
 //! Two error conventions come in — libtch's thread-local last error ([`check_last_error`]) and
 //! the shim's explicit `char** err` (`check`) — and leave as one: `anyhow::Error` with
 //! libtorch's message, which callers give a code (`crate::error`) and JS sees in one place
-//! (`crate::napi::outcome`).
+//! (the addon's `Outcome`).
 //! By concept (what libtorch has and `tch` does not expose, as safe Rust):
 //! - `module`: the TorchScript module handle (`atm_*`), owned and safe;
 //! - `script`: what the shim reads and does on TorchScript modules: method names and schemas,

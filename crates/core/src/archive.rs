@@ -562,7 +562,7 @@ mod tests {
     const MLP: &str = "models/fixtures/mlp_traced.pt";
 
     fn read_fixture(rel: &str) -> Vec<u8> {
-        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
+        std::fs::read(Path::new(crate::REPO_ROOT).join(rel)).unwrap()
     }
 
     /// The records of an archive, in order.
@@ -627,7 +627,7 @@ mod tests {
 
     #[test]
     fn all_shipped_models_validate() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = Path::new(crate::REPO_ROOT);
         for dir in ["models", "models/fixtures"] {
             for entry in std::fs::read_dir(root.join(dir)).unwrap() {
                 let path = entry.unwrap().path();

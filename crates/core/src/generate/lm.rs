@@ -530,7 +530,7 @@ mod tests {
     /// logits were within 1e-4.
     #[test]
     fn greedy_matches_transformers_goldens() {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/models/golden/lm");
+        let root = format!("{}/models/golden/lm", crate::REPO_ROOT);
         for name in [
             "llama-tiny",
             "gpt2-tiny",

@@ -1,4 +1,4 @@
-//! A loaded TorchScript module (napi-free): load from a file or bytes, call methods with values
+//! A loaded TorchScript module: load from a file or bytes, call methods with values
 //! checked against their schemas, parameters, device moves. It owns libtch's module handle
 //! (a `torch::jit::script::Module*`) directly so the C++ shim can read schemas from it.
 use crate::archive;
@@ -411,7 +411,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> String {
-        format!("{}/models/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+        format!("{}/models/fixtures/{name}", crate::REPO_ROOT)
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Which recorded upper bounds guard memory, read from the generated code, napi-free.
+//! Which recorded upper bounds guard memory, read from the generated code.
 //!
 //! The upper bound the input checks record for a dynamic size is the symbol's range when the
 //! wrapper was generated, narrowed by every guard taken while tracing *and* compiling. Some

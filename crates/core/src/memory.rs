@@ -1,26 +1,32 @@
-//! Live tensor accounting for `torch.memory()` (napi-free): how many JS-visible tensors are
+//! Live tensor accounting for `torch.memory()`: how many JS-visible tensors are
 //! alive and how many bytes their elements occupy (a view counts its own elements, not the
 //! storage it shares).
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
+/// How this thread tells its JS engine that native memory grew or shrank by `delta` bytes: a
+/// function and its context (the addon registers V8's external-memory adjustment with the thread's
+/// N-API env, see [`set_thread_reporter`]). A plain function and a word, not a closure: it is
+/// read inside GC finalizers, where nothing may allocate or borrow.
+pub type Reporter = (fn(context: usize, delta: i64), usize);
+
 thread_local! {
-    /// The N-API env of this JS thread (main thread or a worker), set when the addon loads
-    /// there; tensors report their bytes to that thread's V8 heap.
-    static ENV: Cell<Option<usize>> = const { Cell::new(None) };
+    /// This JS thread's reporter (main thread or a worker), set when the addon loads there;
+    /// tensors report their bytes to that thread's V8 heap.
+    static REPORTER: Cell<Option<Reporter>> = const { Cell::new(None) };
 }
 
-/// Remembers this thread's env (called once per JS context, at load).
-pub fn set_thread_env(env: napi::sys::napi_env) {
-    ENV.with(|e| e.set(Some(env as usize)));
+/// Registers this thread's reporter (called once per JS context, at load).
+pub fn set_thread_reporter(report: fn(context: usize, delta: i64), context: usize) {
+    REPORTER.with(|r| r.set(Some((report, context))));
 }
 
-/// Tells V8 that native memory grew or shrank, so that its GC runs when tensors (invisible to
-/// its heap) pile up. `napi_adjust_external_memory` takes a basic env: it is allowed inside a
-/// finalizer that runs during GC. Off a JS thread (the libuv pool) it does nothing.
+/// Tells the JS engine that native memory grew or shrank, so that its GC runs when tensors
+/// (invisible to its heap) pile up. Off a JS thread (the libuv pool, an executor instance) there
+/// is no reporter and it does nothing.
 fn report(delta: i64) {
-    if let Some(env) = ENV.try_with(|e| e.get()).ok().flatten() {
-        crate::napi::js::adjust_external_memory(env as napi::sys::napi_env, delta);
+    if let Some((report, context)) = REPORTER.try_with(|r| r.get()).ok().flatten() {
+        report(context, delta);
     }
 }
 

@@ -1,5 +1,5 @@
 //! An AOTInductor package (`.pt2`, written by `torch._inductor.aoti_compile_and_package`),
-//! napi-free: load, run, metadata. A compiled program takes tensors and returns tensors, flat,
+//! Load, run, metadata. A compiled program takes tensors and returns tensors, flat,
 //! in the order its pytree specs (`in_spec`, `out_spec` in the metadata) flatten them.
 use crate::aot_inputs::{self, Actual, InputChecks};
 use crate::device;
