@@ -14,7 +14,7 @@
 use crate::error::{bail_code, catch_panic, describe, guard, Code};
 use crate::napi::convert::Str;
 use crate::napi::js;
-use crate::napi::lifecycle::{self, Slot};
+use crate::napi::lifecycle::{self, ModuleSlot};
 use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::queue::{self, JsQueue, Running};
 use crate::napi::task::Promise;
@@ -285,7 +285,7 @@ fn prompt(json: &str) -> anyhow::Result<Prompt> {
 /// (lib/text/causal-lm.js) wraps it.
 #[napi(js_name = "_CausalLM")]
 pub struct JsCausalLM {
-    slot: Slot<Model>,
+    slot: ModuleSlot<Model>,
     engine: Arc<Engine>,
 }
 
@@ -312,7 +312,7 @@ impl JsCausalLM {
             |(folder, options)| lm::load(&folder, options),
             |model| JsCausalLM {
                 engine: Arc::new(Engine::new(model.max_sequences)),
-                slot: Slot::new("CausalLM", model),
+                slot: ModuleSlot::new("CausalLM", model),
             },
         )
     }

@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
-pub type Work = Box<dyn FnOnce() + Send>;
+pub type Job = Box<dyn FnOnce() + Send>;
 
 /// The settings and counters `stats()` reports.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -36,7 +36,7 @@ pub struct Stats {
 }
 
 struct State {
-    jobs: VecDeque<Work>,
+    jobs: VecDeque<Job>,
     instances: usize,
     /// None: cores ÷ instances (at least 1).
     threads: Option<usize>,
@@ -176,7 +176,7 @@ fn instance() {
 }
 
 /// Queues work for the next free instance.
-pub fn submit(work: Work) {
+pub fn submit(work: Job) {
     let mut state = lock();
     grow(&mut state);
     state.jobs.push_back(work);

@@ -6,7 +6,7 @@
 //!
 //! - `error`: codes, coded errors, libtorch's messages trimmed and classified;
 //! - `dtype`, `device`, `args` (argument checks and limits), `repr` (how tensors print);
-//! - `archive` (model-file validation), `module` (a loaded TorchScript module), `aot`,
+//! - `archive` (model-file validation), `torchscript` (a loaded TorchScript module), `aot`,
 //!   `aot_inputs`, `aot_pages` (`.pt2` packages), `library` (custom-op libraries);
 //! - `ivalue` (TorchScript values and method schemas), `image` (decode, transforms, encode),
 //!   `text` (tokenizers, chat templates), `generate` (causal-LM generation);
@@ -29,9 +29,9 @@ pub mod image;
 pub mod ivalue;
 pub mod library;
 pub mod memory;
-pub mod module;
 pub mod repr;
 pub mod text;
+pub mod torchscript;
 
 /// The repository's root, where the tests' fixtures are (`models/`): two levels above this crate.
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! libtorch's message, which callers give a code (`crate::error`) and JS sees in one place
 //! (the addon's `Outcome`).
 //! By concept (what libtorch has and `tch` does not expose, as safe Rust):
-//! - `module`: the TorchScript module handle (`atm_*`), owned and safe;
+//! - `module_handle`: the TorchScript module handle (`atm_*`), owned and safe;
 //! - `script`: what the shim reads and does on TorchScript modules: method names and schemas,
 //!   typed containers for arguments, device moves, freezing and optimizing;
 //! - `ivalue`: values to and from libtch IValue handles (`ati_*`);
@@ -144,7 +144,7 @@ trampolines! {
 
 pub mod aoti;
 pub mod ivalue;
-pub mod module;
+pub mod module_handle;
 pub mod runtime;
 pub mod scalar;
 pub mod script;

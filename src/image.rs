@@ -1,5 +1,6 @@
-//! The `torch.image` namespace (glue): reads options and sources, runs `transform` on the
-//! executor (`crate::napi::task`; the sync forms wait for it), and wraps the pixels as tensors.
+//! The `torch.image` namespace (glue over `torch_core::image`): reads options and sources, runs
+//! `transform` on the executor (`crate::napi::task`; the sync forms wait for it), and wraps the
+//! pixels as tensors.
 use crate::error::bail_code;
 use crate::error::{guard, Code};
 use crate::napi::convert::{

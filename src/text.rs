@@ -1,11 +1,11 @@
 //! The `torch.text` namespace (glue): `Tokenizer` reads its arguments and options, calls the
-//! napi-free core (`tokenizer`, `chat_template`), and builds the JS results. `encodeBatch` runs
-//! on torch-node's executor (`crate::napi::task`): tokenizing thousands of texts never blocks
-//! the event loop; its tensors are made there too and wrapped on the JS thread.
+//! core (`torch_core::text`: `tokenizer`, `chat_template`), and builds the JS results.
+//! `encodeBatch` runs on torch-node's executor (`crate::napi::task`): tokenizing thousands of
+//! texts never blocks the event loop; its tensors are made there too and wrapped on the JS thread.
 use crate::error::{bail_code, guard, Code};
 use crate::napi::convert::{Arg, Raw};
 use crate::napi::js::{self, Env as RawEnv, Val};
-use crate::napi::lifecycle::Slot;
+use crate::napi::lifecycle::ModuleSlot;
 use crate::napi::options::{js_options, OptionValue};
 use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::task::{self, abort_flag, prepare, AbortFlag, Promise};
@@ -470,13 +470,13 @@ pub mod text {
     /// that Python's `tokenizers` and `transformers` run.
     #[napi_derive::napi(js_name = "_Tokenizer")]
     pub struct JsTokenizer {
-        slot: Slot<Tokenizer>,
+        slot: ModuleSlot<Tokenizer>,
     }
 
     impl JsTokenizer {
         fn wrap(t: Tokenizer) -> JsTokenizer {
             JsTokenizer {
-                slot: Slot::new("Tokenizer", t),
+                slot: ModuleSlot::new("Tokenizer", t),
             }
         }
 

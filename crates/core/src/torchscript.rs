@@ -5,7 +5,7 @@ use crate::archive;
 use crate::error::bail_code;
 use crate::error::{fail, Code};
 use crate::ffi::ivalue::{from_ivalue, to_ivalue, Owned};
-use crate::ffi::module::ModuleHandle;
+use crate::ffi::module_handle::ModuleHandle;
 use crate::ffi::{self, Prepare};
 use crate::ivalue::value::{coerce_args, Signature, Value};
 use anyhow::{Context, Result};
