@@ -532,7 +532,7 @@ export declare namespace text {
    * with their normalizers, pre-tokenizers, post-processors and decoders), run by the `tokenizers`
    * crate that Python's `tokenizers` and `transformers` run: same ids, tokens and decoded
    * strings. Offsets are JS string indices. See docs/text.md. (Declared here by hand: napi-rs
-   * types the native class at the top level; src/text/js.rs has the same docs.)
+   * types the native class at the top level; src/text.rs has the same docs.)
    */
   export class Tokenizer {
     /** Throws `InvalidArg`: use `Tokenizer.fromFile` or `Tokenizer.fromJSON`. */

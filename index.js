@@ -278,7 +278,7 @@ const loadTorchvisionOps = wrap(native._loadTorchvisionOps, 'loadOps', 'vision.l
 /**
  * `torch.vision.loadOps(dir?)`: registers torchvision's ops (nms, roi_align, deform_conv2d, ...)
  * that scripted detection and segmentation models call, from the torchvision wheel beside
- * libtorch (or `dir`); idempotent, true when this call loaded them (src/library.rs). Here, not in
+ * libtorch (or `dir`); idempotent, true when this call loaded them (crates/core/src/library.rs). Here, not in
  * lib/vision.js, because it wraps an internal native export.
  */
 function loadOps(dir) {

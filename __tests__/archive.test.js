@@ -1,7 +1,7 @@
 'use strict'
 // Crafted model files: libtorch trusts a TorchScript archive's pickle (a storage record shorter
 // than claimed loads heap garbage; a storage claiming 2^40 elements lets a later read segfault).
-// torch-node checks the archive first (src/archive.rs); these rewrite a real fixture the way an
+// torch-node checks the archive first (crates/core/src/archive.rs); these rewrite a real fixture the way an
 // attacker would and load it in a child process: a ModelLoadError naming the record, never a
 // crash or garbage parameters.
 const { describe, test } = require('node:test')

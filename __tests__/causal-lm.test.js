@@ -195,7 +195,7 @@ test('concurrent generations share each step and give the tokens each gives alon
     assert.equal(prefills, cases.length)
     assert.equal(rows, tokens - cases.length, 'each token but the first of each comes from one row of a step')
     // How many steps they shared depends on when each call reached the engine (the Rust test
-    // src/generate/lm.rs checks a fixed schedule); that they shared some does not.
+    // crates/core/src/generate/lm.rs checks a fixed schedule); that they shared some does not.
     assert.ok(steps < rows, `${steps} steps for ${rows} rows: the calls shared steps`)
   }
 })

@@ -2,7 +2,7 @@
 // What `npm install torch-node` puts in an app (issue 28): `npm pack --dry-run` lists the published
 // files, and they are the product only — what the app runs (index.*, lib/, bin/, data/, the
 // export scripts python/ for `torch-node export`), what its install runs (scripts/: exactly the
-// files scripts/install.js requires), what a source build compiles (Cargo files, build.rs, src/),
+// files scripts/install.js requires), what a source build compiles (the Cargo workspace: Cargo files, build.rs, src/, crates/),
 // the docs and the one fixture the README's examples load. Tests, benches, examples, the fuzzer,
 // the Triton tooling and the other developer tools (tools/) stay in the repository.
 const { test } = require('node:test')
@@ -60,7 +60,7 @@ const CHECKOUT_ONLY = new Set(['tools/models.js'])
 test('the package holds only the product: no tests, benches, examples, tools or model fixtures', () => {
   // npm adds each included folder's README.md (models/README.md says what the fixture is).
   const allowed =
-    /^(package\.json|LICENSE|(models\/)?README\.md|index\.(js|mjs|d\.ts)|Cargo\.(toml|lock)|build\.rs)$|^(lib|bin|data|python|scripts|src|docs)\//
+    /^(package\.json|LICENSE|(models\/)?README\.md|index\.(js|mjs|d\.ts)|Cargo\.(toml|lock)|build\.rs)$|^(lib|bin|data|python|scripts|src|crates|docs)\//
   assert.deepEqual(
     pack.paths.filter((p) => !allowed.test(p) && p !== 'models/fixtures/mlp_traced.pt'),
     [],
@@ -122,7 +122,8 @@ test('a source build has every crate and source the Cargo files name', () => {
   const dirs = [...cargo.matchAll(/\bpath\s*=\s*"([^"]+)"/g)].map((m) => m[1])
   const members = cargo.match(/\bmembers\s*=\s*\[([^\]]*)\]/)
   if (members) dirs.push(...[...members[1].matchAll(/"([^"]+)"/g)].map((m) => m[1]))
-  for (const dir of dirs) {
+  // `.` is the workspace's root package (the addon): its files are the ones checked above.
+  for (const dir of dirs.filter((d) => path.normalize(d) !== '.')) {
     const prefix = `${path.normalize(dir).replace(/\/$/, '')}/`
     assert.ok(
       pack.paths.some((p) => p.startsWith(prefix) || p === dir),
@@ -130,6 +131,16 @@ test('a source build has every crate and source the Cargo files name', () => {
     )
   }
   assert.ok(pack.paths.some((p) => p.startsWith('src/') && p.endsWith('.rs')))
+  // The core crate builds the C++ shim and embeds the libtorch_python stub (crates/core/build.rs).
+  for (const p of [
+    'crates/core/Cargo.toml',
+    'crates/core/build.rs',
+    'crates/core/src/lib.rs',
+    'crates/core/src/shim/shim.cpp',
+    'crates/core/src/shim/torch_python_stub.c',
+  ]) {
+    assert.ok(paths.has(p), `${p} is published`)
+  }
 })
 
 test('gRPC is an optional peer: installed by the apps that use it', () => {

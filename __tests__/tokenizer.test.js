@@ -156,7 +156,7 @@ describe('Tokenizer: parity with Python tokenizers', { skip }, () => {
       })
 
       test('encodeBatch of the corpus equals encode of each text, pairs and truncation too', async () => {
-        // Enough texts for several chunks per thread (src/text/tokenizer.rs joins their columns).
+        // Enough texts for several chunks per thread (crates/core/src/text/tokenizer.rs joins their columns).
         const texts = [...g.cases, ...g.cases, ...g.cases].map((c) => c.text)
         const encs = await tok.encodeBatch(texts)
         assert.equal(encs.length, texts.length)

@@ -55,7 +55,7 @@ const CPU_NVIDIA = { 'nvidia-cuda-runtime': ['libcudart.so.13'], 'nvidia-cuda-cu
 const SYSTEM_LIB =
   /^(libc|libm|libdl|librt|libutil|libpthread|libstdc\+\+|libgcc_s|ld-linux-x86-64|ld-linux-aarch64)\.so/
 // torchvision's _C.so names libtorch_python.so, of which it uses nothing: vision.loadOps loads an
-// empty library of that name first (src/library.rs), so the entry neither has nor stands in for it.
+// empty library of that name first (crates/core/src/library.rs), so the entry neither has nor stands in for it.
 const LOADED_BY_ADDON = ['libtorch_python.so']
 // Where the CPU entry's stand-ins live, relative to torchvision/_C.so: not in torch/lib, where a
 // libtorch_cuda.so would make a source build link it (torch-sys) and claim CUDA.

@@ -1,20 +1,20 @@
 //! `torch.AOTModule`: an AOTInductor package (`.pt2`) from JS, with `ScriptModule`'s
 //! conventions: `new AOTModule(path)` or `await AOTModule.load(path)`, `forward(...tensors)` on
 //! torch-node's executor (a last `{signal}` aborts) or `forwardSync`, coded errors, `dispose()`.
-use crate::aot::{self, AotModule};
-use crate::device;
 use crate::error::bail_code;
 use crate::error::{guard, Code};
-use crate::ivalue::js::Output;
-use crate::ivalue::value::Value;
+use crate::ivalue::Output;
 use crate::napi::convert::{AotModuleOptions, Inputs, Str};
 use crate::napi::js::{self, Val};
-use crate::napi::lifecycle::{self, Slot};
+use crate::napi::lifecycle::{self, ModuleSlot};
 use crate::napi::options::js_options;
 use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::task::{abort_flag, split_call_options, AbortFlag, Promise};
 use napi::Env;
 use napi_derive::napi;
+use torch_core::aot::{self, AotModule};
+use torch_core::device;
+use torch_core::ivalue::value::Value;
 
 use tch::Device;
 
@@ -48,7 +48,7 @@ js_result!(
 /// a dynamic size of 1 runs, as in Python.
 #[napi(js_name = "AOTModule")]
 pub struct JsAotModule {
-    slot: Slot<AotModule>,
+    slot: ModuleSlot<AotModule>,
 }
 
 /// Reads `(path, device)` and, when `with_signal`, the AbortSignal's flag.
@@ -102,7 +102,7 @@ fn output(mut outs: Vec<tch::Tensor>) -> Value {
 impl JsAotModule {
     fn from_module(m: AotModule) -> JsAotModule {
         JsAotModule {
-            slot: Slot::new("AOTModule", m),
+            slot: ModuleSlot::new("AOTModule", m),
         }
     }
 }
@@ -151,7 +151,7 @@ impl JsAotModule {
                 "forward",
                 || tensors(&env, inputs.raw().val, true),
                 |m, inputs| Ok(output(m.run(inputs)?)),
-                crate::ivalue::js::to_js,
+                crate::ivalue::to_js,
             )
             .into()
     }

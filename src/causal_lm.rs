@@ -1,23 +1,21 @@
-//! The native side of `torch.text.CausalLM` (glue over `crate::generate`; the public class is
+//! The native side of `torch.text.CausalLM` (glue over `torch_core::generate`; the public class is
 //! lib/text/causal-lm.js, which reads the options, queues past `maxSequences` and turns the
 //! pieces into an async iterator).
 //!
 //! Each loaded model has an `Engine`: the generations in flight share one `Batch` (one program
-//! call per step for all of them, see `crate::generate::batch`). The engine runs as a chain of
-//! executor jobs while it has work: each job (`tick`) drops the aborted generations, admits
+//! call per step for all of them, see `torch_core::generate::batch`). The engine runs as a chain
+//! of executor jobs while it has work: each job (`tick`) drops the aborted generations, admits
 //! waiting ones (their prompt tokenized and run there: a chat template never blocks JS; a prompt
-//! over 16 KiB is tokenized ahead on a thread of its own, so it stalls no step), runs one step and posts each generation's new text to its JS thread through
-//! that thread's queue (`crate::napi::queue`, which calls the JS callback there), then
-//! resubmits itself; each job goes to the back of the executor's queue, so other work (other
-//! models, `forward` calls) takes turns with the steps. No JS round trip is needed per token.
-//! `abort()` frees the generation's row at the next step.
+//! over 16 KiB is tokenized ahead on a thread of its own, so it stalls no step), runs one step
+//! and posts each generation's new text to its JS thread through that thread's queue
+//! (`crate::napi::queue`, which calls the JS callback there), then resubmits itself; each job
+//! goes to the back of the executor's queue, so other work (other models, `forward` calls) takes
+//! turns with the steps. No JS round trip is needed per token. `abort()` frees the generation's
+//! row at the next step.
 use crate::error::{bail_code, catch_panic, describe, guard, Code};
-use crate::executor;
-use crate::generate::batch::{Batch, Counts, Event};
-use crate::generate::lm::{self, Finish, LoadOptions, Model, Prompt, Request, Sequence};
 use crate::napi::convert::Str;
 use crate::napi::js;
-use crate::napi::lifecycle::{self, Slot};
+use crate::napi::lifecycle::{self, ModuleSlot};
 use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::queue::{self, JsQueue, Running};
 use crate::napi::task::Promise;
@@ -29,6 +27,9 @@ use serde_json::{Map, Value as Json};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use torch_core::executor;
+use torch_core::generate::batch::{Batch, Counts, Event};
+use torch_core::generate::lm::{self, Finish, LoadOptions, Model, Prompt, Request, Sequence};
 
 /// What a step sends to JS: text and its tokens, and on the last piece why it ended (or the
 /// error that ended it).
@@ -349,7 +350,7 @@ fn prompt(json: &str) -> anyhow::Result<Prompt> {
 /// (lib/text/causal-lm.js) wraps it.
 #[napi(js_name = "_CausalLM")]
 pub struct JsCausalLM {
-    slot: Slot<Model>,
+    slot: ModuleSlot<Model>,
     engine: Arc<Engine>,
 }
 
@@ -376,7 +377,7 @@ impl JsCausalLM {
             |(folder, options)| lm::load(&folder, options),
             |model| JsCausalLM {
                 engine: Arc::new(Engine::new(model.max_sequences)),
-                slot: Slot::new("CausalLM", model),
+                slot: ModuleSlot::new("CausalLM", model),
             },
         )
     }

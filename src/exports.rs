@@ -4,9 +4,9 @@
 use crate::error::{self, guard};
 use crate::napi::convert::{Int, Num, Read, ReadOpt, Str};
 use crate::napi::outcome::Outcome;
-use crate::{args, executor, ffi, library, memory};
 use napi::JsValue;
 use napi_derive::napi;
+use torch_core::{args, executor, ffi, library, memory};
 
 /// Seeds libtorch's random number generators (CPU and CUDA), as `torch.manual_seed`.
 #[napi]
@@ -157,22 +157,22 @@ pub mod cuda {
     /// Whether libtorch can use a CUDA device here.
     #[napi]
     pub fn is_available() -> bool {
-        crate::device::cuda_device_count() > 0
+        torch_core::device::cuda_device_count() > 0
     }
 
     /// The number of CUDA devices libtorch sees (0 without CUDA).
     #[napi]
     pub fn device_count() -> u32 {
-        crate::device::cuda_device_count() as u32
+        torch_core::device::cuda_device_count() as u32
     }
 }
 
 /// CPU queries.
 #[napi(namespace = "cpu")]
 pub mod cpu {
-    use crate::ffi::{self, Capability};
     use crate::napi::js;
     use crate::napi::outcome::{js_result, Outcome};
+    use torch_core::ffi::{self, Capability};
 
     /// libtorch's view of this CPU, as Python's `torch._C._cpu._get_cpu_capability()`: ISA
     /// flags (`avx512_bf16`, `amx_bf16`, `avx2`, ...), cache sizes, core counts, `cpu_name`.
@@ -211,7 +211,11 @@ pub mod cpu {
 /// Runs once per JS context (main thread and each worker) as the addon loads.
 #[napi(module_exports)]
 pub fn init(exports: napi::bindgen_prelude::Object, env: napi::Env) -> napi::Result<()> {
-    memory::set_thread_env(env.raw());
+    // Tensors report their native bytes to this thread's V8 heap (torch_core::memory).
+    memory::set_thread_reporter(
+        |env, delta| crate::napi::js::adjust_external_memory(env as napi::sys::napi_env, delta),
+        env.raw() as usize,
+    );
     {
         use napi::bindgen_prelude::TypeTag;
         crate::napi::js::name_classes(vec![

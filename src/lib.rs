@@ -1,37 +1,25 @@
 #![deny(clippy::all)]
-//! torch-node: PyTorch's C++ runtime (libtorch, through `tch`) for Node.js.
+//! torch-node: PyTorch's C++ runtime (libtorch, through `tch`) for Node.js — the addon, N-API
+//! glue only. Everything that is not N-API is the `torch_core` crate (crates/core: errors,
+//! dtypes, devices, values, archive checks, repr, modules, `.pt2`, images, text, generation, the
+//! executor, `ffi/` and the C++ shim), which does not depend on napi.
 //!
-//! Napi-free core: `error`, `dtype`, `device`, `args`, `archive`, `aot`, `aot_inputs`, `repr`,
-//! `memory`, `module`, `executor`, `ivalue::value`, `text` (all but `text::js`), and `ffi`
-//! (every call into libtch and the C++ shim). The N-API boundary: `napi/`. Glue (`#[napi]`):
-//! `tensor`, `script_module`, `aot_module`, `image::js`, `ivalue::js`, `text::js`, and
-//! `exports` (the free functions and `init`).
-//! See docs/architecture.md.
+//! Here: `napi/` (the N-API toolkit: raw reads, `Outcome`, typed arguments, option bags, async
+//! tasks, the per-thread JS queue), `error` (the core's errors as JS errors), and the glue, one
+//! file or folder per JS class or namespace (`#[napi]`): `tensor`, `script_module`,
+//! `aot_module`, `causal_lm`, `image`, `ivalue`, `text`, and `exports` (the free functions and
+//! `init`). See docs/architecture.md.
 // `tensor` first: its `#[napi]` struct must expand before any file that names `JsTensor` in an
 // export, or the generated typings say `JsTensor` instead of `Tensor`.
 pub mod tensor;
 
-pub mod aot;
-pub mod aot_inputs;
 pub mod aot_module;
-pub mod aot_pages;
-pub mod archive;
-pub mod args;
 pub mod causal_lm;
-pub mod device;
-pub mod dtype;
 pub mod error;
-pub mod executor;
 pub mod exports;
-pub mod ffi;
-pub mod generate;
 pub mod image;
 pub mod ivalue;
-pub mod library;
-pub mod memory;
-pub mod module;
 pub mod napi;
-pub mod repr;
 pub mod script_module;
 pub mod text;
 
@@ -54,25 +42,4 @@ pub extern "C" fn node_api_module_get_api_version_v1() -> i32 {
     } else {
         EXPERIMENTAL
     }
-}
-
-/// `cargo test` links the unit tests into an executable that Node never loads; these N-API
-/// functions, referenced by napi-rs's drop paths but never called by the tests, would
-/// otherwise be unresolved there (the addon, a shared library, gets them from node).
-#[cfg(test)]
-mod napi_test_stubs {
-    macro_rules! stubs {
-        ($($name:ident),*) => {$(
-            #[no_mangle]
-            extern "C" fn $name() -> i32 {
-                unreachable!(concat!(stringify!($name), " called outside Node"))
-            }
-        )*};
-    }
-    stubs!(
-        napi_adjust_external_memory,
-        napi_call_threadsafe_function,
-        napi_delete_reference,
-        napi_reference_unref
-    );
 }

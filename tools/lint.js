@@ -2,7 +2,7 @@
 // `npm run lint`: Prettier's check over every JS file and hand-written declaration (.prettierrc.json;
 // `npm run format` rewrites them), ESLint over every JS file (eslint.config.js; `npm run lint:js` runs it alone),
 // TypeScript over lib/'s JSDoc (`tsc --noEmit -p tools/tsconfig.lib.json`; `npm run lint:types` alone),
-// then `cargo fmt --check` and `cargo clippy -- -D warnings`, with the same LIBTORCH as the build
+// then `cargo fmt --check` and `cargo clippy -- -D warnings` over the workspace (the addon and crates/core), with the same LIBTORCH as the build
 // (another value would make torch-sys rebuild libtch: minutes).
 const { spawnSync } = require('node:child_process')
 const path = require('node:path')
@@ -24,5 +24,5 @@ run(process.execPath, [bin('prettier', 'prettier.cjs'), '--check', ...FORMATTED]
 run(process.execPath, [bin('eslint', 'eslint.js'), '.'])
 run(process.execPath, [bin('typescript', 'tsc'), '--noEmit', '-p', 'tools/tsconfig.lib.json'])
 const env = cargoEnv(resolveLibtorch().libtorch)
-run('cargo', ['fmt', '--check'], env)
-run('cargo', ['clippy', '--release', '--lib', '--tests', '--', '-D', 'warnings'], env)
+run('cargo', ['fmt', '--all', '--check'], env)
+run('cargo', ['clippy', '--release', '--workspace', '--all-targets', '--', '-D', 'warnings'], env)

@@ -1,5 +1,5 @@
 'use strict'
-// `npm test`: the napi-free Rust unit tests (cargo test) and every node:test file in __tests__/,
+// `npm test`: the Rust unit tests (cargo test: crates/core's, run with no Node) and every node:test file in __tests__/,
 // on the Node running this script.
 // `npm run test:node -- 24` (or `node tools/test.js --node 24`): the node:test files only, under
 // Node 24 from the npm registry (tools/node-lines.js installs it once into .node-lines/).
@@ -26,7 +26,7 @@ if (!major) {
   const env = cargoEnv(libtorch)
   // The test binaries live in target/release/deps: the addon's $ORIGIN/libtorch/lib is not there.
   env.LD_LIBRARY_PATH = [path.join(libtorch, 'lib'), process.env.LD_LIBRARY_PATH].filter(Boolean).join(path.delimiter)
-  run('cargo', ['test', '--release', '--lib'], env)
+  run('cargo', ['test', '--release', '--workspace', '--lib'], env)
 }
 const files = fs
   .readdirSync(path.join(ROOT, '__tests__'))

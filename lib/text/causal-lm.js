@@ -1,7 +1,7 @@
 // @ts-check
 'use strict'
 // torch.text.CausalLM: text generation from a folder written by python/export_causal_lm.py
-// (`npx torch-node export`). The decode loop is native (src/causal_lm.rs over src/generate/):
+// (`npx torch-node export`). The decode loop is native (src/causal_lm.rs over crates/core/src/generate/):
 // each step runs on torch-node's executor and resubmits itself, and its text pieces come back
 // to this thread through the addon's queue, so no JS round trip is needed per token. This file
 // reads the options, bounds the sequences in flight (`maxSequences`, then a queue of `maxQueue`,

@@ -2,7 +2,7 @@
 'use strict'
 // torch.text.Tokenizer's `Encoding`s. The native side hands over one batch as columns (a
 // Uint32Array per field, every text's tokens one after another, and all the tokens' strings as
-// one string: src/text/js.rs); each Encoding is a view of its text's slice whose arrays are
+// one string: src/text.rs); each Encoding is a view of its text's slice whose arrays are
 // built on first read and kept. So `await encodeBatch(10_000 texts)` costs the event loop a few
 // copies and 10,000 small objects, not 60,000 arrays and 250,000 strings at once (as JSON, that
 // was 100+ ms of JSON.parse); a caller that reads every field pays that as it goes. JS because
@@ -10,7 +10,7 @@
 const { inspect } = require('node:util')
 
 /**
- * One batch's columns, as src/text/js.rs builds them: text `i`'s tokens are
+ * One batch's columns, as src/text.rs builds them: text `i`'s tokens are
  * `starts[i]..starts[i + 1]` of `ids`, `attentionMask`, `typeIds`, `specialTokensMask` and
  * `tokenEnds` (where each token's string ends in `tokens`), and twice that of `offsets`.
  * @typedef {{starts: Uint32Array, ids: Uint32Array, offsets: Uint32Array, attentionMask: Uint32Array,

@@ -20,10 +20,10 @@
 use crate::error::bail_code;
 use crate::error::Code;
 use crate::napi::js::{self, Env, Val};
-use crate::{args, device};
 use anyhow::Result;
 use napi::bindgen_prelude::{FromNapiValue, TypeName, ValueType};
 use napi::sys::ValueType as Js;
+use torch_core::{args, device};
 
 /// A JS argument as napi-rs handed it over: the env of the call and the value.
 #[derive(Clone, Copy)]
@@ -79,7 +79,7 @@ arg_types! {
     Dims;
     /// Sizes (`Shape`): an array of sizes, or one size.
     Shape;
-    /// Any value, read by `torch.text`'s own readers (src/text/js.rs), whose typings are
+    /// Any value, read by `torch.text`'s own readers (src/text.rs), whose typings are
     /// hand-written in index.d.ts.
     Arg;
     /// Numbers and arrays of numbers given as rest arguments (`view(2, 3)`, `view([2, 3])`):
@@ -114,7 +114,7 @@ arg_types! {
     ModuleOptions;
     /// `AOTModule`'s load options (`AotModuleOptions`, read in aot_module).
     AotModuleOptions;
-    /// `torch.image` options (`ImageOptions`, read in image::js).
+    /// `torch.image` options (`ImageOptions`, read in image).
     ImageOptions;
     /// `torch.image.encode`'s options (`EncodeOptions`).
     EncodeOptions;

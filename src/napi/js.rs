@@ -137,7 +137,7 @@ pub fn describe(env: Env, v: Val) -> String {
     match type_of(env, v) {
         Ok(sys::ValueType::napi_number) => format!(
             "number {}",
-            crate::args::js_number(number(env, v).unwrap_or(f64::NAN))
+            torch_core::args::js_number(number(env, v).unwrap_or(f64::NAN))
         ),
         Ok(sys::ValueType::napi_string) => "a string".into(),
         Ok(sys::ValueType::napi_boolean) => "a boolean".into(),
@@ -534,8 +534,8 @@ pub fn null(env: Env) -> Result<Val> {
 
 /// A file path (a string) or a file's bytes (a Buffer or Uint8Array, copied), or an InvalidArg
 /// naming `what` and saying whose bytes are expected (`bytes_of`: "a .pt file's", ...).
-pub fn source(env: Env, v: Val, what: &str, bytes_of: &str) -> Result<crate::args::Source> {
-    use crate::args::Source;
+pub fn source(env: Env, v: Val, what: &str, bytes_of: &str) -> Result<torch_core::args::Source> {
+    use torch_core::args::Source;
     if type_of(env, v)? == sys::ValueType::napi_string {
         return Ok(Source::Path(string(env, v)?));
     }

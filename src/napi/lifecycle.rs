@@ -1,10 +1,10 @@
 //! One lifecycle for every kind of module JS sees (`ScriptModule`, `AOTModule`, and the next):
 //! loads and calls run on the executor (`task`), sync ones while the caller waits; a loaded
-//! module sits in a [`Slot`] until `dispose()`, after which every use is `Disposed`. A call
+//! module sits in a [`ModuleSlot`] until `dispose()`, after which every use is `Disposed`. A call
 //! already running holds its own reference, so `dispose()` never pulls a module from under it.
 //!
 //! Each class keeps its own `#[napi]` methods (their docs and typings are the class's) and
-//! delegates to this file: `load`, `open`, `Slot::call`, `Slot::call_sync`, `dispose`.
+//! delegates to this file: `load`, `open`, `ModuleSlot::call`, `ModuleSlot::call_sync`, `dispose`.
 use crate::error::{bail_code, guard, Code, Result};
 use crate::napi::js::{self, Env as RawEnv, Val};
 use crate::napi::outcome::Outcome;
@@ -14,16 +14,16 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 /// A loaded module of kind `T`, or nothing once disposed. `class` names it in errors.
-pub struct Slot<T> {
+pub struct ModuleSlot<T> {
     // A RefCell, not `&mut self` in `dispose`: napi-rs keeps a shared borrow of the object for
     // as long as an async call it started is in flight, and `dispose` must still work then.
     inner: RefCell<Option<Arc<T>>>,
     class: &'static str,
 }
 
-impl<T: Send + Sync + 'static> Slot<T> {
+impl<T: Send + Sync + 'static> ModuleSlot<T> {
     pub fn new(class: &'static str, module: T) -> Self {
-        Slot {
+        ModuleSlot {
             inner: RefCell::new(Some(Arc::new(module))),
             class,
         }

@@ -22,7 +22,7 @@ use crate::error::bail_code;
 use crate::error::Code;
 use crate::napi::convert;
 use crate::napi::js::{self, Env, Val};
-use crate::{args, device, dtype};
+use torch_core::{args, device, dtype};
 
 /// A type an option's value is read as. `what` names the option in errors (`options.dtype`).
 pub trait OptionValue: Sized {

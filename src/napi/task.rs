@@ -1,4 +1,4 @@
-//! Async and sync exports over the executor (`crate::executor`): what every class that runs
+//! Async and sync exports over the executor (`torch_core::executor`): what every class that runs
 //! libtorch work shares — reading the `{signal}` call option, the promise, the hand-off to an
 //! instance thread, and the result's trip back to the JS thread (`crate::napi::queue`).
 //!
@@ -10,7 +10,6 @@
 //! `napi_env` and `napi_value` are opaque handles that Rust never dereferences (see `crate::napi::js`).
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 use crate::error::{catch_panic, Code};
-use crate::executor;
 use crate::napi::js::{self, Env as RawEnv, Val};
 use crate::napi::queue;
 use crate::napi::warnings;
@@ -19,6 +18,7 @@ use napi::{sys, Env, JsValue};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use torch_core::executor;
 
 const QUEUED: u8 = 0;
 const RUNNING: u8 = 1;

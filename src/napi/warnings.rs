@@ -25,7 +25,7 @@ thread_local! {
 
 /// Installs the handler on this thread; on a JS thread, its warnings go to itself.
 pub fn init_thread(own_queue: Option<Arc<JsQueue>>) {
-    crate::ffi::forward_warnings(on_warning);
+    torch_core::ffi::forward_warnings(on_warning);
     ORIGIN.with(|o| *o.borrow_mut() = own_queue);
 }
 

@@ -1,18 +1,13 @@
 //! The JS `ScriptModule` class: a TorchScript module loaded from a `.pt` file or its bytes.
 //! Its work (load, calls) runs on the executor through `crate::napi::task`; the module itself is
-//! napi-free (`crate::module`).
+//! the core's (`torch_core::torchscript`).
 
-use crate::archive::Limits;
-use crate::device;
 use crate::error::bail_code;
 use crate::error::{guard, Code, Result};
-use crate::ivalue::js::{from_js, to_js, Output, TensorRecord};
-use crate::ivalue::value::Value;
-use crate::module::Module;
-use crate::module::{self as core, LoadOptions, Source};
+use crate::ivalue::{from_js, to_js, Output, TensorRecord};
 use crate::napi::convert::{self, Inputs, ModuleOptions, Read, ReadOpt, Str};
 use crate::napi::js::{self, Env as RawEnv, Val};
-use crate::napi::lifecycle::{self, Slot};
+use crate::napi::lifecycle::{self, ModuleSlot};
 use crate::napi::options::{js_options, OptionValue};
 use crate::napi::outcome::Outcome;
 use crate::napi::task::{abort_flag, split_call_options, AbortFlag, Promise};
@@ -21,6 +16,11 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::sync::RwLock;
 use tch::Device;
+use torch_core::archive::Limits;
+use torch_core::device;
+use torch_core::ivalue::value::Value;
+use torch_core::torchscript::Module;
+use torch_core::torchscript::{self as core, LoadOptions, Source};
 
 js_options! {
     /// Options for loading a module.
@@ -122,7 +122,7 @@ pub struct MethodSignature {
 /// A TorchScript module (from `torch.jit.trace` or `torch.jit.script` + `torch.jit.save`).
 #[napi(js_name = "ScriptModule")]
 pub struct JsScriptModule {
-    slot: Slot<RwLock<Module>>,
+    slot: ModuleSlot<RwLock<Module>>,
 }
 
 fn read_source(env: RawEnv, v: Val) -> anyhow::Result<Source> {
@@ -207,7 +207,7 @@ fn inputs_and_signal(env: &Env, list: Val) -> anyhow::Result<(Vec<Value>, AbortF
 impl JsScriptModule {
     pub fn from_module(m: Module) -> JsScriptModule {
         JsScriptModule {
-            slot: Slot::new("ScriptModule", RwLock::new(m)),
+            slot: ModuleSlot::new("ScriptModule", RwLock::new(m)),
         }
     }
 

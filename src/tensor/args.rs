@@ -5,9 +5,9 @@ use super::JsTensor;
 use crate::error::{bail_code, Code};
 use crate::napi::convert::{self, Operand, Raw, Read, Tensor, Tensors};
 use crate::napi::js::{self, Env, Val};
-use crate::{args, ffi};
 use anyhow::Result;
 use napi::sys::ValueType as Js;
+use torch_core::{args, ffi};
 
 /// Runs `f` on the Tensor `v` wraps, borrowed for `f` alone; None when `v` is not a Tensor.
 pub fn with_tensor<R>(env: Env, v: Val, f: impl FnOnce(&JsTensor) -> R) -> Option<R> {

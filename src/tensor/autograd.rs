@@ -112,7 +112,7 @@ pub fn tidy_end(env: Env, keep: Option<Unknown>) -> Outcome<u32> {
 /// (every own key: non-enumerable and symbol-keyed too), Maps and Sets holding them, nested.
 struct Walk {
     env: js::Env,
-    kept: Vec<std::rc::Rc<super::Slot>>,
+    kept: Vec<std::rc::Rc<super::TensorSlot>>,
     /// Values looked at: a bound instead of cycle detection (N-API cannot hash objects).
     visited: usize,
 }
@@ -128,7 +128,7 @@ impl Walk {
         if js::type_of(self.env, v)? != T::napi_object {
             return Ok(true);
         }
-        if depth > crate::args::MAX_DEPTH || self.visited > MAX_VISITED {
+        if depth > torch_core::args::MAX_DEPTH || self.visited > MAX_VISITED {
             return Ok(false);
         }
         let env = self.env;

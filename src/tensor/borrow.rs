@@ -17,13 +17,13 @@ use crate::napi::js;
 use crate::napi::options::js_options;
 use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::queue::{self, JsQueue};
-use crate::{dtype, ffi};
 use napi::sys;
 use napi_derive::napi;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
+use torch_core::{dtype, ffi};
 
 /// A reference keeping lent JS memory alive, and the JS thread's queue that will delete it.
 struct Lent {
@@ -65,7 +65,7 @@ fn lend(
     byte_offset: usize,
 ) -> anyhow::Result<Tensor> {
     let elem = kind.elt_size_in_bytes();
-    let numel = crate::args::check_numel(shape, "fromBuffer: shape")?;
+    let numel = torch_core::args::check_numel(shape, "fromBuffer: shape")?;
     let need = usize::try_from(numel)
         .ok()
         .and_then(|n| n.checked_mul(elem))

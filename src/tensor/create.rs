@@ -8,12 +8,12 @@ use crate::napi::convert::{self, FactoryOptions, Int, Num, Read, Scalar, Shape, 
 use crate::napi::js::{self, Env as RawEnv, Val};
 use crate::napi::options::js_options;
 use crate::napi::outcome::Outcome;
-use crate::{args, dtype, ffi};
 use anyhow::Context;
 use napi::bindgen_prelude::*;
 use napi::JsValue;
 use napi_derive::napi;
 use tch::{Device, Kind, Tensor};
+use torch_core::{args, dtype, ffi};
 
 js_options! {
     /// Options accepted by every factory.

@@ -1,12 +1,12 @@
 //! Reading values out: `toArray()` (nested arrays), `toTypedArray()` (a copy), `item()`.
 use super::JsTensor;
-use crate::dtype;
 use crate::error::bail_code;
 use crate::error::{guard, Code};
 use crate::napi::js::{self, Env as RawEnv, Val};
 use crate::napi::outcome::{js_result, Outcome};
 use napi_derive::napi;
 use tch::{Device, Kind, Tensor};
+use torch_core::dtype;
 
 /// A contiguous CPU copy (or the tensor itself when it already is one), detached from autograd.
 pub fn host(t: &Tensor) -> anyhow::Result<Tensor> {
@@ -87,7 +87,7 @@ impl JsTensor {
     pub fn to_array(&self) -> Outcome<NestedValues> {
         guard(|| {
             let t = self.get()?;
-            crate::args::check_numel(&t.size(), "toArray")?;
+            torch_core::args::check_numel(&t.size(), "toArray")?;
             Ok(NestedValues((values(&t)?, t.size())))
         })
         .into()

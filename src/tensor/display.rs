@@ -1,16 +1,16 @@
-//! `toString()`: PyTorch's `repr`, formatted by `crate::repr` from the tensor's values.
+//! `toString()`: PyTorch's `repr`, formatted by `torch_core::repr` from the tensor's values.
 use super::data::{values, Values};
 use super::JsTensor;
 use crate::error::guard;
 use crate::napi::outcome::Outcome;
-use crate::repr::{tensor_repr, ReprData, ReprInput};
-use crate::{device, dtype, ffi};
 use napi_derive::napi;
 use tch::{Device, Kind};
+use torch_core::repr::{tensor_repr, ReprData, ReprInput};
+use torch_core::{device, dtype, ffi};
 
 /// Python's `repr(t)` for a tensor.
 pub fn repr(t: &tch::Tensor) -> anyhow::Result<String> {
-    crate::args::check_numel(&t.size(), "toString")?;
+    torch_core::args::check_numel(&t.size(), "toString")?;
     let kind = t.kind();
     // Integers are read as int64 (exact); floats and bools as `values` widens them for JS.
     let data = if dtype::is_floating(kind) || kind == Kind::Bool {

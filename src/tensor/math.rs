@@ -6,12 +6,12 @@ use super::ops::ValuesIndices;
 use super::JsTensor;
 use crate::error::bail_code;
 use crate::error::{guard, Code, Result};
-use crate::ffi;
 use crate::napi::convert::{Dim, Dims, Flag, Num, Operand, ReadOpt};
 use crate::napi::outcome::Outcome;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tch::{TchError, Tensor};
+use torch_core::ffi;
 
 type Binary = fn(&Tensor, &Tensor) -> std::result::Result<Tensor, TchError>;
 type InPlace = fn(&mut Tensor, &Tensor) -> std::result::Result<Tensor, TchError>;
@@ -337,7 +337,7 @@ impl JsTensor {
                 return Ok(Either::A(JsTensor::new(out)));
             };
             if let Some(dim) = arg.number() {
-                let d = crate::args::dim(dim, t.dim(), &format!("{name}: dim"))?;
+                let d = torch_core::args::dim(dim, t.dim(), &format!("{name}: dim"))?;
                 let k = keepdim.read(&format!("{name}: keepdim"))?.unwrap_or(false);
                 let (values, indices) = if largest {
                     t.f_max_dim(d, k)?

@@ -2,15 +2,15 @@
 //! `create` (factories), `data` (reading values out), `ops` (math and conversions), `display`.
 use crate::error::{guard, Code};
 use crate::napi::outcome::Outcome;
-use crate::{device, dtype, memory};
 use napi_derive::napi;
 use std::cell::{Cell, Ref, RefCell};
 use std::rc::{Rc, Weak};
 use tch::Tensor;
+use torch_core::{device, dtype, memory};
 
 /// What a JS `Tensor` owns. Shared (`Rc`) so that `torch.tidy` can dispose tensors it saw
 /// created, from the JS thread, without holding the JS objects.
-pub struct Slot {
+pub struct TensorSlot {
     tensor: RefCell<Option<Tensor>>,
     /// The storage this tensor was counted under (see `memory::track`).
     storage: usize,
@@ -19,7 +19,7 @@ pub struct Slot {
     dispose_pending: Cell<bool>,
 }
 
-impl Slot {
+impl TensorSlot {
     /// Frees the tensor (idempotent); true when this call freed it. While a call holds the
     /// tensor (see [`TensorRef`]) the release is deferred to the end of that call, and later
     /// uses already see it as disposed.
@@ -40,14 +40,14 @@ impl Slot {
         self.dispose_pending.get() || self.tensor.try_borrow().is_ok_and(|t| t.is_none())
     }
 
-    fn same(a: &Rc<Slot>, b: &Rc<Slot>) -> bool {
+    fn same(a: &Rc<TensorSlot>, b: &Rc<TensorSlot>) -> bool {
         Rc::ptr_eq(a, b)
     }
 }
 
 thread_local! {
     /// Open `torch.tidy` scopes, innermost last: the tensors created inside each.
-    static SCOPES: RefCell<Vec<Vec<Weak<Slot>>>> = const { RefCell::new(Vec::new()) };
+    static SCOPES: RefCell<Vec<Vec<Weak<TensorSlot>>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Opens a `tidy` scope.
@@ -58,7 +58,7 @@ pub fn scope_begin() {
 /// What a closing `tidy` scope keeps.
 pub enum Keep {
     /// These tensors (found in the returned value); the others are disposed.
-    These(Vec<Rc<Slot>>),
+    These(Vec<Rc<TensorSlot>>),
     /// Every tensor: the returned value could not be seen through (a class instance, whose
     /// private fields may hold tensors), so nothing is disposed.
     All,
@@ -75,7 +75,7 @@ pub fn scope_end(keep: &Keep) -> usize {
     for slot in created.iter().filter_map(Weak::upgrade) {
         let keep = match keep {
             Keep::All => true,
-            Keep::These(list) => list.iter().any(|k| Slot::same(k, &slot)),
+            Keep::These(list) => list.iter().any(|k| TensorSlot::same(k, &slot)),
         };
         if keep {
             kept.push(Rc::downgrade(&slot));
@@ -96,7 +96,7 @@ pub fn scope_end(keep: &Keep) -> usize {
 /// `dispose()` (otherwise the garbage collector frees it).
 #[napi(js_name = "Tensor")]
 pub struct JsTensor {
-    slot: Rc<Slot>,
+    slot: Rc<TensorSlot>,
 }
 
 // Declared after the struct: napi-rs's type generator learns `js_name = "Tensor"` when the
@@ -115,7 +115,7 @@ impl JsTensor {
     /// A JS tensor: its storage's bytes are reported to V8 while any JS tensor uses that
     /// storage (a view of a counted storage adds no bytes).
     pub fn new(t: Tensor) -> JsTensor {
-        let bytes = crate::ffi::storage_nbytes(&t);
+        let bytes = torch_core::ffi::storage_nbytes(&t);
         JsTensor::counted(t, bytes)
     }
 
@@ -126,9 +126,9 @@ impl JsTensor {
     }
 
     fn counted(t: Tensor, bytes: i64) -> JsTensor {
-        let storage = crate::ffi::storage_id(&t);
+        let storage = torch_core::ffi::storage_id(&t);
         memory::track(storage, bytes);
-        let slot = Rc::new(Slot {
+        let slot = Rc::new(TensorSlot {
             tensor: RefCell::new(Some(t)),
             storage,
             dispose_pending: Cell::new(false),
@@ -161,7 +161,7 @@ impl JsTensor {
         }
     }
 
-    pub fn slot(&self) -> &Rc<Slot> {
+    pub fn slot(&self) -> &Rc<TensorSlot> {
         &self.slot
     }
 }
@@ -171,7 +171,7 @@ impl JsTensor {
 /// instead of a RefCell "already borrowed" panic (which aborts Node: it is outside `guard`).
 pub struct TensorRef<'a> {
     tensor: Option<Ref<'a, Tensor>>,
-    slot: &'a Slot,
+    slot: &'a TensorSlot,
 }
 
 impl std::ops::Deref for TensorRef<'_> {

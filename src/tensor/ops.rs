@@ -7,7 +7,7 @@ use crate::napi::convert::{Dim, Flag, Int, Read, ReadOpt, ToTarget};
 use crate::napi::js;
 use crate::napi::options::js_options;
 use crate::napi::outcome::Outcome;
-use crate::{args, device, dtype};
+use torch_core::{args, device, dtype};
 
 use napi_derive::napi;
 use tch::Device;

@@ -6,9 +6,9 @@ use crate::error::bail_code;
 use crate::error::{guard, Code, Result};
 use crate::napi::convert::{self, Dim, Int, Read, ReadOpt, Shape, Sizes};
 use crate::napi::outcome::Outcome;
-use crate::{args, ffi};
 use napi_derive::napi;
 use tch::Tensor;
+use torch_core::{args, ffi};
 
 impl JsTensor {
     fn derive(&self, f: impl FnOnce(&Tensor) -> anyhow::Result<Tensor>) -> Result<JsTensor> {

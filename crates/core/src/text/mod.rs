@@ -1,0 +1,7 @@
+//! Text: `tokenizer` (a Hugging Face `tokenizer.json` through the `tokenizers` crate, with
+//! `tokenizer_config.json`'s special tokens and limits), `offsets` (byte offsets as JS string
+//! indices), `chat_template` (Hugging Face chat templates through `minijinja`). The `torch.text`
+//! namespace and its `Tokenizer` class are the addon's `text` glue.
+pub mod chat_template;
+pub mod offsets;
+pub mod tokenizer;
