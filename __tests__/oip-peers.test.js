@@ -138,7 +138,12 @@ if (skip) {
               Array.from({ length: CONCURRENT }, (_, i) => m.forward(x8.narrow(0, i % 8, 1).contiguous())),
             )
             ys.forEach((y, i) => assertClose(y, want8.narrow(0, i % 8, 1), `concurrent ${i}`))
-            const now = await tritonStats(server, 'resnet18')
+            // Triton counts an execution after it has sent the responses: wait for the last one.
+            let now = await tritonStats(server, 'resnet18')
+            for (let i = 0; i < 50 && now.inference_count - before.inference_count < CONCURRENT; i++) {
+              await new Promise((resolve) => setTimeout(resolve, 100))
+              now = await tritonStats(server, 'resnet18')
+            }
             const inferences = now.inference_count - before.inference_count
             const executions = now.execution_count - before.execution_count
             t.diagnostic(
