@@ -68,6 +68,19 @@ async function tritonStats(server, model) {
 }
 
 /**
+ * Triton's statistics for `model` once they count `count` more inferences than `before` (or
+ * after 5 s): Triton counts an execution after it has sent its responses.
+ */
+async function tritonStatsAfter(server, model, before, count) {
+  let now = await tritonStats(server, model)
+  for (let i = 0; i < 50 && now.inference_count - before.inference_count < count; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    now = await tritonStats(server, model)
+  }
+  return now
+}
+
+/**
  * Writes the model repository the Triton suites serve through the Python backend: `resnet18`
  * ([3, 224, 224] -> [1000], up to 8 a batch), `two_io` (two [-1] FP32 in, two out) and
  * `text_encoder` ((ids int64 [B, L], mask bool [B, L]) -> (hidden [B, L, 8], pooled [B, 8])).
@@ -143,4 +156,13 @@ function assertExited0(r, what) {
   assert.equal(r.code, 0, `${what}: exit ${r.code ?? r.signal}\n${r.stdout.slice(-2000)}\n${r.stderr.slice(-2000)}`)
 }
 
-module.exports = { coded, runChild, childOut, tritonStats, writeTritonTestModels, runTinyBench, assertExited0 }
+module.exports = {
+  coded,
+  runChild,
+  childOut,
+  tritonStats,
+  tritonStatsAfter,
+  writeTritonTestModels,
+  runTinyBench,
+  assertExited0,
+}

@@ -11,7 +11,7 @@ const os = require('node:os')
 const path = require('node:path')
 const torch = require('..')
 const { tritonEnv, startTriton, pythonWithClient, perfAnalyzer } = require('../tools/triton-env')
-const { runChild, tritonStats, writeTritonTestModels, assertExited0 } = require('./helpers')
+const { runChild, tritonStats, tritonStatsAfter, writeTritonTestModels, assertExited0 } = require('./helpers')
 
 const MODELS = path.join(__dirname, '..', 'models')
 const RESNET = path.join(MODELS, 'resnet18_traced.pt')
@@ -138,12 +138,7 @@ if (skip) {
               Array.from({ length: CONCURRENT }, (_, i) => m.forward(x8.narrow(0, i % 8, 1).contiguous())),
             )
             ys.forEach((y, i) => assertClose(y, want8.narrow(0, i % 8, 1), `concurrent ${i}`))
-            // Triton counts an execution after it has sent the responses: wait for the last one.
-            let now = await tritonStats(server, 'resnet18')
-            for (let i = 0; i < 50 && now.inference_count - before.inference_count < CONCURRENT; i++) {
-              await new Promise((resolve) => setTimeout(resolve, 100))
-              now = await tritonStats(server, 'resnet18')
-            }
+            const now = await tritonStatsAfter(server, 'resnet18', before, CONCURRENT)
             const inferences = now.inference_count - before.inference_count
             const executions = now.execution_count - before.execution_count
             t.diagnostic(

@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { tritonEnv, startTriton, pythonWithClient, perfAnalyzer, httpGet } = require('../tools/triton-env')
-const { runChild, tritonStats, writeTritonTestModels, assertExited0 } = require('./helpers')
+const { runChild, tritonStats, tritonStatsAfter, writeTritonTestModels, assertExited0 } = require('./helpers')
 
 const MODELS = path.join(__dirname, '..', 'models')
 const RESNET = path.join(MODELS, 'resnet18_traced.pt')
@@ -177,7 +177,7 @@ if (skip) {
         })
         assert.equal(got.answered, CONCURRENT)
         assert.ok(got.worst <= TOLERANCE, `batched outputs: max |difference| ${got.worst} > ${TOLERANCE}`)
-        const now = await tritonStats(server, 'resnet18')
+        const now = await tritonStatsAfter(server, 'resnet18', before, CONCURRENT)
         const inferences = now.inference_count - before.inference_count
         const executions = now.execution_count - before.execution_count
         t.diagnostic(
