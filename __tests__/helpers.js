@@ -42,6 +42,34 @@ function runChild(cmd, args, env, timeoutMs) {
 }
 
 /**
+ * Runs the script `code` with `node -e` in a child of this Node line (`args` before `-e`, `env`
+ * over this process's), from the repository root. Resolves to `{code, signal, stdout, stderr,
+ * lastWorkMs}`: `lastWorkMs`, how long it lived after first printing `LAST_WORK` (null if it
+ * never did). Killed at `timeoutMs`: a hang ends as signal SIGKILL.
+ */
+function nodeChild(code, { timeoutMs = 30_000, args = [], env = {} } = {}) {
+  return new Promise((resolve) => {
+    const root = path.join(__dirname, '..')
+    const p = spawn(process.execPath, [...args, '-e', code], { cwd: root, env: { ...process.env, ...env } })
+    let stdout = ''
+    let stderr = ''
+    let lastWork = null
+    p.stdout.on('data', (d) => {
+      stdout += d
+      if (lastWork === null && stdout.includes('LAST_WORK')) lastWork = Date.now()
+    })
+    p.stderr.on('data', (d) => {
+      stderr += d
+    })
+    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
+    p.on('close', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr, lastWorkMs: lastWork === null ? null : Date.now() - lastWork })
+    })
+  })
+}
+
+/**
  * Runs the script `code` in a child Node (`nodeArgs` before `-e`) and returns the value it last
  * printed as a line `OUT <json>`, after asserting that it exited cleanly with no panic or fatal
  * error: how the hostile tests prove that a call ends in a coded error, never a crash.
@@ -159,6 +187,7 @@ function assertExited0(r, what) {
 module.exports = {
   coded,
   runChild,
+  nodeChild,
   childOut,
   tritonStats,
   tritonStatsAfter,

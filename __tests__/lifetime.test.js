@@ -7,7 +7,7 @@
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
-const { spawn } = require('node:child_process')
+const { nodeChild } = require('./helpers')
 
 const ROOT = path.join(__dirname, '..')
 const MLP = path.join(ROOT, 'models', 'fixtures', 'mlp_traced.pt')
@@ -18,26 +18,8 @@ const RESNET = path.join(ROOT, 'models', 'resnet18_traced.pt')
  * `{code, signal, stdout, stderr, lastWorkMs}`: `lastWorkMs` is how long the process lived after
  * it printed `LAST_WORK` (its last piece of work). Kills it after `timeoutMs`.
  */
-function child(source, { timeoutMs = 30_000, args = [], env = {} } = {}) {
-  const code = `const torch = require(${JSON.stringify(ROOT)});\n${source}`
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [...args, '-e', code], { cwd: ROOT, env: { ...process.env, ...env } })
-    let stdout = ''
-    let stderr = ''
-    let lastWork = null
-    p.stdout.on('data', (d) => {
-      stdout += d
-      if (lastWork === null && stdout.includes('LAST_WORK')) lastWork = Date.now()
-    })
-    p.stderr.on('data', (d) => {
-      stderr += d
-    })
-    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
-    p.on('close', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, stdout, stderr, lastWorkMs: lastWork === null ? null : Date.now() - lastWork })
-    })
-  })
+function child(source, options) {
+  return nodeChild(`const torch = require(${JSON.stringify(ROOT)});\n${source}`, options)
 }
 
 /** Asserts a clean, prompt exit: code 0, no signal, no fatal or panic text, gone within `withinMs`. */

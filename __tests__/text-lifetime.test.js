@@ -9,7 +9,7 @@ const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { spawn } = require('node:child_process')
+const { nodeChild } = require('./helpers')
 
 const ROOT = path.join(__dirname, '..')
 const LM = path.join(ROOT, 'models', 'golden', 'lm', 'llama-tiny')
@@ -31,34 +31,12 @@ function child(source, { timeoutMs = 30_000 } = {}) {
     `const out = (v) => console.log('OUT ' + JSON.stringify(v))`,
     source,
   ].join('\n')
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, ['-e', code], { cwd: ROOT })
-    let stdout = ''
-    let stderr = ''
-    let lastWork = null
-    p.stdout.on('data', (d) => {
-      stdout += d
-      if (lastWork === null && stdout.includes('LAST_WORK')) lastWork = Date.now()
-    })
-    p.stderr.on('data', (d) => {
-      stderr += d
-    })
-    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
-    p.on('close', (code, signal) => {
-      clearTimeout(timer)
-      const line = stdout
-        .split('\n')
-        .reverse()
-        .find((l) => l.startsWith('OUT '))
-      resolve({
-        code,
-        signal,
-        stdout,
-        stderr,
-        out: line === undefined ? undefined : JSON.parse(line.slice(4)),
-        lastWorkMs: lastWork === null ? null : Date.now() - lastWork,
-      })
-    })
+  return nodeChild(code, { timeoutMs }).then((r) => {
+    const line = r.stdout
+      .split('\n')
+      .reverse()
+      .find((l) => l.startsWith('OUT '))
+    return { ...r, out: line === undefined ? undefined : JSON.parse(line.slice(4)) }
   })
 }
 
