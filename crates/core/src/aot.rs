@@ -43,13 +43,20 @@ pub fn load(path: &str, device: Device) -> Result<AotModule> {
         _ => -1,
     };
     // The weights' pages of the package's .so that the loader copied stay mapped: given back
-    // as the load goes (crate::aot_pages says why), CPU only (a CUDA load copies them to the
-    // device the same way, but keeps host pages of its own that this has not been measured on).
-    let load = || ffi::aoti_load(path, index);
-    let loaded = match device {
-        Device::Cpu => crate::aot_pages::while_loading(load),
-        _ => load(),
-    };
+    // after the load (crate::aot_pages says why), CPU only (a CUDA load copies them to the device
+    // the same way, but keeps host pages of its own that this has not been measured on). Loads
+    // take turns: while dlopen maps a library, glibc first reserves its whole length as one
+    // read-only file mapping, then maps the segments over it and relocates them; a release that
+    // read smaps in that moment would discard relocated pages of another load's library (seen:
+    // workers loading at once, a call through an unrelocated pointer).
+    static LOADS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let turn = LOADS.lock().unwrap_or_else(|p| p.into_inner());
+    let before = matches!(device, Device::Cpu).then(crate::aot_pages::mapped);
+    let loaded = ffi::aoti_load(path, index);
+    if let (Some(before), Ok(_)) = (&before, &loaded) {
+        crate::aot_pages::release_new_file_pages(before);
+    }
+    drop(turn);
     let handle = loaded.map_err(|e| {
         let message = trim_libtorch(&e.to_string());
         let code = match device {

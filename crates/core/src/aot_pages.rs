@@ -1,6 +1,6 @@
 //! Gives back the pages of a `.pt2` program's weights that its loader leaves resident twice
-//! (Linux only; elsewhere a no-op): the package's file pages as and after it loads, and the
-//! constants a program never reads.
+//! (Linux only; elsewhere a no-op): the package's file pages after it loads, and the constants
+//! a program never reads.
 //!
 //! AOTInductor embeds the weights in the compiled `.so` and, on CPU, copies them at load into a
 //! blob it allocates (`load_constants` in aoti_runtime/model_base.h: `RAII_cpuMalloc` then
@@ -27,30 +27,6 @@ struct Mapping {
     inode: u64,
     anonymous_kb: u64,
     rss_kb: u64,
-}
-
-/// Runs `load` while a watcher thread gives back, every 50 ms, the clean file pages of the
-/// mappings created since it began, then once more after it. The loader reads the package's
-/// weights once, front to back, while it copies them: the pages it has copied leave as it goes,
-/// so the load's peak RSS no longer holds the whole `.so` beside the copy.
-pub fn while_loading<T>(load: impl FnOnce() -> T) -> T {
-    use std::sync::mpsc::{channel, RecvTimeoutError};
-    use std::time::Duration;
-    let before = mapped();
-    let out = std::thread::scope(|s| {
-        let (done, wait) = channel::<()>();
-        let before = &before;
-        s.spawn(move || {
-            while let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(Duration::from_millis(50)) {
-                release_new_file_pages(before);
-            }
-        });
-        let out = load();
-        drop(done);
-        out
-    });
-    release_new_file_pages(&before);
-    out
 }
 
 /// The ranges mapped now (call before a load; `release_new_file_pages` takes it after).
