@@ -72,8 +72,9 @@ test('a moved package still loads; with its libtorch gone, require names the fix
       { cwd: dir, encoding: 'utf8' },
     )
     const line = gone.stdout.trim()
-    assert.equal(line.split('\n').length, 1, line)
-    assert.match(line, /^LibraryLoadError torch-node: libtorch is missing: .* run `npm rebuild torch-node`/)
+    const info = `stdout: ${line}\nstatus ${gone.status} signal ${gone.signal}\nstderr: ${gone.stderr.slice(-2000)}`
+    assert.equal(line.split('\n').length, 1, info)
+    assert.match(line, /^LibraryLoadError torch-node: libtorch is missing: .* run `npm rebuild torch-node`/, info)
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
   }
