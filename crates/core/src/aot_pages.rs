@@ -123,10 +123,9 @@ fn page_size() -> usize {
 
 #[cfg(target_os = "linux")]
 fn discard(start: usize, len: usize) -> bool {
-    // SAFETY: the range is whole pages of constants the program never reads (proven at export,
-    // see release_unread_constants) and that no other constant's storage touches; the
-    // constants' blob stays allocated, so no pointer into it dangles.
-    unsafe { crate::ffi::runtime::discard_pages(start, len) }
+    // The range is whole pages of constants the program never reads (proven at export, see
+    // release_unread_constants) that no other constant's storage touches.
+    crate::ffi::runtime::discard_pages(start, len)
 }
 
 #[cfg(not(target_os = "linux"))]

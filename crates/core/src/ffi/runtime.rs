@@ -119,15 +119,13 @@ pub fn page_size() -> usize {
 }
 
 /// Advises `MADV_DONTNEED` on `len` bytes of private anonymous memory at `start` (whole pages):
-/// they leave the process, and a later read of them would see zeros. False where the kernel
-/// refused.
-///
-/// # Safety
-/// Nothing may read or write the range again expecting its bytes (the caller owns that proof):
-/// the memory stays mapped, so no pointer dangles, but its contents are gone.
+/// they leave the process, and a later read of them sees zeros. The memory stays mapped, so no
+/// pointer dangles; the caller owns the proof that nothing needs the bytes again. False where
+/// the kernel refused.
 #[cfg(target_os = "linux")]
-pub unsafe fn discard_pages(start: usize, len: usize) -> bool {
-    libc::madvise(start as *mut c_void, len, libc::MADV_DONTNEED) == 0
+pub fn discard_pages(start: usize, len: usize) -> bool {
+    // SAFETY: madvise changes no mapping, only the contents of pages the caller gives up.
+    unsafe { libc::madvise(start as *mut c_void, len, libc::MADV_DONTNEED) == 0 }
 }
 
 #[cfg(target_os = "linux")]
