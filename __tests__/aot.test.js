@@ -232,4 +232,33 @@ describe('AOTModule', { skip: SKIP }, () => {
     assert.ok(out.anon > 40_000, `the weights' copy: +${out.anon} kB anonymous`)
     assert.ok(out.file < 20_000, `+${out.file} kB file-backed after the load: the .so's weight pages stayed`)
   })
+
+  test('a process that ends without dispose() leaves no extracted package in the temporary folder', () => {
+    // libtorch's loader extracts a package into $TMPDIR/aotinductor_*/ and removed it only when
+    // the module was freed: process.exit(), a throw or a kill left it there (SmolLM2: 1.1 GB).
+    const ends = {
+      exit: 'process.exit(3)',
+      throw: "throw new Error('uncaught')",
+      kill: "process.kill(process.pid, 'SIGKILL')",
+    }
+    for (const [how, end] of Object.entries(ends)) {
+      const tmp = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'torch-node-aot-exit-'))
+      const r = require('node:child_process').spawnSync(
+        process.execPath,
+        [
+          '-e',
+          `const torch = require(${JSON.stringify(path.join(__dirname, '..'))})
+          const m = new torch.AOTModule(${JSON.stringify(TWO_IO)})
+          const [sum] = m.forwardSync(torch.ones([2, 3]), torch.ones([2, 3]))
+          console.log('OUT ' + sum.sum().item())
+          ${end}`,
+        ],
+        { encoding: 'utf8', timeout: 60_000, env: { ...process.env, TMPDIR: tmp } },
+      )
+      const left = fs.readdirSync(tmp)
+      fs.rmSync(tmp, { recursive: true, force: true })
+      assert.match(r.stdout, /^OUT 12$/m, `${how}: ${r.status} ${r.signal}\n${r.stderr}`)
+      assert.deepEqual(left, [], `${how}: left behind in the temporary folder`)
+    }
+  })
 })

@@ -55,6 +55,8 @@ pub fn load(path: &str, device: Device) -> Result<AotModule> {
     let loaded = ffi::aoti_load(path, index);
     if let (Some(before), Ok(_)) = (&before, &loaded) {
         crate::aot_pages::release_new_file_pages(before);
+        // The extracted package is not read again on CPU (crate::aot_extraction says why).
+        crate::aot_extraction::remove(&crate::aot_pages::new_mapped_files(before));
     }
     drop(turn);
     let handle = loaded.map_err(|e| {

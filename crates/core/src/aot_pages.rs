@@ -25,6 +25,8 @@ struct Mapping {
     range: (usize, usize),
     perms: String,
     inode: u64,
+    /// The mapped file's path ("" for an anonymous mapping).
+    path: String,
     anonymous_kb: u64,
     rss_kb: u64,
 }
@@ -47,6 +49,18 @@ pub fn release_new_file_pages(before: &HashSet<(usize, usize)>) -> usize {
         }
     }
     released
+}
+
+/// The files mapped now whose mappings are not in `before` (what a load mapped), each once.
+pub fn new_mapped_files(before: &HashSet<(usize, usize)>) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<std::path::PathBuf> = read_smaps()
+        .into_iter()
+        .filter(|m| !before.contains(&m.range) && m.inode != 0 && m.path.starts_with('/'))
+        .map(|m| m.path.into())
+        .collect();
+    files.sort();
+    files.dedup();
+    files
 }
 
 /// Gives back the memory of the loaded program's constants named in `unread` (original FQNs)
@@ -166,10 +180,13 @@ fn parse_smaps(text: &str) -> Vec<Mapping> {
             if let (Ok(start), Ok(end)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
                 let perms = fields.next().unwrap_or("").to_string();
                 let inode = fields.nth(2).and_then(|i| i.parse().ok()).unwrap_or(0);
+                // The path is the rest of the line (it may hold spaces).
+                let path = fields.collect::<Vec<_>>().join(" ");
                 out.push(Mapping {
                     range: (start, end),
                     perms,
                     inode,
+                    path,
                     // Unknown until its fields say otherwise: never advised.
                     anonymous_kb: u64::MAX,
                     rss_kb: 0,
@@ -214,6 +231,8 @@ Anonymous:             4 kB
         let maps = parse_smaps(SMAPS);
         assert_eq!(maps.len(), 4);
         assert_eq!(maps[1].inode, 10346889);
+        assert_eq!(maps[1].path, "/tmp/aotinductor_x/model.wrapper.so");
+        assert_eq!(maps[0].path, "");
         assert_eq!((maps[1].rss_kb, maps[1].anonymous_kb), (525452, 0));
         let chosen: Vec<bool> = maps.iter().map(releasable).collect();
         // anonymous heap, the weights, a small section, a mapping with copied-on-write pages

@@ -15,6 +15,7 @@
 //!
 //! See docs/architecture.md.
 pub mod aot;
+pub mod aot_extraction;
 pub mod aot_inputs;
 pub mod aot_pages;
 pub mod archive;
