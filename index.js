@@ -260,6 +260,7 @@ const INTERNAL = new Set([
   '_tidyBegin',
   '_tidyEnd',
   '_loadTorchvisionOps',
+  '_describe',
   '_Tokenizer',
   '_CausalLM',
   '_Generation',

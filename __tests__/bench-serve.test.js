@@ -7,7 +7,7 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { runTinyBench } = require('./helpers')
+const { runTinyBench, mainLineOnly } = require('./helpers')
 
 const ROOT = path.join(__dirname, '..')
 const haveModel = fs.existsSync(path.join(ROOT, 'models', 'resnet18_traced.pt'))
@@ -26,7 +26,7 @@ const cells = (line) =>
 
 test(
   'bench/serve.js --tiny prints the table and the targets and writes --out',
-  { skip: !haveModel && 'models not generated (npm run models)' },
+  { skip: mainLineOnly || (!haveModel && 'models not generated (npm run models)') },
   () => {
     runTinyBench('serve.js', 'serve-results.md', 300_000, (stdout, doc) => {
       assert.match(

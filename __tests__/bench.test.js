@@ -6,7 +6,7 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { runTinyBench } = require('./helpers')
+const { runTinyBench, mainLineOnly } = require('./helpers')
 
 const ROOT = path.join(__dirname, '..')
 const haveModel =
@@ -24,7 +24,7 @@ const CONTENDERS = [
 
 test(
   'bench/compare.js --tiny prints the tables and writes --out',
-  { skip: !haveModel && 'models not generated (npm run models)' },
+  { skip: mainLineOnly || (!haveModel && 'models not generated (npm run models)') },
   () => {
     runTinyBench('compare.js', 'results.md', 180_000, (stdout, doc) => {
       assert.match(stdout, /^### Batch 1 \(1 interleaved round, \d+ threads?\)$/m)

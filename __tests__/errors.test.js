@@ -497,3 +497,15 @@ test('native messages describe a value as lib/errors.js does', () => {
     )
   }
 })
+
+test("a TorchScript argument of the wrong type is described in the same words (the schema's coercion)", () => {
+  const { describe: jsDescribe } = require('../lib/errors')
+  const m = new torch.ScriptModule(IVALUES)
+  // (A Map is read as a Dict before the schema is checked: it reads as `an object` there.)
+  for (const v of [10n, true, 2.5, [1], { a: 1 }, null, torch.ones([1])]) {
+    assert.throws(() => m.runMethodSync('echo_str', v), {
+      code: 'InvalidArg',
+      message: `argument 'x' of echo_str(): expected str, got ${jsDescribe(v)}`,
+    })
+  }
+})

@@ -184,7 +184,17 @@ function assertExited0(r, what) {
   assert.equal(r.code, 0, `${what}: exit ${r.code ?? r.signal}\n${r.stdout.slice(-2000)}\n${r.stderr.slice(-2000)}`)
 }
 
+/**
+ * A skip reason under another Node line than the main one (`npm run test:node -- 24`), for the
+ * tests of developer tools (the benches): they test no product code the other tests leave out,
+ * and cost CI a minute per line.
+ */
+const mainLineOnly =
+  !!process.env.TORCH_NODE_TEST_LINE &&
+  `a developer tool: tested on the main line (npm test), not again under Node ${process.env.TORCH_NODE_TEST_LINE}`
+
 module.exports = {
+  mainLineOnly,
   coded,
   runChild,
   nodeChild,

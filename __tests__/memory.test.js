@@ -245,10 +245,4 @@ describe('RSS stays bounded over 20,000 temporaries of 1×3×224×224 (child pro
     t.diagnostic(`tidy: ${fmt(m)}`)
     assert.ok(m.growth < 300, `RSS grew by ${m.growth.toFixed(0)} MiB (>= 300)`)
   })
-
-  test('for information: TORCH_NODE_GC_FINALIZERS=0, no dispose, 3,000 iterations', (t) => {
-    // Finalizers deferred to the event loop pile up during a synchronous loop; no assertion.
-    const m = measure('none', 3000, { TORCH_NODE_GC_FINALIZERS: '0' })
-    t.diagnostic(`TORCH_NODE_GC_FINALIZERS=0, no dispose, 3000 iterations: ${fmt(m)}`)
-  })
 })

@@ -36,6 +36,8 @@ export interface Binding extends Omit<PublicExports, 'ScriptModule' | 'AOTModule
   _tidyBegin(): void
   /** Closes the scope, disposing its tensors except those in `keep`; the count disposed. */
   _tidyEnd(keep: unknown): number | Failed
+  /** How `value` reads in an error message, given the class name JS read for it (`''`: none). */
+  _describe(value: unknown, className: string): string
   /** `torch.vision.loadOps(dir)`: registers torchvision's ops; true when this call loaded them. */
   _loadTorchvisionOps(dir?: string): boolean | Failed
   /** `torch.text.Tokenizer`'s native class (index.js wraps its prototype). */

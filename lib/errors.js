@@ -1,9 +1,9 @@
 // @ts-check
 'use strict'
 // The errors torch-node raises from JS (index.js, lib/vision.js, lib/batcher.js, lib/ragged.js),
-// worded as the native ones are: `describe` says what a value is the way src/napi/js.rs's
-// `describe` does ("number 5", "a string", "an array", "an object"), and adds the class of
-// other objects ("a Tensor", "an AbortSignal"), which only JS can read safely.
+// worded as the native ones are: `describe` asks the addon, which words what a value is for every
+// message ("number 5", "a string", "an array", "an object"), and tells it the class of other
+// objects ("an AbortSignal"), which only JS can read safely.
 
 /** @typedef {Error & {code: string}} CodedError */
 
@@ -21,28 +21,28 @@ function codedError(code, message, caller) {
   return e
 }
 
-const KINDS = {
-  __proto__: null,
-  undefined: 'undefined',
-  string: 'a string',
-  boolean: 'a boolean',
-  bigint: 'a BigInt',
-  symbol: 'a symbol',
-  function: 'a function',
-}
+/** The native addon, required on the first `describe` (errors.js loads before index.js has it). */
+let native
 
-/** What `value` is, for "expected ..., got <describe(value)>". Never throws (a Proxy's traps may). */
+/**
+ * What `value` is, for "expected ..., got <describe(value)>": the addon's words
+ * (`torch_core::args::JsKind`), with the class of an object that JS reads here ("an
+ * AbortSignal"). Never throws (a Proxy's traps may).
+ * @param {unknown} value
+ * @returns {string}
+ */
 function describe(value) {
-  if (typeof value === 'number') return `number ${value}`
-  if (typeof value !== 'object') return KINDS[typeof value]
-  if (value === null) return 'null'
+  let name = ''
   try {
-    if (Array.isArray(value)) return 'an array'
-    const proto = Object.getPrototypeOf(value)
-    const name = proto === null || proto === Object.prototype ? '' : value.constructor?.name
-    if (typeof name === 'string' && name) return `${/^[AEIOU]/.test(name) ? 'an' : 'a'} ${name}`
+    if (Array.isArray(value)) name = 'Array'
+    else if (typeof value === 'object' && value !== null) {
+      const proto = Object.getPrototypeOf(value)
+      const ctor = proto === null || proto === Object.prototype ? undefined : value.constructor?.name
+      if (typeof ctor === 'string') name = ctor
+    }
   } catch {} // a revoked Proxy, a throwing `constructor` getter: an object all the same
-  return 'an object'
+  native ??= require('./addon').loadAddon()
+  return native._describe(value, name)
 }
 
 module.exports = { codedError, describe }

@@ -86,7 +86,7 @@ fn tensors(env: &Env, list: Val, async_call: bool) -> anyhow::Result<(Vec<tch::T
     let inputs = items
         .iter()
         .enumerate()
-        .map(|(i, &v)| crate::tensor::args::shared(raw, v, &format!("forward: input {i}")))
+        .map(|(i, &v)| crate::tensor::operands::shared(raw, v, &format!("forward: input {i}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok((inputs, abort))
 }

@@ -2,7 +2,7 @@
 //! settings, `loadLibrary`, `memory`, `libtorchVersion`), the `cuda` and `cpu` namespaces, and
 //! the per-context initialisation. Glue: each reads its arguments and calls the core.
 use crate::error::{self, guard};
-use crate::napi::convert::{Int, Num, Read, ReadOpt, Str};
+use crate::napi::convert::{Arg, Int, Num, Read, ReadOpt, Str};
 use crate::napi::outcome::Outcome;
 use napi::JsValue;
 use napi_derive::napi;
@@ -113,6 +113,15 @@ pub fn set_num_interop_threads(n: Num) -> Outcome<()> {
 #[napi]
 pub fn load_library(path: Str) -> Outcome<bool> {
     guard(|| library::load(&path.read("loadLibrary: path")?)).into()
+}
+
+/// @internal lib/errors.js's `describe`: how `value` reads in an error message
+/// (`napi::js::describe_as`), given the class name JS read for an object (`''`: none).
+#[napi(js_name = "_describe", skip_typescript)]
+pub fn describe(value: Arg, class: Str) -> String {
+    let class = class.read("describe: class").unwrap_or_default();
+    let raw = value.raw();
+    crate::napi::js::describe_as(raw.env, raw.val, Some(class.as_str()).filter(|c| !c.is_empty()))
 }
 
 /// @internal `torch.vision.loadOps(dir)`: torchvision's ops from its wheel's folder (default:

@@ -48,7 +48,7 @@ fn read(env: RawEnv, v: Val, path: &str, depth: usize) -> anyhow::Result<Value> 
 
 fn object(env: RawEnv, v: Val, path: &str, depth: usize) -> anyhow::Result<Value> {
     let from_js = |env, v, path: &str| read(env, v, path, depth + 1);
-    if let Some(t) = crate::tensor::args::with_tensor(env, v, |t| t.get().map(|t| t.shallow_clone())) {
+    if let Some(t) = crate::tensor::operands::with_tensor(env, v, |t| t.get().map(|t| t.shallow_clone())) {
         return Ok(Value::Tensor(t.map_err(|e| e.context(path.to_string()))?));
     }
     if js::is_typed_array(env, v)? {

@@ -425,7 +425,7 @@ fn truncation(
 
 /// Reads token ids: an array of integers, or a 1-D integer tensor.
 fn ids(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Vec<u32>> {
-    if let Some(t) = crate::tensor::args::with_tensor(env, v, |t| t.get().map(|t| t.shallow_clone())) {
+    if let Some(t) = crate::tensor::operands::with_tensor(env, v, |t| t.get().map(|t| t.shallow_clone())) {
         let t = t?;
         let kind = t.kind();
         if t.dim() != 1 || torch_core::dtype::is_floating(kind) || kind == tch::Kind::Bool {

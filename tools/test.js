@@ -32,9 +32,10 @@ const files = fs
   .readdirSync(path.join(ROOT, '__tests__'))
   .filter((f) => f.endsWith('.test.js'))
   .sort()
-// Child processes the tests spawn (process.execPath) run on the same line.
+// Child processes the tests spawn (process.execPath) run on the same line. Under another line,
+// the tests of developer tools (the benches) skip: __tests__/helpers.js's `mainLineOnly`.
 run(
   node,
   ['--expose-gc', '--test', '--test-concurrency=1', ...files.map((f) => path.join('__tests__', f))],
-  process.env,
+  major ? { ...process.env, TORCH_NODE_TEST_LINE: major } : process.env,
 )

@@ -130,35 +130,38 @@ pub fn with_wrapped<T: TypeTag, R>(env: Env, v: Val, class: &str, f: impl FnOnce
     unsafe { unwrap::<T>(env, v, class) }.map(f)
 }
 
-/// How a value reads in an error message: `a string`, `number 2.5`, `an array`, `a Tensor`,
-/// worded as lib/errors.js's `describe` (which also names other classes: reading a
-/// constructor may run JS, so native code says `an object`).
-pub fn describe(env: Env, v: Val) -> String {
-    match type_of(env, v) {
-        Ok(sys::ValueType::napi_number) => format!(
-            "number {}",
-            torch_core::args::js_number(number(env, v).unwrap_or(f64::NAN))
-        ),
-        Ok(sys::ValueType::napi_string) => "a string".into(),
-        Ok(sys::ValueType::napi_boolean) => "a boolean".into(),
-        Ok(sys::ValueType::napi_undefined) => "undefined".into(),
-        Ok(sys::ValueType::napi_null) => "null".into(),
-        Ok(sys::ValueType::napi_bigint) => "a BigInt".into(),
-        Ok(sys::ValueType::napi_symbol) => "a symbol".into(),
-        Ok(sys::ValueType::napi_function) => "a function".into(),
-        Ok(sys::ValueType::napi_object) if is_array(env, v).unwrap_or(false) => "an array".into(),
+/// How a value reads in an error message (`torch_core::args::JsKind`'s words): `a string`,
+/// `number 2.5`, `an array`, `a Tensor`. An object's class is named when it is one of the
+/// addon's (by its type tag) or when `class` (read by lib/errors.js, where reading a
+/// constructor may run JS) says it; otherwise `an object`.
+pub fn describe_as(env: Env, v: Val, class: Option<&str>) -> String {
+    use torch_core::args::JsKind;
+    let kind = match type_of(env, v) {
+        Ok(sys::ValueType::napi_number) => JsKind::Number(number(env, v).unwrap_or(f64::NAN)),
+        Ok(sys::ValueType::napi_string) => JsKind::String,
+        Ok(sys::ValueType::napi_boolean) => JsKind::Boolean,
+        Ok(sys::ValueType::napi_undefined) => JsKind::Undefined,
+        Ok(sys::ValueType::napi_null) => JsKind::Null,
+        Ok(sys::ValueType::napi_bigint) => JsKind::BigInt,
+        Ok(sys::ValueType::napi_symbol) => JsKind::Symbol,
+        Ok(sys::ValueType::napi_function) => JsKind::Function,
+        Ok(sys::ValueType::napi_object) if is_array(env, v).unwrap_or(false) => JsKind::Array,
         Ok(sys::ValueType::napi_object) => {
-            let name =
-                class_name(env, v).or_else(|| with_typed_array(env, v, |view| Ok(view.type_name)).ok()?);
-            match name {
-                // lib/errors.js's article rule.
-                Some(name) if name.starts_with(['A', 'E', 'I', 'O', 'U']) => format!("an {name}"),
-                Some(name) => format!("a {name}"),
-                None => "an object".into(),
+            let typed_array = with_typed_array(env, v, |view| Ok(view.type_name)).ok().flatten();
+            match class_name(env, v).or(typed_array).or(class) {
+                Some("Array") => JsKind::Array,
+                Some(name) if !name.is_empty() => JsKind::Instance(name),
+                _ => JsKind::Object,
             }
         }
-        _ => "a value of another kind".into(),
-    }
+        _ => JsKind::Object,
+    };
+    kind.to_string()
+}
+
+/// `describe_as` with no class read in JS: what native readers say.
+pub fn describe(env: Env, v: Val) -> String {
+    describe_as(env, v, None)
 }
 
 pub fn number(env: Env, v: Val) -> Result<f64> {

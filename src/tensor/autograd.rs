@@ -1,5 +1,5 @@
 //! Autograd basics — `backward`, `grad`, `detach`, `requiresGrad_` — and `torch.tidy`'s scopes.
-use super::args::with_tensor;
+use super::operands::with_tensor;
 use super::{scope_begin, scope_end, JsTensor, Keep};
 use crate::error::bail_code;
 use crate::error::{guard, Code};

@@ -438,7 +438,7 @@ pub fn tensor(data: TensorData, options: Option<TensorOptions>) -> Outcome<JsTen
         let base = if let Some(t) = js::with_typed_array(raw, data, |view| from_typed_array(view, o.dtype))? {
             t
         } else if let Some(other) =
-            super::args::with_tensor(raw, data, |t| t.get().and_then(|t| deep_copy(&t)))
+            super::operands::with_tensor(raw, data, |t| t.get().and_then(|t| deep_copy(&t)))
         {
             other?
         } else {

@@ -101,13 +101,13 @@ pub struct JsTensor {
 
 // Declared after the struct: napi-rs's type generator learns `js_name = "Tensor"` when the
 // struct's macro expands, and impl blocks expanded before that would be typed as `JsTensor`.
-pub mod args;
 pub mod autograd;
 pub mod borrow;
 pub mod create;
 pub mod data;
 pub mod display;
 pub mod math;
+pub mod operands;
 pub mod ops;
 pub mod view;
 

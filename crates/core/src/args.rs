@@ -43,6 +43,46 @@ pub fn js_number(x: f64) -> String {
     }
 }
 
+/// What a JS value is, as every error message of torch-node names it ("expected a Tensor, got
+/// <this>"): the one wording of the addon's readers (`napi::js::describe`), of the coerced
+/// TorchScript values (`ivalue::value::describe`) and of lib/ (`errors.js`'s `describe`, which
+/// calls the addon's `_describe`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum JsKind<'a> {
+    Number(f64),
+    String,
+    Boolean,
+    Undefined,
+    Null,
+    BigInt,
+    Symbol,
+    Function,
+    Array,
+    /// An object whose class has this name (`Tensor`, `AbortSignal`).
+    Instance(&'a str),
+    /// A plain object, or one whose class cannot be read.
+    Object,
+}
+
+impl std::fmt::Display for JsKind<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JsKind::Number(x) => write!(f, "number {}", js_number(*x)),
+            JsKind::String => f.write_str("a string"),
+            JsKind::Boolean => f.write_str("a boolean"),
+            JsKind::Undefined => f.write_str("undefined"),
+            JsKind::Null => f.write_str("null"),
+            JsKind::BigInt => f.write_str("a BigInt"),
+            JsKind::Symbol => f.write_str("a symbol"),
+            JsKind::Function => f.write_str("a function"),
+            JsKind::Array => f.write_str("an array"),
+            JsKind::Instance(name) if name.starts_with(['A', 'E', 'I', 'O', 'U']) => write!(f, "an {name}"),
+            JsKind::Instance(name) => write!(f, "a {name}"),
+            JsKind::Object => f.write_str("an object"),
+        }
+    }
+}
+
 /// A whole number that fits i64, or an InvalidArg error naming `what`.
 pub fn integer(value: f64, what: &str) -> Result<i64> {
     if !is_integral(value) {
@@ -179,6 +219,22 @@ mod tests {
         ];
         for (x, js) in cases {
             assert_eq!(js_number(x), js, "{x}");
+        }
+    }
+
+    #[test]
+    fn kinds_read_as_lib_errors_js_says_them() {
+        let cases = [
+            (JsKind::Number(1e21), "number 1e+21"),
+            (JsKind::Number(-0.0), "number 0"),
+            (JsKind::Undefined, "undefined"),
+            (JsKind::Array, "an array"),
+            (JsKind::Instance("AbortSignal"), "an AbortSignal"),
+            (JsKind::Instance("Tensor"), "a Tensor"),
+            (JsKind::Object, "an object"),
+        ];
+        for (kind, words) in cases {
+            assert_eq!(kind.to_string(), words);
         }
     }
 

@@ -117,19 +117,21 @@ fn split_top_level(s: &str) -> Vec<&str> {
     parts
 }
 
-/// How a value reads in an error message.
+/// How a value from JS reads in an error message (`crate::args::JsKind`'s words: a `Int` came
+/// from a BigInt, a `List` or `Tuple` from an array, a `Dict` from an object or a Map).
 pub fn describe(v: &Value) -> String {
+    use crate::args::JsKind;
     match v {
-        Value::None => "null".into(),
-        Value::Bool(b) => format!("boolean {b}"),
-        Value::Int(i) => format!("int {i}"),
-        Value::Float(f) | Value::Number(f) => format!("number {f}"),
-        Value::Str(_) => "a string".into(),
-        Value::Tensor(_) => "a Tensor".into(),
-        Value::List(_, items) => format!("an array of length {}", items.len()),
-        Value::Tuple(items) => format!("a tuple of length {}", items.len()),
-        Value::Dict(..) => "an object".into(),
+        Value::None => JsKind::Null,
+        Value::Bool(_) => JsKind::Boolean,
+        Value::Int(_) => JsKind::BigInt,
+        Value::Float(f) | Value::Number(f) => JsKind::Number(*f),
+        Value::Str(_) => JsKind::String,
+        Value::Tensor(_) => JsKind::Instance("Tensor"),
+        Value::List(..) | Value::Tuple(_) => JsKind::Array,
+        Value::Dict(..) => JsKind::Object,
     }
+    .to_string()
 }
 
 fn is_integral(f: f64) -> bool {
