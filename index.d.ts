@@ -44,7 +44,7 @@ export type ErrorCode =
   | 'InvalidArg' | 'ShapeMismatch' | 'DTypeMismatch' | 'DeviceUnavailable' | 'DeviceMismatch'
   | 'ModelLoadError' | 'MethodNotFound' | 'Disposed' | 'ForwardError' | 'Aborted' | 'InvalidImage' | 'LibraryLoadError' | 'Internal'
   | 'QueueFull' | 'Timeout' | 'Closed'
-  | 'Unavailable' | 'RemoteError' | 'ModelNotFound'
+  | 'Unavailable' | 'RemoteError' | 'ModelNotFound' | 'MissingDependency'
 /** An error thrown (or a promise rejected) by torch-node: `if ((e as TorchError).code === 'ShapeMismatch')`. */
 export interface TorchError extends Error {
   code: ErrorCode

@@ -52,7 +52,7 @@ test('without @grpc/*: HTTP works, gRPC fails with a coded error naming the pack
   assert.equal(report.loadedGrpc, false, 'require("torch-node") loads no gRPC package')
   assert.deepEqual(report.http, [1, 3])
   for (const side of ['client', 'server']) {
-    assert.equal(report[side].code, 'LibraryLoadError', `${side}: ${report[side].message}`)
+    assert.equal(report[side].code, 'MissingDependency', `${side}: ${report[side].message}`)
     assert.match(
       report[side].message,
       /gRPC form needs @grpc\/grpc-js, which is not installed: run `npm install @grpc\/grpc-js @grpc\/proto-loader`/,

@@ -21,7 +21,7 @@ function optionalPeer(name) {
   } catch (/** @type {any} */ e) {
     if (e?.code !== 'MODULE_NOT_FOUND' || !String(e.message).includes(name)) throw e
     throw codedError(
-      'LibraryLoadError',
+      'MissingDependency',
       `the Open Inference Protocol's gRPC form needs ${name}, which is not ` +
         `installed: run \`npm install ${GRPC_PACKAGES.join(' ')}\` in your app (HTTP needs neither)`,
     )
