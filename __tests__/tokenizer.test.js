@@ -211,6 +211,41 @@ describe('Tokenizer: parity with Python tokenizers', { skip }, () => {
   })
 })
 
+describe('Tokenizer: a long text truncated is encoded from its start, to the same tokens', { skip }, () => {
+  // Over 16 KiB, a text cut to maxLength tokens is encoded only up to a start that already
+  // yields them (crates/core/src/text/prefix.rs); the result must be what encoding it whole
+  // and truncating gives (ids, offsets, masks), which short texts still do.
+  const unit =
+    'The quick brown fox 🍕 jumps over 12,345 lazy dogs.  Naïve café — «quoted» [SEP] <|im_start|>\n' +
+    'tabs\there; 中文字符 and ok. x̃ combining,   three spaces. '
+  const texts = {
+    prose: unit.repeat(300),
+    'no spaces (never cut: encoded whole)': '中文字符'.repeat(6000),
+    'a space run first': ' '.repeat(20_000) + unit.repeat(100),
+  }
+  const fields = (e) => ({ ids: e.ids, offsets: e.offsets, specialTokensMask: e.specialTokensMask, tokens: e.tokens })
+  const head = (e, n) => Object.fromEntries(Object.entries(fields(e)).map(([k, v]) => [k, v.slice(0, n)]))
+
+  for (const name of ['minilm', 'smollm2', 'unigram']) {
+    test(`${name}: equal to the whole text's first tokens, with and without special tokens`, () => {
+      const tok = load(name)
+      for (const [what, text] of Object.entries(texts)) {
+        const whole = tok.encode(text, { addSpecialTokens: false })
+        for (const maxLength of [1, 7, 128, 512, 2000]) {
+          const cut = tok.encode(text, { maxLength, addSpecialTokens: false })
+          assert.deepEqual(fields(cut), head(whole, maxLength), `${what}, maxLength ${maxLength}`)
+          // With special tokens: as the short start of the text (under 16 KiB, encoded whole) gives.
+          const short = text.slice(0, 12_000)
+          if (tok.encode(short, { addSpecialTokens: false }).ids.length > maxLength + 8) {
+            const withSpecials = tok.encode(text, { maxLength })
+            assert.deepEqual(fields(withSpecials), fields(tok.encode(short, { maxLength })), `${what}, ${maxLength}`)
+          }
+        }
+      }
+    })
+  }
+})
+
 describe('Tokenizer: chat templates equal transformers apply_chat_template', { skip }, () => {
   for (const c of goldens?.chat ?? []) {
     const label = `${c.tokenizer}/${c.template}/${c.conversation}${c.add_generation_prompt ? '+gen' : ''}${c.tools ? '+tools' : ''}`

@@ -11,6 +11,7 @@
 //! `max_length`, which makes `longest_first` cut the wrong text of a pair (Python's 0.23.3
 //! keeps the longer text longer; the parity goldens have such a case).
 use super::offsets::Utf16Offsets;
+use super::prefix::{self, Locality};
 use crate::error::{bail_code, fail, Code};
 use anyhow::Context;
 use serde_json::Value as Json;
@@ -292,6 +293,8 @@ pub struct Tokenizer {
     /// The same without post-processor: the encodings before truncation (see the module doc).
     bare: Inner,
     config: Config,
+    /// Whether a long text to truncate may be encoded from its start alone (`text::prefix`).
+    locality: Locality,
 }
 
 impl Tokenizer {
@@ -312,6 +315,7 @@ impl Tokenizer {
             base: inner,
             bare,
             config,
+            locality: Locality::of(&parsed),
         })
     }
 
@@ -414,7 +418,16 @@ impl Tokenizer {
         add_special_tokens: bool,
         params: Option<&TruncationParams>,
     ) -> tokenizers::Result<Encoding> {
-        let first = self.bare.encode(a.as_str(), false)?;
+        let added = match (params, add_special_tokens, self.base.get_post_processor()) {
+            (Some(_), true, Some(pp)) => pp.added_tokens(b.is_some()),
+            _ => 0,
+        };
+        let first = match params {
+            Some(p) if b.is_none() && self.from_start(p) => {
+                self.encode_start(a, p.max_length.saturating_sub(added))?
+            }
+            _ => self.bare.encode(a.as_str(), false)?,
+        };
         let second = match b {
             Some(b) => {
                 let mut e = self.bare.encode(b.as_str(), false)?;
@@ -426,10 +439,6 @@ impl Tokenizer {
         let (first, second) = match params {
             None => (first, second),
             Some(p) => {
-                let added = match (add_special_tokens, self.base.get_post_processor()) {
-                    (true, Some(pp)) => pp.added_tokens(second.is_some()),
-                    _ => 0,
-                };
                 let p = TruncationParams {
                     max_length: p.max_length.saturating_sub(added),
                     ..p.clone()
@@ -438,6 +447,36 @@ impl Tokenizer {
             }
         };
         self.base.post_process(first, second, add_special_tokens)
+    }
+
+    /// Whether a lone text truncated by `p` may be encoded from its start (`text::prefix`):
+    /// kept from the start, by a tokenizer whose first tokens depend on the start alone.
+    fn from_start(&self, p: &TruncationParams) -> bool {
+        self.locality.is_local()
+            && matches!(p.direction, TruncationDirection::Right)
+            && matches!(
+                p.strategy,
+                TruncationStrategy::LongestFirst | TruncationStrategy::OnlyFirst
+            )
+    }
+
+    /// `text`'s encoding before truncation, or that of a start of it that already has `keep`
+    /// tokens, which truncation makes the same encoding (`text::prefix`); starts of 16 KiB or
+    /// 16 bytes per token kept, then 4 times longer each try.
+    fn encode_start(&self, text: &str, keep: usize) -> tokenizers::Result<Encoding> {
+        let mut near = prefix::WHOLE_BELOW.max(keep.saturating_mul(16));
+        while near < text.len() {
+            if let Some(cut) = prefix::cut_near(text, near) {
+                let start = self.bare.encode(&text[..cut], false)?;
+                // A margin beyond the tokens kept: only the last tokens of a start could ever
+                // differ from the whole text's (the pipeline splits at the cut, text::prefix).
+                if start.len() >= keep.saturating_add(prefix::MARGIN) {
+                    return Ok(start);
+                }
+            }
+            near = near.saturating_mul(4);
+        }
+        self.bare.encode(text, false)
     }
 
     /// Encodes one text (or a pair).
