@@ -5,7 +5,7 @@ const { spawn, spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { httpGet, writePythonBackendModel } = require('../tools/triton-env')
+const { httpGet, tritonEnv, writePythonBackendModel, TWO_IO } = require('../tools/triton-env')
 
 /** An assert.throws validator: an Error with this code (and a message matching `message`). */
 function coded(code, message) {
@@ -108,6 +108,17 @@ async function tritonStatsAfter(server, model, before, count) {
   return now
 }
 
+/** The Triton suites' environment (tools/triton-env.js) and why they skip, when they do. */
+function tritonSuite(resnet) {
+  const env = tritonEnv()
+  const skip = !env.ok
+    ? env.reason
+    : !fs.existsSync(resnet)
+      ? 'models/resnet18_traced.pt not generated (npm run models)'
+      : null
+  return { env, skip }
+}
+
 /**
  * Writes the model repository the Triton suites serve through the Python backend: `resnet18`
  * ([3, 224, 224] -> [1000], up to 8 a batch), `two_io` (two [-1] FP32 in, two out) and
@@ -125,14 +136,7 @@ function writeTritonTestModels(repo, { resnet, twoIo, textEncoder, twoIoDynamicB
   })
   writePythonBackendModel(repo, 'two_io', {
     ptPath: twoIo,
-    inputs: [
-      { datatype: 'FP32', dims: [-1] },
-      { datatype: 'FP32', dims: [-1] },
-    ],
-    outputs: [
-      { datatype: 'FP32', dims: [-1] },
-      { datatype: 'FP32', dims: [-1] },
-    ],
+    ...TWO_IO,
     maxBatchSize: 8,
     dynamicBatching: twoIoDynamicBatching,
   })
@@ -201,6 +205,7 @@ module.exports = {
   childOut,
   tritonStats,
   tritonStatsAfter,
+  tritonSuite,
   writeTritonTestModels,
   runTinyBench,
   assertExited0,

@@ -10,8 +10,15 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const torch = require('..')
-const { tritonEnv, startTriton, pythonWithClient, perfAnalyzer } = require('../tools/triton-env')
-const { runChild, tritonStats, tritonStatsAfter, writeTritonTestModels, assertExited0 } = require('./helpers')
+const { startTriton, pythonWithClient, perfAnalyzer } = require('../tools/triton-env')
+const {
+  runChild,
+  tritonStats,
+  tritonStatsAfter,
+  tritonSuite,
+  writeTritonTestModels,
+  assertExited0,
+} = require('./helpers')
 
 const MODELS = path.join(__dirname, '..', 'models')
 const RESNET = path.join(MODELS, 'resnet18_traced.pt')
@@ -64,12 +71,7 @@ async function allThreadsStopped(pid, timeoutMs = 10_000) {
 /** Requests that reached the model (succeeded or failed in it). */
 const reached = (s) => s.inference_stats.success.count + s.inference_stats.fail.count
 
-const env = tritonEnv()
-const skip = !env.ok
-  ? env.reason
-  : !fs.existsSync(RESNET)
-    ? 'models/resnet18_traced.pt not generated (npm run models)'
-    : null
+const { env, skip } = tritonSuite(RESNET)
 
 if (skip) {
   test.skip(`Open Inference Protocol peers: ${skip}`)

@@ -9,8 +9,15 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { tritonEnv, startTriton, pythonWithClient, perfAnalyzer, httpGet } = require('../tools/triton-env')
-const { runChild, tritonStats, tritonStatsAfter, writeTritonTestModels, assertExited0 } = require('./helpers')
+const { startTriton, pythonWithClient, perfAnalyzer, httpGet } = require('../tools/triton-env')
+const {
+  runChild,
+  tritonStats,
+  tritonStatsAfter,
+  tritonSuite,
+  writeTritonTestModels,
+  assertExited0,
+} = require('./helpers')
 
 const MODELS = path.join(__dirname, '..', 'models')
 const RESNET = path.join(MODELS, 'resnet18_traced.pt')
@@ -97,12 +104,7 @@ function client(cmd, args, timeoutMs = 180_000) {
   })
 }
 
-const env = tritonEnv()
-const skip = !env.ok
-  ? env.reason
-  : !fs.existsSync(RESNET)
-    ? 'models/resnet18_traced.pt not generated (npm run models)'
-    : null
+const { env, skip } = tritonSuite(RESNET)
 
 if (skip) {
   test.skip(`Triton peers: ${skip}`)

@@ -221,18 +221,7 @@ async function ensureTritonEnv() {
   // The proof: a server that loads a model through the Python backend (torch in the stub).
   const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'triton-env-'))
   try {
-    writePythonBackendModel(repo, 'two_io', {
-      ptPath: twoIo,
-      inputs: [
-        { datatype: 'FP32', dims: [-1] },
-        { datatype: 'FP32', dims: [-1] },
-      ],
-      outputs: [
-        { datatype: 'FP32', dims: [-1] },
-        { datatype: 'FP32', dims: [-1] },
-      ],
-      maxBatchSize: 4,
-    })
+    writePythonBackendModel(repo, 'two_io', { ptPath: twoIo, ...TWO_IO, maxBatchSize: 4 })
     log('starting tritonserver once with a Python-backend model (the check)')
     const server = await startTriton({ repo, timeoutMs: 120_000, info })
     try {
@@ -548,6 +537,18 @@ const TYPES = {
   FP64: 'TYPE_FP64',
 }
 
+/** The two_io fixture's tensors as Triton declares them: two [-1] FP32 in, two out (models/make_models.py). */
+const TWO_IO = {
+  inputs: [
+    { datatype: 'FP32', dims: [-1] },
+    { datatype: 'FP32', dims: [-1] },
+  ],
+  outputs: [
+    { datatype: 'FP32', dims: [-1] },
+    { datatype: 'FP32', dims: [-1] },
+  ],
+}
+
 /**
  * Writes `repoDir/name/config.pbtxt` (backend "python") and `repoDir/name/1/model.py`, which
  * serves the TorchScript file `ptPath` (`torch.jit.load`, forward under `torch.inference_mode()`)
@@ -675,6 +676,7 @@ module.exports = {
   freePort,
   httpGet,
   TRITON_DIR: DIR,
+  TWO_IO,
 }
 
 if (require.main === module) {
