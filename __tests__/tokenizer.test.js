@@ -428,15 +428,24 @@ describe('Tokenizer: hostile input ends in coded errors, never a crash', { skip 
   })
 
   test('10 MB strings: encoded (sync and on the executor) without a crash', () => {
+    // Whole (no maxLength) and cut; a 10 MB run of spaces (no cut: WordPiece drops it) and a
+    // 1 MB one through byte-level BPE, which takes it as one piece (10 MB of it: 12 s).
     const r = child(`
       const tok = Tokenizer.fromFile(path.join(DIR, 'minilm'))
       const big = 'The quick brown fox 🍕 jumps. '.repeat(350_000) // ≈ 10.5 M UTF-16 units
       const enc = tok.encode(big, { maxLength: 512 })
+      const whole = tok.encode(big.slice(0, 1 << 20))
+      const spaces = tok.encode(' '.repeat(10 << 20), { maxLength: 8 })
       const smol = Tokenizer.fromFile(path.join(DIR, 'smollm2'))
-      const spaces = ' '.repeat(10 << 20)
-      const batch = await smol.encodeBatch([spaces, big.slice(0, 1 << 20)], { returnTensors: true, maxLength: 8 })
-      out({ length: enc.ids.length, last: enc.offsets[510][1] <= big.length, shape: batch.inputIds.shape })`)
-    assert.deepEqual(r, { length: 512, last: true, shape: [2, 8] })
+      const batch = await smol.encodeBatch([' '.repeat(1 << 20), big], { returnTensors: true, maxLength: 8 })
+      out({
+        length: enc.ids.length,
+        last: enc.offsets[510][1] <= big.length,
+        whole: whole.ids.length > 200_000,
+        spaces: spaces.ids.length,
+        shape: batch.inputIds.shape,
+      })`)
+    assert.deepEqual(r, { length: 512, last: true, whole: true, spaces: 2, shape: [2, 8] })
   })
 
   test('non-string items, malformed and truncated tokenizer.json, a missing file', () => {
