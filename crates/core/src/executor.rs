@@ -45,11 +45,15 @@ struct State {
     alive: usize,
     running: usize,
     completed: u64,
+    /// Set inside C's `exit()` (`drain_at_exit`): no job starts any more.
+    exiting: bool,
 }
 
 struct Executor {
     state: Mutex<State>,
     work_ready: Condvar,
+    /// Notified when a job ends while the process exits.
+    job_ended: Condvar,
 }
 
 static EXECUTOR: OnceLock<Executor> = OnceLock::new();
@@ -70,7 +74,14 @@ thread_local! {
 }
 
 fn executor() -> &'static Executor {
-    EXECUTOR.get_or_init(|| Executor {
+    EXECUTOR.get_or_init(|| {
+        crate::ffi::runtime::at_exit(drain_at_exit);
+        new_executor()
+    })
+}
+
+fn new_executor() -> Executor {
+    Executor {
         state: Mutex::new(State {
             jobs: VecDeque::new(),
             instances: instances_from_env().unwrap_or(1),
@@ -79,9 +90,38 @@ fn executor() -> &'static Executor {
             alive: 0,
             running: 0,
             completed: 0,
+            exiting: false,
         }),
         work_ready: Condvar::new(),
-    })
+        job_ended: Condvar::new(),
+    }
+}
+
+/// The longest `exit()` waits for the jobs running (`drain_at_exit`).
+const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Runs inside C's `exit()` (`process.exit()`, an uncaught exception, the end of `main`), before
+/// libtorch's static destructors, which it registered earlier: no queued job starts any more,
+/// and the running ones get up to `EXIT_WAIT` to end. A job still inside libtorch while its
+/// globals are destroyed fails, and the `.pt2` runtime prints the failed call's line (seen:
+/// `process.exit()` during a generation step). Queued jobs are left as they are: dropping them
+/// could release JS handles of an environment that is gone.
+extern "C" fn drain_at_exit() {
+    let Some(exec) = EXECUTOR.get() else { return };
+    let mut state = exec.state.lock().unwrap_or_else(|p| p.into_inner());
+    state.exiting = true;
+    let deadline = std::time::Instant::now() + EXIT_WAIT;
+    while state.running > 0 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        state = exec
+            .job_ended
+            .wait_timeout(state, left)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+    }
 }
 
 /// `TORCH_NODE_INSTANCES`, when it holds a positive integer.
@@ -155,7 +195,12 @@ fn instance() {
             exec.work_ready.notify_one();
             return;
         }
-        let Some(work) = state.jobs.pop_front() else {
+        let next = if state.exiting {
+            None
+        } else {
+            state.jobs.pop_front()
+        };
+        let Some(work) = next else {
             state = exec.work_ready.wait(state).unwrap_or_else(|p| p.into_inner());
             continue;
         };
@@ -172,6 +217,9 @@ fn instance() {
         state = lock();
         state.running -= 1;
         state.completed += 1;
+        if state.exiting {
+            exec.job_ended.notify_all();
+        }
     }
 }
 

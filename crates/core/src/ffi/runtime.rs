@@ -106,10 +106,6 @@ pub fn torch_version() -> (i32, i32) {
     (major, minor)
 }
 
-/// Drops this process's resident pages of `[start, start + len)`, a whole read-only private file
-/// mapping with no copied-on-write page (`crate::aot_pages` checks that in smaps): the pages stay
-/// in the page cache and are read back from the file on the next access. False where the kernel
-/// refused (nothing changed then).
 /// The size of a memory page.
 #[cfg(target_os = "linux")]
 pub fn page_size() -> usize {
@@ -128,10 +124,22 @@ pub fn discard_pages(start: usize, len: usize) -> bool {
     unsafe { libc::madvise(start as *mut c_void, len, libc::MADV_DONTNEED) == 0 }
 }
 
+/// Drops this process's resident pages of `[start, start + len)`, a whole read-only private file
+/// mapping with no copied-on-write page (`crate::aot_pages` checks that in smaps): the pages stay
+/// in the page cache and are read back from the file on the next access. False where the kernel
+/// refused (nothing changed then).
 #[cfg(target_os = "linux")]
 pub fn release_clean_file_pages(start: usize, len: usize) -> bool {
     // SAFETY: MADV_DONTNEED on a clean private file mapping discards no data (its pages equal the
     // file's); the mapping stays, so no pointer into it dangles. The caller passes a whole mapping
     // it just read from /proc/self/smaps.
     unsafe { libc::madvise(start as *mut c_void, len, libc::MADV_DONTNEED) == 0 }
+}
+
+/// Registers `f` to run inside C's `exit()`, before the destructors and handlers registered
+/// earlier (libtorch's: its library loaded before this one). False where it could not be.
+pub fn at_exit(f: extern "C" fn()) -> bool {
+    // SAFETY: `f` is a plain function of this library, which is never unloaded before exit (Node
+    // does not unload addons; glibc ties the registration to this object all the same).
+    unsafe { libc::atexit(f) == 0 }
 }
