@@ -125,150 +125,6 @@ export declare namespace vision {
   export function loadOps(dir?: string): boolean
 }
 
-/** What a `Batcher` drives: any object whose `forward` returns the output or a Promise of it (`runMethod` for `options.method`). */
-export interface BatchModule {
-  forward(...inputs: any[]): unknown
-  runMethod?(name: string, ...inputs: any[]): unknown
-}
-/** Options of `new torch.Batcher`; any other key is refused (`InvalidArg`). */
-export interface BatcherOptions {
-  /** A batch is dispatched once it holds this many rows (default 8). A request is never split: a bigger one runs alone. */
-  maxBatchSize?: number
-  /** ...or this many milliseconds after its oldest request was queued (default 5). */
-  maxDelayMs?: number
-  /** How many requests may wait (default 1024; `Infinity`: no bound); past it `run` rejects at once with `QueueFull`. */
-  maxQueue?: number
-  /** How many batches run at once (default `torch.getInstances()`); requests keep collecting meanwhile. */
-  concurrency?: number
-  /** A ScriptModule method to run instead of `forward`. */
-  method?: string
-  /**
-   * Pads tensor inputs of two or more dims along dim 1 (their length) to the longest in the
-   * batch, with this value; an array gives one per input (`null`: that input is not padded).
-   * Without it, requests whose lengths differ go to separate batches.
-   */
-  padValue?: number | boolean | ReadonlyArray<number | boolean | null>
-  /**
-   * Passes a mask `[rows, length]`, true on real positions, as an extra input: `true` after the
-   * inputs, a number at that input index, or `{index, dtype (default 'bool'), invert}` (`invert`:
-   * true on padding, as `nn.MultiheadAttention`'s `key_padding_mask`). Needs `padValue`.
-   */
-  mask?: boolean | number | { index?: number; dtype?: DType; invert?: boolean }
-  /** Lengths up to each bound are batched apart from longer ones (`[16, 64]`), so short requests are not padded to long ones. Needs `padValue`. */
-  buckets?: readonly number[]
-  /**
-   * Which outputs are cut back to each request's own length along dim 1: `true` (default) every
-   * tensor output of two or more dims whose dim 1 equals the padded length (one that does by
-   * coincidence too); `false` none; or their paths, as errors name them (`['output[0]']`).
-   */
-  unpad?: boolean | readonly string[]
-}
-/** Options of `Batcher.run`, given as its last argument: a plain object with only these keys. */
-export interface BatchRunOptions {
-  /** Aborting removes the request from the queue and rejects it (`Aborted`); a request whose batch runs finishes. */
-  signal?: AbortSignal
-  /** The longest the request may wait in the queue, in milliseconds (then `Timeout`); not a limit on the forward. */
-  timeoutMs?: number
-}
-/** `Batcher.stats()`: counts since construction and the state now. `requests` = completed + failed + rejected + timedOut + aborted + closed + queued + running. */
-export interface BatcherStats {
-  /** `run` calls. */
-  requests: number
-  /** Requests waiting now. */
-  queued: number
-  /** Requests in running batches now. */
-  running: number
-  /** Batches running now. */
-  inFlight: number
-  completed: number
-  /** Rejected by the model, by a split error or as malformed. */
-  failed: number
-  /** Refused with `QueueFull`. */
-  rejected: number
-  timedOut: number
-  aborted: number
-  /** Rejected with `Closed`. */
-  closed: number
-  /** Batches dispatched. */
-  batches: number
-  /** Rows in those batches. */
-  rows: number
-  /** rows / batches (0 before the first). */
-  meanBatchSize: number
-  /** Batches whose forward threw and whose requests were run again one by one. */
-  retried: number
-}
-/**
- * Dynamic batching: concurrent `run` calls are concatenated along dim 0 into one forward, and
- * each gets its own rows of the output back (views). Requests share a batch when their
- * non-tensor inputs are equal and their tensors agree in dtype, device and trailing dims.
- */
-export declare class Batcher<T extends IValue = Tensor> {
-  constructor(module: ScriptModule | AOTModule | BatchModule, options?: BatcherOptions)
-  /**
-   * Queues one request (tensor inputs carry its rows along dim 0); resolves to its share of the
-   * output. Errors reject: `QueueFull`, `Aborted`, `Timeout`, `Closed`, `InvalidArg`,
-   * `ShapeMismatch` (also an output that cannot be split), or the model's own.
-   */
-  run(...inputs: IValue[] | [...IValue[], BatchRunOptions]): Promise<T>
-  /** Counts and the state now. */
-  stats(): BatcherStats
-  /** Rejects the queued requests and every later `run` (`Closed`); resolves once the running batches finish. The module is not disposed. */
-  close(): Promise<void>
-  /** True once `close()` was called. */
-  get isClosed(): boolean
-  /** Same as `close()`, not waiting. */
-  [Symbol.dispose](): void
-  /** `await using b = new Batcher(m)` (Node 24+) closes it at the end of the block. */
-  [Symbol.asyncDispose](): Promise<void>
-}
-
-/** `ragged.pad()`'s answer. */
-export interface PaddedSequences {
-  /** `[n, max length, ...rest]`, each sequence at the start of its row, the rest filled. */
-  padded: Tensor
-  /** bool `[n, max length]`, true on real data (on the values' device). */
-  mask: Tensor
-  /** The ragged's own `lengths`. */
-  lengths: Tensor
-}
-/** Sequences packed end to end (`torch.ragged`): sequence i is `values[offsets[i] : offsets[i + 1]]`. */
-export interface Ragged {
-  /** `[sum of lengths, ...rest]`: the sequences concatenated along dim 0 (a copy). */
-  readonly values: Tensor
-  /** int64 CPU `[n + 1]`, starting at 0. */
-  readonly offsets: Tensor
-  /** int64 CPU `[n]`. */
-  readonly lengths: Tensor
-  /** The number of sequences. */
-  readonly count: number
-  /** Sequence `i` (negative counts from the end): a view of `values`. */
-  at(i: number): Tensor
-  /** The sequences padded after their end with `value` (default 0), with a mask. */
-  pad(value?: number | boolean): PaddedSequences
-  /** Splits a padded tensor `[n, ≥ max length, ...]` (`pad`'s, or a model's output over it) back into one view per sequence. */
-  unpad(tensor: Tensor): Tensor[]
-  /** Frees `values`, `offsets` and `lengths`. */
-  dispose(): void
-  [Symbol.dispose](): void
-}
-/**
- * Packs tensors `[length_i, ...rest]` (one dtype, device and rest; lengths may be 0) along dim 0,
- * with int64 offsets and lengths. Errors: `InvalidArg`, `ShapeMismatch`, `DTypeMismatch`, `DeviceMismatch`.
- */
-export declare function ragged(tensors: readonly Tensor[]): Ragged
-/** Options of `torch.padSequence`; any other key is refused (`InvalidArg`). */
-export interface PadSequenceOptions {
-  /** `[n, max length, ...]` instead of `[max length, n, ...]` (default false). */
-  batchFirst?: boolean
-  /** The fill (default 0). */
-  paddingValue?: number | boolean
-  /** Where the fill goes (default `'right'`). */
-  paddingSide?: 'right' | 'left'
-}
-/** PyTorch's `torch.nn.utils.rnn.pad_sequence`: the first sequence's dtype and device; the others are cast. */
-export declare function padSequence(sequences: readonly Tensor[], options?: PadSequenceOptions): Tensor
-
 /** A tensor's name, datatype and shape in the Open Inference Protocol's model metadata. */
 export interface TensorMetadata {
   name: string
@@ -404,102 +260,6 @@ export declare namespace oip {
   export function writeTritonRepository(dir: string, options: TritonRepositoryOptions): TritonModelConfig
 }
 
-/** Options of `torch.text.SentenceEncoder.load`; any other key is refused (`InvalidArg`). */
-export interface SentenceEncoderOptions {
-  /** Texts per forward (default 32). */
-  maxBatchSize?: number
-  /** How long a new batch waits for more requests, in ms (default 0: requests that arrive while a forward runs still share the next one). */
-  maxDelayMs?: number
-  /** Requests waiting (each up to `maxBatchSize` texts of one length bucket) before `QueueFull` (default 1024; `Infinity` for no bound). */
-  maxQueue?: number
-  /** Increasing padded lengths whose texts share batches (default 16, 32, 48, 64, 96, 128, ... up to the max sequence length). */
-  buckets?: number[]
-  /** The export's dtype (the manifest's); a TorchScript folder also takes `'bfloat16'`. */
-  dtype?: 'float32' | 'bfloat16' | 'float16'
-  /** Aborts the load (`Aborted`). */
-  signal?: AbortSignal
-}
-/** Options of `SentenceEncoder.encode`; any other key is refused (`InvalidArg`). */
-export interface SentenceEncodeOptions {
-  /** L2-normalize each embedding (default: the manifest's `normalize`). */
-  normalize?: boolean
-  /** Aborting rejects with `Aborted` while the call's requests are still queued. */
-  signal?: AbortSignal
-  /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
-  timeoutMs?: number
-}
-/** `manifest.json` of a folder written by `torch-node export` (python/export_text.py). */
-export interface TextModelManifest {
-  format: 'torch-node/text-model'
-  formatVersion: number
-  kind: 'sentence-encoder'
-  /** `model.pt2` or `model.pt`. */
-  program: string
-  /** `'pt2'`: loaded with `AOTModule`; `'torchscript'`: with `ScriptModule`. */
-  programFormat: 'pt2' | 'torchscript'
-  /** `input_ids`, `attention_mask` and, where the model takes them, `token_type_ids`: int64 `[batch, sequence]`, right-padded. */
-  inputs: Array<{ name: string; dtype: 'int64'; shape: Array<string | number> }>
-  /** The pooled embedding, float32 `[batch, dim]`, not normalized. */
-  output: { name: string; dtype: 'float32'; shape: Array<string | number>; dim: number }
-  pooling: 'mean' | 'cls' | 'max' | 'mean_sqrt_len_tokens'
-  /** True: the program returns pooled embeddings. */
-  poolingInProgram: boolean
-  /** Whether `encode` L2-normalizes by default. */
-  normalize: boolean
-  /** The most tokens (special tokens included) a text keeps. */
-  maxSequenceLength: number
-  padTokenId: number
-  padding: 'right'
-  dtype: 'float32' | 'bfloat16' | 'float16'
-  /** The sizes a `.pt2` accepts (null for TorchScript). */
-  dynamicShapes: { batch: [number, number]; sequence: [number, number] } | null
-  tokenizer: string
-  source: { modelType: string; architectures: string[] | null; hash: string }
-  exportedWith: { torch: string; transformers: string }
-  /** The program against the eager model at other sizes than the export's. */
-  checkedMaxAbsDiff: number
-}
-/** Options of `torch.text.CausalLM.load`; any other key is refused (`InvalidArg`). */
-export interface CausalLMOptions {
-  /** The export's dtype (the manifest's); another one is `InvalidArg`. */
-  dtype?: 'float32' | 'bfloat16' | 'float16'
-  /** Sequences generating at once, sharing each decode step and one KV cache (default 4, or the export's `--max-batch` when smaller; more than `--max-batch` is `InvalidArg`). */
-  maxSequences?: number
-  /** Calls waiting for a sequence slot before `QueueFull` (default 64; `Infinity` for no bound). */
-  maxQueue?: number
-  /** The most tokens of a sequence, prompt and output (default and upper bound: the exported limit). */
-  maxContext?: number
-}
-/** Options of `CausalLM.generate`/`complete`; defaults from `generation_config.json`; any other key is `InvalidArg`. */
-export interface GenerateOptions {
-  /** The most tokens to generate (default 256 or the config's). */
-  maxNewTokens?: number
-  /** 0: greedy. */
-  temperature?: number
-  /** Keep the k likeliest tokens (0: off). */
-  topK?: number
-  /** Nucleus sampling, in (0, 1]. */
-  topP?: number
-  /** Drop tokens below minP × the likeliest one's probability. */
-  minP?: number
-  /** transformers' repetition penalty (1: off). */
-  repetitionPenalty?: number
-  /** The same seed gives the same tokens. */
-  seed?: number
-  /** Stop strings: matched across tokens, never emitted (`finishReason: 'stop'`). */
-  stop?: string | string[]
-  /** Ends the generation (`finishReason: 'aborted'`) and frees its cache. */
-  signal?: AbortSignal
-  /** As `signal`, after this many milliseconds from the call. */
-  timeoutMs?: number
-}
-/** A prompt: text, chat messages (rendered by the model's chat template) or token ids. */
-export type GeneratePrompt = string | Array<{ role: string; content: string }> | number[]
-/** Why a generation ended and what it counted. */
-export interface GenerateResult {
-  finishReason: 'stop' | 'length' | 'aborted'
-  usage: { promptTokens: number; completionTokens: number }
-}
 /**
  * One encoded text (`Tokenizer.encode`, `encodeBatch`). Its fields are getters: each array is made
  * on first read from its batch's buffers, then kept; `toJSON()` gives them as a plain object
@@ -589,67 +349,450 @@ export declare namespace text {
     get isDisposed(): boolean
     [Symbol.dispose](): void
   }
+}
+
+// ---- Generated below by `npm run typings` from lib/'s JSDoc (tools/lib-typings.js): edit that JSDoc, not this part. ----
+
+/**
+ * What a `Batcher` drives: any object whose `forward` returns the output or a Promise of it (`runMethod` for
+ * `options.method`).
+ */
+export interface BatchModule {
+  forward(...inputs: any[]): unknown;
+  runMethod?(name: string, ...inputs: any[]): unknown;
+}
+
+/** Options of `new torch.Batcher`; any other key is refused (`InvalidArg`). */
+export interface BatcherOptions {
   /**
-   * Text generation from a causal LM folder (python/export_causal_lm.py); the decode loop runs on
-   * the executor. See docs/generation.md. Made with `CausalLM.load`.
+   * A batch is dispatched once it holds this many rows (default 8). A request
+   * is never split: a bigger one runs alone.
    */
-  export class CausalLM {
-    /** Throws `InvalidArg`: use `CausalLM.load`. */
-    private constructor()
-    /** Loads the folder on the executor. Errors: `ModelLoadError`, `InvalidArg`. */
-    static load(folder: string, options?: CausalLMOptions): Promise<CausalLM>
-    /**
-     * Streams `{text, tokens}` pieces (split on whole characters); returns `{finishReason, usage}`.
-     * Bad options throw `InvalidArg` here; `QueueFull` and model errors come from `next()`.
-     */
-    generate(prompt: GeneratePrompt, options?: GenerateOptions): AsyncGenerator<{ text: string; tokens: number[] }, GenerateResult, undefined>
-    /** The whole continuation. Errors: `InvalidArg`, `QueueFull`, `Disposed`. */
-    complete(prompt: GeneratePrompt, options?: GenerateOptions): Promise<GenerateResult & { text: string; tokens: number[] }>
-    /** The longest sequence (prompt and output, in tokens) served. */
-    get maxContext(): number
-    /** The defaults from generation_config.json. */
-    get defaults(): { maxNewTokens: number; temperature: number; topK: number; topP: number; minP: number; repetitionPenalty: number }
-    /** True once `dispose()` was called. */
-    get isDisposed(): boolean
-    /** Sequences generating and calls waiting; `steps` (decode steps, one program call each for all the sequences then generating), `rows` (the sequences they carried: `rows / steps` is the mean batch) and `prefills` (prompts run). */
-    stats(): { active: number; queued: number; maxSequences: number; steps: number; rows: number; prefills: number }
-    /** Ends generations in flight (`'aborted'`), rejects waiting calls (`Disposed`), frees the model. */
-    dispose(): void
-    [Symbol.dispose](): void
-  }
+  maxBatchSize?: number;
+  /** ...or this many milliseconds after its oldest request was queued (default 5). */
+  maxDelayMs?: number;
+  /**
+   * How many requests may wait (default 1024; `Infinity`: no bound); past it `run`
+   * rejects at once with `QueueFull`.
+   */
+  maxQueue?: number;
+  /**
+   * How many batches run at once (default `torch.getInstances()`); requests keep
+   * collecting meanwhile.
+   */
+  concurrency?: number;
+  /** A ScriptModule method to run instead of `forward`. */
+  method?: string;
+  /**
+   * Pads tensor inputs of two or
+   * more dims along dim 1 (their length) to the longest in the batch, with this value; an array gives one per
+   * input (`null`: that input is not padded). Without it, requests whose lengths differ go to separate batches.
+   */
+  padValue?: number | boolean | ReadonlyArray<number | boolean | null>;
+  /**
+   * Passes a mask
+   * `[rows, length]`, true on real positions, as an extra input: `true` after the inputs, a number at that input
+   * index, or `{index, dtype (default 'bool'), invert}` (`invert`: true on padding, as
+   * `nn.MultiheadAttention`'s `key_padding_mask`). Needs `padValue`.
+   */
+  mask?: boolean | number | {
+    index?: number;
+    dtype?: DType;
+    invert?: boolean;
+  };
+  /**
+   * Lengths up to each bound are batched apart from longer ones
+   * (`[16, 64]`), so short requests are not padded to long ones. Needs `padValue`.
+   */
+  buckets?: readonly number[];
+  /**
+   * Which outputs are cut back to each request's own length along
+   * dim 1: `true` (default) every tensor output of two or more dims whose dim 1 equals the padded length (one
+   * that does by coincidence too); `false` none; or their paths, as errors name them (`['output[0]']`).
+   */
+  unpad?: boolean | readonly string[];
+}
+
+/** Options of `Batcher.run`, given as its last argument: a plain object with only these keys. */
+export interface BatchRunOptions {
+  /**
+   * Aborting removes the request from the queue and rejects it (`Aborted`); a
+   * request whose batch runs finishes.
+   */
+  signal?: AbortSignal;
+  /**
+   * The longest the request may wait in the queue, in milliseconds (then
+   * `Timeout`); not a limit on the forward.
+   */
+  timeoutMs?: number;
+}
+
+/**
+ * `Batcher.stats()`: counts since construction and the state now. `requests` = completed + failed + rejected +
+ * timedOut + aborted + closed + queued + running.
+ */
+export interface BatcherStats {
+  /** `run` calls. */
+  requests: number;
+  /** Requests waiting now. */
+  queued: number;
+  /** Requests in running batches now. */
+  running: number;
+  /** Batches running now. */
+  inFlight: number;
+  completed: number;
+  /** Rejected by the model, by a split error or as malformed. */
+  failed: number;
+  /** Refused with `QueueFull`. */
+  rejected: number;
+  timedOut: number;
+  aborted: number;
+  /** Rejected with `Closed`. */
+  closed: number;
+  /** Batches dispatched. */
+  batches: number;
+  /** Rows in those batches. */
+  rows: number;
+  /** rows / batches (0 before the first). */
+  meanBatchSize: number;
+  /** Batches whose forward threw and whose requests were run again one by one. */
+  retried: number;
+}
+
+/** `ragged.pad()`'s answer. */
+export interface PaddedSequences {
+  /** `[n, max length, ...rest]`, each sequence at the start of its row, the rest filled. */
+  padded: Tensor;
+  /** bool `[n, max length]`, true on real data (on the values' device). */
+  mask: Tensor;
+  /** The ragged's own `lengths`. */
+  lengths: Tensor;
+}
+
+/** Options of `torch.padSequence`; any other key is refused (`InvalidArg`). */
+export interface PadSequenceOptions {
+  /** `[n, max length, ...]` instead of `[max length, n, ...]` (default false). */
+  batchFirst?: boolean;
+  /** The fill (default 0). */
+  paddingValue?: number | boolean;
+  /** Where the fill goes (default `'right'`). */
+  paddingSide?: 'right' | 'left';
+}
+
+/** Sequences packed end to end (`torch.ragged`): sequence i is `values[offsets[i] : offsets[i + 1]]`. */
+export interface Ragged {
+  /** `[sum of lengths, ...rest]`: the sequences concatenated along dim 0 (a copy). */
+  readonly values: Tensor;
+  /** int64 CPU `[n + 1]`, starting at 0. */
+  readonly offsets: Tensor;
+  /** int64 CPU `[n]`. */
+  readonly lengths: Tensor;
+  /** The number of sequences. */
+  get count(): number;
+  /** Sequence `i` (negative counts from the end): a view of `values`. */
+  at(i: number): Tensor;
+  /** The sequences padded after their end with `value` (default 0), with a mask. */
+  pad(value?: number | boolean): PaddedSequences;
+  /**
+   * Splits a padded tensor `[n, ≥ max length, ...]` (`pad`'s, or a model's output over it) back into one view per
+   * sequence.
+   */
+  unpad(tensor: Tensor): Tensor[];
+  /** Frees `values`, `offsets` and `lengths`. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+/**
+ * Dynamic batching: concurrent `run` calls are concatenated along dim 0 into one forward, and
+ * each gets its own rows of the output back (views). Requests share a batch when their
+ * non-tensor inputs are equal and their tensors agree in dtype, device and trailing dims.
+ */
+export declare class Batcher<T extends IValue = Tensor> {
+  #private;
+  constructor(module: ScriptModule | AOTModule | BatchModule, options?: BatcherOptions);
+  /**
+   * Queues one request (tensor inputs carry its rows along dim 0); resolves to its share of the
+   * output. Errors reject: `QueueFull`, `Aborted`, `Timeout`, `Closed`, `InvalidArg`,
+   * `ShapeMismatch` (also an output that cannot be split), or the model's own.
+   */
+  run(...args: IValue[] | [...IValue[], BatchRunOptions]): Promise<T>;
+  /** Counts and the state now. */
+  stats(): BatcherStats;
+  /** True once `close()` was called. */
+  get isClosed(): boolean;
+  /**
+   * Rejects the queued requests and every later `run` (`Closed`); resolves once the running batches finish. The
+   * module is not disposed.
+   */
+  close(): Promise<void>;
+  /** Same as `close()`, not waiting. */
+  [Symbol.dispose](): void;
+  /** `await using b = new Batcher(m)` (Node 24+) closes it at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * Packs tensors `[length_i, ...rest]` (one dtype, device and rest; lengths may be 0) along dim 0,
+ * with int64 offsets and lengths. Errors: `InvalidArg`, `ShapeMismatch`, `DTypeMismatch`, `DeviceMismatch`.
+ */
+export declare function ragged(tensors: readonly Tensor[]): Ragged;
+
+/** PyTorch's `torch.nn.utils.rnn.pad_sequence`: the first sequence's dtype and device; the others are cast. */
+export declare function padSequence(sequences: readonly Tensor[], options?: PadSequenceOptions): Tensor;
+
+/** Options of `torch.text.CausalLM.load`; any other key is refused (`InvalidArg`). */
+export interface CausalLMOptions {
+  /**
+   * The export's dtype (the manifest's); another one is
+   * `InvalidArg`.
+   */
+  dtype?: 'float32' | 'bfloat16' | 'float16';
+  /**
+   * Sequences generating at once, sharing each decode step and one KV cache
+   * (default 4, or the export's `--max-batch` when smaller; more than `--max-batch` is `InvalidArg`).
+   */
+  maxSequences?: number;
+  /**
+   * Calls waiting for a sequence slot before `QueueFull` (default 64; `Infinity` for
+   * no bound).
+   */
+  maxQueue?: number;
+  /**
+   * The most tokens of a sequence, prompt and output (default and upper bound: the
+   * exported limit).
+   */
+  maxContext?: number;
+}
+
+/** Options of `CausalLM.generate`/`complete`; defaults from `generation_config.json`; any other key is `InvalidArg`. */
+export interface GenerateOptions {
+  /** The most tokens to generate (default 256 or the config's). */
+  maxNewTokens?: number;
+  /** 0: greedy. */
+  temperature?: number;
+  /** Keep the k likeliest tokens (0: off). */
+  topK?: number;
+  /** Nucleus sampling, in (0, 1]. */
+  topP?: number;
+  /** Drop tokens below minP × the likeliest one's probability. */
+  minP?: number;
+  /** transformers' repetition penalty (1: off). */
+  repetitionPenalty?: number;
+  /** The same seed gives the same tokens. */
+  seed?: number;
+  /** Stop strings: matched across tokens, never emitted (`finishReason: 'stop'`). */
+  stop?: string | string[];
+  /** Ends the generation (`finishReason: 'aborted'`) and frees its cache. */
+  signal?: AbortSignal;
+  /** As `signal`, after this many milliseconds from the call. */
+  timeoutMs?: number;
+}
+
+/** A prompt: text, chat messages (rendered by the model's chat template) or token ids. */
+export type GeneratePrompt = string | Array<{
+  role: string;
+  content: string;
+}> | number[];
+
+/** Why a generation ended and what it counted. */
+export interface GenerateResult {
+  finishReason: 'stop' | 'length' | 'aborted';
+  usage: {
+    promptTokens: number;
+    completionTokens: number;
+  };
+}
+
+/** Options of `torch.text.SentenceEncoder.load`; any other key is refused (`InvalidArg`). */
+export interface SentenceEncoderOptions {
+  /** Texts per forward (default 32). */
+  maxBatchSize?: number;
+  /**
+   * How long a new batch waits for more requests, in ms (default 0: requests that
+   * arrive while a forward runs still share the next one).
+   */
+  maxDelayMs?: number;
+  /**
+   * Requests waiting (each up to `maxBatchSize` texts of one length bucket) before
+   * `QueueFull` (default 1024; `Infinity` for no bound).
+   */
+  maxQueue?: number;
+  /**
+   * Increasing padded lengths whose texts share batches (default 16, 32, 48, 64, 96,
+   * 128, ... up to the max sequence length).
+   */
+  buckets?: number[];
+  /**
+   * The export's dtype (the manifest's); a TorchScript
+   * folder also takes `'bfloat16'`.
+   */
+  dtype?: 'float32' | 'bfloat16' | 'float16';
+  /** Aborts the load (`Aborted`). */
+  signal?: AbortSignal;
+}
+
+/** Options of `SentenceEncoder.encode`; any other key is refused (`InvalidArg`). */
+export interface SentenceEncodeOptions {
+  /** L2-normalize each embedding (default: the manifest's `normalize`). */
+  normalize?: boolean;
+  /** Aborting rejects with `Aborted` while the call's requests are still queued. */
+  signal?: AbortSignal;
+  /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
+/** `manifest.json` of a folder written by `torch-node export` (python/export_text.py). */
+export interface TextModelManifest {
+  format: 'torch-node/text-model';
+  formatVersion: number;
+  kind: 'sentence-encoder';
+  /** `model.pt2` or `model.pt`. */
+  program: string;
+  /**
+   * `'pt2'`: loaded with `AOTModule`; `'torchscript'`: with
+   * `ScriptModule`.
+   */
+  programFormat: 'pt2' | 'torchscript';
+  /**
+   * `input_ids`,
+   * `attention_mask` and, where the model takes them, `token_type_ids`: int64 `[batch, sequence]`, right-padded.
+   */
+  inputs: Array<{
+    name: string;
+    dtype: 'int64';
+    shape: Array<string | number>;
+  }>;
+  /**
+   * The pooled
+   * embedding, float32 `[batch, dim]`, not normalized.
+   */
+  output: {
+    name: string;
+    dtype: 'float32';
+    shape: Array<string | number>;
+    dim: number;
+  };
+  pooling: 'mean' | 'cls' | 'max' | 'mean_sqrt_len_tokens';
+  /** True: the program returns pooled embeddings. */
+  poolingInProgram: boolean;
+  /** Whether `encode` L2-normalizes by default. */
+  normalize: boolean;
+  /** The most tokens (special tokens included) a text keeps. */
+  maxSequenceLength: number;
+  padTokenId: number;
+  padding: 'right';
+  dtype: 'float32' | 'bfloat16' | 'float16';
+  /**
+   * The sizes a `.pt2`
+   * accepts (null for TorchScript).
+   */
+  dynamicShapes: {
+    batch: [number, number];
+    sequence: [number, number];
+  } | null;
+  tokenizer: string;
+  source: {
+    modelType: string;
+    architectures: string[] | null;
+    hash: string;
+  };
+  exportedWith: {
+    torch: string;
+    transformers: string;
+  };
+  /** The program against the eager model at other sizes than the export's. */
+  checkedMaxAbsDiff: number;
+}
+
+export declare namespace text {
   /**
    * Sentence embeddings from a folder written by `npx torch-node export`: tokenize, pad by
    * length bucket, forward (encoder + pooling), normalize. Concurrent `encode` calls share
    * forwards through a `Batcher`. Made with `SentenceEncoder.load`.
    */
   export class SentenceEncoder {
+    #private;
     /** Throws `InvalidArg`: use `SentenceEncoder.load`. */
-    private constructor()
+    private constructor();
     /** Reads `folder/manifest.json`, loads the program and `tokenizer.json`. Errors: `ModelLoadError`, `InvalidArg`. */
-    static load(folder: string, options?: SentenceEncoderOptions): Promise<SentenceEncoder>
+    static load(folder: string, options?: SentenceEncoderOptions): Promise<SentenceEncoder>;
+    /** The embedding's size. */
+    get dim(): number;
+    /** The most tokens of a text the model sees (special tokens included). */
+    get maxSequenceLength(): number;
+    /** Whether `encode` L2-normalizes by default. */
+    get normalize(): boolean;
+    /** `manifest.json` as read (a copy). */
+    get manifest(): TextModelManifest;
+    /** The folder's tokenizer (`tokenizer.json`), as `encode` uses it: to count or inspect tokens. */
+    get tokenizer(): text.Tokenizer;
+    /** True once `dispose()` was called. */
+    get isDisposed(): boolean;
+    /** The Batcher's counts (requests are chunks of up to `maxBatchSize` texts of one bucket). */
+    stats(): BatcherStats;
     /**
      * A float32 `[n, dim]` tensor, one row per text in order (n = 1 for a string); texts past
      * `maxSequenceLength` tokens are truncated, as sentence-transformers does. Errors:
      * `InvalidArg`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
      */
-    encode(input: string | string[], options?: SentenceEncodeOptions): Promise<Tensor>
-    /** The embedding's size. */
-    get dim(): number
-    /** The most tokens of a text the model sees (special tokens included). */
-    get maxSequenceLength(): number
-    /** Whether `encode` L2-normalizes by default. */
-    get normalize(): boolean
-    /** `manifest.json` as read (a copy). */
-    get manifest(): TextModelManifest
-    /** The folder's tokenizer (`tokenizer.json`), as `encode` uses it: to count or inspect tokens. */
-    get tokenizer(): Tokenizer
+    encode(input: string | string[], options?: SentenceEncodeOptions): Promise<Tensor>;
+    /** Closes the Batcher (calls waiting in it reject with `Disposed`) and frees the program. */
+    dispose(): void;
+    [Symbol.dispose](): void;
+  }
+  /**
+   * Text generation from a causal LM folder (python/export_causal_lm.py); the decode loop runs on
+   * the executor. See docs/generation.md. Made with `CausalLM.load`.
+   */
+  export class CausalLM {
+    #private;
+    /** Throws `InvalidArg`: use `CausalLM.load`. */
+    private constructor();
+    /** Loads the folder on the executor. Errors: `ModelLoadError`, `InvalidArg`. */
+    static load(folder: string, options?: CausalLMOptions): Promise<CausalLM>;
+    /** The longest sequence (prompt and output, in tokens) served. */
+    get maxContext(): number;
+    /** The defaults from generation_config.json. */
+    get defaults(): {
+      maxNewTokens: number;
+      temperature: number;
+      topK: number;
+      topP: number;
+      minP: number;
+      repetitionPenalty: number;
+    };
     /** True once `dispose()` was called. */
-    get isDisposed(): boolean
-    /** The Batcher's counts (requests are chunks of up to `maxBatchSize` texts of one bucket). */
-    stats(): BatcherStats
-    /** Closes the Batcher (queued requests reject with `Closed`) and frees the program. */
-    dispose(): void
-    [Symbol.dispose](): void
+    get isDisposed(): boolean;
+    /**
+     * Sequences generating and calls waiting; `steps` (decode steps, one program call each for all the sequences
+     * then generating), `rows` (the sequences they carried: `rows / steps` is the mean batch) and `prefills`
+     * (prompts run).
+     */
+    stats(): {
+      active: number;
+      queued: number;
+      maxSequences: number;
+      steps: number;
+      rows: number;
+      prefills: number;
+    };
+    /**
+     * Streams `{text, tokens}` pieces (split on whole characters); returns `{finishReason, usage}`.
+     * Bad options throw `InvalidArg` here; `QueueFull` and model errors come from `next()`.
+     */
+    generate(input: GeneratePrompt, options?: GenerateOptions): AsyncGenerator<{
+      text: string;
+      tokens: number[];
+    }, GenerateResult, undefined>;
+    /** The whole continuation. Errors: `InvalidArg`, `QueueFull`, `Disposed`. */
+    complete(input: GeneratePrompt, options?: GenerateOptions): Promise<GenerateResult & {
+      text: string;
+      tokens: number[];
+    }>;
+    /** Ends generations in flight (`'aborted'`), rejects waiting calls (`Disposed`), frees the model. */
+    dispose(): void;
+    [Symbol.dispose](): void;
   }
 }
 
