@@ -1,4 +1,4 @@
-/* torch-node typings. The part above the marker line is written by hand; `npm run typings` keeps it and regenerates the rest. */
+/* torch-node typings. The part above the first marker line is written by hand; `npm run typings` keeps it and regenerates the two below it (from lib/'s JSDoc, then from the Rust doc comments). */
 
 /** Nested arrays of numbers or booleans, as `toArray()` returns them. */
 export type NestedArray = number | boolean | NestedArray[]
@@ -79,40 +79,10 @@ export interface ScriptModule {
   [Symbol.dispose](): void
 }
 
-/** One class in `torch.vision.classify`'s answer. */
-export interface Classification {
-  /** The class name: `labels[index]`. */
-  label: string
-  /** The class index: the column of the model's logits. */
-  index: number
-  /** Its softmax probability over all the model's classes, in [0, 1]. */
-  probability: number
-}
-/** Options of `torch.vision.classify`; any other key is refused (`InvalidArg`). */
-export interface ClassifyOptions {
-  /** How many classes per image, most probable first (default 5; at most the model's class count). */
-  topk?: number
-  /** One name per class, in logit order (default `imagenetLabels`); its length must equal the model's class count. */
-  labels?: readonly string[]
-  /**
-   * `torch.image` options for image sources, replacing (not merged with) the default
-   * `{ resize: 256, centerCrop: 224, mean: 'imagenet' }`; refused with a Tensor input.
-   */
-  preprocess?: ImageOptions
-  /** Aborting rejects with code `Aborted`; a forward already running finishes and its output is dropped. */
-  signal?: AbortSignal
-}
+// Below the lib/ marker, `classify` is generated from lib/vision.js. Here: `imagenetLabels` (a CommonJS export
+// that is not a function or class: tsc would declare it without its doc) and `loadOps` (index.js's).
 /** Image classification composed from `torch.image.loadBatch`, `ScriptModule.forward` and softmax/topk. */
 export declare namespace vision {
-  /**
-   * Classifies images with a module that returns logits `[N, classes]`: resolves to one array per
-   * image, in input order (a single image gives an array of one), of `{label, index, probability}`,
-   * most probable first. `images`: a path, a Buffer/Uint8Array, an array of them (loaded off the
-   * event loop into one batch with `preprocess`), or a ready input Tensor `[N, 3, H, W]` used as it
-   * is (and not disposed). Errors reject: `InvalidArg`, `InvalidImage`, `ShapeMismatch` (logits not
-   * `[N, classes]`), `Aborted`, or the model's own.
-   */
-  export function classify(module: ScriptModule, images: string | Uint8Array | Array<string | Uint8Array> | Tensor, options?: ClassifyOptions): Promise<Classification[][]>
   /** The 1000 ImageNet-1k class names in index order (torchvision's), frozen. */
   export const imagenetLabels: readonly string[]
   /**
@@ -123,141 +93,6 @@ export declare namespace vision {
    * Errors: `LibraryLoadError`.
    */
   export function loadOps(dir?: string): boolean
-}
-
-/** A tensor's name, datatype and shape in the Open Inference Protocol's model metadata. */
-export interface TensorMetadata {
-  name: string
-  /** `'BOOL' | 'UINT8' | 'INT8' | 'INT16' | 'INT32' | 'INT64' | 'FP16' | 'FP32' | 'FP64' | 'BF16'` (or another the server names). */
-  datatype: string
-  /** Sizes, one per dim; -1 where a size varies. */
-  shape: number[]
-}
-/** Options of `RemoteModule.load`; any other key is refused (`InvalidArg`). */
-export interface RemoteModuleOptions {
-  /** `'http'` (default) or `'grpc'` (implied by a `grpc://` url). */
-  protocol?: 'http' | 'grpc'
-  /** HTTP: raw tensor bytes (the binary tensor extension, default true) or JSON number arrays (false). gRPC always sends raw bytes. */
-  binary?: boolean
-  /** The model version to call (default: the server's choice). */
-  version?: string | number
-  /** Extra request headers (HTTP) or metadata (gRPC), e.g. an authorization token. */
-  headers?: Record<string, string>
-  /** Bounds each request (`Unavailable` when the server does not answer in time). */
-  timeoutMs?: number
-  /** Aborting rejects with `Aborted`. */
-  signal?: AbortSignal
-}
-/** Options of one `RemoteModule.forward` call, as its last argument. */
-export interface RemoteCallOptions {
-  signal?: AbortSignal
-  timeoutMs?: number
-}
-/**
- * A model served by an Open Inference Protocol (KServe v2) server — Triton, KServe, or
- * `torch.oip.serve` — called as a ScriptModule is. Errors: `InvalidArg`, `ShapeMismatch`,
- * `DTypeMismatch` (inputs checked against the metadata before any request), `RemoteError`
- * (the server's 4xx/5xx, with `status`), `Unavailable`, `ModelNotFound`, `Aborted`, `Disposed`.
- */
-export declare class RemoteModule {
-  private constructor()
-  /** Connects to `modelName` at `url` (`http://host:port`, or `host:port` / `grpc://host:port` for gRPC) and reads its metadata. */
-  static load(url: string, modelName: string, options?: RemoteModuleOptions): Promise<RemoteModule>
-  /** The model's name on the server. */
-  get name(): string
-  /** The version asked for (undefined: the server's choice). */
-  get version(): string | undefined
-  /** The server the module calls. */
-  get url(): string
-  /** The model's inputs, in the order positional `forward` arguments take. */
-  get inputs(): readonly TensorMetadata[]
-  get outputs(): readonly TensorMetadata[]
-  /** Runs the model remotely: positional tensors, or `{inputName: tensor}`; one output as a Tensor, several keyed by name. */
-  forward(...inputs: Tensor[] | [...Tensor[], RemoteCallOptions] | [Record<string, Tensor>] | [Record<string, Tensor>, RemoteCallOptions]): Promise<Tensor | Record<string, Tensor>>
-  /** Closes its connections; later calls reject with `Disposed`. */
-  dispose(): void
-  get isDisposed(): boolean
-  [Symbol.dispose](): void
-}
-/**
- * A model `torch.oip.serve` serves, with what its metadata needs: `example`, or the inputs'
- * shapes. What is not declared is learnt by forwards at start (batch 1 and 2); a bare module
- * or path is refused (`InvalidArg`) since neither records its input shapes.
- */
-export type ServedModel = {
-  model: ScriptModule | AOTModule | Batcher<any> | string
-  /** The inputs' metadata (shape: -1 where a size varies); name defaults to the forward's argument names, datatype to `'FP32'`. Any other key is refused (`InvalidArg`). */
-  inputs?: Array<Partial<TensorMetadata>>
-  /** The outputs' metadata; what is left out is learnt from the model (names `OUTPUT__i`, or a dict output's keys). */
-  outputs?: Array<Partial<TensorMetadata>>
-  /** The version the server reports (default `'1'`). */
-  version?: string | number
-  /** The inputs of one call: run at start, as given and with their rows doubled, to learn datatypes and shapes. */
-  example?: Tensor | Tensor[]
-}
-/** Options of `torch.oip.serve` and `torch.oip.router`; any other key is refused (`InvalidArg`). */
-export interface OipServeOptions {
-  models: Record<string, ServedModel>
-  /** HTTP port (default 0: any free one). */
-  port?: number
-  /** Address to bind (default `'127.0.0.1'`; `'0.0.0.0'` to face the network). */
-  host?: string
-  /** Largest request body accepted (default 64 MiB; bigger: 413 before it is buffered). */
-  maxBodyBytes?: number
-  /** Also serve gRPC (`inference.GRPCInferenceService`) on this port (0: any free one). */
-  grpcPort?: number
-}
-/** A running protocol server. */
-export interface OipServer {
-  url: string
-  port: number
-  /** `host:port` of the gRPC server, when `grpcPort` was given. */
-  grpcUrl?: string
-  grpcPort?: number
-  /** The underlying `http.Server`. */
-  server: { close(callback?: () => void): unknown }
-  /** Stops listening; resolves once both servers closed. */
-  close(): Promise<void>
-}
-/** Options of `torch.oip.writeTritonRepository`; any other key is refused (`InvalidArg`). */
-export interface TritonRepositoryOptions {
-  /** The model's name in the repository. */
-  name: string
-  /** A ScriptModule or a `.pt` file's path; saved as `<name>/1/model.pt`. */
-  model: ScriptModule | string
-  /** Triton's `max_batch_size` (default 8 when the model runs at batch 2, else 0). */
-  maxBatchSize?: number
-  /**
-   * Names (default `INPUT__i`), datatypes, and sizes: Triton's `dims` (without the batch dim
-   * when batching) or the protocol's `shape` (every size, the batch dim included); -1: a size
-   * that varies. Any other key is refused (`InvalidArg`).
-   */
-  inputs?: Array<string | { name?: string; datatype?: string; dims?: number[]; shape?: number[] }>
-  /** Names (default `OUTPUT__i`); datatypes and sizes, if given, must fit what the model returns. */
-  outputs?: Array<string | { name?: string; datatype?: string; dims?: number[]; shape?: number[] }>
-  dynamicBatching?: { maxQueueDelayMicroseconds?: number; preferredBatchSize?: number[] }
-  /** CPU instances (`instance_group`). */
-  instances?: number
-  /** The inputs of one batch-1 call, run at batch 1 and 2 to check the config. */
-  example?: Tensor | Tensor[]
-}
-/** What `writeTritonRepository` wrote. */
-export interface TritonModelConfig {
-  name: string
-  maxBatchSize: number
-  inputs: Array<{ name: string; datatype: string; dims: number[] }>
-  outputs: Array<{ name: string; datatype: string; dims: number[] }>
-  /** The model's folder. */
-  path: string
-}
-/** The Open Inference Protocol (KServe v2) on the server side, and Triton model repositories. */
-export declare namespace oip {
-  /** Starts an HTTP (and gRPC) protocol server for `models`. */
-  export function serve(options: OipServeOptions): Promise<OipServer>
-  /** A `(req, res, next)` handler for the protocol's `/v2` routes in an existing Express or `http` server. */
-  export function router(options: Omit<OipServeOptions, 'port' | 'host' | 'grpcPort'>): (req: object, res: object, next?: () => void) => Promise<void>
-  /** Writes `dir/<name>/config.pbtxt` (`pytorch_libtorch`) and `dir/<name>/1/model.pt`, checked against the model at batch 1 and 2. */
-  export function writeTritonRepository(dir: string, options: TritonRepositoryOptions): TritonModelConfig
 }
 
 /**
@@ -794,6 +629,253 @@ export declare namespace text {
     dispose(): void;
     [Symbol.dispose](): void;
   }
+}
+
+/** One class in `torch.vision.classify`'s answer. */
+export interface Classification {
+  /** The class name: `labels[index]`. */
+  label: string;
+  /** The class index: the column of the model's logits. */
+  index: number;
+  /** Its softmax probability over all the model's classes, in [0, 1]. */
+  probability: number;
+}
+
+/** Options of `torch.vision.classify`; any other key is refused (`InvalidArg`). */
+export interface ClassifyOptions {
+  /**
+   * How many classes per image, most probable first (default 5; at most the model's
+   * class count).
+   */
+  topk?: number;
+  /**
+   * One name per class, in logit order (default `imagenetLabels`); its
+   * length must equal the model's class count.
+   */
+  labels?: readonly string[];
+  /**
+   * `torch.image` options for image sources, replacing (not merged with)
+   * the default `{ resize: 256, centerCrop: 224, mean: 'imagenet' }`; refused with a Tensor input.
+   */
+  preprocess?: ImageOptions;
+  /**
+   * Aborting rejects with code `Aborted`; a forward already running finishes and
+   * its output is dropped.
+   */
+  signal?: AbortSignal;
+}
+
+export declare namespace vision {
+  /**
+   * Classifies images with a module that returns logits `[N, classes]`: resolves to one array per
+   * image, in input order (a single image gives an array of one), of `{label, index, probability}`,
+   * most probable first. `images`: a path, a Buffer/Uint8Array, an array of them (loaded off the
+   * event loop into one batch with `preprocess`), or a ready input Tensor `[N, 3, H, W]` used as it
+   * is (and not disposed). Errors reject: `InvalidArg`, `InvalidImage`, `ShapeMismatch` (logits not
+   * `[N, classes]`), `Aborted`, or the model's own.
+   */
+  export function classify(module: ScriptModule, images: string | Uint8Array | Array<string | Uint8Array> | Tensor, options?: ClassifyOptions): Promise<Classification[][]>;
+}
+
+/** A tensor's name, datatype and shape in the Open Inference Protocol's model metadata. */
+export interface TensorMetadata {
+  name: string;
+  /**
+   * `'BOOL' | 'UINT8' | 'INT8' | 'INT16' | 'INT32' | 'INT64' | 'FP16' | 'FP32' | 'FP64' |
+   * 'BF16'` (or another the server names).
+   */
+  datatype: string;
+  /** Sizes, one per dim; -1 where a size varies. */
+  shape: number[];
+}
+
+/** Options of `RemoteModule.load`; any other key is refused (`InvalidArg`). */
+export interface RemoteModuleOptions {
+  /** `'http'` (default) or `'grpc'` (implied by a `grpc://` url). */
+  protocol?: 'http' | 'grpc';
+  /**
+   * HTTP: raw tensor bytes (the binary tensor extension, default true) or JSON number
+   * arrays (false). gRPC always sends raw bytes.
+   */
+  binary?: boolean;
+  /** The model version to call (default: the server's choice). */
+  version?: string | number;
+  /**
+   * Extra request headers (HTTP) or metadata (gRPC), e.g. an
+   * authorization token.
+   */
+  headers?: Record<string, string>;
+  /** Bounds each request (`Unavailable` when the server does not answer in time). */
+  timeoutMs?: number;
+  /** Aborting rejects with `Aborted`. */
+  signal?: AbortSignal;
+}
+
+/** Options of one `RemoteModule.forward` call, as its last argument. */
+export interface RemoteCallOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+/**
+ * A model served by an Open Inference Protocol (KServe v2) server — Triton, KServe, or
+ * `torch.oip.serve` — called as a ScriptModule is. Errors: `InvalidArg`, `ShapeMismatch`,
+ * `DTypeMismatch` (inputs checked against the metadata before any request), `RemoteError`
+ * (the server's 4xx/5xx, with `status`), `Unavailable`, `ModelNotFound`, `Aborted`, `Disposed`.
+ */
+export declare class RemoteModule {
+  #private;
+  /** Use `await RemoteModule.load(url, modelName, options)`. */
+  private constructor();
+  /** The model's name on the server. */
+  get name(): string;
+  /** The version asked for (undefined: the server's choice). */
+  get version(): string | undefined;
+  /** The server the module calls: `http://host:port` or `grpc://host:port`. */
+  get url(): string;
+  /** The model's inputs, in the order positional `forward` arguments take. */
+  get inputs(): readonly TensorMetadata[];
+  /** The model's outputs. */
+  get outputs(): readonly TensorMetadata[];
+  /**
+   * Connects to `modelName` at `url` (`http://host:port`; gRPC: `host:port` with `protocol: 'grpc'`, or
+   * `grpc://host:port`) and reads its metadata. Errors: `Unavailable` (unreachable, not ready, no answer within
+   * `timeoutMs`), `ModelNotFound` (an unknown model or version), `Aborted`.
+   */
+  static load(url: string, modelName: string, options?: RemoteModuleOptions): Promise<RemoteModule>;
+  /**
+   * Runs the model remotely: positional tensors (in metadata order), or `{inputName: tensor}`; a last
+   * `{signal, timeoutMs}` is the call's options. One output as a Tensor, several keyed by name.
+   */
+  forward(...args: Tensor[] | [...Tensor[], RemoteCallOptions] | [Record<string, Tensor>] | [Record<string, Tensor>, RemoteCallOptions]): Promise<Tensor | Record<string, Tensor>>;
+  /** Closes its connections; later calls reject with `Disposed`. */
+  dispose(): void;
+  get isDisposed(): boolean;
+  [Symbol.dispose](): void;
+}
+
+/**
+ * A model `torch.oip.serve` serves, with what its metadata needs: `example`, or the inputs'
+ * shapes. What is not declared is learnt by forwards at start (batch 1 and 2); a bare module
+ * or path is refused (`InvalidArg`) since neither records its input shapes.
+ */
+export interface ServedModel {
+  model: ScriptModule | AOTModule | Batcher<any> | string;
+  /**
+   * The inputs' metadata (shape: -1 where a size varies); name
+   * defaults to the forward's argument names, datatype to `'FP32'`. Any other key is refused (`InvalidArg`).
+   */
+  inputs?: Array<Partial<TensorMetadata>>;
+  /**
+   * The outputs' metadata; what is left out is learnt from the
+   * model (names `OUTPUT__i`, or a dict output's keys).
+   */
+  outputs?: Array<Partial<TensorMetadata>>;
+  /** The version the server reports (default `'1'`). */
+  version?: string | number;
+  /**
+   * The inputs of one call: run at start, as given and with their rows
+   * doubled, to learn datatypes and shapes.
+   */
+  example?: Tensor | Tensor[];
+}
+
+/** Options of `torch.oip.serve` and `torch.oip.router`; any other key is refused (`InvalidArg`). */
+export interface OipServeOptions {
+  models: Record<string, ServedModel>;
+  /** HTTP port (default 0: any free one). */
+  port?: number;
+  /** Address to bind (default `'127.0.0.1'`; `'0.0.0.0'` to face the network). */
+  host?: string;
+  /**
+   * Largest request body accepted (default 64 MiB; bigger: 413 before it is
+   * buffered).
+   */
+  maxBodyBytes?: number;
+  /** Also serve gRPC (`inference.GRPCInferenceService`) on this port (0: any free one). */
+  grpcPort?: number;
+}
+
+/** A running protocol server. */
+export interface OipServer {
+  url: string;
+  port: number;
+  /** `host:port` of the gRPC server, when `grpcPort` was given. */
+  grpcUrl?: string;
+  grpcPort?: number;
+  /** The underlying `http.Server`. */
+  server: {
+    close(callback?: () => void): unknown;
+  };
+  /** Stops listening; resolves once both servers closed. */
+  close: () => Promise<void>;
+}
+
+/** Options of `torch.oip.writeTritonRepository`; any other key is refused (`InvalidArg`). */
+export interface TritonRepositoryOptions {
+  /** The model's name in the repository. */
+  name: string;
+  /** A ScriptModule or a `.pt` file's path; saved as `<name>/1/model.pt`. */
+  model: ScriptModule | string;
+  /** Triton's `max_batch_size` (default 8 when the model runs at batch 2, else 0). */
+  maxBatchSize?: number;
+  /**
+   * Names (default `INPUT__i`), datatypes, and sizes: Triton's `dims` (without the batch dim
+   * when batching) or the protocol's `shape` (every size, the batch dim included); -1: a size
+   * that varies. Any other key is refused (`InvalidArg`).
+   */
+  inputs?: Array<string | {
+    name?: string;
+    datatype?: string;
+    dims?: number[];
+    shape?: number[];
+  }>;
+  /** Names (default `OUTPUT__i`); datatypes and sizes, if given, must fit what the model returns. */
+  outputs?: Array<string | {
+    name?: string;
+    datatype?: string;
+    dims?: number[];
+    shape?: number[];
+  }>;
+  dynamicBatching?: {
+    maxQueueDelayMicroseconds?: number;
+    preferredBatchSize?: number[];
+  };
+  /** CPU instances (`instance_group`). */
+  instances?: number;
+  /** The inputs of one batch-1 call, run at batch 1 and 2 to check the config. */
+  example?: Tensor | Tensor[];
+}
+
+/** What `writeTritonRepository` wrote. */
+export interface TritonModelConfig {
+  name: string;
+  maxBatchSize: number;
+  inputs: Array<{
+    name: string;
+    datatype: string;
+    dims: number[];
+  }>;
+  outputs: Array<{
+    name: string;
+    datatype: string;
+    dims: number[];
+  }>;
+  /** The model's folder. */
+  path: string;
+}
+
+/** The Open Inference Protocol (KServe v2) on the server side, and Triton model repositories. */
+export declare namespace oip {
+  /** Starts an HTTP (and gRPC) protocol server for `models`. */
+  export function serve(options: OipServeOptions): Promise<OipServer>;
+  /** A `(req, res, next)` handler for the protocol's `/v2` routes in an existing Express or `http` server. */
+  export function router(options: Omit<OipServeOptions, 'port' | 'host' | 'grpcPort'>): (req: object, res: object, next?: () => void) => Promise<void>;
+  /**
+   * Writes `dir/<name>/config.pbtxt` (`pytorch_libtorch`) and `dir/<name>/1/model.pt`, checked against the model at
+   * batch 1 and 2.
+   */
+  export function writeTritonRepository(dir: string, options: TritonRepositoryOptions): TritonModelConfig;
 }
 
 // ---- Generated below by `npm run typings` from the Rust doc comments (scripts/build.js): edit those, not this part. ----

@@ -146,13 +146,14 @@ test("the part generated from lib/'s JSDoc is what lib/ says now (`npm run typin
 })
 
 test("the lib/ exports tools/lib-typings.js declares are the API's, and the API's from those files are all there", () => {
-  for (const { file, namespace, exports } of libTypings.ENTRIES) {
+  for (const { file, namespace, exports, handWritten = [] } of libTypings.ENTRIES) {
     const where = namespace ? torch[namespace] : torch
     const module = require(path.join('..', file))
     for (const name of exports) assert.equal(module[name], where[name], `${file}: ${name} is torch.${namespace ?? ''}`)
     for (const [name, value] of Object.entries(module)) {
       const public_ = Object.values(torch).includes(value) || Object.values(where).includes(value)
-      assert.equal(public_, exports.includes(name), `${file}: ${name} is ${public_ ? '' : 'not '}public`)
+      const listed = exports.includes(name) || handWritten.includes(name)
+      assert.equal(public_, listed, `${file}: ${name} is ${public_ ? '' : 'not '}public; ENTRIES says otherwise`)
     }
   }
 })

@@ -30,13 +30,27 @@ const RUST_MARKER =
 /**
  * The entry files and the names of their exports that are public: at the top level of the API, or
  * in `namespace` (where index.js puts them; __tests__/typings.test.js compares with the runtime).
- * Entries of one namespace are adjacent: their functions and classes make one `namespace` block.
+ * Entries of one namespace are adjacent: their functions and classes make one `namespace` block, with
+ * the first one's `doc` (a namespace has no JSDoc of its own in lib/; one declared in index.d.ts's
+ * hand-written part too has its doc there).
  */
 const ENTRIES = [
   { file: 'lib/batcher.js', exports: ['Batcher'] },
   { file: 'lib/ragged.js', exports: ['ragged', 'padSequence'] },
   { file: 'lib/text/sentence-encoder.js', namespace: 'text', exports: ['SentenceEncoder'] },
   { file: 'lib/text/causal-lm.js', namespace: 'text', exports: ['CausalLM'] },
+  // `handWritten`: public, but declared in index.d.ts's hand-written part. tsc writes a CommonJS export
+  // that is neither a function nor a class as a bare type in its `module.exports` object, without its doc.
+  // (`vision.loadOps` is index.js's.)
+  { file: 'lib/vision.js', namespace: 'vision', exports: ['classify'], handWritten: ['imagenetLabels'] },
+  { file: 'lib/oip/remote.js', exports: ['RemoteModule'] },
+  {
+    file: 'lib/oip/server.js',
+    namespace: 'oip',
+    exports: ['serve', 'router'],
+    doc: 'The Open Inference Protocol (KServe v2) on the server side, and Triton model repositories.',
+  },
+  { file: 'lib/oip/triton.js', namespace: 'oip', exports: ['writeTritonRepository'] },
 ]
 
 /** JSDoc tags that only say types (the declaration says them now) or that tsc has applied. */
@@ -299,7 +313,7 @@ function generate(elsewhere, emitted) {
     return lines.join('\n')
   }
   for (let i = 0; i < ENTRIES.length;) {
-    const { namespace } = ENTRIES[i]
+    const { namespace, doc } = ENTRIES[i]
     let j = i
     while (j < ENTRIES.length && ENTRIES[j].namespace === namespace) j++
     const picked = []
@@ -314,6 +328,7 @@ function generate(elsewhere, emitted) {
     }
     writeTypes(picked.map((v) => v.text).join('\n'))
     if (namespace) {
+      if (doc) out.push(`/** ${doc} */`)
       out.push(`export declare namespace ${namespace} {`, picked.map((v) => render(v, '  ')).join('\n'), '}', '')
     } else {
       for (const v of picked) out.push(render(v, ''), '')
