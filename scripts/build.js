@@ -180,7 +180,7 @@ async function writeTypings(typeDefDir) {
   log('wrote index.d.ts')
 }
 
-module.exports = { build, buildWithProgress, cargoEnv, linkLibtorch }
+module.exports = { build, buildWithProgress, cargoEnv, linkLibtorch, TYPINGS_MARKER }
 
 if (require.main === module) {
   Promise.resolve(build(undefined, { typings: process.argv.includes('--typings') })).catch((e) => {

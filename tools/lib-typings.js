@@ -16,6 +16,7 @@ const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
+const { TYPINGS_MARKER: RUST_MARKER } = require('../scripts/build')
 
 const ROOT = path.join(__dirname, '..')
 const DTS = path.join(ROOT, 'index.d.ts')
@@ -23,9 +24,7 @@ const DTS = path.join(ROOT, 'index.d.ts')
 /** The line after which this file writes, up to RUST_MARKER. */
 const LIB_MARKER =
   "// ---- Generated below by `npm run typings` from lib/'s JSDoc (tools/lib-typings.js): edit that JSDoc, not this part. ----\n"
-/** scripts/build.js's marker (TYPINGS_MARKER): the part generated from the Rust doc comments follows it. */
-const RUST_MARKER =
-  '// ---- Generated below by `npm run typings` from the Rust doc comments (scripts/build.js): edit those, not this part. ----\n'
+// RUST_MARKER: scripts/build.js's; the part generated from the Rust doc comments follows it.
 
 /**
  * The entry files and the names of their exports that are public: at the top level of the API, or
