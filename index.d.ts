@@ -1,4 +1,4 @@
-/* torch-node typings. The part above the marker line is written by hand; `npm run typings` keeps it and regenerates the rest. */
+/* torch-node typings. The part above the first marker line is written by hand; `npm run typings` keeps it and regenerates the two below it (from lib/'s JSDoc, then from the Rust doc comments). */
 
 /** Nested arrays of numbers or booleans, as `toArray()` returns them. */
 export type NestedArray = number | boolean | NestedArray[]
@@ -79,40 +79,10 @@ export interface ScriptModule {
   [Symbol.dispose](): void
 }
 
-/** One class in `torch.vision.classify`'s answer. */
-export interface Classification {
-  /** The class name: `labels[index]`. */
-  label: string
-  /** The class index: the column of the model's logits. */
-  index: number
-  /** Its softmax probability over all the model's classes, in [0, 1]. */
-  probability: number
-}
-/** Options of `torch.vision.classify`; any other key is refused (`InvalidArg`). */
-export interface ClassifyOptions {
-  /** How many classes per image, most probable first (default 5; at most the model's class count). */
-  topk?: number
-  /** One name per class, in logit order (default `imagenetLabels`); its length must equal the model's class count. */
-  labels?: readonly string[]
-  /**
-   * `torch.image` options for image sources, replacing (not merged with) the default
-   * `{ resize: 256, centerCrop: 224, mean: 'imagenet' }`; refused with a Tensor input.
-   */
-  preprocess?: ImageOptions
-  /** Aborting rejects with code `Aborted`; a forward already running finishes and its output is dropped. */
-  signal?: AbortSignal
-}
+// Below the lib/ marker, `classify` is generated from lib/vision.js. Here: `imagenetLabels` (a CommonJS export
+// that is not a function or class: tsc would declare it without its doc) and `loadOps` (index.js's).
 /** Image classification composed from `torch.image.loadBatch`, `ScriptModule.forward` and softmax/topk. */
 export declare namespace vision {
-  /**
-   * Classifies images with a module that returns logits `[N, classes]`: resolves to one array per
-   * image, in input order (a single image gives an array of one), of `{label, index, probability}`,
-   * most probable first. `images`: a path, a Buffer/Uint8Array, an array of them (loaded off the
-   * event loop into one batch with `preprocess`), or a ready input Tensor `[N, 3, H, W]` used as it
-   * is (and not disposed). Errors reject: `InvalidArg`, `InvalidImage`, `ShapeMismatch` (logits not
-   * `[N, classes]`), `Aborted`, or the model's own.
-   */
-  export function classify(module: ScriptModule, images: string | Uint8Array | Array<string | Uint8Array> | Tensor, options?: ClassifyOptions): Promise<Classification[][]>
   /** The 1000 ImageNet-1k class names in index order (torchvision's), frozen. */
   export const imagenetLabels: readonly string[]
   /**
@@ -125,381 +95,6 @@ export declare namespace vision {
   export function loadOps(dir?: string): boolean
 }
 
-/** What a `Batcher` drives: any object whose `forward` returns the output or a Promise of it (`runMethod` for `options.method`). */
-export interface BatchModule {
-  forward(...inputs: any[]): unknown
-  runMethod?(name: string, ...inputs: any[]): unknown
-}
-/** Options of `new torch.Batcher`; any other key is refused (`InvalidArg`). */
-export interface BatcherOptions {
-  /** A batch is dispatched once it holds this many rows (default 8). A request is never split: a bigger one runs alone. */
-  maxBatchSize?: number
-  /** ...or this many milliseconds after its oldest request was queued (default 5). */
-  maxDelayMs?: number
-  /** How many requests may wait (default 1024; `Infinity`: no bound); past it `run` rejects at once with `QueueFull`. */
-  maxQueue?: number
-  /** How many batches run at once (default `torch.getInstances()`); requests keep collecting meanwhile. */
-  concurrency?: number
-  /** A ScriptModule method to run instead of `forward`. */
-  method?: string
-  /**
-   * Pads tensor inputs of two or more dims along dim 1 (their length) to the longest in the
-   * batch, with this value; an array gives one per input (`null`: that input is not padded).
-   * Without it, requests whose lengths differ go to separate batches.
-   */
-  padValue?: number | boolean | ReadonlyArray<number | boolean | null>
-  /**
-   * Passes a mask `[rows, length]`, true on real positions, as an extra input: `true` after the
-   * inputs, a number at that input index, or `{index, dtype (default 'bool'), invert}` (`invert`:
-   * true on padding, as `nn.MultiheadAttention`'s `key_padding_mask`). Needs `padValue`.
-   */
-  mask?: boolean | number | { index?: number; dtype?: DType; invert?: boolean }
-  /** Lengths up to each bound are batched apart from longer ones (`[16, 64]`), so short requests are not padded to long ones. Needs `padValue`. */
-  buckets?: readonly number[]
-  /**
-   * Which outputs are cut back to each request's own length along dim 1: `true` (default) every
-   * tensor output of two or more dims whose dim 1 equals the padded length (one that does by
-   * coincidence too); `false` none; or their paths, as errors name them (`['output[0]']`).
-   */
-  unpad?: boolean | readonly string[]
-}
-/** Options of `Batcher.run`, given as its last argument: a plain object with only these keys. */
-export interface BatchRunOptions {
-  /** Aborting removes the request from the queue and rejects it (`Aborted`); a request whose batch runs finishes. */
-  signal?: AbortSignal
-  /** The longest the request may wait in the queue, in milliseconds (then `Timeout`); not a limit on the forward. */
-  timeoutMs?: number
-}
-/** `Batcher.stats()`: counts since construction and the state now. `requests` = completed + failed + rejected + timedOut + aborted + closed + queued + running. */
-export interface BatcherStats {
-  /** `run` calls. */
-  requests: number
-  /** Requests waiting now. */
-  queued: number
-  /** Requests in running batches now. */
-  running: number
-  /** Batches running now. */
-  inFlight: number
-  completed: number
-  /** Rejected by the model, by a split error or as malformed. */
-  failed: number
-  /** Refused with `QueueFull`. */
-  rejected: number
-  timedOut: number
-  aborted: number
-  /** Rejected with `Closed`. */
-  closed: number
-  /** Batches dispatched. */
-  batches: number
-  /** Rows in those batches. */
-  rows: number
-  /** rows / batches (0 before the first). */
-  meanBatchSize: number
-  /** Batches whose forward threw and whose requests were run again one by one. */
-  retried: number
-}
-/**
- * Dynamic batching: concurrent `run` calls are concatenated along dim 0 into one forward, and
- * each gets its own rows of the output back (views). Requests share a batch when their
- * non-tensor inputs are equal and their tensors agree in dtype, device and trailing dims.
- */
-export declare class Batcher<T extends IValue = Tensor> {
-  constructor(module: ScriptModule | AOTModule | BatchModule, options?: BatcherOptions)
-  /**
-   * Queues one request (tensor inputs carry its rows along dim 0); resolves to its share of the
-   * output. Errors reject: `QueueFull`, `Aborted`, `Timeout`, `Closed`, `InvalidArg`,
-   * `ShapeMismatch` (also an output that cannot be split), or the model's own.
-   */
-  run(...inputs: IValue[] | [...IValue[], BatchRunOptions]): Promise<T>
-  /** Counts and the state now. */
-  stats(): BatcherStats
-  /** Rejects the queued requests and every later `run` (`Closed`); resolves once the running batches finish. The module is not disposed. */
-  close(): Promise<void>
-  /** True once `close()` was called. */
-  get isClosed(): boolean
-  /** Same as `close()`, not waiting. */
-  [Symbol.dispose](): void
-  /** `await using b = new Batcher(m)` (Node 24+) closes it at the end of the block. */
-  [Symbol.asyncDispose](): Promise<void>
-}
-
-/** `ragged.pad()`'s answer. */
-export interface PaddedSequences {
-  /** `[n, max length, ...rest]`, each sequence at the start of its row, the rest filled. */
-  padded: Tensor
-  /** bool `[n, max length]`, true on real data (on the values' device). */
-  mask: Tensor
-  /** The ragged's own `lengths`. */
-  lengths: Tensor
-}
-/** Sequences packed end to end (`torch.ragged`): sequence i is `values[offsets[i] : offsets[i + 1]]`. */
-export interface Ragged {
-  /** `[sum of lengths, ...rest]`: the sequences concatenated along dim 0 (a copy). */
-  readonly values: Tensor
-  /** int64 CPU `[n + 1]`, starting at 0. */
-  readonly offsets: Tensor
-  /** int64 CPU `[n]`. */
-  readonly lengths: Tensor
-  /** The number of sequences. */
-  readonly count: number
-  /** Sequence `i` (negative counts from the end): a view of `values`. */
-  at(i: number): Tensor
-  /** The sequences padded after their end with `value` (default 0), with a mask. */
-  pad(value?: number | boolean): PaddedSequences
-  /** Splits a padded tensor `[n, ≥ max length, ...]` (`pad`'s, or a model's output over it) back into one view per sequence. */
-  unpad(tensor: Tensor): Tensor[]
-  /** Frees `values`, `offsets` and `lengths`. */
-  dispose(): void
-  [Symbol.dispose](): void
-}
-/**
- * Packs tensors `[length_i, ...rest]` (one dtype, device and rest; lengths may be 0) along dim 0,
- * with int64 offsets and lengths. Errors: `InvalidArg`, `ShapeMismatch`, `DTypeMismatch`, `DeviceMismatch`.
- */
-export declare function ragged(tensors: readonly Tensor[]): Ragged
-/** Options of `torch.padSequence`; any other key is refused (`InvalidArg`). */
-export interface PadSequenceOptions {
-  /** `[n, max length, ...]` instead of `[max length, n, ...]` (default false). */
-  batchFirst?: boolean
-  /** The fill (default 0). */
-  paddingValue?: number | boolean
-  /** Where the fill goes (default `'right'`). */
-  paddingSide?: 'right' | 'left'
-}
-/** PyTorch's `torch.nn.utils.rnn.pad_sequence`: the first sequence's dtype and device; the others are cast. */
-export declare function padSequence(sequences: readonly Tensor[], options?: PadSequenceOptions): Tensor
-
-/** A tensor's name, datatype and shape in the Open Inference Protocol's model metadata. */
-export interface TensorMetadata {
-  name: string
-  /** `'BOOL' | 'UINT8' | 'INT8' | 'INT16' | 'INT32' | 'INT64' | 'FP16' | 'FP32' | 'FP64' | 'BF16'` (or another the server names). */
-  datatype: string
-  /** Sizes, one per dim; -1 where a size varies. */
-  shape: number[]
-}
-/** Options of `RemoteModule.load`; any other key is refused (`InvalidArg`). */
-export interface RemoteModuleOptions {
-  /** `'http'` (default) or `'grpc'` (implied by a `grpc://` url). */
-  protocol?: 'http' | 'grpc'
-  /** HTTP: raw tensor bytes (the binary tensor extension, default true) or JSON number arrays (false). gRPC always sends raw bytes. */
-  binary?: boolean
-  /** The model version to call (default: the server's choice). */
-  version?: string | number
-  /** Extra request headers (HTTP) or metadata (gRPC), e.g. an authorization token. */
-  headers?: Record<string, string>
-  /** Bounds each request (`Unavailable` when the server does not answer in time). */
-  timeoutMs?: number
-  /** Aborting rejects with `Aborted`. */
-  signal?: AbortSignal
-}
-/** Options of one `RemoteModule.forward` call, as its last argument. */
-export interface RemoteCallOptions {
-  signal?: AbortSignal
-  timeoutMs?: number
-}
-/**
- * A model served by an Open Inference Protocol (KServe v2) server — Triton, KServe, or
- * `torch.oip.serve` — called as a ScriptModule is. Errors: `InvalidArg`, `ShapeMismatch`,
- * `DTypeMismatch` (inputs checked against the metadata before any request), `RemoteError`
- * (the server's 4xx/5xx, with `status`), `Unavailable`, `ModelNotFound`, `Aborted`, `Disposed`.
- */
-export declare class RemoteModule {
-  private constructor()
-  /** Connects to `modelName` at `url` (`http://host:port`, or `host:port` / `grpc://host:port` for gRPC) and reads its metadata. */
-  static load(url: string, modelName: string, options?: RemoteModuleOptions): Promise<RemoteModule>
-  /** The model's name on the server. */
-  get name(): string
-  /** The version asked for (undefined: the server's choice). */
-  get version(): string | undefined
-  /** The server the module calls. */
-  get url(): string
-  /** The model's inputs, in the order positional `forward` arguments take. */
-  get inputs(): readonly TensorMetadata[]
-  get outputs(): readonly TensorMetadata[]
-  /** Runs the model remotely: positional tensors, or `{inputName: tensor}`; one output as a Tensor, several keyed by name. */
-  forward(...inputs: Tensor[] | [...Tensor[], RemoteCallOptions] | [Record<string, Tensor>] | [Record<string, Tensor>, RemoteCallOptions]): Promise<Tensor | Record<string, Tensor>>
-  /** Closes its connections; later calls reject with `Disposed`. */
-  dispose(): void
-  get isDisposed(): boolean
-  [Symbol.dispose](): void
-}
-/**
- * A model `torch.oip.serve` serves, with what its metadata needs: `example`, or the inputs'
- * shapes. What is not declared is learnt by forwards at start (batch 1 and 2); a bare module
- * or path is refused (`InvalidArg`) since neither records its input shapes.
- */
-export type ServedModel = {
-  model: ScriptModule | AOTModule | Batcher<any> | string
-  /** The inputs' metadata (shape: -1 where a size varies); name defaults to the forward's argument names, datatype to `'FP32'`. Any other key is refused (`InvalidArg`). */
-  inputs?: Array<Partial<TensorMetadata>>
-  /** The outputs' metadata; what is left out is learnt from the model (names `OUTPUT__i`, or a dict output's keys). */
-  outputs?: Array<Partial<TensorMetadata>>
-  /** The version the server reports (default `'1'`). */
-  version?: string | number
-  /** The inputs of one call: run at start, as given and with their rows doubled, to learn datatypes and shapes. */
-  example?: Tensor | Tensor[]
-}
-/** Options of `torch.oip.serve` and `torch.oip.router`; any other key is refused (`InvalidArg`). */
-export interface OipServeOptions {
-  models: Record<string, ServedModel>
-  /** HTTP port (default 0: any free one). */
-  port?: number
-  /** Address to bind (default `'127.0.0.1'`; `'0.0.0.0'` to face the network). */
-  host?: string
-  /** Largest request body accepted (default 64 MiB; bigger: 413 before it is buffered). */
-  maxBodyBytes?: number
-  /** Also serve gRPC (`inference.GRPCInferenceService`) on this port (0: any free one). */
-  grpcPort?: number
-}
-/** A running protocol server. */
-export interface OipServer {
-  url: string
-  port: number
-  /** `host:port` of the gRPC server, when `grpcPort` was given. */
-  grpcUrl?: string
-  grpcPort?: number
-  /** The underlying `http.Server`. */
-  server: { close(callback?: () => void): unknown }
-  /** Stops listening; resolves once both servers closed. */
-  close(): Promise<void>
-}
-/** Options of `torch.oip.writeTritonRepository`; any other key is refused (`InvalidArg`). */
-export interface TritonRepositoryOptions {
-  /** The model's name in the repository. */
-  name: string
-  /** A ScriptModule or a `.pt` file's path; saved as `<name>/1/model.pt`. */
-  model: ScriptModule | string
-  /** Triton's `max_batch_size` (default 8 when the model runs at batch 2, else 0). */
-  maxBatchSize?: number
-  /**
-   * Names (default `INPUT__i`), datatypes, and sizes: Triton's `dims` (without the batch dim
-   * when batching) or the protocol's `shape` (every size, the batch dim included); -1: a size
-   * that varies. Any other key is refused (`InvalidArg`).
-   */
-  inputs?: Array<string | { name?: string; datatype?: string; dims?: number[]; shape?: number[] }>
-  /** Names (default `OUTPUT__i`); datatypes and sizes, if given, must fit what the model returns. */
-  outputs?: Array<string | { name?: string; datatype?: string; dims?: number[]; shape?: number[] }>
-  dynamicBatching?: { maxQueueDelayMicroseconds?: number; preferredBatchSize?: number[] }
-  /** CPU instances (`instance_group`). */
-  instances?: number
-  /** The inputs of one batch-1 call, run at batch 1 and 2 to check the config. */
-  example?: Tensor | Tensor[]
-}
-/** What `writeTritonRepository` wrote. */
-export interface TritonModelConfig {
-  name: string
-  maxBatchSize: number
-  inputs: Array<{ name: string; datatype: string; dims: number[] }>
-  outputs: Array<{ name: string; datatype: string; dims: number[] }>
-  /** The model's folder. */
-  path: string
-}
-/** The Open Inference Protocol (KServe v2) on the server side, and Triton model repositories. */
-export declare namespace oip {
-  /** Starts an HTTP (and gRPC) protocol server for `models`. */
-  export function serve(options: OipServeOptions): Promise<OipServer>
-  /** A `(req, res, next)` handler for the protocol's `/v2` routes in an existing Express or `http` server. */
-  export function router(options: Omit<OipServeOptions, 'port' | 'host' | 'grpcPort'>): (req: object, res: object, next?: () => void) => Promise<void>
-  /** Writes `dir/<name>/config.pbtxt` (`pytorch_libtorch`) and `dir/<name>/1/model.pt`, checked against the model at batch 1 and 2. */
-  export function writeTritonRepository(dir: string, options: TritonRepositoryOptions): TritonModelConfig
-}
-
-/** Options of `torch.text.SentenceEncoder.load`; any other key is refused (`InvalidArg`). */
-export interface SentenceEncoderOptions {
-  /** Texts per forward (default 32). */
-  maxBatchSize?: number
-  /** How long a new batch waits for more requests, in ms (default 0: requests that arrive while a forward runs still share the next one). */
-  maxDelayMs?: number
-  /** Requests waiting (each up to `maxBatchSize` texts of one length bucket) before `QueueFull` (default 1024; `Infinity` for no bound). */
-  maxQueue?: number
-  /** Increasing padded lengths whose texts share batches (default 16, 32, 48, 64, 96, 128, ... up to the max sequence length). */
-  buckets?: number[]
-  /** The export's dtype (the manifest's); a TorchScript folder also takes `'bfloat16'`. */
-  dtype?: 'float32' | 'bfloat16' | 'float16'
-  /** Aborts the load (`Aborted`). */
-  signal?: AbortSignal
-}
-/** Options of `SentenceEncoder.encode`; any other key is refused (`InvalidArg`). */
-export interface SentenceEncodeOptions {
-  /** L2-normalize each embedding (default: the manifest's `normalize`). */
-  normalize?: boolean
-  /** Aborting rejects with `Aborted` while the call's requests are still queued. */
-  signal?: AbortSignal
-  /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
-  timeoutMs?: number
-}
-/** `manifest.json` of a folder written by `torch-node export` (python/export_text.py). */
-export interface TextModelManifest {
-  format: 'torch-node/text-model'
-  formatVersion: number
-  kind: 'sentence-encoder'
-  /** `model.pt2` or `model.pt`. */
-  program: string
-  /** `'pt2'`: loaded with `AOTModule`; `'torchscript'`: with `ScriptModule`. */
-  programFormat: 'pt2' | 'torchscript'
-  /** `input_ids`, `attention_mask` and, where the model takes them, `token_type_ids`: int64 `[batch, sequence]`, right-padded. */
-  inputs: Array<{ name: string; dtype: 'int64'; shape: Array<string | number> }>
-  /** The pooled embedding, float32 `[batch, dim]`, not normalized. */
-  output: { name: string; dtype: 'float32'; shape: Array<string | number>; dim: number }
-  pooling: 'mean' | 'cls' | 'max' | 'mean_sqrt_len_tokens'
-  /** True: the program returns pooled embeddings. */
-  poolingInProgram: boolean
-  /** Whether `encode` L2-normalizes by default. */
-  normalize: boolean
-  /** The most tokens (special tokens included) a text keeps. */
-  maxSequenceLength: number
-  padTokenId: number
-  padding: 'right'
-  dtype: 'float32' | 'bfloat16' | 'float16'
-  /** The sizes a `.pt2` accepts (null for TorchScript). */
-  dynamicShapes: { batch: [number, number]; sequence: [number, number] } | null
-  tokenizer: string
-  source: { modelType: string; architectures: string[] | null; hash: string }
-  exportedWith: { torch: string; transformers: string }
-  /** The program against the eager model at other sizes than the export's. */
-  checkedMaxAbsDiff: number
-}
-/** Options of `torch.text.CausalLM.load`; any other key is refused (`InvalidArg`). */
-export interface CausalLMOptions {
-  /** The export's dtype (the manifest's); another one is `InvalidArg`. */
-  dtype?: 'float32' | 'bfloat16' | 'float16'
-  /** Sequences generating at once, sharing each decode step and one KV cache (default 4, or the export's `--max-batch` when smaller; more than `--max-batch` is `InvalidArg`). */
-  maxSequences?: number
-  /** Calls waiting for a sequence slot before `QueueFull` (default 64; `Infinity` for no bound). */
-  maxQueue?: number
-  /** The most tokens of a sequence, prompt and output (default and upper bound: the exported limit). */
-  maxContext?: number
-}
-/** Options of `CausalLM.generate`/`complete`; defaults from `generation_config.json`; any other key is `InvalidArg`. */
-export interface GenerateOptions {
-  /** The most tokens to generate (default 256 or the config's). */
-  maxNewTokens?: number
-  /** 0: greedy. */
-  temperature?: number
-  /** Keep the k likeliest tokens (0: off). */
-  topK?: number
-  /** Nucleus sampling, in (0, 1]. */
-  topP?: number
-  /** Drop tokens below minP × the likeliest one's probability. */
-  minP?: number
-  /** transformers' repetition penalty (1: off). */
-  repetitionPenalty?: number
-  /** The same seed gives the same tokens. */
-  seed?: number
-  /** Stop strings: matched across tokens, never emitted (`finishReason: 'stop'`). */
-  stop?: string | string[]
-  /** Ends the generation (`finishReason: 'aborted'`) and frees its cache. */
-  signal?: AbortSignal
-  /** As `signal`, after this many milliseconds from the call. */
-  timeoutMs?: number
-}
-/** A prompt: text, chat messages (rendered by the model's chat template) or token ids. */
-export type GeneratePrompt = string | Array<{ role: string; content: string }> | number[]
-/** Why a generation ended and what it counted. */
-export interface GenerateResult {
-  finishReason: 'stop' | 'length' | 'aborted'
-  usage: { promptTokens: number; completionTokens: number }
-}
 /**
  * One encoded text (`Tokenizer.encode`, `encodeBatch`). Its fields are getters: each array is made
  * on first read from its batch's buffers, then kept; `toJSON()` gives them as a plain object
@@ -589,68 +184,698 @@ export declare namespace text {
     get isDisposed(): boolean
     [Symbol.dispose](): void
   }
+}
+
+// ---- Generated below by `npm run typings` from lib/'s JSDoc (tools/lib-typings.js): edit that JSDoc, not this part. ----
+
+/**
+ * What a `Batcher` drives: any object whose `forward` returns the output or a Promise of it (`runMethod` for
+ * `options.method`).
+ */
+export interface BatchModule {
+  forward(...inputs: any[]): unknown;
+  runMethod?(name: string, ...inputs: any[]): unknown;
+}
+
+/** Options of `new torch.Batcher`; any other key is refused (`InvalidArg`). */
+export interface BatcherOptions {
   /**
-   * Text generation from a causal LM folder (python/export_causal_lm.py); the decode loop runs on
-   * the executor. See docs/generation.md. Made with `CausalLM.load`.
+   * A batch is dispatched once it holds this many rows (default 8). A request
+   * is never split: a bigger one runs alone.
    */
-  export class CausalLM {
-    /** Throws `InvalidArg`: use `CausalLM.load`. */
-    private constructor()
-    /** Loads the folder on the executor. Errors: `ModelLoadError`, `InvalidArg`. */
-    static load(folder: string, options?: CausalLMOptions): Promise<CausalLM>
-    /**
-     * Streams `{text, tokens}` pieces (split on whole characters); returns `{finishReason, usage}`.
-     * Bad options throw `InvalidArg` here; `QueueFull` and model errors come from `next()`.
-     */
-    generate(prompt: GeneratePrompt, options?: GenerateOptions): AsyncGenerator<{ text: string; tokens: number[] }, GenerateResult, undefined>
-    /** The whole continuation. Errors: `InvalidArg`, `QueueFull`, `Disposed`. */
-    complete(prompt: GeneratePrompt, options?: GenerateOptions): Promise<GenerateResult & { text: string; tokens: number[] }>
-    /** The longest sequence (prompt and output, in tokens) served. */
-    get maxContext(): number
-    /** The defaults from generation_config.json. */
-    get defaults(): { maxNewTokens: number; temperature: number; topK: number; topP: number; minP: number; repetitionPenalty: number }
-    /** True once `dispose()` was called. */
-    get isDisposed(): boolean
-    /** Sequences generating and calls waiting; `steps` (decode steps, one program call each for all the sequences then generating), `rows` (the sequences they carried: `rows / steps` is the mean batch) and `prefills` (prompts run). */
-    stats(): { active: number; queued: number; maxSequences: number; steps: number; rows: number; prefills: number }
-    /** Ends generations in flight (`'aborted'`), rejects waiting calls (`Disposed`), frees the model. */
-    dispose(): void
-    [Symbol.dispose](): void
-  }
+  maxBatchSize?: number;
+  /** ...or this many milliseconds after its oldest request was queued (default 5). */
+  maxDelayMs?: number;
+  /**
+   * How many requests may wait (default 1024; `Infinity`: no bound); past it `run`
+   * rejects at once with `QueueFull`.
+   */
+  maxQueue?: number;
+  /**
+   * How many batches run at once (default `torch.getInstances()`); requests keep
+   * collecting meanwhile.
+   */
+  concurrency?: number;
+  /** A ScriptModule method to run instead of `forward`. */
+  method?: string;
+  /**
+   * Pads tensor inputs of two or
+   * more dims along dim 1 (their length) to the longest in the batch, with this value; an array gives one per
+   * input (`null`: that input is not padded). Without it, requests whose lengths differ go to separate batches.
+   */
+  padValue?: number | boolean | ReadonlyArray<number | boolean | null>;
+  /**
+   * Passes a mask
+   * `[rows, length]`, true on real positions, as an extra input: `true` after the inputs, a number at that input
+   * index, or `{index, dtype (default 'bool'), invert}` (`invert`: true on padding, as
+   * `nn.MultiheadAttention`'s `key_padding_mask`). Needs `padValue`.
+   */
+  mask?: boolean | number | {
+    index?: number;
+    dtype?: DType;
+    invert?: boolean;
+  };
+  /**
+   * Lengths up to each bound are batched apart from longer ones
+   * (`[16, 64]`), so short requests are not padded to long ones. Needs `padValue`.
+   */
+  buckets?: readonly number[];
+  /**
+   * Which outputs are cut back to each request's own length along
+   * dim 1: `true` (default) every tensor output of two or more dims whose dim 1 equals the padded length (one
+   * that does by coincidence too); `false` none; or their paths, as errors name them (`['output[0]']`).
+   */
+  unpad?: boolean | readonly string[];
+}
+
+/** Options of `Batcher.run`, given as its last argument: a plain object with only these keys. */
+export interface BatchRunOptions {
+  /**
+   * Aborting removes the request from the queue and rejects it (`Aborted`); a
+   * request whose batch runs finishes.
+   */
+  signal?: AbortSignal;
+  /**
+   * The longest the request may wait in the queue, in milliseconds (then
+   * `Timeout`); not a limit on the forward.
+   */
+  timeoutMs?: number;
+}
+
+/**
+ * `Batcher.stats()`: counts since construction and the state now. `requests` = completed + failed + rejected +
+ * timedOut + aborted + closed + queued + running.
+ */
+export interface BatcherStats {
+  /** `run` calls. */
+  requests: number;
+  /** Requests waiting now. */
+  queued: number;
+  /** Requests in running batches now. */
+  running: number;
+  /** Batches running now. */
+  inFlight: number;
+  completed: number;
+  /** Rejected by the model, by a split error or as malformed. */
+  failed: number;
+  /** Refused with `QueueFull`. */
+  rejected: number;
+  timedOut: number;
+  aborted: number;
+  /** Rejected with `Closed`. */
+  closed: number;
+  /** Batches dispatched. */
+  batches: number;
+  /** Rows in those batches. */
+  rows: number;
+  /** rows / batches (0 before the first). */
+  meanBatchSize: number;
+  /** Batches whose forward threw and whose requests were run again one by one. */
+  retried: number;
+}
+
+/** `ragged.pad()`'s answer. */
+export interface PaddedSequences {
+  /** `[n, max length, ...rest]`, each sequence at the start of its row, the rest filled. */
+  padded: Tensor;
+  /** bool `[n, max length]`, true on real data (on the values' device). */
+  mask: Tensor;
+  /** The ragged's own `lengths`. */
+  lengths: Tensor;
+}
+
+/** Options of `torch.padSequence`; any other key is refused (`InvalidArg`). */
+export interface PadSequenceOptions {
+  /** `[n, max length, ...]` instead of `[max length, n, ...]` (default false). */
+  batchFirst?: boolean;
+  /** The fill (default 0). */
+  paddingValue?: number | boolean;
+  /** Where the fill goes (default `'right'`). */
+  paddingSide?: 'right' | 'left';
+}
+
+/** Sequences packed end to end (`torch.ragged`): sequence i is `values[offsets[i] : offsets[i + 1]]`. */
+export interface Ragged {
+  /** `[sum of lengths, ...rest]`: the sequences concatenated along dim 0 (a copy). */
+  readonly values: Tensor;
+  /** int64 CPU `[n + 1]`, starting at 0. */
+  readonly offsets: Tensor;
+  /** int64 CPU `[n]`. */
+  readonly lengths: Tensor;
+  /** The number of sequences. */
+  get count(): number;
+  /** Sequence `i` (negative counts from the end): a view of `values`. */
+  at(i: number): Tensor;
+  /** The sequences padded after their end with `value` (default 0), with a mask. */
+  pad(value?: number | boolean): PaddedSequences;
+  /**
+   * Splits a padded tensor `[n, ≥ max length, ...]` (`pad`'s, or a model's output over it) back into one view per
+   * sequence.
+   */
+  unpad(tensor: Tensor): Tensor[];
+  /** Frees `values`, `offsets` and `lengths`. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+/**
+ * Dynamic batching: concurrent `run` calls are concatenated along dim 0 into one forward, and
+ * each gets its own rows of the output back (views). Requests share a batch when their
+ * non-tensor inputs are equal and their tensors agree in dtype, device and trailing dims.
+ */
+export declare class Batcher<T extends IValue = Tensor> {
+  #private;
+  constructor(module: ScriptModule | AOTModule | BatchModule, options?: BatcherOptions);
+  /**
+   * Queues one request (tensor inputs carry its rows along dim 0); resolves to its share of the
+   * output. Errors reject: `QueueFull`, `Aborted`, `Timeout`, `Closed`, `InvalidArg`,
+   * `ShapeMismatch` (also an output that cannot be split), or the model's own.
+   */
+  run(...args: IValue[] | [...IValue[], BatchRunOptions]): Promise<T>;
+  /** Counts and the state now. */
+  stats(): BatcherStats;
+  /** True once `close()` was called. */
+  get isClosed(): boolean;
+  /**
+   * Rejects the queued requests and every later `run` (`Closed`); resolves once the running batches finish. The
+   * module is not disposed.
+   */
+  close(): Promise<void>;
+  /** Same as `close()`, not waiting. */
+  [Symbol.dispose](): void;
+  /** `await using b = new Batcher(m)` (Node 24+) closes it at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * Packs tensors `[length_i, ...rest]` (one dtype, device and rest; lengths may be 0) along dim 0,
+ * with int64 offsets and lengths. Errors: `InvalidArg`, `ShapeMismatch`, `DTypeMismatch`, `DeviceMismatch`.
+ */
+export declare function ragged(tensors: readonly Tensor[]): Ragged;
+
+/** PyTorch's `torch.nn.utils.rnn.pad_sequence`: the first sequence's dtype and device; the others are cast. */
+export declare function padSequence(sequences: readonly Tensor[], options?: PadSequenceOptions): Tensor;
+
+/** Options of `torch.text.CausalLM.load`; any other key is refused (`InvalidArg`). */
+export interface CausalLMOptions {
+  /**
+   * The export's dtype (the manifest's); another one is
+   * `InvalidArg`.
+   */
+  dtype?: 'float32' | 'bfloat16' | 'float16';
+  /**
+   * Sequences generating at once, sharing each decode step and one KV cache
+   * (default 4, or the export's `--max-batch` when smaller; more than `--max-batch` is `InvalidArg`).
+   */
+  maxSequences?: number;
+  /**
+   * Calls waiting for a sequence slot before `QueueFull` (default 64; `Infinity` for
+   * no bound).
+   */
+  maxQueue?: number;
+  /**
+   * The most tokens of a sequence, prompt and output (default and upper bound: the
+   * exported limit).
+   */
+  maxContext?: number;
+}
+
+/** Options of `CausalLM.generate`/`complete`; defaults from `generation_config.json`; any other key is `InvalidArg`. */
+export interface GenerateOptions {
+  /** The most tokens to generate (default 256 or the config's). */
+  maxNewTokens?: number;
+  /** 0: greedy. */
+  temperature?: number;
+  /** Keep the k likeliest tokens (0: off). */
+  topK?: number;
+  /** Nucleus sampling, in (0, 1]. */
+  topP?: number;
+  /** Drop tokens below minP × the likeliest one's probability. */
+  minP?: number;
+  /** transformers' repetition penalty (1: off). */
+  repetitionPenalty?: number;
+  /** The same seed gives the same tokens. */
+  seed?: number;
+  /** Stop strings: matched across tokens, never emitted (`finishReason: 'stop'`). */
+  stop?: string | string[];
+  /** Ends the generation (`finishReason: 'aborted'`) and frees its cache. */
+  signal?: AbortSignal;
+  /** As `signal`, after this many milliseconds from the call. */
+  timeoutMs?: number;
+}
+
+/** A prompt: text, chat messages (rendered by the model's chat template) or token ids. */
+export type GeneratePrompt = string | Array<{
+  role: string;
+  content: string;
+}> | number[];
+
+/** Why a generation ended and what it counted. */
+export interface GenerateResult {
+  finishReason: 'stop' | 'length' | 'aborted';
+  usage: {
+    promptTokens: number;
+    completionTokens: number;
+  };
+}
+
+/** Options of `torch.text.SentenceEncoder.load`; any other key is refused (`InvalidArg`). */
+export interface SentenceEncoderOptions {
+  /** Texts per forward (default 32). */
+  maxBatchSize?: number;
+  /**
+   * How long a new batch waits for more requests, in ms (default 0: requests that
+   * arrive while a forward runs still share the next one).
+   */
+  maxDelayMs?: number;
+  /**
+   * Requests waiting (each up to `maxBatchSize` texts of one length bucket) before
+   * `QueueFull` (default 1024; `Infinity` for no bound).
+   */
+  maxQueue?: number;
+  /**
+   * Increasing padded lengths whose texts share batches (default 16, 32, 48, 64, 96,
+   * 128, ... up to the max sequence length).
+   */
+  buckets?: number[];
+  /**
+   * The export's dtype (the manifest's); a TorchScript
+   * folder also takes `'bfloat16'`.
+   */
+  dtype?: 'float32' | 'bfloat16' | 'float16';
+  /** Aborts the load (`Aborted`). */
+  signal?: AbortSignal;
+}
+
+/** Options of `SentenceEncoder.encode`; any other key is refused (`InvalidArg`). */
+export interface SentenceEncodeOptions {
+  /** L2-normalize each embedding (default: the manifest's `normalize`). */
+  normalize?: boolean;
+  /** Aborting rejects with `Aborted` while the call's requests are still queued. */
+  signal?: AbortSignal;
+  /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
+/** `manifest.json` of a folder written by `torch-node export` (python/export_text.py). */
+export interface TextModelManifest {
+  format: 'torch-node/text-model';
+  formatVersion: number;
+  kind: 'sentence-encoder';
+  /** `model.pt2` or `model.pt`. */
+  program: string;
+  /**
+   * `'pt2'`: loaded with `AOTModule`; `'torchscript'`: with
+   * `ScriptModule`.
+   */
+  programFormat: 'pt2' | 'torchscript';
+  /**
+   * `input_ids`,
+   * `attention_mask` and, where the model takes them, `token_type_ids`: int64 `[batch, sequence]`, right-padded.
+   */
+  inputs: Array<{
+    name: string;
+    dtype: 'int64';
+    shape: Array<string | number>;
+  }>;
+  /**
+   * The pooled
+   * embedding, float32 `[batch, dim]`, not normalized.
+   */
+  output: {
+    name: string;
+    dtype: 'float32';
+    shape: Array<string | number>;
+    dim: number;
+  };
+  pooling: 'mean' | 'cls' | 'max' | 'mean_sqrt_len_tokens';
+  /** True: the program returns pooled embeddings. */
+  poolingInProgram: boolean;
+  /** Whether `encode` L2-normalizes by default. */
+  normalize: boolean;
+  /** The most tokens (special tokens included) a text keeps. */
+  maxSequenceLength: number;
+  padTokenId: number;
+  padding: 'right';
+  dtype: 'float32' | 'bfloat16' | 'float16';
+  /**
+   * The sizes a `.pt2`
+   * accepts (null for TorchScript).
+   */
+  dynamicShapes: {
+    batch: [number, number];
+    sequence: [number, number];
+  } | null;
+  tokenizer: string;
+  source: {
+    modelType: string;
+    architectures: string[] | null;
+    hash: string;
+  };
+  exportedWith: {
+    torch: string;
+    transformers: string;
+  };
+  /** The program against the eager model at other sizes than the export's. */
+  checkedMaxAbsDiff: number;
+}
+
+export declare namespace text {
   /**
    * Sentence embeddings from a folder written by `npx torch-node export`: tokenize, pad by
    * length bucket, forward (encoder + pooling), normalize. Concurrent `encode` calls share
    * forwards through a `Batcher`. Made with `SentenceEncoder.load`.
    */
   export class SentenceEncoder {
+    #private;
     /** Throws `InvalidArg`: use `SentenceEncoder.load`. */
-    private constructor()
+    private constructor();
     /** Reads `folder/manifest.json`, loads the program and `tokenizer.json`. Errors: `ModelLoadError`, `InvalidArg`. */
-    static load(folder: string, options?: SentenceEncoderOptions): Promise<SentenceEncoder>
+    static load(folder: string, options?: SentenceEncoderOptions): Promise<SentenceEncoder>;
+    /** The embedding's size. */
+    get dim(): number;
+    /** The most tokens of a text the model sees (special tokens included). */
+    get maxSequenceLength(): number;
+    /** Whether `encode` L2-normalizes by default. */
+    get normalize(): boolean;
+    /** `manifest.json` as read (a copy). */
+    get manifest(): TextModelManifest;
+    /** The folder's tokenizer (`tokenizer.json`), as `encode` uses it: to count or inspect tokens. */
+    get tokenizer(): text.Tokenizer;
+    /** True once `dispose()` was called. */
+    get isDisposed(): boolean;
+    /** The Batcher's counts (requests are chunks of up to `maxBatchSize` texts of one bucket). */
+    stats(): BatcherStats;
     /**
      * A float32 `[n, dim]` tensor, one row per text in order (n = 1 for a string); texts past
      * `maxSequenceLength` tokens are truncated, as sentence-transformers does. Errors:
      * `InvalidArg`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
      */
-    encode(input: string | string[], options?: SentenceEncodeOptions): Promise<Tensor>
-    /** The embedding's size. */
-    get dim(): number
-    /** The most tokens of a text the model sees (special tokens included). */
-    get maxSequenceLength(): number
-    /** Whether `encode` L2-normalizes by default. */
-    get normalize(): boolean
-    /** `manifest.json` as read (a copy). */
-    get manifest(): TextModelManifest
-    /** The folder's tokenizer (`tokenizer.json`), as `encode` uses it: to count or inspect tokens. */
-    get tokenizer(): Tokenizer
-    /** True once `dispose()` was called. */
-    get isDisposed(): boolean
-    /** The Batcher's counts (requests are chunks of up to `maxBatchSize` texts of one bucket). */
-    stats(): BatcherStats
-    /** Closes the Batcher (queued requests reject with `Closed`) and frees the program. */
-    dispose(): void
-    [Symbol.dispose](): void
+    encode(input: string | string[], options?: SentenceEncodeOptions): Promise<Tensor>;
+    /** Closes the Batcher (calls waiting in it reject with `Disposed`) and frees the program. */
+    dispose(): void;
+    [Symbol.dispose](): void;
   }
+  /**
+   * Text generation from a causal LM folder (python/export_causal_lm.py); the decode loop runs on
+   * the executor. See docs/generation.md. Made with `CausalLM.load`.
+   */
+  export class CausalLM {
+    #private;
+    /** Throws `InvalidArg`: use `CausalLM.load`. */
+    private constructor();
+    /** Loads the folder on the executor. Errors: `ModelLoadError`, `InvalidArg`. */
+    static load(folder: string, options?: CausalLMOptions): Promise<CausalLM>;
+    /** The longest sequence (prompt and output, in tokens) served. */
+    get maxContext(): number;
+    /** The defaults from generation_config.json. */
+    get defaults(): {
+      maxNewTokens: number;
+      temperature: number;
+      topK: number;
+      topP: number;
+      minP: number;
+      repetitionPenalty: number;
+    };
+    /** True once `dispose()` was called. */
+    get isDisposed(): boolean;
+    /**
+     * Sequences generating and calls waiting; `steps` (decode steps, one program call each for all the sequences
+     * then generating), `rows` (the sequences they carried: `rows / steps` is the mean batch) and `prefills`
+     * (prompts run).
+     */
+    stats(): {
+      active: number;
+      queued: number;
+      maxSequences: number;
+      steps: number;
+      rows: number;
+      prefills: number;
+    };
+    /**
+     * Streams `{text, tokens}` pieces (split on whole characters); returns `{finishReason, usage}`.
+     * Bad options throw `InvalidArg` here; `QueueFull` and model errors come from `next()`.
+     */
+    generate(input: GeneratePrompt, options?: GenerateOptions): AsyncGenerator<{
+      text: string;
+      tokens: number[];
+    }, GenerateResult, undefined>;
+    /** The whole continuation. Errors: `InvalidArg`, `QueueFull`, `Disposed`. */
+    complete(input: GeneratePrompt, options?: GenerateOptions): Promise<GenerateResult & {
+      text: string;
+      tokens: number[];
+    }>;
+    /** Ends generations in flight (`'aborted'`), rejects waiting calls (`Disposed`), frees the model. */
+    dispose(): void;
+    [Symbol.dispose](): void;
+  }
+}
+
+/** One class in `torch.vision.classify`'s answer. */
+export interface Classification {
+  /** The class name: `labels[index]`. */
+  label: string;
+  /** The class index: the column of the model's logits. */
+  index: number;
+  /** Its softmax probability over all the model's classes, in [0, 1]. */
+  probability: number;
+}
+
+/** Options of `torch.vision.classify`; any other key is refused (`InvalidArg`). */
+export interface ClassifyOptions {
+  /**
+   * How many classes per image, most probable first (default 5; at most the model's
+   * class count).
+   */
+  topk?: number;
+  /**
+   * One name per class, in logit order (default `imagenetLabels`); its
+   * length must equal the model's class count.
+   */
+  labels?: readonly string[];
+  /**
+   * `torch.image` options for image sources, replacing (not merged with)
+   * the default `{ resize: 256, centerCrop: 224, mean: 'imagenet' }`; refused with a Tensor input.
+   */
+  preprocess?: ImageOptions;
+  /**
+   * Aborting rejects with code `Aborted`; a forward already running finishes and
+   * its output is dropped.
+   */
+  signal?: AbortSignal;
+}
+
+export declare namespace vision {
+  /**
+   * Classifies images with a module that returns logits `[N, classes]`: resolves to one array per
+   * image, in input order (a single image gives an array of one), of `{label, index, probability}`,
+   * most probable first. `images`: a path, a Buffer/Uint8Array, an array of them (loaded off the
+   * event loop into one batch with `preprocess`), or a ready input Tensor `[N, 3, H, W]` used as it
+   * is (and not disposed). Errors reject: `InvalidArg`, `InvalidImage`, `ShapeMismatch` (logits not
+   * `[N, classes]`), `Aborted`, or the model's own.
+   */
+  export function classify(module: ScriptModule, images: string | Uint8Array | Array<string | Uint8Array> | Tensor, options?: ClassifyOptions): Promise<Classification[][]>;
+}
+
+/** A tensor's name, datatype and shape in the Open Inference Protocol's model metadata. */
+export interface TensorMetadata {
+  name: string;
+  /**
+   * `'BOOL' | 'UINT8' | 'INT8' | 'INT16' | 'INT32' | 'INT64' | 'FP16' | 'FP32' | 'FP64' |
+   * 'BF16'` (or another the server names).
+   */
+  datatype: string;
+  /** Sizes, one per dim; -1 where a size varies. */
+  shape: number[];
+}
+
+/** Options of `RemoteModule.load`; any other key is refused (`InvalidArg`). */
+export interface RemoteModuleOptions {
+  /** `'http'` (default) or `'grpc'` (implied by a `grpc://` url). */
+  protocol?: 'http' | 'grpc';
+  /**
+   * HTTP: raw tensor bytes (the binary tensor extension, default true) or JSON number
+   * arrays (false). gRPC always sends raw bytes.
+   */
+  binary?: boolean;
+  /** The model version to call (default: the server's choice). */
+  version?: string | number;
+  /**
+   * Extra request headers (HTTP) or metadata (gRPC), e.g. an
+   * authorization token.
+   */
+  headers?: Record<string, string>;
+  /** Bounds each request (`Unavailable` when the server does not answer in time). */
+  timeoutMs?: number;
+  /** Aborting rejects with `Aborted`. */
+  signal?: AbortSignal;
+}
+
+/** Options of one `RemoteModule.forward` call, as its last argument. */
+export interface RemoteCallOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+/**
+ * A model served by an Open Inference Protocol (KServe v2) server — Triton, KServe, or
+ * `torch.oip.serve` — called as a ScriptModule is. Errors: `InvalidArg`, `ShapeMismatch`,
+ * `DTypeMismatch` (inputs checked against the metadata before any request), `RemoteError`
+ * (the server's 4xx/5xx, with `status`), `Unavailable`, `ModelNotFound`, `Aborted`, `Disposed`.
+ */
+export declare class RemoteModule {
+  #private;
+  /** Use `await RemoteModule.load(url, modelName, options)`. */
+  private constructor();
+  /** The model's name on the server. */
+  get name(): string;
+  /** The version asked for (undefined: the server's choice). */
+  get version(): string | undefined;
+  /** The server the module calls: `http://host:port` or `grpc://host:port`. */
+  get url(): string;
+  /** The model's inputs, in the order positional `forward` arguments take. */
+  get inputs(): readonly TensorMetadata[];
+  /** The model's outputs. */
+  get outputs(): readonly TensorMetadata[];
+  /**
+   * Connects to `modelName` at `url` (`http://host:port`; gRPC: `host:port` with `protocol: 'grpc'`, or
+   * `grpc://host:port`) and reads its metadata. Errors: `Unavailable` (unreachable, not ready, no answer within
+   * `timeoutMs`), `ModelNotFound` (an unknown model or version), `Aborted`.
+   */
+  static load(url: string, modelName: string, options?: RemoteModuleOptions): Promise<RemoteModule>;
+  /**
+   * Runs the model remotely: positional tensors (in metadata order), or `{inputName: tensor}`; a last
+   * `{signal, timeoutMs}` is the call's options. One output as a Tensor, several keyed by name.
+   */
+  forward(...args: Tensor[] | [...Tensor[], RemoteCallOptions] | [Record<string, Tensor>] | [Record<string, Tensor>, RemoteCallOptions]): Promise<Tensor | Record<string, Tensor>>;
+  /** Closes its connections; later calls reject with `Disposed`. */
+  dispose(): void;
+  get isDisposed(): boolean;
+  [Symbol.dispose](): void;
+}
+
+/**
+ * A model `torch.oip.serve` serves, with what its metadata needs: `example`, or the inputs'
+ * shapes. What is not declared is learnt by forwards at start (batch 1 and 2); a bare module
+ * or path is refused (`InvalidArg`) since neither records its input shapes.
+ */
+export interface ServedModel {
+  model: ScriptModule | AOTModule | Batcher<any> | string;
+  /**
+   * The inputs' metadata (shape: -1 where a size varies); name
+   * defaults to the forward's argument names, datatype to `'FP32'`. Any other key is refused (`InvalidArg`).
+   */
+  inputs?: Array<Partial<TensorMetadata>>;
+  /**
+   * The outputs' metadata; what is left out is learnt from the
+   * model (names `OUTPUT__i`, or a dict output's keys).
+   */
+  outputs?: Array<Partial<TensorMetadata>>;
+  /** The version the server reports (default `'1'`). */
+  version?: string | number;
+  /**
+   * The inputs of one call: run at start, as given and with their rows
+   * doubled, to learn datatypes and shapes.
+   */
+  example?: Tensor | Tensor[];
+}
+
+/** Options of `torch.oip.serve` and `torch.oip.router`; any other key is refused (`InvalidArg`). */
+export interface OipServeOptions {
+  models: Record<string, ServedModel>;
+  /** HTTP port (default 0: any free one). */
+  port?: number;
+  /** Address to bind (default `'127.0.0.1'`; `'0.0.0.0'` to face the network). */
+  host?: string;
+  /**
+   * Largest request body accepted (default 64 MiB; bigger: 413 before it is
+   * buffered).
+   */
+  maxBodyBytes?: number;
+  /** Also serve gRPC (`inference.GRPCInferenceService`) on this port (0: any free one). */
+  grpcPort?: number;
+}
+
+/** A running protocol server. */
+export interface OipServer {
+  url: string;
+  port: number;
+  /** `host:port` of the gRPC server, when `grpcPort` was given. */
+  grpcUrl?: string;
+  grpcPort?: number;
+  /** The underlying `http.Server`. */
+  server: {
+    close(callback?: () => void): unknown;
+  };
+  /** Stops listening; resolves once both servers closed. */
+  close: () => Promise<void>;
+}
+
+/** Options of `torch.oip.writeTritonRepository`; any other key is refused (`InvalidArg`). */
+export interface TritonRepositoryOptions {
+  /** The model's name in the repository. */
+  name: string;
+  /** A ScriptModule or a `.pt` file's path; saved as `<name>/1/model.pt`. */
+  model: ScriptModule | string;
+  /** Triton's `max_batch_size` (default 8 when the model runs at batch 2, else 0). */
+  maxBatchSize?: number;
+  /**
+   * Names (default `INPUT__i`), datatypes, and sizes: Triton's `dims` (without the batch dim
+   * when batching) or the protocol's `shape` (every size, the batch dim included); -1: a size
+   * that varies. Any other key is refused (`InvalidArg`).
+   */
+  inputs?: Array<string | {
+    name?: string;
+    datatype?: string;
+    dims?: number[];
+    shape?: number[];
+  }>;
+  /** Names (default `OUTPUT__i`); datatypes and sizes, if given, must fit what the model returns. */
+  outputs?: Array<string | {
+    name?: string;
+    datatype?: string;
+    dims?: number[];
+    shape?: number[];
+  }>;
+  dynamicBatching?: {
+    maxQueueDelayMicroseconds?: number;
+    preferredBatchSize?: number[];
+  };
+  /** CPU instances (`instance_group`). */
+  instances?: number;
+  /** The inputs of one batch-1 call, run at batch 1 and 2 to check the config. */
+  example?: Tensor | Tensor[];
+}
+
+/** What `writeTritonRepository` wrote. */
+export interface TritonModelConfig {
+  name: string;
+  maxBatchSize: number;
+  inputs: Array<{
+    name: string;
+    datatype: string;
+    dims: number[];
+  }>;
+  outputs: Array<{
+    name: string;
+    datatype: string;
+    dims: number[];
+  }>;
+  /** The model's folder. */
+  path: string;
+}
+
+/** The Open Inference Protocol (KServe v2) on the server side, and Triton model repositories. */
+export declare namespace oip {
+  /** Starts an HTTP (and gRPC) protocol server for `models`. */
+  export function serve(options: OipServeOptions): Promise<OipServer>;
+  /** A `(req, res, next)` handler for the protocol's `/v2` routes in an existing Express or `http` server. */
+  export function router(options: Omit<OipServeOptions, 'port' | 'host' | 'grpcPort'>): (req: object, res: object, next?: () => void) => Promise<void>;
+  /**
+   * Writes `dir/<name>/config.pbtxt` (`pytorch_libtorch`) and `dir/<name>/1/model.pt`, checked against the model at
+   * batch 1 and 2.
+   */
+  export function writeTritonRepository(dir: string, options: TritonRepositoryOptions): TritonModelConfig;
 }
 
 // ---- Generated below by `npm run typings` from the Rust doc comments (scripts/build.js): edit those, not this part. ----

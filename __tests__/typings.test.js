@@ -3,13 +3,15 @@
 // methods, getters, static methods and Symbol.dispose/asyncDispose; the members of the objects
 // the API hands out (Ragged); each namespace's functions and constants — compared by name in
 // both directions, for every class and namespace index.d.ts declares. (`npm run typings`
-// regenerates index.d.ts (below its hand-written part) from the Rust doc comments; CI fails when
-// the committed file is stale.)
+// regenerates index.d.ts below its hand-written part: from lib/'s JSDoc (tools/lib-typings.js),
+// then from the Rust doc comments; CI fails when the committed file is stale, and the test below
+// fails when the part from lib/ is.)
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const torch = require('..')
+const libTypings = require('../tools/lib-typings')
 
 const DTS = fs.readFileSync(path.join(__dirname, '..', 'index.d.ts'), 'utf8')
 const SYMBOLS = [
@@ -19,7 +21,7 @@ const SYMBOLS = [
 
 /** The declared names of one kind (`class`, `namespace`) in the typings. */
 function declared(kind) {
-  return [...DTS.matchAll(new RegExp(`^export declare ${kind} (\\w+)`, 'gm'))].map((m) => m[1])
+  return [...new Set([...DTS.matchAll(new RegExp(`^export declare ${kind} (\\w+)`, 'gm'))].map((m) => m[1]))]
 }
 
 /** The bodies of every `export declare class|interface|namespace Name ...{` (they close with a line `}`). */
@@ -113,7 +115,8 @@ function nestedMembers(body, name) {
 
 for (const name of declared('namespace')) {
   test(`the ${name} namespace: the functions, classes and constants declared are the ones there`, () => {
-    const [body] = bodies(name)
+    // A namespace may be declared in parts (the hand-written one, the one generated from lib/).
+    const body = bodies(name).join('\n')
     const names = [...body.matchAll(/^ {2}export (?:function|const|class) (\w+)/gm)].map((m) => m[1])
     assert.deepEqual(sorted(new Set(names)), Object.keys(torch[name]).sort())
     for (const n of names) {
@@ -134,4 +137,23 @@ for (const name of declared('namespace')) {
 test('nothing internal leaks into the typings', () => {
   assert.doesNotMatch(DTS, /JsTensor|JsScriptModule|_tidyBegin|_tidyEnd|@internal/)
   assert.match(bodies('Tensor').join('\n'), /private constructor\(\)/)
+})
+
+test("the part generated from lib/'s JSDoc is what lib/ says now (`npm run typings` rewrites it)", () => {
+  const { dts, errors } = libTypings.render(DTS)
+  assert.equal(errors, null, `tsc reports type errors in lib/:\n${errors}`)
+  assert.equal(libTypings.split(dts).section, libTypings.split(DTS).section)
+})
+
+test("the lib/ exports tools/lib-typings.js declares are the API's, and the API's from those files are all there", () => {
+  for (const { file, namespace, exports, handWritten = [] } of libTypings.ENTRIES) {
+    const where = namespace ? torch[namespace] : torch
+    const module = require(path.join('..', file))
+    for (const name of exports) assert.equal(module[name], where[name], `${file}: ${name} is torch.${namespace ?? ''}`)
+    for (const [name, value] of Object.entries(module)) {
+      const public_ = Object.values(torch).includes(value) || Object.values(where).includes(value)
+      const listed = exports.includes(name) || handWritten.includes(name)
+      assert.equal(public_, listed, `${file}: ${name} is ${public_ ? '' : 'not '}public; ENTRIES says otherwise`)
+    }
+  }
 })

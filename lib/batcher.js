@@ -24,6 +24,67 @@ const { maskOf } = require('./ragged')
 
 const opt = require('./options')
 
+/** @import { AOTModule, DType, IValue, ScriptModule, Tensor } from '../index' */
+
+// The public types below become index.d.ts's declarations (tools/lib-typings.js): their docs are the
+// user's reference.
+/**
+ * What a `Batcher` drives: any object whose `forward` returns the output or a Promise of it (`runMethod` for
+ * `options.method`).
+ * @typedef {{ forward(...inputs: any[]): unknown, runMethod?(name: string, ...inputs: any[]): unknown }} BatchModule
+ */
+/**
+ * Options of `new torch.Batcher`; any other key is refused (`InvalidArg`).
+ * @typedef {object} BatcherOptions
+ * @property {number} [maxBatchSize] A batch is dispatched once it holds this many rows (default 8). A request
+ *   is never split: a bigger one runs alone.
+ * @property {number} [maxDelayMs] ...or this many milliseconds after its oldest request was queued (default 5).
+ * @property {number} [maxQueue] How many requests may wait (default 1024; `Infinity`: no bound); past it `run`
+ *   rejects at once with `QueueFull`.
+ * @property {number} [concurrency] How many batches run at once (default `torch.getInstances()`); requests keep
+ *   collecting meanwhile.
+ * @property {string} [method] A ScriptModule method to run instead of `forward`.
+ * @property {number | boolean | ReadonlyArray<number | boolean | null>} [padValue] Pads tensor inputs of two or
+ *   more dims along dim 1 (their length) to the longest in the batch, with this value; an array gives one per
+ *   input (`null`: that input is not padded). Without it, requests whose lengths differ go to separate batches.
+ * @property {boolean | number | { index?: number; dtype?: DType; invert?: boolean }} [mask] Passes a mask
+ *   `[rows, length]`, true on real positions, as an extra input: `true` after the inputs, a number at that input
+ *   index, or `{index, dtype (default 'bool'), invert}` (`invert`: true on padding, as
+ *   `nn.MultiheadAttention`'s `key_padding_mask`). Needs `padValue`.
+ * @property {readonly number[]} [buckets] Lengths up to each bound are batched apart from longer ones
+ *   (`[16, 64]`), so short requests are not padded to long ones. Needs `padValue`.
+ * @property {boolean | readonly string[]} [unpad] Which outputs are cut back to each request's own length along
+ *   dim 1: `true` (default) every tensor output of two or more dims whose dim 1 equals the padded length (one
+ *   that does by coincidence too); `false` none; or their paths, as errors name them (`['output[0]']`).
+ */
+/**
+ * Options of `Batcher.run`, given as its last argument: a plain object with only these keys.
+ * @typedef {object} BatchRunOptions
+ * @property {AbortSignal} [signal] Aborting removes the request from the queue and rejects it (`Aborted`); a
+ *   request whose batch runs finishes.
+ * @property {number} [timeoutMs] The longest the request may wait in the queue, in milliseconds (then
+ *   `Timeout`); not a limit on the forward.
+ */
+/**
+ * `Batcher.stats()`: counts since construction and the state now. `requests` = completed + failed + rejected +
+ * timedOut + aborted + closed + queued + running.
+ * @typedef {object} BatcherStats
+ * @property {number} requests `run` calls.
+ * @property {number} queued Requests waiting now.
+ * @property {number} running Requests in running batches now.
+ * @property {number} inFlight Batches running now.
+ * @property {number} completed
+ * @property {number} failed Rejected by the model, by a split error or as malformed.
+ * @property {number} rejected Refused with `QueueFull`.
+ * @property {number} timedOut
+ * @property {number} aborted
+ * @property {number} closed Rejected with `Closed`.
+ * @property {number} batches Batches dispatched.
+ * @property {number} rows Rows in those batches.
+ * @property {number} meanBatchSize rows / batches (0 before the first).
+ * @property {number} retried Batches whose forward threw and whose requests were run again one by one.
+ */
+
 const DTYPES = ['float32', 'float64', 'float16', 'bfloat16', 'int8', 'uint8', 'int16', 'int32', 'int64', 'bool']
 const fill = (v) => typeof v === 'number' || typeof v === 'boolean'
 const MASK = opt.bag({
@@ -171,9 +232,13 @@ const splitErrors = new WeakSet()
  * @typedef {{key: string, queue: any[], rows: number, timer: NodeJS.Timeout | undefined, due: boolean}} Group
  */
 
+// `new torch.Batcher(module, options)`: `run(...inputs)` calls made at about the same time share one
+// forward. See the rules at the top of this file.
 /**
- * `new torch.Batcher(module, options)`: `run(...inputs)` calls made at about the same time
- * share one forward. See the rules at the top of this file.
+ * Dynamic batching: concurrent `run` calls are concatenated along dim 0 into one forward, and
+ * each gets its own rows of the output back (views). Requests share a batch when their
+ * non-tensor inputs are equal and their tensors agree in dtype, device and trailing dims.
+ * @template {IValue} [T=Tensor]
  */
 class Batcher {
   #module
@@ -201,16 +266,24 @@ class Batcher {
     retried: 0,
   }
 
+  /**
+   * @param {ScriptModule | AOTModule | BatchModule} module
+   * @param {BatcherOptions} [options]
+   */
   constructor(module, options) {
     this.#options = readOptions(module, options)
     this.#module = module
   }
 
+  // A last argument `{signal, timeoutMs}` (a plain object with only those keys) is the call's options:
+  // aborting, or waiting longer than `timeoutMs` in the queue, removes the request and rejects it at once
+  // (`Aborted`, `Timeout`); a request whose batch is running finishes.
   /**
-   * Queues one request; resolves to its own output. A last argument `{signal, timeoutMs}`
-   * (a plain object with only those keys) is the call's options: aborting, or waiting longer
-   * than `timeoutMs` in the queue, removes the request and rejects it at once (`Aborted`,
-   * `Timeout`); a request whose batch is running finishes.
+   * Queues one request (tensor inputs carry its rows along dim 0); resolves to its share of the
+   * output. Errors reject: `QueueFull`, `Aborted`, `Timeout`, `Closed`, `InvalidArg`,
+   * `ShapeMismatch` (also an output that cannot be split), or the model's own.
+   * @param {IValue[] | [...IValue[], BatchRunOptions]} args
+   * @returns {Promise<T>}
    */
   run(...args) {
     return new Promise((resolve, reject) => {
@@ -246,8 +319,8 @@ class Batcher {
   }
 
   /**
-   * Counts since construction (`requests` = completed + failed + rejected + timedOut +
-   * aborted + closed + queued + running) and the state now.
+   * Counts and the state now.
+   * @returns {BatcherStats}
    */
   stats() {
     const s = this.#stats
@@ -275,8 +348,9 @@ class Batcher {
   }
 
   /**
-   * Rejects every queued request (`Closed`) and every later `run`; resolves once the batches
-   * running have finished. The module is not disposed (it is the caller's).
+   * Rejects the queued requests and every later `run` (`Closed`); resolves once the running batches finish. The
+   * module is not disposed.
+   * @returns {Promise<void>}
    */
   close() {
     if (this.#closing === null) {
@@ -298,6 +372,19 @@ class Batcher {
             })
     }
     return this.#closing
+  }
+
+  /** Same as `close()`, not waiting. */
+  [Symbol.dispose]() {
+    this.close()
+  }
+
+  /**
+   * `await using b = new Batcher(m)` (Node 24+) closes it at the end of the block.
+   * @returns {Promise<void>}
+   */
+  [Symbol.asyncDispose]() {
+    return this.close()
   }
 
   /** The request `args` make, or a coded error: a bad request never reaches a batch. */
@@ -681,15 +768,6 @@ class Batcher {
       throw e
     }
   }
-}
-
-// `await using b = new torch.Batcher(m)` (Node 24+) closes it at the end of the block.
-if (Symbol.asyncDispose)
-  Batcher.prototype[Symbol.asyncDispose] = function () {
-    return this.close()
-  }
-Batcher.prototype[Symbol.dispose] = function () {
-  this.close()
 }
 
 module.exports = { Batcher }

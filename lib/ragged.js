@@ -9,6 +9,8 @@ const { codedError, describe } = require('./errors')
 const torch = require('./torch')
 const opt = require('./options')
 
+/** @import { Tensor } from '../index' */
+
 /**
  * The lengths of `tensors`, checked to be sequences of one device and trailing shape (and
  * dtype if `sameDtype`); errors name `caller`, and their stacks start at its caller.
@@ -96,13 +98,42 @@ function maskOf(lengths, max, device) {
 const TOKEN = Symbol('Ragged')
 
 /**
- * Sequences packed end to end: `values` [sum of lengths, ...rest], `offsets` int64 [n + 1]
- * (sequence i is values[offsets[i] : offsets[i + 1]]), `lengths` int64 [n].
+ * `ragged.pad()`'s answer.
+ * @typedef {object} PaddedSequences
+ * @property {Tensor} padded `[n, max length, ...rest]`, each sequence at the start of its row, the rest filled.
+ * @property {Tensor} mask bool `[n, max length]`, true on real data (on the values' device).
+ * @property {Tensor} lengths The ragged's own `lengths`.
+ */
+
+// index.d.ts declares this class as an interface: it is not exported (`new` would be refused).
+/**
+ * Sequences packed end to end (`torch.ragged`): sequence i is `values[offsets[i] : offsets[i + 1]]`.
  */
 class Ragged {
+  /** @type {number[]} */
   #lengths // JS numbers: every method needs them, and reading a tensor back costs a copy
+  /** @type {number[]} */
   #offsets
+  /**
+   * `[sum of lengths, ...rest]`: the sequences concatenated along dim 0 (a copy).
+   * @readonly
+   * @type {Tensor}
+   */
+  values
+  /**
+   * int64 CPU `[n + 1]`, starting at 0.
+   * @readonly
+   * @type {Tensor}
+   */
+  offsets
+  /**
+   * int64 CPU `[n]`.
+   * @readonly
+   * @type {Tensor}
+   */
+  lengths
 
+  /** @param {symbol} token @param {Tensor} values @param {number[]} lengths */
   constructor(token, values, lengths) {
     if (token !== TOKEN) throw codedError('InvalidArg', 'Ragged: made by torch().ragged(tensors)', Ragged)
     this.#lengths = lengths
@@ -118,7 +149,11 @@ class Ragged {
     return this.#lengths.length
   }
 
-  /** Sequence `i` (negative counts from the end): a view of `values`. */
+  /**
+   * Sequence `i` (negative counts from the end): a view of `values`.
+   * @param {number} i
+   * @returns {Tensor}
+   */
   at(i) {
     const n = this.#lengths.length
     if (!Number.isInteger(i) || i < -n || i >= n) {
@@ -134,9 +169,9 @@ class Ragged {
   }
 
   /**
-   * `{padded, mask, lengths}`: `padded` [n, max length, ...rest] filled with `value` after
-   * each sequence; `mask` bool [n, max length], true on real data (on the values' device);
-   * `lengths` is this ragged's own.
+   * The sequences padded after their end with `value` (default 0), with a mask.
+   * @param {number | boolean} [value]
+   * @returns {PaddedSequences}
    */
   pad(value = 0) {
     checkFill(value, 'Ragged.pad: value', this.pad)
@@ -151,8 +186,10 @@ class Ragged {
   }
 
   /**
-   * Splits a padded result [n, ≥ max length, ...] back into one view per sequence,
-   * [length_i, ...]: what `pad` did, undone (also on a model's output over `padded`).
+   * Splits a padded tensor `[n, ≥ max length, ...]` (`pad`'s, or a model's output over it) back into one view per
+   * sequence.
+   * @param {Tensor} tensor
+   * @returns {Tensor[]}
    */
   unpad(tensor) {
     if (!(tensor instanceof torch().Tensor)) {
@@ -176,7 +213,7 @@ class Ragged {
     })
   }
 
-  /** Frees `values`, `offsets` and `lengths` now (otherwise the garbage collector does). */
+  /** Frees `values`, `offsets` and `lengths`. */
   dispose() {
     for (const t of [this.values, this.offsets, this.lengths]) t.dispose()
   }
@@ -187,12 +224,14 @@ class Ragged {
 }
 
 /**
- * `torch.ragged(tensors)`: tensors [len_i, ...rest] (one dtype, device and rest) packed along
- * dim 0 into a new `values` tensor (a copy), with their offsets and lengths.
+ * Packs tensors `[length_i, ...rest]` (one dtype, device and rest; lengths may be 0) along dim 0,
+ * with int64 offsets and lengths. Errors: `InvalidArg`, `ShapeMismatch`, `DTypeMismatch`, `DeviceMismatch`.
+ * @param {readonly Tensor[]} tensors
+ * @returns {Ragged}
  */
 function ragged(tensors) {
   const lengths = checkSequences(tensors, ragged, { sameDtype: true })
-  return new Ragged(TOKEN, torch().cat(tensors, 0), lengths)
+  return new Ragged(TOKEN, torch().cat(/** @type {Tensor[]} */ (tensors), 0), lengths)
 }
 
 const PAD_OPTIONS = opt.bag({
@@ -202,8 +241,19 @@ const PAD_OPTIONS = opt.bag({
 })
 
 /**
- * PyTorch's `torch.nn.utils.rnn.pad_sequence`: [max length, n, ...rest], or [n, max length,
- * ...rest] with `batchFirst`; the first sequence's dtype and device.
+ * Options of `torch.padSequence`; any other key is refused (`InvalidArg`).
+ * @typedef {object} PadSequenceOptions
+ * @property {boolean} [batchFirst] `[n, max length, ...]` instead of `[max length, n, ...]` (default false).
+ * @property {number | boolean} [paddingValue] The fill (default 0).
+ * @property {'right' | 'left'} [paddingSide] Where the fill goes (default `'right'`).
+ */
+
+// [max length, n, ...rest], or [n, max length, ...rest] with `batchFirst`.
+/**
+ * PyTorch's `torch.nn.utils.rnn.pad_sequence`: the first sequence's dtype and device; the others are cast.
+ * @param {readonly Tensor[]} sequences
+ * @param {PadSequenceOptions} [options]
+ * @returns {Tensor}
  */
 function padSequence(sequences, options) {
   const {

@@ -11,6 +11,29 @@ const { codedError, describe } = require('./errors')
 const torch = require('./torch')
 const opt = require('./options')
 
+/** @import { ImageOptions, ScriptModule, Tensor } from '../index' */
+
+// The public types below become index.d.ts's declarations (tools/lib-typings.js).
+/**
+ * One class in `torch.vision.classify`'s answer.
+ * @typedef {object} Classification
+ * @property {string} label The class name: `labels[index]`.
+ * @property {number} index The class index: the column of the model's logits.
+ * @property {number} probability Its softmax probability over all the model's classes, in [0, 1].
+ */
+/**
+ * Options of `torch.vision.classify`; any other key is refused (`InvalidArg`).
+ * @typedef {object} ClassifyOptions
+ * @property {number} [topk] How many classes per image, most probable first (default 5; at most the model's
+ *   class count).
+ * @property {readonly string[]} [labels] One name per class, in logit order (default `imagenetLabels`); its
+ *   length must equal the model's class count.
+ * @property {ImageOptions} [preprocess] `torch.image` options for image sources, replacing (not merged with)
+ *   the default `{ resize: 256, centerCrop: 224, mean: 'imagenet' }`; refused with a Tensor input.
+ * @property {AbortSignal} [signal] Aborting rejects with code `Aborted`; a forward already running finishes and
+ *   its output is dropped.
+ */
+
 /** An error of `classify`, which rejects its promise with it. */
 const classifyError = (code, message) => codedError(code, `classify: ${message}`)
 
@@ -97,8 +120,16 @@ function topClasses(logits, count, { topk, labels }) {
 }
 
 /**
- * Classifies images with a model that returns logits `[N, classes]`: one array per image
- * (in input order) of `{label, index, probability}`, most probable first.
+ * Classifies images with a module that returns logits `[N, classes]`: resolves to one array per
+ * image, in input order (a single image gives an array of one), of `{label, index, probability}`,
+ * most probable first. `images`: a path, a Buffer/Uint8Array, an array of them (loaded off the
+ * event loop into one batch with `preprocess`), or a ready input Tensor `[N, 3, H, W]` used as it
+ * is (and not disposed). Errors reject: `InvalidArg`, `InvalidImage`, `ShapeMismatch` (logits not
+ * `[N, classes]`), `Aborted`, or the model's own.
+ * @param {ScriptModule} module
+ * @param {string | Uint8Array | Array<string | Uint8Array> | Tensor} images
+ * @param {ClassifyOptions} [options]
+ * @returns {Promise<Classification[][]>}
  */
 async function classify(module, images, options) {
   if (!(module instanceof torch().ScriptModule)) {

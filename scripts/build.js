@@ -132,7 +132,10 @@ const PRIMITIVES = {
   Sources: 'Source[]',
 }
 
-/** The line in index.d.ts after which `npm run typings` writes; above it, the hand-written part. */
+/**
+ * The line in index.d.ts after which this file writes; above it, the hand-written part and the part that
+ * tools/lib-typings.js (`npm run typings`' second step) generates from lib/'s JSDoc, kept as they are.
+ */
 const TYPINGS_MARKER =
   '// ---- Generated below by `npm run typings` from the Rust doc comments (scripts/build.js): edit those, not this part. ----\n'
 
@@ -177,7 +180,7 @@ async function writeTypings(typeDefDir) {
   log('wrote index.d.ts')
 }
 
-module.exports = { build, buildWithProgress, cargoEnv, linkLibtorch }
+module.exports = { build, buildWithProgress, cargoEnv, linkLibtorch, TYPINGS_MARKER }
 
 if (require.main === module) {
   Promise.resolve(build(undefined, { typings: process.argv.includes('--typings') })).catch((e) => {

@@ -14,6 +14,36 @@ const { codedError, describe } = require('../errors')
 const torch = require('../torch')
 const opt = require('../options')
 
+/** @import { Tensor } from '../../index' */
+
+// The public types below become index.d.ts's declarations (tools/lib-typings.js).
+/**
+ * A tensor's name, datatype and shape in the Open Inference Protocol's model metadata.
+ * @typedef {object} TensorMetadata
+ * @property {string} name
+ * @property {string} datatype `'BOOL' | 'UINT8' | 'INT8' | 'INT16' | 'INT32' | 'INT64' | 'FP16' | 'FP32' | 'FP64' |
+ *   'BF16'` (or another the server names).
+ * @property {number[]} shape Sizes, one per dim; -1 where a size varies.
+ */
+/**
+ * Options of `RemoteModule.load`; any other key is refused (`InvalidArg`).
+ * @typedef {object} RemoteModuleOptions
+ * @property {'http' | 'grpc'} [protocol] `'http'` (default) or `'grpc'` (implied by a `grpc://` url).
+ * @property {boolean} [binary] HTTP: raw tensor bytes (the binary tensor extension, default true) or JSON number
+ *   arrays (false). gRPC always sends raw bytes.
+ * @property {string | number} [version] The model version to call (default: the server's choice).
+ * @property {Record<string, string>} [headers] Extra request headers (HTTP) or metadata (gRPC), e.g. an
+ *   authorization token.
+ * @property {number} [timeoutMs] Bounds each request (`Unavailable` when the server does not answer in time).
+ * @property {AbortSignal} [signal] Aborting rejects with `Aborted`.
+ */
+/**
+ * Options of one `RemoteModule.forward` call, as its last argument.
+ * @typedef {object} RemoteCallOptions
+ * @property {AbortSignal} [signal]
+ * @property {number} [timeoutMs]
+ */
+
 const timeoutMs = opt.check(
   (v) => typeof v === 'number' && Number.isFinite(v) && v > 0,
   'a positive number of milliseconds',
@@ -173,12 +203,21 @@ function httpTransport(parsed, modelName, { version, headers, timeoutMs, binary 
   }
 }
 
+/**
+ * A model served by an Open Inference Protocol (KServe v2) server — Triton, KServe, or
+ * `torch.oip.serve` — called as a ScriptModule is. Errors: `InvalidArg`, `ShapeMismatch`,
+ * `DTypeMismatch` (inputs checked against the metadata before any request), `RemoteError`
+ * (the server's 4xx/5xx, with `status`), `Unavailable`, `ModelNotFound`, `Aborted`, `Disposed`.
+ */
 class RemoteModule {
   #transport
   #state
   #disposed = false
 
-  /** Use `await RemoteModule.load(url, modelName, options)`. */
+  /**
+   * Use `await RemoteModule.load(url, modelName, options)`.
+   * @private
+   */
   constructor(token, state) {
     if (token !== LOAD) {
       throw fail('InvalidArg', 'RemoteModule: use `await torch().RemoteModule.load(url, modelName, options)`')
@@ -191,32 +230,50 @@ class RemoteModule {
     }
   }
 
-  /** The model's name on the server. */
+  /**
+   * The model's name on the server.
+   * @returns {string}
+   */
   get name() {
     return this.#state.name
   }
-  /** The version asked for (undefined: the server's choice). */
+  /**
+   * The version asked for (undefined: the server's choice).
+   * @returns {string | undefined}
+   */
   get version() {
     return this.#state.version
   }
-  /** The server: `http://host:port` or `grpc://host:port`. */
+  /**
+   * The server the module calls: `http://host:port` or `grpc://host:port`.
+   * @returns {string}
+   */
   get url() {
     return this.#state.url
   }
-  /** The model's inputs from its metadata, in the order positional `forward` arguments take. */
+  /**
+   * The model's inputs, in the order positional `forward` arguments take.
+   * @returns {readonly TensorMetadata[]}
+   */
   get inputs() {
     return this.#state.inputs
   }
-  /** The model's outputs from its metadata. */
+  /**
+   * The model's outputs.
+   * @returns {readonly TensorMetadata[]}
+   */
   get outputs() {
     return this.#state.outputs
   }
 
   /**
-   * Connects to `modelName` on the server at `url` (`http://host:port`; gRPC: `host:port` with
-   * `protocol: 'grpc'`, or `grpc://host:port`) and reads its metadata. Errors: `Unavailable`
-   * (unreachable, not ready, no answer within timeoutMs), `ModelNotFound` (an unknown model or
-   * version), `Aborted`.
+   * Connects to `modelName` at `url` (`http://host:port`; gRPC: `host:port` with `protocol: 'grpc'`, or
+   * `grpc://host:port`) and reads its metadata. Errors: `Unavailable` (unreachable, not ready, no answer within
+   * `timeoutMs`), `ModelNotFound` (an unknown model or version), `Aborted`.
+   * @param {string} url
+   * @param {string} modelName
+   * @param {RemoteModuleOptions} [options]
+   * @returns {Promise<RemoteModule>}
    */
   static async load(url, modelName, options) {
     const o = readOptions(options, LOAD_OPTIONS, 'RemoteModule.load')
@@ -342,9 +399,11 @@ class RemoteModule {
   }
 
   /**
-   * Runs the model on the server: positional inputs in metadata order, or `{name: tensor}`;
-   * a last `{signal, timeoutMs}` is the call's options. Resolves to a Tensor when the model
-   * has one output, else an object keyed by output name.
+   * Runs the model remotely: positional tensors (in metadata order), or `{inputName: tensor}`; a last
+   * `{signal, timeoutMs}` is the call's options. One output as a Tensor, several keyed by name.
+   * @param {Tensor[] | [...Tensor[], RemoteCallOptions] | [Record<string, Tensor>]
+   *   | [Record<string, Tensor>, RemoteCallOptions]} args
+   * @returns {Promise<Tensor | Record<string, Tensor>>}
    */
   async forward(...args) {
     const last = args[args.length - 1]
@@ -371,7 +430,7 @@ class RemoteModule {
     return Object.fromEntries(outs.map((x) => [x.name, x.tensor]))
   }
 
-  /** Closes the module's connections; later calls throw `Disposed`. */
+  /** Closes its connections; later calls reject with `Disposed`. */
   dispose() {
     this.#disposed = true
     this.#transport.close()

@@ -26,6 +26,47 @@ const SERVE_OPTIONS = opt.bag(
   { models, port, host: opt.string, maxBodyBytes, grpcPort: port },
   { required: ['models'] },
 )
+/**
+ * @import { AOTModule, Batcher, ScriptModule, Tensor } from '../../index'
+ * @import { TensorMetadata } from './remote'
+ */
+
+// The public types below become index.d.ts's declarations (tools/lib-typings.js).
+/**
+ * A model `torch.oip.serve` serves, with what its metadata needs: `example`, or the inputs'
+ * shapes. What is not declared is learnt by forwards at start (batch 1 and 2); a bare module
+ * or path is refused (`InvalidArg`) since neither records its input shapes.
+ * @typedef {object} ServedModel
+ * @property {ScriptModule | AOTModule | Batcher<any> | string} model
+ * @property {Array<Partial<TensorMetadata>>} [inputs] The inputs' metadata (shape: -1 where a size varies); name
+ *   defaults to the forward's argument names, datatype to `'FP32'`. Any other key is refused (`InvalidArg`).
+ * @property {Array<Partial<TensorMetadata>>} [outputs] The outputs' metadata; what is left out is learnt from the
+ *   model (names `OUTPUT__i`, or a dict output's keys).
+ * @property {string | number} [version] The version the server reports (default `'1'`).
+ * @property {Tensor | Tensor[]} [example] The inputs of one call: run at start, as given and with their rows
+ *   doubled, to learn datatypes and shapes.
+ */
+/**
+ * Options of `torch.oip.serve` and `torch.oip.router`; any other key is refused (`InvalidArg`).
+ * @typedef {object} OipServeOptions
+ * @property {Record<string, ServedModel>} models
+ * @property {number} [port] HTTP port (default 0: any free one).
+ * @property {string} [host] Address to bind (default `'127.0.0.1'`; `'0.0.0.0'` to face the network).
+ * @property {number} [maxBodyBytes] Largest request body accepted (default 64 MiB; bigger: 413 before it is
+ *   buffered).
+ * @property {number} [grpcPort] Also serve gRPC (`inference.GRPCInferenceService`) on this port (0: any free one).
+ */
+/**
+ * A running protocol server.
+ * @typedef {object} OipServer
+ * @property {string} url
+ * @property {number} port
+ * @property {string} [grpcUrl] `host:port` of the gRPC server, when `grpcPort` was given.
+ * @property {number} [grpcPort]
+ * @property {{ close(callback?: () => void): unknown }} server The underlying `http.Server`.
+ * @property {() => Promise<void>} close Stops listening; resolves once both servers closed.
+ */
+
 /** One tensor of a model's metadata, as the protocol writes it. */
 const TENSOR = opt.bag(
   {
@@ -424,9 +465,11 @@ async function infer(model, req, res, limit) {
   send(res, 200, reply, chunks)
 }
 
+// Resolves its models lazily (paths are loaded on first use).
 /**
- * `torch.oip.router({models, maxBodyBytes})`: a `(req, res, next)` handler answering the
- * protocol's routes under `/v2`. Resolves its models lazily (paths are loaded on first use).
+ * A `(req, res, next)` handler for the protocol's `/v2` routes in an existing Express or `http` server.
+ * @param {Omit<OipServeOptions, 'port' | 'host' | 'grpcPort'>} options
+ * @returns {(req: object, res: object, next?: () => void) => Promise<void>}
  */
 function router(options) {
   return handlerFor(opt.read(options, ROUTER_OPTIONS, 'oip.router: options', router), 'oip.router')
@@ -500,11 +543,12 @@ function handlerFor({ models, maxBodyBytes = DEFAULT_MAX_BODY }, who) {
   return handler
 }
 
+// Bound to 127.0.0.1 unless `host` says otherwise; port 0 (default) picks a free one. Resolves once listening
+// and every model is loaded.
 /**
- * `await torch.oip.serve({models, port, host, maxBodyBytes, grpcPort})`: an HTTP server
- * answering the protocol (and gRPC on `grpcPort` when given), bound to 127.0.0.1 unless
- * `host` says otherwise; port 0 (default) picks a free one. Resolves to
- * `{url, port, grpcUrl, grpcPort, close()}` once listening and every model is loaded.
+ * Starts an HTTP (and gRPC) protocol server for `models`.
+ * @param {OipServeOptions} options
+ * @returns {Promise<OipServer>}
  */
 async function serve(options) {
   const o = opt.read(options, SERVE_OPTIONS, 'oip.serve: options', serve)

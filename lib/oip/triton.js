@@ -15,6 +15,8 @@ const { codedError, describe } = require('../errors')
 const torch = require('../torch')
 const opt = require('../options')
 
+/** @import { ScriptModule, Tensor } from '../../index' */
+
 const NAME = /^[A-Za-z_][\w.-]*$/
 const name = opt.check((v) => typeof v === 'string' && NAME.test(v), 'a name (letters, digits, _ . -)')
 // Triton's PyTorch backend has no BF16 tensors.
@@ -141,13 +143,43 @@ function pbtxt({ name, maxBatchSize, inputs, outputs, dynamicBatching, instances
   return lines.join('\n') + '\n'
 }
 
+// The public types below become index.d.ts's declarations (tools/lib-typings.js).
 /**
- * Writes `dir/<name>/config.pbtxt` and `dir/<name>/1/model.pt` for a TorchScript model (a
- * path or a ScriptModule). `example`: the inputs of one batch-1 call (Tensors), used to check
- * the config; without it, zeros of each input's fixed `dims` (`[1, ...dims]`) or `shape`
- * (the protocol's: every size, -1 for the batch). `inputs[i].dims` are Triton's: without the
- * batch dim when max_batch_size > 0, -1 for a size that varies. Returns the config as
- * written: `{name, maxBatchSize, inputs, outputs, path}`.
+ * Options of `torch.oip.writeTritonRepository`; any other key is refused (`InvalidArg`).
+ * @typedef {object} TritonRepositoryOptions
+ * @property {string} name The model's name in the repository.
+ * @property {ScriptModule | string} model A ScriptModule or a `.pt` file's path; saved as `<name>/1/model.pt`.
+ * @property {number} [maxBatchSize] Triton's `max_batch_size` (default 8 when the model runs at batch 2, else 0).
+ * @property {Array<string | { name?: string; datatype?: string; dims?: number[]; shape?: number[] }>} [inputs]
+ *   Names (default `INPUT__i`), datatypes, and sizes: Triton's `dims` (without the batch dim
+ *   when batching) or the protocol's `shape` (every size, the batch dim included); -1: a size
+ *   that varies. Any other key is refused (`InvalidArg`).
+ * @property {Array<string | { name?: string; datatype?: string; dims?: number[]; shape?: number[] }>} [outputs]
+ *   Names (default `OUTPUT__i`); datatypes and sizes, if given, must fit what the model returns.
+ * @property {{ maxQueueDelayMicroseconds?: number; preferredBatchSize?: number[] }} [dynamicBatching]
+ * @property {number} [instances] CPU instances (`instance_group`).
+ * @property {Tensor | Tensor[]} [example] The inputs of one batch-1 call, run at batch 1 and 2 to check the config.
+ */
+/**
+ * What `writeTritonRepository` wrote.
+ * @typedef {object} TritonModelConfig
+ * @property {string} name
+ * @property {number} maxBatchSize
+ * @property {Array<{ name: string; datatype: string; dims: number[] }>} inputs
+ * @property {Array<{ name: string; datatype: string; dims: number[] }>} outputs
+ * @property {string} path The model's folder.
+ */
+
+// For a TorchScript model (a path or a ScriptModule). `example`: the inputs of one batch-1 call (Tensors), used
+// to check the config; without it, zeros of each input's fixed `dims` (`[1, ...dims]`) or `shape` (the
+// protocol's: every size, -1 for the batch). `inputs[i].dims` are Triton's: without the batch dim when
+// max_batch_size > 0, -1 for a size that varies. Returns the config as written.
+/**
+ * Writes `dir/<name>/config.pbtxt` (`pytorch_libtorch`) and `dir/<name>/1/model.pt`, checked against the model at
+ * batch 1 and 2.
+ * @param {string} dir
+ * @param {TritonRepositoryOptions} options
+ * @returns {TritonModelConfig}
  */
 function writeTritonRepository(dir, options) {
   if (typeof dir !== 'string' || !dir) throw bad(`dir: expected a folder path, got ${describe(dir)}`)

@@ -98,8 +98,47 @@ function promptOf(input, caller) {
   )
 }
 
+// The public types below become index.d.ts's declarations (tools/lib-typings.js).
 /**
- * Text generation from a causal LM folder. Made with `await CausalLM.load(folder, options)`.
+ * Options of `torch.text.CausalLM.load`; any other key is refused (`InvalidArg`).
+ * @typedef {object} CausalLMOptions
+ * @property {'float32' | 'bfloat16' | 'float16'} [dtype] The export's dtype (the manifest's); another one is
+ *   `InvalidArg`.
+ * @property {number} [maxSequences] Sequences generating at once, sharing each decode step and one KV cache
+ *   (default 4, or the export's `--max-batch` when smaller; more than `--max-batch` is `InvalidArg`).
+ * @property {number} [maxQueue] Calls waiting for a sequence slot before `QueueFull` (default 64; `Infinity` for
+ *   no bound).
+ * @property {number} [maxContext] The most tokens of a sequence, prompt and output (default and upper bound: the
+ *   exported limit).
+ */
+/**
+ * Options of `CausalLM.generate`/`complete`; defaults from `generation_config.json`; any other key is `InvalidArg`.
+ * @typedef {object} GenerateOptions
+ * @property {number} [maxNewTokens] The most tokens to generate (default 256 or the config's).
+ * @property {number} [temperature] 0: greedy.
+ * @property {number} [topK] Keep the k likeliest tokens (0: off).
+ * @property {number} [topP] Nucleus sampling, in (0, 1].
+ * @property {number} [minP] Drop tokens below minP × the likeliest one's probability.
+ * @property {number} [repetitionPenalty] transformers' repetition penalty (1: off).
+ * @property {number} [seed] The same seed gives the same tokens.
+ * @property {string | string[]} [stop] Stop strings: matched across tokens, never emitted (`finishReason: 'stop'`).
+ * @property {AbortSignal} [signal] Ends the generation (`finishReason: 'aborted'`) and frees its cache.
+ * @property {number} [timeoutMs] As `signal`, after this many milliseconds from the call.
+ */
+/**
+ * A prompt: text, chat messages (rendered by the model's chat template) or token ids.
+ * @typedef {string | Array<{ role: string; content: string }> | number[]} GeneratePrompt
+ */
+/**
+ * Why a generation ended and what it counted.
+ * @typedef {object} GenerateResult
+ * @property {'stop' | 'length' | 'aborted'} finishReason
+ * @property {{ promptTokens: number; completionTokens: number }} usage
+ */
+
+/**
+ * Text generation from a causal LM folder (python/export_causal_lm.py); the decode loop runs on
+ * the executor. See docs/generation.md. Made with `CausalLM.load`.
  */
 class CausalLM {
   #native
@@ -113,7 +152,10 @@ class CausalLM {
   #running = new Set()
   #disposed = false
 
-  /** @private Use `CausalLM.load`. */
+  /**
+   * Throws `InvalidArg`: use `CausalLM.load`.
+   * @private
+   */
   constructor(token, handle, options) {
     if (token !== LOAD) {
       throw codedError('InvalidArg', 'new CausalLM(): use await torch.text.CausalLM.load(folder)', CausalLM)
@@ -124,12 +166,12 @@ class CausalLM {
     this.#maxQueue = options.maxQueue
   }
 
+  // Reads manifest.json, model.pt2, the tokenizer files and generation_config.json.
   /**
-   * Loads `folder` (manifest.json, model.pt2, tokenizer files, generation_config.json) on the
-   * executor. Options: dtype (must be the export's), maxSequences (the most generations that share
-   * each step: 4, or the export's --max-batch when smaller), maxQueue (64), maxContext.
+   * Loads the folder on the executor. Errors: `ModelLoadError`, `InvalidArg`.
    * @param {string} folder
-   * @param {{dtype?: string, maxSequences?: number, maxQueue?: number, maxContext?: number}} [options]
+   * @param {CausalLMOptions} [options]
+   * @returns {Promise<CausalLM>}
    */
   static async load(folder, options) {
     const caller = CausalLM.load
@@ -148,12 +190,19 @@ class CausalLM {
     return new CausalLM(LOAD, handle, o)
   }
 
-  /** The longest sequence (prompt and output, in tokens) this instance serves. */
+  /**
+   * The longest sequence (prompt and output, in tokens) served.
+   * @returns {number}
+   */
   get maxContext() {
     return this.#info.maxContext
   }
 
-  /** The defaults from generation_config.json: maxNewTokens, temperature, topK, topP, minP, repetitionPenalty. */
+  /**
+   * The defaults from generation_config.json.
+   * @returns {{ maxNewTokens: number; temperature: number; topK: number; topP: number; minP: number;
+   *   repetitionPenalty: number }}
+   */
   get defaults() {
     const { maxNewTokens, temperature, topK, topP, minP, repetitionPenalty } = this.#info
     return { maxNewTokens, temperature, topK, topP, minP, repetitionPenalty }
@@ -165,10 +214,11 @@ class CausalLM {
   }
 
   /**
-   * Sequences generating now, calls waiting for a slot, and what the shared steps have run:
-   * `steps` (decode steps: one program call each, for all the sequences then generating),
-   * `rows` (the sequences those steps carried; rows / steps is the mean batch) and `prefills`
+   * Sequences generating and calls waiting; `steps` (decode steps, one program call each for all the sequences
+   * then generating), `rows` (the sequences they carried: `rows / steps` is the mean batch) and `prefills`
    * (prompts run).
+   * @returns {{ active: number; queued: number; maxSequences: number; steps: number; rows: number;
+   *   prefills: number }}
    */
   stats() {
     const { steps, rows, prefills } = JSON.parse(call(this.#native.counts, this.#native, [], 'CausalLM.stats'))
@@ -176,25 +226,24 @@ class CausalLM {
     return { active, queued: this.#waiting.length, maxSequences: this.#maxSequences, steps, rows, prefills }
   }
 
+  // `input`: a string, `[{role, content}]` messages through the chat template, or token ids. Aborting
+  // (`signal`, `timeoutMs`) ends the iteration with `finishReason: 'aborted'`.
   /**
-   * Streams the continuation of `input` (a string, `[{role, content}]` messages through the
-   * chat template, or token ids) as `{text, tokens}` pieces; the iterator's return value is
-   * `{finishReason, usage}`. Bad options throw here (`InvalidArg`); `QueueFull` and model
-   * errors come from the first `next()`. Aborting (`signal`, `timeoutMs`) ends the iteration
-   * with `finishReason: 'aborted'`.
-   * @param {string | Array<{role: string, content: string}> | number[]} input
-   * @param {object} [options]
-   * @returns {AsyncGenerator<{text: string, tokens: number[]}, {finishReason: 'stop' | 'length' | 'aborted',
-   *   usage: {promptTokens: number, completionTokens: number}}>}
+   * Streams `{text, tokens}` pieces (split on whole characters); returns `{finishReason, usage}`.
+   * Bad options throw `InvalidArg` here; `QueueFull` and model errors come from `next()`.
+   * @param {GeneratePrompt} input
+   * @param {GenerateOptions} [options]
+   * @returns {AsyncGenerator<{ text: string; tokens: number[] }, GenerateResult, undefined>}
    */
   generate(input, options) {
     return this.#run(this.#prepare(input, options, this.generate))
   }
 
   /**
-   * The whole continuation: `{text, tokens, finishReason, usage: {promptTokens, completionTokens}}`.
-   * @param {string | Array<{role: string, content: string}> | number[]} input
-   * @param {object} [options]
+   * The whole continuation. Errors: `InvalidArg`, `QueueFull`, `Disposed`.
+   * @param {GeneratePrompt} input
+   * @param {GenerateOptions} [options]
+   * @returns {Promise<GenerateResult & { text: string; tokens: number[] }>}
    */
   async complete(input, options) {
     const it = this.#run(this.#prepare(input, options, this.complete))
@@ -350,10 +399,7 @@ class CausalLM {
     }
   }
 
-  /**
-   * Ends the generations in flight (`finishReason: 'aborted'`), rejects waiting calls (`Disposed`) and frees
-   * the model.
-   */
+  /** Ends generations in flight (`'aborted'`), rejects waiting calls (`Disposed`), frees the model. */
   dispose() {
     if (this.#disposed) return
     this.#disposed = true
@@ -363,7 +409,10 @@ class CausalLM {
     }
     this.#native.dispose()
   }
+
+  [Symbol.dispose]() {
+    this.dispose()
+  }
 }
-CausalLM.prototype[Symbol.dispose] = CausalLM.prototype.dispose
 
 module.exports = { CausalLM }

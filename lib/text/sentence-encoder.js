@@ -18,14 +18,63 @@ const { codedError, describe } = require('../errors')
 const torch = require('../torch')
 const opt = require('../options')
 
-/** @typedef {import('../../index').Tensor} Tensor */
-/** @typedef {import('../../index').TextModelManifest} Manifest */
+/** @import { Batcher, Tensor, text } from '../../index' */
+/** @import { BatcherStats } from '../batcher' */
 /** @typedef {{ids: ArrayLike<number>, typeIds: ArrayLike<number>}} Encoded */
 /**
  * @typedef {{maxBatchSize: number, maxDelayMs: number, maxQueue: number, buckets: number[],
  *   dtype?: string, signal?: AbortSignal}} LoadOptions
  */
-/** @typedef {{normalize?: boolean, signal?: AbortSignal, timeoutMs?: number}} EncodeOptions */
+
+// The public types below become index.d.ts's declarations (tools/lib-typings.js).
+/**
+ * Options of `torch.text.SentenceEncoder.load`; any other key is refused (`InvalidArg`).
+ * @typedef {object} SentenceEncoderOptions
+ * @property {number} [maxBatchSize] Texts per forward (default 32).
+ * @property {number} [maxDelayMs] How long a new batch waits for more requests, in ms (default 0: requests that
+ *   arrive while a forward runs still share the next one).
+ * @property {number} [maxQueue] Requests waiting (each up to `maxBatchSize` texts of one length bucket) before
+ *   `QueueFull` (default 1024; `Infinity` for no bound).
+ * @property {number[]} [buckets] Increasing padded lengths whose texts share batches (default 16, 32, 48, 64, 96,
+ *   128, ... up to the max sequence length).
+ * @property {'float32' | 'bfloat16' | 'float16'} [dtype] The export's dtype (the manifest's); a TorchScript
+ *   folder also takes `'bfloat16'`.
+ * @property {AbortSignal} [signal] Aborts the load (`Aborted`).
+ */
+/**
+ * Options of `SentenceEncoder.encode`; any other key is refused (`InvalidArg`).
+ * @typedef {object} SentenceEncodeOptions
+ * @property {boolean} [normalize] L2-normalize each embedding (default: the manifest's `normalize`).
+ * @property {AbortSignal} [signal] Aborting rejects with `Aborted` while the call's requests are still queued.
+ * @property {number} [timeoutMs] The longest a request may wait in the queue, in milliseconds (then `Timeout`).
+ */
+/**
+ * `manifest.json` of a folder written by `torch-node export` (python/export_text.py).
+ * @typedef {object} TextModelManifest
+ * @property {'torch-node/text-model'} format
+ * @property {number} formatVersion
+ * @property {'sentence-encoder'} kind
+ * @property {string} program `model.pt2` or `model.pt`.
+ * @property {'pt2' | 'torchscript'} programFormat `'pt2'`: loaded with `AOTModule`; `'torchscript'`: with
+ *   `ScriptModule`.
+ * @property {Array<{ name: string; dtype: 'int64'; shape: Array<string | number> }>} inputs `input_ids`,
+ *   `attention_mask` and, where the model takes them, `token_type_ids`: int64 `[batch, sequence]`, right-padded.
+ * @property {{ name: string; dtype: 'float32'; shape: Array<string | number>; dim: number }} output The pooled
+ *   embedding, float32 `[batch, dim]`, not normalized.
+ * @property {'mean' | 'cls' | 'max' | 'mean_sqrt_len_tokens'} pooling
+ * @property {boolean} poolingInProgram True: the program returns pooled embeddings.
+ * @property {boolean} normalize Whether `encode` L2-normalizes by default.
+ * @property {number} maxSequenceLength The most tokens (special tokens included) a text keeps.
+ * @property {number} padTokenId
+ * @property {'right'} padding
+ * @property {'float32' | 'bfloat16' | 'float16'} dtype
+ * @property {{ batch: [number, number]; sequence: [number, number] } | null} dynamicShapes The sizes a `.pt2`
+ *   accepts (null for TorchScript).
+ * @property {string} tokenizer
+ * @property {{ modelType: string; architectures: string[] | null; hash: string }} source
+ * @property {{ torch: string; transformers: string }} exportedWith
+ * @property {number} checkedMaxAbsDiff The program against the eager model at other sizes than the export's.
+ */
 
 const FORMAT = 'torch-node/text-model'
 const FORMAT_VERSION = 1
@@ -78,7 +127,7 @@ const invalid = (message, caller) => codedError('InvalidArg', message, caller)
 
 /**
  * manifest.json of `folder`, checked to be a sentence encoder this version reads.
- * @param {string} folder @param {Function} caller @returns {Manifest}
+ * @param {string} folder @param {Function} caller @returns {TextModelManifest}
  */
 function readManifest(folder, caller) {
   const file = path.join(folder, 'manifest.json')
@@ -127,7 +176,7 @@ function readManifest(folder, caller) {
 
 /**
  * load's options with their defaults.
- * @param {unknown} options @param {Manifest} manifest @param {Function} caller @returns {LoadOptions}
+ * @param {unknown} options @param {TextModelManifest} manifest @param {Function} caller @returns {LoadOptions}
  */
 function readLoadOptions(options, manifest, caller) {
   const o = { ...DEFAULTS, ...opt.read(options, LOAD_OPTIONS, 'SentenceEncoder.load: options', caller) }
@@ -164,22 +213,24 @@ function normalizeRows(out, dim) {
 }
 
 /**
- * Sentence embeddings from a folder written by `npx torch-node export`. Made with
- * `await SentenceEncoder.load(folder, options)`.
+ * Sentence embeddings from a folder written by `npx torch-node export`: tokenize, pad by
+ * length bucket, forward (encoder + pooling), normalize. Concurrent `encode` calls share
+ * forwards through a `Batcher`. Made with `SentenceEncoder.load`.
  */
 class SentenceEncoder {
-  /** @type {Manifest} */ #manifest
+  /** @type {TextModelManifest} */ #manifest
   /** @type {any} an AOTModule or a ScriptModule */ #program
-  /** @type {import('../../index').text.Tokenizer} */ #tokenizer
-  /** @type {import('../../index').Batcher} */ #batcher
+  /** @type {text.Tokenizer} */ #tokenizer
+  /** @type {Batcher} */ #batcher
   /** @type {number} */ #maxBatchSize
   /** @type {number[]} */ #buckets
   #direct = 0 // requests run without the Batcher, now
   #disposed = false
 
   /**
-   * Use `SentenceEncoder.load`.
-   * @param {symbol} token @param {Manifest} manifest @param {any} program @param {any} tokenizer
+   * Throws `InvalidArg`: use `SentenceEncoder.load`.
+   * @private
+   * @param {symbol} token @param {TextModelManifest} manifest @param {any} program @param {any} tokenizer
    * @param {LoadOptions} options
    */
   constructor(token, manifest, program, tokenizer, options) {
@@ -202,11 +253,12 @@ class SentenceEncoder {
     })
   }
 
+  // Loads model.pt2 with torch.AOTModule, or the TorchScript fallback with torch.ScriptModule.
   /**
-   * Reads `folder`'s manifest.json, loads its program (model.pt2 with torch.AOTModule, or the
-   * TorchScript fallback with torch.ScriptModule) and its tokenizer.json.
-   * Options: maxBatchSize (32), maxDelayMs (0), maxQueue (1024), buckets, dtype, signal.
-   * @param {string} folder @param {object} [options]
+   * Reads `folder/manifest.json`, loads the program and `tokenizer.json`. Errors: `ModelLoadError`, `InvalidArg`.
+   * @param {string} folder
+   * @param {SentenceEncoderOptions} [options]
+   * @returns {Promise<SentenceEncoder>}
    */
   static async load(folder, options) {
     const caller = SentenceEncoder.load
@@ -230,27 +282,33 @@ class SentenceEncoder {
     return new SentenceEncoder(LOAD, manifest, program, tokenizer, o)
   }
 
-  /** The embedding's size (384 for MiniLM). */
+  /** The embedding's size. */
   get dim() {
     return this.#manifest.output.dim
   }
 
-  /** The most tokens of a text the model sees (special tokens included); longer texts are cut. */
+  /** The most tokens of a text the model sees (special tokens included). */
   get maxSequenceLength() {
     return this.#manifest.maxSequenceLength
   }
 
-  /** Whether `encode` L2-normalizes by default (sentence-transformers' Normalize module). */
+  /** Whether `encode` L2-normalizes by default. */
   get normalize() {
     return this.#manifest.normalize
   }
 
-  /** manifest.json as read (a copy). */
+  /**
+   * `manifest.json` as read (a copy).
+   * @returns {TextModelManifest}
+   */
   get manifest() {
     return structuredClone(this.#manifest)
   }
 
-  /** The torch.text.Tokenizer it encodes with. */
+  /**
+   * The folder's tokenizer (`tokenizer.json`), as `encode` uses it: to count or inspect tokens.
+   * @returns {text.Tokenizer}
+   */
   get tokenizer() {
     return this.#tokenizer
   }
@@ -260,16 +318,21 @@ class SentenceEncoder {
     return this.#disposed
   }
 
-  /** The Batcher's counts (requests are chunks of up to maxBatchSize texts of one bucket). */
+  /**
+   * The Batcher's counts (requests are chunks of up to `maxBatchSize` texts of one bucket).
+   * @returns {BatcherStats}
+   */
   stats() {
     return this.#batcher.stats()
   }
 
   /**
-   * Embeds `input` (a string or an array of strings): a float32 Tensor `[n, dim]` (n = 1 for a
-   * string). Options: normalize (default: the manifest's), signal, timeoutMs (most time a
-   * request may wait in the queue). Errors: InvalidArg, Disposed, QueueFull, Aborted, Timeout.
-   * @param {string | string[]} input @param {EncodeOptions} [options] @returns {Promise<Tensor>}
+   * A float32 `[n, dim]` tensor, one row per text in order (n = 1 for a string); texts past
+   * `maxSequenceLength` tokens are truncated, as sentence-transformers does. Errors:
+   * `InvalidArg`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
+   * @param {string | string[]} input
+   * @param {SentenceEncodeOptions} [options]
+   * @returns {Promise<Tensor>}
    */
   async encode(input, options) {
     const caller = this.encode
@@ -284,7 +347,7 @@ class SentenceEncoder {
         throw invalid(`SentenceEncoder.encode: texts[${i}]: expected a string, got ${describe(t)}`, caller)
       }
     })
-    /** @type {EncodeOptions} */
+    /** @type {SentenceEncodeOptions} */
     const o = opt.read(options, ENCODE_OPTIONS, 'SentenceEncoder.encode: options', caller)
     const normalize = o.normalize ?? this.#manifest.normalize
     if (o.signal?.aborted) throw codedError('Aborted', 'SentenceEncoder.encode: the signal was aborted', caller)
@@ -332,7 +395,7 @@ class SentenceEncoder {
 
   /**
    * Runs the texts' requests (by bucket, maxBatchSize each) and writes each row into `out`.
-   * @param {Encoded[]} encodings @param {Float32Array} out @param {EncodeOptions} o
+   * @param {Encoded[]} encodings @param {Float32Array} out @param {SentenceEncodeOptions} o
    */
   async #embed(encodings, out, o) {
     /** @type {Map<number, number[]>} bucket -> the texts' indices */
