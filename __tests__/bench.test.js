@@ -24,7 +24,7 @@ const CONTENDERS = [
 
 test(
   'bench/compare.js --tiny prints the tables and writes --out',
-  { skip: mainLineOnly || (!haveModel && 'models not generated (npm run models)') },
+  { skip: mainLineOnly('a benchmark, a developer tool') || (!haveModel && 'models not generated (npm run models)') },
   () => {
     runTinyBench('compare.js', 'results.md', 180_000, (stdout, doc) => {
       assert.match(stdout, /^### Batch 1 \(1 interleaved round, \d+ threads?\)$/m)

@@ -111,11 +111,9 @@ async function tritonStatsAfter(server, model, before, count) {
 /** The Triton suites' environment (tools/triton-env.js) and why they skip, when they do. */
 function tritonSuite(resnet) {
   const env = tritonEnv()
-  const skip = !env.ok
-    ? env.reason
-    : !fs.existsSync(resnet)
-      ? 'models/resnet18_traced.pt not generated (npm run models)'
-      : null
+  const skip =
+    mainLineOnly("the peers' interop (oip.test.js runs RemoteModule and oip.serve over HTTP and gRPC)") ||
+    (!env.ok ? env.reason : !fs.existsSync(resnet) ? 'models/resnet18_traced.pt not generated (npm run models)' : null)
   return { env, skip }
 }
 
@@ -190,12 +188,14 @@ function assertExited0(r, what) {
 
 /**
  * A skip reason under another Node line than the main one (`npm run test:node -- 24`), for the
- * tests of developer tools (the benches): they test no product code the other tests leave out,
- * and cost CI a minute per line.
+ * tests whose subject does not depend on the Node line (`what`: the benches, a real peer's
+ * interop, Python's exporters): they run on the main line (`npm test`); the Node side they use
+ * is tested on every line by other tests. False on the main line.
  */
-const mainLineOnly =
-  !!process.env.TORCH_NODE_TEST_LINE &&
-  `a developer tool: tested on the main line (npm test), not again under Node ${process.env.TORCH_NODE_TEST_LINE}`
+function mainLineOnly(what) {
+  const line = process.env.TORCH_NODE_TEST_LINE
+  return !!line && `${what}: tested on the main line (npm test), not again under Node ${line}`
+}
 
 module.exports = {
   mainLineOnly,

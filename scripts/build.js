@@ -139,15 +139,18 @@ const PRIMITIVES = {
 const TYPINGS_MARKER =
   '// ---- Generated below by `npm run typings` from the Rust doc comments (scripts/build.js): edit those, not this part. ----\n'
 
-/** Renders napi-derive's type definitions into index.d.ts, below its hand-written part. */
-async function writeTypings(typeDefDir) {
+/**
+ * Renders napi-derive's type definitions (the files a compile of our crate wrote into
+ * `typeDefDir`) into index.d.ts, below its hand-written part; removes `typeDefDir` unless `keep`.
+ */
+async function writeTypings(typeDefDir, { keep = false } = {}) {
   const { generateTypeDef } = await import('@napi-rs/cli')
   const current = fs.readFileSync(path.join(ROOT, 'index.d.ts'), 'utf8')
   const at = current.indexOf(TYPINGS_MARKER)
   if (at < 0) throw new Error(`typings: index.d.ts has lost its marker line: ${TYPINGS_MARKER}`)
   const header = current.slice(0, at + TYPINGS_MARKER.length)
   const { dts } = await generateTypeDef({ typeDefDir, dtsHeader: header, cwd: ROOT })
-  fs.rmSync(typeDefDir, { recursive: true, force: true })
+  if (!keep) fs.rmSync(typeDefDir, { recursive: true, force: true })
   // The classes' constructors are JS functions (index.js: a native constructor could only fail
   // by throwing from native code, see src/napi/outcome.rs), so napi-rs declares none; say what they are.
   let out = dts
@@ -183,7 +186,14 @@ async function writeTypings(typeDefDir) {
 module.exports = { build, buildWithProgress, cargoEnv, linkLibtorch, TYPINGS_MARKER }
 
 if (require.main === module) {
-  Promise.resolve(build(undefined, { typings: process.argv.includes('--typings') })).catch((e) => {
+  // `--typings-from DIR`: the definitions an earlier compile wrote with NAPI_TYPE_DEF_TMP_FOLDER=DIR
+  // (.ci/run keeps those of the install's build), rendered without building again.
+  const from = process.argv.indexOf('--typings-from')
+  const run =
+    from >= 0
+      ? () => writeTypings(path.resolve(process.argv[from + 1] ?? ''), { keep: true })
+      : () => build(undefined, { typings: process.argv.includes('--typings') })
+  Promise.resolve(run()).catch((e) => {
     console.error(e)
     process.exit(1)
   })

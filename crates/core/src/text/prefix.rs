@@ -36,7 +36,7 @@ impl Locality {
         let normalizer = json
             .get("normalizer")
             .is_none_or(|n| n.is_null() || local_normalizer(n));
-        let pre = json.get("pre_tokenizer").is_some_and(|p| splits_at_spaces(p));
+        let pre = json.get("pre_tokenizer").is_some_and(splits_at_spaces);
         let added = json
             .get("added_tokens")
             .and_then(Json::as_array)

@@ -423,7 +423,7 @@ impl Tokenizer {
             _ => 0,
         };
         let first = match params {
-            Some(p) if b.is_none() && self.from_start(p) => {
+            Some(p) if b.is_none() && self.encodes_start_only(p) => {
                 self.encode_start(a, p.max_length.saturating_sub(added))?
             }
             _ => self.bare.encode(a.as_str(), false)?,
@@ -451,7 +451,7 @@ impl Tokenizer {
 
     /// Whether a lone text truncated by `p` may be encoded from its start (`text::prefix`):
     /// kept from the start, by a tokenizer whose first tokens depend on the start alone.
-    fn from_start(&self, p: &TruncationParams) -> bool {
+    fn encodes_start_only(&self, p: &TruncationParams) -> bool {
         self.locality.is_local()
             && matches!(p.direction, TruncationDirection::Right)
             && matches!(
