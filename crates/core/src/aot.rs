@@ -54,9 +54,9 @@ pub fn load(path: &str, device: Device) -> Result<AotModule> {
     let before = matches!(device, Device::Cpu).then(crate::aot_pages::mapped);
     let loaded = ffi::aoti_load(path, index);
     if let (Some(before), Ok(_)) = (&before, &loaded) {
-        crate::aot_pages::release_new_file_pages(before);
+        let (_, mapped) = crate::aot_pages::release_new_file_pages(before);
         // The extracted package is not read again on CPU (crate::aot_extraction says why).
-        crate::aot_extraction::remove(&crate::aot_pages::new_mapped_files(before));
+        crate::aot_extraction::remove(&mapped);
     }
     drop(turn);
     let handle = loaded.map_err(|e| {

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 const READ_AT_LOAD: [&str; 3] = ["so", "cpp", "json"];
 
 /// Removes the extraction folder of the package a CPU load just mapped, found from the files
-/// the load mapped (`aot_pages::new_mapped_files`); returns the folder removed, if any.
+/// the load mapped (`aot_pages::release_new_file_pages`); returns the folder removed, if any.
 pub fn remove(mapped: &[PathBuf]) -> Option<PathBuf> {
     let root = mapped
         .iter()

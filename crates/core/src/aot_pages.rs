@@ -36,31 +36,28 @@ pub fn mapped() -> HashSet<(usize, usize)> {
     read_smaps().into_iter().map(|m| m.range).collect()
 }
 
-/// Advises away the clean, read-only file pages of the mappings that are not in `before`;
-/// returns the bytes that were resident in them.
-pub fn release_new_file_pages(before: &HashSet<(usize, usize)>) -> usize {
-    let mut released = 0;
+/// Advises away the clean, read-only file pages of the mappings that are not in `before` (what
+/// a load mapped); returns the bytes that were resident in them, and the files those mappings
+/// map, each once (`crate::aot_extraction` finds the package's extraction folder among them).
+pub fn release_new_file_pages(before: &HashSet<(usize, usize)>) -> (usize, Vec<std::path::PathBuf>) {
+    let (mut released, mut files) = (0, Vec::new());
     for m in read_smaps() {
-        if !before.contains(&m.range) && releasable(&m) {
+        if before.contains(&m.range) {
+            continue;
+        }
+        if releasable(&m) {
             let (start, end) = m.range;
             if release(start, end - start) {
                 released += m.rss_kb as usize * 1024;
             }
         }
+        if m.inode != 0 && m.path.starts_with('/') {
+            files.push(std::path::PathBuf::from(m.path));
+        }
     }
-    released
-}
-
-/// The files mapped now whose mappings are not in `before` (what a load mapped), each once.
-pub fn new_mapped_files(before: &HashSet<(usize, usize)>) -> Vec<std::path::PathBuf> {
-    let mut files: Vec<std::path::PathBuf> = read_smaps()
-        .into_iter()
-        .filter(|m| !before.contains(&m.range) && m.inode != 0 && m.path.starts_with('/'))
-        .map(|m| m.path.into())
-        .collect();
     files.sort();
     files.dedup();
-    files
+    (released, files)
 }
 
 /// Gives back the memory of the loaded program's constants named in `unread` (original FQNs)

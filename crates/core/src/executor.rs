@@ -108,7 +108,7 @@ const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// could release JS handles of an environment that is gone.
 extern "C" fn drain_at_exit() {
     let Some(exec) = EXECUTOR.get() else { return };
-    let mut state = exec.state.lock().unwrap_or_else(|p| p.into_inner());
+    let mut state = lock();
     state.exiting = true;
     let deadline = std::time::Instant::now() + EXIT_WAIT;
     while state.running > 0 {
