@@ -1,0 +1,129 @@
+// @ts-check
+'use strict'
+// The request handler of torch-node serve: routes, the API key, model lookup by name, metrics,
+// and the state a shutdown needs (the generations running, to abort at its deadline).
+const { createHash, timingSafeEqual } = require('node:crypto')
+const { HttpError, readJson, sendJson, sendError } = require('./http')
+const { Metrics } = require('./metrics')
+const { LIMITS } = require('./requests')
+const chat = require('./chat')
+const { embeddings } = require('./embeddings')
+
+/**
+ * @typedef {import('./chat').ChatModel | import('./embeddings').EmbeddingModel} ServedModel
+ * @typedef {Required<import('./requests').ServeLimits>} Limits
+ */
+
+/**
+ * What the routes share.
+ * @typedef {object} Context
+ * @property {Limits} limits
+ * @property {InstanceType<typeof import('./metrics').Metrics>} metrics
+ * @property {Set<() => void>} running aborts of the generations in flight
+ * @property {boolean} closing a shutdown began: new requests get 503
+ * @property {(name: unknown, kind: 'chat' | 'embeddings') => ServedModel} model the model a request names
+ */
+
+const ROUTES = {
+  'POST /v1/chat/completions': { limit: 'maxBodyBytes', run: chat.chatCompletions },
+  'POST /v1/completions': { limit: 'maxBodyBytes', run: chat.completions },
+  'POST /v1/embeddings': { limit: 'maxEmbeddingsBodyBytes', run: embeddings },
+}
+const KIND_ROUTES = { chat: '/v1/chat/completions and /v1/completions', embeddings: '/v1/embeddings' }
+
+const digest = (/** @type {string} */ s) => createHash('sha256').update(s).digest()
+
+/**
+ * @param {{ models: ServedModel[]; apiKey?: string; limits?: import('./requests').ServeLimits }} options
+ */
+function createHandler({ models, apiKey, limits }) {
+  const byName = new Map(models.map((m) => [m.name, m]))
+  const key = apiKey === undefined ? null : digest(`Bearer ${apiKey}`)
+  /** @type {Context} */
+  const ctx = {
+    limits: { ...LIMITS, ...limits },
+    metrics: new Metrics(),
+    running: new Set(),
+    closing: false,
+    model(name, kind) {
+      if (name === undefined) {
+        const ofKind = models.filter((m) => m.kind === kind)
+        if (ofKind.length === 1) return ofKind[0]
+        const names = ofKind.map((m) => JSON.stringify(m.name)).join(', ')
+        throw new HttpError(400, 'InvalidArg', `model: required: this server serves ${names || 'no such model'}`)
+      }
+      const m = byName.get(/** @type {string} */ (name))
+      if (!m) {
+        const names = models.map((s) => JSON.stringify(s.name)).join(', ')
+        throw new HttpError(404, 'ModelNotFound', `model: this server serves ${names}, got ${JSON.stringify(name)}`)
+      }
+      if (m.kind !== kind) {
+        throw new HttpError(400, 'InvalidArg', `model: ${JSON.stringify(m.name)} serves ${KIND_ROUTES[m.kind]}`)
+      }
+      return m
+    },
+  }
+  const modelObject = (/** @type {ServedModel} */ m) => ({
+    id: m.name,
+    object: 'model',
+    created: 0,
+    owned_by: 'torch-node',
+  })
+
+  /**
+   * @param {import('node:http').IncomingMessage} req
+   * @param {import('node:http').ServerResponse} res
+   */
+  async function handle(req, res) {
+    const startedAt = performance.now()
+    const path = (req.url ?? '/').split('?')[0]
+    const routeKey = `${req.method} ${path}`
+    const route = Object.hasOwn(ROUTES, routeKey) ? ROUTES[/** @type {keyof typeof ROUTES} */ (routeKey)] : null
+    const label = route || ['/health', '/metrics', '/v1/models'].includes(path) ? path : 'other'
+    ctx.metrics.inFlight++
+    res.on('close', () => {
+      ctx.metrics.inFlight--
+      ctx.metrics.request(label, res.statusCode)
+    })
+    try {
+      if (path === '/health' && req.method === 'GET') {
+        return sendJson(res, ctx.closing ? 503 : 200, { status: ctx.closing ? 'shutting down' : 'ok' })
+      }
+      if (ctx.closing) throw new HttpError(503, 'Unavailable', 'the server is shutting down', { connection: 'close' })
+      if (path === '/metrics' && req.method === 'GET') {
+        const body = ctx.metrics.text(models)
+        res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' })
+        return void res.end(body)
+      }
+      if (key && path.startsWith('/v1/')) {
+        const given = digest(req.headers.authorization ?? '')
+        if (!timingSafeEqual(given, key)) {
+          throw new HttpError(401, 'Unauthorized', 'a missing or wrong API key (Authorization: Bearer <key>)', {
+            'www-authenticate': 'Bearer',
+          })
+        }
+      }
+      if (req.method === 'GET' && path === '/v1/models') {
+        return sendJson(res, 200, { object: 'list', data: models.map(modelObject) })
+      }
+      if (req.method === 'GET' && path.startsWith('/v1/models/')) {
+        const m = byName.get(decodeURIComponent(path.slice('/v1/models/'.length)))
+        if (!m) throw new HttpError(404, 'ModelNotFound', `no model ${JSON.stringify(path.slice(11))}`)
+        return sendJson(res, 200, modelObject(m))
+      }
+      if (!route) {
+        const known = Object.keys(ROUTES).find((k) => k.endsWith(` ${path}`))
+        if (known)
+          throw new HttpError(405, 'MethodNotAllowed', `${path}: use ${known.split(' ')[0]}`, { allow: 'POST' })
+        throw new HttpError(404, 'NotFound', `no route ${req.method} ${path}`)
+      }
+      const body = await readJson(req, ctx.limits[/** @type {keyof Limits} */ (route.limit)])
+      await route.run(ctx, body, res, startedAt)
+    } catch (e) {
+      sendError(res, e)
+    }
+  }
+  return { handle, ctx }
+}
+
+module.exports = { createHandler }

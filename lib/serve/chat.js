@@ -1,0 +1,281 @@
+// @ts-check
+'use strict'
+// POST /v1/chat/completions and /v1/completions of torch-node serve over a torch.text.CausalLM:
+// OpenAI's chat.completion / text_completion objects, or with `stream: true` server-sent events
+// of chunks ending with `data: [DONE]`; tools rendered through the model's chat template and the
+// model's tool calls parsed into `tool_calls` (lib/text/tool-calls.js).
+const { randomUUID } = require('node:crypto')
+const { HttpError, sendJson, sendEvent, startEvents, readKeys } = require('./http')
+const R = require('./requests')
+const { formatOf, parseToolCalls, ToolCallStream, MARKERS } = require('../text/tool-calls')
+
+/**
+ * @import { ToolCallFormat } from '../text/tool-calls'
+ * @typedef {import('../../index').text.Tokenizer} Tokenizer
+ * @typedef {import('../../index').text.CausalLM} CausalLM
+ */
+
+/**
+ * What the routes need of a causal LM (`chatModel` makes one from a CausalLM and its tokenizer).
+ * @typedef {object} ChatModel
+ * @property {'chat'} kind
+ * @property {string} name
+ * @property {ToolCallFormat | null} toolFormat null: the chat template does not render tools
+ * @property {Map<number, string>} markers special tokens that decode to nothing but mark tool calls
+ * @property {(messages: Array<Record<string, any>>, tools: Array<Record<string, any>> | null, plain: boolean)
+ *   => Promise<any>} prompt the input of `generate` for a chat
+ * @property {CausalLM['generate']} generate
+ * @property {() => { active: number; queued: number }} stats
+ * @property {() => void} dispose
+ */
+
+/**
+ * @param {string} name
+ * @param {CausalLM} lm
+ * @param {Tokenizer} tokenizer the folder's tokenizer: renders chats with tools
+ * @returns {ChatModel}
+ */
+function chatModel(name, lm, tokenizer) {
+  const toolFormat = formatOf(tokenizer.chatTemplate)
+  /** @type {Map<number, string>} */
+  const markers = new Map()
+  for (const marker of toolFormat ? MARKERS[toolFormat] : []) {
+    const id = tokenizer.tokenToId(marker)
+    // A marker that is a special token is dropped by decoding: it is put back from the token ids.
+    if (id !== null && tokenizer.decode([id], { skipSpecialTokens: true }) === '') markers.set(id, marker)
+  }
+  return {
+    kind: 'chat',
+    name,
+    toolFormat,
+    markers,
+    async prompt(messages, tools, plain) {
+      if (plain && !tools) return messages // CausalLM renders it (a long one off the event loop)
+      const text = tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(tools && { tools }) })
+      // As transformers' apply_chat_template(tokenize=True): the template wrote the special tokens.
+      const [encoding] = await tokenizer.encodeBatch([text], { addSpecialTokens: false })
+      return Array.from(encoding.ids)
+    },
+    generate: (input, options) => lm.generate(input, options),
+    stats: () => lm.stats(),
+    dispose() {
+      lm.dispose()
+      tokenizer.dispose()
+    },
+  }
+}
+
+const usageOf = (/** @type {{ promptTokens: number; completionTokens: number }} */ u) => ({
+  prompt_tokens: u.promptTokens,
+  completion_tokens: u.completionTokens,
+  total_tokens: u.promptTokens + u.completionTokens,
+})
+
+const callId = () => `call_${randomUUID().replace(/-/g, '').slice(0, 24)}`
+
+/**
+ * OpenAI's objects for one route.
+ * @typedef {object} Shape
+ * @property {string} prefix
+ * @property {string} object
+ * @property {string} chunkObject
+ * @property {(text: string, finishReason: string) => any} choice the whole answer's choice
+ * @property {any} [first] the first chunk's choice
+ * @property {(text: string) => any} delta a text chunk's choice
+ * @property {(finishReason: string) => any} last the last chunk's choice
+ */
+
+/** @type {Shape} */
+const COMPLETION = {
+  prefix: 'cmpl',
+  object: 'text_completion',
+  chunkObject: 'text_completion',
+  choice: (text, finishReason) => ({ index: 0, text, logprobs: null, finish_reason: finishReason }),
+  delta: (text) => ({ index: 0, text, logprobs: null, finish_reason: null }),
+  last: (finishReason) => ({ index: 0, text: '', logprobs: null, finish_reason: finishReason }),
+}
+
+/**
+ * The chat route's objects; with tools, the answer's tool calls as OpenAI's `tool_calls`.
+ * @param {ToolCallFormat | null} format
+ * @param {boolean} parallel false: only the first call is kept
+ * @returns {Shape & { calls: (events: any[]) => any[] }}
+ */
+function chatShape(format, parallel) {
+  let calls = 0
+  const finish = (/** @type {string} */ reason) => (calls > 0 && reason === 'stop' ? 'tool_calls' : reason)
+  const chunk = (/** @type {any} */ delta, /** @type {string | null} */ reason = null) => ({
+    index: 0,
+    delta,
+    logprobs: null,
+    finish_reason: reason,
+  })
+  return {
+    prefix: 'chatcmpl',
+    object: 'chat.completion',
+    chunkObject: 'chat.completion.chunk',
+    choice(text, finishReason) {
+      /** @type {Record<string, any>} */
+      const message = { role: 'assistant', content: text, refusal: null }
+      if (format) {
+        const parsed = parseToolCalls(text, format)
+        const found = parallel ? parsed.toolCalls : parsed.toolCalls.slice(0, 1)
+        if (found.length) {
+          calls = found.length
+          message.content = parsed.content
+          message.tool_calls = found.map((c) => ({ id: callId(), type: 'function', function: c }))
+        }
+      }
+      return { index: 0, message, logprobs: null, finish_reason: finish(finishReason) }
+    },
+    first: chunk({ role: 'assistant', content: '' }),
+    delta: (text) => chunk({ content: text }),
+    last: (finishReason) => chunk({}, finish(finishReason)),
+    // A call goes out as OpenAI streams one: its id and name, then its arguments.
+    calls: (events) =>
+      events.flatMap((e) => {
+        if (e.type === 'text') return [chunk({ content: e.text })]
+        if (!parallel && calls > 0) return []
+        const index = calls++
+        const { name, arguments: args } = e.call
+        return [
+          chunk({ tool_calls: [{ index, id: callId(), type: 'function', function: { name, arguments: '' } }] }),
+          chunk({ tool_calls: [{ index, function: { arguments: args } }] }),
+        ]
+      }),
+  }
+}
+
+/**
+ * One request's generation, streamed or whole.
+ * @param {import('./app').Context} ctx
+ * @param {import('node:http').ServerResponse} res
+ * @param {ChatModel} model
+ * @param {any} input
+ * @param {{ options: Record<string, any>; stream: boolean; includeUsage: boolean }} request
+ * @param {Shape & { calls?: (events: any[]) => any[] }} shape
+ * @param {ToolCallFormat | null} format tool calls to parse out of a stream
+ * @param {number} startedAt when the request came (performance.now())
+ */
+async function generate(ctx, res, model, input, request, shape, format, startedAt) {
+  // A client that hangs up (while waiting for a slot, or mid-stream) aborts its generation; so
+  // does the end of a shutdown's grace period.
+  const gone = new AbortController()
+  res.on('close', () => {
+    if (!res.writableEnded) gone.abort()
+  })
+  const stop = () => gone.abort()
+  ctx.running.add(stop)
+  const it = model.generate(input, { ...request.options, signal: gone.signal })
+  const head = {
+    id: `${shape.prefix}-${randomUUID()}`,
+    object: shape.chunkObject,
+    created: Math.floor(Date.now() / 1000),
+    model: model.name,
+  }
+  const withMarkers = (/** @type {{ text: string; tokens: number[] }} */ piece) => {
+    if (model.markers.size === 0) return piece.text
+    const marks = piece.tokens.flatMap((t) => (model.markers.has(t) ? [model.markers.get(t)] : []))
+    return marks.join('') + piece.text
+  }
+  try {
+    // The first piece before any header, so QueueFull and a too long prompt are still HTTP errors.
+    let r = await it.next()
+    if (!r.done) ctx.metrics.firstToken(model.name, (performance.now() - startedAt) / 1000)
+    if (gone.signal.aborted) {
+      if (ctx.closing && !res.headersSent) throw new HttpError(503, 'Unavailable', 'the server is shutting down')
+      return
+    }
+    if (!request.stream) {
+      let text = ''
+      for (; !r.done; r = await it.next()) text += withMarkers(r.value)
+      const { finishReason, usage } = r.value
+      ctx.metrics.tokens(model.name, usage.promptTokens, usage.completionTokens)
+      if (finishReason === 'aborted') {
+        if (ctx.closing && !res.headersSent) throw new HttpError(503, 'Unavailable', 'the server is shutting down')
+        return
+      }
+      const body = { ...head, object: shape.object, choices: [shape.choice(text, finishReason)], usage: usageOf(usage) }
+      return sendJson(res, 200, body)
+    }
+    startEvents(res)
+    const calls = format && shape.calls ? new ToolCallStream(format) : null
+    const send = async (/** @type {any[]} */ choices) => {
+      for (const choice of choices) if (!(await sendEvent(res, { ...head, choices: [choice] }))) return false
+      return true
+    }
+    if (shape.first && !(await send([shape.first]))) return
+    for (; !r.done; r = await it.next()) {
+      const text = withMarkers(r.value)
+      const choices = calls && shape.calls ? shape.calls(calls.push(text)) : [shape.delta(text)]
+      if (!(await send(choices))) return
+    }
+    const { finishReason, usage } = r.value
+    ctx.metrics.tokens(model.name, usage.promptTokens, usage.completionTokens)
+    if (finishReason === 'aborted') {
+      // Cut by the shutdown: said in the stream, in OpenAI's shape, so the client sees an error.
+      if (ctx.closing) {
+        await sendEvent(res, {
+          error: { message: 'the server is shutting down', type: 'server_error', code: 'Unavailable' },
+        })
+      }
+      return void res.end()
+    }
+    if (calls && shape.calls && !(await send(shape.calls(calls.end())))) return
+    if (!(await send([shape.last(finishReason)]))) return
+    if (request.includeUsage) await sendEvent(res, { ...head, choices: [], usage: usageOf(usage) })
+    await sendEvent(res, '[DONE]')
+    res.end()
+  } catch (e) {
+    if (!res.headersSent) throw e
+    // Headers are sent: the error goes in the stream, in OpenAI's shape, and the stream ends.
+    const error = /** @type {any} */ (e)
+    await sendEvent(res, { error: { message: error.message, type: 'server_error', code: error.code ?? 'Internal' } })
+    res.end()
+  } finally {
+    ctx.running.delete(stop)
+    await it.return?.(/** @type {any} */ (undefined))
+  }
+}
+
+/**
+ * POST /v1/chat/completions
+ * @param {import('./app').Context} ctx
+ * @param {unknown} body
+ * @param {import('node:http').ServerResponse} res
+ * @param {number} startedAt
+ */
+async function chatCompletions(ctx, body, res, startedAt) {
+  const b = readKeys(body, R.CHAT_KEYS)
+  const request = R.readSampling(b, ctx.limits)
+  const model = /** @type {ChatModel} */ (ctx.model(b.model, 'chat'))
+  const { messages, plain } = R.readMessages(b.messages, ctx.limits)
+  const { tools, parallel } = R.readTools(b, ctx.limits)
+  R.readResponseFormat(b.response_format)
+  if (tools && !model.toolFormat) {
+    throw new HttpError(
+      400,
+      'InvalidArg',
+      `tools: the chat template of model ${JSON.stringify(model.name)} does not render tools`,
+    )
+  }
+  const input = await model.prompt(messages, tools, plain)
+  const format = tools ? model.toolFormat : null
+  await generate(ctx, res, model, input, request, chatShape(format, parallel), format, startedAt)
+}
+
+/**
+ * POST /v1/completions
+ * @param {import('./app').Context} ctx
+ * @param {unknown} body
+ * @param {import('node:http').ServerResponse} res
+ * @param {number} startedAt
+ */
+async function completions(ctx, body, res, startedAt) {
+  const b = readKeys(body, R.COMPLETION_KEYS)
+  const request = R.readSampling(b, ctx.limits)
+  const model = /** @type {ChatModel} */ (ctx.model(b.model, 'chat'))
+  await generate(ctx, res, model, R.readPrompt(b.prompt), request, COMPLETION, null, startedAt)
+}
+
+module.exports = { chatModel, chatCompletions, completions }

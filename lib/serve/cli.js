@@ -1,0 +1,128 @@
+'use strict'
+// `torch-node serve` (bin/torch-node.js): torch.serve from the command line. The first line on
+// stdout is `listening on http://HOST:PORT`; SIGTERM or SIGINT stops accepting, lets the requests
+// running finish within --shutdown-timeout, aborts the rest, and exits 0. Exit codes: 1 a model
+// or the port failed (one line on stderr, with its code), 2 a usage error.
+const { parseArgs } = require('node:util')
+
+const USAGE = `usage: torch-node serve --model NAME=FOLDER [--model NAME=FOLDER ...] [--host 127.0.0.1]
+         [--port 8000] [--api-key KEY] [--max-sequences N] [--max-queue N] [--shutdown-timeout 10]
+
+Serves torch-node model folders (\`npx torch-node export\`) with OpenAI's API: causal LMs on
+/v1/chat/completions and /v1/completions, sentence encoders on /v1/embeddings; GET /v1/models,
+/health and /metrics (Prometheus). NAME is what clients send as \`model\`; the kind of each folder
+is read from its manifest.json.
+  --host              the address to bind (0.0.0.0 to face the network)
+  --port              0: any free one; the first line printed says which
+  --api-key           /v1/* requests must send Authorization: Bearer KEY (or $TORCH_NODE_API_KEY)
+  --max-sequences     causal LMs: sequences generating at once (default 4)
+  --max-queue         requests waiting per model before 503 QueueFull (LMs 64, encoders 1024)
+  --shutdown-timeout  seconds that requests running get to finish after SIGTERM (default 10)
+See docs/serving.md.`
+
+class UsageError extends Error {}
+
+/** @param {string} value @param {string} flag @param {number} min */
+function integer(value, flag, min) {
+  const n = Number(value)
+  if (value === undefined) return undefined
+  if (!Number.isSafeInteger(n) || n < min) throw new UsageError(`${flag}: expected an integer ≥ ${min}, got ${value}`)
+  return n
+}
+
+/** The options of `torch.serve` from the command line. @param {string[]} argv */
+function parse(argv) {
+  let parsed
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: {
+        model: { type: 'string', multiple: true },
+        host: { type: 'string', default: '127.0.0.1' },
+        port: { type: 'string', default: '8000' },
+        'api-key': { type: 'string' },
+        'max-sequences': { type: 'string' },
+        'max-queue': { type: 'string' },
+        'shutdown-timeout': { type: 'string', default: '10' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    })
+  } catch (e) {
+    throw new UsageError(String(/** @type {Error} */ (e).message).split('\n')[0])
+  }
+  const v = parsed.values
+  if (v.help) return null
+  if (!v.model?.length) throw new UsageError('--model NAME=FOLDER: at least one model to serve')
+  const maxSequences = integer(v['max-sequences'], '--max-sequences', 1)
+  const maxQueue = integer(v['max-queue'], '--max-queue', 0)
+  /** @type {Record<string, any>} */
+  const models = {}
+  for (const m of v.model) {
+    const at = m.indexOf('=')
+    const [name, folder] = at > 0 ? [m.slice(0, at), m.slice(at + 1)] : [null, '']
+    if (!name || !folder) throw new UsageError(`--model: expected NAME=FOLDER, got ${JSON.stringify(m)}`)
+    if (Object.hasOwn(models, name)) throw new UsageError(`--model: ${JSON.stringify(name)} is given twice`)
+    models[name] = {
+      folder,
+      ...(maxQueue !== undefined && { maxQueue }),
+      ...(maxSequences !== undefined && { maxSequences }),
+    }
+  }
+  const port = integer(v.port, '--port', 0)
+  if (port > 65535) throw new UsageError(`--port: expected 0 to 65535, got ${v.port}`)
+  const shutdownSeconds = Number(v['shutdown-timeout'])
+  if (!(shutdownSeconds >= 0))
+    throw new UsageError(`--shutdown-timeout: expected seconds ≥ 0, got ${v['shutdown-timeout']}`)
+  const apiKey = v['api-key'] ?? (process.env.TORCH_NODE_API_KEY || undefined)
+  return { models, host: v.host, port, apiKey, shutdownMs: shutdownSeconds * 1000 }
+}
+
+/**
+ * Runs the server until SIGTERM or SIGINT; resolves to the exit code.
+ * @param {string[]} argv the arguments after `serve`
+ * @returns {Promise<number>}
+ */
+async function main(argv) {
+  let o
+  try {
+    o = parse(argv)
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e
+    process.stderr.write(`torch-node serve: ${e.message}\n${USAGE}\n`)
+    return 2
+  }
+  if (o === null) {
+    process.stdout.write(`${USAGE}\n`)
+    return 0
+  }
+  const { serve, kindOf } = require('./index')
+  // --max-sequences is the causal LMs' alone.
+  // (A folder without a manifest keeps it: serve() says what is wrong with the folder.)
+  for (const spec of Object.values(o.models)) {
+    try {
+      if (kindOf(spec.folder) !== 'causal-lm') delete spec.maxSequences
+    } catch {}
+  }
+  let server
+  try {
+    server = await serve({ models: o.models, host: o.host, port: o.port, apiKey: o.apiKey })
+  } catch (e) {
+    const err = /** @type {any} */ (e)
+    process.stderr.write(`torch-node serve: ${err.code || 'Error'}: ${String(err.message).split('\n')[0]}\n`)
+    return 1
+  }
+  process.stdout.write(`listening on ${server.url}\n`)
+  for (const [name, model] of Object.entries(server.models)) {
+    const routes = 'generate' in model ? '/v1/chat/completions, /v1/completions' : '/v1/embeddings'
+    process.stdout.write(`  ${name}: ${routes}\n`)
+  }
+  const signal = await new Promise((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'))
+    process.once('SIGINT', () => resolve('SIGINT'))
+  })
+  process.stdout.write(`${signal}: shutting down (up to ${o.shutdownMs / 1000} s for the requests running)\n`)
+  await server.close({ timeoutMs: o.shutdownMs })
+  return 0
+}
+
+module.exports = { main, parse, USAGE }

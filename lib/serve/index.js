@@ -1,0 +1,219 @@
+// @ts-check
+'use strict'
+// torch.serve: an OpenAI-compatible server over torch-node model folders (what `npx torch-node
+// serve` runs, lib/serve/cli.js) — causal LMs on /v1/chat/completions and /v1/completions,
+// sentence encoders on /v1/embeddings, in one process, on node:http. See docs/serving.md.
+//   app.js         routes, API key, model lookup, metrics
+//   chat.js        chat and completions over torch.text.CausalLM (tools: lib/text/tool-calls.js)
+//   embeddings.js  embeddings over torch.text.SentenceEncoder
+//   requests.js    what a request may say, checked; the limits
+//   http.js        JSON bodies, errors in OpenAI's shape, server-sent events
+//   metrics.js     GET /metrics (Prometheus)
+const fs = require('node:fs')
+const http = require('node:http')
+const nodePath = require('node:path')
+const { codedError } = require('../errors')
+const opt = require('../options')
+const torch = require('../torch')
+const { createHandler } = require('./app')
+const { chatModel } = require('./chat')
+const { embeddingModel } = require('./embeddings')
+const { LIMITS } = require('./requests')
+
+/**
+ * @typedef {import('../../index').text.CausalLM} CausalLM
+ * @typedef {import('../../index').text.SentenceEncoder} SentenceEncoder
+ * @import { ServeLimits } from './requests'
+ */
+
+// The public types below become index.d.ts's declarations (tools/lib-typings.js).
+/**
+ * A model folder `torch.serve` loads, with its load options: a causal LM's (`CausalLM.load`:
+ * `dtype`, `maxSequences`, `maxQueue`, `maxContext`) or a sentence encoder's
+ * (`SentenceEncoder.load`: `dtype`, `maxBatchSize`, `maxDelayMs`, `maxQueue`). The kind is read
+ * from the folder's manifest.json.
+ * @typedef {object} ServeModelSpec
+ * @property {string} folder A folder written by `npx torch-node export`.
+ * @property {'float32' | 'bfloat16' | 'float16'} [dtype]
+ * @property {number} [maxSequences] Causal LMs: sequences generating at once.
+ * @property {number} [maxContext] Causal LMs: the most tokens of a sequence.
+ * @property {number} [maxQueue] Requests waiting before `QueueFull` (HTTP 503).
+ * @property {number} [maxBatchSize] Sentence encoders: texts per forward (default 32).
+ * @property {number} [maxDelayMs] Sentence encoders: how long a batch waits to fill (default 2).
+ */
+/**
+ * Options of `torch.serve`; any other key is refused (`InvalidArg`).
+ * @typedef {object} ServeOptions
+ * @property {Record<string, string | ServeModelSpec>} models The models by the name clients send as `model`:
+ *   a folder, or a folder with load options.
+ * @property {string} [host] The address to bind (default `'127.0.0.1'`; `'0.0.0.0'` to face the network).
+ * @property {number} [port] The port (default 0: any free one).
+ * @property {string} [apiKey] Requests to `/v1/*` must send `Authorization: Bearer <apiKey>` (401 otherwise).
+ * @property {ServeLimits} [limits] The limits on one request.
+ */
+/**
+ * A running `torch.serve` server.
+ * @typedef {object} Server
+ * @property {string} url `http://host:port`; the OpenAI clients' `baseURL` is `url + '/v1'`.
+ * @property {number} port
+ * @property {import('node:http').Server} server The underlying `http.Server`.
+ * @property {Record<string, CausalLM | SentenceEncoder>} models The loaded models by name.
+ * @property {(options?: { timeoutMs?: number }) => Promise<void>} close Stops accepting requests, lets
+ *   those running finish for up to `timeoutMs` (default 10 000), then aborts the rest (a stream gets an error
+ *   event and ends), closes the connections and disposes the models.
+ */
+
+const LOAD_KEYS = {
+  'causal-lm': ['folder', 'dtype', 'maxSequences', 'maxQueue', 'maxContext'],
+  'sentence-encoder': ['folder', 'dtype', 'maxQueue', 'maxBatchSize', 'maxDelayMs'],
+}
+const limitReader = opt.integer({ min: 1, expected: 'an integer ≥ 1' })
+const SERVE_OPTIONS = opt.bag(
+  {
+    models: opt.check((v) => typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0, '{name: folder}'),
+    host: opt.string,
+    port: opt.integer({ min: 0, max: 65535, expected: 'a port number (0: any free one)' }),
+    apiKey: opt.check((v) => typeof v === 'string' && v !== '', 'a non-empty string'),
+    limits: opt.bag(Object.fromEntries(Object.keys(LIMITS).map((k) => [k, limitReader]))),
+  },
+  { required: ['models'] },
+)
+
+/**
+ * The kind of model a folder holds (its manifest.json's `kind`: `causal-lm`, `sentence-encoder`).
+ * @param {string} folder
+ * @returns {unknown}
+ */
+function kindOf(folder) {
+  return JSON.parse(fs.readFileSync(nodePath.join(folder, 'manifest.json'), 'utf8'))?.kind
+}
+
+/**
+ * Loads one model folder, of the kind its manifest.json says.
+ * @param {string} name
+ * @param {unknown} spec
+ * @param {Function} caller
+ */
+async function load(name, spec, caller) {
+  const what = `serve: models[${JSON.stringify(name)}]`
+  const given = typeof spec === 'string' ? { folder: spec } : spec
+  if (given === null || typeof given !== 'object' || typeof (/** @type {any} */ (given).folder) !== 'string') {
+    throw codedError('InvalidArg', `${what}: expected a folder or {folder, ...load options}`, caller)
+  }
+  const { folder, ...options } = /** @type {Record<string, any>} */ (given)
+  let kind
+  try {
+    kind = kindOf(folder)
+  } catch (e) {
+    const why = /** @type {any} */ (e).code === 'ENOENT' ? 'no manifest.json' : /** @type {Error} */ (e).message
+    throw codedError('ModelLoadError', `${what}: ${folder}: ${why} (a folder of \`npx torch-node export\`)`, caller)
+  }
+  if (!Object.hasOwn(LOAD_KEYS, kind)) {
+    throw codedError(
+      'ModelLoadError',
+      `${what}: ${folder}: a ${JSON.stringify(kind)} model; torch-node serve serves causal-lm and sentence-encoder folders`,
+      caller,
+    )
+  }
+  const keys = LOAD_KEYS[/** @type {keyof typeof LOAD_KEYS} */ (kind)]
+  const extra = Object.keys(options).find((k) => !keys.includes(k))
+  if (extra) {
+    throw codedError(
+      'InvalidArg',
+      `${what}: unknown option '${extra}' for a ${kind} model; accepted: ${keys.join(', ')}`,
+      caller,
+    )
+  }
+  const { text } = torch()
+  if (kind === 'causal-lm') {
+    const lm = await text.CausalLM.load(folder, options)
+    try {
+      return { model: lm, served: chatModel(name, lm, text.Tokenizer.fromFile(folder)) }
+    } catch (e) {
+      lm.dispose()
+      throw e
+    }
+  }
+  const encoder = await text.SentenceEncoder.load(folder, {
+    maxBatchSize: 32,
+    maxDelayMs: 2,
+    maxQueue: 1024,
+    ...options,
+  })
+  return { model: encoder, served: embeddingModel(name, encoder) }
+}
+
+/**
+ * Loads the model folders (off the event loop) and serves them with OpenAI's API:
+ * `POST /v1/chat/completions`, `/v1/completions` (causal LMs), `/v1/embeddings` (sentence
+ * encoders), `GET /v1/models`, `/health`, `/metrics`. See docs/serving.md. Errors:
+ * `InvalidArg`, `ModelLoadError`, and the listen error (`EADDRINUSE`).
+ * @param {ServeOptions} options
+ * @returns {Promise<Server>}
+ */
+async function serve(options) {
+  const o = opt.read(options, SERVE_OPTIONS, 'serve: options', serve)
+  const { host = '127.0.0.1', port = 0 } = o
+  const loaded = await Promise.allSettled(Object.entries(o.models).map(([name, spec]) => load(name, spec, serve)))
+  const failed = loaded.find((r) => r.status === 'rejected')
+  if (failed) {
+    for (const r of loaded) if (r.status === 'fulfilled') r.value.served.dispose()
+    throw /** @type {PromiseRejectedResult} */ (failed).reason
+  }
+  const models = loaded.map((r) => /** @type {PromiseFulfilledResult<any>} */ (r).value)
+  const served = models.map((m) => m.served)
+  const { handle, ctx } = createHandler({ models: served, apiKey: o.apiKey, limits: o.limits })
+  const server = http.createServer((req, res) => {
+    // While closing, a connection is closed once its answer is out.
+    res.on('finish', () => {
+      if (ctx.closing) setImmediate(() => server.closeIdleConnections())
+    })
+    handle(req, res)
+  })
+  server.keepAliveTimeout = 60_000
+  try {
+    await new Promise((resolve, reject) => {
+      server.once('error', reject)
+      server.listen(port, host, () => resolve(undefined))
+    })
+  } catch (e) {
+    for (const s of served) s.dispose()
+    throw e
+  }
+  const address = /** @type {import('node:net').AddressInfo} */ (server.address())
+  const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
+  /** @type {Promise<void> | null} */
+  let closing = null
+  const close = ({ timeoutMs = 10_000 } = {}) =>
+    (closing ??= (async () => {
+      ctx.closing = true
+      const closed = new Promise((resolve) => server.close(() => resolve(undefined)))
+      server.closeIdleConnections()
+      /** @type {NodeJS.Timeout | undefined} */
+      let timer
+      const deadline = new Promise((resolve) => {
+        timer = setTimeout(resolve, timeoutMs, 'deadline')
+      })
+      if ((await Promise.race([closed, deadline])) === 'deadline') {
+        // The generations still running end now: each stream writes its error event and ends.
+        for (const stop of ctx.running) stop()
+        const grace = new Promise((resolve) => {
+          timer = setTimeout(resolve, 1000)
+        })
+        await Promise.race([closed, grace])
+        server.closeAllConnections()
+        await closed
+      }
+      clearTimeout(timer)
+      for (const s of served) s.dispose()
+    })())
+  return {
+    url: `http://${shown}:${address.port}`,
+    port: address.port,
+    server,
+    models: Object.fromEntries(served.map((s, i) => [s.name, models[i].model])),
+    close,
+  }
+}
+
+module.exports = { serve, kindOf }
