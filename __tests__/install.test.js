@@ -95,3 +95,18 @@ test('the install-log check flags what a newcomer would read as a failure', () =
   )
   assert.deepEqual(complaints('[torch-node] pip install numpy\nadded 322 packages in 34s\n', 24), [])
 })
+
+test("the install-log check flags third-party noise: Python warnings, progress bars, pip's and cargo's steps", () => {
+  const log = [
+    '/x/torch/utils/_pytree.py:1: FutureWarning: isinstance(treespec, LeafSpec) is deprecated',
+    'Loading weights: 100%|██████████| 101/101',
+    'Collecting transformers==5.23.0',
+    '   Compiling image v0.25.10',
+    '[torch-node] models: resnet18.pt2: made in 41 s',
+    '[torch-node] built torch-node.node from source in 212 s',
+  ].join('\n')
+  assert.deepEqual(
+    complaints(log, 24).map((c) => c.split(':')[0]),
+    ['line 1', 'line 2', 'line 3', 'line 4'],
+  )
+})

@@ -2,7 +2,8 @@
 // `npm run bench:text`: sentence embeddings and tokenization, side by side in ONE run, ratios
 // printed (issue 26). Same all-MiniLM-L6-v2 weights, fp32, each contender in its own process:
 //   - torch-node: torch.text.SentenceEncoder on the exported folder (models/golden/text/minilm,
-//     from `npm run models`), and bf16 beside it where the CPU has native bf16;
+//     from `npm run models`), and bf16 beside it where the CPU has native bf16 (MiniLM exported
+//     with --dtype bfloat16 on the bench's first run, into models/golden/text/minilm-bf16);
 //   - transformers.js 4 (ONNX Runtime): its feature-extraction pipeline, pooling 'mean',
 //     normalize, on the same weights exported to ONNX (bench/text_child.py export-onnx, once);
 //   - Python sentence-transformers (bench/text_child.py serve), same thread count.
@@ -65,6 +66,37 @@ async function startChild(name, cmd, args) {
   return { name, child, request: async (/** @type {string} */ line) => Number(await request(line)) }
 }
 
+/**
+ * MiniLM exported with `--dtype bfloat16` into models/golden/text/minilm-bf16 (once: export_text.py
+ * records its source's hash, and this reuses a folder whose manifest says bfloat16), or null with
+ * the reason printed.
+ */
+function bf16Export(python) {
+  const dir = path.join(TEXT, 'minilm-bf16')
+  const manifest = path.join(dir, 'manifest.json')
+  if (fs.existsSync(manifest) && JSON.parse(fs.readFileSync(manifest, 'utf8')).dtype === 'bfloat16') return dir
+  console.log('torch-node bf16: exporting MiniLM with --dtype bfloat16 (once, about a minute)')
+  try {
+    execFileSync(
+      python,
+      [path.join(ROOT, 'python', 'export_text.py'), minilmSource(python), dir, '--dtype', 'bfloat16'],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...env, HF_HUB_OFFLINE: '1' },
+      },
+    )
+    return dir
+  } catch (e) {
+    console.log(
+      `torch-node bf16: skipped (the bf16 export failed: ${String(e.stderr ?? e.message)
+        .trim()
+        .split('\n')
+        .pop()})`,
+    )
+    return null
+  }
+}
+
 async function embedRows(python) {
   const contenders = []
   const add = async (name, cmd, args) => {
@@ -75,13 +107,13 @@ async function embedRows(python) {
     }
   }
   await add('torch-node fp32', process.execPath, [path.join(__dirname, 'text-child.js'), 'torch-node', MODEL_DIR])
-  if (torch.cpu.hasNativeBf16()) {
-    await add('torch-node bf16', process.execPath, [
-      path.join(__dirname, 'text-child.js'),
-      'torch-node',
-      MODEL_DIR,
-      'bfloat16',
-    ])
+  if (!torch.cpu.hasNativeBf16()) console.log('torch-node bf16: skipped (this CPU has no native bf16)')
+  else if (!python) console.log('torch-node bf16: skipped (no Python with torch to export MiniLM in bf16)')
+  else {
+    // A .pt2 runs in the dtype it was compiled for: the bf16 row needs MiniLM exported in bf16.
+    const bf16Dir = bf16Export(python)
+    if (bf16Dir)
+      await add('torch-node bf16', process.execPath, [path.join(__dirname, 'text-child.js'), 'torch-node', bf16Dir])
   }
   await add('transformers.js', process.execPath, [
     path.join(__dirname, 'text-child.js'),
