@@ -301,4 +301,6 @@ exported.text.SentenceEncoder = require('./lib/text/sentence-encoder').SentenceE
 // torch.text.CausalLM (lib/text/causal-lm.js): the native decode loop behind an async iterator.
 exported.text.CausalLM = require('./lib/text/causal-lm').CausalLM
 Object.assign(exported, require('./lib/oip'))
+// torch.serve (lib/serve/): OpenAI's API over causal-LM and sentence-encoder folders.
+exported.serve = require('./lib/serve').serve
 module.exports = exported

@@ -46,4 +46,5 @@ export const {
   padSequence,
   RemoteModule,
   oip,
+  serve,
 } = torch

@@ -1,5 +1,5 @@
 'use strict'
-// examples/chat-server.js over real HTTP on a loopback port, driven by the official `openai` npm
+// examples/chat-server.js (torch.serve with one causal-LM folder) over real HTTP on a loopback port, driven by the official `openai` npm
 // client, against the tiny random Llama of models/make_lm_models.py (`npm run models`): greedy
 // decoding is deterministic, so each answer must equal `lm.complete` run directly; streamed and
 // not, chat and plain completions, 400s for malformed requests, 503 QueueFull, and a client that

@@ -1,13 +1,15 @@
 'use strict'
-// examples/embeddings-server.js over real HTTP on a loopback port, driven by the official `openai`
-// npm client (its default base64 encoding and 'float'), against sentence-transformers' own
-// embeddings of all-MiniLM-L6-v2 (models/golden/text/minilm.golden.json, from
-// models/make_text_models.py); 400s for malformed input, 404 for another model, 503 QueueFull.
+// examples/embeddings-server.js (torch.serve with one text-model folder) over real HTTP on a
+// loopback port, driven by the official `openai` npm client (its default base64 encoding and
+// 'float'), against sentence-transformers' own embeddings of all-MiniLM-L6-v2
+// (models/golden/text/minilm.golden.json, from models/make_text_models.py); 400s for malformed
+// input, 404 for another model, 503 QueueFull from a real SentenceEncoder's queue (the mapping
+// of any model's QueueFull is __tests__/serve.test.js's).
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { start, createApp } = require('../examples/embeddings-server')
+const { start } = require('../examples/embeddings-server')
 
 const ROOT = path.join(__dirname, '..')
 const MODEL_DIR = path.join(ROOT, 'models', 'golden', 'text', 'minilm')
@@ -136,29 +138,6 @@ describe('examples/embeddings-server.js with the openai client', () => {
 })
 
 describe('embeddings-server: overload', () => {
-  test('QueueFull from the encoder answers 503 with Retry-After', async () => {
-    // An embedder whose queue is full: the route maps the encoder's coded error, as with the Batcher.
-    const full = Object.assign(new Error('the queue holds 4 requests (maxQueue): try again later'), {
-      code: 'QueueFull',
-    })
-    const app = createApp({ name: 'm', dim: 2, encode: () => Promise.reject(full), countTokens: async () => 1 })
-    const server = await new Promise((resolve) => {
-      const s = app.listen(0, '127.0.0.1', () => resolve(s))
-    })
-    try {
-      const res = await fetch(`http://127.0.0.1:${server.address().port}/v1/embeddings`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ input: 'a' }),
-      })
-      assert.equal(res.status, 503)
-      assert.equal(res.headers.get('retry-after'), '1')
-      assert.equal((await res.json()).error.code, 'QueueFull')
-    } finally {
-      server.close()
-    }
-  })
-
   test('a real SentenceEncoder past its maxQueue gives some 503s and every other request its embedding', async () => {
     const service = await start({
       modelDir: MODEL_DIR,

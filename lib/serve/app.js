@@ -126,4 +126,44 @@ function createHandler({ models, apiKey, limits }) {
   return { handle, ctx }
 }
 
-module.exports = { createHandler }
+/**
+ * The `close({timeoutMs})` of a server answering with a handler's `ctx`: stops accepting, lets
+ * the requests running finish up to the deadline, then aborts the generations still running
+ * (a stream writes its error event and ends), gives them a second, and closes every connection;
+ * then `disposed()`. Once: later calls get the same promise.
+ * @param {import('node:http').Server} server
+ * @param {Context} ctx
+ * @param {() => void} disposed
+ */
+function closer(server, ctx, disposed) {
+  /** @type {Promise<void> | null} */
+  let closing = null
+  // While closing, a connection is closed once its answer is out.
+  server.on('request', (req, res) => {
+    res.on('finish', () => {
+      if (ctx.closing) setImmediate(() => server.closeIdleConnections())
+    })
+  })
+  return ({ timeoutMs = 10_000 } = {}) =>
+    (closing ??= (async () => {
+      ctx.closing = true
+      const closed = new Promise((resolve) => server.close(() => resolve(undefined)))
+      server.closeIdleConnections()
+      /** @type {NodeJS.Timeout | undefined} */
+      let timer
+      const wait = (/** @type {number} */ ms) =>
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, ms, 'deadline')
+        })
+      if ((await Promise.race([closed, wait(timeoutMs)])) === 'deadline') {
+        for (const stop of ctx.running) stop()
+        await Promise.race([closed, wait(1000)])
+        server.closeAllConnections()
+        await closed
+      }
+      clearTimeout(timer)
+      disposed()
+    })())
+}
+
+module.exports = { createHandler, closer }

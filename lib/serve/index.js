@@ -15,7 +15,7 @@ const nodePath = require('node:path')
 const { codedError } = require('../errors')
 const opt = require('../options')
 const torch = require('../torch')
-const { createHandler } = require('./app')
+const { createHandler, closer } = require('./app')
 const { chatModel } = require('./chat')
 const { embeddingModel } = require('./embeddings')
 const { LIMITS } = require('./requests')
@@ -163,13 +163,7 @@ async function serve(options) {
   const models = loaded.map((r) => /** @type {PromiseFulfilledResult<any>} */ (r).value)
   const served = models.map((m) => m.served)
   const { handle, ctx } = createHandler({ models: served, apiKey: o.apiKey, limits: o.limits })
-  const server = http.createServer((req, res) => {
-    // While closing, a connection is closed once its answer is out.
-    res.on('finish', () => {
-      if (ctx.closing) setImmediate(() => server.closeIdleConnections())
-    })
-    handle(req, res)
-  })
+  const server = http.createServer(handle)
   server.keepAliveTimeout = 60_000
   try {
     await new Promise((resolve, reject) => {
@@ -182,31 +176,9 @@ async function serve(options) {
   }
   const address = /** @type {import('node:net').AddressInfo} */ (server.address())
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
-  /** @type {Promise<void> | null} */
-  let closing = null
-  const close = ({ timeoutMs = 10_000 } = {}) =>
-    (closing ??= (async () => {
-      ctx.closing = true
-      const closed = new Promise((resolve) => server.close(() => resolve(undefined)))
-      server.closeIdleConnections()
-      /** @type {NodeJS.Timeout | undefined} */
-      let timer
-      const deadline = new Promise((resolve) => {
-        timer = setTimeout(resolve, timeoutMs, 'deadline')
-      })
-      if ((await Promise.race([closed, deadline])) === 'deadline') {
-        // The generations still running end now: each stream writes its error event and ends.
-        for (const stop of ctx.running) stop()
-        const grace = new Promise((resolve) => {
-          timer = setTimeout(resolve, 1000)
-        })
-        await Promise.race([closed, grace])
-        server.closeAllConnections()
-        await closed
-      }
-      clearTimeout(timer)
-      for (const s of served) s.dispose()
-    })())
+  const close = closer(server, ctx, () => {
+    for (const s of served) s.dispose()
+  })
   return {
     url: `http://${shown}:${address.port}`,
     port: address.port,
