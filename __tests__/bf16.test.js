@@ -1,7 +1,7 @@
 'use strict'
 // bfloat16 where the CPU computes it natively (avx512_bf16 or amx_bf16 in /proc/cpuinfo; issue
-// 34): tensor kernels, a TorchScript vision model run in bf16, and a text encoder exported in
-// bf16. Each tolerance is measured, not guessed: a kernel's against fp32 on the same bf16-rounded
+// 34): tensor kernels, a TorchScript vision model run in bf16, a conv net compiled in bf16
+// (.pt2), and a text encoder exported in bf16. Each tolerance is measured, not guessed: a kernel's against fp32 on the same bf16-rounded
 // inputs (one rounding of the output: 2^-8 relative), a model's against the error Python's own
 // bf16 run of that model makes (models/make_models.py, models/make_text_models.py write it into
 // the goldens). Elsewhere every test skips, with the reason. The causal LM's bf16 export is
@@ -84,6 +84,36 @@ describe('bf16 TorchScript vision (ResNet-18, dtype: bfloat16)', { skip: NO_BF16
       const tolerance = MARGIN * meta.bf16_eager_max_diff_b1
       assert.ok(err <= tolerance, `${JSON.stringify(opts)}: max logit difference ${err} > ${tolerance}`)
       assert.equal(out.argmax().item(), golden.argmax().item())
+      m.dispose()
+    }
+  })
+})
+
+describe('bf16 .pt2 vision (a conv net compiled in bf16 by AOTInductor)', { skip: NO_BF16 }, () => {
+  const file = path.join(MODELS, 'convnet_bf16.pt2')
+  const goldenFile = path.join(MODELS, 'golden', 'pt2_bf16.json')
+  const skip =
+    !fs.existsSync(file) || !fs.existsSync(goldenFile)
+      ? 'no convnet_bf16.pt2: run `npm run models` (models/make_models.py --part pt2-bf16)'
+      : false
+
+  test("bf16 in and out, within 2× Python's eager bf16 error of fp32; async = sync", { skip }, async () => {
+    const golden = readJson(goldenFile)
+    const x = torch.tensor(golden.input.data, { shape: golden.input.shape }).to('bfloat16')
+    const reference = torch.tensor(golden.reference.data, { shape: golden.reference.shape })
+    const m = await torch.AOTModule.load(file)
+    try {
+      const out = await m.forward(x)
+      assert.equal(out.dtype, 'bfloat16')
+      assert.deepEqual(out.shape, golden.reference.shape)
+      const err = maxDiff(out.to('float32'), reference)
+      const tolerance = MARGIN * golden.bf16_eager_max_diff
+      assert.ok(
+        err <= tolerance,
+        `max difference ${err} > ${tolerance} (Python eager bf16: ${golden.bf16_eager_max_diff})`,
+      )
+      assert.deepEqual(m.forwardSync(x).toArray(), out.toArray())
+    } finally {
       m.dispose()
     }
   })

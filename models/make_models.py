@@ -3,8 +3,10 @@
 
 Usage (from the repository root):
 
-    .libtorch/bin/python models/make_models.py [--out models] [--pretrained] [--skip-large]
-        [--onnx-only | --detection-only | --pt2-only]
+    .libtorch/bin/python models/make_models.py [--out models] [--pretrained] [--fixtures]
+        [--part fixtures|resnet18|onnx|efficientnet|images|detection|pt2|pt2-bf16 ...]
+
+(`npm run models` runs the parts as separate processes, two at a time: tools/models.js.)
 
 Writes (paths relative to --out, which defaults to the folder this script is in):
 
@@ -43,6 +45,10 @@ Writes (paths relative to --out, which defaults to the folder this script is in)
                                     bounded by the positions table (generated)
   golden/pt2.json                   the .pt2 files' input/output specs and pos_embed's
                                     goldens  (generated)
+  convnet_bf16.pt2, golden/pt2_bf16.json
+                                    a small conv net compiled in bf16, its float32 reference
+                                    and eager bf16's measured error; only where the CPU has
+                                    native bf16 (generated)
 
 Everything is seeded and runs on the CPU, so running the script again rewrites
 the same files.  Nothing is downloaded unless --pretrained is given (which asks
@@ -607,6 +613,12 @@ def make_resnet18(out: str, pretrained: bool) -> None:
         out8 = loaded(input8)
     assert out1.shape == (1, 1000) and out8.shape == (8, 1000)
     assert torch.isfinite(out8).all()
+    # bf16's own error on this model and input, measured (eager bf16 weights and input against
+    # float32): the tolerance a bf16 run of the same file is held to (__tests__/bf16.test.js).
+    with torch.no_grad():
+        bf16_out = model.to(torch.bfloat16)(input8[:1].to(torch.bfloat16)).float()
+    model.to(torch.float32)
+    bf16_error = float((bf16_out - out1).abs().max())
     gd = os.path.join(out, "golden")
     files = {
         "resnet18_input_b8.f32": input8,
@@ -630,9 +642,10 @@ def make_resnet18(out: str, pretrained: bool) -> None:
             ],
             "format": "raw little-endian float32, row-major",
             "max_abs_diff_b1_vs_b8_row0": float((out8[:1] - out1).abs().max()),
+            "bf16_eager_max_diff_b1": bf16_error,
+            "bf16_eager_top1_b1": int(bf16_out.argmax(1).item()),
         },
     )
-    make_resnet18_onnx(out)
 
 
 def make_resnet18_onnx(out: str) -> None:
@@ -817,6 +830,76 @@ def make_pt2(out: str) -> None:
         "torch_version": torch.__version__,
         "note": "compiled for this machine's CPU and this libtorch; regenerate, never commit",
     })
+
+
+def native_bf16() -> Optional[str]:
+    """The CPU flags that give bf16 arithmetic (as torch.cpu.hasNativeBf16), or None."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return None
+    return " + ".join(f for f in ("amx_bf16", "avx512_bf16") if f in flags) or None
+
+
+class SmallConvNet(nn.Module):
+    """A small ImageNet-shaped classifier (conv, batch norm, ReLU, residual, pooling, linear):
+    the layers of a vision model, at a size AOTInductor compiles in seconds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.block = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                                   nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16))
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.stem(x)
+        x = torch.relu(x + self.block(x))
+        return self.head(x.mean(dim=(2, 3)))
+
+
+def make_pt2_bf16(out: str) -> None:
+    """convnet_bf16.pt2: SmallConvNet with bf16 weights, taking and returning bf16, compiled
+    by AOTInductor, only where the CPU has native bf16 (elsewhere bf16 is emulated: slow, and
+    not what a user would run). golden/pt2_bf16.json: a fixed input, the float32 eager output
+    (the reference) and how far eager bf16 is from it (the measured error a bf16 run is held
+    to)."""
+    how = native_bf16()
+    if not how:
+        log("  convnet_bf16.pt2: skipped (no avx512_bf16 or amx_bf16 in /proc/cpuinfo)")
+        return
+    torch.manual_seed(0)
+    model = SmallConvNet().eval()
+    with torch.no_grad():
+        for m in model.modules():  # non-trivial batch-norm statistics
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    x = torch.rand(4, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        reference = model(x)
+        bf16_model = SmallConvNet().eval()
+        bf16_model.load_state_dict(model.state_dict())
+        bf16_model = bf16_model.to(torch.bfloat16)
+        eager = bf16_model(x.to(torch.bfloat16)).float()
+    path = os.path.join(out, "convnet_bf16.pt2")
+    batch = torch.export.Dim("batch", min=1, max=64)
+    aoti_package(bf16_model, (x[:2].to(torch.bfloat16),), path, dynamic_shapes={"x": {0: batch}})
+    with torch.no_grad():
+        compiled = torch._inductor.aoti_load_package(path)(x.to(torch.bfloat16)).float()
+    eager_error = float((eager - reference).abs().max())
+    compiled_error = float((compiled - reference).abs().max())
+    write_json(os.path.join(out, "golden", "pt2_bf16.json"), {
+        "model": "convnet_bf16.pt2: SmallConvNet (models/make_models.py), seed 0, bf16 weights, bf16 in and out",
+        "cpu": how,
+        "input": {"shape": list(x.shape), "data": flat_data(x), "formula": "torch.rand(4, 3, 64, 64), seed 1"},
+        "reference": {"shape": list(reference.shape), "data": flat_data(reference), "dtype": "float32 eager"},
+        "bf16_eager_max_diff": eager_error,
+        "python_compiled_max_diff": compiled_error,
+    })
+    log("  wrote %s (%s, bf16, batch 1..64); max |bf16 - fp32|: eager %.3g, compiled %.3g"
+        % (rel(path, out), size_str(path), eager_error, compiled_error))
 
 
 # --------------------------------------------------------------------------
@@ -1281,6 +1364,51 @@ def make_images(out: str) -> None:
     write_json(os.path.join(out, "golden", "images.json"), golden)
 
 
+# The parts `--part` selects, in the order a full run makes them. tools/models.js runs each in its
+# own process (two at a time on two cores), after the parts it names in its own table.
+PARTS = ("fixtures", "resnet18", "onnx", "efficientnet", "images", "detection", "pt2", "pt2-bf16")
+
+
+def make_fixture_files(out: str, rewrite: bool) -> None:
+    """fixtures/ (committed: kept when present unless `rewrite`) and golden/repr.json."""
+    fixture_files = ["mlp_traced.pt", "ivalues_scripted.pt", "extra_method.pt", "golden.json"]
+    present = lambda *names: all(os.path.exists(os.path.join(out, "fixtures", f)) for f in names)
+    if rewrite or not present(*fixture_files):
+        make_fixtures(out)
+    else:
+        log("  fixtures: present, kept (--fixtures rewrites them)")
+    if rewrite or not present("grow_scripted.pt"):
+        make_hostile_fixtures(out)
+    if rewrite or not present("warn_scripted.pt", "quant_scripted.pt"):
+        make_warning_fixtures(out)
+    if rewrite or not present("fixed_batch_traced.pt"):
+        make_fixed_batch_fixture(out)
+    if rewrite or not present("nms_scripted.pt"):
+        make_op_fixtures(out)
+    if rewrite or not present("text_encoder.pt", "sequences.json"):
+        make_sequence_fixtures(out)
+    make_repr(out)
+
+
+def make_part(part: str, out: str, args) -> None:
+    if part == "fixtures":
+        make_fixture_files(out, args.fixtures)
+    elif part == "resnet18":
+        make_resnet18(out, args.pretrained)
+    elif part == "onnx":
+        make_resnet18_onnx(out)
+    elif part == "efficientnet":
+        make_efficientnet_lite0(out)
+    elif part == "images":
+        make_images(out)
+    elif part == "detection":
+        make_detection(out)
+    elif part == "pt2":
+        make_pt2(out)
+    elif part == "pt2-bf16":
+        make_pt2_bf16(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=HERE, help="output folder (default: %(default)s)")
@@ -1289,67 +1417,30 @@ def main(argv=None) -> int:
     ap.add_argument("--fixtures", action="store_true",
                     help="rewrite the committed fixtures/ even when present (torch.jit.save embeds "
                          "this checkout's paths, so a rewrite elsewhere changes their bytes)")
+    ap.add_argument("--part", action="append", choices=PARTS,
+                    help="make only this part (repeatable): images needs efficientnet's model, onnx and "
+                         "pt2 need resnet18's")
     ap.add_argument("--skip-large", action="store_true",
-                    help="only write fixtures/, golden/repr.json and .gitignore")
-    ap.add_argument("--onnx-only", action="store_true",
-                    help="only export resnet18.onnx from the existing resnet18_traced.pt")
-    ap.add_argument("--pt2-only", action="store_true",
-                    help="only compile resnet18.pt2 (from the existing resnet18_traced.pt), two_io.pt2 and pos_embed.pt2")
-    ap.add_argument("--detection-only", action="store_true",
-                    help="only write the scripted detectors and golden/detection.json")
+                    help="only write fixtures/, golden/repr.json and .gitignore (= --part fixtures)")
+    ap.add_argument("--onnx-only", action="store_true", help="= --part onnx")
+    ap.add_argument("--pt2-only", action="store_true", help="= --part pt2")
+    ap.add_argument("--detection-only", action="store_true", help="= --part detection")
     args = ap.parse_args(argv)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     torch.set_grad_enabled(True)
 
+    parts = list(args.part or [])
+    parts += ["fixtures"] if args.skip_large else []
+    parts += ["onnx"] if args.onnx_only else []
+    parts += ["pt2"] if args.pt2_only else []
+    parts += ["detection"] if args.detection_only else []
+    parts = [p for p in PARTS if p in parts] or list(PARTS)
     log("torch %s -> %s" % (torch.__version__, out))
     write_bytes(os.path.join(out, ".gitignore"), GITIGNORE.encode())
-    if args.onnx_only:
-        make_resnet18_onnx(out)
-        log("done")
-        return 0
-    if args.pt2_only or args.detection_only:
-        if args.detection_only:
-            make_detection(out)
-        if args.pt2_only:
-            make_pt2(out)
-        log("done")
-        return 0
-    fixture_files = ["mlp_traced.pt", "ivalues_scripted.pt", "extra_method.pt", "golden.json"]
-    if args.fixtures or not all(os.path.exists(os.path.join(out, "fixtures", f)) for f in fixture_files):
-        log("[1/7] fixtures")
-        make_fixtures(out)
-    else:
-        log("[1/7] fixtures: present, kept (--fixtures rewrites them)")
-    if args.fixtures or not os.path.exists(os.path.join(out, "fixtures", "grow_scripted.pt")):
-        make_hostile_fixtures(out)
-    if args.fixtures or not all(os.path.exists(os.path.join(out, "fixtures", f)) for f in ("warn_scripted.pt", "quant_scripted.pt")):
-        make_warning_fixtures(out)
-    if args.fixtures or not os.path.exists(os.path.join(out, "fixtures", "fixed_batch_traced.pt")):
-        make_fixed_batch_fixture(out)
-    if args.fixtures or not os.path.exists(os.path.join(out, "fixtures", "nms_scripted.pt")):
-        make_op_fixtures(out)
-    if args.fixtures or not all(os.path.exists(os.path.join(out, "fixtures", f)) for f in ("text_encoder.pt", "sequences.json")):
-        make_sequence_fixtures(out)
-    log("[2/7] repr goldens")
-    make_repr(out)
-    if args.skip_large:
-        log("[3/7] resnet18: skipped (--skip-large)")
-        log("[4/7] efficientnet-lite0: skipped (--skip-large)")
-        log("[5/7] sample photos: skipped (--skip-large)")
-        log("[6/7] torchvision detectors: skipped (--skip-large)")
-        log("[7/7] .pt2 packages: skipped (--skip-large)")
-    else:
-        log("[3/7] resnet18%s" % (" (pretrained)" if args.pretrained else " (random init, seed 0)"))
-        make_resnet18(out, args.pretrained)
-        log("[4/7] efficientnet-lite0")
-        make_efficientnet_lite0(out)
-        log("[5/7] sample photos and torchvision pre-processing goldens")
-        make_images(out)
-        log("[6/7] torchvision detectors (scripted, seed 0; goldens for data/chelsea.png)")
-        make_detection(out)
-        log("[7/7] .pt2 packages (torch.export + AOTInductor, compiled for this CPU)")
-        make_pt2(out)
+    for i, part in enumerate(parts):
+        log("[%d/%d] %s" % (i + 1, len(parts), part))
+        make_part(part, out, args)
     log("done")
     return 0
 

@@ -18,6 +18,12 @@ Writes (all generated, under models/golden/, which git ignores):
                                 Normalize, max_seq_length 32
   text/mpnet-random/            that folder exported the same way
   text/mpnet-random.golden.json its goldens
+  text/mpnet-random-bf16/       the same folder exported with --dtype bfloat16, only where the
+                                CPU has native bf16 (avx512_bf16 or amx_bf16 in /proc/cpuinfo)
+  text/mpnet-random-bf16.golden.json
+                                its goldens: sentence-transformers in float32 (the reference) and
+                                how far sentence-transformers in bfloat16 is from it (the
+                                measured error a bf16 export is held to)
 
 Idempotent: an export is redone only when its source folder, options or export_text.py changed
 (the hash in manifest.json), goldens only when their export changed. An AOTInductor compile costs
@@ -103,15 +109,41 @@ def expected_hash(source, dtype="float32"):
     return export_text.source_hash(source, args)
 
 
-def export(source, out):
+def export(source, out, dtype="float32"):
     manifest = read_json(os.path.join(out, "manifest.json"))
-    want = expected_hash(source)
+    want = expected_hash(source, dtype)
     if manifest and manifest.get("source", {}).get("hash") == want and os.path.exists(os.path.join(out, manifest["program"])):
         log(f"{os.path.relpath(out, ROOT)}: up to date")
         return manifest
     log(f"{os.path.relpath(out, ROOT)}: exporting {os.path.relpath(source, ROOT) if source.startswith(ROOT) else source}")
-    subprocess.run([sys.executable, EXPORT, source, out], check=True)
+    subprocess.run([sys.executable, EXPORT, source, out, "--dtype", dtype], check=True)
     return read_json(os.path.join(out, "manifest.json"))
+
+
+def bf16_goldens(source, manifest, path):
+    """The reference for a bf16 export: sentence-transformers' float32 encode, and the largest
+    difference of its bfloat16 encode from that (per embedding component): bf16's own error on this
+    model, measured, from which the test takes its tolerance."""
+    have = read_json(path)
+    if have and have.get("exportHash") == manifest["source"]["hash"] and have.get("sentences") == SENTENCES:
+        log(f"{os.path.relpath(path, ROOT)}: up to date")
+        return
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    fp32 = SentenceTransformer(source, device="cpu").encode(SENTENCES, batch_size=4, convert_to_tensor=True)
+    bf16_model = SentenceTransformer(source, device="cpu", model_kwargs={"dtype": torch.bfloat16})
+    bf16 = bf16_model.encode(SENTENCES, batch_size=4, convert_to_tensor=True).float()
+    error = float((bf16 - fp32).abs().max())
+    write_json(path, {
+        "model": "random MPNet, bfloat16",
+        "source": "SentenceTransformer(dir).encode(sentences): float32, and bfloat16 (model_kwargs dtype)",
+        "exportHash": manifest["source"]["hash"],
+        "sentences": SENTENCES,
+        "embeddings": [[float(x) for x in row] for row in fp32],
+        "bf16EagerMaxDiff": error,
+    })
+    log(f"{os.path.relpath(path, ROOT)}: bf16 eager vs float32, max difference {error:.3g}")
 
 
 def make_mpnet_source(folder, tokenizer_dir):
@@ -193,6 +225,15 @@ def main():
     make_mpnet_source(source, minilm)
     manifest = export(source, os.path.join(args.out, "mpnet-random"))
     goldens("random MPNet", source, manifest, os.path.join(args.out, "mpnet-random.golden.json"))
+
+    sys.path.insert(0, HERE)
+    from make_models import native_bf16  # the one CPU test, shared with the vision models
+
+    if native_bf16():
+        manifest = export(source, os.path.join(args.out, "mpnet-random-bf16"), "bfloat16")
+        bf16_goldens(source, manifest, os.path.join(args.out, "mpnet-random-bf16.golden.json"))
+    else:
+        log("mpnet-random-bf16: skipped (no avx512_bf16 or amx_bf16 in /proc/cpuinfo: bf16 would be emulated)")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ const { execFileSync, spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
 const { ensureLibtorch, log, ROOT, IS_CHECKOUT } = require('./libtorch')
-const { build, buildWithProgress, linkLibtorch } = require('./build')
+const { buildWithProgress, linkLibtorch } = require('./build')
 const { platformKey, packageName } = require('./prebuild')
 const { progress } = require('./cache')
 
@@ -52,12 +52,25 @@ async function main() {
   progress(
     `building the native addon from source (no prebuilt for ${platformKey() ?? `${process.platform}-${process.arch}`}): about 4 min on 2 cores`,
   )
-  if (IS_CHECKOUT) build(resolved)
-  else await buildWithProgress(resolved, { clean: true })
-  if (isRepoInstall && !process.env.TORCH_NODE_SKIP_MODELS) {
-    require('../tools/models').generate(resolved.python)
-    execFileSync(process.execPath, [path.join(ROOT, 'tools', 'main-job.js')], { cwd: ROOT, stdio: 'inherit' })
-  }
+  if (!IS_CHECKOUT) return void (await buildWithProgress(resolved, { clean: true }))
+  // A clone: the models need only the venv's Python, not the addon, so they are made while
+  // cargo builds (both use the two cores: cargo's single-threaded stretches and g++ runs of
+  // AOTInductor fill each other's gaps). tools/ is not published: required here only.
+  const models =
+    isRepoInstall && !process.env.TORCH_NODE_SKIP_MODELS ? require('../tools/models').generate(resolved.python) : null
+  // Settled at once, so that a failed build does not leave the models' rejection unhandled.
+  const modelsDone = models?.then(
+    () => null,
+    (e) => e,
+  )
+  let buildError = null
+  await buildWithProgress(resolved, { clean: false, quiet: true }).catch((e) => {
+    buildError = e
+  })
+  const modelsError = await modelsDone
+  if (buildError) throw buildError
+  if (modelsError) throw modelsError
+  if (models) execFileSync(process.execPath, [path.join(ROOT, 'tools', 'main-job.js')], { cwd: ROOT, stdio: 'inherit' })
 }
 
 function requireCargo() {

@@ -1,29 +1,304 @@
 'use strict'
-// `npm run models`: runs models/make_models.py with the provisioned Python, then the text models'
-// scripts: models/make_tokenizer_goldens.py (tokenizer files and parity goldens) and
-// models/make_text_models.py (text encoders exported with python/export_text.py, and their goldens),
-// models/make_lm_models.py (tiny causal LMs exported with python/export_causal_lm.py, greedy goldens).
-// Arguments go to make_models.py only; with any, the text scripts do not run (they select a part
-// of the vision models: `--pt2-only`, `--skip-large`, ...).
-const { execFileSync } = require('node:child_process')
+// `npm run models`: the models and golden outputs the tests need, made by the model scripts with
+// the provisioned Python — models/make_models.py by part (fixtures, ResNet-18, its ONNX and .pt2,
+// EfficientNet-Lite0, the sample photos, the detectors), models/make_tokenizer_goldens.py,
+// models/make_text_models.py (text encoders exported with python/export_text.py) and
+// models/make_lm_models.py (tiny causal LMs exported with python/export_causal_lm.py).
+//
+// Each job runs in its own process, as many at a time as there are cores (an AOTInductor compile
+// is one single-threaded g++ run: two of them on two cores take the time of one), the longest
+// first, after the jobs it needs. A job's output goes to models/golden/.logs/<job>.log and is
+// printed only when the job fails (third-party warnings and progress bars are noise when nothing
+// failed); the terminal gets one line per job. A job that succeeded records a hash of what it
+// is made from (its scripts, the torch and transformers versions, its arguments) in
+// models/golden/.stamps/<job>: while that hash holds and its outputs exist, a later run skips it,
+// so a second `npm install` compiles nothing.
+//
+//   node tools/models.js                every job
+//   node tools/models.js --part pt2     make_models.py's parts only (its --part, repeatable; the
+//                                       scripts' own flags pass through), always run
+//   node tools/models.js --force        every job, hashes ignored
+const { spawn } = require('node:child_process')
+const crypto = require('node:crypto')
 const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 const { resolveLibtorch, log, ROOT } = require('../scripts/libtorch')
 
-const TEXT_SCRIPTS = ['make_tokenizer_goldens.py', 'make_text_models.py', 'make_lm_models.py']
+const MODELS = path.join(ROOT, 'models')
+const GOLDEN = path.join(MODELS, 'golden')
+const STAMPS = path.join(GOLDEN, '.stamps')
+const LOGS = path.join(GOLDEN, '.logs')
+const VISION = 'make_models.py'
 
-function generate(python = resolveLibtorch({ withModelPackages: true }).python, extraArgs = []) {
-  log('generating models and golden outputs (models/make_models.py)')
-  execFileSync(python, [path.join(ROOT, 'models', 'make_models.py'), ...extraArgs], { cwd: ROOT, stdio: 'inherit' })
-  if (extraArgs.length) return
-  for (const script of TEXT_SCRIPTS) {
-    const file = path.join(ROOT, 'models', script)
-    if (!fs.existsSync(file)) continue
-    log(`generating text models and goldens (models/${script})`)
-    execFileSync(python, [file], { cwd: ROOT, stdio: 'inherit' })
+/**
+ * The jobs: `script` under models/ with `args`; `after`: jobs whose outputs it reads; `inputs`:
+ * files besides the script whose content decides its outputs; `outputs`: files that must exist
+ * for a recorded hash to count; `weight`: rough minutes on 2 cores (the longest start first).
+ */
+const JOBS = [
+  { name: 'fixtures', script: VISION, args: ['--part', 'fixtures'], outputs: ['golden/repr.json'], weight: 0.3 },
+  {
+    name: 'resnet18',
+    script: VISION,
+    args: ['--part', 'resnet18'],
+    outputs: ['resnet18_traced.pt', 'golden/resnet18.json'],
+    weight: 0.5,
+  },
+  { name: 'resnet18.onnx', script: VISION, args: ['--part', 'onnx'], after: ['resnet18'], weight: 0.7 },
+  {
+    name: 'resnet18.pt2',
+    script: VISION,
+    args: ['--part', 'pt2'],
+    after: ['resnet18'],
+    outputs: ['golden/pt2.json'],
+    weight: 3,
+  },
+  // Only where the CPU has native bf16 (elsewhere the part says so and writes nothing).
+  { name: 'convnet_bf16.pt2', script: VISION, args: ['--part', 'pt2-bf16'], weight: 1 },
+  {
+    name: 'efficientnet',
+    script: VISION,
+    args: ['--part', 'efficientnet'],
+    outputs: ['efficientnet_lite0_traced.pt', 'golden/efficientnet_lite0.json'],
+    weight: 0.5,
+  },
+  {
+    name: 'images',
+    script: VISION,
+    args: ['--part', 'images'],
+    after: ['efficientnet'],
+    inputs: ['data'],
+    outputs: ['golden/images.json'],
+    weight: 0.3,
+  },
+  {
+    name: 'detection',
+    script: VISION,
+    args: ['--part', 'detection'],
+    inputs: ['data'],
+    outputs: ['golden/detection.json'],
+    weight: 1,
+  },
+  {
+    name: 'tokenizers',
+    script: 'make_tokenizer_goldens.py',
+    outputs: ['golden/tokenizers/goldens.json'],
+    weight: 0.3,
+  },
+  {
+    name: 'text',
+    script: 'make_text_models.py',
+    inputs: ['python'],
+    outputs: ['golden/text/minilm.golden.json'],
+    weight: 3,
+  },
+  {
+    name: 'lm',
+    script: 'make_lm_models.py',
+    inputs: ['python'],
+    outputs: ['golden/lm/llama-tiny.golden.json'],
+    weight: 5,
+  },
+]
+
+/** Every file under `rel` (a file or folder of the repository), sorted, for hashing. */
+function filesUnder(rel) {
+  const abs = path.join(ROOT, rel)
+  if (!fs.existsSync(abs)) return []
+  if (!fs.statSync(abs).isDirectory()) return [rel]
+  return fs
+    .readdirSync(abs, { recursive: true, withFileTypes: true })
+    .filter((d) => d.isFile() && !d.name.endsWith('.pyc'))
+    .map((d) => path.relative(ROOT, path.join(d.parentPath, d.name)))
+    .sort()
+}
+
+/** The versions of the Python packages that make the models: a new torch means new models. */
+function versions(python) {
+  const sitePackages = path.join(path.dirname(path.dirname(python)), 'lib')
+  const found = []
+  for (const dir of fs.existsSync(sitePackages) ? fs.readdirSync(sitePackages) : []) {
+    const site = path.join(sitePackages, dir, 'site-packages')
+    if (!fs.existsSync(site)) continue
+    for (const entry of fs.readdirSync(site)) {
+      if (/^(torch|torchvision|transformers|tokenizers|sentence_transformers)-[^-]+\.dist-info$/.test(entry))
+        found.push(entry)
+    }
+  }
+  // Outside a virtualenv (LIBTORCH_USE_PYTORCH): the interpreter's path stands in.
+  return found.length ? found.sort() : [python]
+}
+
+function jobHash(job, python) {
+  const h = crypto.createHash('sha256')
+  h.update(JSON.stringify({ args: job.args ?? [], versions: versions(python) }))
+  for (const rel of [path.join('models', job.script), ...(job.inputs ?? []).flatMap(filesUnder)]) {
+    h.update(rel)
+    h.update(fs.readFileSync(path.join(ROOT, rel)))
+  }
+  return h.digest('hex').slice(0, 20)
+}
+
+function upToDate(job, hash) {
+  const stamp = path.join(STAMPS, job.name)
+  return (
+    fs.existsSync(stamp) &&
+    fs.readFileSync(stamp, 'utf8').trim() === hash &&
+    (job.outputs ?? []).every((o) => fs.existsSync(path.join(MODELS, o)))
+  )
+}
+
+/** Runs one job with its output in its log file; resolves to null, or to the failure's text. */
+function runJob(job, python) {
+  const logFile = path.join(LOGS, `${job.name}.log`)
+  const out = fs.openSync(logFile, 'w')
+  const env = {
+    ...process.env,
+    PYTHONUNBUFFERED: '1',
+    // Nothing reaches a hub at install time; no progress bars in the logs.
+    HF_HUB_OFFLINE: '1',
+    TRANSFORMERS_OFFLINE: '1',
+    HF_HUB_DISABLE_PROGRESS_BARS: '1',
+    TQDM_DISABLE: '1',
+  }
+  const child = spawn(python, [path.join(MODELS, job.script), ...(job.args ?? [])], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', out, out],
+  })
+  fs.closeSync(out)
+  return new Promise((resolve) => {
+    child.on('error', (e) => resolve(`cannot run ${python}: ${e.message}`))
+    child.on('close', (code, signal) => {
+      if (code === 0) return resolve(null)
+      const tail = fs.readFileSync(logFile, 'utf8').split('\n').slice(-60).join('\n')
+      resolve(`exit ${code ?? signal}; the end of ${path.relative(ROOT, logFile)}:\n${tail}`)
+    })
+  })
+}
+
+/**
+ * Runs the jobs (all, or those of `only`) with up to `parallel` at a time, the heaviest ready job
+ * first. Resolves when all are done; rejects with the first failure's log once the running ones end.
+ */
+async function runJobs(jobs, python, { force = false, parallel = Math.min(2, os.availableParallelism()) } = {}) {
+  fs.mkdirSync(STAMPS, { recursive: true })
+  fs.mkdirSync(LOGS, { recursive: true })
+  const started = Date.now()
+  const pending = new Map(jobs.map((j) => [j.name, j]))
+  const done = new Set()
+  const names = new Set(jobs.map((j) => j.name))
+  let running = 0
+  let failure = null
+  let compiled = 0
+  return new Promise((resolve, reject) => {
+    const pump = () => {
+      if (failure && running === 0) return reject(new Error(failure))
+      if (!failure && pending.size === 0 && running === 0) {
+        const s = Math.round((Date.now() - started) / 1000)
+        log(`models: ${compiled ? `${compiled} made` : 'all up to date'} (${s} s; logs in models/golden/.logs/)`)
+        return resolve()
+      }
+      const ready = [...pending.values()]
+        .filter((j) => (j.after ?? []).every((a) => done.has(a) || !names.has(a)))
+        .sort((a, b) => b.weight - a.weight)
+      while (!failure && running < parallel && ready.length) {
+        const job = ready.shift()
+        pending.delete(job.name)
+        const hash = jobHash(job, python)
+        if (!force && upToDate(job, hash)) {
+          log(`models: ${job.name}: up to date`)
+          done.add(job.name)
+          continue
+        }
+        fs.rmSync(path.join(STAMPS, job.name), { force: true })
+        running++
+        const t0 = Date.now()
+        runJob(job, python).then((failed) => {
+          running--
+          const s = Math.round((Date.now() - t0) / 1000)
+          if (failed) {
+            log(`models: ${job.name}: FAILED after ${s} s`)
+            failure ??= `models: ${job.name} failed (${failed})`
+          } else {
+            fs.writeFileSync(path.join(STAMPS, job.name), `${hash}\n`)
+            log(`models: ${job.name}: made in ${s} s`)
+            compiled++
+            done.add(job.name)
+          }
+          pump()
+        })
+      }
+      if (!failure && running === 0 && pending.size && !ready.length)
+        return reject(new Error(`models: jobs wait on each other: ${[...pending.keys()].join(', ')}`))
+    }
+    pump()
+  })
+}
+
+const LOCK = path.join(GOLDEN, '.lock')
+
+/** Whether process `pid` runs (signal 0 tests without sending). */
+function alive(pid) {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return /** @type {NodeJS.ErrnoException} */ (e).code === 'EPERM'
   }
 }
 
-module.exports = { generate }
+/**
+ * Runs `work` holding models/golden/.lock: two runs at once (an `npm install` while `npm run
+ * models` works) would write the same files. A lock whose process is gone is taken over; a live
+ * one is waited for, after which the jobs it made are up to date.
+ */
+async function withLock(work) {
+  fs.mkdirSync(GOLDEN, { recursive: true })
+  let said = false
+  for (;;) {
+    try {
+      fs.writeFileSync(LOCK, String(process.pid), { flag: 'wx' })
+      break
+    } catch (e) {
+      if (/** @type {NodeJS.ErrnoException} */ (e).code !== 'EEXIST') throw e
+      const holder = Number(fs.readFileSync(LOCK, 'utf8')) || 0
+      if (!holder || !alive(holder)) {
+        fs.rmSync(LOCK, { force: true })
+        continue
+      }
+      if (!said) log(`models: waiting for process ${holder}, which is making them (${path.relative(ROOT, LOCK)})`)
+      said = true
+      await new Promise((resolve) => setTimeout(resolve, 2000))
+    }
+  }
+  try {
+    return await work()
+  } finally {
+    fs.rmSync(LOCK, { force: true })
+  }
+}
 
-if (require.main === module) generate(undefined, process.argv.slice(2))
+/** Every job (the install's step); `force` remakes them all. */
+function generate(python = resolveLibtorch({ withModelPackages: true }).python, { force = false } = {}) {
+  log(`generating models and golden outputs (${JOBS.length} jobs, 2 at a time; models/golden/.logs/)`)
+  return withLock(() => runJobs(JOBS, python, { force }))
+}
+
+module.exports = { generate, JOBS }
+
+if (require.main === module) {
+  const argv = process.argv.slice(2)
+  const force = argv.includes('--force')
+  const rest = argv.filter((a) => a !== '--force')
+  const python = resolveLibtorch({ withModelPackages: true }).python
+  // Arguments other than --force go to make_models.py as one job, always run.
+  const work = rest.length
+    ? withLock(() => runJobs([{ name: 'make_models', script: VISION, args: rest, weight: 1 }], python, { force: true }))
+    : generate(python, { force })
+  work.catch((e) => {
+    console.error(`[torch-node] ${e.message}`)
+    process.exit(1)
+  })
+}
