@@ -656,7 +656,7 @@ describe('npx torch-node serve: a child process with a causal LM and a sentence 
       res.data.forEach((d, i) => {
         const row =
           typeof d.embedding === 'string'
-            ? new Float32Array(Buffer.from(d.embedding, 'base64').buffer.slice(0))
+            ? new Float32Array(Uint8Array.from(Buffer.from(d.embedding, 'base64')).buffer)
             : d.embedding
         const diff = Math.max(...Array.from(row, (x, j) => Math.abs(x - want[i][j])))
         assert.ok(diff < 1e-5, `${encoding_format} row ${i}: ${diff}`)

@@ -37,8 +37,9 @@ const show = (v) => (v === undefined ? 'undefined' : (JSON.stringify(v) ?? Strin
 function readJson(req, limit) {
   return new Promise((resolve, reject) => {
     const tooLarge = () => new HttpError(413, 'PayloadTooLarge', `the body is over the limit of ${limit} bytes`)
-    // Past the limit the rest is read and dropped: answering while the client still writes would
-    // reset its connection before it reads the answer. The connection closes after the answer.
+    // Past the limit the rest is read and dropped, and the connection stays open: closing it while
+    // the client still writes would reset it before the client reads the answer. The server's
+    // requestTimeout bounds a client that never stops.
     if (Number(req.headers['content-length']) > limit) {
       req.resume()
       return reject(tooLarge())
@@ -96,7 +97,6 @@ function sendError(res, e) {
   const status = statusOf(e)
   const headers = { ...(e instanceof HttpError ? e.headers : {}) }
   if (status === 503) headers['retry-after'] ??= '1'
-  if (status === 413) headers.connection = 'close'
   const code = typeof e?.code === 'string' ? e.code : status >= 500 ? 'Internal' : 'BadRequest'
   const type = status >= 500 ? 'server_error' : 'invalid_request_error'
   const message = String(e?.message ?? e).split('\n')[0]
