@@ -878,6 +878,92 @@ export declare namespace oip {
   export function writeTritonRepository(dir: string, options: TritonRepositoryOptions): TritonModelConfig;
 }
 
+/**
+ * A model folder `torch.serve` loads, with its load options: a causal LM's (`CausalLM.load`:
+ * `dtype`, `maxSequences`, `maxQueue`, `maxContext`) or a sentence encoder's
+ * (`SentenceEncoder.load`: `dtype`, `maxBatchSize`, `maxDelayMs`, `maxQueue`). The kind is read
+ * from the folder's manifest.json.
+ */
+export interface ServeModelSpec {
+  /** A folder written by `npx torch-node export`. */
+  folder: string;
+  dtype?: 'float32' | 'bfloat16' | 'float16';
+  /** Causal LMs: sequences generating at once. */
+  maxSequences?: number;
+  /** Causal LMs: the most tokens of a sequence. */
+  maxContext?: number;
+  /** Requests waiting before `QueueFull` (HTTP 503). */
+  maxQueue?: number;
+  /** Sentence encoders: texts per forward (default 32). */
+  maxBatchSize?: number;
+  /** Sentence encoders: how long a batch waits to fill (default 2). */
+  maxDelayMs?: number;
+}
+
+/** Options of `torch.serve`; any other key is refused (`InvalidArg`). */
+export interface ServeOptions {
+  /**
+   * The models by the name clients send as `model`:
+   * a folder, or a folder with load options.
+   */
+  models: Record<string, string | ServeModelSpec>;
+  /** The address to bind (default `'127.0.0.1'`; `'0.0.0.0'` to face the network). */
+  host?: string;
+  /** The port (default 0: any free one). */
+  port?: number;
+  /** Requests to `/v1/*` must send `Authorization: Bearer <apiKey>` (401 otherwise). */
+  apiKey?: string;
+  /** The limits on one request. */
+  limits?: ServeLimits;
+}
+
+/** A running `torch.serve` server. */
+export interface OpenAIServer {
+  /** `http://host:port`; the OpenAI clients' `baseURL` is `url + '/v1'`. */
+  url: string;
+  port: number;
+  /** The underlying `http.Server`. */
+  server: {
+    close(callback?: () => void): unknown;
+  };
+  /** The loaded models by name. */
+  models: Record<string, text.CausalLM | text.SentenceEncoder>;
+  /**
+   * Stops accepting requests, lets
+   * those running finish for up to `timeoutMs` (default 10 000), then aborts the rest (a stream gets an error
+   * event and ends), closes the connections and disposes the models.
+   */
+  close: (options?: {
+    timeoutMs?: number;
+  }) => Promise<void>;
+}
+
+/** The limits on one request (`limits` of `torch.serve`). */
+export interface ServeLimits {
+  /** The largest chat or completions body (default 4 MiB; bigger: 413). */
+  maxBodyBytes?: number;
+  /** The largest embeddings body (default 16 MiB). */
+  maxEmbeddingsBodyBytes?: number;
+  /** Messages of one chat (default 1024). */
+  maxMessages?: number;
+  /** Stop strings (default 4, as OpenAI). */
+  maxStops?: number;
+  /** Tools of one request (default 128, as OpenAI). */
+  maxTools?: number;
+  /** Texts of one embeddings request (default 2048, as OpenAI). */
+  maxItems?: number;
+  /** Characters of one text to embed (default 32768). */
+  maxChars?: number;
+}
+
+/**
+ * Loads the model folders (off the event loop) and serves them with OpenAI's API:
+ * `POST /v1/chat/completions`, `/v1/completions` (causal LMs), `/v1/embeddings` (sentence
+ * encoders), `GET /v1/models`, `/health`, `/metrics`. See docs/serving.md. Errors:
+ * `InvalidArg`, `ModelLoadError`, and the listen error (`EADDRINUSE`).
+ */
+export declare function serve(options: ServeOptions): Promise<OpenAIServer>;
+
 // ---- Generated below by `npm run typings` from the Rust doc comments (scripts/build.js): edit those, not this part. ----
 
 export type TypedArray =

@@ -50,6 +50,7 @@ const ENTRIES = [
     doc: 'The Open Inference Protocol (KServe v2) on the server side, and Triton model repositories.',
   },
   { file: 'lib/oip/triton.js', namespace: 'oip', exports: ['writeTritonRepository'] },
+  { file: 'lib/serve/index.js', exports: ['serve'] },
 ]
 
 /** JSDoc tags that only say types (the declaration says them now) or that tsc has applied. */

@@ -10,7 +10,7 @@ const chat = require('./chat')
 const { embeddings } = require('./embeddings')
 
 /**
- * @typedef {import('./chat').ChatModel | import('./embeddings').EmbeddingModel} ServedModel
+ * @typedef {import('./chat').ChatModel | import('./embeddings').EmbeddingModel} ServeModel
  * @typedef {Required<import('./requests').ServeLimits>} Limits
  */
 
@@ -21,7 +21,7 @@ const { embeddings } = require('./embeddings')
  * @property {InstanceType<typeof import('./metrics').Metrics>} metrics
  * @property {Set<() => void>} running aborts of the generations in flight
  * @property {boolean} closing a shutdown began: new requests get 503
- * @property {(name: unknown, kind: 'chat' | 'embeddings') => ServedModel} model the model a request names
+ * @property {(name: unknown, kind: 'chat' | 'embeddings') => ServeModel} model the model a request names
  */
 
 const ROUTES = {
@@ -34,7 +34,7 @@ const KIND_ROUTES = { chat: '/v1/chat/completions and /v1/completions', embeddin
 const digest = (/** @type {string} */ s) => createHash('sha256').update(s).digest()
 
 /**
- * @param {{ models: ServedModel[]; apiKey?: string; limits?: import('./requests').ServeLimits }} options
+ * @param {{ models: ServeModel[]; apiKey?: string; limits?: import('./requests').ServeLimits }} options
  */
 function createHandler({ models, apiKey, limits }) {
   const byName = new Map(models.map((m) => [m.name, m]))
@@ -63,7 +63,7 @@ function createHandler({ models, apiKey, limits }) {
       return m
     },
   }
-  const modelObject = (/** @type {ServedModel} */ m) => ({
+  const modelObject = (/** @type {ServeModel} */ m) => ({
     id: m.name,
     object: 'model',
     created: 0,

@@ -11,8 +11,7 @@ const { formatOf, parseToolCalls, ToolCallStream, MARKERS } = require('../text/t
 
 /**
  * @import { ToolCallFormat } from '../text/tool-calls'
- * @typedef {import('../../index').text.Tokenizer} Tokenizer
- * @typedef {import('../../index').text.CausalLM} CausalLM
+ * @import { text } from '../../index'
  */
 
 /**
@@ -24,15 +23,15 @@ const { formatOf, parseToolCalls, ToolCallStream, MARKERS } = require('../text/t
  * @property {Map<number, string>} markers special tokens that decode to nothing but mark tool calls
  * @property {(messages: Array<Record<string, any>>, tools: Array<Record<string, any>> | null, plain: boolean)
  *   => Promise<any>} prompt the input of `generate` for a chat
- * @property {CausalLM['generate']} generate
+ * @property {text.CausalLM['generate']} generate
  * @property {() => { active: number; queued: number }} stats
  * @property {() => void} dispose
  */
 
 /**
  * @param {string} name
- * @param {CausalLM} lm
- * @param {Tokenizer} tokenizer the folder's tokenizer: renders chats with tools
+ * @param {text.CausalLM} lm
+ * @param {text.Tokenizer} tokenizer the folder's tokenizer: renders chats with tools
  * @returns {ChatModel}
  */
 function chatModel(name, lm, tokenizer) {

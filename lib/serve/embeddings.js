@@ -8,8 +8,7 @@ const { HttpError, invalid, show, sendJson, readKeys } = require('./http')
 const torch = require('../torch')
 
 /**
- * @import { Tensor } from '../../index'
- * @typedef {import('../../index').text.SentenceEncoder} SentenceEncoder
+ * @import { Tensor, text } from '../../index'
  */
 
 /**
@@ -31,7 +30,7 @@ const SYNC_COUNT_CHARS = 16 * 1024
 
 /**
  * @param {string} name
- * @param {SentenceEncoder} encoder
+ * @param {text.SentenceEncoder} encoder
  * @returns {EmbeddingModel}
  */
 function embeddingModel(name, encoder) {

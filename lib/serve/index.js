@@ -21,8 +21,7 @@ const { embeddingModel } = require('./embeddings')
 const { LIMITS } = require('./requests')
 
 /**
- * @typedef {import('../../index').text.CausalLM} CausalLM
- * @typedef {import('../../index').text.SentenceEncoder} SentenceEncoder
+ * @import { text } from '../../index'
  * @import { ServeLimits } from './requests'
  */
 
@@ -53,11 +52,11 @@ const { LIMITS } = require('./requests')
  */
 /**
  * A running `torch.serve` server.
- * @typedef {object} Server
+ * @typedef {object} OpenAIServer
  * @property {string} url `http://host:port`; the OpenAI clients' `baseURL` is `url + '/v1'`.
  * @property {number} port
- * @property {import('node:http').Server} server The underlying `http.Server`.
- * @property {Record<string, CausalLM | SentenceEncoder>} models The loaded models by name.
+ * @property {{ close(callback?: () => void): unknown }} server The underlying `http.Server`.
+ * @property {Record<string, text.CausalLM | text.SentenceEncoder>} models The loaded models by name.
  * @property {(options?: { timeoutMs?: number }) => Promise<void>} close Stops accepting requests, lets
  *   those running finish for up to `timeoutMs` (default 10 000), then aborts the rest (a stream gets an error
  *   event and ends), closes the connections and disposes the models.
@@ -149,7 +148,7 @@ async function load(name, spec, caller) {
  * encoders), `GET /v1/models`, `/health`, `/metrics`. See docs/serving.md. Errors:
  * `InvalidArg`, `ModelLoadError`, and the listen error (`EADDRINUSE`).
  * @param {ServeOptions} options
- * @returns {Promise<Server>}
+ * @returns {Promise<OpenAIServer>}
  */
 async function serve(options) {
   const o = opt.read(options, SERVE_OPTIONS, 'serve: options', serve)
