@@ -2,12 +2,13 @@
 // AbortSignal on the async calls: `ScriptModule.load(path, {signal})` and a last `{signal}`
 // argument of `forward`/`runMethod`. Aborted before the work starts: rejects with code
 // `Aborted` and the work never runs; aborted while running: the work finishes, the promise
-// rejects with `Aborted` and the result is dropped.
+// rejects with `Aborted` and the result is dropped. Queued calls stay queued for as long as a
+// test needs: it holds the executor (helpers.holdExecutor) and releases it when done.
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const torch = require('..')
-const { coded } = require('./helpers')
+const { coded, holdExecutor, stateOf } = require('./helpers')
 
 const FIXTURES = path.join(__dirname, '..', 'models', 'fixtures')
 const MLP = path.join(FIXTURES, 'mlp_traced.pt')
@@ -24,17 +25,26 @@ describe('AbortSignal', () => {
     await assert.rejects(torch.ScriptModule.load(MLP, { signal }), coded('Aborted', /^load: aborted$/))
   })
 
-  test('aborting while calls wait for the thread pool rejects the waiting ones; others resolve', async () => {
+  test('aborting while calls wait for the executor rejects them at once; other calls resolve', async () => {
     const m = await torch.ScriptModule.load(MLP)
+    const hold = await holdExecutor(torch)
     const controller = new AbortController()
-    // More calls than libuv threads (4 by default): the later ones are still queued.
-    const calls = Array.from({ length: 64 }, () => m.forward(input(), { signal: controller.signal }))
-    controller.abort()
-    const settled = await Promise.allSettled(calls)
-    const rejected = settled.filter((s) => s.status === 'rejected')
-    assert.ok(rejected.length > 0, 'queued calls are aborted')
-    for (const r of rejected) assert.equal(r.reason.code, 'Aborted')
-    for (const s of settled.filter((s) => s.status === 'fulfilled')) assert.deepEqual(s.value.shape, [2, 3])
+    const calls = []
+    let kept
+    try {
+      calls.push(...Array.from({ length: 8 }, () => m.forward(input(), { signal: controller.signal })))
+      kept = m.forward(input(), { signal: new AbortController().signal })
+      assert.equal(torch.executorStats().queued, 9, 'every call waits behind the hold')
+      controller.abort()
+      const states = await Promise.all(calls.map(stateOf))
+      assert.deepEqual(states, Array(8).fill('rejected'), 'rejected at once, while still queued')
+      for (const call of calls) await assert.rejects(call, coded('Aborted', /^forward: aborted$/))
+      assert.equal(await stateOf(kept), 'pending')
+    } finally {
+      await hold.release()
+      await Promise.allSettled([...calls, kept])
+    }
+    assert.deepEqual((await kept).shape, [2, 3])
   })
 
   test('a signal that never aborts changes nothing; {signal} is not taken as an input', async () => {

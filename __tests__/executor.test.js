@@ -2,17 +2,18 @@
 // torch-node's executor: every forward, load and image decode runs on its own native threads,
 // never on libuv's pool (which fs, dns.lookup, zlib and crypto share), and the number of
 // threads that enter libtorch stays instances × intra-op threads. Checked in child processes,
-// where the thread pool and the executor settings are fresh.
+// where the thread pool and the executor settings are fresh. No test races work against the
+// clock: the executor is held still with helpers.holdExecutor, libuv's workers with named pipes
+// they block on (helpers.namedPipe), until the test has seen what it checks.
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const fs = require('node:fs')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 const torch = require('..')
 
 const ROOT = path.join(__dirname, '..')
 const MLP = path.join(ROOT, 'models', 'fixtures', 'mlp_traced.pt')
-const RESNET = path.join(ROOT, 'models', 'resnet18_traced.pt')
+const HELPERS = JSON.stringify(path.join(__dirname, 'helpers.js'))
 
 /** Runs `code` in a child Node with `env` added; returns its last stdout line, parsed. */
 function child(code, env = {}) {
@@ -85,53 +86,72 @@ describe('executor', () => {
   test('forwards get through while every libuv thread is busy', () => {
     const out = child(
       `
-      const crypto = require('node:crypto')
-      const m = new torch.ScriptModule(${JSON.stringify(MLP)})
-      const x = torch.rand([2, 4])
-      // Size the hashing so one call takes about 2 s here (measured on this thread first).
-      let t0 = performance.now(); crypto.pbkdf2Sync('p', 's', 20000, 32, 'sha512')
-      const iterations = Math.ceil(20000 * 2000 / Math.max(1, performance.now() - t0))
+      const fs = require('node:fs')
+      const { namedPipe } = require(${HELPERS})
+      // Each of libuv's 2 workers blocks opening a named pipe for reading until the pipe has a
+      // writer, which it gets only once the forward and the image load have finished.
+      const pipes = [namedPipe(), namedPipe()]
       const order = []
-      const busy = Array.from({ length: 2 }, () => new Promise((resolve) =>
-        crypto.pbkdf2('p', 's', iterations, 32, 'sha512', () => { order.push('pool'); resolve() })))
-      m.forward(x).then(() => order.push('forward'))
-      torch.image.load(${JSON.stringify(path.join(ROOT, 'data', 'chelsea.png'))}).then(() => order.push('image'))
-      Promise.all(busy).then(() => console.log(JSON.stringify(order)))`,
+      const busy = pipes.map((p) => fs.promises.open(p.path, 'r').then((fd) => { order.push('pool'); return fd.close() }))
+      const m = new torch.ScriptModule(${JSON.stringify(MLP)})
+      const work = [
+        m.forward(torch.rand([2, 4])).then(() => order.push('forward')),
+        torch.image.load(${JSON.stringify(path.join(ROOT, 'data', 'chelsea.png'))}).then(() => order.push('image')),
+      ]
+      Promise.all(work)
+        .then(() => {
+          // Opening for writing returns at once: each pipe's reader is already waiting.
+          for (const p of pipes) fs.closeSync(fs.openSync(p.path, 'w'))
+          return Promise.all(busy)
+        })
+        .then(() => {
+          for (const p of pipes) p.remove()
+          console.log(JSON.stringify(order))
+        })`,
       { UV_THREADPOOL_SIZE: '2' },
     )
     assert.deepEqual(out.slice(-2), ['pool', 'pool'], `the forward and the image waited for libuv's pool: ${out}`)
     assert.deepEqual(out.slice(0, 2).sort(), ['forward', 'image'])
   })
 
-  test(
-    'a file read is not starved by queued forwards',
-    { skip: !fs.existsSync(RESNET) && 'models/resnet18_traced.pt not generated' },
-    () => {
-      const out = child(`
-      const m = new torch.ScriptModule(${JSON.stringify(RESNET)})
-      const x = torch.rand([8, 3, 224, 224])
-      let done = 0
-      const all = Array.from({ length: 6 }, () => m.forward(x).then(() => done++))
-      require('node:fs').promises.readFile(${JSON.stringify(__filename)}).then(() => {
-        const seen = done
-        Promise.all(all).then(() => console.log(JSON.stringify({ doneWhenRead: seen, total: done })))
-      })`)
-      assert.equal(out.total, 6)
-      assert.ok(out.doneWhenRead < 6, `the read waited for ${out.doneWhenRead} of 6 forwards`)
-    },
-  )
+  test('a file read is not starved by queued forwards', () => {
+    const out = child(`
+      const { holdExecutor } = require(${HELPERS})
+      ;(async () => {
+        const m = new torch.ScriptModule(${JSON.stringify(MLP)})
+        const x = torch.rand([8, 4])
+        const hold = await holdExecutor(torch)
+        let done = 0
+        const all = Array.from({ length: 6 }, () => m.forward(x).then(() => done++))
+        await require('node:fs').promises.readFile(${JSON.stringify(__filename)})
+        const seen = { done, queued: torch.executorStats().queued }
+        await hold.release()
+        await Promise.all(all)
+        console.log(JSON.stringify({ ...seen, total: done }))
+      })()`)
+    // The six forwards wait on the executor, none on libuv's pool: the read did not wait for them.
+    assert.deepEqual(out, { done: 0, queued: 6, total: 6 })
+  })
 
   test('an abort while queued rejects at once; the queued call never runs', () => {
     const out = child(`
-      const m = new torch.ScriptModule(${JSON.stringify(MLP)})
-      const big = torch.rand([1 << 21, 4])
-      const events = []
-      const first = m.forward(big).then(() => events.push('first'))
-      const ac = new AbortController()
-      const queued = m.forward(big, { signal: ac.signal }).then(() => events.push('queued resolved'), (e) => events.push('queued ' + e.code))
-      setImmediate(() => ac.abort())
-      Promise.all([first, queued]).then(() => console.log(JSON.stringify({ events })))`)
-    assert.deepEqual(out.events, ['queued Aborted', 'first'])
+      const { holdExecutor } = require(${HELPERS})
+      ;(async () => {
+        const m = new torch.ScriptModule(${JSON.stringify(MLP)})
+        const x = torch.rand([2, 4])
+        const hold = await holdExecutor(torch)
+        const events = []
+        const first = m.forward(x).then(() => events.push('first'))
+        const ac = new AbortController()
+        const queued = m.forward(x, { signal: ac.signal }).then(() => events.push('queued resolved'), (e) => events.push('queued ' + e.code))
+        ac.abort()
+        await new Promise((resolve) => setImmediate(resolve))
+        const whileHeld = [...events]
+        await hold.release()
+        await Promise.all([first, queued])
+        console.log(JSON.stringify({ whileHeld, events }))
+      })()`)
+    assert.deepEqual(out, { whileHeld: ['queued Aborted'], events: ['queued Aborted', 'first'] })
   })
 
   test("a worker terminated while its forward runs: its teardown waits for the forward (the input is the worker's memory)", () => {
@@ -154,6 +174,40 @@ describe('executor', () => {
     // Before the fix the forward kept reading the worker's freed ArrayBuffer after it exited
     // (SIGSEGV at times, on Node 22); now the worker's exit waits until it has finished.
     for (const s of out) assert.equal(s.running, 0, JSON.stringify(out))
+  })
+
+  test('a worker terminated while its call runs: its exit waits for the call, then its queue is dropped', () => {
+    const out = child(`
+      const fs = require('node:fs')
+      const { Worker } = require('node:worker_threads')
+      const { namedPipe, until } = require(${HELPERS})
+      const pipe = namedPipe()
+      ;(async () => {
+        const w = new Worker(\`
+          const torch = require(${JSON.stringify(ROOT)})
+          const { parentPort } = require('node:worker_threads')
+          const m = new torch.ScriptModule(${JSON.stringify(MLP)})
+          // Runs on the executor and blocks reading the pipe until the parent writes to it.
+          torch.image.load(\${JSON.stringify(pipe.path)}).catch(() => {})
+          // Queued behind it, over the worker's own memory: skipped once the worker is gone.
+          m.forward(torch.fromBuffer(new Float32Array(8).fill(1), [2, 4]))
+          parentPort.postMessage('started')
+        \`, { eval: true })
+        let exited = false
+        const exit = new Promise((resolve) => w.once('exit', () => resolve(exited = true)))
+        await new Promise((resolve) => w.once('message', resolve))
+        await until(() => torch.executorStats().running === 1 && torch.executorStats().queued === 1)
+        w.terminate()
+        for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
+        const whileRunning = { exited, ...torch.executorStats() }
+        await fs.promises.writeFile(pipe.path, '')
+        await exit
+        pipe.remove()
+        await until(() => torch.executorStats().queued === 0 && torch.executorStats().running === 0)
+        console.log(JSON.stringify({ whileRunning }))
+      })()`)
+    // The worker's teardown waited for its running call (the load): it cannot have exited before.
+    assert.deepEqual([out.whileRunning.exited, out.whileRunning.running], [false, 1], JSON.stringify(out))
   })
 
   test('the process exits once async work completes, and waits for it', () => {

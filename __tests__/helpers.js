@@ -1,7 +1,7 @@
 'use strict'
 // Shared by the test files (not a test file itself: npm test runs *.test.js).
 const assert = require('node:assert/strict')
-const { spawn, spawnSync } = require('node:child_process')
+const { execFileSync, spawn, spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -14,6 +14,82 @@ function coded(code, message) {
     assert.equal(err.code, code, `code (message: ${err.message})`)
     if (message) assert.match(err.message, message)
     return true
+  }
+}
+
+/**
+ * Waits until `ready()` holds, checking between turns of the event loop: how a test waits for an
+ * observable state (a Batcher's or the executor's stats, a call recorded by a fake module) instead
+ * of for some milliseconds. No deadline of its own: the test's `timeout` bounds the wait, so a slow
+ * or busy machine waits longer instead of failing.
+ * @param {() => boolean} ready
+ */
+async function until(ready) {
+  while (!ready()) await new Promise((resolve) => setTimeout(resolve, 1))
+}
+
+/**
+ * Whether `promise` has settled, once the callbacks due now have run: 'pending', 'fulfilled' or
+ * 'rejected'. For "rejected at once" (an abort listener settles its promise inside `abort()`) and
+ * "still pending" (behind a hold): both are facts by then, not races. Call it in the same turn as
+ * whatever may reject the promise (for several, `Promise.all(promises.map(stateOf))`): it is also
+ * the promise's rejection handler.
+ */
+async function stateOf(promise) {
+  let state = 'pending'
+  promise.then(
+    () => (state = 'fulfilled'),
+    () => (state = 'rejected'),
+  )
+  await new Promise((resolve) => setImmediate(resolve))
+  return state
+}
+
+/**
+ * A fresh named pipe (mkfifo(1); POSIX). Opening it for reading blocks the opening thread until
+ * a writer opens it, and a read then blocks until every writer has closed it: a way to hold a
+ * thread (an executor instance, a libuv worker) until the test lets it go. `remove()` deletes it.
+ */
+function namedPipe() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-pipe-'))
+  const pipe = path.join(dir, 'pipe')
+  execFileSync('mkfifo', [pipe])
+  return { path: pipe, remove: () => fs.rmSync(dir, { recursive: true, force: true }) }
+}
+
+/**
+ * Holds torch-node's executor (its one instance, the default) until `release()`, so that the
+ * calls a test makes meanwhile wait in the executor's queue, where `torch.executorStats().queued`
+ * counts them: a queued call then stays queued for as long as the test needs, whatever the
+ * machine's speed. The hold is the public API's own work: a `torch.image.load` of a named pipe,
+ * whose read blocks the instance until `release()` closes the pipe (the load then fails, as an
+ * empty file would, and is dropped). Resolves once the hold runs (none queued, one running).
+ * `release()` resolves once the instance is past the hold; calling it again is harmless.
+ * @param {typeof import('..')} torch
+ */
+async function holdExecutor(torch) {
+  assert.equal(torch.getInstances(), 1, 'holdExecutor holds the one executor instance: setInstances(1)')
+  const pipe = namedPipe()
+  const load = torch.image.load(pipe.path).then(
+    () => assert.fail('a load of an empty pipe succeeded'),
+    (e) => e,
+  )
+  await until(() => {
+    const s = torch.executorStats()
+    return s.queued === 0 && s.running === 1
+  })
+  let released = null
+  return {
+    release() {
+      released ??= (async () => {
+        // Opens the pipe for writing (the instance is blocked opening it for reading) and closes
+        // it: the instance reads an empty file and goes on with its queue.
+        await fs.promises.writeFile(pipe.path, '')
+        await load
+        pipe.remove()
+      })()
+      return released
+    },
   }
 }
 
@@ -200,6 +276,10 @@ function mainLineOnly(what) {
 module.exports = {
   mainLineOnly,
   coded,
+  until,
+  stateOf,
+  namedPipe,
+  holdExecutor,
   runChild,
   nodeChild,
   childOut,
