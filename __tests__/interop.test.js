@@ -8,6 +8,7 @@ const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const torch = require('..')
+const { holdExecutor } = require('./helpers')
 
 const MLP = path.join(__dirname, '..', 'models', 'fixtures', 'mlp_traced.pt')
 const GOLDEN = require('../models/fixtures/golden.json').mlp_traced
@@ -41,14 +42,17 @@ async function churn() {
   return again.length
 }
 
-/** Polls (gc + event-loop turns) until `cond()` holds or `ms` pass; returns whether it held. */
-async function eventually(cond, ms = 2000) {
-  const deadline = Date.now() + ms
-  while (Date.now() < deadline) {
+/**
+ * Polls until `cond()` holds, for up to `cycles` full collections (each followed by a turn of the
+ * event loop, for finalizers and posted work, and a short pause for other threads); returns
+ * whether it held. Bounded by collections, not by the clock: a busy machine gets as many.
+ */
+async function eventually(cond, cycles = 400) {
+  for (let i = 0; i < cycles; i++) {
+    if (cond()) return true
     global.gc()
     await tick()
     await sleep(5)
-    if (cond()) return true
   }
   return cond()
 }
@@ -532,22 +536,33 @@ describe('lifetimes under the garbage collector', () => {
     const expected = model.forwardSync(torch.tensor(base, { shape: [2, 4] })).toTypedArray()
 
     const box = {}
-    ;(() => {
-      const arr = new Float32Array(rows * 4)
-      for (let r = 0; r < rows; r++) arr.set(base.subarray((r % 2) * 4, (r % 2) * 4 + 4), r * 4)
-      registry.register(arr.buffer, 'buffer')
-      box.pending = model.forward(torch.fromBuffer(arr, [rows, 4]))
-    })()
-
-    for (let i = 0; i < 4; i++) {
-      global.gc()
-      // Overwrite freed memory with garbage while the forward may still be reading its input.
-      ;(() => {
-        const junk = []
-        for (let k = 0; k < 8; k++) junk.push(new Float32Array(rows * 4).fill(-7))
-      })()
-      await tick()
+    const churnRounds = async () => {
+      for (let i = 0; i < 4; i++) {
+        global.gc()
+        // Overwrite freed memory with garbage while the forward waits for or reads its input.
+        ;(() => {
+          const junk = []
+          for (let k = 0; k < 8; k++) junk.push(new Float32Array(rows * 4).fill(-7))
+        })()
+        await tick()
+      }
     }
+    // Held on the executor, the forward has surely not read its input during the first rounds;
+    // it may be reading it during the second.
+    const hold = await holdExecutor(torch)
+    try {
+      ;(() => {
+        const arr = new Float32Array(rows * 4)
+        for (let r = 0; r < rows; r++) arr.set(base.subarray((r % 2) * 4, (r % 2) * 4 + 4), r * 4)
+        registry.register(arr.buffer, 'buffer')
+        box.pending = model.forward(torch.fromBuffer(arr, [rows, 4]))
+      })()
+      await churnRounds()
+      assert.ok(!collected.has('buffer'), 'the input array was collected while its forward was queued')
+    } finally {
+      await hold.release()
+    }
+    await churnRounds()
     box.out = await box.pending
     box.pending = null
     ;(() => {

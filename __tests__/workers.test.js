@@ -231,11 +231,12 @@ describe('worker_threads', () => {
       const { parentPort } = require('node:worker_threads')
       const torch = require(${JSON.stringify(ROOT)})
       const arr = new Float32Array(3 * 224 * 224)
-      parentPort.postMessage('started')
-      for (;;) {
+      for (let i = 0; ; i++) {
         const t = torch.fromBuffer(arr, [1, 3, 224, 224])
         t.add_(1)
         t.mul(2).sum()
+        // Said from inside the loop: it is running when the parent terminates it.
+        if (i === 10) parentPort.postMessage('in the loop')
       }
     `,
       { eval: true },
@@ -244,7 +245,6 @@ describe('worker_threads', () => {
       worker.once('message', resolve)
       worker.once('error', reject)
     })
-    await new Promise((r) => setTimeout(r, 50))
     const exit = new Promise((resolve) => worker.once('exit', resolve))
     await worker.terminate()
     assert.equal(typeof (await exit), 'number')
