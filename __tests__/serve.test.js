@@ -228,6 +228,60 @@ describe('serve in this process: tool calls with the openai client and the AI SD
     assert.ok(!parts.some((p) => p.type === 'error'), JSON.stringify(parts.filter((p) => p.type === 'error')))
   })
 
+  test('special marker tokens that decode to nothing are put back before parsing (Mistral [TOOL_CALLS])', async () => {
+    // A tokenizer that has [TOOL_CALLS] as a special token (id 7) drops it from the decoded text.
+    const mistral = scripted('mistral', () => 'unused', { toolFormat: 'mistral' })
+    mistral.markers.set(7, '[TOOL_CALLS]')
+    mistral.generate = async function* () {
+      yield { text: '', tokens: [7] }
+      for (const text of ['[{"name": "get_weather", ', '"arguments": {"city": "Paris"}}]']) yield { text, tokens: [1] }
+      return { finishReason: 'stop', usage: { promptTokens: 5, completionTokens: 3 } }
+    }
+    const t = await serveScripted([mistral])
+    try {
+      const client = await openai(t.url)
+      const res = await client.chat.completions.create({ messages: ASK, tools: [WEATHER] })
+      assert.equal(res.choices[0].message.content, null)
+      assert.deepEqual(res.choices[0].message.tool_calls[0].function, {
+        name: 'get_weather',
+        arguments: '{"city":"Paris"}',
+      })
+      const final = await client.chat.completions.stream({ messages: ASK, tools: [WEATHER] }).finalChatCompletion()
+      assert.equal(final.choices[0].finish_reason, 'tool_calls')
+      assert.equal(final.choices[0].message.tool_calls[0].function.name, 'get_weather')
+    } finally {
+      await t.close()
+    }
+  })
+
+  test('structured outputs are refused with a 400 the clients surface, not served as text', async () => {
+    const { zodResponseFormat } = await import('openai/helpers/zod')
+    const { z } = await import('zod')
+    const client = await openai(s.url)
+    const e = await rejection(
+      client.chat.completions.parse({
+        model: 'weather',
+        messages: ASK,
+        response_format: zodResponseFormat(z.object({ city: z.string() }), 'place'),
+      }),
+    )
+    assert.equal(e.status, 400)
+    assert.match(
+      e.message,
+      /response_format: "json_schema" is not supported: a guaranteed JSON answer needs constrained decoding/,
+    )
+    const { generateObject, jsonSchema } = await import('ai')
+    const provider = await aiProvider(s.url)
+    const ai = await rejection(
+      generateObject({
+        model: provider('weather'),
+        prompt: 'x',
+        schema: jsonSchema({ type: 'object', properties: {} }),
+      }),
+    )
+    assert.match(ai.message, /response_format: "json_(object|schema)" is not supported/)
+  })
+
   test('parallel_tool_calls: false keeps the first call', async () => {
     const two = scripted('two', () => `${CALL}\n${CALL.replace('Paris', 'Rome')}`)
     const t = await serveScripted([two])
