@@ -4,14 +4,16 @@
 // (the real weights, mean pooling, normalized) and a random-weight MPNet (CLS pooling, no
 // token_type_ids, a 32-token limit), texts past the limit included; concurrent calls sharing
 // forwards; length buckets; options; abort, QueueFull, dispose. Timing-free: the Batcher's
-// queue is observed through stats() and a recording wrapper around the program.
+// queue is observed through stats() and a recording wrapper around the program, which can also
+// hold every forward until the test opens its gate; the executor's queue is held still with
+// helpers.holdExecutor and observed through torch.executorStats().
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const torch = require('..')
-const { coded } = require('./helpers')
+const { coded, holdExecutor, stateOf, until } = require('./helpers')
 
 const TEXT = path.join(__dirname, '..', 'models', 'golden', 'text')
 const MINILM = path.join(TEXT, 'minilm')
@@ -62,18 +64,23 @@ function assertParity(embeddings, expected, what) {
 
 /**
  * Loads `folder` with AOTModule.load/ScriptModule.load wrapped so that the program records the
- * input shapes of each forward (the test sees what was batched and how it was padded).
+ * input shapes of each forward (the test sees what was batched and how it was padded). With
+ * `{gated: true}`, each forward waits until the test calls `open()` before it reaches the program:
+ * the forwards called so far stay running for as long as the test needs.
  */
-async function loadRecording(folder, options) {
+async function loadRecording(folder, options, { gated = false } = {}) {
   const calls = []
+  let open = () => {}
+  const gate = gated ? new Promise((resolve) => (open = resolve)) : null
   const originals = { AOTModule: torch.AOTModule.load, ScriptModule: torch.ScriptModule.load }
   const wrap =
     (load) =>
     async (...args) => {
       const m = await load(...args)
       return {
-        forward: (...inputs) => {
+        forward: async (...inputs) => {
           calls.push(inputs.filter((x) => x instanceof torch.Tensor).map((x) => x.shape))
+          await gate
           return m.forward(...inputs)
         },
         dispose: () => m.dispose(),
@@ -85,7 +92,7 @@ async function loadRecording(folder, options) {
   torch.AOTModule.load = wrap(originals.AOTModule)
   torch.ScriptModule.load = wrap(originals.ScriptModule)
   try {
-    return { encoder: await torch.text.SentenceEncoder.load(folder, options), calls }
+    return { encoder: await torch.text.SentenceEncoder.load(folder, options), calls, open: () => open() }
   } finally {
     torch.AOTModule.load = originals.AOTModule
     torch.ScriptModule.load = originals.ScriptModule
@@ -275,18 +282,68 @@ describe('SentenceEncoder: options, errors, abort, dispose', { skip: SKIP }, () 
     }
   })
 
-  test('abort: before the call, and while queued behind a running forward', TIMEOUT, async () => {
+  test('abort: before the call, and while its forward waits for the executor', TIMEOUT, async () => {
     await assert.rejects(encoder.encode('x', { signal: AbortSignal.abort() }), coded('Aborted'))
-    const busy = encoder.encode(Array(8).fill('keeps the encoder busy for a while, a longer sentence'))
-    const ac = new AbortController()
-    const queued = encoder.encode('waits in the queue', { signal: ac.signal })
-    setImmediate(() => ac.abort())
-    await assert.rejects(queued, coded('Aborted'))
-    assert.deepEqual((await busy).shape, [8, 384])
+    // The executor is held: the calls below wait in its queue until the hold is released.
+    const hold = await holdExecutor(torch)
+    const calls = []
+    try {
+      // Eight texts are tokenized on the executor: that waits behind the hold.
+      const busy = encoder.encode(Array(8).fill('keeps the encoder busy for a while, a longer sentence'))
+      const ac = new AbortController()
+      // One short text is tokenized here; the encoder is idle, so its forward goes straight to
+      // the executor (no Batcher) and waits there.
+      const queued = encoder.encode('waits in the queue', { signal: ac.signal })
+      calls.push(busy, queued)
+      await until(() => torch.executorStats().queued === 2)
+      ac.abort()
+      assert.equal(await stateOf(queued), 'rejected', 'rejected at once, while its forward was queued')
+      await assert.rejects(queued, coded('Aborted', /^forward: aborted$/))
+      assert.equal(await stateOf(busy), 'pending')
+    } finally {
+      await hold.release()
+      // Whatever failed above, no call of this test is left running into the next one.
+      await Promise.allSettled(calls)
+    }
+    assert.deepEqual((await calls[0]).shape, [8, 384])
     assert.deepEqual((await encoder.encode('after the abort')).shape, [1, 384])
   })
 
+  test(
+    'abort while queued in the Batcher behind a running forward: rejected at once, the others run',
+    TIMEOUT,
+    async (t) => {
+      const g = golden('minilm')
+      const { encoder: gated, calls, open } = await loadRecording(MINILM, undefined, { gated: true })
+      t.after(() => gated.dispose())
+      // The first call finds the encoder idle and runs alone; the second goes through the Batcher,
+      // which runs it beside the first (it has no batch of its own in flight). Both stay in their
+      // forwards until open().
+      const running = [gated.encode(g.sentences[0]), gated.encode(g.sentences[1])]
+      try {
+        await until(() => calls.length === 2 && gated.stats().inFlight === 1)
+        const ac = new AbortController()
+        const queued = gated.encode(g.sentences[2], { signal: ac.signal })
+        await until(() => gated.stats().queued === 1)
+        ac.abort()
+        assert.equal(await stateOf(queued), 'rejected', 'rejected at once, while queued in the Batcher')
+        await assert.rejects(queued, coded('Aborted', /aborted while the request was queued/))
+        assert.deepEqual([gated.stats().queued, gated.stats().aborted], [0, 1])
+      } finally {
+        open()
+        await Promise.allSettled(running)
+      }
+      const outs = await Promise.all(running)
+      outs.forEach((out, i) => assertParity(out, [g.embeddings[i]], `running call ${i}`))
+      assert.equal(calls.length, 2, 'the aborted request never reached the program')
+    },
+  )
+
   test('QueueFull past maxQueue (1): the call that finds the queue full fails alone', TIMEOUT, async () => {
+    // The encoder is idle (the tests above waited for all their calls): the first call runs at
+    // once, the second waits in the Batcher, the third finds its queue full. All three are
+    // tokenized and queued in this turn of the event loop, so no forward can end in between.
+    assert.deepEqual([encoder.stats().queued, encoder.stats().inFlight], [0, 0])
     const calls = [encoder.encode('running'), encoder.encode('queued'), encoder.encode('refused')]
     const results = await Promise.allSettled(calls)
     assert.equal(results[0].status, 'fulfilled')
