@@ -808,6 +808,17 @@ describe('npx torch-node serve: a child process with a causal LM and a sentence 
       assert.equal(r.body.error.code, 'InvalidArg')
       assert.ok(r.ms < 2000, `${r.ms} ms`)
     }
+    // JSON nested 100,000 deep: parsed, then refused by the checks (and the template's depth limit).
+    const deep = (n) => '{"a":'.repeat(n) + '1' + '}'.repeat(n)
+    for (const body of [
+      `{"model":"tools-tiny","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":${deep(100_000)}}}]}`,
+      `{"model":"llama-tiny","messages":[{"role":"user","content":[${deep(100_000)}]}]}`,
+    ]) {
+      const r = await post(url, '/v1/chat/completions', body, auth)
+      assert.equal(r.status, 400, JSON.stringify(r.body))
+      assert.equal(r.body.error.code, 'InvalidArg')
+      assert.ok(r.ms < 2000, `${r.ms} ms`)
+    }
     const denied = await post(url, '/v1/chat/completions', { messages: ASK })
     assert.equal(denied.status, 401)
     const ok = await post(url, '/v1/chat/completions', { model: 'llama-tiny', messages: ASK, max_tokens: 2 }, auth)

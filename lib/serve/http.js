@@ -24,8 +24,20 @@ class HttpError extends Error {
 /** @param {string} message */
 const invalid = (message) => new HttpError(400, 'InvalidArg', message)
 
-/** A value as an error message shows it. @param {unknown} v */
-const show = (v) => (v === undefined ? 'undefined' : (JSON.stringify(v) ?? String(v)))
+/**
+ * A value as an error message shows it: JSON, cut at 100 characters (a request's own megabytes
+ * are not echoed back; a value nested too deep for JSON.stringify is named by its type).
+ * @param {unknown} v
+ */
+function show(v) {
+  let s
+  try {
+    s = v === undefined ? 'undefined' : (JSON.stringify(v) ?? String(v))
+  } catch {
+    s = Array.isArray(v) ? 'an array nested too deep' : typeof v
+  }
+  return s.length > 100 ? `${s.slice(0, 100)}...` : s
+}
 
 /**
  * The body parsed as JSON, refused past `limit` bytes (413 at once when Content-Length says so,
