@@ -421,6 +421,11 @@ describe('serve in this process: routes, limits, API key, metrics, overload, shu
       assert.equal((await missing.json()).error.code, 'NotFound')
       const get = await fetch(`${s.url}/v1/chat/completions`)
       assert.equal(get.status, 405)
+      assert.equal((await (await openai(s.url)).models.retrieve('m')).id, 'm')
+      assert.equal((await fetch(`${s.url}/v1/models/%E0%A4%A`)).status, 404) // not percent-encoding
+      const noEncoder = await post(s.url, '/v1/embeddings', { input: 'a' })
+      assert.equal(noEncoder.status, 404)
+      assert.match(noEncoder.body.error.message, /no model here serves \/v1\/embeddings/)
       const big = await post(s.url, '/v1/chat/completions', {
         messages: [{ role: 'user', content: 'x'.repeat(5 << 20) }],
       })

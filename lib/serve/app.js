@@ -3,7 +3,7 @@
 // The request handler of torch-node serve: routes, the API key, model lookup by name, metrics,
 // and the state a shutdown needs (the generations running, to abort at its deadline).
 const { createHash, timingSafeEqual } = require('node:crypto')
-const { HttpError, readJson, sendJson, sendError } = require('./http')
+const { HttpError, readJson, sendJson, sendError, show } = require('./http')
 const { Metrics } = require('./metrics')
 const { LIMITS } = require('./requests')
 const chat = require('./chat')
@@ -49,13 +49,14 @@ function createHandler({ models, apiKey, limits }) {
       if (name === undefined) {
         const ofKind = models.filter((m) => m.kind === kind)
         if (ofKind.length === 1) return ofKind[0]
+        if (ofKind.length === 0) throw new HttpError(404, 'ModelNotFound', `no model here serves ${KIND_ROUTES[kind]}`)
         const names = ofKind.map((m) => JSON.stringify(m.name)).join(', ')
-        throw new HttpError(400, 'InvalidArg', `model: required: this server serves ${names || 'no such model'}`)
+        throw new HttpError(400, 'InvalidArg', `model: required: this server serves ${names}`)
       }
       const m = byName.get(/** @type {string} */ (name))
       if (!m) {
         const names = models.map((s) => JSON.stringify(s.name)).join(', ')
-        throw new HttpError(404, 'ModelNotFound', `model: this server serves ${names}, got ${JSON.stringify(name)}`)
+        throw new HttpError(404, 'ModelNotFound', `model: this server serves ${names}, got ${show(name)}`)
       }
       if (m.kind !== kind) {
         throw new HttpError(400, 'InvalidArg', `model: ${JSON.stringify(m.name)} serves ${KIND_ROUTES[m.kind]}`)
@@ -107,8 +108,13 @@ function createHandler({ models, apiKey, limits }) {
         return sendJson(res, 200, { object: 'list', data: models.map(modelObject) })
       }
       if (req.method === 'GET' && path.startsWith('/v1/models/')) {
-        const m = byName.get(decodeURIComponent(path.slice('/v1/models/'.length)))
-        if (!m) throw new HttpError(404, 'ModelNotFound', `no model ${JSON.stringify(path.slice(11))}`)
+        const id = path.slice('/v1/models/'.length)
+        let name = id
+        try {
+          name = decodeURIComponent(id)
+        } catch {} // not percent-encoding: the name as it is
+        const m = byName.get(name)
+        if (!m) throw new HttpError(404, 'ModelNotFound', `no model ${show(id)}`)
         return sendJson(res, 200, modelObject(m))
       }
       if (!route) {
