@@ -1440,7 +1440,8 @@ export interface ImageOptions {
 
 /**
  * The libtorch version this addon was built against, `'major.minor'` (e.g. `'2.13'`): files
- * it saves load in libtorch (or PyTorch) of that version or newer.
+ * it saves load in libtorch (or PyTorch) of that version or newer. The full version is
+ * `torch.version`.
  */
 export declare function libtorchVersion(): string
 
@@ -1681,6 +1682,13 @@ export interface ValuesIndices {
   indices: Tensor
 }
 
+/**
+ * The version of the libtorch this addon is built against and runs, `'2.13.0'` (Python's
+ * `torch.__version__` without its local part such as `+cu130`): 2.11, 2.12 or 2.13, as
+ * docs/install.md says.
+ */
+export declare const version: string
+
 /** A tensor filled with zeros. */
 export declare function zeros(shape: Shape, options?: FactoryOptions | undefined | null): Tensor
 
@@ -1732,4 +1740,16 @@ export declare namespace image {
    * (default) or `'uint8'` (0..255, no normalization).
    */
   export function loadSync(source: Source, options?: ImageOptions | undefined | null): Tensor
+}
+
+export declare namespace libtorch {
+  /**
+   * The libtorch ops that torch-node's bindings (tch 0.26, written for libtorch 2.13) know and
+   * this libtorch lacks: empty on 2.12 and 2.13; on 2.11, 14 internal ops (`_philox_key_split`,
+   * `_upsample_lanczos2d_aa`, ...) that no torch-node API calls. Calling one fails with an error
+   * naming the op and the version, never a crash.
+   */
+  export function missingOps(): Array<string>
+  /** Its version, `'2.11.0'` (the same as `torch.version`). */
+  export const version: string
 }

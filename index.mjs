@@ -38,6 +38,8 @@ export const {
   cpu,
   loadLibrary,
   libtorchVersion,
+  version,
+  libtorch,
   image,
   vision,
   text,

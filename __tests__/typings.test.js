@@ -120,7 +120,10 @@ for (const name of declared('namespace')) {
     const names = [...body.matchAll(/^ {2}export (?:function|const|class) (\w+)/gm)].map((m) => m[1])
     assert.deepEqual(sorted(new Set(names)), Object.keys(torch[name]).sort())
     for (const n of names) {
-      const kind = new RegExp(`^ {2}export (?:function|class) ${n}\\b`, 'm').test(body) ? 'function' : 'object'
+      const primitive = new RegExp(`^ {2}export const ${n}: (string|number|boolean)$`, 'm').exec(body)?.[1]
+      const kind = new RegExp(`^ {2}export (?:function|class) ${n}\\b`, 'm').test(body)
+        ? 'function'
+        : (primitive ?? 'object')
       assert.equal(typeof torch[name][n], kind, `${name}.${n}`)
       if (new RegExp(`^ {2}export class ${n}\\b`, 'm').test(body)) {
         const Class = torch[name][n]

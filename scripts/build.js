@@ -10,13 +10,31 @@ const { execFileSync, spawn } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { resolveLibtorch, log, ROOT } = require('./libtorch')
+const { resolveLibtorch, libtorchVersion, log, ROOT } = require('./libtorch')
+
+/** The header of stand-ins for the ops tch 0.26 wraps that libtorch 2.11 lacks (it says how). */
+const COMPAT_HEADER = path.join(ROOT, 'crates', 'core', 'src', 'shim', 'torch_compat.h')
+
+/**
+ * What building against an older libtorch needs: tch 0.26's generated C++ calls 14 ops that 2.11
+ * lacks and one whose signature changed in 2.12, so against 2.11 every C++ compile gets
+ * COMPAT_HEADER (`-include`, through CXXFLAGS, which cc-rs reads for torch-sys's compile of libtch
+ * and ours of the shim): each of those ops then throws a coded error naming itself and the version.
+ * 2.12 and 2.13 need nothing. Returns the CXXFLAGS to add ('' when none).
+ */
+function libtorchCompat({ minor }) {
+  return minor < 12 ? `-include ${COMPAT_HEADER}` : ''
+}
 
 /** The environment every cargo command of this project runs with: the same LIBTORCH each time,
- * or torch-sys's build script reruns and rebuilds libtch (minutes). */
+ * or torch-sys's build script reruns and rebuilds libtch (minutes). torch-sys refuses any
+ * libtorch but 2.13 unless LIBTORCH_BYPASS_VERSION_CHECK is set: scripts/libtorch.js has checked
+ * the version (2.11 to 2.13), so it is set here, never by the user. */
 function cargoEnv(libtorch) {
   const env = { ...process.env, LIBTORCH: libtorch, LIBTORCH_BYPASS_VERSION_CHECK: '1' }
   delete env.LIBTORCH_USE_PYTORCH
+  const compat = libtorchCompat(libtorchVersion(libtorch))
+  if (compat) env.CXXFLAGS = [process.env.CXXFLAGS, compat].filter(Boolean).join(' ')
   return env
 }
 
@@ -63,10 +81,13 @@ function place(resolved, { clean }) {
 /**
  * The source build of an app's install: cargo's output goes to stdout, which npm hides for a
  * dependency, so a progress line also goes to the terminal (scripts/cache.js `progress`) every
- * few seconds: the crate being compiled and the time so far.
+ * few seconds: the crate being compiled and the time so far. `quiet` (a clone's install, whose
+ * output npm shows): cargo's output and the progress lines are kept back, one line says the
+ * build is done, and cargo's last lines are printed only when it fails.
  */
-function buildWithProgress(resolved, { clean }) {
-  const { progress } = require('./cache')
+function buildWithProgress(resolved, { clean, quiet = false }) {
+  const progress = quiet ? () => {} : require('./cache').progress
+  if (quiet) log('building the native addon (cold build: about 4 min on 2 cores; incremental: seconds)')
   const started = Date.now()
   let latest = 'starting cargo'
   let crates = 0
@@ -84,7 +105,7 @@ function buildWithProgress(resolved, { clean }) {
   )
   let tail = ''
   child.stderr.on('data', (chunk) => {
-    process.stdout.write(chunk)
+    if (!quiet) process.stdout.write(chunk)
     tail = (tail + chunk).slice(-4000)
     for (const line of String(chunk).split('\n')) {
       const m = /^\s*Compiling (\S+)/.exec(line)
@@ -100,7 +121,9 @@ function buildWithProgress(resolved, { clean }) {
       clearInterval(timer)
       if (code !== 0) return reject(new Error(`cargo build failed (exit ${code}):\n${tail}`))
       place(resolved, { clean })
-      progress(`built torch-node.node from source in ${Math.round((Date.now() - started) / 1000)} s`)
+      const done = `built torch-node.node from source in ${Math.round((Date.now() - started) / 1000)} s`
+      if (quiet) log(done)
+      else progress(done)
       resolve(resolved)
     })
   })
@@ -183,7 +206,7 @@ async function writeTypings(typeDefDir, { keep = false } = {}) {
   log('wrote index.d.ts')
 }
 
-module.exports = { build, buildWithProgress, cargoEnv, linkLibtorch, TYPINGS_MARKER }
+module.exports = { build, buildWithProgress, cargoEnv, linkLibtorch, place, TYPINGS_MARKER, COMPAT_HEADER }
 
 if (require.main === module) {
   // `--typings-from DIR`: the definitions an earlier compile wrote with NAPI_TYPE_DEF_TMP_FOLDER=DIR

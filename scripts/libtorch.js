@@ -1,7 +1,8 @@
 'use strict'
 // Finds or provisions libtorch, in the order docs/install.md documents:
 //   1. LIBTORCH: a libtorch folder the user already has (e.g. a CUDA build from pytorch.org);
-//   2. LIBTORCH_USE_PYTORCH=1: the torch package of a Python whose torch is 2.13.x;
+//   2. LIBTORCH_USE_PYTORCH=1: the torch package of a Python whose torch is 2.11, 2.12 or 2.13
+//      (PYTHON names it; default python3), e.g. the CUDA PyTorch a container already holds;
 //   3. in a clone of this repository: the dev virtualenv `.libtorch/` (the model script needs
 //      Python torch), slim: torch and torchvision without their nvidia wheels and triton, with
 //      stand-ins for the CUDA libraries (scripts/cuda-stubs.js), about 1.6 GB instead of 4.8;
@@ -71,6 +72,37 @@ const ONNX_PACKAGES = {
   'onnxscript==0.7.2': 'onnxscript',
 }
 
+// The libtorch releases torch-node builds against: tch 0.26 is generated for 2.13; 2.11 and 2.12
+// lack a few of the ops it wraps, which scripts/build.js stands in for (libtorchCompat).
+const SUPPORTED = ['2.11', '2.12', '2.13']
+
+/**
+ * The version of the libtorch in `dir` (a libtorch folder or a PyPI torch package: lib/ and
+ * include/), read from its headers: { version: '2.11.0', major, minor, patch }. Throws a one-line
+ * error naming the folder when it is not a libtorch or not a release torch-node builds against.
+ */
+function libtorchVersion(dir) {
+  const candidates = [
+    path.join(dir, 'include', 'torch', 'headeronly', 'version.h'), // 2.10 and newer
+    path.join(dir, 'include', 'torch', 'csrc', 'api', 'include', 'torch', 'version.h'),
+  ]
+  const file = candidates.find((f) => fs.existsSync(f))
+  if (!file) throw new Error(`${dir} is not a libtorch folder (no include/torch/.../version.h)`)
+  const text = fs.readFileSync(file, 'utf8')
+  const part = (name) => {
+    const m = new RegExp(`#define TORCH_VERSION_${name} (\\d+)`).exec(text)
+    if (!m) throw new Error(`${file}: no TORCH_VERSION_${name}`)
+    return Number(m[1])
+  }
+  const [major, minor, patch] = [part('MAJOR'), part('MINOR'), part('PATCH')]
+  if (!SUPPORTED.includes(`${major}.${minor}`)) {
+    throw new Error(
+      `${dir} is libtorch ${major}.${minor}.${patch}; torch-node builds against ${SUPPORTED.join(', ')} (tch 0.26)`,
+    )
+  }
+  return { version: `${major}.${minor}.${patch}`, major, minor, patch }
+}
+
 function log(msg) {
   console.log(`[torch-node] ${msg}`)
 }
@@ -98,10 +130,15 @@ function hasModule(python, name) {
 // --no-warn-conflicts: torch is installed --no-deps on purpose (no nvidia wheels, no triton), so
 // pip's resolver would report torch's missing CUDA requirements as an `ERROR:` on every later
 // install; provisionVenv says once, in one line, what was left out and why.
+// pip's own output (Collecting, Downloading, Requirement already satisfied: dozens of lines a
+// package) is kept back and shown only when pip fails: one line says what is installed.
 function pip(python, args) {
   log(`pip install ${args.join(' ')}`)
   const flags = ['--disable-pip-version-check', '--no-cache-dir', '--no-warn-conflicts', '--progress-bar', 'off']
-  execFileSync(python, ['-m', 'pip', 'install', ...flags, ...args], { stdio: 'inherit' })
+  const r = spawnSync(python, ['-m', 'pip', 'install', ...flags, ...args], { encoding: 'utf8' })
+  if (r.status === 0) return
+  const output = `${r.stdout ?? ''}${r.stderr ?? ''}`.trim().split('\n').slice(-40).join('\n')
+  throw new Error(`pip install ${args.join(' ')} failed (${r.error?.message ?? `exit ${r.status}`}):\n${output}`)
 }
 
 /** The libraries `import torch` and torchvision's ops load, for scripts/cuda-stubs.js. */
@@ -179,8 +216,10 @@ function resolveLibtorch({ withModelPackages = false } = {}) {
     const python = process.env.PYTHON || 'python3'
     const torch = probeTorch(python)
     if (!torch) throw new Error(`LIBTORCH_USE_PYTORCH is set but ${python} cannot import torch`)
-    if (!torch.version.startsWith('2.13.')) {
-      throw new Error(`LIBTORCH_USE_PYTORCH: ${python} has torch ${torch.version}; torch-node needs 2.13.x (tch 0.26)`)
+    if (!SUPPORTED.some((v) => torch.version.startsWith(`${v}.`))) {
+      throw new Error(
+        `LIBTORCH_USE_PYTORCH: ${python} has torch ${torch.version}; torch-node builds against ${SUPPORTED.join(', ')} (tch 0.26)`,
+      )
     }
     log(`using torch ${torch.version} of ${python} (${torch.dir})`)
     return { libtorch: torch.dir, python, source: 'LIBTORCH_USE_PYTORCH' }
@@ -201,4 +240,17 @@ async function ensureLibtorch(options) {
   return resolveLibtorch(options)
 }
 
-module.exports = { resolveLibtorch, ensureLibtorch, log, ROOT, VENV, IS_CHECKOUT }
+module.exports = {
+  resolveLibtorch,
+  ensureLibtorch,
+  libtorchVersion,
+  probeTorch,
+  torchRoots,
+  pip,
+  log,
+  ROOT,
+  VENV,
+  IS_CHECKOUT,
+  SUPPORTED,
+  TORCH_PURE_DEPS,
+}

@@ -1,6 +1,7 @@
 //! The free functions of the `torch` namespace (`manualSeed`, the thread and executor
-//! settings, `loadLibrary`, `memory`, `libtorchVersion`), the `cuda` and `cpu` namespaces, and
-//! the per-context initialisation. Glue: each reads its arguments and calls the core.
+//! settings, `loadLibrary`, `memory`, `libtorchVersion`, `version`), the `cuda`, `cpu` and
+//! `libtorch` namespaces, and the per-context initialisation. Glue: each reads its arguments
+//! and calls the core.
 use crate::error::{self, guard};
 use crate::napi::convert::{Arg, Int, Num, Read, ReadOpt, Str};
 use crate::napi::outcome::Outcome;
@@ -139,11 +140,40 @@ pub fn load_torchvision_ops(dir: Option<Str>) -> Outcome<bool> {
 }
 
 /// The libtorch version this addon was built against, `'major.minor'` (e.g. `'2.13'`): files
-/// it saves load in libtorch (or PyTorch) of that version or newer.
+/// it saves load in libtorch (or PyTorch) of that version or newer. The full version is
+/// `torch.version`.
 #[napi]
 pub fn libtorch_version() -> String {
     let (major, minor) = ffi::torch_version();
     format!("{major}.{minor}")
+}
+
+/// The version of the libtorch this addon is built against and runs, `'2.13.0'` (Python's
+/// `torch.__version__` without its local part such as `+cu130`): 2.11, 2.12 or 2.13, as
+/// docs/install.md says.
+#[allow(non_upper_case_globals)] // the JS name: napi-rs names a constant after its Rust name
+#[napi]
+pub const version: &str = ffi::LIBTORCH_VERSION;
+
+/// The libtorch this addon links (`torch.libtorch.version`, `torch.libtorch.missingOps()`).
+#[napi(namespace = "libtorch")]
+pub mod libtorch {
+    /// Its version, `'2.11.0'` (the same as `torch.version`).
+    #[allow(non_upper_case_globals)] // the JS name: napi-rs names a constant after its Rust name
+    #[napi]
+    pub const version: &str = torch_core::ffi::LIBTORCH_VERSION;
+
+    /// The libtorch ops that torch-node's bindings (tch 0.26, written for libtorch 2.13) know and
+    /// this libtorch lacks: empty on 2.12 and 2.13; on 2.11, 14 internal ops (`_philox_key_split`,
+    /// `_upsample_lanczos2d_aa`, ...) that no torch-node API calls. Calling one fails with an error
+    /// naming the op and the version, never a crash.
+    #[napi]
+    pub fn missing_ops() -> Vec<String> {
+        torch_core::ffi::missing_ops()
+            .into_iter()
+            .map(String::from)
+            .collect()
+    }
 }
 
 /// Live tensors (JS `Tensor` objects not yet disposed or collected) and their element bytes.

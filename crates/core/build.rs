@@ -16,8 +16,56 @@ fn main() {
     println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
     println!("cargo:rustc-link-arg=-ltorch");
     println!("cargo:rustc-link-arg=-Wl,--as-needed");
+    libtorch_version(&lib_dir);
     build_shim(&lib_dir);
     build_python_stub();
+}
+
+/// Tells the crate which libtorch it is built against (TORCH_NODE_LIBTORCH_VERSION, "2.11.0", read
+/// from libtorch's headers) and which ops tch wraps that this libtorch lacks
+/// (TORCH_NODE_MISSING_OPS, comma-separated): those `src/shim/torch_compat.h` stands in for, each
+/// declared there with the release that brought it. scripts/build.js injects that header into the
+/// C++ compiles (CXXFLAGS) for the same versions.
+fn libtorch_version(lib_dir: &std::path::Path) {
+    let include = lib_dir
+        .parent()
+        .expect("libtorch lib dir has a parent")
+        .join("include");
+    let header = [
+        "torch/headeronly/version.h",
+        "torch/csrc/api/include/torch/version.h",
+    ]
+    .iter()
+    .map(|h| include.join(h))
+    .find(|h| h.exists())
+    .unwrap_or_else(|| panic!("no torch/version.h under {}", include.display()));
+    println!("cargo:rerun-if-changed={}", header.display());
+    let text = std::fs::read_to_string(&header).expect("reading libtorch's version.h");
+    let part = |name: &str| -> u32 {
+        let prefix = format!("#define TORCH_VERSION_{name} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{}: no TORCH_VERSION_{name}", header.display()))
+    };
+    let (major, minor, patch) = (part("MAJOR"), part("MINOR"), part("PATCH"));
+    println!("cargo:rustc-env=TORCH_NODE_LIBTORCH_VERSION={major}.{minor}.{patch}");
+    println!("cargo:rerun-if-changed=src/shim/torch_compat.h");
+    let compat = std::fs::read_to_string("src/shim/torch_compat.h").expect("reading torch_compat.h");
+    let missing: Vec<&str> = compat
+        .lines()
+        .filter_map(|l| l.strip_prefix("TORCH_NODE_STAND_IN("))
+        .filter_map(|args| {
+            // TORCH_NODE_STAND_IN(return type, name, "2.12")
+            let mut parts = args.trim_end_matches(')').rsplitn(3, ',').map(str::trim);
+            let since = parts.next()?.trim_matches('"');
+            let name = parts.next()?;
+            let (since_major, since_minor) = since.split_once('.')?;
+            let since = (since_major.parse::<u32>().ok()?, since_minor.parse::<u32>().ok()?);
+            ((major, minor) < since).then_some(name)
+        })
+        .collect();
+    println!("cargo:rustc-env=TORCH_NODE_MISSING_OPS={}", missing.join(","));
 }
 
 /// `libtorch_python.so`, empty (src/shim/torch_python_stub.c says why), embedded in the addon.

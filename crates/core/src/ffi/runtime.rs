@@ -98,6 +98,17 @@ pub fn set_num_interop_threads(n: i32) -> Result<()> {
     check_last_error()
 }
 
+/// The libtorch this crate is built against, `"2.11.0"` (crates/core/build.rs reads its headers).
+/// The addon runs against the same release: libtorch's C++ ABI changes between releases.
+pub const LIBTORCH_VERSION: &str = env!("TORCH_NODE_LIBTORCH_VERSION");
+
+/// The ops tch wraps that this libtorch lacks (empty against 2.13): against 2.11, the stand-ins of
+/// `src/shim/torch_compat.h`, which fail with an error naming the op and `LIBTORCH_VERSION`.
+pub fn missing_ops() -> Vec<&'static str> {
+    let listed: &'static str = env!("TORCH_NODE_MISSING_OPS");
+    listed.split(',').filter(|op| !op.is_empty()).collect()
+}
+
 /// libtorch's (major, minor) version, as compiled into the shim.
 pub fn torch_version() -> (i32, i32) {
     let (mut major, mut minor) = (0, 0);
@@ -142,4 +153,49 @@ pub fn at_exit(f: extern "C" fn()) -> bool {
     // SAFETY: `f` is a plain function of this library, which is never unloaded before exit (Node
     // does not unload addons; glibc ties the registration to this object all the same).
     unsafe { libc::atexit(f) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_read_by_the_build_is_the_headers() {
+        let (major, minor) = torch_version();
+        assert!(
+            LIBTORCH_VERSION.starts_with(&format!("{major}.{minor}.")),
+            "{LIBTORCH_VERSION} vs {major}.{minor}"
+        );
+    }
+
+    /// Against 2.11 the ops tch 0.26 wraps that libtorch lacks are stand-ins that fail with an
+    /// error naming the op and the version (never an abort); against 2.12 and 2.13 none is missing.
+    #[test]
+    fn an_op_the_libtorch_lacks_is_an_error_naming_it() {
+        let (_, minor) = torch_version();
+        let missing = missing_ops();
+        assert_eq!(
+            missing.is_empty(),
+            minor >= 12,
+            "{missing:?} on {LIBTORCH_VERSION}"
+        );
+        let x = tch::Tensor::f_ones([1, 1, 4, 4], (tch::Kind::Float, tch::Device::Cpu)).unwrap();
+        let lanczos = x.f_internal_upsample_lanczos2d_aa([2, 2], false, None, None);
+        let key = tch::Tensor::f_zeros([2], (tch::Kind::Int64, tch::Device::Cpu)).unwrap();
+        let split = tch::Tensor::f_internal_philox_key_split(&key, 2);
+        if missing.is_empty() {
+            // The real op runs (the stand-in's message would say "torch-node: the op").
+            assert_eq!(lanczos.unwrap().size(), [1, 1, 2, 2]);
+            if let Err(e) = split {
+                assert!(!e.to_string().contains("torch-node: the op"), "{e}");
+            }
+        } else {
+            assert!(missing.contains(&"_upsample_lanczos2d_aa") && missing.contains(&"_philox_key_split"));
+            for (op, result) in [("_upsample_lanczos2d_aa", lanczos), ("_philox_key_split", split)] {
+                let message = result.expect_err(op).to_string();
+                let expected = format!("torch-node: the op {op} is not in libtorch {LIBTORCH_VERSION}");
+                assert!(message.contains(&expected), "{message}");
+            }
+        }
+    }
 }
