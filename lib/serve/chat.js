@@ -163,6 +163,8 @@ async function generate(ctx, res, model, input, request, shape, format, startedA
   res.on('close', () => {
     if (!res.writableEnded) gone.abort()
   })
+  // Gone already (while its chat was being rendered and tokenized): nothing to generate for.
+  if (res.socket === null || res.socket.destroyed) return
   const stop = () => gone.abort()
   ctx.running.add(stop)
   const it = model.generate(input, { ...request.options, signal: gone.signal })
