@@ -198,23 +198,52 @@ describe('torch-node export', () => {
     }
   })
 
-  test('no Python, or one without torch/transformers: one line saying what to install, exit 2', (t) => {
+  // Issue 34: a Python without torch printed only `ModuleNotFoundError: No module named 'torch'`.
+  const LACKS =
+    /: set PYTHON=\/path\/to\/python \(in a clone of torch-node: PYTHON=\.libtorch\/bin\/python\) or pip install torch transformers$/
+  test('no Python, or one without torch/transformers: one line naming it and the two ways out, exit 2', (t) => {
     const missing = cli(['export', 'models', path.join(tmp, 'x')], { PYTHON: path.join(tmp, 'no-python') })
     assert.equal(missing.code, 2)
     oneLine(
       missing.stderr,
-      /export: no Python at '.*no-python': install Python 3 with torch and transformers \(pip install torch transformers\), or set \$PYTHON/,
+      /export: no Python at '.*no-python': set PYTHON=.* or install Python 3 and pip install torch transformers$/,
     )
     if (!fs.existsSync(PYTHON)) return t.skip('no .libtorch Python')
-    // -S: no site-packages, so neither torch nor transformers imports.
+    // -S: no site-packages, so neither torch nor transformers imports; both exporters say so.
     const bare = path.join(tmp, 'bare-python')
     fs.writeFileSync(bare, `#!/bin/sh\nexec '${PYTHON}' -S "$@"\n`, { mode: 0o755 })
-    const r = cli(['export', 'models', path.join(tmp, 'x')], { PYTHON: bare })
-    assert.equal(r.code, 2, r.stderr)
-    oneLine(
-      r.stderr,
-      /export: missing Python packages: torch, transformers \(install: .* -m pip install torch transformers\)$/,
-    )
+    const lm = path.join(tmp, 'lm-config')
+    fs.mkdirSync(lm)
+    fs.writeFileSync(path.join(lm, 'config.json'), JSON.stringify({ architectures: ['LlamaForCausalLM'] }))
+    for (const folder of ['models', lm]) {
+      const r = cli(['export', folder, path.join(tmp, 'x')], { PYTHON: bare })
+      assert.equal(r.code, 2, r.stderr)
+      oneLine(
+        r.stderr,
+        /^torch-node: export: the Python that ran, .*bare-python \(.+\), lacks torch and transformers: /,
+      )
+      oneLine(r.stderr, LACKS)
+      assert.ok(!fs.existsSync(path.join(tmp, 'x')))
+    }
+  })
+
+  // What a newcomer ran: PYTHON unset, so `python3` from $PATH; here one that has no torch.
+  const bare = spawnSync('python3', ['-c', 'import torch'], { encoding: 'utf8' })
+  const systemLacks = bare.error ? 'no python3 on PATH' : bare.status === 0 ? 'python3 on PATH has torch' : false
+  test('python3 from PATH without torch: its resolved path in the one line', { skip: systemLacks }, () => {
+    const lm = path.join(tmp, 'lm-config-2')
+    fs.mkdirSync(lm)
+    fs.writeFileSync(path.join(lm, 'config.json'), JSON.stringify({ architectures: ['LlamaForCausalLM'] }))
+    const env = { ...process.env }
+    delete env.PYTHON
+    const r = spawnSync(process.execPath, [BIN, 'export', lm, path.join(tmp, 'y')], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      env,
+    })
+    assert.equal(r.status, 2, r.stderr)
+    oneLine(r.stderr, /^torch-node: export: the Python that ran, python3 \(\/.+\), lacks torch( and transformers)?: /)
+    oneLine(r.stderr, LACKS)
   })
 
   // A causal LM goes to python/export_causal_lm.py, whose is_causal_lm decides the same way.

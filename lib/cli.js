@@ -128,6 +128,44 @@ function isCausalLM(modelDir) {
   return Boolean(config.is_decoder) && !config.is_encoder_decoder
 }
 
+// The two ways out when the export's Python cannot run it, in every such message.
+const WAYS_OUT =
+  'set PYTHON=/path/to/python (in a clone of torch-node: PYTHON=.libtorch/bin/python) ' +
+  'or pip install torch transformers'
+
+/** `python3` as the shell would find it on $PATH: its absolute path, or the name when not found. */
+function resolveCommand(command, env) {
+  if (command.includes(path.sep)) return path.resolve(command)
+  for (const dir of (env.PATH || '').split(path.delimiter)) {
+    const candidate = path.join(dir || '.', command)
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK)
+      return candidate
+    } catch {
+      // not in this folder
+    }
+  }
+  return command
+}
+
+/**
+ * The one line for a Python that lacks torch or transformers, from the exporter's last stderr
+ * line: the scripts' own `missing Python packages: torch, transformers (install: <python> -m pip
+ * ...)` (exit 3), or a crash's `ModuleNotFoundError: No module named 'torch'`. Undefined for any
+ * other failure. It names the interpreter that ran and the two ways out.
+ */
+function missingPackages(line, python, env) {
+  if (!line) return undefined
+  let packages, interpreter
+  const own = line.match(/^missing Python packages: ([\w, ]+) \(install: (.+) -m pip install /)
+  const crash = line.match(/^ModuleNotFoundError: No module named '(torch|transformers)[.']/)
+  if (own) [, packages, interpreter] = own
+  else if (crash) packages = crash[1]
+  else return undefined
+  const shown = python === interpreter ? python : `${python} (${interpreter || resolveCommand(python, env)})`
+  return `the Python that ran, ${shown}, lacks ${packages.split(/, */).join(' and ')}: ${WAYS_OUT}`
+}
+
 /**
  * `torch-node export`: runs python/export_text.py (a causal LM: python/export_causal_lm.py)
  * with $PYTHON (else python3). Its progress
@@ -174,8 +212,7 @@ function runExport(args, { stdout, stderr, env }) {
       finish(
         2,
         e.code === 'ENOENT'
-          ? `no Python at '${python}': install Python 3 with torch and transformers ` +
-              '(pip install torch transformers), or set $PYTHON'
+          ? `no Python at '${python}': ${WAYS_OUT.replace('pip', 'install Python 3 and pip')}`
           : `cannot run '${python}': ${e.message}`,
       )
     })
@@ -186,6 +223,8 @@ function runExport(args, { stdout, stderr, env }) {
         .map((l) => l.trim())
         .filter(Boolean)
       const own = lines.filter((l) => l.startsWith(exporter.prefix)).pop()
+      const lacking = missingPackages(own ? own.slice(exporter.prefix.length) : lines[lines.length - 1], python, env)
+      if (lacking) return finish(2, lacking)
       const line = own
         ? own.slice(exporter.prefix.length)
         : lines.pop() || `${python} exited with ${signal || `status ${code}`}`
