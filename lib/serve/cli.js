@@ -116,9 +116,18 @@ async function main(argv) {
     const routes = 'generate' in model ? '/v1/chat/completions, /v1/completions' : '/v1/embeddings'
     process.stdout.write(`  ${name}: ${routes}\n`)
   }
+  // The first signal starts the shutdown; a second one (either) ends the process at once, as
+  // Node's default handling does once no listener is left.
   const signal = await new Promise((resolve) => {
-    process.once('SIGTERM', () => resolve('SIGTERM'))
-    process.once('SIGINT', () => resolve('SIGINT'))
+    const on = (/** @type {string} */ name) => {
+      process.off('SIGTERM', onTerm)
+      process.off('SIGINT', onInt)
+      resolve(name)
+    }
+    const onTerm = () => on('SIGTERM')
+    const onInt = () => on('SIGINT')
+    process.on('SIGTERM', onTerm)
+    process.on('SIGINT', onInt)
   })
   process.stdout.write(`${signal}: shutting down (up to ${o.shutdownMs / 1000} s for the requests running)\n`)
   await server.close({ timeoutMs: o.shutdownMs })
