@@ -2,7 +2,7 @@
 // `npm test`: the Rust unit tests (cargo test: crates/core's, run with no Node; the addon has
 // none, but `--workspace` builds the core with the features the addon's build gave its
 // dependencies, which `-p torch-node-core` alone would build again: 1m16s against 2m35s in CI)
-// and every node:test file in __tests__/, on the Node running this script.
+// and every node:test file in __tests__/ and __tests__/cuda/, on the Node running this script.
 // `npm run test:node -- 24` (or `node tools/test.js --node 24`): the node:test files only, under
 // Node 24 from the npm registry (tools/node-lines.js installs it once into .node-lines/).
 const { spawnSync } = require('node:child_process')
@@ -30,10 +30,14 @@ if (!major) {
   env.LD_LIBRARY_PATH = [path.join(libtorch, 'lib'), process.env.LD_LIBRARY_PATH].filter(Boolean).join(path.delimiter)
   run('cargo', ['test', '--release', '--workspace', '--lib'], env)
 }
-const files = fs
-  .readdirSync(path.join(ROOT, '__tests__'))
-  .filter((f) => f.endsWith('.test.js'))
-  .sort()
+// __tests__/cuda/ is the CUDA suite: on a machine without a GPU each of its tests skips, saying why.
+const files = ['', 'cuda'].flatMap((dir) =>
+  fs
+    .readdirSync(path.join(ROOT, '__tests__', dir))
+    .filter((f) => f.endsWith('.test.js'))
+    .sort()
+    .map((f) => path.join(dir, f)),
+)
 // Child processes the tests spawn (process.execPath) run on the same line. Under another line,
 // the tests of developer tools (the benches) skip: __tests__/helpers.js's `mainLineOnly`.
 run(
