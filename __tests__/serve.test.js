@@ -282,6 +282,39 @@ describe('serve in this process: tool calls with the openai client and the AI SD
     assert.match(ai.message, /response_format: "json_(object|schema)" is not supported/)
   })
 
+  test('chatModel: tools reach the template as it reads them (tools, or SmolLM3 xml_tools); markers found', async () => {
+    const { chatModel } = require('../lib/serve/chat')
+    const seen = []
+    // A Tokenizer's part that chatModel uses; special tokens decode to nothing.
+    const tokenizer = (chatTemplate, specials = {}) => ({
+      chatTemplate,
+      tokenToId: (t) => specials[t] ?? null,
+      decode: () => '',
+      applyChatTemplate: (messages, options) => {
+        seen.push(options)
+        return 'rendered'
+      },
+      encodeBatch: async (texts, options) => {
+        assert.deepEqual([texts, options], [['rendered'], { addSpecialTokens: false }])
+        return [{ ids: [1, 2, 3] }]
+      },
+    })
+    const lm = {}
+    const smol = chatModel('s', lm, tokenizer('{%- if xml_tools %}{{ xml_tools }}{% endif %}<tool_call>'))
+    assert.equal(smol.toolFormat, 'hermes')
+    assert.deepEqual(await smol.prompt(ASK, [WEATHER], true), [1, 2, 3])
+    assert.deepEqual(seen.at(-1), { addGenerationPrompt: true, variables: { xml_tools: [WEATHER.function] } })
+    const qwen = chatModel('q', lm, tokenizer('{%- if tools %}{{ tools | tojson }}{% endif %}<tool_call>'))
+    await qwen.prompt(ASK, [WEATHER], true)
+    assert.deepEqual(seen.at(-1), { addGenerationPrompt: true, tools: [WEATHER] })
+    assert.equal(await qwen.prompt(ASK, null, true), ASK) // no tools, no tool turns: CausalLM renders it
+    const mistral = chatModel('m', lm, tokenizer('{% if tools %}{% endif %}[TOOL_CALLS]', { '[TOOL_CALLS]': 9 }))
+    assert.equal(mistral.toolFormat, 'mistral')
+    assert.deepEqual([...mistral.markers], [[9, '[TOOL_CALLS]']])
+    // Text that only mentions tools ("<tools></tools> XML tags") is no variable: no tools read.
+    assert.equal(chatModel('c', lm, tokenizer('{{ "<tools></tools> XML tags" }}')).toolFormat, null)
+  })
+
   test('parallel_tool_calls: false keeps the first call', async () => {
     const two = scripted('two', () => `${CALL}\n${CALL.replace('Paris', 'Rome')}`)
     const t = await serveScripted([two])

@@ -4,7 +4,7 @@
 // malformed calls left as text, and the format told from real chat templates' markers.
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const { formatOf, parseToolCalls, ToolCallStream } = require('../lib/text/tool-calls')
+const { formatOf, toolsVariableOf, parseToolCalls, ToolCallStream } = require('../lib/text/tool-calls')
 
 /** Streams `text` through a ToolCallStream in pieces of `size` characters; joins adjacent texts. */
 function streamed(text, format, size = 1) {
@@ -151,6 +151,13 @@ describe('formatOf: the format a chat template teaches', () => {
     assert.equal(formatOf(mistral), 'mistral')
     assert.equal(formatOf('{% if tools %}{{ tools | tojson }}{% endif %}'), 'hermes')
     assert.equal(formatOf(chatml), null)
+    // SmolLM3 reads its tools from xml_tools and writes <tool_call> blocks.
+    const smollm3 =
+      '{%- if xml_tools or python_tools -%}<tools>{%- for tool in xml_tools[:] -%}{{ tool | string }}{%- endfor -%}</tools> <tool_call>'
+    assert.equal(formatOf(smollm3), 'hermes')
+    assert.equal(toolsVariableOf(smollm3), 'xml_tools')
+    assert.equal(toolsVariableOf(qwen), 'tools')
+    assert.equal(toolsVariableOf(chatml), null)
     assert.equal(formatOf(null), null)
   })
 

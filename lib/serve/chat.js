@@ -7,7 +7,7 @@
 const { randomUUID } = require('node:crypto')
 const { HttpError, sendJson, sendEvent, startEvents, readKeys } = require('./http')
 const R = require('./requests')
-const { formatOf, parseToolCalls, ToolCallStream, MARKERS } = require('../text/tool-calls')
+const { formatOf, toolsVariableOf, parseToolCalls, ToolCallStream, MARKERS } = require('../text/tool-calls')
 
 /**
  * @import { ToolCallFormat } from '../text/tool-calls'
@@ -36,6 +36,7 @@ const { formatOf, parseToolCalls, ToolCallStream, MARKERS } = require('../text/t
  */
 function chatModel(name, lm, tokenizer) {
   const toolFormat = formatOf(tokenizer.chatTemplate)
+  const toolsVariable = toolsVariableOf(tokenizer.chatTemplate)
   /** @type {Map<number, string>} */
   const markers = new Map()
   for (const marker of toolFormat ? MARKERS[toolFormat] : []) {
@@ -50,7 +51,12 @@ function chatModel(name, lm, tokenizer) {
     markers,
     async prompt(messages, tools, plain) {
       if (plain && !tools) return messages // CausalLM renders it (a long one off the event loop)
-      const text = tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(tools && { tools }) })
+      /** @type {Record<string, any>} */
+      const options = { addGenerationPrompt: true }
+      if (tools && toolsVariable === 'tools') options.tools = tools
+      // SmolLM3 reads functions from xml_tools (transformers: apply_chat_template(xml_tools=...)).
+      if (tools && toolsVariable === 'xml_tools') options.variables = { xml_tools: tools.map((t) => t.function) }
+      const text = tokenizer.applyChatTemplate(messages, options)
       // As transformers' apply_chat_template(tokenize=True): the template wrote the special tokens.
       const [encoding] = await tokenizer.encodeBatch([text], { addSpecialTokens: false })
       return Array.from(encoding.ids)

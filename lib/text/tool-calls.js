@@ -34,14 +34,33 @@ const MARKERS = {
 }
 
 /**
- * The tool-call format a chat template teaches, from its text; null when it never reads `tools`
- * (it would drop them). A template that reads `tools` in a format not listed here gets `hermes`,
+ * The variable a chat template reads its tools from: `tools` (transformers'
+ * `apply_chat_template(tools=...)`), or SmolLM3's `xml_tools` (a list of functions, without
+ * OpenAI's `{type, function}` around each); null when it reads neither (it would drop them).
+ * @param {string | null | undefined} template
+ * @returns {'tools' | 'xml_tools' | null}
+ */
+function toolsVariableOf(template) {
+  if (typeof template !== 'string') return null
+  // The code of the template: its {% %} and {{ }} blocks without their string literals (a
+  // template's text, "<tools></tools> XML tags", names no variable).
+  const code = (template.match(/\{%[\s\S]*?%\}|\{\{[\s\S]*?\}\}/g) ?? [])
+    .join(' ')
+    .replace(/"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'/g, '""')
+  if (/(?<![\w.])tools\b/.test(code)) return 'tools'
+  if (/(?<![\w.])xml_tools\b/.test(code)) return 'xml_tools'
+  return null
+}
+
+/**
+ * The tool-call format a chat template teaches, from its text; null when it reads no tools
+ * (`toolsVariableOf`). A template that reads tools in a format not listed here gets `hermes`,
  * the most common one.
  * @param {string | null | undefined} template
  * @returns {ToolCallFormat | null}
  */
 function formatOf(template) {
-  if (typeof template !== 'string' || !/\btools\b/.test(template)) return null
+  if (typeof template !== 'string' || toolsVariableOf(template) === null) return null
   if (template.includes(MISTRAL_CALLS)) return 'mistral'
   if (template.includes(HERMES_OPEN)) return 'hermes'
   if (template.includes(PYTHON_TAG) || /"parameters"/.test(template)) return 'llama3'
@@ -275,4 +294,4 @@ class ToolCallStream {
   }
 }
 
-module.exports = { formatOf, parseToolCalls, ToolCallStream, MARKERS }
+module.exports = { formatOf, toolsVariableOf, parseToolCalls, ToolCallStream, MARKERS }
