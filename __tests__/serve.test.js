@@ -246,6 +246,8 @@ describe('serve in this process: tool calls with the openai client and the AI SD
         name: 'get_weather',
         arguments: '{"city":"Paris"}',
       })
+      // Mistral's templates take back only ids of 9 letters and digits.
+      assert.match(res.choices[0].message.tool_calls[0].id, /^[0-9a-f]{9}$/)
       const final = await client.chat.completions.stream({ messages: ASK, tools: [WEATHER] }).finalChatCompletion()
       assert.equal(final.choices[0].finish_reason, 'tool_calls')
       assert.equal(final.choices[0].message.tool_calls[0].function.name, 'get_weather')

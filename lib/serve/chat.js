@@ -76,7 +76,15 @@ const usageOf = (/** @type {{ promptTokens: number; completionTokens: number }} 
   total_tokens: u.promptTokens + u.completionTokens,
 })
 
-const callId = () => `call_${randomUUID().replace(/-/g, '').slice(0, 24)}`
+/**
+ * A tool call's id: OpenAI's shape, or 9 letters and digits for Mistral, whose templates refuse
+ * any other id when the call comes back in the next turn.
+ * @param {ToolCallFormat | null} format
+ */
+const callId = (format) => {
+  const hex = randomUUID().replace(/-/g, '')
+  return format === 'mistral' ? hex.slice(0, 9) : `call_${hex.slice(0, 24)}`
+}
 
 /**
  * OpenAI's objects for one route.
@@ -128,7 +136,7 @@ function chatShape(format, parallel) {
         if (found.length) {
           calls = found.length
           message.content = parsed.content
-          message.tool_calls = found.map((c) => ({ id: callId(), type: 'function', function: c }))
+          message.tool_calls = found.map((c) => ({ id: callId(format), type: 'function', function: c }))
         }
       }
       return { index: 0, message, logprobs: null, finish_reason: finish(finishReason) }
@@ -144,7 +152,7 @@ function chatShape(format, parallel) {
         const index = calls++
         const { name, arguments: args } = e.call
         return [
-          chunk({ tool_calls: [{ index, id: callId(), type: 'function', function: { name, arguments: '' } }] }),
+          chunk({ tool_calls: [{ index, id: callId(format), type: 'function', function: { name, arguments: '' } }] }),
           chunk({ tool_calls: [{ index, function: { arguments: args } }] }),
         ]
       }),
