@@ -349,6 +349,10 @@ describe('serve in this process: tool calls with the openai client and the AI SD
       ],
       [{ tool_choice: 'sometimes' }, /tool_choice: expected "auto", "none", "required" or/],
       [
+        { tools: [{ ...WEATHER, function: { ...WEATHER.function, strict: true } }] },
+        /tools\[0\]\.function\.strict: true is not supported: arguments valid by construction need constrained decoding/,
+      ],
+      [
         { tool_choice: 'required' },
         /tool_choice: "required" is not supported: forcing a tool call needs constrained decoding/,
       ],

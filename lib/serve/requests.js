@@ -273,6 +273,13 @@ function readTools(b, limits) {
       throw invalid(`${where}.function.parameters: expected a JSON Schema object, got ${show(p)}`)
     }
     if (f.strict != null && typeof f.strict !== 'boolean') throw invalid(`${where}.function.strict: expected a boolean`)
+    // strict: true promises arguments valid against `parameters`, which takes constrained decoding.
+    if (f.strict === true) {
+      throw invalid(
+        `${where}.function.strict: true is not supported: arguments valid by construction need constrained ` +
+          'decoding, which this version of torch-node does not have; send false or leave it out',
+      )
+    }
     const fn = /** @type {Record<string, any>} */ ({ name: f.name })
     if (f.description != null) fn.description = f.description
     fn.parameters = p ?? { type: 'object', properties: {} }
