@@ -887,6 +887,40 @@ describe('npx torch-node serve: a child process with a causal LM and a sentence 
     assert.ok(value(/^torch_node_time_to_first_token_seconds_bucket\{model="llama-tiny",le="\+Inf"\} (\d+)$/m) >= 4)
   })
 
+  test('concurrent streams, half of them cut by their clients: every sequence is freed', async () => {
+    const client = await openai(url, KEY)
+    const runs = Array.from({ length: 8 }, async (_, i) => {
+      const stream = await client.chat.completions.create({
+        model: 'llama-tiny',
+        messages: [{ role: 'user', content: `story ${i}` }],
+        max_tokens: 64,
+        stream: true,
+      })
+      let pieces = 0
+      for await (const chunk of stream) {
+        if (chunk.choices[0]?.delta.content && ++pieces === 2 && i % 2 === 0) {
+          stream.controller.abort() // the client hangs up mid-stream
+          break
+        }
+      }
+      return pieces
+    })
+    const pieces = await Promise.all(runs)
+    assert.ok(
+      pieces.every((n) => n >= 2),
+      String(pieces),
+    )
+    // The server sees the hang-ups as closed sockets: wait for it to count them, then nothing runs.
+    const value = async (re) => Number((await (await fetch(`${url}/metrics`)).text()).match(re)?.[1])
+    const t0 = Date.now()
+    while ((await value(/^torch_node_requests_in_flight (\d+)$/m)) > 1) {
+      assert.ok(Date.now() - t0 < 10_000, 'requests still in flight 10 s after their clients left')
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    assert.equal(await value(/^torch_node_running\{model="llama-tiny"\} (\d+)$/m), 0)
+    assert.equal(await value(/^torch_node_queue_depth\{model="llama-tiny"\} (\d+)$/m), 0)
+  })
+
   test('SIGTERM during a stream: the stream ends, the process exits 0', async () => {
     const client = await openai(url, KEY)
     const stream = await client.chat.completions.create({
