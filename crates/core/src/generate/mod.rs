@@ -5,6 +5,7 @@
 //! `batch` (sequences sharing each program call and the KV cache: iteration-level batching).
 //! The glue is the addon's `causal_lm`.
 pub mod batch;
+pub mod constraint;
 pub mod lm;
 pub mod sample;
 pub mod stream;

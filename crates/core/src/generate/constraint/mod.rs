@@ -1,0 +1,524 @@
+//! Structured output: a token mask per sequence that keeps a generation inside a JSON schema, a
+//! Lark grammar, a regex or a tool-call format, with llguidance (what llama.cpp, vLLM and
+//! SGLang use) doing the parsing.
+//!
+//! # Use
+//!
+//! ```text
+//! once per model (tens of ms: a trie of the vocabulary)
+//!   let vocab = Vocabulary::from_tokenizer_json(&json, &manifest.eos, logits_width)?;
+//! once per request, on a worker, never on the JS thread (ms; bounded, see below)
+//!   let format = Format::from_json(&response_format)?;            // None for {type: 'text'}
+//!   let grammar = vocab.compile(&format)?;                         // InvalidArg naming the part
+//! once per sequence (cheap: shares the compiled grammar)
+//!   let mut c = grammar.start();
+//! each step, for each constrained row of the batch
+//!   c.apply(&mut logits_row)?;          // disallowed tokens to -inf (computes the mask)
+//!   let token = sample(...);
+//!   c.advance(token)?;                  // then: c.must_stop() -> finish without sampling EOS
+//! ```
+//!
+//! The mask for the next step depends only on the tokens chosen so far, so [`Constraint::
+//! compute_mask`] can run while the model computes the step's logits (on another thread: a
+//! `Constraint` is `Send`); `apply` then only writes -inf (microseconds). [`Mask`] also gives
+//! the bits (`words`) or an additive row (`write_bias`: 0 or -inf) for a logits tensor.
+//!
+//! # Ending
+//!
+//! The model's EOS tokens (all of the manifest's `eos_token_ids`) are allowed exactly when the
+//! text so far is complete ([`Constraint::is_accepting`]); when nothing may follow
+//! ([`Constraint::must_stop`], e.g. after the closing `}` of an object) the mask holds only EOS
+//! and the caller should finish the sequence. A sequence cut by `maxNewTokens` (or a stop
+//! string) is not complete: `is_accepting` says so, and the caller reports it.
+//!
+//! # Bounds
+//!
+//! A schema or grammar over [`MAX_SOURCE_BYTES`] is refused before compiling; compiling spends
+//! llguidance's lexer fuel and grammar-size limits ([`limits`]), so a hostile schema fails in
+//! milliseconds with InvalidArg; each step's mask is bounded by the step fuel (a grammar that
+//! exhausts it fails the sequence with InvalidArg, never hangs). The lexer's states are capped,
+//! which caps a constraint's memory.
+//!
+//! The OpenAI shapes are accepted as sent (`json_schema: {name, schema, strict}`); `strict:
+//! false` lets schema keywords llguidance cannot enforce be ignored instead of refused.
+mod schema;
+mod tools;
+mod vocab;
+
+#[cfg(test)]
+mod tests;
+
+pub use tools::{Tool, ToolCallFormat, ToolChoice};
+
+use crate::error::{bail_code, catch_panic, fail, Code};
+use anyhow::Result;
+use llguidance::api::{ParserLimits, TopLevelGrammar};
+use llguidance::toktrie::{SimpleVob, TokEnv};
+use llguidance::{JsonCompileOptions, Matcher, ParserFactory};
+use serde_json::{json, Value as Json};
+use std::sync::Arc;
+
+/// The largest schema (as JSON text), Lark grammar or regex compiled. OpenAI's own limits
+/// (5,000 properties, 10 levels, 120,000 characters of names and enums) fit well inside.
+pub const MAX_SOURCE_BYTES: usize = 1 << 20;
+
+/// The compile's stack: 32 MiB of address space (touched only as deep as it goes).
+const COMPILE_STACK_BYTES: usize = 32 << 20;
+
+/// The limits every compile and step runs under: llguidance's defaults but for fewer lexer
+/// states (each costs 1-2 kB; 50,000 caps a constraint's lexer near 100 MB) and short errors.
+pub fn limits() -> ParserLimits {
+    ParserLimits {
+        max_lexer_states: 50_000,
+        verbose_errors: false,
+        ..ParserLimits::default()
+    }
+}
+
+/// What a generation must produce.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Format {
+    /// Any JSON object (`{type: 'json_object'}`).
+    JsonObject,
+    /// A JSON value valid against `schema`; `strict: false` lets unsupported keywords be
+    /// ignored instead of refused.
+    JsonSchema { schema: Json, strict: bool },
+    /// Text in the language of a Lark grammar (llguidance's dialect: `%json {...}` embeds a
+    /// schema, `<[id]>` names a special token).
+    Lark(String),
+    /// Text matching a regex (the whole output).
+    Regex(String),
+    /// One tool call or more in the model's format, each naming a tool and giving arguments
+    /// valid against its `parameters` (see [`tools`]).
+    ToolCalls {
+        tools: Vec<Tool>,
+        choice: ToolChoice,
+        format: ToolCallFormat,
+        /// Several calls in one turn (OpenAI's `parallel_tool_calls`).
+        parallel: bool,
+    },
+}
+
+impl Format {
+    /// Reads a `responseFormat` (JS) or `response_format` (OpenAI): `{type: 'text'}` (None),
+    /// `{type: 'json_object'}`, `{type: 'json_schema', schema, strict?}` or OpenAI's
+    /// `{type: 'json_schema', json_schema: {name, schema, strict?, description?}}`,
+    /// `{type: 'grammar', grammar}` (Lark), `{type: 'regex', pattern}`.
+    pub fn from_json(value: &Json) -> Result<Option<Format>> {
+        let what = "responseFormat";
+        let Some(obj) = value.as_object() else {
+            bail_code!(Code::InvalidArg, "{what} must be an object with a 'type'");
+        };
+        let kind = obj.get("type").and_then(Json::as_str).unwrap_or("");
+        let only = |keys: &[&str], at: &str, o: &serde_json::Map<String, Json>| -> Result<()> {
+            match o.keys().find(|k| !keys.contains(&k.as_str())) {
+                Some(k) => Err(fail(
+                    Code::InvalidArg,
+                    format!("{at}: unknown key '{k}' (expected {})", keys.join(", ")),
+                )),
+                None => Ok(()),
+            }
+        };
+        let text = |key: &str| -> Result<String> {
+            match obj.get(key) {
+                Some(Json::String(s)) => Ok(s.clone()),
+                _ => Err(fail(Code::InvalidArg, format!("{what}.{key} must be a string"))),
+            }
+        };
+        Ok(Some(match kind {
+            "text" => {
+                only(&["type"], what, obj)?;
+                return Ok(None);
+            }
+            "json_object" => {
+                only(&["type"], what, obj)?;
+                Format::JsonObject
+            }
+            "json_schema" => {
+                let (at, inner) = match obj.get("json_schema") {
+                    Some(Json::Object(inner)) => {
+                        only(&["type", "json_schema"], what, obj)?;
+                        only(
+                            &["name", "schema", "strict", "description"],
+                            "responseFormat.json_schema",
+                            inner,
+                        )?;
+                        ("responseFormat.json_schema", inner)
+                    }
+                    Some(_) => bail_code!(Code::InvalidArg, "{what}.json_schema must be an object"),
+                    None => {
+                        only(&["type", "schema", "strict", "name", "description"], what, obj)?;
+                        (what, obj)
+                    }
+                };
+                let strict = match inner.get("strict") {
+                    None | Some(Json::Null) => true,
+                    Some(Json::Bool(b)) => *b,
+                    Some(_) => bail_code!(Code::InvalidArg, "{at}.strict must be a boolean"),
+                };
+                let schema = match inner.get("schema") {
+                    Some(s @ (Json::Object(_) | Json::Bool(_))) => s.clone(),
+                    None => bail_code!(Code::InvalidArg, "{at}.schema is missing"),
+                    Some(_) => bail_code!(Code::InvalidArg, "{at}.schema must be a JSON Schema (an object)"),
+                };
+                Format::JsonSchema { schema, strict }
+            }
+            "grammar" => {
+                only(&["type", "grammar"], what, obj)?;
+                Format::Lark(text("grammar")?)
+            }
+            "regex" => {
+                only(&["type", "pattern"], what, obj)?;
+                Format::Regex(text("pattern")?)
+            }
+            other => bail_code!(
+                Code::InvalidArg,
+                "{what}.type must be 'text', 'json_object', 'json_schema', 'grammar' or 'regex', got {}",
+                if other.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    format!("'{other}'")
+                }
+            ),
+        }))
+    }
+
+    /// The name errors give the source: the JS option it came from.
+    fn origin(&self) -> &'static str {
+        match self {
+            Format::JsonObject | Format::JsonSchema { .. } => "responseFormat.schema",
+            Format::Lark(_) => "responseFormat.grammar",
+            Format::Regex(_) => "responseFormat.pattern",
+            Format::ToolCalls { .. } => "tools",
+        }
+    }
+}
+
+/// How a JSON value is written: no free whitespace (a small model left free to indent can
+/// indent forever), separators as Python's `json.dumps` writes them, the most common style in
+/// what models read. `lenient` ignores keywords llguidance cannot enforce.
+fn json_options(strict: bool) -> Json {
+    let options = JsonCompileOptions {
+        item_separator: ", ".into(),
+        key_separator: ": ".into(),
+        whitespace_flexible: false,
+        lenient: !strict,
+        ..JsonCompileOptions::default()
+    };
+    serde_json::to_value(options).unwrap_or_default()
+}
+
+/// `schema` with torch-node's JSON options, as llguidance reads them (`x-guidance`).
+pub(crate) fn with_options(schema: &Json, strict: bool, at: &str) -> Result<Json> {
+    let mut schema = match schema {
+        Json::Bool(true) => json!({}),
+        Json::Bool(false) => bail_code!(Code::InvalidArg, "{at} is false: no value satisfies it"),
+        Json::Object(_) => schema.clone(),
+        _ => bail_code!(Code::InvalidArg, "{at} must be a JSON Schema (an object)"),
+    };
+    let Some(obj) = schema.as_object_mut() else {
+        bail_code!(Code::InvalidArg, "{at} must be a JSON Schema (an object)");
+    };
+    if obj.contains_key("x-guidance") {
+        bail_code!(
+            Code::InvalidArg,
+            "{at}: 'x-guidance' is not accepted (use strict)"
+        );
+    }
+    obj.insert("x-guidance".into(), json_options(strict));
+    Ok(schema)
+}
+
+/// A model's vocabulary, ready to compile constraints for: built once per model.
+pub struct Vocabulary {
+    factory: ParserFactory,
+    width: usize,
+    /// Special tokens by content (longest first), for the tool-call wrappers.
+    specials: Vec<(String, u32)>,
+}
+
+impl Vocabulary {
+    /// From a `tokenizer.json`'s contents: `eos` are the model's end-of-sequence ids (its
+    /// manifest's `eos_token_ids`, at least one), `width` the logits' last dimension.
+    pub fn from_tokenizer_json(json: &[u8], eos: &[u32], width: usize) -> Result<Arc<Vocabulary>> {
+        let tokenizer = tokenizers::Tokenizer::from_bytes(json)
+            .map_err(|e| fail(Code::ModelLoadError, format!("not a valid tokenizer.json: {e}")))?;
+        Self::from_tokenizer(&tokenizer, eos, width).map(Arc::new)
+    }
+
+    /// From a loaded Hugging Face tokenizer.
+    pub fn from_tokenizer(
+        tokenizer: &tokenizers::Tokenizer,
+        eos: &[u32],
+        width: usize,
+    ) -> Result<Vocabulary> {
+        let table = vocab::table(tokenizer, eos, width)?;
+        Self::from_env(table.env, table.specials, width)
+    }
+
+    fn from_env(env: TokEnv, specials: Vec<(String, u32)>, width: usize) -> Result<Vocabulary> {
+        let mut factory = catch_panic(|| ParserFactory::new_simple(&env))
+            .map_err(|e| fail(Code::Internal, format!("the token trie: {e:#}")))?;
+        factory.quiet();
+        *factory.limits_mut() = limits();
+        Ok(Vocabulary {
+            factory,
+            width,
+            specials,
+        })
+    }
+
+    /// The logits' width the masks have.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Compiles `format`: InvalidArg naming the part for a schema or grammar that is invalid,
+    /// unsupported, over the limits, or that no text satisfies.
+    pub fn compile(&self, format: &Format) -> Result<Grammar> {
+        // llguidance recurses once per property of an object (about 320 bytes a level): a
+        // thread of its own with a stack sized for the limits, whatever thread calls.
+        std::thread::scope(|scope| {
+            let compiling = std::thread::Builder::new()
+                .name("torch-node-constraint".into())
+                .stack_size(COMPILE_STACK_BYTES)
+                .spawn_scoped(scope, || self.compile_here(format))
+                .map_err(|e| fail(Code::Internal, format!("cannot start a thread to compile: {e}")))?;
+            compiling.join().unwrap_or_else(|panic| {
+                Err(fail(Code::Internal, crate::error::panic_message(panic.as_ref())))
+            })
+        })
+    }
+
+    fn compile_here(&self, format: &Format) -> Result<Grammar> {
+        let at = format.origin();
+        let grammar = match format {
+            Format::JsonObject => {
+                TopLevelGrammar::from_json_schema(with_options(&json!({"type": "object"}), true, at)?)
+            }
+            Format::JsonSchema { schema, strict } => {
+                let size = serde_json::to_vec(schema).map_or(usize::MAX, |v| v.len());
+                check_size(at, size)?;
+                let schema = with_options(schema, *strict, at)?;
+                schema::check(&schema, at)?;
+                TopLevelGrammar::from_json_schema(schema)
+            }
+            Format::Lark(source) => {
+                check_size(at, source.len())?;
+                TopLevelGrammar::from_lark(source.clone())
+            }
+            Format::Regex(pattern) => {
+                check_size(at, pattern.len())?;
+                TopLevelGrammar::from_regex(pattern)
+            }
+            Format::ToolCalls {
+                tools,
+                choice,
+                format,
+                parallel,
+            } => {
+                let lark = tools::lark(tools, choice, format, *parallel, &self.specials)?;
+                check_size(at, lark.len())?;
+                TopLevelGrammar::from_lark(lark)
+            }
+        };
+        let parser = catch_panic(|| {
+            self.factory
+                .create_parser(grammar)
+                .map_err(|e| fail(Code::InvalidArg, format!("{at}: {}", one_line(&e))))
+        })?;
+        let mut matcher = Matcher::new(Ok(parser));
+        // The first mask proves the grammar can start (a grammar with no way in fails here)
+        // and warms the lexer the sequences share.
+        let mask = catch_panic(|| {
+            matcher.compute_mask().map_err(|e| {
+                fail(
+                    Code::InvalidArg,
+                    format!("{at}: no text satisfies it ({})", one_line(&e)),
+                )
+            })
+        })?;
+        if mask.is_zero() {
+            bail_code!(Code::InvalidArg, "{at}: no text satisfies it");
+        }
+        let first = Constraint {
+            matcher,
+            mask: Some(Mask(mask)),
+            width: self.width,
+        };
+        Ok(Grammar { first })
+    }
+}
+
+fn check_size(at: &str, bytes: usize) -> Result<()> {
+    if bytes > MAX_SOURCE_BYTES {
+        bail_code!(
+            Code::InvalidArg,
+            "{at}: {bytes} bytes is over the limit of {MAX_SOURCE_BYTES}"
+        );
+    }
+    Ok(())
+}
+
+/// An error on one line, at most 300 characters (llguidance's can quote whole grammars).
+fn one_line(e: &anyhow::Error) -> String {
+    let text = format!("{e:#}");
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = line.as_str();
+    let mut cut = line.len().min(300);
+    while !line.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    if cut < line.len() {
+        format!("{}...", &line[..cut])
+    } else {
+        line.to_string()
+    }
+}
+
+/// A compiled constraint: start one [`Constraint`] per sequence from it.
+pub struct Grammar {
+    /// Started, with its first mask computed: each sequence starts from a copy.
+    first: Constraint,
+}
+
+impl Grammar {
+    /// A fresh constraint at the start of the output (shares the compiled lexer and parser
+    /// tables; the first mask comes computed).
+    pub fn start(&self) -> Constraint {
+        Constraint {
+            matcher: self.first.matcher.clone(),
+            mask: self.first.mask.clone(),
+            width: self.first.width,
+        }
+    }
+}
+
+/// One sequence's constraint: the mask of the next token, advanced token by token.
+pub struct Constraint {
+    matcher: Matcher,
+    /// The next token's mask, once computed (cleared by `advance`).
+    mask: Option<Mask>,
+    width: usize,
+}
+
+/// Which tokens may come next: a bit per token of the logits' width.
+#[derive(Clone, Debug)]
+pub struct Mask(SimpleVob);
+
+impl Mask {
+    /// Whether `token` may come next.
+    pub fn allows(&self, token: u32) -> bool {
+        (token as usize) < self.0.len() && self.0.is_allowed(token)
+    }
+
+    /// How many tokens may come next.
+    pub fn count(&self) -> usize {
+        self.0.num_set()
+    }
+
+    /// The bits, 32 tokens a word, token `i` at bit `i % 32` of word `i / 32`.
+    pub fn words(&self) -> &[u32] {
+        self.0.as_slice()
+    }
+
+    /// Sets the logits of the tokens that may not come next to -inf.
+    pub fn apply(&self, logits: &mut [f32]) {
+        for (chunk, &word) in logits.chunks_mut(32).zip(self.0.as_slice()) {
+            match word {
+                u32::MAX => {}
+                0 => chunk.fill(f32::NEG_INFINITY),
+                _ => {
+                    for (bit, l) in chunk.iter_mut().enumerate() {
+                        if word & (1 << bit) == 0 {
+                            *l = f32::NEG_INFINITY;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the additive form (0 where allowed, -inf elsewhere) into `row`, for a mask
+    /// tensor added to a batch's logits.
+    pub fn write_bias(&self, row: &mut [f32]) {
+        row.fill(0.0);
+        self.apply(row);
+    }
+}
+
+impl Constraint {
+    /// Computes the next token's mask (the step's work; kept until [`advance`](Self::advance)).
+    /// InvalidArg when the grammar exceeds the step limits.
+    pub fn compute_mask(&mut self) -> Result<()> {
+        if self.mask.is_some() {
+            return Ok(());
+        }
+        let mask = catch_panic(|| {
+            self.matcher.compute_mask_or_eos().map_err(|e| {
+                fail(
+                    Code::InvalidArg,
+                    format!("the output constraint failed: {}", one_line(&e)),
+                )
+            })
+        })?;
+        self.mask = Some(Mask(mask));
+        Ok(())
+    }
+
+    /// The next token's mask (computed if it is not yet).
+    pub fn mask(&mut self) -> Result<&Mask> {
+        self.compute_mask()?;
+        self.mask
+            .as_ref()
+            .ok_or_else(|| fail(Code::Internal, "the mask was not computed"))
+    }
+
+    /// Sets the logits of disallowed tokens to -inf; `logits` is one row of the logits' width.
+    pub fn apply(&mut self, logits: &mut [f32]) -> Result<()> {
+        if logits.len() != self.width {
+            bail_code!(
+                Code::Internal,
+                "a logits row of {} for a vocabulary of {}",
+                logits.len(),
+                self.width
+            );
+        }
+        self.mask()?.apply(logits);
+        Ok(())
+    }
+
+    /// Moves past `token`, the one chosen. A token the mask did not allow is an Internal
+    /// error (the caller sampled without applying the mask).
+    pub fn advance(&mut self, token: u32) -> Result<()> {
+        if let Some(mask) = &self.mask {
+            if !mask.allows(token) {
+                bail_code!(
+                    Code::Internal,
+                    "token {token} was chosen against the output constraint"
+                );
+            }
+        }
+        self.mask = None;
+        catch_panic(|| {
+            self.matcher.consume_token(token).map_err(|e| {
+                fail(
+                    Code::InvalidArg,
+                    format!("the output constraint failed: {}", one_line(&e)),
+                )
+            })
+        })
+    }
+
+    /// Whether the text so far is complete (EOS may come next): a sequence that ends now has
+    /// valid output.
+    pub fn is_accepting(&mut self) -> bool {
+        !self.matcher.is_error()
+            && (self.matcher.is_stopped() || self.matcher.is_accepting().unwrap_or(false))
+    }
+
+    /// Whether nothing may follow but EOS: the caller should finish the sequence now.
+    pub fn must_stop(&self) -> bool {
+        self.matcher.is_stopped() && !self.matcher.is_error()
+    }
+}
