@@ -172,7 +172,7 @@ describe('torch-node export', () => {
   test('--help: the usage, exit 0', () => {
     const { code, stdout } = cli(['export', '--help'])
     assert.equal(code, 0)
-    assert.match(stdout, /^usage: torch-node export <model-dir> <out-folder> \[--dtype float32\|bfloat16\|float16\]/)
+    assert.match(stdout, /^usage: torch-node export <model-dir\|model\.gguf> <out-folder> \[--dtype float32\|bfloat16\|float16\]/)
   })
 
   test('bad arguments: one line, exit 2', () => {
@@ -190,6 +190,11 @@ describe('torch-node export', () => {
       [['export', 'models', 'out', '--max-batch', '1'], /export: --max-batch: expected an integer ≥ 2, got '1'/],
       [['export', 'no-such-dir', 'out'], /export: no-such-dir: no such folder/],
       [['export', 'models', 'out', '--autotune'], /export: --autotune: for causal LMs only/],
+      [['export', 'models', 'out', '--quantize', 'int8'], /export: --quantize: for causal LMs only/],
+      [
+        ['export', 'models', 'out', '--quantize', 'int3'],
+        /export: --quantize: expected int8, int4, int4-g32, int4-g128, got 'int3'/,
+      ],
     ]) {
       const { code, stdout, stderr } = cli(args)
       assert.equal(code, 2, `${args.join(' ')}: ${stderr}`)
@@ -261,6 +266,9 @@ describe('torch-node export', () => {
       [folder('t5', { is_decoder: true, is_encoder_decoder: true }), false],
       [folder('bert', { architectures: ['BertModel'] }), false],
       [folder('no-config'), false],
+      // A GGUF file: transformers reads it (python/export_causal_lm.py's source()).
+      [(fs.writeFileSync(path.join(tmp, 'model.gguf'), 'GGUF'), path.join(tmp, 'model.gguf')), true],
+      [path.join(tmp, 'missing.gguf'), false],
       ...['llama-tiny-src', 'gpt2-tiny-src']
         .map((n) => [path.join(ROOT, 'models', 'golden', 'lm', n), true])
         .filter(([dir]) => fs.existsSync(dir)),

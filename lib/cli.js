@@ -1,7 +1,7 @@
 'use strict'
 // The `torch-node` command (bin/torch-node.js):
 //   torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
-//   torch-node export <model-dir> <out-folder> [--dtype float32|bfloat16|float16] [--format ...]
+//   torch-node export <model-dir|model.gguf> <out-folder> [--dtype ...] [--format ...] [--quantize ...]
 // Exit codes: 0 done; 1 an image, the model or the export failed (one line each, with its code);
 // 2 a usage error, no bundled model, or no Python with torch and transformers. Every failure is
 // one line on stderr, never a stack.
@@ -17,18 +17,22 @@ const EXPORTERS = {
   causal: { script: path.join(__dirname, '..', 'python', 'export_causal_lm.py'), prefix: 'export_causal_lm: ' },
 }
 const CAUSAL_SUFFIXES = ['ForCausalLM', 'LMHeadModel']
-const EXPORT_USAGE = `usage: torch-node export <model-dir> <out-folder> [--dtype float32|bfloat16|float16]
-         [--format auto|pt2|torchscript] [--max-batch 1024] [--autotune]
+const EXPORT_USAGE = `usage: torch-node export <model-dir|model.gguf> <out-folder> [--dtype float32|bfloat16|float16]
+         [--format auto|pt2|torchscript] [--max-batch 1024] [--autotune] [--quantize int8|int4|int4-g128]
 
 Turns a Hugging Face or sentence-transformers text encoder folder (BERT, MiniLM, BGE, E5, MPNet,
 ...) into a torch-node model folder for torch.text.SentenceEncoder: model.pt2 (torch.export +
 AOTInductor; model.pt, TorchScript, where torch.export fails), tokenizer.json and manifest.json.
-A causal language model (Llama, SmolLM, Mistral, Qwen2/Qwen3, GPT-2: config.json's architectures
-end in ForCausalLM or LMHeadModel) becomes a folder for torch.text.CausalLM instead, through
-python/export_causal_lm.py (--format does not apply). Runs python/export_text.py or
-python/export_causal_lm.py with $PYTHON, else python3, which needs torch and transformers.
---autotune (causal LMs): tune each matmul for this CPU at export; faster decoding, a package
-twice the size on disk (docs/generation.md).`
+A causal language model (config.json's architectures end in ForCausalLM or LMHeadModel: Llama,
+SmolLM, Mistral, Qwen2/3, Gemma 2/3, Phi-3, Granite, OLMo 2, GPT-NeoX, StarCoder2, GPT-2,
+Mixtral, ...), or a GGUF file transformers reads, becomes a folder for torch.text.CausalLM
+instead, through python/export_causal_lm.py (--format does not apply). Runs
+python/export_text.py or python/export_causal_lm.py with $PYTHON, else python3, which needs
+torch and transformers (a GGUF file: and gguf).
+Causal LMs only: --autotune tunes each matmul for this CPU at export (faster decoding, a package
+twice the size on disk); --quantize stores the linear layers' weights as int8 (per output
+channel) or int4 (groups of 32, or 128: int4-g128), activations and cache in --dtype
+(docs/generation.md gives each scheme's accuracy cost).`
 
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
        torch-node export <model-dir> <out-folder> [--dtype ...]   (torch-node export --help)
@@ -80,7 +84,11 @@ function parse(argv) {
   return { model: values.model, topk, json: Boolean(values.json), images }
 }
 
-const EXPORT_CHOICES = { dtype: ['float32', 'bfloat16', 'float16'], format: ['auto', 'pt2', 'torchscript'] }
+const EXPORT_CHOICES = {
+  dtype: ['float32', 'bfloat16', 'float16'],
+  format: ['auto', 'pt2', 'torchscript'],
+  quantize: ['int8', 'int4', 'int4-g32', 'int4-g128'],
+}
 
 function parseExport(argv) {
   const { values, positionals } = parseOptions(argv, {
@@ -88,6 +96,7 @@ function parseExport(argv) {
     format: { type: 'string' },
     'max-batch': { type: 'string' },
     autotune: { type: 'boolean' },
+    quantize: { type: 'string' },
   })
   if (values.help) return { command: 'export', help: true }
   for (const [key, choices] of Object.entries(EXPORT_CHOICES)) {
@@ -103,9 +112,12 @@ function parseExport(argv) {
     const got = ['neither', 'one path'][positionals.length] ?? `${positionals.length} arguments`
     throw new UsageError(`export: expected <model-dir> <out-folder>, got ${got} (torch-node export --help)`)
   }
-  const flags = Object.entries({ dtype: values.dtype, format: values.format, 'max-batch': maxBatch }).flatMap(
-    ([key, value]) => (value === undefined ? [] : [`--${key}`, value]),
-  )
+  const flags = Object.entries({
+    dtype: values.dtype,
+    format: values.format,
+    'max-batch': maxBatch,
+    quantize: values.quantize,
+  }).flatMap(([key, value]) => (value === undefined ? [] : [`--${key}`, value]))
   if (values.autotune) flags.push('--autotune')
   return { command: 'export', modelDir: positionals[0], outDir: positionals[1], flags }
 }
@@ -113,9 +125,11 @@ function parseExport(argv) {
 /**
  * True when `modelDir` holds a decoder-only language model, for python/export_causal_lm.py
  * (whose is_causal_lm decides the same way): an `architectures` entry ending in ForCausalLM or
- * LMHeadModel, or `is_decoder` without an encoder. No or unreadable config.json: false.
+ * LMHeadModel, or `is_decoder` without an encoder; or it is a GGUF file (`.gguf`). No or
+ * unreadable config.json: false.
  */
 function isCausalLM(modelDir) {
+  if (modelDir.endsWith('.gguf')) return fs.statSync(modelDir, { throwIfNoEntry: false })?.isFile() ?? false
   let config
   try {
     config = JSON.parse(fs.readFileSync(path.join(modelDir, 'config.json'), 'utf8'))
@@ -186,9 +200,12 @@ function runExport(args, { stdout, stderr, env }) {
       return Promise.resolve(2)
     }
     if (at !== -1) flags = [...flags.slice(0, at), ...flags.slice(at + 2)]
-  } else if (flags.includes('--autotune')) {
-    stderr.write('torch-node: export: --autotune: for causal LMs only (this folder holds a text encoder)\n')
-    return Promise.resolve(2)
+  } else {
+    const only = ['--autotune', '--quantize'].find((f) => flags.includes(f))
+    if (only) {
+      stderr.write(`torch-node: export: ${only}: for causal LMs only (this folder holds a text encoder)\n`)
+      return Promise.resolve(2)
+    }
   }
   const python = env.PYTHON || 'python3'
   return new Promise((resolve) => {

@@ -5,8 +5,15 @@
 
 Writes OUT_DIR/model.pt2 (torch.export + AOTInductor, CPU), tokenizer.json,
 tokenizer_config.json (with the chat template), generation_config.json and manifest.json
-(kind "causal-lm"). Llama-family models (Llama, SmolLM, Mistral, Qwen2, Qwen3) and GPT-2 export
-through transformers' own modeling code; any other architecture is refused here, at export.
+(kind "causal-lm"). Any decoder whose transformers modeling code runs its attention through
+transformers' AttentionInterface and its cache through the Cache protocol exports, through that
+code: the layer's attention is the function registered here (ATTENTION: per-layer sliding
+windows, soft-capping, the layer's scaling, grouped KV heads read in place), the cache is the
+caller's (CallerCache), and everything else (embedding scaling, partial rotary, fused QKV,
+q/k norms, final-logit soft-capping, tied heads) is the class's own. Made and checked with
+Llama, SmolLM, Mistral, Qwen2, Qwen3, GPT-2, Gemma 2, Gemma 3, Phi-3, Granite, OLMo 2,
+GPT-NeoX, StarCoder2 and the mixture-of-experts Qwen2-MoE, Mixtral and OLMoE
+(models/make_lm_models.py). Any other architecture is refused at export, in one line naming it.
 
 The program is one step of the decoder:
 
@@ -36,23 +43,15 @@ Why this design (measured 2026-11-25 on the 2-core dev box, a random 4-layer Lla
   sequence's rows or share a step between sequences at different positions.
 """
 import argparse
+import importlib.util
 import json
 import os
 import sys
 import time
 
-# transformers' SDPA path repeats the kv heads of grouped-query attention (a copy of the whole
-# cache per layer per step) unless this is set; libtorch's CPU flash attention reads the grouped
-# cache in place (`enable_gqa=True`). Read by transformers at each call, so set before tracing.
-os.environ["TRANSFORMERS_SDPA_FORCE_GQA"] = "1"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # quantize_lm, beside this file
 
-SUPPORTED = {
-    "llama": "Llama / SmolLM",
-    "mistral": "Mistral",
-    "qwen2": "Qwen2",
-    "qwen3": "Qwen3",
-    "gpt2": "GPT-2",
-}
+ATTENTION = "torch_node_caller_cache"
 CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -69,11 +68,22 @@ def read_config(model_dir):
         return json.load(f)
 
 
+def source(model_path):
+    """(folder, from_pretrained's extra arguments) of a model folder, or of a GGUF file, which
+    transformers reads (the architectures its GGUF loader knows: Llama, Mistral, Qwen2/3,
+    Gemma 2/3, Phi-3, GPT-2, StarCoder2, ...) and dequantizes to float weights."""
+    if os.path.isfile(model_path) and model_path.endswith(".gguf"):
+        return os.path.dirname(os.path.abspath(model_path)), {"gguf_file": os.path.basename(model_path)}
+    return model_path, {}
+
+
 def is_causal_lm(model_dir):
     """True when `model_dir` holds a decoder-only language model (what this script exports);
     `npx torch-node export` uses it to choose this script over export_text.py. Decided by
     config.json alone: an `architectures` entry ending in ForCausalLM / LMHeadModel, or
     `is_decoder` without an encoder."""
+    if source(model_dir)[1]:
+        return True  # a GGUF file holds a language model
     try:
         config = read_config(model_dir)
     except ExportError:
@@ -83,26 +93,27 @@ def is_causal_lm(model_dir):
     return bool(config.get("is_decoder")) and not config.get("is_encoder_decoder")
 
 
-def check_supported(config):
-    model_type = config.get("model_type")
-    if model_type in SUPPORTED:
-        return model_type
-    arch = ", ".join(config.get("architectures") or []) or "unknown architecture"
-    names = ", ".join(SUPPORTED.values())
-    raise ExportError(
-        f"unsupported causal LM: {arch} (model_type '{model_type}'); torch-node exports "
-        f"{names} models"
-    )
+def causal_lm_class(config):
+    """The transformers class that runs `config` (a transformers config object), refused in one
+    line naming the architecture when transformers has none, or when its modeling code does not
+    go through transformers' attention interface (`_supports_attention_backend`): the export runs
+    each attention through the function registered below, so a model that computes attention its
+    own way (Falcon, Bloom, MPT, GPT-J, CodeGen, Mamba's recurrences, ...) cannot use the caller's
+    cache."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
-
-def shapes(config):
-    """(layers, attention heads, kv heads, head dim) from a transformers config object."""
-    if config.model_type == "gpt2":
-        return config.n_layer, config.n_head, config.n_head, config.n_embd // config.n_head
-    heads = config.num_attention_heads
-    kv = getattr(config, "num_key_value_heads", None) or heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    return config.num_hidden_layers, heads, kv, head_dim
+    arch = ", ".join(getattr(config, "architectures", None) or []) or "unknown architecture"
+    what = f"unsupported causal LM: {arch} (model_type '{config.model_type}')"
+    try:
+        cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+    except KeyError:
+        raise ExportError(f"{what}; this transformers has no causal-LM class for it") from None
+    if not getattr(cls, "_supports_attention_backend", False):
+        raise ExportError(
+            f"{what}; its transformers modeling code ({cls.__name__}) computes attention itself instead of "
+            "through transformers' AttentionInterface, which torch-node's export runs each layer's attention through"
+        )
+    return cls
 
 
 def max_positions(config):
@@ -110,11 +121,69 @@ def max_positions(config):
 
 
 def sliding_window(config):
-    """The window every sliding layer uses, None when the model has none."""
+    """The window of the model's sliding layers (the manifest's, informative), None when none."""
     window = getattr(config, "sliding_window", None)
-    if config.model_type == "qwen2" or config.model_type == "qwen3":
-        window = window if getattr(config, "use_sliding_window", False) else None
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is not None and "sliding_attention" not in layer_types:
+        return None
+    if getattr(config, "use_sliding_window", True) is False:
+        return None
     return window
+
+
+class StepState:
+    """What the attention function needs of the step being traced or run: each token's cache
+    slot (= position), `positions [B, T]`. Set by Step.forward around the model's forward."""
+
+    positions = None
+
+
+def caller_cache_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+                           sliding_window=None, softcap=None, **kwargs):
+    """transformers' attention-function protocol (registered with AttentionInterface as
+    ATTENTION), over the whole caller-owned cache: query [B, H, T, D], key/value [B, Hkv, C, D]
+    (what CallerCache.update returned). Token (b, t) attends to the slots 0..=positions[b, t],
+    and, on a sliding layer, only to the last `sliding_window` of them (transformers'
+    sliding_window_overlay: kv > q - window). The mask transformers built is not used: it knows
+    one position per batch, the step has one per row. The layer's window comes from the model:
+    the `sliding_window` argument its attention passes (Mistral, Qwen2/3, Gemma 2/3, Phi-3,
+    StarCoder2, ...), else the module's own `sliding_window` (Qwen2-MoE). Attention-logit
+    soft-capping (Gemma 2: `softcap`) is applied as transformers' eager attention does; grouped
+    KV heads are read in place (SDPA's enable_gqa, or a grouped view of the query)."""
+    import torch
+
+    positions = StepState.positions
+    window = sliding_window if sliding_window is not None else getattr(module, "sliding_window", None)
+    slots = torch.arange(key.shape[2], device=query.device).view(1, 1, -1)
+    at = positions.unsqueeze(-1)  # [B, T, 1]
+    allowed = slots <= at
+    if window is not None:
+        allowed = allowed & (slots > at - window)
+    mask = allowed.unsqueeze(1)  # [B, 1, T, C]
+    batch, heads, seq, dim = query.shape
+    kv_heads = key.shape[1]
+    if softcap is None:
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=mask, scale=scaling, enable_gqa=heads != kv_heads
+        )
+    else:
+        group = heads // kv_heads
+        # Heads h = k * group + g share kv head k (transformers' repeat_kv): [B, Hkv, G*T, D],
+        # the query (T tokens) made contiguous, so that the cache is read in place, not repeated.
+        q = query.contiguous().view(batch, kv_heads, group * seq, dim)
+        scores = torch.matmul(q, key.transpose(-1, -2)) * (dim**-0.5 if scaling is None else scaling)
+        scores = torch.tanh(scores / softcap) * softcap
+        m = mask.unsqueeze(2).expand(batch, 1, group, seq, mask.shape[-1]).reshape(batch, 1, group * seq, -1)
+        scores = scores.masked_fill(~m, float("-inf"))
+        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+        out = torch.matmul(weights, value).unflatten(2, (group, seq)).flatten(1, 2)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def register_attention():
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(ATTENTION, caller_cache_attention)
 
 
 class CallerCache:
@@ -140,80 +209,212 @@ class CallerCache:
         return 0
 
 
+class ProbeCache:
+    """The Cache protocol recording what each layer stores: (layer index, kv heads, head dim)."""
+
+    is_compileable = True
+
+    def __init__(self):
+        self.layers = {}
+
+    def update(self, keys, values, layer_idx, *args, **kwargs):
+        self.layers[layer_idx] = (keys.shape[1], keys.shape[3], values.shape[1], values.shape[3])
+        return keys, values
+
+    def get_seq_length(self, layer_idx=0):
+        return 0
+
+
+def run_model(model, input_ids, positions, cache):
+    """One forward of transformers' own causal-LM class through ATTENTION and `cache`: the
+    logits [B, V] of each row's last token, float32 (final-logit soft-capping, logit scaling and
+    tied heads are the class's own)."""
+    StepState.positions = positions
+    try:
+        out = model(input_ids=input_ids, position_ids=positions, past_key_values=cache,
+                    use_cache=True, logits_to_keep=1)
+    finally:
+        StepState.positions = None
+    return out.logits[:, -1].float()
+
+
+def shapes(model):
+    """(layers, attention heads, kv heads, head dim): what one forward stores in the cache, every
+    layer alike (a model whose layers store different shapes, or share them, is refused)."""
+    import torch
+
+    probe = ProbeCache()
+    with torch.no_grad():
+        run_model(model, torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, 1, dtype=torch.long), probe)
+    config = model.config
+    layers = getattr(config, "num_hidden_layers", None)
+    kinds = set(probe.layers.values())
+    if not probe.layers or sorted(probe.layers) != list(range(layers or len(probe.layers))) or len(kinds) != 1:
+        raise ExportError(
+            f"unsupported causal LM: {type(model).__name__} (model_type '{config.model_type}'); its layers' "
+            f"caches are not one shape per layer ({len(probe.layers)} of {layers} layers store keys/values: "
+            f"{sorted(kinds)})"
+        )
+    kv, head_dim, kv_v, head_dim_v = kinds.pop()
+    if (kv, head_dim) != (kv_v, head_dim_v):
+        raise ExportError(f"unsupported causal LM: {type(model).__name__}; keys and values differ in shape")
+    heads = getattr(config, "num_attention_heads", None) or kv
+    return len(probe.layers), heads, kv, head_dim
+
+
 def step_module(model):
     import torch
 
-    config = model.config
-    window = sliding_window(config)
-    layer_types = getattr(config, "layer_types", None)
-    base = model.base_model
-    head = model.get_output_embeddings()
-
     class Step(torch.nn.Module):
+        """The program: the model's parameters registered as `base` (its decoder) and `head`
+        (output embeddings), the names the manifest's unused_constants use; the forward is the
+        causal-LM class's own, which holds the same modules."""
+
         def __init__(self):
             super().__init__()
-            self.base, self.head = base, head
+            self.base, self.head = model.base_model, model.get_output_embeddings()
+            object.__setattr__(self, "lm", model)  # not a submodule: its parameters are base's and head's
 
         def forward(self, input_ids, positions, *cache):
-            slots = torch.arange(cache[0].shape[2], device=input_ids.device).view(1, 1, -1)
-            query = positions.unsqueeze(-1)
-            full = (slots <= query).unsqueeze(1)  # [B, 1, T, C]
-            mask = full
-            if window is not None:
-                sliding = (full & (slots > query - window).unsqueeze(1))
-                if layer_types and len(set(layer_types)) > 1:
-                    mask = {"full_attention": full, "sliding_attention": sliding}
-                else:
-                    mask = sliding
-            elif layer_types and "sliding_attention" in layer_types:
-                mask = {"full_attention": full, "sliding_attention": full}
-            out = self.base(
-                input_ids=input_ids,
-                position_ids=positions,
-                attention_mask=mask,
-                past_key_values=CallerCache(list(cache), positions),
-                use_cache=True,
-            )
-            return self.head(out.last_hidden_state[:, -1]).float()
+            return run_model(self.lm, input_ids, positions, CallerCache(list(cache), positions))
 
-    return Step().eval()
+    step = Step().eval()
+    own = {id(p) for p in step.parameters()} | {id(b) for b in step.buffers()}
+    stray = [n for n, p in [*model.named_parameters(), *model.named_buffers()] if id(p) not in own]
+    if stray:
+        raise ExportError(
+            f"unsupported causal LM: {type(model).__name__}; weights outside its decoder and output head: "
+            f"{', '.join(stray[:3])}"
+        )
+    return step
 
 
-def new_cache(model, batch, capacity, dtype):
+def new_cache(layout, batch, capacity, dtype):
     import torch
 
-    layers, _, kv, head_dim = shapes(model.config)
+    layers, _, kv, head_dim = layout
     return [torch.zeros(batch, kv, capacity, head_dim, dtype=dtype) for _ in range(2 * layers)]
 
 
-def self_check(model, step, dtype):
-    """The step against transformers' own forward on the same tokens: a prefill of 5, then 3
-    decode steps, one row at a time and two rows at different positions."""
+CHECK_TOKENS = (2, 8)  # rows, tokens of the fixed random text the checks run on
+
+
+def check_ids(config):
     import torch
 
     g = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, model.config.vocab_size, (2, 8), generator=g)
+    return torch.randint(0, config.vocab_size, CHECK_TOKENS, generator=g)
+
+
+def step_logits(step, layout, dtype, ids):
+    """The step's logits on `ids` as torch-node runs it: row 0 prefills 5 tokens, row 1 only 3
+    (one row per call), then both decode 3 tokens together, each at its own position. Returns
+    (logits [2, 3, V] of the decodes, the positions they are at: [[5, 6, 7], [3, 4, 5]])."""
+    import torch
+
+    cache = new_cache(layout, 2, 16, dtype)
     with torch.no_grad():
-        ref = model(input_ids=ids).logits.float()
-        cache = new_cache(model, 2, 16, dtype)
-        # Row 0 prefills 5 tokens, row 1 only 3, then both decode at their own positions.
         step(ids[:1, :5], torch.arange(5).view(1, -1), *[c[:1] for c in cache])
         step(ids[1:, :3], torch.arange(3).view(1, -1), *[c[1:] for c in cache])
-        worst = 0.0
+        outs = []
         for k in range(3):
             pos = torch.tensor([[5 + k], [3 + k]])
-            tok = torch.gather(ids, 1, pos)
-            out = step(tok, pos, *cache)
-            want = torch.stack([ref[0, 5 + k], ref[1, 3 + k]])
-            # A NaN (a poisoned weight the program did read: unused_constants) counts as inf.
-            worst = max(worst, (out - want).abs().nan_to_num(nan=float("inf")).max().item())
-    tolerance = 1e-3 if dtype == torch.float32 else 0.5
+            outs.append(step(torch.gather(ids, 1, pos), pos, *cache))
+    return torch.stack(outs, 1), torch.tensor([[5, 6, 7], [3, 4, 5]])
+
+
+def compare(got, want):
+    """(max |logit difference| (NaN counts as inf: a poisoned weight the program did read, see
+    unused_constants), top-1 agreement in [0, 1]) of logits [..., V] against the reference's."""
+    worst = (got - want).abs().nan_to_num(nan=float("inf")).max().item()
+    agree = (got.argmax(-1) == want.argmax(-1)).float().mean().item()
+    return worst, agree
+
+
+class Reference:
+    """transformers' own forward (its default attention) on the check text: `fp32` the logits
+    [2, 8, V] in float32 weights; for a bf16/fp16 export, `eager_error` the max logit difference
+    of the same model cast to that dtype: what the dtype costs in transformers itself, the scale
+    of the export's tolerance. `target` is what the step must match: fp32, or with --quantize,
+    transformers' forward with the quantized layers (the expected quantization error is then
+    reported, against fp32, as `agreement`, not failed on). `text_fp32`: fp32 logits [T, V] over
+    AGREEMENT_TEXT, for that report."""
+
+    def __init__(self, model, ids, dtype, text_ids):
+        import torch
+
+        with torch.no_grad():
+            self.fp32 = model(input_ids=ids).logits.float()
+            self.text_fp32 = model(input_ids=text_ids).logits[0].float()
+            self.target, self.eager_error, self.eager_agree = self.fp32, 0.0, 1.0
+            if dtype != torch.float32:
+                model.to(dtype)
+                self.eager_error, self.eager_agree = compare(model(input_ids=ids).logits.float(), self.fp32)
+
+    def quantized(self, model, ids, text_ids):
+        """After the model's layers were quantized: its forward becomes the target; returns its
+        (max logit difference, top-1 agreement) against fp32 over AGREEMENT_TEXT."""
+        import torch
+
+        with torch.no_grad():
+            self.target = model(input_ids=ids).logits.float()
+            return compare(model(input_ids=text_ids).logits[0].float(), self.text_fp32)
+
+    def at(self, positions):
+        import torch
+
+        return torch.stack([self.target[r, positions[r]] for r in range(positions.shape[0])])
+
+
+# The fixed text of the agreement figures (--quantize): the program decodes it token by token
+# and each next-token prediction is compared with fp32 transformers' over the same text.
+AGREEMENT_TEXT = (
+    "The quick brown fox jumps over the lazy dog. Once upon a time, in a small village by the sea, "
+    "there lived an old fisherman who told stories to the children every evening."
+)
+
+
+def text_agreement(step, layout, dtype, text_ids, want):
+    """The program run over `text_ids` [1, T] one token per call, as a decode does: its logits
+    [T, V] against `want` (fp32 transformers'): (max logit difference, top-1 agreement)."""
+    import torch
+
+    cache = new_cache(layout, 1, text_ids.shape[1], dtype)
+    with torch.no_grad():
+        got = [step(text_ids[:, t : t + 1], torch.tensor([[t]]), *cache)[0] for t in range(text_ids.shape[1])]
+    return compare(torch.stack(got), want)
+
+
+# The compiled bf16/fp16 program may be this many times further from fp32 transformers than
+# transformers' own forward in that dtype is (Reference.eager_error): both round the same weights
+# and activations, in different orders (fused kernels, other accumulation). FP32_TOLERANCE: fp32
+# kernels differ from eager's only in summation order.
+LOW_PRECISION_MARGIN = 2.0
+FP32_TOLERANCE = 1e-3
+
+
+def check(what, logits, positions, reference, dtype, log):
+    """The step's (or compiled program's) logits against transformers' (Reference.target): fails
+    the export when further than the dtype's tolerance; logs the figures either way."""
+    import torch
+
+    worst, agree = compare(logits, reference.at(positions))
+    if dtype == torch.float32:
+        tolerance, basis = FP32_TOLERANCE, "fp32 tolerance"
+    else:
+        name = str(dtype).split(".")[-1]
+        tolerance = LOW_PRECISION_MARGIN * max(reference.eager_error, 1e-3)
+        basis = (f"{LOW_PRECISION_MARGIN:g} x transformers' own {name} error "
+                 f"{reference.eager_error:.3g} (top-1 {reference.eager_agree:.0%})")
+    against = "fp32 transformers" if reference.target is reference.fp32 else "quantized transformers"
+    log(f"{what}: vs {against}, max logit difference {worst:.2g}, top-1 agreement {agree:.0%} "
+        f"(tolerance {tolerance:.2g}: {basis})")
     if not worst <= tolerance:
         raise ExportError(
-            f"the exported step does not match transformers' forward (max logit difference "
-            f"{worst:.3g}): this model's attention or cache is not one torch-node supports"
+            f"{what}: the exported step does not match transformers' forward (max logit difference "
+            f"{worst:.3g}, tolerance {tolerance:.3g}): this model's attention or cache is not one torch-node supports"
         )
-    return worst
+    return {"max_logit_difference": float(f"{worst:.3g}"), "tolerance": float(f"{tolerance:.3g}"), "basis": basis}
 
 
 # --autotune: Inductor's C++ GEMM template, tuned per matmul shape, with the weights frozen into
@@ -226,7 +427,7 @@ def self_check(model, step, dtype):
 AUTOTUNE_CONFIG = {"freezing": True, "max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"}
 
 
-def export_program(model, step, dtype, max_context, max_batch, path, autotune=False):
+def export_program(layout, step, dtype, max_context, max_batch, path, autotune=False, compile_options=None):
     import torch
     from torch.export import Dim
 
@@ -235,16 +436,15 @@ def export_program(model, step, dtype, max_context, max_batch, path, autotune=Fa
     batch, seq, capacity = 2, 3, 8
     ids = torch.zeros(batch, seq, dtype=torch.long)
     positions = torch.arange(seq).repeat(batch, 1)
-    cache = new_cache(model, batch, capacity, dtype)
+    cache = new_cache(layout, batch, capacity, dtype)
     b = Dim("batch", min=1, max=max_batch)
     t = Dim("seq", min=1, max=max_context)
     c = Dim("context", min=2, max=max_context)
     dynamic = ({0: b, 1: t}, {0: b, 1: t}, tuple({0: b, 2: c} for _ in cache))
     with torch.no_grad():
         program = torch.export.export(step, (ids, positions, *cache), dynamic_shapes=dynamic)
-    torch._inductor.aoti_compile_and_package(
-        program, package_path=path, inductor_configs=AUTOTUNE_CONFIG if autotune else None
-    )
+    options = {**(AUTOTUNE_CONFIG if autotune else {}), **(compile_options or {})}
+    torch._inductor.aoti_compile_and_package(program, package_path=path, inductor_configs=options or None)
 
 
 def unused_constants(package):
@@ -283,7 +483,8 @@ def unused_constants(package):
 def write_tokenizer(model_dir, out_dir):
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    folder, extra = source(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(folder, **extra)
     tokenizer.save_pretrained(out_dir)
     if not os.path.isfile(os.path.join(out_dir, "tokenizer.json")):
         raise ExportError(f"{model_dir}: the tokenizer has no fast (tokenizer.json) form")
@@ -299,31 +500,89 @@ def eos_ids(model, tokenizer):
     return ids
 
 
-def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, log=print, autotune=False):
-    import torch
+def kept_note(quantization):
+    kept = quantization["kept"]
+    if not kept:
+        return ""
+    return f" ({len(kept)} kept in float: inputs not a multiple of {quantization['group_size']}, e.g. {kept[0]})"
+
+
+def load_model(model_dir, log):
+    """transformers' causal-LM class for the folder, fp32, in eval mode (its default attention:
+    the reference the checks compare against)."""
     import transformers
 
-    config = read_config(model_dir)
+    folder, extra = source(model_dir)
+    try:
+        config = transformers.AutoConfig.from_pretrained(folder, **extra)
+    except (ValueError, KeyError) as e:  # a GGUF architecture transformers cannot read
+        first = str(e).strip().split("\n")[0]
+        raise ExportError(f"{model_dir}: transformers cannot read this model: {first}") from None
+    causal_lm_class(config)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype="float32", **extra).eval()
+    if extra:
+        log(f"{os.path.basename(model_dir)}: {type(model).__name__} read from GGUF (dequantized to float32 by transformers)")
+    if type(model)._can_set_experts_implementation():
+        model.set_experts_implementation(EXPERTS_IMPLEMENTATION)
+    return model
+
+
+# transformers' experts implementations (integrations/moe.py): its default loops over the experts
+# a batch routes to (data-dependent control flow torch.export cannot trace); "batched_mm" gathers
+# each token's top-k experts' weights and multiplies in one batched matmul: one program for any
+# routing, reading only the routed experts' weights per token at decode.
+EXPERTS_IMPLEMENTATION = "batched_mm"
+
+
+def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, log=print, autotune=False,
+           compile_options=None, timings=None, quantize=None):
+    """Exports `model_dir` into `out_dir`; returns the manifest. `compile_options`: Inductor
+    options over the defaults (models/make_lm_models.py's fixtures compile faster); `timings`, a
+    dict, gets the compile's seconds and the checks' figures."""
+    import torch
+
+    timings = {} if timings is None else timings
+
     if not is_causal_lm(model_dir):
         raise ExportError(f"{model_dir}: not a causal language model (config.json architectures)")
-    model_type = check_supported(config)
     if dtype not in DTYPES:
         raise ExportError(f"--dtype: expected one of {', '.join(DTYPES)}, got '{dtype}'")
     torch_dtype = getattr(torch, dtype)
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        model_dir, dtype=torch_dtype, attn_implementation="sdpa"
-    ).eval()
-    layers, heads, kv_heads, head_dim = shapes(model.config)
+    model = load_model(model_dir, log)
+    model_type = model.config.model_type
+    ids = check_ids(model.config)
+    from transformers import AutoTokenizer
+
+    text_ids = AutoTokenizer.from_pretrained(source(model_dir)[0], **source(model_dir)[1])(AGREEMENT_TEXT, return_tensors="pt")["input_ids"]
+    reference = Reference(model, ids, torch_dtype, text_ids)
+    quantization = None
+    if quantize:
+        import quantize_lm
+
+        try:
+            quantization = quantize_lm.quantize(model, quantize, torch_dtype)
+        except quantize_lm.QuantizationError as e:
+            raise ExportError(str(e)) from None
+        worst, agree = reference.quantized(model, ids, text_ids)
+        log(f"{quantization['scheme']}: {quantization['layers']} linear layers quantized"
+            f"{kept_note(quantization)}; transformers with "
+            f"them vs fp32 over a fixed text ({text_ids.shape[1]} tokens): top-1 agreement {agree:.1%}, "
+            f"max logit difference {worst:.3g}")
+    default_attention = model.config._attn_implementation
+    register_attention()
+    model.set_attn_implementation(ATTENTION)
+    layout = shapes(model)
+    layers, heads, kv_heads, head_dim = layout
     limit = max_positions(model.config)
     max_context = min(max_context or limit or 2048, limit or max_context or 2048)
     os.makedirs(out_dir, exist_ok=True)
 
     step = step_module(model)
-    worst = self_check(model, step, torch_dtype)
-    log(f"self-check: step vs transformers, max logit difference {worst:.2g}")
+    check("self-check (eager step)", *step_logits(step, layout, torch_dtype, ids), reference, torch_dtype, log)
     started = time.time()
     package = os.path.join(out_dir, "model.pt2")
-    export_program(model, step, torch_dtype, max_context, max_batch, package, autotune)
+    export_program(layout, step, torch_dtype, max_context, max_batch, package, autotune, compile_options)
+    timings["compile_s"] = round(time.time() - started, 1)
     log(f"model.pt2: torch.export + AOTInductor{' (autotuned)' if autotune else ''} in {time.time() - started:.0f} s")
     # The compiled program against transformers, as the step was: the same prefills and decodes.
     runner = torch._inductor.aoti_load_package(package)
@@ -333,8 +592,20 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
     if unused:
         poison = {n: torch.full(s, float("nan"), dtype=getattr(torch, d)) for n, (_, d, s) in unused.items()}
         runner.loader.update_constant_buffer(poison, False, False)
-    worst = self_check(model, lambda *args: runner(*args), torch_dtype)
-    log(f"compiled check: model.pt2 vs transformers, max logit difference {worst:.2g}")
+    compiled = check("compiled check (model.pt2)", *step_logits(lambda *a: runner(*a), layout, torch_dtype, ids),
+                     reference, torch_dtype, log)
+    timings["check"] = compiled["max_logit_difference"]
+    if quantization:
+        worst, agree = text_agreement(lambda *a: runner(*a), layout, torch_dtype, text_ids, reference.text_fp32)
+        quantization["agreement"] = {"text_tokens": text_ids.shape[1], "top1": round(agree, 4),
+                                     "max_logit_difference": round(worst, 4), "against": "float32 transformers"}
+        log(f"agreement: model.pt2 ({quantization['scheme']}, {dtype}) vs fp32 transformers over a fixed text "
+            f"({text_ids.shape[1]} tokens, decoded one at a time): top-1 agreement {agree:.1%}, max logit "
+            f"difference {worst:.3g}")
+        timings["agreement"] = f"top-1 {agree:.1%}"
+    model.set_attn_implementation(default_attention)
+    if quantization:
+        timings["eager_model"] = model  # the fixtures' goldens: transformers with the quantized layers
     if unused:
         size = sum(t.nbytes for t in poison.values())
         log(f"{len(unused)} weights ({size / 2**20:.0f} MiB) stay in the package unread: released at load")
@@ -346,7 +617,8 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
         "kind": "causal-lm",
         "format": 1,
         "program": "model.pt2",
-        "architecture": (config.get("architectures") or [model_type])[0],
+        "architecture": type(model).__name__,
+        "source": "gguf" if source(model_dir)[1] else "transformers",
         "model_type": model_type,
         "dtype": dtype,
         "vocab_size": model.config.vocab_size,
@@ -357,6 +629,11 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
         "max_context": max_context,
         "max_batch": max_batch,
         "autotuned": autotune,
+        # Weight-only quantization (python/quantize_lm.py): activations and cache stay in `dtype`.
+        "quantization": quantization,
+        # The compiled check: model.pt2 against transformers on a fixed random text, and the
+        # tolerance it passed (fp32: 1e-3; bf16/fp16: from transformers' own error in that dtype).
+        "check": compiled,
         "unused_constants": sorted(fqn for fqn, _, _ in unused.values()),
         "sliding_window": sliding_window(model.config),
         "eos_token_ids": eos_ids(model, tokenizer),
@@ -377,6 +654,11 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
     return manifest
 
 
+def missing_packages():
+    """The packages this script needs that the running Python lacks."""
+    return [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("model_dir")
@@ -384,12 +666,21 @@ def main(argv=None):
     p.add_argument("--dtype", default="float32", choices=DTYPES)
     p.add_argument("--max-context", type=int, default=None, help="longest sequence (default: the model's)")
     p.add_argument("--max-batch", type=int, default=64, help="most sequences in one step")
+    p.add_argument("--quantize", choices=["int8", "int4", "int4-g32", "int4-g128"],
+                   help="weight-only: int8 per output channel, int4 in groups of 32 (int4, int4-g32) or 128")
     p.add_argument("--autotune", action="store_true",
                    help="tune each matmul (Inductor's C++ GEMM template, frozen weights): faster decode, "
                         "a package twice the size on disk")
     args = p.parse_args(argv)
+    missing = missing_packages()
+    if missing:
+        # Exit 3: the CLI (lib/cli.js) turns this line into its own, naming $PYTHON.
+        print(f"export_causal_lm: missing Python packages: {', '.join(missing)} "
+              f"(install: {sys.executable} -m pip install {' '.join(missing)})", file=sys.stderr)
+        return 3
     try:
-        export(args.model_dir, args.out_dir, args.dtype, args.max_context, args.max_batch, autotune=args.autotune)
+        export(args.model_dir, args.out_dir, args.dtype, args.max_context, args.max_batch, autotune=args.autotune,
+               quantize=args.quantize)
     except ExportError as e:
         print(f"export_causal_lm: {e}", file=sys.stderr)
         return 2

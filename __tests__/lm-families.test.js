@@ -1,0 +1,228 @@
+'use strict'
+// The decoder families python/export_causal_lm.py exports through transformers' own modeling
+// code (issue 37), each a tiny random model of models/make_lm_models.py (`npm run models`):
+// greedy tokens equal to transformers' generate, alone and with rows at different positions in
+// one step; an architecture the exporter cannot run refused in one line naming it.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+const torch = require('..')
+const { mainLineOnly } = require('./helpers')
+
+const REPO = path.join(__dirname, '..')
+const ROOT = path.join(REPO, 'models', 'golden', 'lm')
+const PYTHON = path.join(REPO, '.libtorch', 'bin', 'python')
+// What each sets apart: models/make_lm_models.py's MODELS.
+const FAMILIES = {
+  'smollm-tiny': 'LlamaForCausalLM',
+  'gemma2-tiny': 'Gemma2ForCausalLM',
+  'gemma3-tiny': 'Gemma3ForCausalLM',
+  'phi3-tiny': 'Phi3ForCausalLM',
+  'granite-tiny': 'GraniteForCausalLM',
+  'olmo2-tiny': 'Olmo2ForCausalLM',
+  'gpt-neox-tiny': 'GPTNeoXForCausalLM',
+  'starcoder2-tiny': 'Starcoder2ForCausalLM',
+  'qwen2-moe-tiny': 'Qwen2MoeForCausalLM',
+  'mixtral-tiny': 'MixtralForCausalLM',
+  'olmoe-tiny': 'OlmoeForCausalLM',
+}
+const NAMES = Object.keys(FAMILIES)
+const have = (name) => fs.existsSync(path.join(ROOT, `${name}.golden.json`))
+const skipFor = (name) => !have(name) && `${name}'s golden is missing (npm run models)`
+const golden = (name) => JSON.parse(fs.readFileSync(path.join(ROOT, `${name}.golden.json`), 'utf8'))
+const manifest = (name) => JSON.parse(fs.readFileSync(path.join(ROOT, name, 'manifest.json'), 'utf8'))
+const loaded = []
+const load = async (name, options) => {
+  const lm = await torch.text.CausalLM.load(path.join(ROOT, name), options)
+  loaded.push(lm)
+  return lm
+}
+test.after(() => loaded.forEach((lm) => lm.dispose()))
+
+/**
+ * `got` equals `want` but where Python's own top-2 logits were within `tie` (fp32: 1e-4, an
+ * almost-tie; bf16: twice the export's measured tolerance); after such a split the two texts go
+ * their own ways and are not compared further.
+ */
+function sameTokens(got, want, gaps, what, tie = 1e-4) {
+  const at = want.findIndex((t, i) => t !== got[i])
+  if (at !== -1)
+    assert.ok(gaps[at] < tie, `${what}: token ${at} differs (${got[at]} vs ${want[at]}), top-2 gap ${gaps[at]}`)
+  else assert.deepEqual(got, want, what)
+  return at === -1
+}
+
+for (const name of NAMES) {
+  test(
+    `${FAMILIES[name]} (${name}): greedy tokens and text equal transformers' generate`,
+    { skip: skipFor(name) },
+    async () => {
+      const m = manifest(name)
+      assert.equal(m.architecture, FAMILIES[name])
+      const g = golden(name)
+      const lm = await load(name)
+      for (const c of g.cases) {
+        const r = await lm.complete(c.prompt ?? c.messages, { maxNewTokens: g.new_tokens, temperature: 0 })
+        if (!sameTokens(r.tokens, c.output_ids, c.top2_gaps, `${name} ${c.name}`)) continue
+        assert.equal(r.text, c.text_out, `${name} ${c.name}: text`)
+        // transformers' generate stops at the eos token too (random weights reach it in some).
+      assert.equal(r.finishReason, c.output_ids.length < g.new_tokens ? 'stop' : 'length', `${name} ${c.name}`)
+        assert.deepEqual(r.usage, { promptTokens: c.input_ids.length, completionTokens: c.output_ids.length })
+      }
+    },
+  )
+}
+
+// Rows at different positions in one step: each row's own causal mask and, on the sliding
+// families, its own window (24 slots: the 64 new tokens cross it), soft-capping over the batch.
+test('rows at different positions share steps and give the goldens (sliding windows, soft-capping, experts)', async (t) => {
+  const names = ['gemma2-tiny', 'gemma3-tiny', 'starcoder2-tiny', 'mixtral-tiny'].filter(have)
+  if (!names.length) return t.skip('the goldens are missing (npm run models)')
+  for (const name of names) {
+    const g = golden(name)
+    const lm = await load(name, { maxSequences: 4 })
+    const got = await Promise.all(
+      g.cases.map((c, i) =>
+        lm.complete(c.prompt ?? c.messages, { maxNewTokens: g.new_tokens - 5 * i, temperature: 0 }),
+      ),
+    )
+    got.forEach((r, i) => {
+      const c = g.cases[i]
+      sameTokens(r.tokens, c.output_ids.slice(0, g.new_tokens - 5 * i), c.top2_gaps, `${name} ${c.name} batched`)
+    })
+    const { steps, rows } = lm.stats()
+    assert.ok(steps < rows, `${steps} steps for ${rows} rows: the calls shared steps`)
+  }
+})
+
+test(
+  'the manifest describes the cache each family stores',
+  { skip: skipFor('gemma2-tiny') || skipFor('gpt-neox-tiny') },
+  () => {
+    const gemma = manifest('gemma2-tiny')
+    assert.deepEqual([gemma.layers, gemma.kv_heads, gemma.head_dim, gemma.sliding_window], [2, 2, 16, 24])
+    const neox = manifest('gpt-neox-tiny')
+    assert.deepEqual([neox.layers, neox.heads, neox.kv_heads, neox.head_dim, neox.sliding_window], [2, 4, 4, 16, null])
+    if (have('smollm-tiny')) assert.deepEqual([manifest('smollm-tiny').heads, manifest('smollm-tiny').kv_heads], [3, 1])
+  },
+)
+
+// The exporter's refusals run Python (seconds): on the main line only, like cli.test.js's.
+const pythonExport = mainLineOnly("Python's exporter")
+const noPython =
+  !fs.existsSync(PYTHON) || spawnSync(PYTHON, ['-c', 'import torch, transformers']).status !== 0
+    ? 'no .libtorch Python with torch and transformers'
+    : false
+test(
+  'an architecture whose attention transformers does not route through its interface is refused in one line naming it',
+  { skip: pythonExport || noPython },
+  (t) => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-families-'))
+    t.after(() => fs.rmSync(tmp, { recursive: true, force: true }))
+    for (const [type, arch] of [
+      ['gptj', 'GPTJForCausalLM'],
+      ['mamba', 'MambaForCausalLM'],
+    ]) {
+      const dir = path.join(tmp, type)
+      fs.mkdirSync(dir)
+      fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: type, architectures: [arch] }))
+      const r = spawnSync(
+        process.execPath,
+        [path.join(REPO, 'bin', 'torch-node.js'), 'export', dir, path.join(tmp, 'out')],
+        {
+          encoding: 'utf8',
+          env: { ...process.env, PYTHON },
+          timeout: 120_000,
+        },
+      )
+      assert.equal(r.status, 1, r.stderr)
+      const lines = r.stderr.split('\n').filter(Boolean)
+      assert.equal(lines.length, 1, r.stderr)
+      assert.match(
+        lines[0],
+        new RegExp(
+          `^torch-node: export: unsupported causal LM: ${arch} \\(model_type '${type}'\\); .*AttentionInterface`,
+        ),
+      )
+      assert.ok(!fs.existsSync(path.join(tmp, 'out')))
+    }
+  },
+)
+
+// --quantize (python/quantize_lm.py): llama-tiny's linear layers as int8 per output channel, and
+// int4 in groups of 32; the goldens are transformers' generate with the same quantized layers.
+for (const [name, scheme] of [
+  ['llama-tiny-int8', 'int8'],
+  ['llama-tiny-int4', 'int4-g32'],
+]) {
+  test(
+    `--quantize ${scheme}: the scheme and its agreement with fp32 in the manifest; greedy equals transformers with the same weights`,
+    { skip: skipFor(name) },
+    async () => {
+      const m = manifest(name)
+      assert.equal(m.dtype, 'float32', 'activations and cache stay in the export dtype')
+      assert.equal(m.quantization.scheme, scheme)
+      assert.equal(m.quantization.group_size, scheme === 'int8' ? null : 32)
+      // 2 layers x 7 projections + the head; int4 keeps down_proj (172 inputs) in float.
+      assert.equal(m.quantization.layers, scheme === 'int8' ? 15 : 13)
+      assert.deepEqual(
+        m.quantization.kept,
+        scheme === 'int8' ? [] : ['model.layers.0.mlp.down_proj', 'model.layers.1.mlp.down_proj'],
+      )
+      const { top1, max_logit_difference: diff, text_tokens: n } = m.quantization.agreement
+      assert.ok(n > 20 && top1 > 0.5 && top1 <= 1 && diff > 0 && Number.isFinite(diff), JSON.stringify(m.quantization))
+      assert.ok(m.check.max_logit_difference <= 1e-3, 'the program equals transformers with the quantized layers')
+      const g = golden(name)
+      const lm = await load(name)
+      for (const c of g.cases) {
+        const r = await lm.complete(c.prompt ?? c.messages, { maxNewTokens: g.new_tokens, temperature: 0 })
+        sameTokens(r.tokens, c.output_ids, c.top2_gaps, `${name} ${c.name}`)
+      }
+    },
+  )
+}
+
+test(
+  'a GGUF file exports: the same tokenizer and tokens as the folder it was written from',
+  { skip: skipFor('smollm-tiny-gguf') || skipFor('smollm-tiny') },
+  async () => {
+    const m = manifest('smollm-tiny-gguf')
+    assert.equal(m.source, 'gguf')
+    assert.equal(m.architecture, 'LlamaForCausalLM')
+    assert.equal(m.chat_template, true)
+    const want = golden('smollm-tiny')
+    const lm = await load('smollm-tiny-gguf')
+    for (const c of want.cases) {
+      const r = await lm.complete(c.prompt ?? c.messages, { maxNewTokens: want.new_tokens, temperature: 0 })
+      assert.equal(r.usage.promptTokens, c.input_ids.length, `${c.name}: the GGUF's tokenizer`)
+      sameTokens(r.tokens, c.output_ids, c.top2_gaps, `smollm-tiny-gguf ${c.name}`)
+    }
+  },
+)
+
+// bf16 where the CPU multiplies it natively; the export's tolerance came from measurement
+// (transformers' own bf16 error against fp32), and its greedy tokens follow fp32's.
+const cpuFlags = fs.existsSync('/proc/cpuinfo') ? fs.readFileSync('/proc/cpuinfo', 'utf8') : ''
+const bf16Cpu = /\b(avx512_bf16|amx_bf16)\b/.test(cpuFlags)
+test(
+  '--dtype bfloat16: checked against fp32 within a measured tolerance; greedy follows fp32 transformers',
+  { skip: !bf16Cpu ? 'this CPU has neither avx512_bf16 nor amx_bf16 (/proc/cpuinfo)' : skipFor('smollm-tiny-bf16') },
+  async () => {
+    const m = manifest('smollm-tiny-bf16')
+    assert.equal(m.dtype, 'bfloat16')
+    assert.match(m.check.basis, /transformers' own bfloat16 error/)
+    assert.ok(m.check.max_logit_difference <= m.check.tolerance, JSON.stringify(m.check))
+    const want = golden('smollm-tiny-bf16')
+    assert.equal(want.dtype, 'float32', "the goldens are fp32 transformers'")
+    const lm = await load('smollm-tiny-bf16')
+    let equal = 0
+    for (const c of want.cases) {
+      const r = await lm.complete(c.prompt ?? c.messages, { maxNewTokens: want.new_tokens, temperature: 0 })
+      if (sameTokens(r.tokens, c.output_ids, c.top2_gaps, `smollm-tiny-bf16 ${c.name}`, 2 * m.check.tolerance)) equal++
+    }
+    assert.ok(equal >= want.cases.length / 2, `${equal} of ${want.cases.length} prompts equal fp32's tokens`)
+  },
+)
