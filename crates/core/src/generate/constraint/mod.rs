@@ -18,10 +18,12 @@
 //!   c.advance(token)?;                  // then: c.must_stop() -> finish without sampling EOS
 //! ```
 //!
-//! The mask for the next step depends only on the tokens chosen so far, so [`Constraint::
-//! compute_mask`] can run while the model computes the step's logits (on another thread: a
-//! `Constraint` is `Send`); `apply` then only writes -inf (microseconds). [`Mask`] also gives
-//! the bits (`words`) or an additive row (`write_bias`: 0 or -inf) for a logits tensor.
+//! The mask for the next step depends only on the tokens chosen so far, so
+//! [`Constraint::compute_mask`] can run while the model computes the step's logits (on another
+//! thread: a `Constraint` is `Send`); `apply` then only writes -inf (microseconds). Constraints
+//! started from one `Grammar` share its lexer's cache (behind a lock): their masks are best
+//! computed on one thread. [`Mask`] also gives the bits (`words`) or an additive row
+//! (`write_bias`: 0 or -inf) for a logits tensor.
 //!
 //! # Ending
 //!
@@ -41,6 +43,7 @@
 //!
 //! The OpenAI shapes are accepted as sent (`json_schema: {name, schema, strict}`); `strict:
 //! false` lets schema keywords llguidance cannot enforce be ignored instead of refused.
+mod format;
 mod schema;
 mod tools;
 mod vocab;
@@ -48,14 +51,16 @@ mod vocab;
 #[cfg(test)]
 mod tests;
 
+pub use format::Format;
 pub use tools::{Tool, ToolCallFormat, ToolChoice};
 
 use crate::error::{bail_code, catch_panic, fail, Code};
 use anyhow::Result;
+use format::with_options;
 use llguidance::api::{ParserLimits, TopLevelGrammar};
 use llguidance::toktrie::{SimpleVob, TokEnv};
-use llguidance::{JsonCompileOptions, Matcher, ParserFactory};
-use serde_json::{json, Value as Json};
+use llguidance::{Matcher, ParserFactory};
+use serde_json::json;
 use std::sync::Arc;
 
 /// The largest schema (as JSON text), Lark grammar or regex compiled. OpenAI's own limits
@@ -73,160 +78,6 @@ pub fn limits() -> ParserLimits {
         verbose_errors: false,
         ..ParserLimits::default()
     }
-}
-
-/// What a generation must produce.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Format {
-    /// Any JSON object (`{type: 'json_object'}`).
-    JsonObject,
-    /// A JSON value valid against `schema`; `strict: false` lets unsupported keywords be
-    /// ignored instead of refused.
-    JsonSchema { schema: Json, strict: bool },
-    /// Text in the language of a Lark grammar (llguidance's dialect: `%json {...}` embeds a
-    /// schema, `<[id]>` names a special token).
-    Lark(String),
-    /// Text matching a regex (the whole output).
-    Regex(String),
-    /// One tool call or more in the model's format, each naming a tool and giving arguments
-    /// valid against its `parameters` (see [`tools`]).
-    ToolCalls {
-        tools: Vec<Tool>,
-        choice: ToolChoice,
-        format: ToolCallFormat,
-        /// Several calls in one turn (OpenAI's `parallel_tool_calls`).
-        parallel: bool,
-    },
-}
-
-impl Format {
-    /// Reads a `responseFormat` (JS) or `response_format` (OpenAI): `{type: 'text'}` (None),
-    /// `{type: 'json_object'}`, `{type: 'json_schema', schema, strict?}` or OpenAI's
-    /// `{type: 'json_schema', json_schema: {name, schema, strict?, description?}}`,
-    /// `{type: 'grammar', grammar}` (Lark), `{type: 'regex', pattern}`.
-    pub fn from_json(value: &Json) -> Result<Option<Format>> {
-        let what = "responseFormat";
-        let Some(obj) = value.as_object() else {
-            bail_code!(Code::InvalidArg, "{what} must be an object with a 'type'");
-        };
-        let kind = obj.get("type").and_then(Json::as_str).unwrap_or("");
-        let only = |keys: &[&str], at: &str, o: &serde_json::Map<String, Json>| -> Result<()> {
-            match o.keys().find(|k| !keys.contains(&k.as_str())) {
-                Some(k) => Err(fail(
-                    Code::InvalidArg,
-                    format!("{at}: unknown key '{k}' (expected {})", keys.join(", ")),
-                )),
-                None => Ok(()),
-            }
-        };
-        let text = |key: &str| -> Result<String> {
-            match obj.get(key) {
-                Some(Json::String(s)) => Ok(s.clone()),
-                _ => Err(fail(Code::InvalidArg, format!("{what}.{key} must be a string"))),
-            }
-        };
-        Ok(Some(match kind {
-            "text" => {
-                only(&["type"], what, obj)?;
-                return Ok(None);
-            }
-            "json_object" => {
-                only(&["type"], what, obj)?;
-                Format::JsonObject
-            }
-            "json_schema" => {
-                let (at, inner) = match obj.get("json_schema") {
-                    Some(Json::Object(inner)) => {
-                        only(&["type", "json_schema"], what, obj)?;
-                        only(
-                            &["name", "schema", "strict", "description"],
-                            "responseFormat.json_schema",
-                            inner,
-                        )?;
-                        ("responseFormat.json_schema", inner)
-                    }
-                    Some(_) => bail_code!(Code::InvalidArg, "{what}.json_schema must be an object"),
-                    None => {
-                        only(&["type", "schema", "strict", "name", "description"], what, obj)?;
-                        (what, obj)
-                    }
-                };
-                let strict = match inner.get("strict") {
-                    None | Some(Json::Null) => true,
-                    Some(Json::Bool(b)) => *b,
-                    Some(_) => bail_code!(Code::InvalidArg, "{at}.strict must be a boolean"),
-                };
-                let schema = match inner.get("schema") {
-                    Some(s @ (Json::Object(_) | Json::Bool(_))) => s.clone(),
-                    None => bail_code!(Code::InvalidArg, "{at}.schema is missing"),
-                    Some(_) => bail_code!(Code::InvalidArg, "{at}.schema must be a JSON Schema (an object)"),
-                };
-                Format::JsonSchema { schema, strict }
-            }
-            "grammar" => {
-                only(&["type", "grammar"], what, obj)?;
-                Format::Lark(text("grammar")?)
-            }
-            "regex" => {
-                only(&["type", "pattern"], what, obj)?;
-                Format::Regex(text("pattern")?)
-            }
-            other => bail_code!(
-                Code::InvalidArg,
-                "{what}.type must be 'text', 'json_object', 'json_schema', 'grammar' or 'regex', got {}",
-                if other.is_empty() {
-                    "nothing".to_string()
-                } else {
-                    format!("'{other}'")
-                }
-            ),
-        }))
-    }
-
-    /// The name errors give the source: the JS option it came from.
-    fn origin(&self) -> &'static str {
-        match self {
-            Format::JsonObject | Format::JsonSchema { .. } => "responseFormat.schema",
-            Format::Lark(_) => "responseFormat.grammar",
-            Format::Regex(_) => "responseFormat.pattern",
-            Format::ToolCalls { .. } => "tools",
-        }
-    }
-}
-
-/// How a JSON value is written: no free whitespace (a small model left free to indent can
-/// indent forever), separators as Python's `json.dumps` writes them, the most common style in
-/// what models read. `lenient` ignores keywords llguidance cannot enforce.
-fn json_options(strict: bool) -> Json {
-    let options = JsonCompileOptions {
-        item_separator: ", ".into(),
-        key_separator: ": ".into(),
-        whitespace_flexible: false,
-        lenient: !strict,
-        ..JsonCompileOptions::default()
-    };
-    serde_json::to_value(options).unwrap_or_default()
-}
-
-/// `schema` with torch-node's JSON options, as llguidance reads them (`x-guidance`).
-pub(crate) fn with_options(schema: &Json, strict: bool, at: &str) -> Result<Json> {
-    let mut schema = match schema {
-        Json::Bool(true) => json!({}),
-        Json::Bool(false) => bail_code!(Code::InvalidArg, "{at} is false: no value satisfies it"),
-        Json::Object(_) => schema.clone(),
-        _ => bail_code!(Code::InvalidArg, "{at} must be a JSON Schema (an object)"),
-    };
-    let Some(obj) = schema.as_object_mut() else {
-        bail_code!(Code::InvalidArg, "{at} must be a JSON Schema (an object)");
-    };
-    if obj.contains_key("x-guidance") {
-        bail_code!(
-            Code::InvalidArg,
-            "{at}: 'x-guidance' is not accepted (use strict)"
-        );
-    }
-    obj.insert("x-guidance".into(), json_options(strict));
-    Ok(schema)
 }
 
 /// A model's vocabulary, ready to compile constraints for: built once per model.
@@ -386,15 +237,13 @@ impl Grammar {
     /// A fresh constraint at the start of the output (shares the compiled lexer and parser
     /// tables; the first mask comes computed).
     pub fn start(&self) -> Constraint {
-        Constraint {
-            matcher: self.first.matcher.clone(),
-            mask: self.first.mask.clone(),
-            width: self.first.width,
-        }
+        self.first.clone()
     }
 }
 
-/// One sequence's constraint: the mask of the next token, advanced token by token.
+/// One sequence's constraint: the mask of the next token, advanced token by token. A clone
+/// goes on independently from the same point (shares the compiled tables).
+#[derive(Clone)]
 pub struct Constraint {
     matcher: Matcher,
     /// The next token's mask, once computed (cleared by `advance`).
@@ -422,17 +271,22 @@ impl Mask {
         self.0.as_slice()
     }
 
-    /// Sets the logits of the tokens that may not come next to -inf.
+    /// Sets the logits of the tokens that may not come next to -inf (and any past the mask's
+    /// width: a program's logits may be wider than the vocabulary).
     pub fn apply(&self, logits: &mut [f32]) {
-        for (chunk, &word) in logits.chunks_mut(32).zip(self.0.as_slice()) {
+        let words = self.0.as_slice();
+        if let Some(tail) = logits.get_mut(words.len() * 32..) {
+            tail.fill(f32::NEG_INFINITY);
+        }
+        for (chunk, &word) in logits.chunks_mut(32).zip(words) {
             match word {
                 u32::MAX => {}
                 0 => chunk.fill(f32::NEG_INFINITY),
                 _ => {
+                    // A select per lane, no branch: the compiler vectorizes it.
                     for (bit, l) in chunk.iter_mut().enumerate() {
-                        if word & (1 << bit) == 0 {
-                            *l = f32::NEG_INFINITY;
-                        }
+                        let keep = (word >> bit) & 1 == 1;
+                        *l = if keep { *l } else { f32::NEG_INFINITY };
                     }
                 }
             }
@@ -474,9 +328,10 @@ impl Constraint {
             .ok_or_else(|| fail(Code::Internal, "the mask was not computed"))
     }
 
-    /// Sets the logits of disallowed tokens to -inf; `logits` is one row of the logits' width.
+    /// Sets the logits of disallowed tokens to -inf; `logits` is one row, at least the
+    /// vocabulary's width (ids past it are never allowed).
     pub fn apply(&mut self, logits: &mut [f32]) -> Result<()> {
-        if logits.len() != self.width {
+        if logits.len() < self.width {
             bail_code!(
                 Code::Internal,
                 "a logits row of {} for a vocabulary of {}",

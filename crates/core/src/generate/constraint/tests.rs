@@ -2,6 +2,7 @@
 //! always give text that parses and validates; hostile inputs fail fast with InvalidArg.
 use super::*;
 use crate::error::describe;
+use serde_json::Value as Json;
 use std::time::Instant;
 
 /// splitmix64: the tests' choices, seeded.
@@ -212,8 +213,8 @@ fn walk(
                 }
             }
         };
-        // The logits path says the same as the bits.
-        let mut logits = vec![0.0f32; grammar.first.width];
+        // The logits path says the same as the bits, on a row wider than the vocabulary too.
+        let mut logits = vec![0.0f32; grammar.first.width + 40];
         c.apply(&mut logits).unwrap();
         assert!(logits[pick as usize].is_finite());
         assert_eq!(logits.iter().filter(|l| l.is_finite()).count(), allowed.len());
@@ -429,6 +430,10 @@ fn eos_is_allowed_exactly_when_complete() {
     // "12" is complete, and could go on ("123").
     assert!(c.mask().unwrap().allows(EOS) && c.mask().unwrap().allows(id("3")));
     assert!(c.is_accepting() && !c.must_stop());
+    // Sampling EOS there ends it.
+    let mut ended = c.clone();
+    ended.advance(EOS).unwrap();
+    assert!(ended.must_stop() && ended.is_accepting());
     let grammar = v.compile(&Format::Regex("ab".into())).unwrap();
     let mut c = grammar.start();
     c.advance(id("ab")).unwrap();
@@ -441,6 +446,16 @@ fn eos_is_allowed_exactly_when_complete() {
     let (code, message) = code_of(c.advance(id("12")));
     assert_eq!(code, Code::Internal);
     assert!(message.contains("against the output constraint"), "{message}");
+}
+
+/// The engine compiles on a worker and steps on its own thread.
+#[test]
+fn the_types_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Vocabulary>();
+    send_sync::<Grammar>();
+    send::<Constraint>();
 }
 
 #[test]
@@ -794,7 +809,10 @@ fn tool_calls_name_a_tool_and_validate_its_arguments() {
             }
             complete += 1;
             let calls: Vec<&str> = text.split('\n').collect();
-            assert!(calls.len() % 3 == 0 && (parallel || calls.len() == 3), "{text:?}");
+            assert!(
+                calls.len().is_multiple_of(3) && (parallel || calls.len() == 3),
+                "{text:?}"
+            );
             for call in calls.chunks(3) {
                 assert_eq!(call[0], "<tool_call>", "{text:?}");
                 assert_eq!(call[2], "</tool_call>", "{text:?}");
@@ -1065,7 +1083,7 @@ fn mask_cost() {
         .unwrap();
     eprintln!("compile: {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
     let mut rng = Rng(1);
-    let (mut masks, mut mask_time, mut apply_time) = (0usize, 0f64, 0f64);
+    let (mut masks, mut mask_time, mut apply_time, mut slowest) = (0usize, 0f64, 0f64, 0f64);
     let mut logits = vec![0.0f32; v.width()];
     for _ in 0..20 {
         let mut c = grammar.start();
@@ -1075,7 +1093,9 @@ fn mask_cost() {
             }
             let t0 = Instant::now();
             c.compute_mask().unwrap();
-            mask_time += t0.elapsed().as_secs_f64();
+            let took = t0.elapsed().as_secs_f64();
+            mask_time += took;
+            slowest = slowest.max(took);
             let t0 = Instant::now();
             c.apply(&mut logits).unwrap();
             apply_time += t0.elapsed().as_secs_f64();
@@ -1090,8 +1110,9 @@ fn mask_cost() {
         }
     }
     eprintln!(
-        "{masks} masks: compute {:.1} us/token, apply {:.1} us/token (V = {})",
+        "{masks} masks: compute {:.1} us/token (slowest {:.0} us), apply {:.1} us/token (V = {})",
         mask_time / masks as f64 * 1e6,
+        slowest * 1e6,
         apply_time / masks as f64 * 1e6,
         v.width()
     );

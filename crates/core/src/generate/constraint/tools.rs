@@ -4,7 +4,7 @@
 //! llguidance's `%json {...}`). The format's strings come from the caller, who knows the
 //! model's template: Hermes/Qwen wrap each call in `<tool_call>\n...\n</tool_call>`, Mistral
 //! writes `[TOOL_CALLS][{...}, {...}]`, Llama 3.x a bare object with `parameters`.
-use super::with_options;
+use super::format::with_options;
 use crate::error::{bail_code, fail, Code};
 use anyhow::Result;
 use serde_json::{json, Map, Value as Json};
