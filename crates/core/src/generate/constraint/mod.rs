@@ -62,10 +62,24 @@ use llguidance::toktrie::{SimpleVob, TokEnv};
 use llguidance::{Matcher, ParserFactory};
 use serde_json::json;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The largest schema (as JSON text), Lark grammar or regex compiled. OpenAI's own limits
 /// (5,000 properties, 10 levels, 120,000 characters of names and enums) fit well inside.
 pub const MAX_SOURCE_BYTES: usize = 1 << 20;
+
+/// The most time one sequence's constraint spends in masks and advances. Legitimate output costs
+/// about 0.1 ms a token (4,000 tokens: 0.4 s); an ambiguous grammar (`start: x+`, `x: "a" | x x`)
+/// costs more with every token, up to half a second a step before llguidance's row limit
+/// stops it: this stops it sooner, so it cannot hold a batch's steps for tens of seconds.
+pub const TIME_BUDGET: Duration = Duration::from_secs(5);
+
+fn over_budget(budget: Duration) -> String {
+    format!(
+        "the output constraint took more than {:?} to follow: the grammar is too ambiguous",
+        budget
+    )
+}
 
 /// The compile's stack: 32 MiB of address space (touched only as deep as it goes).
 const COMPILE_STACK_BYTES: usize = 32 << 20;
@@ -196,6 +210,8 @@ impl Vocabulary {
             matcher,
             mask: Some(Mask(mask)),
             width: self.width,
+            spent: Duration::ZERO,
+            budget: TIME_BUDGET,
         };
         Ok(Grammar { first })
     }
@@ -249,6 +265,9 @@ pub struct Constraint {
     /// The next token's mask, once computed (cleared by `advance`).
     mask: Option<Mask>,
     width: usize,
+    /// Time spent in masks and advances so far, and the most allowed ([`TIME_BUDGET`]).
+    spent: Duration,
+    budget: Duration,
 }
 
 /// Which tokens may come next: a bit per token of the logits' width.
@@ -308,16 +327,38 @@ impl Constraint {
         if self.mask.is_some() {
             return Ok(());
         }
-        let mask = catch_panic(|| {
-            self.matcher.compute_mask_or_eos().map_err(|e| {
+        let mask = self.spend(|m| m.compute_mask_or_eos())?;
+        self.mask = Some(Mask(mask));
+        Ok(())
+    }
+
+    /// Runs one llguidance call, as InvalidArg when it fails or when the constraint's time is
+    /// spent.
+    fn spend<T>(&mut self, call: impl FnOnce(&mut Matcher) -> Result<T>) -> Result<T> {
+        if self.spent > self.budget {
+            bail_code!(Code::InvalidArg, "{}", over_budget(self.budget));
+        }
+        let t0 = Instant::now();
+        let matcher = &mut self.matcher;
+        let r = catch_panic(|| {
+            call(matcher).map_err(|e| {
                 fail(
                     Code::InvalidArg,
                     format!("the output constraint failed: {}", one_line(&e)),
                 )
             })
-        })?;
-        self.mask = Some(Mask(mask));
-        Ok(())
+        });
+        self.spent += t0.elapsed();
+        if r.is_ok() && self.spent > self.budget {
+            bail_code!(Code::InvalidArg, "{}", over_budget(self.budget));
+        }
+        r
+    }
+
+    #[cfg(test)]
+    fn with_budget(mut self, budget: Duration) -> Constraint {
+        self.budget = budget;
+        self
     }
 
     /// The next token's mask (computed if it is not yet).
@@ -355,14 +396,7 @@ impl Constraint {
             }
         }
         self.mask = None;
-        catch_panic(|| {
-            self.matcher.consume_token(token).map_err(|e| {
-                fail(
-                    Code::InvalidArg,
-                    format!("the output constraint failed: {}", one_line(&e)),
-                )
-            })
-        })
+        self.spend(|m| m.consume_token(token))
     }
 
     /// Whether the text so far is complete (EOS may come next): a sequence that ends now has

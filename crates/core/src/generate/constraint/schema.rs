@@ -2,10 +2,12 @@
 //! a finite instance.
 //!
 //! Size: llguidance's compile time grows with the subschemas (about 0.3 ms each, AMD EPYC, 2
-//! cores) and with the square of an object's optional properties, and it recurses once per
-//! property; so a schema has at most [`MAX_NODES`] subschemas and enum values, [`MAX_PROPERTIES`]
-//! properties in all (OpenAI's own limit) and [`MAX_OBJECT_PROPERTIES`] in one object: then a
-//! compile stays well under a second, and a hostile schema is refused before it starts.
+//! cores) and with the square of an object's optional properties, it recurses once per
+//! property, and its parser refuses more than 2,000 items in a row (about four per optional
+//! property, one per branch); so a schema has at most [`MAX_NODES`] subschemas and enum values,
+//! [`MAX_PROPERTIES`] properties in all (OpenAI's own limit), [`MAX_OBJECT_PROPERTIES`] in one
+//! object and [`MAX_BRANCHES`] in one `anyOf`: then a compile stays well under a second, and a
+//! hostile schema is refused before it starts.
 //!
 //! Finite: a schema whose every instance is infinite is refused. llguidance compiles a
 //! schema whose every instance is infinite (`{"$defs": {"a": {"type": "object", "properties":
@@ -25,8 +27,11 @@ pub const MAX_DEPTH: usize = 128;
 pub const MAX_NODES: usize = 10_000;
 /// The most properties in a schema, all objects together (OpenAI's limit).
 pub const MAX_PROPERTIES: usize = 5_000;
-/// The most properties in one object.
-pub const MAX_OBJECT_PROPERTIES: usize = 1_000;
+/// The most properties in one object: llguidance's parser holds about four items per optional
+/// property in a row, and a row holds at most 2,000 (`ParserLimits::max_items_in_row`).
+pub const MAX_OBJECT_PROPERTIES: usize = 400;
+/// The most branches of one `anyOf` or `oneOf` (one parser item each, same row limit).
+pub const MAX_BRANCHES: usize = 1_000;
 
 /// What the walk over a schema finds.
 #[derive(Default)]
@@ -37,6 +42,8 @@ struct Census {
     too_deep: bool,
     /// An object with more than MAX_OBJECT_PROPERTIES, by its count.
     wide: Option<usize>,
+    /// An anyOf/oneOf with more than MAX_BRANCHES, by its count.
+    branches: Option<usize>,
 }
 
 /// InvalidArg naming the part when `schema` is over the limits, refers outside itself, or no
@@ -73,6 +80,12 @@ pub(super) fn limit(schemas: &[&Json], at: &str) -> Result<()> {
         bail_code!(
             Code::InvalidArg,
             "{at}: an object with {n} properties is over the limit of {MAX_OBJECT_PROPERTIES}"
+        );
+    }
+    if let Some(n) = census.branches {
+        bail_code!(
+            Code::InvalidArg,
+            "{at}: an anyOf or oneOf with {n} branches is over the limit of {MAX_BRANCHES}"
         );
     }
     Ok(())
@@ -136,6 +149,12 @@ fn collect(s: &Json, out: &mut Census, depth: usize) {
                         collect(v, out, depth + 1);
                     }
                     ("enum", Json::Array(e)) => out.nodes += e.len(),
+                    ("anyOf" | "oneOf", Json::Array(b)) => {
+                        if b.len() > MAX_BRANCHES {
+                            out.branches = out.branches.max(Some(b.len()));
+                        }
+                        collect(v, out, depth + 1);
+                    }
                     _ => collect(v, out, depth + 1),
                 }
             }

@@ -754,25 +754,45 @@ fn one_object(n: usize) -> Json {
 /// recurses per property) in about a second at most.
 #[test]
 fn the_largest_schemas_compile_on_a_small_stack() {
-    let (_, v) = vocabulary();
+    let (t, v) = vocabulary();
+    let open = t.token_to_id(&byte_level("{\"")).unwrap();
     let t0 = Instant::now();
-    let compiled = std::thread::Builder::new()
+    let stepped = std::thread::Builder::new()
         .stack_size(256 << 10)
         .spawn(move || {
-            v.compile(&Format::JsonSchema {
-                schema: one_object(1_000),
-                strict: true,
-            })
-            .map(|_| ())
+            let schema = one_object(schema::MAX_OBJECT_PROPERTIES);
+            let mut c = v.compile(&Format::JsonSchema { schema, strict: true })?.start();
+            // After `{"` the parser's row holds every optional property: the widest it gets.
+            c.advance(open)?;
+            c.mask().map(|m| m.count())
         })
         .unwrap()
         .join()
         .unwrap();
-    compiled.unwrap();
+    assert!(stepped.unwrap() > 0);
     eprintln!(
-        "1,000 optional properties: {:.0} ms",
+        "400 optional properties: {:.0} ms",
         t0.elapsed().as_secs_f64() * 1e3
     );
+}
+
+/// An ambiguous grammar costs more with every token: it ends with InvalidArg (its time budget,
+/// or llguidance's row limit), never holds the step for long.
+#[test]
+fn an_ambiguous_grammar_ends_with_invalid_arg() {
+    let (t, v) = vocabulary();
+    let a = t.token_to_id("a").unwrap();
+    let grammar = v
+        .compile(&Format::Lark("start: x+\nx: \"a\" | x x | x x x".into()))
+        .unwrap();
+    let mut c = grammar.start().with_budget(Duration::from_millis(50));
+    let failed = (0..1000).find_map(|_| c.compute_mask().and_then(|_| c.advance(a)).err());
+    let (code, message) = describe(&failed.expect("it never failed"));
+    assert_eq!(code, Code::InvalidArg);
+    assert!(message.starts_with("the output constraint"), "{message}");
+    // Once spent, it stays spent.
+    let (code, _) = code_of(c.compute_mask());
+    assert_eq!(code, Code::InvalidArg);
 }
 
 #[test]
