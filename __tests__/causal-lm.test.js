@@ -267,3 +267,43 @@ test('bad arguments and options are coded errors', { skip }, async () => {
   lm.dispose()
   assert.throws(() => lm.generate('x'), { code: 'Disposed' })
 })
+
+test(
+  'the prefix cache: the same greedy tokens with and without it; shared starts reused; LRU eviction in stats',
+  { skip },
+  async () => {
+    const system = 'You are a helpful assistant who answers briefly and kindly, in plain words. '.repeat(3)
+    const prompts = ['Once upon a time', 'The quick brown fox', 'Hello there'].map((p) => system + p)
+    const plain = await load('llama-tiny')
+    const cached = await load('llama-tiny', { prefixCache: { maxTokens: 1000 } })
+    const options = { maxNewTokens: 24, temperature: 0 }
+    const lengths = []
+    for (const p of prompts) {
+      const want = await plain.complete(p, options)
+      const got = await cached.complete(p, options)
+      assert.deepEqual(got.tokens, want.tokens, p)
+      assert.equal(got.text, want.text)
+      lengths.push(want.usage.promptTokens)
+    }
+    const s = cached.stats().prefixCache
+    assert.equal(s.maxTokens, 1000)
+    assert.equal(s.hits, 2, 'the 2nd and 3rd prompts reused the 1st one’s start')
+    assert.ok(s.reusedTokens > 2 * 20 && s.reusedTokens < lengths[1] + lengths[2], `${s.reusedTokens} tokens reused`)
+    assert.deepEqual([s.entries, s.tokens, s.evictions], [3, lengths[0] + lengths[1] + lengths[2], 0])
+    assert.equal(plain.stats().prefixCache, undefined, 'off unless asked for')
+
+    // Room for one prompt: each new one evicts the least recently used; a repeat still gives the same tokens.
+    const small = await load('llama-tiny', { prefixCache: { maxTokens: Math.max(...lengths) } })
+    for (const p of prompts) await small.complete(p, options)
+    const again = await small.complete(prompts[0], options)
+    assert.deepEqual(again.tokens, (await plain.complete(prompts[0], options)).tokens)
+    const e = small.stats().prefixCache
+    assert.deepEqual([e.entries, e.evictions, e.hits], [1, 3, 3])
+
+    await assert.rejects(load('llama-tiny', { prefixCache: { maxTokenz: 5 } }), {
+      code: 'InvalidArg',
+      message: /prefixCache: unknown option 'maxTokenz'/,
+    })
+    await assert.rejects(load('llama-tiny', { prefixCache: 5 }), { code: 'InvalidArg', message: /prefixCache/ })
+  },
+)

@@ -1,51 +1,204 @@
-//! The native side of `torch.text.CausalLM` (glue over `torch_core::generate`; the public class is
-//! lib/text/causal-lm.js, which reads the options, queues past `maxSequences` and turns the
-//! pieces into an async iterator).
-//!
-//! Each loaded model has an `Engine`: the generations in flight share one `Batch` (one program
-//! call per step for all of them, see `torch_core::generate::batch`). The engine runs as a chain
-//! of executor jobs while it has work: each job (`tick`) drops the aborted generations, admits
-//! waiting ones (their prompt tokenized and run there: a chat template never blocks JS; a prompt
-//! over 16 KiB is tokenized ahead on a thread of its own, so it stalls no step), runs one step
-//! and posts each generation's new text to its JS thread through that thread's queue
-//! (`crate::napi::queue`, which calls the JS callback there), then resubmits itself; each job
-//! goes to the back of the executor's queue, so other work (other models, `forward` calls) takes
-//! turns with the steps. No JS round trip is needed per token. `abort()` frees the generation's
-//! row at the next step.
-use crate::error::{bail_code, catch_panic, describe, guard, Code};
-use crate::napi::convert::Str;
-use crate::napi::js;
-use crate::napi::lifecycle::{self, ModuleSlot};
+//! The native side of `torch.text.CausalLM` (glue over `torch_core::generate::engine`; the
+//! public class is lib/text/causal-lm.js, which owns `signal`/`timeoutMs` and turns the pieces
+//! into an async iterator). This file reads the arguments (the option bags below, the prompt),
+//! and is the engine's `Sink`: each piece goes to its generation's JS thread through that
+//! thread's queue (`crate::napi::queue`), which calls the JS callback there. Scheduling,
+//! admission, `QueueFull` and the lifecycle are the core's (`torch_core::generate`).
+use crate::error::{bail_code, describe, guard, Code};
+use crate::napi::convert::Arg;
+use crate::napi::js::{self, Env as RawEnv, Val};
+use crate::napi::lifecycle;
+use crate::napi::options::{js_options, OptionValue};
 use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::queue::{self, JsQueue, Running};
 use crate::napi::task::Promise;
 use crate::napi::warnings;
 use napi::bindgen_prelude::{Function, FunctionRef};
+use napi::sys::ValueType as Js;
 use napi::Env;
 use napi_derive::napi;
-use serde_json::{Map, Value as Json};
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use serde_json::Value as Json;
+use std::sync::{Arc, Mutex};
 use torch_core::executor;
-use torch_core::generate::batch::{Batch, Counts, Event};
-use torch_core::generate::lm::{self, Finish, LoadOptions, Model, Prompt, Request, Sequence};
+use torch_core::generate::engine::{Config, Engine, Generation, Output, Schedule, Sink};
+use torch_core::generate::lm::{self, LoadOptions, Model, Prompt};
+use torch_core::generate::request::{Options, Request};
 
-/// What a step sends to JS: text and its tokens, and on the last piece why it ended (or the
-/// error that ended it).
-#[derive(Default)]
-pub struct Step {
-    text: String,
-    tokens: Vec<u32>,
-    prompt_tokens: usize,
-    finish: Option<&'static str>,
-    error: Option<(Code, String)>,
+js_options! {
+    /// Options of `torch.text.CausalLM.load`; any other key is refused (`InvalidArg`).
+    pub struct LoadBag as JsCausalLmLoadOptions "CausalLMOptions" {
+        /// The export's dtype (the manifest's); another one is `InvalidArg`.
+        dtype "dtype": String as "'float32' | 'bfloat16' | 'float16'",
+        /// Sequences generating at once, sharing each decode step and one KV cache (default 4,
+        /// or the export's `--max-batch` when smaller; more than `--max-batch` is `InvalidArg`).
+        max_sequences "maxSequences": u64 as "number",
+        /// Calls waiting for a sequence slot before `QueueFull` (default 64; `Infinity` for no
+        /// bound).
+        max_queue "maxQueue": QueueBound as "number",
+        /// The most tokens of a sequence, prompt and output (default and upper bound: the
+        /// exported limit).
+        max_context "maxContext": u64 as "number",
+        /// Keeps prompts' keys and values for later prompts that start the same (a system
+        /// prompt, a chat history): `{maxTokens}` bounds the tokens held (least recently used
+        /// first out; memory: maxTokens × layers × 2 × kv heads × head dim × the dtype's bytes).
+        /// Off by default. See `stats().prefixCache`.
+        prefix_cache "prefixCache": PrefixCacheOpt as "{ maxTokens: number }",
+    }
 }
+
+js_options! {
+    /// `prefixCache`'s options.
+    pub struct PrefixBag as JsPrefixCacheOptions "PrefixCacheOptions" {
+        /// The most tokens held, in all cached prompts (0: off).
+        max_tokens "maxTokens": u64 as "number",
+    }
+}
+
+js_options! {
+    /// Options of `CausalLM.generate`/`complete` read natively (`signal` and `timeoutMs` are
+    /// the JS wrapper's); defaults from `generation_config.json`; any other key is `InvalidArg`.
+    pub struct GenerateBag as JsGenerateOptions "CausalLMGenerateOptions" {
+        /// The most tokens to generate (default 256 or the config's).
+        max_new_tokens "maxNewTokens": u64 as "number",
+        /// 0: greedy.
+        temperature "temperature": f64 as "number",
+        /// Keep the k likeliest tokens (0: off).
+        top_k "topK": u64 as "number",
+        /// Nucleus sampling, in (0, 1].
+        top_p "topP": f64 as "number",
+        /// Drop tokens below minP × the likeliest one's probability.
+        min_p "minP": f64 as "number",
+        /// transformers' repetition penalty (1: off).
+        repetition_penalty "repetitionPenalty": f64 as "number",
+        /// The same seed gives the same tokens.
+        seed "seed": u64 as "number",
+        /// Stop strings: matched across tokens, never emitted (`finishReason: 'stop'`).
+        stop "stop": StopStrings as "string | string[]",
+    }
+}
+
+/// `maxQueue`: a whole number ≥ 0, or `Infinity` (no bound: None).
+pub struct QueueBound(Option<usize>);
+
+impl OptionValue for QueueBound {
+    fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {
+        if js::type_of(env, v)? == Js::napi_number && js::number(env, v)? == f64::INFINITY {
+            return Ok(QueueBound(None));
+        }
+        Ok(QueueBound(Some(u64::read(env, v, what)? as usize)))
+    }
+}
+
+/// `prefixCache`: `{maxTokens}`.
+pub struct PrefixCacheOpt(usize);
+
+impl OptionValue for PrefixCacheOpt {
+    fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {
+        let bag = PrefixBag::read(env, Some(v), what)?;
+        Ok(PrefixCacheOpt(bag.max_tokens.unwrap_or(0) as usize))
+    }
+}
+
+/// A string read exactly (a lone surrogate is InvalidArg naming `what` and its index).
+fn text(env: RawEnv, v: Val, what: &str) -> anyhow::Result<String> {
+    if js::type_of(env, v)? != Js::napi_string {
+        bail_code!(
+            Code::InvalidArg,
+            "{what}: expected a string, got {}",
+            js::describe(env, v)
+        );
+    }
+    js::string_exact(env, v, what)
+}
+
+/// `stop`: a string or an array of strings.
+pub struct StopStrings(Vec<String>);
+
+impl OptionValue for StopStrings {
+    fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {
+        if js::type_of(env, v)? == Js::napi_string {
+            return Ok(StopStrings(vec![text(env, v, what)?]));
+        }
+        if !js::is_array(env, v)? {
+            bail_code!(
+                Code::InvalidArg,
+                "{what}: expected a string or an array of strings, got {}",
+                js::describe(env, v)
+            );
+        }
+        let items = js::elements(env, v)?;
+        let list = items
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| text(env, s, &format!("{what}[{i}]")));
+        Ok(StopStrings(list.collect::<anyhow::Result<_>>()?))
+    }
+}
+
+/// The prompt: a string, `{role, content}` messages (for the chat template) or token ids.
+fn prompt(env: RawEnv, v: Val) -> anyhow::Result<Prompt> {
+    let what = "prompt";
+    if js::type_of(env, v)? == Js::napi_string {
+        return Ok(Prompt::Text(text(env, v, what)?));
+    }
+    let items = match js::is_array(env, v)? {
+        true => js::elements(env, v)?,
+        false => Vec::new(),
+    };
+    let kinds = items
+        .iter()
+        .map(|&i| js::type_of(env, i))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if !items.is_empty() && kinds.iter().all(|&k| k == Js::napi_number) {
+        let ids = items.iter().map(|&i| {
+            let x = js::number(env, i)?;
+            if x.fract() != 0.0 || !(0.0..=u32::MAX as f64).contains(&x) {
+                bail_code!(Code::InvalidArg, "{what}: token id {x} is out of the vocabulary");
+            }
+            Ok(x as u32)
+        });
+        return Ok(Prompt::Ids(ids.collect::<anyhow::Result<_>>()?));
+    }
+    if !items.is_empty() && kinds.iter().all(|&k| k == Js::napi_object) {
+        let message = |(i, &m): (usize, &Val)| -> anyhow::Result<Option<Json>> {
+            let field = |key: &str| -> anyhow::Result<Option<String>> {
+                match js::property(env, m, key)? {
+                    Some(s) if js::type_of(env, s)? == Js::napi_string => {
+                        text(env, s, &format!("{what}[{i}].{key}")).map(Some)
+                    }
+                    _ => Ok(None),
+                }
+            };
+            Ok(match (field("role")?, field("content")?) {
+                (Some(role), Some(content)) => Some(serde_json::json!({"role": role, "content": content})),
+                _ => None,
+            })
+        };
+        let messages = items
+            .iter()
+            .enumerate()
+            .map(message)
+            .collect::<anyhow::Result<Option<Vec<_>>>>()?;
+        if let Some(messages) = messages {
+            return Ok(Prompt::Messages(messages));
+        }
+    }
+    bail_code!(
+        Code::InvalidArg,
+        "{what}: expected a string, an array of {{role, content}} messages or of token ids, got {}",
+        js::describe(env, v)
+    )
+}
+
+/// What a piece sends to JS: text and its tokens, and on the last piece why it ended (or the
+/// error that ended it).
+pub struct Step(Output);
 
 js_result!(
     /// `{text, tokens, promptTokens, finishReason?, errorCode?, errorMessage?}`.
     StepJs(Step) as "CausalLMStep",
     |env, s| {
+        let s = s.0;
         let tokens: Vec<f64> = s.tokens.iter().map(|&t| t as f64).collect();
         let mut fields = vec![
             ("text".to_string(), js::new_string(env, &s.text)?),
@@ -53,11 +206,11 @@ js_result!(
             ("promptTokens".to_string(), js::new_number(env, s.prompt_tokens as f64)?),
         ];
         if let Some(f) = s.finish {
-            fields.push(("finishReason".to_string(), js::new_string(env, f)?));
+            fields.push(("finishReason".to_string(), js::new_string(env, f.name())?));
         }
-        if let Some((code, message)) = &s.error {
+        if let Some((code, message)) = s.error.as_ref().map(describe) {
             fields.push(("errorCode".to_string(), js::new_string(env, code.as_ref())?));
-            fields.push(("errorMessage".to_string(), js::new_string(env, message)?));
+            fields.push(("errorMessage".to_string(), js::new_string(env, &message)?));
         }
         js::new_object(env, fields)
     }
@@ -65,409 +218,273 @@ js_result!(
 
 type Callback = FunctionRef<StepJs, ()>;
 
-/// Prompt tokens that may join a running batch in one round (see `tick`).
-const PREFILL_BUDGET: usize = 512;
-
-/// A prompt of more bytes than this is tokenized on a thread of its own before it joins the
-/// engine (`start`): a 10 MB prompt took 9 s to tokenize, and inside a tick every other
-/// generation of the model would wait for it (its length is only known once tokenized).
-const LONG_PROMPT_BYTES: usize = 16 << 10;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// One generation: its JS side (queue, callback) and what the engine needs to start it.
-struct Stream {
-    model: Arc<Model>,
-    /// Taken when the engine admits it (or when a long prompt is tokenized ahead).
-    start: Mutex<Option<(Prompt, Request)>>,
-    /// A long prompt's sequence, tokenized ahead on a thread of its own.
-    prepared: Mutex<Option<Sequence>>,
-    prompt_tokens: AtomicUsize,
-    aborted: AtomicBool,
+/// A generation's JS side: the queue of its JS thread and its callback.
+pub struct JsSink {
     queue: Arc<JsQueue>,
     /// Dropped on the JS thread with the last piece (a JS reference belongs to its thread).
-    callback: Mutex<Option<Callback>>,
+    callback: Arc<Mutex<Option<Callback>>>,
 }
 
-impl Stream {
-    /// Sends a piece to the JS thread (the last one when `step.finish` is set).
-    fn post(self: &Arc<Self>, mut step: Step) {
-        step.prompt_tokens = self.prompt_tokens.load(Ordering::SeqCst);
-        let last = step.finish.is_some();
-        let target = self.clone();
+impl Sink for JsSink {
+    type Hold = Running;
+
+    fn post(&self, out: Output) {
+        let last = out.finish.is_some();
+        let callback = self.callback.clone();
         self.queue
-            .post(Box::new(move |env| deliver(env, &target, step, last)));
+            .post(Box::new(move |env| deliver(env, &callback, Step(out), last)));
     }
 
-    fn end(self: &Arc<Self>, finish: Finish, error: Option<&anyhow::Error>) {
-        self.post(Step {
-            finish: Some(finish.name()),
-            error: error.map(describe),
-            ..Step::default()
-        });
-    }
-}
-
-/// The generations of one loaded model: those waiting for a row and the running batch.
-struct Engine {
-    inbox: Mutex<Inbox>,
-    /// Only the engine's job touches it (one at a time: `Inbox::scheduled`).
-    batch: Mutex<Batch<Arc<Stream>>>,
-    /// The batch's counts as of its last step (read without waiting for a running step).
-    counts: Mutex<Counts>,
-}
-
-struct Inbox {
-    waiting: VecDeque<Arc<Stream>>,
-    /// A tick is queued or running.
-    scheduled: bool,
-}
-
-impl Engine {
-    fn new(max_sequences: usize) -> Engine {
-        Engine {
-            inbox: Mutex::new(Inbox {
-                waiting: VecDeque::new(),
-                scheduled: false,
-            }),
-            batch: Mutex::new(Batch::new(max_sequences)),
-            counts: Mutex::new(Counts::default()),
-        }
+    fn is_gone(&self) -> bool {
+        self.queue.is_closing()
     }
 
-    /// Queues a generation; starts the engine's job chain when it is idle.
-    fn add(self: &Arc<Self>, stream: Arc<Stream>) {
-        let mut inbox = lock(&self.inbox);
-        inbox.waiting.push_back(stream);
-        if !inbox.scheduled {
-            inbox.scheduled = true;
-            let engine = self.clone();
-            executor::submit(Box::new(move || tick(engine)));
-        }
+    fn hold(&self) -> Option<Running> {
+        self.queue.running()
     }
-}
 
-/// One round of the engine on an executor instance: see the module comment.
-fn tick(engine: Arc<Engine>) {
-    let mut batch = lock(&engine.batch);
-    // Generations whose JS thread is tearing down get nothing more; the rest are marked
-    // running on this instance until their pieces are posted (the teardown waits for that).
-    let mut running: Vec<Running> = Vec::new();
-    for (stream, _) in batch.remove_where(|s| s.queue.is_closing()) {
-        stream.aborted.store(true, Ordering::SeqCst);
+    fn scope<R>(&self, work: impl FnOnce() -> R) -> R {
+        warnings::with_origin(Some(self.queue.clone()), work)
     }
-    running.extend(batch.tags().filter_map(|s| s.queue.running()));
-    for (stream, _) in batch.remove_where(|s| s.aborted.load(Ordering::SeqCst)) {
-        stream.end(Finish::Aborted, None);
-    }
-    {
-        let mut inbox = lock(&engine.inbox);
-        let (gone, waiting) = std::mem::take(&mut inbox.waiting)
-            .into_iter()
-            .partition(|s| s.aborted.load(Ordering::SeqCst));
-        inbox.waiting = waiting;
-        for stream in gone {
-            stream.end(Finish::Aborted, None);
-        }
-    }
-    // Waiting generations join while rows are free: all of them into an idle batch, else until
-    // this round's prompts reach PREFILL_BUDGET tokens (a prefill delays the running
-    // sequences' next token by its own time).
-    let idle = batch.is_empty();
-    let mut prefilled = 0;
-    while !batch.is_full() && (idle || prefilled < PREFILL_BUDGET) {
-        let Some(stream) = lock(&engine.inbox).waiting.pop_front() else {
-            break;
-        };
-        let Some(guard) = stream.queue.running() else {
-            continue;
-        };
-        let origin = Some(stream.queue.clone());
-        let admitted = warnings::with_origin(origin, || catch_panic(|| admit(&mut batch, &stream)));
-        if let Err(e) = admitted {
-            stream.end(Finish::Aborted, Some(&e));
-        }
-        prefilled += stream.prompt_tokens.load(Ordering::SeqCst).max(1);
-        running.push(guard);
-    }
-    if !batch.is_empty() {
-        // Every generation of the batch is of this engine's model.
-        let first = batch.tags().next().cloned();
-        let (origin, model) = first.map(|s| (s.queue.clone(), s.model.clone())).unzip();
-        let events = warnings::with_origin(origin, || {
-            catch_panic(|| Ok(model.map(|m| batch.step(&m)).unwrap_or_default()))
-        });
-        match events {
-            Ok(events) => events.into_iter().for_each(post_event),
-            Err(e) => {
-                // A panic inside the step: the batch's state is unknown; end every generation.
-                for (stream, _) in batch.clear() {
-                    stream.end(Finish::Aborted, Some(&e));
-                }
-            }
-        }
-    }
-    drop(running);
-    *lock(&engine.counts) = batch.counts();
-    let idle = batch.is_empty();
-    drop(batch);
-    let mut inbox = lock(&engine.inbox);
-    if idle && inbox.waiting.is_empty() {
-        inbox.scheduled = false;
-    } else {
-        drop(inbox);
-        executor::submit(Box::new(move || tick(engine)));
-    }
-}
-
-/// Runs a generation's prompt on a row of the batch (tokenizing it first unless done ahead).
-fn admit(batch: &mut Batch<Arc<Stream>>, stream: &Arc<Stream>) -> anyhow::Result<()> {
-    let prepared = lock(&stream.prepared).take();
-    let seq = match prepared {
-        Some(seq) => seq,
-        None => prepare(stream)?,
-    };
-    batch.admit(&stream.model, stream.clone(), seq)
-}
-
-/// Tokenizes a generation's prompt: its sequence, ready to join a batch.
-fn prepare(stream: &Stream) -> anyhow::Result<Sequence> {
-    let Some((prompt, request)) = lock(&stream.start).take() else {
-        bail_code!(Code::Internal, "the generation was started twice");
-    };
-    let ids = stream.model.prompt_ids(prompt)?;
-    stream.prompt_tokens.store(ids.len(), Ordering::SeqCst);
-    stream.model.sequence(ids, request)
-}
-
-/// Whether a prompt is long enough to tokenize apart from the engine (`LONG_PROMPT_BYTES`).
-fn is_long(prompt: &Prompt) -> bool {
-    match prompt {
-        Prompt::Text(text) => text.len() > LONG_PROMPT_BYTES,
-        Prompt::Messages(messages) => {
-            let bytes: usize = messages
-                .iter()
-                .filter_map(|m| m["content"].as_str())
-                .map(str::len)
-                .sum();
-            bytes > LONG_PROMPT_BYTES
-        }
-        Prompt::Ids(_) => false,
-    }
-}
-
-/// Queues a generation on its engine: a long prompt after it was tokenized on a thread of its
-/// own (the engine's steps go on meanwhile), any other at once.
-fn enqueue(engine: &Arc<Engine>, stream: Arc<Stream>) {
-    let long = lock(&stream.start).as_ref().is_some_and(|(p, _)| is_long(p));
-    if !long {
-        return engine.add(stream);
-    }
-    let (engine_ahead, stream_ahead) = (engine.clone(), stream.clone());
-    let spawned = std::thread::Builder::new()
-        .name("torch-node-prompt".into())
-        .spawn(move || {
-            let (engine, stream) = (engine_ahead, stream_ahead);
-            // The JS thread tearing down: nothing to deliver to.
-            let Some(running) = stream.queue.running() else {
-                return;
-            };
-            let origin = Some(stream.queue.clone());
-            match warnings::with_origin(origin, || catch_panic(|| prepare(&stream))) {
-                Ok(seq) => {
-                    *lock(&stream.prepared) = Some(seq);
-                    engine.add(stream);
-                }
-                Err(e) => stream.end(Finish::Aborted, Some(&e)),
-            }
-            drop(running);
-        });
-    if spawned.is_err() {
-        // No thread to be had: the engine tokenizes it, as a short one.
-        engine.add(stream);
-    }
-}
-
-fn post_event(event: Event<Arc<Stream>>) {
-    event.tag.post(Step {
-        text: event.piece.text,
-        tokens: event.piece.tokens,
-        prompt_tokens: 0,
-        finish: event.finish.map(Finish::name),
-        error: event.error.as_ref().map(describe),
-    });
 }
 
 /// On the JS thread: hands the piece to the generation's callback.
-fn deliver(env: napi::sys::napi_env, stream: &Stream, piece: Step, last: bool) {
+fn deliver(env: napi::sys::napi_env, callback: &Mutex<Option<Callback>>, piece: Step, last: bool) {
     let env = Env::from_raw(env);
-    let callback = stream.callback.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(f) = callback.as_ref().and_then(|c| c.borrow_back(&env).ok()) {
+    let held = callback.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(f) = held.as_ref().and_then(|c| c.borrow_back(&env).ok()) {
         // The wrapper's callback only buffers the piece; it does not throw.
         let _ = f.call(StepJs(piece));
     }
-    drop(callback);
+    drop(held);
     if last {
-        stream.callback.lock().unwrap_or_else(|p| p.into_inner()).take();
+        callback.lock().unwrap_or_else(|p| p.into_inner()).take();
         queue::fulfilled(env.raw());
     }
 }
 
-/// `{dtype, maxContext}` as JSON (the JS wrapper has checked their types).
-fn load_options(json: &str) -> anyhow::Result<LoadOptions> {
-    let o: Json = serde_json::from_str(json)?;
-    Ok(LoadOptions {
-        dtype: o["dtype"].as_str().map(str::to_string),
-        max_context: o["maxContext"].as_u64().map(|n| n as usize),
-        max_sequences: o["maxSequences"].as_u64().map(|n| n as usize),
-    })
+type LmEngine = Engine<Model, JsSink>;
+
+fn schedule() -> Schedule {
+    Arc::new(|job| executor::submit(job))
 }
 
-/// `{text}`, `{messages}` or `{ids}` as JSON.
-fn prompt(json: &str) -> anyhow::Result<Prompt> {
-    let p: Json = serde_json::from_str(json)?;
-    Ok(match (&p["text"], &p["messages"], &p["ids"]) {
-        (Json::String(t), _, _) => Prompt::Text(t.clone()),
-        (_, Json::Array(m), _) => Prompt::Messages(m.clone()),
-        (_, _, Json::Array(ids)) => Prompt::Ids(
-            ids.iter()
-                .map(|v| v.as_u64().map(|n| n as u32))
-                .collect::<Option<_>>()
-                .ok_or_else(|| {
-                    crate::error::fail(Code::InvalidArg, "prompt: token ids must be integers ≥ 0")
-                })?,
-        ),
-        _ => bail_code!(
-            Code::InvalidArg,
-            "prompt: expected a string, an array of {{role, content}} messages or of token ids"
-        ),
-    })
+/// `load`'s arguments, read on the JS thread.
+struct LoadArgs {
+    folder: String,
+    options: LoadOptions,
+    max_queue: Option<usize>,
+    prefix_cache_tokens: usize,
 }
+
+/// A loaded model and its engine's limits.
+struct Loaded(Model, Config);
+
+fn load_model(a: LoadArgs) -> anyhow::Result<Loaded> {
+    let model = lm::load(&a.folder, a.options)?;
+    let config = Config {
+        max_queue: a.max_queue,
+        prefix_cache_tokens: a.prefix_cache_tokens,
+        ..Config::new(model.max_sequences)
+    };
+    Ok(Loaded(model, config))
+}
+
+fn wrap(Loaded(model, config): Loaded) -> JsCausalLM {
+    JsCausalLM {
+        engine: Engine::new(Arc::new(model), config, schedule()),
+    }
+}
+
+/// The generation defaults and limits.
+pub struct Info(Arc<Model>);
+
+js_result!(
+    /// `{maxContext, maxSequences, maxNewTokens, temperature, topK, topP, minP, repetitionPenalty, eos, dtype}`.
+    InfoJs(Info) as "CausalLMInfo",
+    |env, info| {
+        let m = &info.0;
+        let d = &m.defaults;
+        let eos: Vec<f64> = m.manifest.eos.iter().map(|&t| t as f64).collect();
+        let n = |x: f64| js::new_number(env, x);
+        js::new_object(
+            env,
+            vec![
+                ("maxContext".into(), n(m.max_context as f64)?),
+                ("maxSequences".into(), n(m.max_sequences as f64)?),
+                ("maxNewTokens".into(), n(d.max_new_tokens as f64)?),
+                ("temperature".into(), n(d.temperature)?),
+                ("topK".into(), n(d.top_k as f64)?),
+                ("topP".into(), n(d.top_p)?),
+                ("minP".into(), n(d.min_p)?),
+                ("repetitionPenalty".into(), n(d.repetition_penalty)?),
+                ("eos".into(), js::new_number_array(env, &eos)?),
+                ("dtype".into(), js::new_string(env, &m.manifest.dtype_name)?),
+            ],
+        )
+    }
+);
+
+/// What the engine holds and has run.
+pub struct Stats(torch_core::generate::engine::Stats, usize);
+
+js_result!(
+    /// `{active, queued, maxSequences, steps, rows, prefills, prefixCache?}`.
+    StatsJs(Stats) as "CausalLMStats",
+    |env, s| {
+        let Stats(s, max_sequences) = s;
+        let n = |x: f64| js::new_number(env, x);
+        let mut fields = vec![
+            ("active".to_string(), n(s.active as f64)?),
+            ("queued".to_string(), n(s.queued as f64)?),
+            ("maxSequences".to_string(), n(max_sequences as f64)?),
+            ("steps".to_string(), n(s.counts.steps as f64)?),
+            ("rows".to_string(), n(s.counts.rows as f64)?),
+            ("prefills".to_string(), n(s.counts.prefills as f64)?),
+        ];
+        if let Some(p) = s.prefix {
+            let cache = js::new_object(
+                env,
+                vec![
+                    ("maxTokens".into(), n(p.max_tokens as f64)?),
+                    ("tokens".into(), n(p.tokens as f64)?),
+                    ("entries".into(), n(p.entries as f64)?),
+                    ("hits".into(), n(p.hits as f64)?),
+                    ("reusedTokens".into(), n(p.reused_tokens as f64)?),
+                    ("evictions".into(), n(p.evictions as f64)?),
+                ],
+            )?;
+            fields.push(("prefixCache".to_string(), cache));
+        }
+        js::new_object(env, fields)
+    }
+);
 
 /// @internal A causal language model folder loaded for generation; `torch.text.CausalLM`
 /// (lib/text/causal-lm.js) wraps it.
 #[napi(js_name = "_CausalLM")]
 pub struct JsCausalLM {
-    slot: ModuleSlot<Model>,
-    engine: Arc<Engine>,
+    /// Holds the model until `dispose()` and the last generation's end (`Engine::close`).
+    engine: Arc<LmEngine>,
+}
+
+/// @internal A generation's prompt and options, read and checked (`CausalLM.prepare`).
+#[napi(js_name = "_GenerateRequest")]
+pub struct JsRequest {
+    start: Mutex<Option<(Prompt, Request)>>,
 }
 
 /// @internal One generation in flight: `abort()` ends it and frees its cache.
 #[napi(js_name = "_Generation")]
 pub struct JsGeneration {
-    stream: Arc<Stream>,
+    engine: Arc<LmEngine>,
+    generation: Arc<Generation<JsSink>>,
 }
 
 #[napi]
 impl JsCausalLM {
     /// @internal Loads `folder` (manifest.json, model.pt2, tokenizer, generation_config.json)
-    /// on the executor; `options` is `{dtype, maxContext}` as JSON.
+    /// on the executor, with `CausalLMOptions`.
     #[napi(skip_typescript)]
-    pub fn load(env: Env, folder: Str, options: Str) -> Outcome<Promise> {
+    pub fn load(env: Env, folder: Arg, options: Arg) -> Outcome<Promise> {
         lifecycle::load(
             env.raw(),
             || {
-                let raw = folder.raw();
-                let folder = js::string(raw.env, raw.val)?;
-                let options = load_options(&js::string(options.raw().env, options.raw().val)?)?;
-                Ok(((folder, options), None))
+                let (f, o) = (folder.raw(), options.raw());
+                let folder = text(f.env, f.val, "folder")?;
+                let bag = LoadBag::read(o.env, Some(o.val), "options")?;
+                let args = LoadArgs {
+                    folder,
+                    options: LoadOptions {
+                        dtype: bag.dtype,
+                        max_context: bag.max_context.map(|n| n as usize),
+                        max_sequences: bag.max_sequences.map(|n| n as usize),
+                    },
+                    max_queue: bag.max_queue.map_or(Some(64), |q| q.0),
+                    prefix_cache_tokens: bag.prefix_cache.map_or(0, |p| p.0),
+                };
+                Ok((args, None))
             },
-            |(folder, options)| lm::load(&folder, options),
-            |model| JsCausalLM {
-                engine: Arc::new(Engine::new(model.max_sequences)),
-                slot: ModuleSlot::new("CausalLM", model),
-            },
+            load_model,
+            wrap,
         )
     }
 
-    /// @internal The generation defaults and limits, as JSON: `{maxContext, maxSequences, maxNewTokens,
-    /// temperature, topK, topP, minP, repetitionPenalty, eos, dtype}`.
+    /// @internal The generation defaults and limits.
     #[napi(skip_typescript)]
-    pub fn info(&self) -> Outcome<String> {
+    pub fn info(&self) -> Outcome<InfoJs> {
+        guard(|| Ok(InfoJs(Info(self.engine.decoder()?)))).into()
+    }
+
+    /// @internal Reads and checks a generation's prompt and options (`InvalidArg` at once).
+    #[napi(skip_typescript)]
+    pub fn prepare(&self, prompt_arg: Arg, options: Arg) -> Outcome<JsRequest> {
         guard(|| {
-            let m = self.slot.get()?;
-            let d = &m.defaults;
-            Ok(serde_json::json!({
-                "maxContext": m.max_context,
-                "maxSequences": m.max_sequences,
-                "maxNewTokens": d.max_new_tokens,
-                "temperature": d.params.temperature,
-                "topK": d.params.top_k,
-                "topP": d.params.top_p,
-                "minP": d.params.min_p,
-                "repetitionPenalty": d.params.repetition_penalty,
-                "eos": m.manifest.eos,
-                "dtype": m.manifest.dtype_name,
+            let model = self.engine.decoder()?;
+            let p = prompt_arg.raw();
+            let prompt = prompt(p.env, p.val)?;
+            let o = options.raw();
+            let bag = GenerateBag::read(o.env, Some(o.val), "options")?;
+            let request = model.defaults.request(&Options {
+                max_new_tokens: bag.max_new_tokens,
+                temperature: bag.temperature,
+                top_k: bag.top_k,
+                top_p: bag.top_p,
+                min_p: bag.min_p,
+                repetition_penalty: bag.repetition_penalty,
+                seed: bag.seed,
+                stop: bag.stop.map(|s| s.0),
+            })?;
+            Ok(JsRequest {
+                start: Mutex::new(Some((prompt, request))),
             })
-            .to_string())
         })
         .into()
     }
 
-    /// @internal Starts a generation: `prompt` (`{text}`, `{messages}` or `{ids}`) and `options`
-    /// as JSON; each piece goes to `onPiece` on this thread, the last with its `finishReason`.
-    /// Bad options are `InvalidArg` here, at once.
+    /// @internal Starts a prepared generation; each piece goes to `onPiece` on this thread, the
+    /// last with its `finishReason`. `QueueFull` past `maxSequences + maxQueue`.
     #[napi(skip_typescript)]
     pub fn start(
         &self,
         env: Env,
-        prompt_json: Str,
-        options: Str,
+        request: &JsRequest,
         on_piece: Function<StepJs, ()>,
     ) -> Outcome<JsGeneration> {
         guard(|| {
-            let model = self.slot.get()?;
-            let read = |s: Str| js::string(s.raw().env, s.raw().val);
-            let prompt = prompt(&read(prompt_json)?)?;
-            let options: Map<String, Json> = serde_json::from_str(&read(options)?)?;
-            let request = model.defaults.with_options(&options)?;
+            self.engine.decoder()?;
+            let Some((prompt, request)) = request.start.lock().unwrap_or_else(|p| p.into_inner()).take()
+            else {
+                bail_code!(Code::InvalidArg, "this request was started already");
+            };
             let Some(queue) = queue::current() else {
                 bail_code!(Code::Internal, "the addon was not initialised on this thread");
             };
-            let stream = Arc::new(Stream {
-                model,
-                start: Mutex::new(Some((prompt, request))),
-                prepared: Mutex::new(None),
-                prompt_tokens: AtomicUsize::new(0),
-                aborted: AtomicBool::new(false),
-                queue,
-                callback: Mutex::new(Some(on_piece.create_ref()?)),
-            });
+            let sink = JsSink {
+                queue: queue.clone(),
+                callback: Arc::new(Mutex::new(Some(on_piece.create_ref()?))),
+            };
+            let generation = self.engine.start(prompt, request, sink)?;
             // Keeps the event loop alive until the last piece has been delivered.
-            queue::expect(env.raw(), &stream.queue);
-            enqueue(&self.engine, stream.clone());
-            Ok(JsGeneration { stream })
+            queue::expect(env.raw(), &queue);
+            Ok(JsGeneration {
+                engine: self.engine.clone(),
+                generation,
+            })
         })
         .into()
     }
 
-    /// @internal Checks generation options (JSON) against the defaults: `InvalidArg` for an
-    /// unknown key or a value out of range, before the call waits for a sequence slot.
+    /// @internal What the engine holds and has run.
     #[napi(skip_typescript)]
-    pub fn check_options(&self, options: Str) -> Outcome<bool> {
-        guard(|| {
-            let options: Map<String, Json> =
-                serde_json::from_str(&js::string(options.raw().env, options.raw().val)?)?;
-            self.slot.get()?.defaults.with_options(&options)?;
-            Ok(true)
-        })
-        .into()
+    pub fn stats(&self) -> StatsJs {
+        StatsJs(Stats(self.engine.stats(), self.engine.config().max_sequences))
     }
 
-    /// @internal What the engine has run, as JSON: `{steps, rows, prefills}` (program calls
-    /// for decode steps, the sequences they carried, and prompts run).
-    #[napi(skip_typescript)]
-    pub fn counts(&self) -> String {
-        let c = lock(&self.engine.counts).to_owned();
-        serde_json::json!({"steps": c.steps, "rows": c.rows, "prefills": c.prefills}).to_string()
-    }
-
-    /// @internal Frees the model once running generations end.
+    /// @internal Frees the model once running generations end; waiting ones end `Disposed`.
     #[napi(skip_typescript)]
     pub fn dispose(&self) {
-        self.slot.dispose()
+        self.engine.close();
     }
 }
 
@@ -478,6 +495,6 @@ impl JsGeneration {
     /// still arrives.
     #[napi(skip_typescript)]
     pub fn abort(&self) {
-        self.stream.aborted.store(true, Ordering::SeqCst);
+        self.engine.abort(&self.generation);
     }
 }

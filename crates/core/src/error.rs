@@ -26,6 +26,8 @@ pub enum Code {
     InvalidImage,
     /// A shared library of custom ops that `torch.loadLibrary` could not load.
     LibraryLoadError,
+    /// Too many calls already wait (a `CausalLM` past `maxSequences + maxQueue`).
+    QueueFull,
     /// A bug in torch-node (a caught panic) or an unexpected libtorch failure.
     Internal,
 }
@@ -45,6 +47,7 @@ impl AsRef<str> for Code {
             Code::Aborted => "Aborted",
             Code::InvalidImage => "InvalidImage",
             Code::LibraryLoadError => "LibraryLoadError",
+            Code::QueueFull => "QueueFull",
             Code::Internal => "Internal",
         }
     }

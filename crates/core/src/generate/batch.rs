@@ -9,7 +9,8 @@
 //! as sequences join (doubling, the live part copied once); the cache is freed when the last
 //! sequence leaves. Slots of a row past its sequence's position may hold an earlier sequence's
 //! keys: the program's mask never reads them (token at position p attends to slots `0..=p`).
-use super::lm::{Finish, Model, Piece, Sequence};
+use super::prefix::PrefixCache;
+use super::sequence::{Decoder, Finish, Piece, Sequence};
 use crate::error::{bail_code, describe, fail, Code};
 use anyhow::Result;
 use tch::{Device, Tensor};
@@ -35,6 +36,8 @@ pub struct Batch<T> {
     limit: usize,
     /// Steps run and the rows they ran, since the batch was made.
     counts: Counts,
+    /// Prompts' keys and values kept for later prompts that start the same (None: off).
+    prefix: Option<PrefixCache>,
 }
 
 /// How much the batch has shared: `rows / steps` is the mean number of sequences per step.
@@ -54,7 +57,18 @@ impl<T> Batch<T> {
             entries: Vec::new(),
             limit: limit.max(1),
             counts: Counts::default(),
+            prefix: None,
         }
+    }
+
+    /// With a prefix cache of at most `max_tokens` tokens (0: none).
+    pub fn with_prefix_cache(mut self, max_tokens: usize) -> Batch<T> {
+        self.prefix = (max_tokens > 0).then(|| PrefixCache::new(max_tokens));
+        self
+    }
+
+    pub fn prefix_cache(&self) -> Option<&PrefixCache> {
+        self.prefix.as_ref()
     }
 
     pub fn counts(&self) -> Counts {
@@ -82,19 +96,34 @@ impl<T> Batch<T> {
         self.entries.iter().map(|(t, _)| t)
     }
 
-    /// Runs `seq`'s prompt on a free row and adds it; on an error the batch is as it was.
-    pub fn admit(&mut self, model: &Model, tag: T, mut seq: Sequence) -> Result<()> {
+    /// Runs `seq`'s prompt on a free row and adds it; on an error the batch is as it was. The
+    /// longest prefix the prefix cache holds is copied in, and only the rest runs.
+    pub fn admit(&mut self, d: &dyn Decoder, tag: T, mut seq: Sequence) -> Result<()> {
         if self.is_full() {
             bail_code!(Code::Internal, "the batch is full ({} sequences)", self.limit);
         }
         let row = self.entries.len();
-        self.reserve(model, row + 1, model.capacity(&seq))?;
-        let ids: Vec<i64> = seq.tokens.iter().map(|&t| t as i64).collect();
-        let positions: Vec<i64> = (0..ids.len() as i64).collect();
-        let cache = self.views(row, 1)?;
-        let logits = model.run(ids, positions, 1, cache);
+        let logits = self.reserve(d, row + 1, seq.capacity(d)).and_then(|()| {
+            let cache = self.views(row, 1)?;
+            let reused = match self.prefix.as_mut() {
+                Some(p) => p.restore(&seq.tokens, &cache)?,
+                None => 0,
+            };
+            let ids: Vec<i64> = seq.tokens[reused..].iter().map(|&t| t as i64).collect();
+            let positions: Vec<i64> = (reused as i64..seq.tokens.len() as i64).collect();
+            let mut rows = d.run(
+                &ids,
+                &positions,
+                1,
+                cache.iter().map(Tensor::shallow_clone).collect(),
+            )?;
+            if let Some(p) = self.prefix.as_mut() {
+                p.insert(&seq.tokens, &cache)?;
+            }
+            rows.pop().ok_or_else(|| fail(Code::Internal, "no logits"))
+        });
         let logits = match logits {
-            Ok(mut rows) => rows.pop().ok_or_else(|| fail(Code::Internal, "no logits"))?,
+            Ok(l) => l,
             Err(e) => {
                 self.release_if_empty();
                 return Err(e);
@@ -107,7 +136,7 @@ impl<T> Batch<T> {
     }
 
     /// Takes out the sequences `which` selects (aborted ones), freeing their rows.
-    pub fn remove_where(&mut self, mut which: impl FnMut(&T) -> bool) -> Vec<(T, Sequence)> {
+    pub fn remove_where(&mut self, mut which: impl FnMut(&T) -> bool) -> Result<Vec<(T, Sequence)>> {
         let rows: Vec<usize> = (0..self.entries.len())
             .filter(|&i| which(&self.entries[i].0))
             .collect();
@@ -124,7 +153,7 @@ impl<T> Batch<T> {
     /// One token for every sequence. Returns an event for each sequence with new text and
     /// for each that ended (those leave the batch); the others' tokens wait for their text.
     /// When the program call fails, every sequence ends with its error (the batch is empty).
-    pub fn step(&mut self, model: &Model) -> Vec<Event<T>>
+    pub fn step(&mut self, d: &dyn Decoder) -> Vec<Event<T>>
     where
         T: Clone,
     {
@@ -132,7 +161,7 @@ impl<T> Batch<T> {
         let mut ended = Vec::new();
         for (i, (tag, seq)) in self.entries.iter_mut().enumerate() {
             let mut piece = Piece::default();
-            match model.choose(seq, &mut piece) {
+            match seq.choose(d, &mut piece) {
                 Ok(true) if piece.text.is_empty() => {
                     // Tokens that do not complete a character yet: kept for the next piece.
                     seq.hold(piece.tokens);
@@ -164,8 +193,8 @@ impl<T> Batch<T> {
                 }
             }
         }
-        self.remove_rows(ended);
-        if let Err(e) = self.forward(model) {
+        let moved = self.remove_rows(ended).map(|_| ());
+        if let Err(e) = moved.and_then(|()| self.forward(d)) {
             let (code, message) = describe(&e);
             for (tag, _) in self.clear() {
                 events.push(Event {
@@ -180,7 +209,7 @@ impl<T> Batch<T> {
     }
 
     /// Runs every sequence's newest token, each at its own position, in one call.
-    fn forward(&mut self, model: &Model) -> Result<()> {
+    fn forward(&mut self, d: &dyn Decoder) -> Result<()> {
         let n = self.entries.len();
         if n == 0 {
             return Ok(());
@@ -194,7 +223,7 @@ impl<T> Batch<T> {
             })
             .unzip();
         let cache = self.views(0, n)?;
-        let logits = model.run(ids, positions, n as i64, cache)?;
+        let logits = d.run(&ids, &positions, n, cache)?;
         self.counts.steps += 1;
         self.counts.rows += n as u64;
         for ((_, seq), row) in self.entries.iter_mut().zip(logits) {
@@ -212,8 +241,9 @@ impl<T> Batch<T> {
             .collect::<std::result::Result<_, _>>()?)
     }
 
-    /// Removes `rows` (any order): each freed row takes the last row's sequence and cache.
-    fn remove_rows(&mut self, mut rows: Vec<usize>) -> Vec<(T, Sequence)> {
+    /// Removes `rows` (any order): each freed row takes the last row's sequence and cache. A
+    /// failed copy leaves the batch unusable: the caller clears it.
+    fn remove_rows(&mut self, mut rows: Vec<usize>) -> Result<Vec<(T, Sequence)>> {
         rows.sort_unstable();
         rows.dedup();
         let mut out = Vec::with_capacity(rows.len());
@@ -223,16 +253,14 @@ impl<T> Batch<T> {
             if i != last {
                 let used = self.entries[last].1.tokens.len().min(self.capacity) as i64;
                 for t in &self.cache {
-                    let src = t.narrow(0, last as i64, 1).narrow(2, 0, used);
-                    // A copy within one allocated tensor of the same shape cannot fail but for
-                    // memory corruption; the row would then be garbage the mask still hides.
-                    let _ = t.narrow(0, i as i64, 1).narrow(2, 0, used).f_copy_(&src);
+                    let src = t.f_narrow(0, last as i64, 1)?.f_narrow(2, 0, used)?;
+                    t.f_narrow(0, i as i64, 1)?.f_narrow(2, 0, used)?.f_copy_(&src)?;
                 }
             }
             out.push(self.entries.swap_remove(i));
         }
         self.release_if_empty();
-        out
+        Ok(out)
     }
 
     fn release_if_empty(&mut self) {
@@ -244,7 +272,7 @@ impl<T> Batch<T> {
     }
 
     /// Makes room for `rows` rows of `capacity` slots, keeping the live rows' cache.
-    fn reserve(&mut self, model: &Model, rows: usize, capacity: usize) -> Result<()> {
+    fn reserve(&mut self, d: &dyn Decoder, rows: usize, capacity: usize) -> Result<()> {
         if rows <= self.rows && capacity <= self.capacity {
             return Ok(());
         }
@@ -254,11 +282,11 @@ impl<T> Batch<T> {
             self.rows
         };
         let new_capacity = if capacity > self.capacity {
-            capacity.max((self.capacity * 2).min(model.max_context)).max(2)
+            capacity.max((self.capacity * 2).min(d.max_context())).max(2)
         } else {
             self.capacity
         };
-        let m = &model.manifest;
+        let m = d.cache_shape();
         let shape = [new_rows as i64, m.kv_heads, new_capacity as i64, m.head_dim];
         let live = self.entries.len() as i64;
         let mut grown = Vec::with_capacity(2 * m.layers);

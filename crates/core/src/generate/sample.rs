@@ -1,19 +1,33 @@
 //! Choosing the next token from a step's logits. The order of the processors is transformers'
 //! (`generate`'s logits processors): repetition penalty, then temperature, top-k, top-p, min-p;
-//! temperature 0 is greedy (argmax, the first index on a tie, as `torch.argmax`).
+//! greedy is argmax (the first index on a tie, as `torch.argmax`).
+//!
+//! `Sampling` is an enum as candle's (`candle_transformers::generation::Sampling`): greedy
+//! carries no temperature, so a combination that means nothing cannot be built. Top-k is a
+//! partial selection (`select_nth_unstable_by`, O(V)) and only the k kept are sorted: a full
+//! sort of a 49,152-token vocabulary per token is what it replaces.
 use crate::error::{bail_code, Code};
+
+/// How the next token is picked.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Sampling {
+    /// The likeliest token.
+    Greedy,
+    /// A draw from the softmax at `temperature` (> 0), restricted to the `top_k` likeliest
+    /// (None: all), then to the smallest set reaching `top_p` of the mass (1: all), then to those
+    /// at least `min_p` × the likeliest one's probability (0: all).
+    Random {
+        temperature: f64,
+        top_k: Option<usize>,
+        top_p: f64,
+        min_p: f64,
+    },
+}
 
 /// How to sample; `Default` is greedy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Params {
-    /// 0: greedy.
-    pub temperature: f64,
-    /// 0: off.
-    pub top_k: usize,
-    /// 1: off.
-    pub top_p: f64,
-    /// 0: off.
-    pub min_p: f64,
+    pub sampling: Sampling,
     /// 1: off.
     pub repetition_penalty: f64,
     pub seed: u64,
@@ -22,54 +36,69 @@ pub struct Params {
 impl Default for Params {
     fn default() -> Self {
         Params {
-            temperature: 0.0,
-            top_k: 0,
-            top_p: 1.0,
-            min_p: 0.0,
+            sampling: Sampling::Greedy,
             repetition_penalty: 1.0,
             seed: 0,
         }
     }
 }
 
-impl Params {
-    /// Refuses values out of range with `InvalidArg`, naming the option as JS spells it.
-    pub fn check(&self) -> anyhow::Result<()> {
-        let finite = |x: f64| x.is_finite();
-        if !finite(self.temperature) || self.temperature < 0.0 {
+impl Sampling {
+    /// From the four numbers users give (transformers' names): temperature 0 is greedy, top-k 0
+    /// is off. Values out of range are `InvalidArg`, naming the option as JS spells it.
+    pub fn new(temperature: f64, top_k: usize, top_p: f64, min_p: f64) -> anyhow::Result<Sampling> {
+        if !temperature.is_finite() || temperature < 0.0 {
             bail_code!(
                 Code::InvalidArg,
-                "options.temperature: expected a number ≥ 0, got {}",
-                self.temperature
+                "options.temperature: expected a number ≥ 0, got {temperature}"
             );
         }
-        if !finite(self.top_p) || self.top_p <= 0.0 || self.top_p > 1.0 {
+        if !top_p.is_finite() || top_p <= 0.0 || top_p > 1.0 {
             bail_code!(
                 Code::InvalidArg,
-                "options.topP: expected a number in (0, 1], got {}",
-                self.top_p
+                "options.topP: expected a number in (0, 1], got {top_p}"
             );
         }
-        if !finite(self.min_p) || !(0.0..=1.0).contains(&self.min_p) {
+        if !min_p.is_finite() || !(0.0..=1.0).contains(&min_p) {
             bail_code!(
                 Code::InvalidArg,
-                "options.minP: expected a number in [0, 1], got {}",
-                self.min_p
+                "options.minP: expected a number in [0, 1], got {min_p}"
             );
         }
-        if !finite(self.repetition_penalty) || self.repetition_penalty <= 0.0 {
-            bail_code!(
-                Code::InvalidArg,
-                "options.repetitionPenalty: expected a number > 0, got {}",
-                self.repetition_penalty
-            );
+        if temperature == 0.0 {
+            return Ok(Sampling::Greedy);
         }
-        Ok(())
+        Ok(Sampling::Random {
+            temperature,
+            top_k: (top_k > 0).then_some(top_k),
+            top_p,
+            min_p,
+        })
     }
 
-    pub fn greedy(&self) -> bool {
-        self.temperature == 0.0
+    /// The four numbers back (for `defaults`): greedy is temperature 0, top-k 0.
+    pub fn numbers(&self) -> (f64, usize, f64, f64) {
+        match *self {
+            Sampling::Greedy => (0.0, 0, 1.0, 0.0),
+            Sampling::Random {
+                temperature,
+                top_k,
+                top_p,
+                min_p,
+            } => (temperature, top_k.unwrap_or(0), top_p, min_p),
+        }
     }
+}
+
+/// `repetitionPenalty`: a number > 0.
+pub fn repetition_penalty(p: f64) -> anyhow::Result<f64> {
+    if !p.is_finite() || p <= 0.0 {
+        bail_code!(
+            Code::InvalidArg,
+            "options.repetitionPenalty: expected a number > 0, got {p}"
+        );
+    }
+    Ok(p)
 }
 
 /// SplitMix64: small, fast, and the same sequence on every platform (same seed, same tokens).
@@ -130,16 +159,26 @@ pub fn argmax(logits: &[f32]) -> u32 {
 /// Picks the next token: `seen` is every token so far (for the repetition penalty).
 pub fn choose(logits: &mut [f32], seen: &[u32], p: &Params, rng: &mut Rng) -> u32 {
     penalize(logits, seen, p.repetition_penalty);
-    if p.greedy() {
+    let Sampling::Random {
+        temperature: t,
+        top_k,
+        top_p,
+        min_p,
+    } = p.sampling
+    else {
         return argmax(logits);
-    }
-    // Candidates by logit, largest first (a stable sort: ties keep index order).
+    };
+    // Candidates by logit, largest first; ties keep index order (as a stable sort would).
+    let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));
     let mut order: Vec<u32> = (0..logits.len() as u32).collect();
-    order.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]));
-    if p.top_k > 0 {
-        order.truncate(p.top_k);
+    if let Some(k) = top_k.filter(|&k| k < order.len()) {
+        order.select_nth_unstable_by(k - 1, by_logit);
+        order.truncate(k);
     }
-    let t = p.temperature;
+    order.sort_unstable_by(by_logit);
+    if order.is_empty() {
+        return 0;
+    }
     let top = logits[order[0] as usize] as f64 / t;
     let mut probs: Vec<f64> = order
         .iter()
@@ -147,20 +186,20 @@ pub fn choose(logits: &mut [f32], seen: &[u32], p: &Params, rng: &mut Rng) -> u3
         .collect();
     let total: f64 = probs.iter().sum();
     probs.iter_mut().for_each(|x| *x /= total);
-    if p.top_p < 1.0 {
+    if top_p < 1.0 {
         // Keep the smallest prefix whose mass reaches top_p (at least one token).
         let mut mass = 0.0;
         let keep = probs
             .iter()
             .position(|&x| {
                 mass += x;
-                mass >= p.top_p
+                mass >= top_p
             })
             .map_or(probs.len(), |i| i + 1);
         probs.truncate(keep);
     }
-    if p.min_p > 0.0 {
-        let floor = probs[0] * p.min_p;
+    if min_p > 0.0 {
+        let floor = probs[0] * min_p;
         let keep = probs.iter().take_while(|&&x| x >= floor).count().max(1);
         probs.truncate(keep);
     }
@@ -186,33 +225,29 @@ mod tests {
             .collect()
     }
 
+    fn random(temperature: f64, top_k: usize, top_p: f64, min_p: f64, seed: u64) -> Params {
+        Params {
+            sampling: Sampling::new(temperature, top_k, top_p, min_p).unwrap(),
+            repetition_penalty: 1.0,
+            seed,
+        }
+    }
+
     #[test]
     fn greedy_is_argmax_first_on_ties() {
         assert_eq!(argmax(&[0.0, 3.0, 3.0, -1.0]), 1);
         assert_eq!(argmax(&[f32::NAN, 1.0]), 1);
         let p = Params::default();
         assert_eq!(sampled(&[1.0, 5.0, 2.0], &p, 3), vec![1, 1, 1]);
+        assert_eq!(Sampling::new(0.0, 5, 0.5, 0.1).unwrap(), Sampling::Greedy);
     }
 
     #[test]
     fn same_seed_same_tokens() {
         let logits: Vec<f32> = (0..50).map(|i| (i as f32 * 0.37).sin()).collect();
-        let p = Params {
-            temperature: 1.0,
-            seed: 42,
-            ..Params::default()
-        };
-        let a = sampled(&logits, &p, 200);
-        assert_eq!(a, sampled(&logits, &p, 200));
-        let other = sampled(
-            &logits,
-            &Params {
-                seed: 43,
-                ..p.clone()
-            },
-            200,
-        );
-        assert_ne!(a, other);
+        let a = sampled(&logits, &random(1.0, 0, 1.0, 0.0, 42), 200);
+        assert_eq!(a, sampled(&logits, &random(1.0, 0, 1.0, 0.0, 42), 200));
+        assert_ne!(a, sampled(&logits, &random(1.0, 0, 1.0, 0.0, 43), 200));
         // Temperature 1 over near-equal logits visits many tokens.
         let distinct: std::collections::HashSet<_> = a.iter().collect();
         assert!(distinct.len() > 20, "{}", distinct.len());
@@ -221,48 +256,51 @@ mod tests {
     #[test]
     fn top_k_top_p_min_p_restrict_the_candidates() {
         let logits = [4.0, 3.0, 2.0, 1.0, 0.0];
-        let hot = Params {
-            temperature: 5.0,
-            seed: 1,
-            ..Params::default()
-        };
-        let k2 = sampled(
-            &logits,
-            &Params {
-                top_k: 2,
-                ..hot.clone()
-            },
-            300,
-        );
+        let k2 = sampled(&logits, &random(5.0, 2, 1.0, 0.0, 1), 300);
         assert!(k2.iter().all(|&t| t < 2) && k2.contains(&1));
         // At temperature 1: p = .64 .24 .09 .03 .01; top_p .8 keeps the first two.
-        let warm = Params {
-            temperature: 1.0,
-            ..hot.clone()
-        };
-        let tp = sampled(
-            &logits,
-            &Params {
-                top_p: 0.8,
-                ..warm.clone()
-            },
-            300,
-        );
+        let tp = sampled(&logits, &random(1.0, 0, 0.8, 0.0, 1), 300);
         assert!(tp.iter().all(|&t| t < 2) && tp.contains(&1));
         // min_p .1 keeps p ≥ .064: the first three.
-        let mp = sampled(
-            &logits,
-            &Params {
-                min_p: 0.1,
-                ..warm.clone()
-            },
-            500,
-        );
+        let mp = sampled(&logits, &random(1.0, 0, 1.0, 0.1, 1), 500);
         assert!(mp.iter().all(|&t| t < 3) && mp.contains(&2));
         // Frequencies follow the softmax: token 0 about 64% at temperature 1.
-        let all = sampled(&logits, &warm, 4000);
+        let all = sampled(&logits, &random(1.0, 0, 1.0, 0.0, 1), 4000);
         let zeros = all.iter().filter(|&&t| t == 0).count() as f64 / 4000.0;
         assert!((zeros - 0.636).abs() < 0.03, "{zeros}");
+    }
+
+    #[test]
+    fn top_k_by_partial_selection_keeps_the_k_largest_first_on_ties() {
+        // A shuffled vocabulary with ties: the partial selection must keep the same k tokens a
+        // full stable sort keeps, and draw the same tokens for a seed.
+        let logits: Vec<f32> = (0..1000).map(|i| ((i * 7919) % 97) as f32 / 10.0).collect();
+        let full = |seed| {
+            let mut order: Vec<u32> = (0..logits.len() as u32).collect();
+            order.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]));
+            order.truncate(5);
+            let mut rng = Rng::new(seed);
+            let top = logits[order[0] as usize] as f64;
+            let probs: Vec<f64> = order
+                .iter()
+                .map(|&i| (logits[i as usize] as f64 - top).exp())
+                .collect();
+            let mut target = rng.next_f64() * probs.iter().sum::<f64>();
+            for (i, &x) in probs.iter().enumerate() {
+                target -= x;
+                if target < 0.0 {
+                    return order[i];
+                }
+            }
+            order[4]
+        };
+        for seed in 0..50 {
+            let got = sampled(&logits, &random(1.0, 5, 1.0, 0.0, seed), 1)[0];
+            assert_eq!(got, full(seed), "seed {seed}");
+        }
+        // k larger than the vocabulary: all of it.
+        let few = sampled(&[1.0, 1.0], &random(1.0, 10, 1.0, 0.0, 3), 200);
+        assert!(few.contains(&0) && few.contains(&1));
     }
 
     #[test]
@@ -280,36 +318,19 @@ mod tests {
 
     #[test]
     fn out_of_range_values_are_refused() {
-        let bad = [
-            Params {
-                temperature: -1.0,
-                ..Params::default()
-            },
-            Params {
-                top_p: 0.0,
-                ..Params::default()
-            },
-            Params {
-                top_p: 1.5,
-                ..Params::default()
-            },
-            Params {
-                min_p: 2.0,
-                ..Params::default()
-            },
-            Params {
-                repetition_penalty: 0.0,
-                ..Params::default()
-            },
-            Params {
-                temperature: f64::NAN,
-                ..Params::default()
-            },
-        ];
-        for p in bad {
-            let e = p.check().unwrap_err();
-            assert_eq!(crate::error::describe(&e).0, Code::InvalidArg, "{p:?}");
+        for (t, p, m, says) in [
+            (-1.0, 1.0, 0.0, "temperature"),
+            (f64::NAN, 1.0, 0.0, "temperature"),
+            (1.0, 0.0, 0.0, "topP"),
+            (1.0, 1.5, 0.0, "topP"),
+            (1.0, 1.0, 2.0, "minP"),
+        ] {
+            let e = Sampling::new(t, 0, p, m).unwrap_err();
+            let (code, message) = crate::error::describe(&e);
+            assert_eq!(code, Code::InvalidArg);
+            assert!(message.contains(says), "{message}");
         }
-        assert!(Params::default().check().is_ok());
+        assert!(repetition_penalty(0.0).is_err());
+        assert!(repetition_penalty(1.2).is_ok());
     }
 }

@@ -1,0 +1,559 @@
+//! The generation engine of one loaded model: one admission queue, one batch, and the round
+//! (`tick`) that runs while it has work.
+//!
+//! Each round runs as one job of the executor (`Schedule`): it frees the rows of aborted
+//! generations, admits waiting ones (`super::admission` decides which; each prompt is
+//! tokenized and run there, so a chat template never blocks JS; a prompt over 16 KiB is
+//! tokenized ahead on a thread of its own, so it stalls no step), runs one step for every
+//! sequence, hands each generation's new text to its `Sink`, and schedules the next round; each
+//! job goes to the back of the executor's queue, so other work takes turns with the steps.
+//!
+//! A generation's lifecycle (`State`, each transition a match arm of `State::on`):
+//! ```text
+//!   Queued ──admit──▶ Prefilling ──prefilled──▶ Decoding ──end──▶ Ending ──delivered──▶ Finished
+//!     │                   └──────────error──────────┴───────────────▲
+//!     └──abort──▶ Finished(aborted)   Prefilling, Decoding ──abort──▶ Aborting ──freed──▶ Finished
+//! ```
+//! A generation holds a slot (`stats().active`, and one of `maxSequences + maxQueue`) from
+//! `admit` until its caller has its last piece (`Output::settled` is dropped) or aborts it:
+//! as the caller sees it, not as the round frees the row (the round frees an aborted row at
+//! its start). So a caller busy starting calls sees the same bound however fast rows free.
+use super::admission::{Admission, Round};
+use super::batch::{Batch, Counts, Event};
+use super::lm::Prompt;
+use super::prefix::PrefixStats;
+use super::request::Request;
+use super::sequence::{Decoder, Finish, Sequence};
+use crate::error::{bail_code, catch_panic, Code};
+use anyhow::Result;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Where a generation's output goes (the addon: a JS callback on the caller's thread).
+pub trait Sink: Send + Sync + 'static {
+    /// What `hold` returns: the receiver is kept while it lives.
+    type Hold;
+    /// Sends a piece; the last one has `finish` set.
+    fn post(&self, out: Output);
+    /// Whether the receiver is gone (its JS thread tearing down): nothing more is sent.
+    fn is_gone(&self) -> bool;
+    /// Keeps the receiver while engine work for it runs; None once it is gone.
+    fn hold(&self) -> Option<Self::Hold>;
+    /// Runs engine work on this receiver's behalf (the addon sends libtorch's warnings to it).
+    fn scope<R>(&self, work: impl FnOnce() -> R) -> R {
+        work()
+    }
+}
+
+/// New text and its tokens; on the last piece why it ended (or the error that ended it).
+#[derive(Default)]
+pub struct Output {
+    pub text: String,
+    pub tokens: Vec<u32>,
+    pub prompt_tokens: usize,
+    pub finish: Option<Finish>,
+    pub error: Option<anyhow::Error>,
+    /// On the last piece: frees the generation's slot when dropped (once delivered, or when
+    /// the receiver is gone and the piece with it).
+    pub settled: Option<Settled>,
+}
+
+/// Frees a generation's slot when dropped (see `Output::settled`).
+pub struct Settled(Option<Box<dyn FnOnce() + Send>>);
+
+impl Drop for Settled {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+/// Where a generation is in its life (module doc).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum State {
+    Queued,
+    Prefilling,
+    Decoding,
+    /// Aborted while it held a row: the next round frees it.
+    Aborting,
+    /// Its row is free; its last piece is on its way to the caller.
+    Ending(Finish),
+    Finished(Finish),
+}
+
+/// What happens to a generation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Transition {
+    Admit,
+    Prefilled,
+    Abort,
+    End(Finish),
+    Delivered,
+}
+
+impl State {
+    /// The state after `t`; a transition that does not apply leaves it as it is.
+    pub fn on(self, t: Transition) -> State {
+        use State::*;
+        use Transition::*;
+        match (self, t) {
+            (Queued, Admit) => Prefilling,
+            (Queued, Abort) => Finished(Finish::Aborted),
+            (Queued, End(f)) => Finished(f),
+            (Prefilling, Prefilled) => Decoding,
+            (Prefilling | Decoding, Abort) => Aborting,
+            (Prefilling | Decoding, End(f)) => Ending(f),
+            (Aborting, End(_)) => Finished(Finish::Aborted),
+            (Ending(f), Delivered) => Finished(f),
+            (s, _) => s,
+        }
+    }
+
+    /// Whether it holds a slot (module doc).
+    pub fn holds_row(self) -> bool {
+        matches!(self, State::Prefilling | State::Decoding | State::Ending(_))
+    }
+}
+
+/// How a generation starts: its prompt, or its sequence once tokenized.
+enum Start {
+    Prompt(Prompt, Request),
+    Ready(Sequence),
+    Taken,
+}
+
+/// One generation: its sink, its state, what it starts from.
+pub struct Generation<S: Sink> {
+    sink: S,
+    /// Changed under the engine's `shared` lock only (with the admission counts).
+    state: Mutex<State>,
+    start: Mutex<Start>,
+    /// False while a long prompt is tokenized apart (it may not join before).
+    ready: std::sync::atomic::AtomicBool,
+    prompt_tokens: AtomicUsize,
+}
+
+impl<S: Sink> Generation<S> {
+    pub fn state(&self) -> State {
+        *lock(&self.state)
+    }
+
+    pub fn sink(&self) -> &S {
+        &self.sink
+    }
+
+    fn post(&self, mut out: Output) {
+        out.prompt_tokens = self.prompt_tokens.load(Ordering::SeqCst);
+        self.sink.post(out);
+    }
+}
+
+/// Runs a job later (the executor's `submit`; tests run them by hand).
+pub type Schedule = Arc<dyn Fn(Box<dyn FnOnce() + Send>) + Send + Sync>;
+
+/// An engine's limits.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub max_sequences: usize,
+    /// Calls waiting for a row before `QueueFull` (None: no bound).
+    pub max_queue: Option<usize>,
+    /// Prompt tokens that may join a running batch in one round.
+    pub prefill_budget: usize,
+    /// A prompt of more bytes is tokenized on a thread of its own before it may join: a 10 MB
+    /// prompt took 9 s to tokenize, and inside a round every other generation would wait.
+    pub long_prompt_bytes: usize,
+    /// The prefix cache's bound in tokens (0: none).
+    pub prefix_cache_tokens: usize,
+}
+
+impl Config {
+    pub fn new(max_sequences: usize) -> Config {
+        Config {
+            max_sequences,
+            max_queue: Some(64),
+            prefill_budget: 512,
+            long_prompt_bytes: 16 << 10,
+            prefix_cache_tokens: 0,
+        }
+    }
+}
+
+/// What `stats()` reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Stats {
+    pub active: usize,
+    pub queued: usize,
+    pub counts: Counts,
+    pub prefix: Option<PrefixStats>,
+}
+
+struct Shared<S: Sink> {
+    admission: Admission<Arc<Generation<S>>>,
+    /// A round is scheduled or running.
+    scheduled: bool,
+    /// `close()` was called: no new generation; the decoder goes once the last one ends.
+    closed: bool,
+}
+
+pub struct Engine<D: Decoder, S: Sink> {
+    /// Itself, for the `Settled` of the pieces it sends.
+    me: std::sync::Weak<Self>,
+    /// None once closed and idle (the model's memory goes with it).
+    decoder: Mutex<Option<Arc<D>>>,
+    config: Config,
+    schedule: Schedule,
+    shared: Mutex<Shared<S>>,
+    /// Only the round touches it (one at a time: `Shared::scheduled`).
+    batch: Mutex<Batch<Arc<Generation<S>>>>,
+    /// The batch's counts as of its last round (read without waiting for a running step).
+    counts: Mutex<(Counts, Option<PrefixStats>)>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn is_long(prompt: &Prompt, limit: usize) -> bool {
+    match prompt {
+        Prompt::Text(text) => text.len() > limit,
+        Prompt::Messages(messages) => {
+            let bytes: usize = messages
+                .iter()
+                .filter_map(|m| m["content"].as_str())
+                .map(str::len)
+                .sum();
+            bytes > limit
+        }
+        Prompt::Ids(_) => false,
+    }
+}
+
+impl<D: Decoder, S: Sink> Engine<D, S> {
+    pub fn new(decoder: Arc<D>, config: Config, schedule: Schedule) -> Arc<Self> {
+        Arc::new_cyclic(|me| Engine {
+            me: me.clone(),
+            shared: Mutex::new(Shared {
+                admission: Admission::new(config.max_sequences, config.max_queue),
+                scheduled: false,
+                closed: false,
+            }),
+            batch: Mutex::new(Batch::new(config.max_sequences).with_prefix_cache(config.prefix_cache_tokens)),
+            counts: Mutex::new((Counts::default(), None)),
+            decoder: Mutex::new(Some(decoder)),
+            config,
+            schedule,
+        })
+    }
+
+    /// The decoder, or `Disposed` once closed.
+    pub fn decoder(&self) -> Result<Arc<D>> {
+        if lock(&self.shared).closed {
+            bail_code!(
+                Code::Disposed,
+                "this model was disposed; it can no longer be used"
+            );
+        }
+        self.running_decoder()
+    }
+
+    /// The decoder while generations may still need it (None once closed and idle).
+    fn running_decoder(&self) -> Result<Arc<D>> {
+        match &*lock(&self.decoder) {
+            Some(d) => Ok(d.clone()),
+            None => bail_code!(
+                Code::Disposed,
+                "this model was disposed; it can no longer be used"
+            ),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// No new generation: the waiting ones end with `Disposed`; the running ones go on until
+    /// they end or are aborted, and then the decoder is dropped.
+    pub fn close(&self) {
+        let mut shared = lock(&self.shared);
+        shared.closed = true;
+        let mut waiting = Vec::new();
+        while let Some(g) = shared.admission.remove(|_| true) {
+            waiting.push(g);
+        }
+        if !shared.scheduled {
+            lock(&self.decoder).take();
+        }
+        drop(shared);
+        for g in waiting {
+            let e = crate::error::fail(Code::Disposed, "this model was disposed");
+            self.finish(&g, Finish::Aborted, Some(e), Output::default());
+        }
+    }
+
+    /// Queues a generation (`QueueFull` past `max_sequences + max_queue`); its pieces go to
+    /// `sink`. A long prompt is tokenized on a thread of its own first.
+    pub fn start(self: &Arc<Self>, prompt: Prompt, request: Request, sink: S) -> Result<Arc<Generation<S>>> {
+        let long = is_long(&prompt, self.config.long_prompt_bytes);
+        let g = Arc::new(Generation {
+            sink,
+            state: Mutex::new(State::Queued),
+            start: Mutex::new(Start::Prompt(prompt, request)),
+            ready: (!long).into(),
+            prompt_tokens: AtomicUsize::new(0),
+        });
+        {
+            let mut shared = lock(&self.shared);
+            if shared.closed {
+                bail_code!(
+                    Code::Disposed,
+                    "this model was disposed; it can no longer be used"
+                );
+            }
+            shared.admission.push(g.clone())?;
+        }
+        if !long {
+            self.wake();
+            return Ok(g);
+        }
+        let (engine, ahead) = (self.clone(), g.clone());
+        let spawned = std::thread::Builder::new()
+            .name("torch-node-prompt".into())
+            .spawn(move || engine.prepare_apart(&ahead));
+        if spawned.is_err() {
+            // No thread to be had: the round tokenizes it, as a short one.
+            g.ready.store(true, Ordering::SeqCst);
+            self.wake();
+        }
+        Ok(g)
+    }
+
+    /// On its own thread: tokenizes a long prompt, then lets it join.
+    fn prepare_apart(self: &Arc<Self>, g: &Arc<Generation<S>>) {
+        let Some(hold) = g.sink.hold() else {
+            return self.drop_queued(g, None);
+        };
+        match g.sink.scope(|| catch_panic(|| self.prepare(g))) {
+            Ok(seq) => {
+                *lock(&g.start) = Start::Ready(seq);
+                g.ready.store(true, Ordering::SeqCst);
+                self.wake();
+            }
+            Err(e) => self.drop_queued(g, Some(e)),
+        }
+        drop(hold);
+    }
+
+    /// A waiting generation that cannot start: out of the queue, ended (with `error`).
+    fn drop_queued(&self, g: &Arc<Generation<S>>, error: Option<anyhow::Error>) {
+        let mut shared = lock(&self.shared);
+        if shared.admission.remove(|x| Arc::ptr_eq(x, g)).is_some() {
+            drop(shared);
+            self.finish(g, Finish::Aborted, error, Output::default());
+        }
+    }
+
+    /// Tokenizes a generation's prompt: its sequence, ready to join a batch.
+    fn prepare(&self, g: &Generation<S>) -> Result<Sequence> {
+        let Start::Prompt(prompt, request) = std::mem::replace(&mut *lock(&g.start), Start::Taken) else {
+            bail_code!(Code::Internal, "the generation was started twice");
+        };
+        let decoder = self.running_decoder()?;
+        let ids = decoder.tokenize(prompt)?;
+        g.prompt_tokens.store(ids.len(), Ordering::SeqCst);
+        Sequence::new(&*decoder, ids, request)
+    }
+
+    /// Ends a generation: at once while it waits (its last piece sent now), else its row is
+    /// freed as the running step ends; the last piece, `aborted`, still comes.
+    pub fn abort(&self, g: &Arc<Generation<S>>) {
+        let mut shared = lock(&self.shared);
+        if shared.admission.remove(|x| Arc::ptr_eq(x, g)).is_some() {
+            drop(shared);
+            return self.finish(g, Finish::Aborted, None, Output::default());
+        }
+        self.apply(&mut shared, g, Transition::Abort);
+    }
+
+    /// Ends `g` with `finish` and sends `out` as its last piece (with `error`).
+    fn finish(&self, g: &Arc<Generation<S>>, finish: Finish, error: Option<anyhow::Error>, out: Output) {
+        self.transition(g, Transition::End(finish));
+        let mut out = Output {
+            finish: Some(finish),
+            error,
+            ..out
+        };
+        if matches!(g.state(), State::Ending(_)) {
+            let (engine, g) = (self.me.clone(), g.clone());
+            out.settled = Some(Settled(Some(Box::new(move || {
+                if let Some(engine) = engine.upgrade() {
+                    engine.transition(&g, Transition::Delivered);
+                }
+            }))));
+        }
+        g.post(out);
+    }
+
+    /// Moves `g` on by `t`, keeping the admission's count of rows held in step.
+    fn apply(&self, shared: &mut Shared<S>, g: &Generation<S>, t: Transition) {
+        let mut state = lock(&g.state);
+        let before = *state;
+        *state = before.on(t);
+        if before.holds_row() && !state.holds_row() {
+            shared.admission.release();
+        }
+    }
+
+    fn transition(&self, g: &Generation<S>, t: Transition) {
+        self.apply(&mut lock(&self.shared), g, t);
+    }
+
+    pub fn stats(&self) -> Stats {
+        let (active, queued) = lock(&self.shared).admission.counts();
+        let (counts, prefix) = *lock(&self.counts);
+        Stats {
+            active,
+            queued,
+            counts,
+            prefix,
+        }
+    }
+
+    /// Schedules a round unless one is scheduled or running.
+    fn wake(self: &Arc<Self>) {
+        let mut shared = lock(&self.shared);
+        if !shared.scheduled {
+            shared.scheduled = true;
+            drop(shared);
+            let engine = self.clone();
+            (self.schedule)(Box::new(move || engine.tick()));
+        }
+    }
+
+    /// One round: see the module doc.
+    pub fn tick(self: Arc<Self>) {
+        let mut batch = lock(&self.batch);
+        let mut holds = Vec::new();
+        let freed = self.free_rows(&mut batch, &mut holds);
+        match (freed, self.running_decoder()) {
+            (Ok(()), Ok(decoder)) => {
+                self.admit(&*decoder, &mut batch, &mut holds);
+                self.step(&*decoder, &mut batch);
+            }
+            (Ok(()), Err(e)) => self.end_all(&mut batch, &e),
+            (Err(_), _) => {}
+        }
+        drop(holds);
+        *lock(&self.counts) = (batch.counts(), batch.prefix_cache().map(|p| p.stats()));
+        let idle = batch.is_empty();
+        drop(batch);
+        let mut shared = lock(&self.shared);
+        if idle && !shared.admission.has_ready(|g| g.ready.load(Ordering::SeqCst)) {
+            shared.scheduled = false;
+            if shared.closed {
+                lock(&self.decoder).take();
+            }
+        } else {
+            drop(shared);
+            let engine = self.clone();
+            (self.schedule)(Box::new(move || engine.tick()));
+        }
+    }
+
+    /// Drops the rows of generations whose receiver is gone (nothing is sent) and of aborted
+    /// ones (their last piece is sent); holds the receivers of the rest.
+    fn free_rows(&self, batch: &mut Batch<Arc<Generation<S>>>, holds: &mut Vec<S::Hold>) -> Result<()> {
+        let result = (|| {
+            for (g, _) in batch.remove_where(|g| g.sink.is_gone())? {
+                self.transition(&g, Transition::End(Finish::Aborted));
+                self.transition(&g, Transition::Delivered);
+            }
+            holds.extend(batch.tags().filter_map(|g| g.sink.hold()));
+            for (g, _) in batch.remove_where(|g| g.state() == State::Aborting)? {
+                self.finish(&g, Finish::Aborted, None, Output::default());
+            }
+            Ok(())
+        })();
+        if let Err(e) = &result {
+            self.end_all(batch, e);
+        }
+        result
+    }
+
+    /// Every generation of the batch ends with `error` (the batch's state is unknown).
+    fn end_all(&self, batch: &mut Batch<Arc<Generation<S>>>, error: &anyhow::Error) {
+        let (code, message) = crate::error::describe(error);
+        for (g, _) in batch.clear() {
+            let e = crate::error::fail(code, message.clone());
+            self.finish(&g, Finish::Aborted, Some(e), Output::default());
+        }
+    }
+
+    /// Waiting generations join as `Admission::next` allows.
+    fn admit(&self, decoder: &D, batch: &mut Batch<Arc<Generation<S>>>, holds: &mut Vec<S::Hold>) {
+        let mut round: Round = lock(&self.shared)
+            .admission
+            .round(batch.len(), self.config.prefill_budget);
+        loop {
+            let g = {
+                let mut shared = lock(&self.shared);
+                let Some(g) = shared
+                    .admission
+                    .next(&mut round, |g| g.ready.load(Ordering::SeqCst))
+                else {
+                    break;
+                };
+                self.apply(&mut shared, &g, Transition::Admit);
+                g
+            };
+            let Some(hold) = g.sink.hold() else {
+                self.transition(&g, Transition::End(Finish::Aborted));
+                self.transition(&g, Transition::Delivered);
+                continue;
+            };
+            let joined = g.sink.scope(|| {
+                catch_panic(|| {
+                    let start = std::mem::replace(&mut *lock(&g.start), Start::Taken);
+                    let seq = match start {
+                        Start::Ready(seq) => seq,
+                        start => {
+                            *lock(&g.start) = start;
+                            self.prepare(&g)?
+                        }
+                    };
+                    batch.admit(decoder, g.clone(), seq)
+                })
+            });
+            match joined {
+                Ok(()) => self.transition(&g, Transition::Prefilled),
+                Err(e) => self.finish(&g, Finish::Aborted, Some(e), Output::default()),
+            }
+            round.charge(g.prompt_tokens.load(Ordering::SeqCst));
+            holds.push(hold);
+        }
+    }
+
+    /// One token for every sequence of the batch; each generation's text to its sink.
+    fn step(&self, decoder: &D, batch: &mut Batch<Arc<Generation<S>>>) {
+        let Some(first) = batch.tags().next().cloned() else {
+            return;
+        };
+        let events = first.sink.scope(|| catch_panic(|| Ok(batch.step(decoder))));
+        match events {
+            Ok(events) => events.into_iter().for_each(|e| self.deliver(e)),
+            Err(e) => self.end_all(batch, &e),
+        }
+    }
+
+    fn deliver(&self, e: Event<Arc<Generation<S>>>) {
+        let out = Output {
+            text: e.piece.text,
+            tokens: e.piece.tokens,
+            ..Output::default()
+        };
+        match e.finish {
+            Some(f) => self.finish(&e.tag, f, e.error, out),
+            None => e.tag.post(out),
+        }
+    }
+}

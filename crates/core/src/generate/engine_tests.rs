@@ -1,0 +1,422 @@
+//! The engine's scheduler under `cargo test`, on a fake decoder (no libtorch program): joins,
+//! aborts at each state, the prefill budget, stale rows, QueueFull, the prefix cache.
+//!
+//! The fake writes each token's id into its row's cache slot at its position, and its logits
+//! pick `65 + (sum of the row's slots 0..=p) % 26` (an ASCII capital): every token depends on
+//! the whole of its row's cache up to its position, as a real model's attention does, and on
+//! nothing past it. A row that read another sequence's keys, or a cache row moved wrongly,
+//! changes the tokens.
+use super::engine::{Config, Engine, Generation, Output, Schedule, Sink, State};
+use super::lm::Prompt;
+use super::request::{Defaults, Options, Request};
+use super::sequence::{CacheShape, Decoder, Finish};
+use anyhow::Result;
+use serde_json::Value as Json;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tch::{Kind, Tensor};
+
+#[derive(Default)]
+struct Fake {
+    /// Called at the start of each program call with its row count.
+    hook: Mutex<Option<Box<dyn FnMut(usize) + Send>>>,
+    /// Tokens run through the program, prompts and steps.
+    ran: AtomicUsize,
+}
+
+impl Decoder for Fake {
+    fn cache_shape(&self) -> CacheShape {
+        CacheShape {
+            layers: 1,
+            kv_heads: 1,
+            head_dim: 1,
+            dtype: Kind::Double,
+        }
+    }
+    fn max_context(&self) -> usize {
+        256
+    }
+    fn vocab_size(&self) -> usize {
+        128
+    }
+    fn tokenize(&self, prompt: Prompt) -> Result<Vec<u32>> {
+        match prompt {
+            Prompt::Text(t) => Ok(t.bytes().map(u32::from).collect()),
+            Prompt::Ids(ids) => Ok(ids),
+            Prompt::Messages(_) => anyhow::bail!("no template"),
+        }
+    }
+    fn is_eos(&self, token: u32) -> bool {
+        token == 0
+    }
+    fn decode(&self, ids: &[u32]) -> Result<String> {
+        Ok(ids.iter().map(|&i| i as u8 as char).collect())
+    }
+    fn run(&self, ids: &[i64], positions: &[i64], rows: usize, cache: Vec<Tensor>) -> Result<Vec<Vec<f32>>> {
+        if let Some(hook) = self.hook.lock().unwrap().as_mut() {
+            hook(rows);
+        }
+        self.ran.fetch_add(ids.len(), Ordering::SeqCst);
+        let cols = ids.len() / rows;
+        let mut out = Vec::new();
+        for r in 0..rows {
+            let row = cache[0].f_narrow(0, r as i64, 1)?;
+            for c in 0..cols {
+                let mut slot = row.f_narrow(2, positions[r * cols + c], 1)?;
+                let _ = slot.f_fill_(ids[r * cols + c] as f64)?;
+            }
+            let p = positions[r * cols + cols - 1];
+            let sum = f64::try_from(row.f_narrow(2, 0, p + 1)?.f_sum(Kind::Double)?)? as u64;
+            let mut logits = vec![0.0; 128];
+            logits[65 + (sum % 26) as usize] = 1.0;
+            out.push(logits);
+        }
+        Ok(out)
+    }
+}
+
+/// A sink that records what it is sent.
+#[derive(Clone, Default)]
+struct Record {
+    out: Arc<Mutex<Vec<Output>>>,
+    gone: Arc<AtomicBool>,
+}
+
+impl Sink for Record {
+    type Hold = ();
+    fn post(&self, mut out: Output) {
+        // Delivered: the slot is free.
+        out.settled.take();
+        self.out.lock().unwrap().push(out);
+    }
+    fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
+    }
+    fn hold(&self) -> Option<()> {
+        (!self.is_gone()).then_some(())
+    }
+}
+
+impl Record {
+    fn text(&self) -> String {
+        self.out.lock().unwrap().iter().map(|o| o.text.as_str()).collect()
+    }
+    fn finish(&self) -> Option<Finish> {
+        self.out.lock().unwrap().last().and_then(|o| o.finish)
+    }
+    fn pieces(&self) -> usize {
+        self.out.lock().unwrap().len()
+    }
+}
+
+type Jobs = Arc<Mutex<VecDeque<Box<dyn FnOnce() + Send>>>>;
+
+struct Rig {
+    engine: Arc<Engine<Fake, Record>>,
+    fake: Arc<Fake>,
+    jobs: Jobs,
+}
+
+fn rig(config: Config) -> Rig {
+    let jobs: Jobs = Arc::default();
+    let queue = jobs.clone();
+    let schedule: Schedule = Arc::new(move |job| queue.lock().unwrap().push_back(job));
+    let fake = Arc::new(Fake::default());
+    Rig {
+        engine: Engine::new(fake.clone(), config, schedule),
+        fake,
+        jobs,
+    }
+}
+
+fn request(max_new_tokens: u64) -> Request {
+    Defaults::from_config(&Json::Null)
+        .request(&Options {
+            max_new_tokens: Some(max_new_tokens),
+            ..Options::default()
+        })
+        .unwrap()
+}
+
+impl Rig {
+    fn start(&self, prompt: &str, n: u64) -> (Arc<Generation<Record>>, Record) {
+        let sink = Record::default();
+        let g = self
+            .engine
+            .start(Prompt::Text(prompt.into()), request(n), sink.clone())
+            .unwrap();
+        (g, sink)
+    }
+    /// Runs the next scheduled round; false when none is scheduled.
+    fn round(&self) -> bool {
+        let job = self.jobs.lock().unwrap().pop_front();
+        job.map(|j| j()).is_some()
+    }
+    fn run_all(&self) {
+        while self.round() {}
+    }
+}
+
+/// Each prompt's text when it runs alone.
+fn alone(prompts: &[(&str, u64)]) -> Vec<String> {
+    prompts
+        .iter()
+        .map(|&(p, n)| {
+            let r = rig(Config::new(1));
+            let (_, sink) = r.start(p, n);
+            r.run_all();
+            sink.text()
+        })
+        .collect()
+}
+
+const PROMPTS: [(&str, u64); 4] = [
+    ("Once upon a time", 30),
+    ("Hello", 7),
+    ("The quick brown fox", 19),
+    ("AB", 12),
+];
+
+#[test]
+fn generations_that_join_and_leave_at_different_steps_give_their_tokens_alone() {
+    let want = alone(&PROMPTS);
+    assert!(want.iter().all(|t| t.len() > 5), "{want:?}");
+    // Three rows, four calls: the fourth takes a row another left (with its stale keys past
+    // its positions, and rows moved down as earlier ones end).
+    let r = rig(Config::new(3));
+    let sinks: Vec<Record> = PROMPTS
+        .iter()
+        .enumerate()
+        .map(|(i, &(p, n))| {
+            // One joins each round.
+            (0..i).for_each(|_| {
+                r.round();
+            });
+            r.start(p, n).1
+        })
+        .collect();
+    r.run_all();
+    for (i, sink) in sinks.iter().enumerate() {
+        assert_eq!(sink.text(), want[i], "prompt {i}");
+        assert_eq!(sink.finish(), Some(Finish::Length));
+    }
+    let s = r.engine.stats();
+    assert_eq!((s.active, s.queued, s.counts.prefills), (0, 0, 4));
+    assert!(s.counts.steps < s.counts.rows, "{s:?}: rows shared steps");
+}
+
+#[test]
+fn aborts_at_each_state_end_with_one_aborted_piece_and_free_the_row() {
+    let r = rig(Config::new(1));
+    let (running, run_sink) = r.start("Once upon a time", 100);
+    let (queued, queued_sink) = r.start("Hello", 100);
+    // Queued: ended at once, before any round.
+    r.engine.abort(&queued);
+    assert_eq!(queued.state(), State::Finished(Finish::Aborted));
+    assert_eq!(
+        (queued_sink.pieces(), queued_sink.finish()),
+        (1, Some(Finish::Aborted))
+    );
+    assert_eq!(r.engine.stats().queued, 1, "the other one waits on");
+    // Decoding: counted free at once; the next round frees the row and sends the last piece.
+    r.round();
+    r.round();
+    assert_eq!(running.state(), State::Decoding);
+    r.engine.abort(&running);
+    assert_eq!((running.state(), r.engine.stats().active), (State::Aborting, 0));
+    r.round();
+    assert_eq!(running.state(), State::Finished(Finish::Aborted));
+    assert_eq!(run_sink.finish(), Some(Finish::Aborted));
+    assert!(!r.round(), "nothing left: no round scheduled");
+    // Finished: nothing more.
+    r.engine.abort(&running);
+    assert_eq!(
+        run_sink
+            .out
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|o| o.finish.is_some())
+            .count(),
+        1
+    );
+
+    // Prefilling: aborted while its prompt runs.
+    let r = Arc::new(rig(Config::new(2)));
+    let (g, sink) = r.start("Hello there", 50);
+    let (engine, target) = (r.engine.clone(), g.clone());
+    *r.fake.hook.lock().unwrap() = Some(Box::new(move |_| {
+        if target.state() == State::Prefilling {
+            engine.abort(&target);
+        }
+    }));
+    r.round();
+    assert_eq!(g.state(), State::Aborting);
+    r.run_all();
+    assert_eq!(
+        (g.state(), sink.finish()),
+        (State::Finished(Finish::Aborted), Some(Finish::Aborted))
+    );
+    assert_eq!(r.engine.stats().active, 0);
+}
+
+#[test]
+fn a_running_batch_admits_prompts_up_to_the_prefill_budget_an_idle_one_all() {
+    let r = rig(Config {
+        prefill_budget: 10,
+        ..Config::new(8)
+    });
+    // Idle: all three 6-token prompts join the first round.
+    let first: Vec<_> = (0..3).map(|i| r.start(&format!("abcde{i}"), 50).0).collect();
+    r.round();
+    assert!(first.iter().all(|g| g.state() == State::Decoding));
+    // Running: 6 tokens, then 12 ≥ 10: two join this round, the third the next.
+    let later: Vec<_> = (0..3).map(|i| r.start(&format!("fghij{i}"), 50).0).collect();
+    r.round();
+    let states: Vec<State> = later.iter().map(|g| g.state()).collect();
+    assert_eq!(states, [State::Decoding, State::Decoding, State::Queued]);
+    r.round();
+    assert_eq!(later[2].state(), State::Decoding);
+    assert_eq!(r.engine.stats().counts.prefills, 6);
+}
+
+#[test]
+fn queue_full_past_max_sequences_plus_max_queue_and_receivers_gone_free_their_rows() {
+    let r = rig(Config {
+        max_queue: Some(1),
+        ..Config::new(2)
+    });
+    let sinks: Vec<Record> = (0..3).map(|i| r.start(&format!("p{i}"), 20).1).collect();
+    let e = r
+        .engine
+        .start(Prompt::Text("x".into()), request(2), Record::default())
+        .err()
+        .unwrap();
+    assert_eq!(crate::error::describe(&e).0, crate::error::Code::QueueFull);
+    r.round();
+    assert_eq!((r.engine.stats().active, r.engine.stats().queued), (2, 1));
+    // A receiver gone (its JS thread tearing down): its row goes, nothing is sent to it.
+    sinks[0].gone.store(true, Ordering::SeqCst);
+    let sent = sinks[0].pieces();
+    r.run_all();
+    assert_eq!(sinks[0].pieces(), sent);
+    assert_eq!(sinks[2].finish(), Some(Finish::Length));
+    assert_eq!(r.engine.stats().active, 0);
+}
+
+#[test]
+fn errors_end_only_their_generation() {
+    let r = rig(Config::new(2));
+    let sink = Record::default();
+    // A token id past the vocabulary: refused at admission, the others go on.
+    r.engine
+        .start(Prompt::Ids(vec![1, 500]), request(3), sink.clone())
+        .unwrap();
+    let (_, ok) = r.start("fine", 3);
+    r.run_all();
+    let out = sink.out.lock().unwrap();
+    assert_eq!(out[0].finish, Some(Finish::Aborted));
+    let (code, message) = crate::error::describe(out[0].error.as_ref().unwrap());
+    assert_eq!(code, crate::error::Code::InvalidArg);
+    assert!(message.contains("out of the vocabulary"), "{message}");
+    assert_eq!((ok.finish(), ok.text().len()), (Some(Finish::Length), 3));
+}
+
+#[test]
+fn the_prefix_cache_reuses_a_shared_prompt_start_and_gives_the_same_tokens() {
+    let system = "You are a helpful assistant. Answer briefly. ";
+    let prompts = [format!("{system}What is 2+2?"), format!("{system}Name a color.")];
+    let without: Vec<String> = prompts
+        .iter()
+        .map(|p| {
+            let r = rig(Config::new(2));
+            let (_, sink) = r.start(p, 20);
+            r.run_all();
+            sink.text()
+        })
+        .collect();
+    let r = rig(Config {
+        prefix_cache_tokens: 1000,
+        ..Config::new(2)
+    });
+    let mut with = Vec::new();
+    let mut ran = Vec::new();
+    for p in &prompts {
+        let before = r.fake.ran.load(Ordering::SeqCst);
+        let (_, sink) = r.start(p, 20);
+        r.run_all();
+        with.push(sink.text());
+        ran.push(r.fake.ran.load(Ordering::SeqCst) - before);
+    }
+    assert_eq!(with, without);
+    // The second prompt ran only its own end (and its 19 steps).
+    assert_eq!(ran[1], prompts[1].len() - system.len() + 19);
+    let p = r.engine.stats().prefix.unwrap();
+    assert_eq!((p.hits, p.reused_tokens, p.entries), (1, system.len() as u64, 2));
+}
+
+#[test]
+fn a_slot_is_held_until_the_caller_has_the_last_piece_and_close_ends_the_waiting_disposed() {
+    /// A sink that keeps the last piece undelivered (its `settled` alive) until told.
+    #[derive(Clone, Default)]
+    struct Slow(Arc<Mutex<Vec<Output>>>);
+    impl Sink for Slow {
+        type Hold = ();
+        fn post(&self, out: Output) {
+            self.0.lock().unwrap().push(out);
+        }
+        fn is_gone(&self) -> bool {
+            false
+        }
+        fn hold(&self) -> Option<()> {
+            Some(())
+        }
+    }
+    let jobs: Jobs = Arc::default();
+    let queue = jobs.clone();
+    let schedule: Schedule = Arc::new(move |job| queue.lock().unwrap().push_back(job));
+    let engine = Engine::new(
+        Arc::new(Fake::default()),
+        Config {
+            max_queue: Some(0),
+            ..Config::new(1)
+        },
+        schedule,
+    );
+    let sink = Slow::default();
+    let g = engine
+        .start(Prompt::Text("ab".into()), request(2), sink.clone())
+        .unwrap();
+    loop {
+        let job = jobs.lock().unwrap().pop_front();
+        let Some(job) = job else { break };
+        job();
+    }
+    // Its row is free, but the caller has not had the last piece: the slot is still taken.
+    assert!(matches!(g.state(), State::Ending(Finish::Length)));
+    assert_eq!(engine.stats().active, 1);
+    assert!(engine
+        .start(Prompt::Text("x".into()), request(2), Slow::default())
+        .is_err());
+    sink.0.lock().unwrap().clear(); // delivered: `settled` dropped
+    assert_eq!(
+        (g.state(), engine.stats().active),
+        (State::Finished(Finish::Length), 0)
+    );
+    // close(): waiting calls end Disposed, new ones are refused, the decoder goes when idle.
+    let engine = Engine::new(Arc::new(Fake::default()), Config::new(1), Arc::new(|_job| {}));
+    let waiting = Record::default();
+    engine
+        .start(Prompt::Text("ab".into()), request(2), waiting.clone())
+        .unwrap();
+    engine.close();
+    let out = waiting.out.lock().unwrap();
+    let (code, _) = crate::error::describe(out[0].error.as_ref().unwrap());
+    assert_eq!(code, crate::error::Code::Disposed);
+    let refused = engine.start(Prompt::Text("x".into()), request(2), Record::default());
+    assert_eq!(
+        crate::error::describe(&refused.err().unwrap()).0,
+        crate::error::Code::Disposed
+    );
+}

@@ -1,0 +1,177 @@
+//! What one generation asks for: the caller's options (a typed bag, which the addon's
+//! `js_options!` reads from JS) over the model's defaults (`generation_config.json`).
+use super::sample::{self, Params, Sampling};
+use crate::error::{bail_code, Code};
+use anyhow::Result;
+use serde_json::Value as Json;
+
+/// Generation options as the caller gives them; None is the model's default.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Options {
+    pub max_new_tokens: Option<u64>,
+    pub temperature: Option<f64>,
+    pub top_k: Option<u64>,
+    pub top_p: Option<f64>,
+    pub min_p: Option<f64>,
+    pub repetition_penalty: Option<f64>,
+    pub seed: Option<u64>,
+    pub stop: Option<Vec<String>>,
+}
+
+/// The model's defaults, as the numbers users give (an option overrides one of them: a
+/// temperature over the config's top-k still samples from the top k).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Defaults {
+    pub max_new_tokens: usize,
+    pub temperature: f64,
+    pub top_k: usize,
+    pub top_p: f64,
+    pub min_p: f64,
+    pub repetition_penalty: f64,
+}
+
+/// One generation's settings: sampling, limits, stop strings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub params: Params,
+    pub max_new_tokens: usize,
+    pub stop: Vec<String>,
+}
+
+impl Defaults {
+    /// transformers' defaults where `generation_config.json` says nothing: sampling only when
+    /// `do_sample` is true, 20 new tokens... except `max_new_tokens`, 256 here.
+    pub fn from_config(generation_config: &Json) -> Defaults {
+        let g = generation_config;
+        let num = |k: &str, d: f64| g[k].as_f64().unwrap_or(d);
+        let sampling = g["do_sample"].as_bool().unwrap_or(false);
+        Defaults {
+            max_new_tokens: g["max_new_tokens"].as_u64().unwrap_or(256) as usize,
+            temperature: if sampling { num("temperature", 1.0) } else { 0.0 },
+            top_k: if sampling {
+                g["top_k"].as_u64().unwrap_or(50) as usize
+            } else {
+                0
+            },
+            top_p: if sampling { num("top_p", 1.0) } else { 1.0 },
+            min_p: if sampling { num("min_p", 0.0) } else { 0.0 },
+            repetition_penalty: num("repetition_penalty", 1.0),
+        }
+    }
+
+    /// These defaults overridden by `o`; values out of range are `InvalidArg` naming the option.
+    pub fn request(&self, o: &Options) -> Result<Request> {
+        let max_new_tokens = o.max_new_tokens.unwrap_or(self.max_new_tokens as u64);
+        if max_new_tokens < 1 {
+            bail_code!(
+                Code::InvalidArg,
+                "options.maxNewTokens: expected a whole number ≥ 1, got {max_new_tokens}"
+            );
+        }
+        let top_k = o.top_k.map_or(self.top_k, |k| k.min(usize::MAX as u64) as usize);
+        let sampling = Sampling::new(
+            o.temperature.unwrap_or(self.temperature),
+            top_k,
+            o.top_p.unwrap_or(self.top_p),
+            o.min_p.unwrap_or(self.min_p),
+        )?;
+        let stop = o.stop.clone().unwrap_or_default();
+        if stop.iter().any(String::is_empty) {
+            bail_code!(Code::InvalidArg, "options.stop: a stop string may not be empty");
+        }
+        Ok(Request {
+            params: Params {
+                sampling,
+                repetition_penalty: sample::repetition_penalty(
+                    o.repetition_penalty.unwrap_or(self.repetition_penalty),
+                )?,
+                seed: o.seed.unwrap_or(0),
+            },
+            max_new_tokens: max_new_tokens.min(usize::MAX as u64) as usize,
+            stop,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_come_from_generation_config_and_options_override_them() {
+        let g: Json = serde_json::from_str(
+            r#"{"do_sample": true, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 40}"#,
+        )
+        .unwrap();
+        let d = Defaults::from_config(&g);
+        assert_eq!(
+            (d.temperature, d.top_k, d.top_p, d.max_new_tokens),
+            (0.7, 50, 0.9, 40)
+        );
+        let r = d.request(&Options::default()).unwrap();
+        assert_eq!(r.params.sampling.numbers(), (0.7, 50, 0.9, 0.0));
+        let greedy = Defaults::from_config(&Json::Null);
+        assert_eq!(
+            greedy.request(&Options::default()).unwrap().params.sampling,
+            Sampling::Greedy
+        );
+        let r = greedy
+            .request(&Options {
+                temperature: Some(1.0),
+                top_k: Some(5),
+                stop: Some(vec!["x".into()]),
+                seed: Some(3),
+                ..Options::default()
+            })
+            .unwrap();
+        assert_eq!(r.params.sampling.numbers(), (1.0, 5, 1.0, 0.0));
+        assert_eq!((r.params.seed, r.stop), (3, vec!["x".to_string()]));
+    }
+
+    #[test]
+    fn bad_options_are_invalid_args_naming_the_option() {
+        let d = Defaults::from_config(&Json::Null);
+        for (o, says) in [
+            (
+                Options {
+                    max_new_tokens: Some(0),
+                    ..Options::default()
+                },
+                "options.maxNewTokens",
+            ),
+            (
+                Options {
+                    top_p: Some(0.0),
+                    ..Options::default()
+                },
+                "options.topP",
+            ),
+            (
+                Options {
+                    temperature: Some(-1.0),
+                    ..Options::default()
+                },
+                "options.temperature",
+            ),
+            (
+                Options {
+                    stop: Some(vec![String::new()]),
+                    ..Options::default()
+                },
+                "options.stop",
+            ),
+            (
+                Options {
+                    repetition_penalty: Some(0.0),
+                    ..Options::default()
+                },
+                "options.repetitionPenalty",
+            ),
+        ] {
+            let e = d.request(&o).unwrap_err();
+            let (code, message) = crate::error::describe(&e);
+            assert_eq!(code, Code::InvalidArg, "{o:?}");
+            assert!(message.contains(says), "{o:?}: {message}");
+        }
+    }
+}

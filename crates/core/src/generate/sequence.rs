@@ -1,0 +1,184 @@
+//! One sequence being generated, and the decoder it runs on: its tokens, its sampling and text
+//! state, and the choice of each next token. Its cache is a row of the `Batch` it runs in.
+use super::lm::Prompt;
+use super::request::Request;
+use super::sample::{self, Rng};
+use super::stream::{Detokenizer, Stops};
+use crate::error::{bail_code, Code};
+use anyhow::Result;
+use tch::{Kind, Tensor};
+
+/// The cache a decoder's program reads and writes: `2·layers` tensors `[rows, Hkv, C, D]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CacheShape {
+    pub layers: usize,
+    pub kv_heads: i64,
+    pub head_dim: i64,
+    pub dtype: Kind,
+}
+
+/// What the engine needs of a model: one program call, its cache's shape, its tokens. The
+/// exported LM (`super::lm::Model`) is one; the scheduler's unit tests use a tiny fake.
+pub trait Decoder: Send + Sync + 'static {
+    fn cache_shape(&self) -> CacheShape;
+    /// The longest sequence (prompt + output) served.
+    fn max_context(&self) -> usize;
+    fn vocab_size(&self) -> usize;
+    /// The prompt's token ids (a conversation through the chat template).
+    fn tokenize(&self, prompt: Prompt) -> Result<Vec<u32>>;
+    fn is_eos(&self, token: u32) -> bool;
+    /// Decodes tokens (special tokens skipped).
+    fn decode(&self, ids: &[u32]) -> Result<String>;
+    /// One program call: `ids` and `positions` are `[rows, cols]` row-major, `cache` the cache
+    /// tensors' dense views of those rows (written in place). Each row's logits of its last token.
+    fn run(&self, ids: &[i64], positions: &[i64], rows: usize, cache: Vec<Tensor>) -> Result<Vec<Vec<f32>>>;
+}
+
+/// Why a sequence ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Finish {
+    Stop,
+    Length,
+    Aborted,
+}
+
+impl Finish {
+    pub fn name(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+            Finish::Aborted => "aborted",
+        }
+    }
+}
+
+/// Text and the tokens that made it since the last piece.
+#[derive(Debug, Default, PartialEq)]
+pub struct Piece {
+    pub text: String,
+    pub tokens: Vec<u32>,
+}
+
+pub struct Sequence {
+    request: Request,
+    /// Prompt and output.
+    pub(super) tokens: Vec<u32>,
+    pub prompt_tokens: usize,
+    /// The logits of the next token.
+    logits: Vec<f32>,
+    rng: Rng,
+    detok: Detokenizer,
+    stops: Stops,
+    pub finish: Option<Finish>,
+    /// A stop string ended it (nothing held back is left to emit).
+    matched: bool,
+    /// Tokens chosen since the last piece whose text is not complete yet.
+    held: Vec<u32>,
+}
+
+impl Sequence {
+    /// A new sequence for `prompt` (checked against the vocabulary and the context); its prompt
+    /// runs when a `Batch` admits it.
+    pub fn new(d: &dyn Decoder, prompt: Vec<u32>, request: Request) -> Result<Sequence> {
+        if prompt.is_empty() {
+            bail_code!(Code::InvalidArg, "the prompt is empty (no tokens)");
+        }
+        let vocab = d.vocab_size();
+        if let Some(bad) = prompt.iter().find(|&&t| t as usize >= vocab.max(1)) {
+            bail_code!(
+                Code::InvalidArg,
+                "prompt: token id {bad} is out of the vocabulary ({vocab})"
+            );
+        }
+        if prompt.len() >= d.max_context() {
+            bail_code!(
+                Code::InvalidArg,
+                "the prompt has {} tokens; this model serves at most {} in all",
+                prompt.len(),
+                d.max_context()
+            );
+        }
+        Ok(Sequence {
+            rng: Rng::new(request.params.seed),
+            stops: Stops::new(request.stop.clone()),
+            request,
+            prompt_tokens: prompt.len(),
+            tokens: prompt,
+            logits: Vec::new(),
+            detok: Detokenizer::default(),
+            finish: None,
+            matched: false,
+            held: Vec::new(),
+        })
+    }
+
+    /// The cache slots it needs in all: prompt and new tokens, within the context.
+    pub fn capacity(&self, d: &dyn Decoder) -> usize {
+        (self.prompt_tokens + self.request.max_new_tokens)
+            .min(d.max_context())
+            .max(2)
+    }
+
+    /// The tokens generated so far.
+    pub fn output(&self) -> &[u32] {
+        &self.tokens[self.prompt_tokens..]
+    }
+
+    /// Chooses the next token from the logits and adds the text it completes to `piece`. True
+    /// when the sequence goes on (the token must then run through the program); at the end
+    /// `finish` is set and the text held back is flushed into `piece`.
+    pub(super) fn choose(&mut self, d: &dyn Decoder, piece: &mut Piece) -> Result<bool> {
+        let decode = |ids: &[u32]| d.decode(ids);
+        let token = sample::choose(
+            &mut self.logits,
+            &self.tokens,
+            &self.request.params,
+            &mut self.rng,
+        );
+        self.tokens.push(token);
+        piece.tokens.push(token);
+        let generated = self.tokens.len() - self.prompt_tokens;
+        if d.is_eos(token) {
+            self.finish = Some(Finish::Stop);
+        } else {
+            let (text, stopped) = self.stops.push(&self.detok.push(token, &decode)?);
+            piece.text.push_str(&text);
+            if stopped {
+                self.finish = Some(Finish::Stop);
+                self.matched = true;
+            } else if generated >= self.request.max_new_tokens || self.tokens.len() >= d.max_context() {
+                self.finish = Some(Finish::Length);
+            }
+        }
+        if self.finish.is_none() {
+            return Ok(true);
+        }
+        if !self.matched {
+            let rest = self.detok.flush(&decode)?;
+            let (text, stopped) = self.stops.push(&rest);
+            piece.text.push_str(&text);
+            if !stopped {
+                piece.text.push_str(&self.stops.flush());
+            }
+        }
+        Ok(false)
+    }
+
+    pub(super) fn set_logits(&mut self, logits: Vec<f32>) {
+        self.logits = logits;
+    }
+
+    /// Keeps tokens that made no text yet for the next piece.
+    pub(super) fn hold(&mut self, tokens: Vec<u32>) {
+        self.held.extend(tokens);
+    }
+
+    /// `piece` with the held tokens before its own.
+    pub(super) fn with_held(&mut self, mut piece: Piece) -> Piece {
+        if !self.held.is_empty() {
+            self.held.append(&mut piece.tokens);
+            piece.tokens = std::mem::take(&mut self.held);
+        }
+        piece
+    }
+}
