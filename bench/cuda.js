@@ -15,6 +15,7 @@
 // --deadline-s: no measurement starts after that many seconds (the GPU check's time limit);
 // what was skipped is in the table.
 const { spawnSync } = require('node:child_process')
+const fs = require('node:fs')
 const path = require('node:path')
 const { options, writeResults, runMain } = require('./cli')
 
@@ -25,6 +26,7 @@ const args = options(['python', 'work', 'out', 'iters', 'deadline-s'])
 const PYTHON = args.python || path.join(ROOT, '.libtorch', 'bin', 'python')
 const WORK = path.resolve(args.work || path.join(ROOT, 'bench', 'cuda-work'))
 const OUT = args.out ? path.resolve(args.out) : null
+if (OUT) fs.mkdirSync(path.dirname(OUT), { recursive: true })
 const ITERS = Number(args.iters || 50)
 const DEADLINE_S = Number(args['deadline-s'] || Infinity)
 const started = Date.now()
@@ -32,10 +34,14 @@ const elapsed = () => (Date.now() - started) / 1000
 
 /** Runs the peer; returns its last JSON line, or { error } with its stderr's tail. */
 function peer(...peerArgs) {
+  // Killed 30 s past the deadline at the latest: the GPU check's time limit ends the whole run.
+  const timeout = Number.isFinite(DEADLINE_S) ? Math.max(30, DEADLINE_S - elapsed() + 30) * 1000 : undefined
   const r = spawnSync(PYTHON, [path.join(__dirname, 'cuda_peer.py'), ...peerArgs], {
     encoding: 'utf8',
     maxBuffer: 64 << 20,
+    timeout,
   })
+  if (r.error) return { error: `${r.error.message}` }
   const line = r.stdout
     .trim()
     .split('\n')
@@ -74,6 +80,18 @@ function row(what, node, python, unit, higherIsBetter) {
       : '—'
   rows.push(`| ${what} | ${fmt(node)} | ${fmt(python)} | ${unit} | ${ratio} |`)
   console.log(`${what}: torch-node ${fmt(node)}, Python ${fmt(python)} ${unit} (${ratio})`)
+  // Written after every row: a run cut short by the GPU check's time limit keeps what it measured.
+  if (OUT) fs.writeFileSync(OUT, results())
+}
+
+function results() {
+  return (
+    `# GPU benchmarks (bench/cuda.js)\n\n${new Date().toISOString().slice(0, 10)}, libtorch ${torch.version}; ` +
+    'ratios: torch-node ÷ Python for throughput, Python ÷ torch-node for latency (above 1: torch-node faster).\n\n' +
+    '| what | torch-node | Python | unit | ratio |\n|---|---|---|---|---|\n' +
+    rows.join('\n') +
+    '\n'
+  )
 }
 const timeLeft = () => elapsed() < DEADLINE_S
 
@@ -115,7 +133,10 @@ async function resnet(kind) {
     'ms',
     false,
   )
-  if (!timeLeft()) return void row(`ResNet-50 fp16, batch 64, ${name}`, 'skipped: time', '', '', false)
+  if (!timeLeft()) {
+    m.dispose()
+    return row(`ResNet-50 fp16, batch 64, ${name}`, 'skipped: time', '', '', false)
+  }
   const sixtyFour = input(64)
   const b64 = await measure(async () => (await m.forward(sixtyFour)).cpu(), Math.max(10, ITERS / 2))
   const p64 = python(64)
@@ -153,14 +174,8 @@ async function main() {
       true,
     )
   }
-  const doc =
-    `# GPU benchmarks (bench/cuda.js)\n\n${new Date().toISOString().slice(0, 10)}, libtorch ${torch.version}; ` +
-    'ratios: torch-node ÷ Python for throughput, Python ÷ torch-node for latency (above 1: torch-node faster).\n\n' +
-    '| what | torch-node | Python | unit | ratio |\n|---|---|---|---|---|\n' +
-    rows.join('\n') +
-    '\n'
-  if (OUT) writeResults(OUT, doc, elapsed())
-  else console.log(`\n${doc}`)
+  if (OUT) writeResults(OUT, results(), elapsed())
+  else console.log(`\n${results()}`)
 }
 
 runMain(main)
