@@ -35,6 +35,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -484,14 +485,18 @@ def run_workers(todo, out_dir, jobs):
         while waiting and len(running) < jobs:
             name = waiting.pop(0)
             cmd = [sys.executable, os.path.abspath(__file__), "--out", out_dir, "--worker", name]
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-            running[proc.pid] = (name, proc, time.time())
-        pid, _ = os.wait()
+            # Into a file, not a pipe: a pipe's 64 KiB of warnings would stall the worker.
+            out = tempfile.TemporaryFile()
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+            running[proc.pid] = (name, proc, time.time(), out)
+        pid, status = os.wait()
         if pid not in running:
             continue
-        name, proc, t0 = running.pop(pid)
-        text = proc.stdout.read().decode(errors="replace")
-        proc.wait()
+        name, proc, t0, out = running.pop(pid)
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+        out.close()
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen.wait() cannot see it
         lines = text.strip().split("\n")
         summary = None
         try:

@@ -485,6 +485,13 @@ def write_tokenizer(model_dir, out_dir):
 
     folder, extra = source(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(folder, **extra)
+    if extra and not getattr(tokenizer, "chat_template", None):
+        # transformers' GGUF loader (5.23) leaves the file's chat template behind: read it here.
+        import gguf
+
+        field = gguf.GGUFReader(model_dir).fields.get("tokenizer.chat_template")
+        if field is not None:
+            tokenizer.chat_template = field.contents()
     tokenizer.save_pretrained(out_dir)
     if not os.path.isfile(os.path.join(out_dir, "tokenizer.json")):
         raise ExportError(f"{model_dir}: the tokenizer has no fast (tokenizer.json) form")
@@ -504,7 +511,8 @@ def kept_note(quantization):
     kept = quantization["kept"]
     if not kept:
         return ""
-    return f" ({len(kept)} kept in float: inputs not a multiple of {quantization['group_size']}, e.g. {kept[0]})"
+    return (f" ({len(kept)} kept in float: inputs not a multiple of {quantization['group_size']} or outputs of 16, "
+            f"e.g. {kept[0]})")
 
 
 def load_model(model_dir, log):

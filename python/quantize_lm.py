@@ -81,8 +81,8 @@ def _make_module():
 
 def quantize(model, scheme, dtype):
     """Replaces `model`'s linear layers in place; returns {"scheme", "group_size", "layers",
-    "kept": [names of linear layers left in `dtype`]}: a layer stays when int4's groups do not
-    divide its inputs."""
+    "kept": [names of linear layers left in `dtype`]}: with int4, a layer stays when the group
+    does not divide its inputs, or 16 its outputs."""
     import torch
 
     if scheme not in SCHEMES:
@@ -95,7 +95,8 @@ def quantize(model, scheme, dtype):
         if found is None:
             continue
         weight, bias = found
-        if group is not None and weight.shape[1] % group:
+        # int4's packing takes outputs in multiples of 16 (_convert_weight_to_int4pack_for_cpu).
+        if group is not None and (weight.shape[1] % group or weight.shape[0] % 16):
             kept.append(name)
             continue
         with torch.no_grad():
