@@ -67,7 +67,7 @@ async function main() {
   const cpu = machine.cpuinfo()
   const plain = await torch.text.CausalLM.load(folder, { maxSequences: 1 })
   // The shared start: numbered facts, as many tokens as asked for (fewer where the context is short).
-  const want = Math.min(Number(opt.prefix ?? 1200), plain.maxContext - 64)
+  const want = Math.min(Number(opt.prefix ?? 1200), plain.maxContext - 128)
   let prefix = 'You answer questions about the facts below, briefly.\n'
   for (let i = 1; (await plain.complete(prefix, { maxNewTokens: 1 })).usage.promptTokens < want; i++) {
     prefix += `Fact ${i}: the item numbered ${i} is kept in drawer ${(i * 7) % 13} of cabinet ${(i * 3) % 5}.\n`
