@@ -36,6 +36,7 @@ channel) or int4 (groups of 32, or 128: int4-g128), activations and cache in --d
 
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
        torch-node export <model-dir> <out-folder> [--dtype ...]   (torch-node export --help)
+       torch-node serve --model NAME=FOLDER [...]   (torch-node serve --help)
 
 Classifies images (paths; JPEG, PNG, WebP, GIF, BMP, TIFF) with an ImageNet classifier and prints
 the most probable labels of each. Without --model: the bundled EfficientNet-Lite0 (its own
