@@ -33,9 +33,14 @@ const ROOT = path.join(__dirname, '..')
 const CACHE = path.join(ROOT, 'models', 'golden', 'bench-lm')
 const HF = path.join(CACHE, 'hf')
 const PROMPTS = path.join(CACHE, 'prompts.json')
-const GGUF = { f32: path.join(CACHE, 'gguf', 'f32.gguf'), f16: path.join(CACHE, 'gguf', 'f16.gguf') }
-// --autotune 1 (the default): the folder exported with --autotune (docs/generation.md); 0: the default export.
-const exported = (dtype) => path.join(CACHE, `torch-node-${dtype}${config.autotune ? '-autotune' : ''}`)
+// The same weights for node-llama-cpp: F32, F16, and llama.cpp's Q8_0 and Q4_0 of them
+// (generate_child.py's GGUF_KINDS), against torch-node's fp32, bf16, --quantize int8 and int4.
+const GGUF = Object.fromEntries(['f32', 'f16', 'q8_0', 'q4_0'].map((k) => [k, path.join(CACHE, 'gguf', `${k}.gguf`)]))
+// --autotune 1 (the default): the folder exported with --autotune (docs/generation.md); 0: the
+// default export. `variant`: a dtype, or a --quantize scheme (activations in bf16 where the CPU
+// has native bf16, else fp32: exportFlags).
+const exported = (variant) => path.join(CACHE, `torch-node-${variant}${config.autotune ? '-autotune' : ''}`)
+const QUANTIZED = { int8: 'Q8_0', int4: 'Q4_0' }
 const PEERS = path.join(__dirname, 'peers')
 const MAX_CONTEXT = 1024
 
@@ -65,18 +70,22 @@ function wheelGguf(python) {
 }
 
 /** Everything the peers read, made once; each step says what it does (the export takes minutes). */
-function prepare(python, dtypes) {
-  if (![path.join(HF, 'model.safetensors'), GGUF.f32, GGUF.f16, PROMPTS].every((f) => fs.existsSync(f))) {
+function prepare(python, variants, bf16Native) {
+  if (![path.join(HF, 'model.safetensors'), ...Object.values(GGUF), PROMPTS].every((f) => fs.existsSync(f))) {
     log(`preparing ${path.relative(ROOT, CACHE)}: HF folder, F32/F16 GGUF files and prompts (once)`)
     execFileSync(python, [path.join(__dirname, 'generate_child.py'), 'prepare', wheelGguf(python), CACHE], {
       stdio: 'inherit',
       env,
     })
   }
-  for (const dtype of dtypes) {
-    const out = exported(dtype)
+  for (const variant of variants) {
+    const out = exported(variant)
     if (fs.existsSync(path.join(out, 'manifest.json'))) continue
-    log(`exporting ${path.relative(ROOT, out)} with python/export_causal_lm.py --dtype ${dtype} (once, minutes)`)
+    const flags =
+      variant in QUANTIZED
+        ? ['--quantize', variant, '--dtype', bf16Native ? 'bfloat16' : 'float32']
+        : ['--dtype', variant]
+    log(`exporting ${path.relative(ROOT, out)} with python/export_causal_lm.py ${flags.join(' ')} (once, minutes)`)
     fs.rmSync(`${out}.tmp`, { recursive: true, force: true })
     execFileSync(
       python,
@@ -84,8 +93,7 @@ function prepare(python, dtypes) {
         path.join(ROOT, 'python', 'export_causal_lm.py'),
         HF,
         `${out}.tmp`,
-        '--dtype',
-        dtype,
+        ...flags,
         '--max-context',
         String(MAX_CONTEXT),
         ...(config.autotune ? ['--autotune'] : []),
@@ -177,7 +185,7 @@ async function main() {
   if (!python)
     throw new Error('bench:generate needs the dev virtualenv (.libtorch) for its preparation: run `npm install`')
   const bf16 = machine.bf16Support(cpu)
-  prepare(python, bf16.native ? ['float32', 'bfloat16'] : ['float32'])
+  prepare(python, ['float32', ...(bf16.native ? ['bfloat16'] : []), ...Object.keys(QUANTIZED)], bf16.native)
   const peersSkipped = installPeers()
   const prompts = JSON.parse(fs.readFileSync(PROMPTS, 'utf8'))
   const child = path.join(__dirname, 'generate-child.js')
@@ -194,7 +202,7 @@ async function main() {
     }
   }
   const llama = async (file) => {
-    const name = `node-llama-cpp ${file.toUpperCase()}`
+    const name = `node-llama-cpp ${file.toUpperCase()}` // F32, F16, Q8_0, Q4_0
     if (peersSkipped) skipped[name] = peersSkipped
     else await add(name, process.execPath, [child, 'node-llama-cpp', GGUF[file], PROMPTS, threads])
   }
@@ -206,6 +214,10 @@ async function main() {
     if (bf16.native) {
       await add('torch-node bf16', process.execPath, [child, 'torch-node', exported('bfloat16'), PROMPTS, threads])
       await llama('f16')
+    }
+    for (const [scheme, peer] of Object.entries(QUANTIZED)) {
+      await add(`torch-node ${scheme}`, process.execPath, [child, 'torch-node', exported(scheme), PROMPTS, threads])
+      await llama(peer.toLowerCase())
     }
     /** A peer's reply, or null once it failed: it is then ended and listed as skipped. */
     const ask = async (name, line) => {
@@ -303,7 +315,7 @@ async function main() {
       '|---|---|---|---|---|',
     )
     for (const [name, xs] of one) {
-      if (name.includes('bf16') || name.includes('F16')) continue
+      if (/bf16|F16|int8|int4|Q8_0|Q4_0/.test(name)) continue
       const r = median(xs.map((x) => x.rate))
       out.push(
         `| ${name} | ${fmt(r)} | ${xs.map((x) => x.tokens).join(', ')} | ${Math.min(...xs.map((x) => x.agree))} of ${prompts.long.answer.length} | ${name === 'torch-node fp32' ? '—' : ratio(ours, r)} |`,
@@ -311,6 +323,26 @@ async function main() {
     }
     for (const [name, why] of Object.entries(skipped)) out.push(`| ${name} | skipped: ${why} | | | |`)
     out.push('', '- targets: ≥ 1.0× node-llama-cpp F32, ≥ 1.2× transformers eager', '')
+    out.push('## One stream, quantized weights: torch-node --quantize against node-llama-cpp', '')
+    out.push(
+      `torch-node's activations and KV cache in ${bf16.native ? 'bf16' : 'fp32'}; node-llama-cpp's llama.cpp quantizations of the same weights (the gguf package's quantizers).`,
+      '',
+      '| torch-node | tokens/s | top-1 agreement with fp32 (export) | node-llama-cpp | tokens/s | torch-node / node-llama-cpp |',
+      '|---|---|---|---|---|---|',
+    )
+    for (const [scheme, peer] of Object.entries(QUANTIZED)) {
+      const a = rate(`torch-node ${scheme}`, one)
+      const b = rate(`node-llama-cpp ${peer.toUpperCase()}`, one)
+      let agreement = 'n/a'
+      try {
+        const q = JSON.parse(fs.readFileSync(path.join(exported(scheme), 'manifest.json'), 'utf8')).quantization
+        agreement = `${(q.agreement.top1 * 100).toFixed(1)}% (max logit difference ${q.agreement.max_logit_difference})`
+      } catch {
+        // not exported: the peer is listed as skipped
+      }
+      out.push(`| ${scheme} | ${fmt(a)} | ${agreement} | ${peer} | ${fmt(b)} | ${ratio(a, b)} (target ≥ 1.0×) |`)
+    }
+    out.push('')
     out.push('## One stream, bf16 (torch-node) against F16 (node-llama-cpp)', '')
     if (bf16.native) {
       const a = rate('torch-node bf16', one)

