@@ -897,6 +897,57 @@ fn tool_calls_name_a_tool_and_validate_its_arguments() {
     assert!(message.starts_with("tools: "), "{message}");
 }
 
+/// Mistral's list and Llama 3's bare object: the same calls in other strings.
+#[test]
+fn other_tool_call_formats() {
+    let (t, v) = vocabulary();
+    let tools = Tool::list_from_json(&json!([
+        {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"],
+            "additionalProperties": false}}}
+    ]))
+    .unwrap();
+    let mut rng = Rng(23);
+    for (format, key) in [
+        (ToolCallFormat::mistral(), "arguments"),
+        (ToolCallFormat::llama3_json(), "parameters"),
+    ] {
+        let grammar = v
+            .compile(&Format::ToolCalls {
+                tools: tools.clone(),
+                choice: ToolChoice::Required,
+                format: format.clone(),
+                parallel: true,
+            })
+            .unwrap();
+        let mut complete = 0;
+        for run in 0..20 {
+            let strategy = [Strategy::Uniform, Strategy::Longest, Strategy::Closing][run % 3];
+            let (text, done) = walk(&grammar, &t, &mut rng, strategy, 300);
+            if !done {
+                continue;
+            }
+            complete += 1;
+            let body = text
+                .strip_prefix(format.begin.as_str())
+                .unwrap_or_else(|| panic!("{text:?}"));
+            let calls: Vec<Json> = if format.begin.is_empty() {
+                vec![serde_json::from_str(body).unwrap_or_else(|e| panic!("{text:?}: {e}"))]
+            } else {
+                serde_json::from_str(&format!("[{body}")).unwrap_or_else(|e| panic!("{text:?}: {e}"))
+            };
+            for call in calls {
+                assert_eq!(call["name"], "add", "{text}");
+                assert!(
+                    valid(&call[key], &tools[0].parameters, &tools[0].parameters),
+                    "{text}"
+                );
+            }
+        }
+        assert!(complete >= 10, "{format:?}: only {complete} of 20 completed");
+    }
+}
+
 #[test]
 fn tool_and_choice_shapes() {
     let (code, message) = code_of(Tool::list_from_json(

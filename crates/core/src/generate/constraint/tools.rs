@@ -118,7 +118,8 @@ impl ToolChoice {
 }
 
 /// How a model writes its tool calls: `begin` calls (each `call_prefix` object `call_suffix`,
-/// `separator` between two) `end`; the object is `{"name": ..., "<arguments_key>": {...}}`.
+/// `separator` between two; an empty one allows a single call) `end`; the object is
+/// `{"name": ..., "<arguments_key>": {...}}`.
 /// A string equal to a special token of the tokenizer (`<tool_call>` in Qwen 2.5,
 /// `[TOOL_CALLS]` in Mistral) is that token.
 #[derive(Clone, Debug, PartialEq)]
@@ -141,6 +142,34 @@ impl ToolCallFormat {
             call_suffix: "\n</tool_call>".into(),
             separator: "\n".into(),
             end: String::new(),
+            arguments_key: "arguments".into(),
+        }
+    }
+}
+
+impl ToolCallFormat {
+    /// Llama 3.1-3.3's JSON tool calls: a bare `{"name": ..., "parameters": {...}}` (one call: the
+    /// template asks for no other).
+    pub fn llama3_json() -> ToolCallFormat {
+        ToolCallFormat {
+            begin: String::new(),
+            call_prefix: String::new(),
+            call_suffix: String::new(),
+            separator: String::new(),
+            end: String::new(),
+            arguments_key: "parameters".into(),
+        }
+    }
+
+    /// Mistral's: `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]` (`[TOOL_CALLS]` is a
+    /// special token in its v3 tokenizers).
+    pub fn mistral() -> ToolCallFormat {
+        ToolCallFormat {
+            begin: "[TOOL_CALLS][".into(),
+            call_prefix: String::new(),
+            call_suffix: String::new(),
+            separator: ", ".into(),
+            end: "]".into(),
             arguments_key: "arguments".into(),
         }
     }
@@ -185,7 +214,8 @@ pub(super) fn lark(
     let all: Vec<&Json> = chosen.iter().map(|t| &t.parameters).collect();
     super::schema::limit(&all, "tools")?;
     let piece = |s: &str| pieces(s, specials);
-    let many = parallel && !matches!(choice, ToolChoice::Function(_));
+    // A named function is called once; a format without a separator has room for one call.
+    let many = parallel && !matches!(choice, ToolChoice::Function(_)) && !format.separator.is_empty();
     let mut g = String::new();
     let calls = if many {
         format!("call ({} call)*", piece(&format.separator))
