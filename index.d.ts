@@ -376,53 +376,16 @@ export declare function ragged(tensors: readonly Tensor[]): Ragged;
 /** PyTorch's `torch.nn.utils.rnn.pad_sequence`: the first sequence's dtype and device; the others are cast. */
 export declare function padSequence(sequences: readonly Tensor[], options?: PadSequenceOptions): Tensor;
 
-/** Options of `torch.text.CausalLM.load`; any other key is refused (`InvalidArg`). */
-export interface CausalLMOptions {
-  /**
-   * The export's dtype (the manifest's); another one is
-   * `InvalidArg`.
-   */
-  dtype?: 'float32' | 'bfloat16' | 'float16';
-  /**
-   * Sequences generating at once, sharing each decode step and one KV cache
-   * (default 4, or the export's `--max-batch` when smaller; more than `--max-batch` is `InvalidArg`).
-   */
-  maxSequences?: number;
-  /**
-   * Calls waiting for a sequence slot before `QueueFull` (default 64; `Infinity` for
-   * no bound).
-   */
-  maxQueue?: number;
-  /**
-   * The most tokens of a sequence, prompt and output (default and upper bound: the
-   * exported limit).
-   */
-  maxContext?: number;
-}
-
-/** Options of `CausalLM.generate`/`complete`; defaults from `generation_config.json`; any other key is `InvalidArg`. */
-export interface GenerateOptions {
-  /** The most tokens to generate (default 256 or the config's). */
-  maxNewTokens?: number;
-  /** 0: greedy. */
-  temperature?: number;
-  /** Keep the k likeliest tokens (0: off). */
-  topK?: number;
-  /** Nucleus sampling, in (0, 1]. */
-  topP?: number;
-  /** Drop tokens below minP × the likeliest one's probability. */
-  minP?: number;
-  /** transformers' repetition penalty (1: off). */
-  repetitionPenalty?: number;
-  /** The same seed gives the same tokens. */
-  seed?: number;
-  /** Stop strings: matched across tokens, never emitted (`finishReason: 'stop'`). */
-  stop?: string | string[];
+/** What `CausalLM.generate`/`complete` take besides the native options. */
+export interface GenerateCallOptions {
   /** Ends the generation (`finishReason: 'aborted'`) and frees its cache. */
   signal?: AbortSignal;
   /** As `signal`, after this many milliseconds from the call. */
   timeoutMs?: number;
 }
+
+/** Options of `CausalLM.generate`/`complete`; defaults from `generation_config.json`; any other key is `InvalidArg`. */
+export type GenerateOptions = CausalLMGenerateOptions & GenerateCallOptions;
 
 /** A prompt: text, chat messages (rendered by the model's chat template) or token ids. */
 export type GeneratePrompt = string | Array<{
@@ -602,7 +565,9 @@ export declare namespace text {
     /**
      * Sequences generating and calls waiting; `steps` (decode steps, one program call each for all the sequences
      * then generating), `rows` (the sequences they carried: `rows / steps` is the mean batch) and `prefills`
-     * (prompts run).
+     * (prompts run); with the `prefixCache` load option, `prefixCache`: the tokens held (`tokens`, in `entries`
+     * prompts, at most `maxTokens`), the prompts that reused a prefix (`hits`), the tokens they did not run
+     * (`reusedTokens`) and the prompts dropped to stay within the bound (`evictions`).
      */
     stats(): {
       active: number;
@@ -611,6 +576,14 @@ export declare namespace text {
       steps: number;
       rows: number;
       prefills: number;
+      prefixCache?: {
+        maxTokens: number;
+        tokens: number;
+        entries: number;
+        hits: number;
+        reusedTokens: number;
+        evictions: number;
+      };
     };
     /**
      * Streams `{text, tokens}` pieces (split on whole characters); returns `{finishReason, usage}`.
@@ -625,7 +598,10 @@ export declare namespace text {
       text: string;
       tokens: number[];
     }>;
-    /** Ends generations in flight (`'aborted'`), rejects waiting calls (`Disposed`), frees the model. */
+    /**
+     * Ends generations in flight (`'aborted'`, as their step ends) and waiting calls (`Disposed`); the model is
+     * freed once the last generation has ended.
+     */
     dispose(): void;
     [Symbol.dispose](): void;
   }
@@ -1333,6 +1309,57 @@ export declare function arange(start: number, end?: number | TensorOptions, step
 /** Joins tensors along an existing dim (default 0) into a new tensor (a copy). */
 export declare function cat(tensors: Tensor[], dim?: Dim | undefined | null): Tensor
 
+/**
+ * Options of `CausalLM.generate`/`complete` read natively (`signal` and `timeoutMs` are
+ * the JS wrapper's); defaults from `generation_config.json`; any other key is `InvalidArg`.
+ */
+export interface CausalLMGenerateOptions {
+  /** The most tokens to generate (default 256 or the config's). */
+  maxNewTokens?: number
+  /** 0: greedy. */
+  temperature?: number
+  /** Keep the k likeliest tokens (0: off). */
+  topK?: number
+  /** Nucleus sampling, in (0, 1]. */
+  topP?: number
+  /** Drop tokens below minP × the likeliest one's probability. */
+  minP?: number
+  /** transformers' repetition penalty (1: off). */
+  repetitionPenalty?: number
+  /** The same seed gives the same tokens. */
+  seed?: number
+  /** Stop strings: matched across tokens, never emitted (`finishReason: 'stop'`). */
+  stop?: string | string[]
+}
+
+/** Options of `torch.text.CausalLM.load`; any other key is refused (`InvalidArg`). */
+export interface CausalLMOptions {
+  /** The export's dtype (the manifest's); another one is `InvalidArg`. */
+  dtype?: 'float32' | 'bfloat16' | 'float16'
+  /**
+   * Sequences generating at once, sharing each decode step and one KV cache (default 4,
+   * or the export's `--max-batch` when smaller; more than `--max-batch` is `InvalidArg`).
+   */
+  maxSequences?: number
+  /**
+   * Calls waiting for a sequence slot before `QueueFull` (default 64; `Infinity` for no
+   * bound).
+   */
+  maxQueue?: number
+  /**
+   * The most tokens of a sequence, prompt and output (default and upper bound: the
+   * exported limit).
+   */
+  maxContext?: number
+  /**
+   * Keeps prompts' keys and values for later prompts that start the same (a system
+   * prompt, a chat history): `{maxTokens}` bounds the tokens held (least recently used
+   * first out; memory: maxTokens × layers × 2 × kv heads × head dim × the dtype's bytes).
+   * Off by default. See `stats().prefixCache`.
+   */
+  prefixCache?: { maxTokens: number }
+}
+
 /** Options of `Tokenizer.applyChatTemplate`; any other key is refused (`InvalidArg`). */
 export interface ChatTemplateOptions {
   /** Ends with the header that starts the assistant's answer. Default `false`. */
@@ -1534,6 +1561,12 @@ export interface ModuleOptions {
 
 /** A tensor filled with ones. `ones([2, 3])`, `ones([2, 3], {dtype: 'int64'})`, `ones([2], true)`. */
 export declare function ones(shape: Shape, options?: FactoryOptions | undefined | null): Tensor
+
+/** `prefixCache`'s options. */
+export interface PrefixCacheOptions {
+  /** The most tokens held, in all cached prompts (0: off). */
+  maxTokens?: number
+}
 
 /** Uniform random numbers in [0, 1) (seed with `manualSeed`). */
 export declare function rand(shape: Shape, options?: FactoryOptions | undefined | null): Tensor

@@ -263,6 +263,7 @@ const INTERNAL = new Set([
   '_describe',
   '_Tokenizer',
   '_CausalLM',
+  '_GenerateRequest',
   '_Generation',
 ])
 const exported = {}

@@ -44,22 +44,27 @@ export interface Binding extends Omit<PublicExports, 'ScriptModule' | 'AOTModule
   readonly _Tokenizer: Function
   /** `torch.text.CausalLM`'s native half (lib/text/causal-lm.js). */
   readonly _CausalLM: {
-    /** Loads a causal-LM folder; `options` is JSON `{dtype, maxContext}`. */
-    load(folder: string, options: string): Promise<NativeCausalLM> | Failed
+    /** Loads a causal-LM folder with its `CausalLMOptions` (read natively). */
+    load(folder: string, options: unknown): Promise<NativeCausalLM> | Failed
   }
 }
 
-/** A loaded causal LM (src/causal_lm.rs); options and prompts cross as JSON. */
+/** A loaded causal LM (src/causal_lm.rs): the core's engine behind it. */
 export interface NativeCausalLM {
-  /** The manifest's facts as JSON. */
-  info(): string | Failed
-  /** Checks generation options (JSON) without starting anything. */
-  checkOptions(options: string): boolean | Failed
-  /** Starts a generation: pieces arrive through `onPiece` on the JS thread. */
-  start(prompt: string, options: string, onPiece: (piece: unknown) => void): NativeGeneration | Failed
-  /** Frees the model. */
+  /** The defaults and limits: `{maxContext, maxSequences, maxNewTokens, temperature, ...}`. */
+  info(): any
+  /** Reads and checks a prompt and its `CausalLMGenerateOptions`; starts nothing. */
+  prepare(prompt: unknown, options: object): NativeGenerateRequest | Failed
+  /** Starts a prepared generation (QueueFull past maxSequences + maxQueue); pieces go to `onPiece`. */
+  start(request: NativeGenerateRequest, onPiece: (piece: unknown) => void): NativeGeneration | Failed
+  /** `{active, queued, maxSequences, steps, rows, prefills, prefixCache?}`. */
+  stats(): any
+  /** Ends the waiting calls (Disposed), frees the model once the running ones end. */
   dispose(): void
 }
+
+/** A prompt and its options, read and checked (`NativeCausalLM.prepare`). */
+export interface NativeGenerateRequest {}
 
 /** One generation in flight: `abort()` ends it and frees its cache. */
 export interface NativeGeneration {
