@@ -58,12 +58,15 @@ test(
   'an autotuned export lists the weights it never reads, and the load gives their pages back',
   { skip },
   async (t) => {
-    // llama-tiny is exported with --autotune: each layer's 7 projection weights were packed into
-    // new constants and stay in the package unread (docs/generation.md). The goldens above run
-    // with them given back. Listing a weight the program does read shows the pages really go: its
-    // bytes read as zeros, and the tokens change.
+    // llama-tiny is exported with --autotune: the projection weights whose matmul the tuning gave
+    // to Inductor's C++ GEMM template were packed into new constants and stay in the package
+    // unread (docs/generation.md); which ones depends on the timings the tuning measured (14 of
+    // 14 on a quiet 2-core EPYC, 12 on a loaded one), and the export proves each listed one
+    // unread (NaN in it changes nothing). The goldens above run with them given back. Listing a
+    // weight the program does read shows the pages really go: its bytes read as zeros, and the
+    // tokens change.
     const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'llama-tiny', 'manifest.json'), 'utf8'))
-    assert.equal(manifest.unused_constants.length, 14)
+    assert.ok(manifest.unused_constants.length >= 1 && manifest.unused_constants.length <= 14)
     assert.ok(manifest.unused_constants.every((n) => /^base\.layers\.\d\.(self_attn|mlp)\.\w+_proj\.weight$/.test(n)))
     assert.deepEqual(
       JSON.parse(fs.readFileSync(path.join(ROOT, 'gpt2-tiny', 'manifest.json'), 'utf8')).unused_constants,
