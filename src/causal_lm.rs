@@ -266,7 +266,7 @@ fn deliver(env: napi::sys::napi_env, callback: &Mutex<Option<Callback>>, piece: 
 type LmEngine = Engine<Model, JsSink>;
 
 fn schedule() -> Schedule {
-    Arc::new(|job| executor::submit(job))
+    Arc::new(executor::submit)
 }
 
 /// `load`'s arguments, read on the JS thread.

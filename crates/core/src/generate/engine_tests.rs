@@ -17,10 +17,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tch::{Kind, Tensor};
 
+/// Called at the start of each program call with its row count.
+type Hook = Box<dyn FnMut(usize) + Send>;
+
 #[derive(Default)]
 struct Fake {
     /// Called at the start of each program call with its row count.
-    hook: Mutex<Option<Box<dyn FnMut(usize) + Send>>>,
+    hook: Mutex<Option<Hook>>,
     /// Tokens run through the program, prompts and steps.
     ran: AtomicUsize,
 }
