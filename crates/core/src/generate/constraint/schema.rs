@@ -225,3 +225,19 @@ fn has_finite(s: &Json, finite: &HashMap<&str, bool>, depth: usize) -> bool {
         _ => true,
     })
 }
+
+/// The JSON values after each `%json` of a Lark grammar (llguidance's embedded schemas). A
+/// `%json` inside a string literal is read too: checking a value that is not a schema refuses
+/// nothing a compile would accept, but the limits.
+pub(super) fn embedded_in_lark(source: &str) -> Vec<Json> {
+    source
+        .match_indices("%json")
+        .filter_map(|(i, _)| {
+            let rest = source[i + "%json".len()..].trim_start();
+            serde_json::Deserializer::from_str(rest)
+                .into_iter::<Json>()
+                .next()?
+                .ok()
+        })
+        .collect()
+}

@@ -712,6 +712,19 @@ fn hostile_inputs_fail_fast_with_invalid_arg() {
         ),
         ("bad regex", Format::Regex("(a".into()), "responseFormat.pattern"),
         (
+            "Lark embedding a $ref cycle",
+            Format::Lark(format!(
+                "start: \"x\" v\nv: %json {}",
+                json!({"$defs": {"a": {"type": "object", "properties": {"b": {"$ref": "#/$defs/a"}}, "required": ["b"]}}, "$ref": "#/$defs/a"})
+            )),
+            "responseFormat.grammar: no finite value satisfies it",
+        ),
+        (
+            "Lark embedding 500 properties",
+            Format::Lark(format!("start: %json {}", one_object(500))),
+            "responseFormat.grammar: an object with 500 properties",
+        ),
+        (
             "not Lark",
             Format::Lark("start: (".into()),
             "responseFormat.grammar",
