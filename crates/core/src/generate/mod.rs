@@ -6,7 +6,7 @@
 //! `batch` (sequences sharing each program call and the KV cache: iteration-level batching),
 //! `prefix` (prompts' keys and values reused by later prompts), `constraint` (structured output:
 //! a token mask per sequence), `admission` (which waiting generations join, and `QueueFull`),
-//! `engine` (the rounds, the lifecycle, the `Sink`).
+//! `engine` (the rounds), `lifecycle` (a generation's `State`, its `Sink` and `Output`).
 //! The glue is the addon's `causal_lm`.
 pub mod admission;
 pub mod batch;
@@ -14,6 +14,7 @@ pub mod constraint;
 pub mod engine;
 #[cfg(test)]
 mod engine_tests;
+pub mod lifecycle;
 pub mod lm;
 pub mod prefix;
 pub mod request;
