@@ -49,7 +49,9 @@ else
       fs.cpSync(f, path.join(process.argv[1], f), { recursive: true })
     }" "$DEST/pkg"
 fi
-rm -rf "$DEST/__tests__" "$DEST/bench" "$DEST/tools" "$DEST/python" "$DEST/fixtures" "$DEST/bin" "$DEST/bench-work"
+# What a run of run.sh here left (the unpacked Node and addon, models) would not fit in 64 MiB.
+rm -rf "$DEST/__tests__" "$DEST/bench" "$DEST/tools" "$DEST/python" "$DEST/fixtures" "$DEST/bin" "$DEST/bench-work" \
+  "$DEST/pkg/torch-node.node" "$DEST/pkg/libtorch"
 mkdir -p "$DEST/__tests__" "$DEST/bench" "$DEST/tools"
 cp -r __tests__/cuda "$DEST/__tests__/cuda"
 cp bench/cuda.js bench/cuda_peer.py bench/cli.js "$DEST/bench/"
