@@ -114,15 +114,10 @@ async function load(name, spec, caller) {
       caller,
     )
   }
+  // The keys this kind's load takes (their values are its load's to check): lib/options.js
+  // words the unknown-key error as every other bag does.
   const keys = LOAD_KEYS[/** @type {keyof typeof LOAD_KEYS} */ (kind)]
-  const extra = Object.keys(options).find((k) => !keys.includes(k))
-  if (extra) {
-    throw codedError(
-      'InvalidArg',
-      `${what}: unknown option '${extra}' for a ${kind} model; accepted: ${keys.join(', ')}`,
-      caller,
-    )
-  }
+  opt.read(options, opt.bag(Object.fromEntries(keys.map((k) => [k, opt.any]))), `${what} (a ${kind} model)`, caller)
   const { text } = torch()
   if (kind === 'causal-lm') {
     const lm = await text.CausalLM.load(folder, options)
