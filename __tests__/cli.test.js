@@ -172,7 +172,10 @@ describe('torch-node export', () => {
   test('--help: the usage, exit 0', () => {
     const { code, stdout } = cli(['export', '--help'])
     assert.equal(code, 0)
-    assert.match(stdout, /^usage: torch-node export <model-dir\|model\.gguf> <out-folder> \[--dtype float32\|bfloat16\|float16\]/)
+    assert.match(
+      stdout,
+      /^usage: torch-node export <model-dir\|model\.gguf> <out-folder> \[--dtype float32\|bfloat16\|float16\]/,
+    )
   })
 
   test('bad arguments: one line, exit 2', () => {
