@@ -203,6 +203,7 @@ async function runJobs(jobs, python, { force = false, parallel = Math.min(2, os.
       const ready = [...pending.values()]
         .filter((j) => (j.after ?? []).every((a) => done.has(a) || !names.has(a)))
         .sort((a, b) => b.weight - a.weight)
+      let skipped = false
       while (!failure && running < parallel && ready.length) {
         const job = ready.shift()
         pending.delete(job.name)
@@ -210,6 +211,7 @@ async function runJobs(jobs, python, { force = false, parallel = Math.min(2, os.
         if (!force && upToDate(job, hash)) {
           log(`models: ${job.name}: up to date`)
           done.add(job.name)
+          skipped = true
           continue
         }
         fs.rmSync(path.join(STAMPS, job.name), { force: true })
@@ -230,6 +232,8 @@ async function runJobs(jobs, python, { force = false, parallel = Math.min(2, os.
           pump()
         })
       }
+      // A job found up to date may be what others waited for: look again for ready ones.
+      if (skipped) return pump()
       if (!failure && running === 0 && pending.size && !ready.length)
         return reject(new Error(`models: jobs wait on each other: ${[...pending.keys()].join(', ')}`))
     }
