@@ -13,6 +13,7 @@ use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::queue::{self, JsQueue, Running};
 use crate::napi::task::Promise;
 use crate::napi::warnings;
+use crate::text::text;
 use napi::bindgen_prelude::{Function, FunctionRef};
 use napi::sys::ValueType as Js;
 use napi::Env;
@@ -97,18 +98,6 @@ impl OptionValue for PrefixCacheOpt {
         let bag = PrefixBag::read(env, Some(v), what)?;
         Ok(PrefixCacheOpt(bag.max_tokens.unwrap_or(0) as usize))
     }
-}
-
-/// A string read exactly (a lone surrogate is InvalidArg naming `what` and its index).
-fn text(env: RawEnv, v: Val, what: &str) -> anyhow::Result<String> {
-    if js::type_of(env, v)? != Js::napi_string {
-        bail_code!(
-            Code::InvalidArg,
-            "{what}: expected a string, got {}",
-            js::describe(env, v)
-        );
-    }
-    js::string_exact(env, v, what)
 }
 
 /// `stop`: a string or an array of strings.

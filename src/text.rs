@@ -27,7 +27,9 @@ impl OptionValue for Text {
     }
 }
 
-fn text(env: RawEnv, v: Val, what: &str) -> anyhow::Result<String> {
+/// A string read exactly (a lone surrogate is InvalidArg naming `what` and its index); also
+/// CausalLM's prompts and stop strings.
+pub(crate) fn text(env: RawEnv, v: Val, what: &str) -> anyhow::Result<String> {
     if js::type_of(env, v)? != Js::napi_string {
         bail_code!(
             Code::InvalidArg,
