@@ -385,7 +385,63 @@ export interface GenerateCallOptions {
 }
 
 /** Options of `CausalLM.generate`/`complete`; defaults from `generation_config.json`; any other key is `InvalidArg`. */
-export type GenerateOptions = CausalLMGenerateOptions & GenerateCallOptions;
+export type GenerateOptions = CausalLMGenerateOptions & GenerateCallOptions & {
+  responseFormat?: ResponseFormat;
+};
+
+/**
+ * What a generation's output must be (`responseFormat`), enforced by a token mask at each step:
+ * `json_object` any JSON object; `json_schema` a value valid against `schema` (OpenAI's
+ * `{type, json_schema: {name, schema, strict}}` is taken as sent; `strict: false` ignores the
+ * keywords that cannot be enforced instead of refusing them); `grammar` text of a Lark grammar
+ * (llguidance's dialect); `regex` text matching `pattern`; `tool_calls` one call or more to
+ * `tools` in the model's format (`toolChoice` `'required'` or a named function). An invalid or
+ * unsupported schema is `InvalidArg` naming the part.
+ */
+export type ResponseFormat = {
+  type: 'text';
+} | {
+  type: 'json_object';
+} | {
+  type: 'json_schema';
+  schema: object | boolean;
+  strict?: boolean;
+  name?: string;
+  description?: string;
+} | {
+  type: 'json_schema';
+  json_schema: {
+    name?: string;
+    schema: object | boolean;
+    strict?: boolean;
+    description?: string;
+  };
+} | {
+  type: 'grammar';
+  grammar: string;
+} | {
+  type: 'regex';
+  pattern: string;
+} | {
+  type: 'tool_calls';
+  tools: Array<{
+    type: 'function';
+    function: {
+      name: string;
+      description?: string;
+      parameters?: object;
+      strict?: boolean;
+    };
+  }>;
+  toolChoice: 'required' | {
+    type: 'function';
+    function: {
+      name: string;
+    };
+  };
+  format: 'hermes' | 'llama3' | 'mistral';
+  parallel?: boolean;
+};
 
 /** A prompt: text, chat messages (rendered by the model's chat template) or token ids. */
 export type GeneratePrompt = string | Array<{
@@ -1330,6 +1386,12 @@ export interface CausalLMGenerateOptions {
   seed?: number
   /** Stop strings: matched across tokens, never emitted (`finishReason: 'stop'`). */
   stop?: string | string[]
+  /**
+   * What the output must be: JSON (any object, or valid against a schema), text of a
+   * Lark grammar or a regex, or tool calls; enforced by a token mask at each step. See
+   * docs/generation.md#structured-output.
+   */
+  responseFormat?: ResponseFormat
 }
 
 /** Options of `torch.text.CausalLM.load`; any other key is refused (`InvalidArg`). */

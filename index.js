@@ -16,6 +16,10 @@ const { codedError, describe } = require('./lib/errors')
 const { encodings, isColumns } = require('./lib/text/encoding')
 
 const native = loadAddon()
+// process.exit() (or the end) with a step running: the main thread's `exit` event comes before
+// C's exit(), whose handlers destroy libtorch's statics under the step (src/exports.rs). A
+// worker's exit leaves the process, and the executor, running.
+if (require('node:worker_threads').isMainThread) process.on('exit', () => native._drainAtExit())
 const FAILED = native._failed
 const takeError = native._takeError
 

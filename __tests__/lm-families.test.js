@@ -1,6 +1,6 @@
 'use strict'
 // The decoder families python/export_causal_lm.py exports through transformers' own modeling
-// code (issue 37), each a tiny random model of models/make_lm_models.py (`npm run models`):
+// code (issue 37), each a tiny random model of models/make_lm_models.py (`npm test` makes them the first time: `node tools/models.js --lazy`):
 // greedy tokens equal to transformers' generate, alone and with rows at different positions in
 // one step; an architecture the exporter cannot run refused in one line naming it.
 const test = require('node:test')
@@ -31,7 +31,7 @@ const FAMILIES = {
 }
 const NAMES = Object.keys(FAMILIES)
 const have = (name) => fs.existsSync(path.join(ROOT, `${name}.golden.json`))
-const skipFor = (name) => !have(name) && `${name}'s golden is missing (npm run models)`
+const skipFor = (name) => !have(name) && `${name}'s golden is missing (npm test makes it: node tools/models.js --lazy)`
 const golden = (name) => JSON.parse(fs.readFileSync(path.join(ROOT, `${name}.golden.json`), 'utf8'))
 const manifest = (name) => JSON.parse(fs.readFileSync(path.join(ROOT, name, 'manifest.json'), 'utf8'))
 const loaded = []
@@ -80,7 +80,7 @@ for (const name of NAMES) {
 // families, its own window (24 slots: the 64 new tokens cross it), soft-capping over the batch.
 test('rows at different positions share steps and give the goldens (sliding windows, soft-capping, experts)', async (t) => {
   const names = ['gemma2-tiny', 'gemma3-tiny', 'starcoder2-tiny', 'mixtral-tiny'].filter(have)
-  if (!names.length) return t.skip('the goldens are missing (npm run models)')
+  if (!names.length) return t.skip('the goldens are missing (node tools/models.js --lazy)')
   for (const name of names) {
     const g = golden(name)
     const lm = await load(name, { maxSequences: 4 })

@@ -60,14 +60,17 @@ describe(`CausalLM under hostile lifetimes on Node ${process.versions.node}`, { 
         const results = {}
         for (const n of [1, 4, 6, 10]) {
           const lm = await torch.text.CausalLM.load(LM, { maxSequences: 4, maxQueue: 6 })
-          let pieces = 0
+          // dispose() once every slot's generation has streamed a piece (an observable state,
+          // not a piece count that a fast stream could reach before the last one joined).
+          const streaming = new Set()
           const runs = Array.from({ length: n }, async (_, i) => {
             const it = lm.generate('Once upon a time ' + i, { maxNewTokens: 200 })
             try {
               for (;;) {
                 const s = await it.next()
                 if (s.done) return s.value.finishReason
-                if (++pieces === 3) lm.dispose()
+                streaming.add(i)
+                if (streaming.size === Math.min(n, 4) && !lm.isDisposed) lm.dispose()
               }
             } catch (e) {
               return e.code

@@ -3,7 +3,7 @@
 
 Usage (from the repository root):
 
-    .libtorch/bin/python models/make_lm_models.py [--out models/golden/lm] [--jobs N] [NAME ...]
+    .libtorch/bin/python models/make_lm_models.py [--out models/golden/lm] [--jobs N] [NAME ... | --group core|families]
     .libtorch/bin/python models/make_lm_models.py --list
 
 Writes (all generated, under models/golden/, which git ignores):
@@ -302,6 +302,13 @@ FIXTURE_COMPILE = {"aot_inductor.compile_wrapper_opt_level": "O0"}
 PYTHON_DIR = os.path.join(ROOT, "python")
 
 
+# The models the install makes (causal-lm, cli and serve tests read them); the others (the
+# families, the quantized, bf16 and GGUF variants) only lm-families.test.js reads, and `npm test`
+# makes them the first time it runs (tools/models.js's lazy job): they are most of the compiles.
+CORE = ["llama-tiny", "gpt2-tiny", "qwen2-tiny", "qwen3-tiny", "mistral-tiny"]
+GROUPS = {"core": lambda n: n in CORE, "families": lambda n: n not in CORE}
+
+
 def names():
     return [*MODELS, *VARIANTS]
 
@@ -520,11 +527,15 @@ def main():
     p.add_argument("--out", default=os.path.join(HERE, "golden", "lm"))
     p.add_argument("--jobs", type=int, default=min(4, len(os.sched_getaffinity(0))))
     p.add_argument("--list", action="store_true", help="print the model names, one a line")
+    p.add_argument("--group", choices=sorted(GROUPS), help="only the models of a group (default: all)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
+    chosen = [n for n in names() if not args.group or GROUPS[args.group](n)]
     if args.list:
-        print("\n".join(names()))
+        print("\n".join(chosen))
         return 0
+    if args.group and args.names:
+        p.error("give model names or --group, not both")
     unknown = [n for n in args.names if n not in names()]
     if unknown:
         p.error(f"unknown model {', '.join(unknown)} (--list)")
@@ -542,7 +553,7 @@ def main():
     with open(os.path.join(tokenizer_dir, "tokenizer.json"), "rb") as f:
         tokenizer_bytes = f.read()
     todo = []
-    for name in args.names or names():
+    for name in args.names or chosen:
         if stale(name, args.out, tokenizer_bytes):
             todo.append(name)
         else:

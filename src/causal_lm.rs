@@ -21,6 +21,7 @@ use napi_derive::napi;
 use serde_json::Value as Json;
 use std::sync::{Arc, Mutex};
 use torch_core::executor;
+use torch_core::generate::constraint::Format;
 use torch_core::generate::engine::{Config, Engine, Generation, Output, Schedule, Sink};
 use torch_core::generate::lm::{self, LoadOptions, Model, Prompt};
 use torch_core::generate::request::{Options, Request};
@@ -75,6 +76,28 @@ js_options! {
         seed "seed": u64 as "number",
         /// Stop strings: matched across tokens, never emitted (`finishReason: 'stop'`).
         stop "stop": StopStrings as "string | string[]",
+        /// What the output must be: JSON (any object, or valid against a schema), text of a
+        /// Lark grammar or a regex, or tool calls; enforced by a token mask at each step. See
+        /// docs/generation.md#structured-output.
+        response_format "responseFormat": ResponseFormatOpt as "ResponseFormat",
+    }
+}
+
+/// `responseFormat`, as the JS wrapper passes it: its JSON text (JS reads the object once, so
+/// getters, Proxies and cycles fail there, as the caller's own errors).
+pub struct ResponseFormatOpt(Option<Format>);
+
+impl OptionValue for ResponseFormatOpt {
+    fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {
+        let json = String::read(env, v, what)?;
+        let value: Json = serde_json::from_str(&json).map_err(|e| {
+            let why = match e.to_string().contains("recursion limit") {
+                true => "nested more than 128 levels deep".to_string(),
+                false => format!("not JSON ({e})"),
+            };
+            crate::error::fail(Code::InvalidArg, format!("{what}: {why}"))
+        })?;
+        Ok(ResponseFormatOpt(Format::from_json(&value)?))
     }
 }
 
@@ -423,6 +446,7 @@ impl JsCausalLM {
                 repetition_penalty: bag.repetition_penalty,
                 seed: bag.seed,
                 stop: bag.stop.map(|s| s.0),
+                format: bag.response_format.and_then(|f| f.0),
             })?;
             Ok(JsRequest {
                 start: Mutex::new(Some((prompt, request))),

@@ -125,6 +125,14 @@ pub fn describe(value: Arg, class: Str) -> String {
     crate::napi::js::describe_as(raw.env, raw.val, Some(class.as_str()).filter(|c| !c.is_empty()))
 }
 
+/// @internal index.js calls it on the main thread's `exit` event: no job starts any more, and
+/// the running ones get up to a second to end before C's `exit()` destroys libtorch's statics
+/// (`executor::drain_for_exit`).
+#[napi(js_name = "_drainAtExit", skip_typescript)]
+pub fn drain_at_exit() {
+    executor::drain_for_exit();
+}
+
 /// @internal `torch.vision.loadOps(dir)`: torchvision's ops from its wheel's folder (default:
 /// beside the libtorch this process loaded).
 #[napi(js_name = "_loadTorchvisionOps", skip_typescript)]

@@ -14,7 +14,8 @@
 // models/golden/.stamps/<job>: while that hash holds and its outputs exist, a later run skips it,
 // so a second `npm install` compiles nothing.
 //
-//   node tools/models.js                every job
+//   node tools/models.js                every job of the install
+//   node tools/models.js --lazy         the jobs only `npm test` needs (it runs this first)
 //   node tools/models.js --part pt2     make_models.py's parts only (its --part, repeatable; the
 //                                       scripts' own flags pass through), always run
 //   node tools/models.js --force        every job, hashes ignored
@@ -34,7 +35,8 @@ const VISION = 'make_models.py'
 /**
  * The jobs: `script` under models/ with `args`; `after`: jobs whose outputs it reads; `inputs`:
  * files besides the script whose content decides its outputs; `outputs`: files that must exist
- * for a recorded hash to count; `weight`: rough minutes on 2 cores (the longest start first).
+ * for a recorded hash to count; `weight`: rough minutes on 2 cores (the longest start first);
+ * `lazy`: not made at install, only by `npm test` (or `node tools/models.js --lazy`).
  */
 const JOBS = [
   { name: 'fixtures', script: VISION, args: ['--part', 'fixtures'], outputs: ['golden/repr.json'], weight: 0.3 },
@@ -96,9 +98,23 @@ const JOBS = [
   {
     name: 'lm',
     script: 'make_lm_models.py',
+    args: ['--group', 'core'],
     inputs: ['python'],
     outputs: ['golden/lm/llama-tiny.golden.json'],
-    weight: 5,
+    weight: 2,
+  },
+  // 15 tiny causal LMs that only __tests__/lm-families.test.js reads (the families, their int8,
+  // int4, GGUF and bf16 exports): most of the AOTInductor compiles, so not made at install.
+  // `npm test` makes them the first time it runs (tools/test.js: `lazy`).
+  {
+    name: 'lm-families',
+    script: 'make_lm_models.py',
+    args: ['--group', 'families'],
+    after: ['lm'],
+    inputs: ['python'],
+    outputs: ['golden/lm/olmoe-tiny.golden.json'],
+    weight: 6,
+    lazy: true,
   },
 ]
 
@@ -284,10 +300,22 @@ async function withLock(work) {
   }
 }
 
-/** Every job (the install's step); `force` remakes them all. */
-function generate(python = resolveLibtorch({ withModelPackages: true }).python, { force = false } = {}) {
-  log(`generating models and golden outputs (${JOBS.length} jobs, 2 at a time; models/golden/.logs/)`)
-  return withLock(() => runJobs(JOBS, python, { force }))
+/**
+ * The install's jobs (`lazy`: the jobs only `npm test` needs, and those they wait on, which are
+ * then up to date); `force` remakes them.
+ */
+function generate(python = resolveLibtorch({ withModelPackages: true }).python, { force = false, lazy = false } = {}) {
+  const jobs = lazy
+    ? JOBS.filter((j) => j.lazy || JOBS.some((l) => l.lazy && l.after?.includes(j.name)))
+    : JOBS.filter((j) => !j.lazy)
+  const what = lazy
+    ? `the test-only models (${jobs
+        .filter((j) => j.lazy)
+        .map((j) => j.name)
+        .join(', ')})`
+    : 'models and golden outputs'
+  log(`generating ${what} (${jobs.length} jobs, 2 at a time; models/golden/.logs/)`)
+  return withLock(() => runJobs(jobs, python, { force }))
 }
 
 module.exports = { generate, JOBS }
@@ -295,12 +323,13 @@ module.exports = { generate, JOBS }
 if (require.main === module) {
   const argv = process.argv.slice(2)
   const force = argv.includes('--force')
-  const rest = argv.filter((a) => a !== '--force')
+  const lazy = argv.includes('--lazy')
+  const rest = argv.filter((a) => a !== '--force' && a !== '--lazy')
   const python = resolveLibtorch({ withModelPackages: true }).python
   // Arguments other than --force go to make_models.py as one job, always run.
   const work = rest.length
     ? withLock(() => runJobs([{ name: 'make_models', script: VISION, args: rest, weight: 1 }], python, { force: true }))
-    : generate(python, { force })
+    : generate(python, { force, lazy })
   work.catch((e) => {
     console.error(`[torch-node] ${e.message}`)
     process.exit(1)

@@ -1,5 +1,5 @@
 'use strict'
-// `npm test`: the Rust unit tests (cargo test: crates/core's, run with no Node; the addon has
+// `npm test`: the test-only models when missing (tools/models.js --lazy), the Rust unit tests (cargo test: crates/core's, run with no Node; the addon has
 // none, but `--workspace` builds the core with the features the addon's build gave its
 // dependencies, which `-p torch-node-core` alone would build again: 1m16s against 2m35s in CI)
 // and every node:test file in __tests__/ and __tests__/cuda/, on the Node running this script.
@@ -23,6 +23,9 @@ const major = flag >= 0 ? process.argv[flag + 1] : null
 if (flag >= 0 && !major) throw new Error('test.js: --node needs a major version, e.g. --node 24')
 const node = major ? nodeBinary(major) : process.execPath
 
+// The models only the tests read (tools/models.js's `lazy` jobs: the LM families), made the first
+// time and up to date after that (a hash check, seconds).
+run(process.execPath, [path.join('tools', 'models.js'), '--lazy'], process.env)
 if (!major) {
   const { libtorch } = resolveLibtorch()
   const env = cargoEnv(libtorch)

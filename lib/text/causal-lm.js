@@ -28,6 +28,32 @@ const signalOption = opt.instance(AbortSignal, 'an AbortSignal')
 const timeoutOption = opt.number({ min: 0, infinite: true, expected: 'a number of milliseconds ≥ 0' })
 const CALL_OPTIONS = opt.bag({ signal: signalOption, timeoutMs: timeoutOption })
 
+/**
+ * `responseFormat` as its JSON text, read once here (a getter's or a Proxy's throw stays the
+ * caller's own; a cycle or a BigInt is InvalidArg): the native side parses and checks it.
+ * @param {unknown} format
+ * @param {string} what
+ * @param {Function} caller
+ */
+function formatJson(format, what, caller) {
+  if (format === null || typeof format !== 'object' || Array.isArray(format)) {
+    throw codedError(
+      'InvalidArg',
+      `${what}: options.responseFormat: expected an object with a 'type', got ${describe(format)}`,
+      caller,
+    )
+  }
+  let json
+  try {
+    json = JSON.stringify(format)
+  } catch (e) {
+    // TypeError: a cycle or a BigInt; RangeError: nested too deep for the stack.
+    if (!(e instanceof TypeError || e instanceof RangeError)) throw e
+    throw codedError('InvalidArg', `${what}: options.responseFormat: not JSON (${e.message.split('\n')[0]})`, caller)
+  }
+  return json
+}
+
 /** Largest delay setTimeout honours; a longer one would fire at once (TimeoutOverflowWarning). */
 const MAX_TIMER_MS = 2 ** 31 - 1
 
@@ -41,7 +67,23 @@ const MAX_TIMER_MS = 2 ** 31 - 1
  */
 /**
  * Options of `CausalLM.generate`/`complete`; defaults from `generation_config.json`; any other key is `InvalidArg`.
- * @typedef {CausalLMGenerateOptions & GenerateCallOptions} GenerateOptions
+ * @typedef {CausalLMGenerateOptions & GenerateCallOptions & { responseFormat?: ResponseFormat }} GenerateOptions
+ */
+/**
+ * What a generation's output must be (`responseFormat`), enforced by a token mask at each step:
+ * `json_object` any JSON object; `json_schema` a value valid against `schema` (OpenAI's
+ * `{type, json_schema: {name, schema, strict}}` is taken as sent; `strict: false` ignores the
+ * keywords that cannot be enforced instead of refusing them); `grammar` text of a Lark grammar
+ * (llguidance's dialect); `regex` text matching `pattern`; `tool_calls` one call or more to
+ * `tools` in the model's format (`toolChoice` `'required'` or a named function). An invalid or
+ * unsupported schema is `InvalidArg` naming the part.
+ * @typedef {{ type: 'text' }
+ *   | { type: 'json_object' }
+ *   | { type: 'json_schema'; schema: object | boolean; strict?: boolean; name?: string; description?: string }
+ *   | { type: 'json_schema'; json_schema: { name?: string; schema: object | boolean; strict?: boolean; description?: string } }
+ *   | { type: 'grammar'; grammar: string }
+ *   | { type: 'regex'; pattern: string }
+ *   | { type: 'tool_calls'; tools: Array<{ type: 'function'; function: { name: string; description?: string; parameters?: object; strict?: boolean } }>; toolChoice: 'required' | { type: 'function'; function: { name: string } }; format: 'hermes' | 'llama3' | 'mistral'; parallel?: boolean }} ResponseFormat
  */
 /**
  * A prompt: text, chat messages (rendered by the model's chat template) or token ids.
@@ -178,6 +220,7 @@ class CausalLM {
     const prompt = Array.isArray(input) ? Array.from(input) : input
     const { signal, timeoutMs, ...rest } = options ?? {}
     opt.read({ signal, timeoutMs }, CALL_OPTIONS, `${what}: options`, caller)
+    if (rest.responseFormat !== undefined) rest.responseFormat = formatJson(rest.responseFormat, what, caller)
     const request = call(this.#native.prepare, this.#native, [prompt, rest], what, caller)
     return { request, signal, timeoutMs }
   }

@@ -107,6 +107,15 @@ const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// `process.exit()` during a generation step). Queued jobs are left as they are: dropping them
 /// could release JS handles of an environment that is gone.
 extern "C" fn drain_at_exit() {
+    drain_for_exit();
+}
+
+/// What `drain_at_exit` does, for the main thread's JS `exit` event (index.js), which comes
+/// before C's `exit()`: libtorch's function-local statics first used after the executor started
+/// (the ATen ops a `.pt2` program calls) registered their destructors after `drain_at_exit` and
+/// so run before it, under a step still running (seen: every `process.exit()` mid-step on a
+/// loaded machine printed the failed call of `mm_out`). Idempotent.
+pub fn drain_for_exit() {
     let Some(exec) = EXECUTOR.get() else { return };
     let mut state = lock();
     state.exiting = true;

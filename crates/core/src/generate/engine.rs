@@ -208,7 +208,8 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
     /// Queues a generation (`QueueFull` past `max_sequences + max_queue`); its pieces go to
     /// `sink`. A long prompt is tokenized on a thread of its own first.
     pub fn start(self: &Arc<Self>, prompt: Prompt, request: Request, sink: S) -> Result<Arc<Generation<S>>> {
-        let long = is_long(&prompt, self.config.long_prompt_bytes);
+        // A long prompt, or an output format to compile: made ready apart from the rounds.
+        let long = is_long(&prompt, self.config.long_prompt_bytes) || request.format.is_some();
         let g = Arc::new(Generation {
             sink,
             state: Mutex::new(State::Queued),

@@ -1,11 +1,13 @@
 //! The engine's scheduler under `cargo test`, on a fake decoder (no libtorch program): joins,
-//! aborts at each state, the prefill budget, stale rows, QueueFull, the prefix cache.
+//! aborts at each state, the prefill budget, stale rows, QueueFull, the prefix cache, output
+//! formats.
 //!
 //! The fake writes each token's id into its row's cache slot at its position, and its logits
 //! pick `65 + (sum of the row's slots 0..=p) % 26` (an ASCII capital): every token depends on
 //! the whole of its row's cache up to its position, as a real model's attention does, and on
 //! nothing past it. A row that read another sequence's keys, or a cache row moved wrongly,
 //! changes the tokens.
+use super::constraint::{Format, Vocabulary};
 use super::engine::{Config, Engine, Generation, Output, Schedule, Sink, State};
 use super::lm::Prompt;
 use super::request::{Defaults, Options, Request};
@@ -14,7 +16,7 @@ use anyhow::Result;
 use serde_json::Value as Json;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use tch::{Kind, Tensor};
 
 /// Called at the start of each program call with its row count.
@@ -55,6 +57,10 @@ impl Decoder for Fake {
     }
     fn decode(&self, ids: &[u32]) -> Result<String> {
         Ok(ids.iter().map(|&i| i as u8 as char).collect())
+    }
+    fn vocabulary(&self) -> Result<Arc<Vocabulary>> {
+        static VOCABULARY: OnceLock<Arc<Vocabulary>> = OnceLock::new();
+        Ok(VOCABULARY.get_or_init(byte_vocabulary).clone())
     }
     fn run(&self, ids: &[i64], positions: &[i64], rows: usize, cache: Vec<Tensor>) -> Result<Vec<Vec<f32>>> {
         if let Some(hook) = self.hook.lock().unwrap().as_mut() {
@@ -99,6 +105,30 @@ impl Sink for Record {
     fn hold(&self) -> Option<()> {
         (!self.is_gone()).then_some(())
     }
+}
+
+/// The fake's vocabulary as a byte-level tokenizer: token i is the byte i (what `decode` says),
+/// token 0 the EOS.
+fn byte_vocabulary() -> Arc<Vocabulary> {
+    // GPT-2's bytes-to-unicode: printable bytes stand for themselves, the others for 256 + n.
+    let printable = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+    let spell = |b: u32| match printable(b) {
+        true => char::from_u32(b),
+        false => char::from_u32(256 + (0..b).filter(|&x| !printable(x)).count() as u32),
+    };
+    let vocab: serde_json::Map<String, Json> = (0..128u32)
+        .map(|i| (spell(i).unwrap().to_string(), Json::from(i)))
+        .collect();
+    let json = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+        "post_processor": null,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+            "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+            "vocab": vocab, "merges": []}
+    });
+    Vocabulary::from_tokenizer_json(&serde_json::to_vec(&json).unwrap(), &[0], 128).unwrap()
 }
 
 impl Record {
@@ -422,4 +452,83 @@ fn a_slot_is_held_until_the_caller_has_the_last_piece_and_close_ends_the_waiting
         crate::error::describe(&refused.err().unwrap()).0,
         crate::error::Code::Disposed
     );
+}
+
+/// Runs rounds until `sink` has its last piece: a request with a format is made ready on a
+/// thread of its own (its grammar compiled there), which schedules a round when it is done.
+fn run_until_finished(r: &Rig, sink: &Record) {
+    for _ in 0..100_000 {
+        if sink.finish().is_some() {
+            return;
+        }
+        if !r.round() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    panic!("the generation did not end");
+}
+
+#[test]
+fn a_format_masks_each_choice_and_ends_the_sequence_when_the_output_is_whole() {
+    let formatted = |pattern: &str, n: u64| {
+        let mut request = request(n);
+        request.format = Some(Format::Regex(pattern.into()));
+        request
+    };
+    // Alone: the fake would write capitals forever; the regex holds it to its language and ends
+    // it (Stop) once nothing may follow.
+    let r = rig(Config::new(2));
+    let sink = Record::default();
+    r.engine
+        .start(
+            Prompt::Text("AB".into()),
+            formatted("(xy|[a-c]{3})-[0-9]{2}", 50),
+            sink.clone(),
+        )
+        .unwrap();
+    run_until_finished(&r, &sink);
+    let text = sink.text();
+    assert!(regex_lite_match(&text), "{text:?}");
+    assert_eq!(sink.finish(), Some(Finish::Stop));
+    // Beside a free generation in the same steps: the free one gives what it gives alone.
+    let want = alone(&[("Hello", 12)]);
+    let r = rig(Config::new(2));
+    let (free, constrained) = (Record::default(), Record::default());
+    r.engine
+        .start(
+            Prompt::Text("AB".into()),
+            formatted("(xy|[a-c]{3})-[0-9]{2}", 50),
+            constrained.clone(),
+        )
+        .unwrap();
+    r.engine
+        .start(Prompt::Text("Hello".into()), request(12), free.clone())
+        .unwrap();
+    run_until_finished(&r, &constrained);
+    run_until_finished(&r, &free);
+    assert_eq!(free.text(), want[0]);
+    assert!(regex_lite_match(&constrained.text()), "{:?}", constrained.text());
+    // A grammar that does not compile ends its generation with InvalidArg, and only it.
+    let (bad, good) = (Record::default(), Record::default());
+    r.engine
+        .start(Prompt::Text("AB".into()), formatted("(", 5), bad.clone())
+        .unwrap();
+    r.engine
+        .start(Prompt::Text("Hello".into()), request(12), good.clone())
+        .unwrap();
+    run_until_finished(&r, &bad);
+    run_until_finished(&r, &good);
+    let out = bad.out.lock().unwrap();
+    let e = out.last().and_then(|o| o.error.as_ref()).expect("an error");
+    assert_eq!(crate::error::describe(e).0, crate::error::Code::InvalidArg);
+    assert_eq!(good.text(), want[0]);
+}
+
+/// `(xy|[a-c]{3})-[0-9]{2}`, by hand (no regex crate among the core's dependencies).
+fn regex_lite_match(text: &str) -> bool {
+    let Some((head, digits)) = text.split_once('-') else {
+        return false;
+    };
+    let head_ok = head == "xy" || (head.len() == 3 && head.bytes().all(|b| (b'a'..=b'c').contains(&b)));
+    head_ok && digits.len() == 2 && digits.bytes().all(|b| b.is_ascii_digit())
 }

@@ -1,5 +1,6 @@
 //! What one generation asks for: the caller's options (a typed bag, which the addon's
 //! `js_options!` reads from JS) over the model's defaults (`generation_config.json`).
+use super::constraint::Format;
 use super::sample::{self, Params, Sampling};
 use crate::error::{bail_code, Code};
 use anyhow::Result;
@@ -16,6 +17,8 @@ pub struct Options {
     pub repetition_penalty: Option<f64>,
     pub seed: Option<u64>,
     pub stop: Option<Vec<String>>,
+    /// What the output must be (a JSON schema, a grammar, tool calls): None for free text.
+    pub format: Option<Format>,
 }
 
 /// The model's defaults, as the numbers users give (an option overrides one of them: a
@@ -30,12 +33,14 @@ pub struct Defaults {
     pub repetition_penalty: f64,
 }
 
-/// One generation's settings: sampling, limits, stop strings.
+/// One generation's settings: sampling, limits, stop strings, the output's format.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Request {
     pub params: Params,
     pub max_new_tokens: usize,
     pub stop: Vec<String>,
+    /// Compiled against the model's vocabulary when the sequence is made (off the JS thread).
+    pub format: Option<Format>,
 }
 
 impl Defaults {
@@ -89,6 +94,7 @@ impl Defaults {
             },
             max_new_tokens: max_new_tokens.min(usize::MAX as u64) as usize,
             stop,
+            format: o.format.clone(),
         })
     }
 }

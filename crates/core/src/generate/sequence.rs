@@ -1,11 +1,13 @@
 //! One sequence being generated, and the decoder it runs on: its tokens, its sampling and text
 //! state, and the choice of each next token. Its cache is a row of the `Batch` it runs in.
+use super::constraint::{Constraint, Vocabulary};
 use super::lm::Prompt;
 use super::request::Request;
 use super::sample::{self, Rng};
 use super::stream::{Detokenizer, Stops};
 use crate::error::{bail_code, Code};
 use anyhow::Result;
+use std::sync::Arc;
 use tch::{Kind, Tensor};
 
 /// The cache a decoder's program reads and writes: `2·layers` tensors `[rows, Hkv, C, D]`.
@@ -32,6 +34,13 @@ pub trait Decoder: Send + Sync + 'static {
     /// One program call: `ids` and `positions` are `[rows, cols]` row-major, `cache` the cache
     /// tensors' dense views of those rows (written in place). Each row's logits of its last token.
     fn run(&self, ids: &[i64], positions: &[i64], rows: usize, cache: Vec<Tensor>) -> Result<Vec<Vec<f32>>>;
+    /// The vocabulary output constraints compile against (built on first use, then shared).
+    fn vocabulary(&self) -> Result<Arc<Vocabulary>> {
+        bail_code!(
+            Code::InvalidArg,
+            "responseFormat: this model has no tokenizer to constrain its output with"
+        )
+    }
 }
 
 /// Why a sequence ended.
@@ -74,11 +83,15 @@ pub struct Sequence {
     matched: bool,
     /// Tokens chosen since the last piece whose text is not complete yet.
     held: Vec<u32>,
+    /// The output's grammar (`Request::format`): masks each choice, ends the sequence when
+    /// nothing may follow.
+    constraint: Option<Box<Constraint>>,
 }
 
 impl Sequence {
     /// A new sequence for `prompt` (checked against the vocabulary and the context); its prompt
-    /// runs when a `Batch` admits it.
+    /// runs when a `Batch` admits it. A request with a format compiles it here (milliseconds to
+    /// a bounded second or so: the engine makes such sequences apart from its rounds).
     pub fn new(d: &dyn Decoder, prompt: Vec<u32>, request: Request) -> Result<Sequence> {
         if prompt.is_empty() {
             bail_code!(Code::InvalidArg, "the prompt is empty (no tokens)");
@@ -98,7 +111,12 @@ impl Sequence {
                 d.max_context()
             );
         }
+        let constraint = match &request.format {
+            Some(format) => Some(Box::new(d.vocabulary()?.compile(format)?.start())),
+            None => None,
+        };
         Ok(Sequence {
+            constraint,
             rng: Rng::new(request.params.seed),
             stops: Stops::new(request.stop.clone()),
             request,
@@ -129,12 +147,22 @@ impl Sequence {
     /// `finish` is set and the text held back is flushed into `piece`.
     pub(super) fn choose(&mut self, d: &dyn Decoder, piece: &mut Piece) -> Result<bool> {
         let decode = |ids: &[u32]| d.decode(ids);
+        if let Some(c) = &mut self.constraint {
+            c.apply(&mut self.logits)?;
+        }
         let token = sample::choose(
             &mut self.logits,
             &self.tokens,
             &self.request.params,
             &mut self.rng,
         );
+        let complete = match &mut self.constraint {
+            Some(c) => {
+                c.advance(token)?;
+                c.must_stop()
+            }
+            None => false,
+        };
         self.tokens.push(token);
         piece.tokens.push(token);
         let generated = self.tokens.len() - self.prompt_tokens;
@@ -146,6 +174,10 @@ impl Sequence {
             if stopped {
                 self.finish = Some(Finish::Stop);
                 self.matched = true;
+            } else if complete {
+                // The output is whole and nothing may follow (the closing brace of the schema's
+                // object): it ends as if the model had chosen EOS.
+                self.finish = Some(Finish::Stop);
             } else if generated >= self.request.max_new_tokens || self.tokens.len() >= d.max_context() {
                 self.finish = Some(Finish::Length);
             }

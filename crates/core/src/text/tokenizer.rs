@@ -671,6 +671,11 @@ impl Tokenizer {
         self.base.id_to_token(id)
     }
 
+    /// The Hugging Face tokenizer (no padding, no truncation).
+    pub fn hf(&self) -> &Inner {
+        &self.base
+    }
+
     /// The vocabulary's size, added tokens included (Python's `get_vocab_size(True)`).
     pub fn vocab_size(&self) -> usize {
         self.base.get_vocab_size(true)

@@ -34,7 +34,9 @@ impl Format {
     /// Reads a `responseFormat` (JS) or `response_format` (OpenAI): `{type: 'text'}` (None),
     /// `{type: 'json_object'}`, `{type: 'json_schema', schema, strict?}` or OpenAI's
     /// `{type: 'json_schema', json_schema: {name, schema, strict?, description?}}`,
-    /// `{type: 'grammar', grammar}` (Lark), `{type: 'regex', pattern}`.
+    /// `{type: 'grammar', grammar}` (Lark), `{type: 'regex', pattern}`, or `{type: 'tool_calls',
+    /// tools, toolChoice, format, parallel?}` (OpenAI's `tools`; `toolChoice` `'required'` or a
+    /// named function; `format` `'hermes'`, `'llama3'` or `'mistral'`).
     pub fn from_json(value: &Json) -> Result<Option<Format>> {
         let what = "responseFormat";
         let Some(obj) = value.as_object() else {
@@ -102,9 +104,42 @@ impl Format {
                 only(&["type", "pattern"], what, obj)?;
                 Format::Regex(text("pattern")?)
             }
+            "tool_calls" => {
+                only(&["type", "tools", "toolChoice", "format", "parallel"], what, obj)?;
+                let tools = Tool::list_from_json(obj.get("tools").unwrap_or(&Json::Null))
+                    .map_err(|e| fail(Code::InvalidArg, format!("{what}.{e:#}")))?;
+                let choice = ToolChoice::from_json(obj.get("toolChoice").unwrap_or(&Json::Null))
+                    .map_err(|e| fail(Code::InvalidArg, format!("{what}.{e:#}")))?;
+                if !choice.is_forced() {
+                    bail_code!(
+                        Code::InvalidArg,
+                        "{what}.toolChoice must be 'required' or {{type: 'function', function: {{name}}}} (a grammar enforces only those)"
+                    );
+                }
+                let format = match text("format")?.as_str() {
+                    "hermes" => ToolCallFormat::hermes(),
+                    "llama3" => ToolCallFormat::llama3_json(),
+                    "mistral" => ToolCallFormat::mistral(),
+                    other => bail_code!(
+                        Code::InvalidArg,
+                        "{what}.format must be 'hermes', 'llama3' or 'mistral', got '{other}'"
+                    ),
+                };
+                let parallel = match obj.get("parallel") {
+                    None | Some(Json::Null) => true,
+                    Some(Json::Bool(b)) => *b,
+                    Some(_) => bail_code!(Code::InvalidArg, "{what}.parallel must be a boolean"),
+                };
+                Format::ToolCalls {
+                    tools,
+                    choice,
+                    format,
+                    parallel,
+                }
+            }
             other => bail_code!(
                 Code::InvalidArg,
-                "{what}.type must be 'text', 'json_object', 'json_schema', 'grammar' or 'regex', got {}",
+                "{what}.type must be 'text', 'json_object', 'json_schema', 'grammar', 'regex' or 'tool_calls', got {}",
                 if other.is_empty() {
                     "nothing".to_string()
                 } else {
@@ -120,7 +155,7 @@ impl Format {
             Format::JsonObject | Format::JsonSchema { .. } => "responseFormat.schema",
             Format::Lark(_) => "responseFormat.grammar",
             Format::Regex(_) => "responseFormat.pattern",
-            Format::ToolCalls { .. } => "tools",
+            Format::ToolCalls { .. } => "responseFormat.tools",
         }
     }
 }

@@ -907,7 +907,7 @@ fn tool_calls_name_a_tool_and_validate_its_arguments() {
         parallel: true,
     }));
     assert_eq!(code, Code::InvalidArg);
-    assert!(message.starts_with("tools: "), "{message}");
+    assert!(message.starts_with("responseFormat.tools: "), "{message}");
 }
 
 /// Mistral's list and Llama 3's bare object: the same calls in other strings.
