@@ -265,6 +265,7 @@ const INTERNAL = new Set([
   '_tidyEnd',
   '_loadTorchvisionOps',
   '_describe',
+  '_drainAtExit',
   '_Tokenizer',
   '_CausalLM',
   '_GenerateRequest',

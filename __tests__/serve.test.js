@@ -37,9 +37,9 @@ async function openai(url, apiKey = 'unused') {
   return new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0 })
 }
 
-async function aiProvider(url, apiKey) {
+async function aiProvider(url, apiKey, options = {}) {
   const { createOpenAICompatible } = await import('@ai-sdk/openai-compatible')
-  return createOpenAICompatible({ name: 'torch-node', baseURL: `${url}/v1`, ...(apiKey && { apiKey }) })
+  return createOpenAICompatible({ name: 'torch-node', baseURL: `${url}/v1`, ...(apiKey && { apiKey }), ...options })
 }
 
 /** The error a request rejects with. */
@@ -256,32 +256,43 @@ describe('serve in this process: tool calls with the openai client and the AI SD
     }
   })
 
-  test('structured outputs are refused with a 400 the clients surface, not served as text', async () => {
-    const { zodResponseFormat } = await import('openai/helpers/zod')
-    const { z } = await import('zod')
-    const client = await openai(s.url)
-    const e = await rejection(
-      client.chat.completions.parse({
-        model: 'weather',
+  test('response_format and a forced tool_choice reach the model as its responseFormat', async () => {
+    const seen = []
+    const echo = scripted('echo', (messages, options) => {
+      seen.push(options.responseFormat)
+      return options.responseFormat?.type === 'tool_calls' ? CALL : '{"city": "Paris"}'
+    })
+    const t = await serveScripted([echo])
+    try {
+      const client = await openai(t.url)
+      const { zodResponseFormat } = await import('openai/helpers/zod')
+      const { z } = await import('zod')
+      const format = zodResponseFormat(z.object({ city: z.string() }), 'place')
+      const parsed = await client.chat.completions.parse({ model: 'echo', messages: ASK, response_format: format })
+      assert.deepEqual(parsed.choices[0].message.parsed, { city: 'Paris' })
+      const forced = await client.chat.completions.create({
+        model: 'echo',
         messages: ASK,
-        response_format: zodResponseFormat(z.object({ city: z.string() }), 'place'),
-      }),
-    )
-    assert.equal(e.status, 400)
-    assert.match(
-      e.message,
-      /response_format: "json_schema" is not supported: a guaranteed JSON answer needs constrained decoding/,
-    )
-    const { generateObject, jsonSchema } = await import('ai')
-    const provider = await aiProvider(s.url)
-    const ai = await rejection(
-      generateObject({
-        model: provider('weather'),
-        prompt: 'x',
-        schema: jsonSchema({ type: 'object', properties: {} }),
-      }),
-    )
-    assert.match(ai.message, /response_format: "json_(object|schema)" is not supported/)
+        tools: [WEATHER],
+        tool_choice: { type: 'function', function: { name: 'get_weather' } },
+        parallel_tool_calls: false,
+      })
+      assert.equal(forced.choices[0].finish_reason, 'tool_calls')
+      await client.chat.completions.create({ model: 'echo', messages: ASK, response_format: { type: 'text' } })
+      assert.deepEqual(seen, [
+        format,
+        {
+          type: 'tool_calls',
+          tools: [WEATHER],
+          toolChoice: { type: 'function', function: { name: 'get_weather' } },
+          format: 'hermes',
+          parallel: false,
+        },
+        undefined,
+      ])
+    } finally {
+      await t.close()
+    }
   })
 
   test('chatModel: tools reach the template as it reads them (tools, or SmolLM3 xml_tools); markers found', async () => {
@@ -350,16 +361,11 @@ describe('serve in this process: tool calls with the openai client and the AI SD
       [{ tool_choice: 'sometimes' }, /tool_choice: expected "auto", "none", "required" or/],
       [
         { tools: [{ ...WEATHER, function: { ...WEATHER.function, strict: true } }] },
-        /tools\[0\]\.function\.strict: true is not supported: arguments valid by construction need constrained decoding/,
+        /tools\[0\]\.function\.strict: true needs tool_choice "required" or a named function/,
       ],
       [
-        { tool_choice: 'required' },
-        /tool_choice: "required" is not supported: forcing a tool call needs constrained decoding/,
-      ],
-      [{ tool_choice: { type: 'function', function: { name: 'get_weather' } } }, /tool_choice: .* is not supported/],
-      [
-        { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } },
-        /response_format: "json_schema" is not supported/,
+        { tool_choice: 'required', response_format: { type: 'json_object' } },
+        /response_format: not with a forced tool_choice/,
       ],
       [{ response_format: { type: 'yaml' } }, /response_format: expected/],
       [
@@ -817,6 +823,78 @@ describe('npx torch-node serve: a child process with a causal LM and a sentence 
     assert.match(e.message, /the chat template of model "llama-tiny" does not render tools/)
   })
 
+  test('structured outputs from the real clients: zodResponseFormat, generateObject, forced tool calls', async () => {
+    // The tiny random model writes noise: every answer below is valid only because the mask made it so.
+    const { zodResponseFormat } = await import('openai/helpers/zod')
+    const { z } = await import('zod')
+    const client = await openai(url, KEY)
+    const Forecast = z.object({ city: z.string().max(12), days: z.number().int().min(1).max(7) })
+    const res = await client.chat.completions.parse({
+      model: 'llama-tiny',
+      messages: ASK,
+      response_format: zodResponseFormat(Forecast, 'forecast'),
+      max_tokens: 200,
+    })
+    assert.equal(res.choices[0].finish_reason, 'stop')
+    assert.ok(Forecast.safeParse(res.choices[0].message.parsed).success, res.choices[0].message.content)
+    const object = await client.chat.completions.create({
+      model: 'llama-tiny',
+      messages: ASK,
+      response_format: { type: 'json_object' },
+      max_tokens: 200,
+      temperature: 0,
+    })
+    if (object.choices[0].finish_reason === 'stop')
+      assert.equal(typeof JSON.parse(object.choices[0].message.content), 'object')
+    // The AI SDK sends the schema when the provider says it supports structured outputs.
+    const { generateObject, streamText, tool } = await import('ai')
+    const provider = await aiProvider(url, KEY, { supportsStructuredOutputs: true })
+    const { object: forecast } = await generateObject({
+      model: provider('llama-tiny'),
+      prompt: 'Weather in Paris?',
+      schema: Forecast,
+      maxOutputTokens: 200,
+    })
+    assert.ok(Forecast.safeParse(forecast).success, JSON.stringify(forecast))
+    // A forced call: arguments valid against the tool's parameters (strict: true is kept).
+    // (A city of at most 12 characters: the random model would otherwise write one till max_tokens.)
+    const city = {
+      type: 'object',
+      properties: { city: { type: 'string', maxLength: 12 } },
+      required: ['city'],
+      additionalProperties: false,
+    }
+    const strictWeather = { ...WEATHER, function: { ...WEATHER.function, parameters: city, strict: true } }
+    for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
+      const called = await client.chat.completions.create({
+        model: 'tools-tiny',
+        messages: ASK,
+        tools: [strictWeather],
+        tool_choice,
+        // One call: with parallel calls allowed, a random model may chain calls until max_tokens.
+        parallel_tool_calls: false,
+        max_tokens: 120,
+      })
+      assert.equal(called.choices[0].finish_reason, 'tool_calls', JSON.stringify(called.choices[0]))
+      const fn = called.choices[0].message.tool_calls[0].function
+      assert.equal(fn.name, 'get_weather')
+      assert.equal(typeof JSON.parse(fn.arguments).city, 'string')
+    }
+    const streamed = streamText({
+      model: provider('tools-tiny'),
+      prompt: 'Weather in Paris?',
+      tools: { get_weather: tool({ inputSchema: z.object({ city: z.string().max(12) }) }) },
+      toolChoice: 'required',
+      maxOutputTokens: 120,
+    })
+    const parts = []
+    for await (const part of streamed.fullStream) parts.push(part)
+    const call = parts.find((p) => p.type === 'tool-call')
+    assert.ok(call, JSON.stringify(parts.filter((p) => p.type === 'error' || p.type === 'text-delta')))
+    assert.equal(call.toolName, 'get_weather')
+    assert.equal(typeof call.input.city, 'string')
+  })
+
   test('hostile requests are 4xx within a second or two, and the server keeps serving', async () => {
     const auth = { authorization: `Bearer ${KEY}` }
     const huge = await post(
@@ -846,6 +924,24 @@ describe('npx torch-node serve: a child process with a causal LM and a sentence 
         messages: [...ASK, { role: 'assistant', tool_calls: [{ id: 'a', function: { name: 'f', arguments: '[1' } }] }],
       },
       { model: 'llama-tiny', messages: [{ role: 'user', content: 'x'.repeat(100_000) }], max_tokens: 2 },
+      // Schemas that are not JSON Schema, with no finite instance, over the size limit.
+      ...[
+        { type: 12, properties: [] },
+        {
+          $ref: '#/$defs/a',
+          $defs: { a: { type: 'object', properties: { a: { $ref: '#/$defs/a' } }, required: ['a'] } },
+        },
+        {
+          type: 'object',
+          properties: Object.fromEntries(
+            Array.from({ length: 40_000 }, (_, i) => [`p${i}`, { type: 'string', description: 'd'.repeat(40) }]),
+          ),
+        },
+      ].map((schema) => ({
+        model: 'llama-tiny',
+        messages: ASK,
+        response_format: { type: 'json_schema', json_schema: { name: 'x', schema } },
+      })),
     ]) {
       const r = await post(url, '/v1/chat/completions', body, auth)
       assert.equal(r.status, 400, JSON.stringify(r.body))

@@ -265,8 +265,8 @@ async function chatCompletions(ctx, body, res, startedAt) {
   const request = R.readSampling(b, ctx.limits)
   const model = /** @type {ChatModel} */ (ctx.model(b.model, 'chat'))
   const { messages, plain } = R.readMessages(b.messages, ctx.limits)
-  const { tools, parallel } = R.readTools(b, ctx.limits)
-  R.readResponseFormat(b.response_format)
+  const { tools, parallel, forced } = R.readTools(b, ctx.limits)
+  const responseFormat = R.readResponseFormat(b.response_format)
   if (tools && !model.toolFormat) {
     throw new HttpError(
       400,
@@ -274,8 +274,16 @@ async function chatCompletions(ctx, body, res, startedAt) {
       `tools: the chat template of model ${JSON.stringify(model.name)} does not render tools`,
     )
   }
-  const input = await model.prompt(messages, tools, plain)
+  if (forced && responseFormat) {
+    throw new HttpError(400, 'InvalidArg', 'response_format: not with a forced tool_choice (the answer is tool calls)')
+  }
   const format = tools ? model.toolFormat : null
+  // A forced call, or a JSON answer: a grammar over the output (CausalLM's responseFormat).
+  if (forced && format) {
+    const calls = { type: 'tool_calls', tools, toolChoice: forced, format, parallel }
+    request.options = { ...request.options, responseFormat: calls }
+  } else if (responseFormat) request.options = { ...request.options, responseFormat }
+  const input = await model.prompt(messages, tools, plain)
   await generate(ctx, res, model, input, request, chatShape(format, parallel), format, startedAt)
 }
 

@@ -2,7 +2,7 @@
 'use strict'
 // What torch-node serve reads from an OpenAI chat or completions request, checked: every key it
 // does not implement is refused by name (400), never accepted and ignored.
-const { HttpError, invalid, show } = require('./http')
+const { invalid, show } = require('./http')
 
 /**
  * The limits on one request (`limits` of `torch.serve`).
@@ -236,14 +236,16 @@ function readMessages(messages, limits) {
  * `tools` and `tool_choice`: the tools to render (none for `tool_choice: 'none'`).
  * @param {Record<string, any>} b
  * @param {Required<ServeLimits>} limits
- * @returns {{ tools: Array<Record<string, any>> | null; parallel: boolean }}
+ * @returns {{ tools: Array<Record<string, any>> | null; parallel: boolean;
+ *   forced: 'required' | { type: 'function'; function: { name: string } } | null }} `forced`: the
+ *   choice a grammar enforces
  */
 function readTools(b, limits) {
   const choice = b.tool_choice
   if (b.tools === undefined) {
     if (choice !== undefined && choice !== 'none') throw invalid(`tool_choice: ${show(choice)} needs tools`)
     if (b.parallel_tool_calls !== undefined) throw invalid('parallel_tool_calls: only with tools')
-    return { tools: null, parallel: true }
+    return { tools: null, parallel: true, forced: null }
   }
   if (!Array.isArray(b.tools) || b.tools.length === 0 || b.tools.length > limits.maxTools) {
     throw invalid(`tools: expected an array of 1 to ${limits.maxTools} tools, got ${show(b.tools)}`)
@@ -273,25 +275,30 @@ function readTools(b, limits) {
       throw invalid(`${where}.function.parameters: expected a JSON Schema object, got ${show(p)}`)
     }
     if (f.strict != null && typeof f.strict !== 'boolean') throw invalid(`${where}.function.strict: expected a boolean`)
-    // strict: true promises arguments valid against `parameters`, which takes constrained decoding.
-    if (f.strict === true) {
-      throw invalid(
-        `${where}.function.strict: true is not supported: arguments valid by construction need constrained ` +
-          'decoding, which this version of torch-node does not have; send false or leave it out',
-      )
-    }
     const fn = /** @type {Record<string, any>} */ ({ name: f.name })
     if (f.description != null) fn.description = f.description
     fn.parameters = p ?? { type: 'object', properties: {} }
+    if (f.strict != null) fn.strict = f.strict
     return { type: 'function', function: fn }
   })
   if (b.parallel_tool_calls !== undefined && typeof b.parallel_tool_calls !== 'boolean') {
     throw invalid(`parallel_tool_calls: expected a boolean, got ${show(b.parallel_tool_calls)}`)
   }
   const parallel = b.parallel_tool_calls !== false
-  if (choice === undefined || choice === 'auto') return { tools, parallel }
+  // strict: true promises arguments valid against `parameters`: a grammar over the output gives
+  // that where a call is certain (tool_choice 'required' or a named function), not under 'auto',
+  // where the model may answer in words.
+  const strict = tools.findIndex((t) => t.function.strict === true)
+  const forced = choice === 'required' || (choice !== null && typeof choice === 'object')
+  if (strict !== -1 && !forced) {
+    throw invalid(
+      `tools[${strict}].function.strict: true needs tool_choice "required" or a named function (with "auto" the ` +
+        'model may answer in words, and its arguments are not constrained); send false, or force the call',
+    )
+  }
+  if (choice === undefined || choice === 'auto') return { tools, parallel, forced: null }
   // 'none': the model is not shown the tools, so it cannot call them.
-  if (choice === 'none') return { tools: null, parallel }
+  if (choice === 'none') return { tools: null, parallel, forced: null }
   const named = choice?.type === 'function' && typeof choice.function?.name === 'string' ? choice.function.name : null
   if (choice !== 'required' && named === null) {
     throw invalid(
@@ -301,27 +308,26 @@ function readTools(b, limits) {
   if (named !== null && !names.has(named)) {
     throw invalid(`tool_choice.function.name: no tool named ${show(named)} in tools (${[...names].join(', ')})`)
   }
-  // Forcing a call takes a grammar over the output (constrained decoding), which CausalLM.generate
-  // does not take yet: refused rather than served as 'auto'.
-  throw new HttpError(
-    400,
-    'InvalidArg',
-    `tool_choice: ${show(choice)} is not supported: forcing a tool call needs constrained decoding, which ` +
-      'this version of torch-node does not have; send "auto" (the model may then answer in words)',
-  )
+  // Forced: a grammar over the output (CausalLM's responseFormat `tool_calls`) makes it calls.
+  /** @type {'required' | { type: 'function'; function: { name: string } }} */
+  const forcedChoice = named === null ? 'required' : { type: 'function', function: { name: named } }
+  return { tools, parallel, forced: forcedChoice }
 }
 
-/** `response_format`: only `{type: 'text'}` (what every answer is) until CausalLM takes a schema. */
-function readResponseFormat(/** @type {unknown} */ format) {
-  if (format === undefined) return
-  const type = /** @type {any} */ (format)?.type
-  if (type === 'text') return
-  if (type === 'json_object' || type === 'json_schema') {
-    throw invalid(
-      `response_format: ${show(type)} is not supported: a guaranteed JSON answer needs constrained decoding, ` +
-        'which this version of torch-node does not have',
-    )
-  }
+/**
+ * `response_format` as CausalLM's `responseFormat` (null for free text): `{type: 'text'}`,
+ * `{type: 'json_object'}`, `{type: 'json_schema', json_schema: {name, schema, strict?}}`. The
+ * schema itself is checked where it compiles (InvalidArg naming the part: a 400).
+ * @param {unknown} format
+ * @returns {Record<string, any> | null}
+ */
+function readResponseFormat(format) {
+  if (format === undefined || format === null) return null
+  const f = /** @type {any} */ (format)
+  if (typeof f !== 'object' || Array.isArray(f))
+    throw invalid(`response_format: expected an object, got ${show(format)}`)
+  if (f.type === 'text') return null
+  if (f.type === 'json_object' || f.type === 'json_schema') return f
   throw invalid(`response_format: expected {type: 'text' | 'json_object' | 'json_schema'}, got ${show(format)}`)
 }
 
