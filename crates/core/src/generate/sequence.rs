@@ -196,6 +196,19 @@ impl Sequence {
         Ok(false)
     }
 
+    /// Whether an output format constrains it.
+    pub(super) fn is_constrained(&self) -> bool {
+        self.constraint.is_some()
+    }
+
+    /// Computes the next token's mask ahead of `choose` (which applies it, computing it there
+    /// instead when this failed: its error is reported then).
+    pub(super) fn prepare_mask(&mut self) {
+        if let Some(c) = &mut self.constraint {
+            let _ = c.compute_mask();
+        }
+    }
+
     pub(super) fn set_logits(&mut self, logits: Vec<f32>) {
         self.logits = logits;
     }
