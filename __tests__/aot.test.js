@@ -18,7 +18,9 @@ const RESNET = path.join(MODELS, 'resnet18.pt2') // x: float32 [batch, 3, 224, 2
 const TWO_IO = path.join(MODELS, 'two_io.pt2') // (x, y: float32 [b, 3], b in 1..64) -> (x + y, x * y)
 // ids: int64 [batch, seq] -> tokens(ids) + positions[:seq]: float32 [batch, seq, 8], positions 16 rows
 const POS = path.join(MODELS, 'pos_embed.pt2')
-const MISSING = [RESNET, TWO_IO, POS].filter((p) => !fs.existsSync(p))
+// x: float32 [b, 3, 4, 5], compiled channels-last -> x * (c + 1) + c on channel c
+const NHWC = path.join(MODELS, 'channels_last.pt2')
+const MISSING = [RESNET, TWO_IO, POS, NHWC].filter((p) => !fs.existsSync(p))
 const SKIP = MISSING.length > 0 && `not generated (the model script could not compile them): ${MISSING.join(', ')}`
 
 const f32 = (name) => {
@@ -119,6 +121,30 @@ describe('AOTModule', { skip: SKIP }, () => {
     assert.equal(meta.AOTI_DEVICE_KEY, 'cpu')
     assert.equal(typeof meta.in_spec, 'string')
     assert.equal(m.device, 'cpu')
+  })
+
+  test('a package compiled channels-last takes inputs in any memory format, and views', async () => {
+    const m = new torch.AOTModule(NHWC)
+    const expected = (x) =>
+      x.mul(torch.tensor([1, 2, 3]).view(1, 3, 1, 1)).add(torch.tensor([0, 1, 2]).view(1, 3, 1, 1))
+    const nchw = torch.arange(0, 2 * 3 * 4 * 5, { dtype: 'float32' }).view(2, 3, 4, 5)
+    // the same values in NHWC memory, seen as NCHW (Python's channels_last)
+    const nhwc = nchw.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    // a view that is neither: every other row of a taller tensor
+    const strided = torch
+      .arange(0, 2 * 3 * 8 * 5, { dtype: 'float32' })
+      .view(2, 3, 8, 5)
+      .slice(2, 0, 8, 2)
+    for (const [name, x] of [
+      ['NCHW', nchw],
+      ['NHWC', nhwc],
+      ['a strided view', strided],
+    ]) {
+      assert.deepEqual(m.forwardSync(x).toArray(), expected(x).toArray(), name)
+      assert.deepEqual((await m.forward(x)).toArray(), expected(x).toArray(), name)
+    }
+    // the memory format does not excuse a wrong shape
+    assert.throws(() => m.forwardSync(torch.zeros([2, 3, 5, 4])), { code: 'ShapeMismatch', message: /dimension 2/ })
   })
 
   test('a dynamic batch runs at every size Python runs it, 1 included (sync and async)', async () => {

@@ -35,7 +35,7 @@ const elapsed = () => (Date.now() - started) / 1000
 /** Runs the peer; returns its last JSON line, or { error } with its stderr's tail. */
 function peer(...peerArgs) {
   // Killed 30 s past the deadline at the latest: the GPU check's time limit ends the whole run.
-  const timeout = Number.isFinite(DEADLINE_S) ? Math.max(30, DEADLINE_S - elapsed() + 30) * 1000 : undefined
+  const timeout = Number.isFinite(DEADLINE_S) ? Math.round(Math.max(30, DEADLINE_S - elapsed() + 30) * 1000) : undefined
   const r = spawnSync(PYTHON, [path.join(__dirname, 'cuda_peer.py'), ...peerArgs], {
     encoding: 'utf8',
     maxBuffer: 64 << 20,

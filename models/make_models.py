@@ -41,6 +41,7 @@ Writes (paths relative to --out, which defaults to the folder this script is in)
                                     Python's aoti_load_package output at batches past the
                                     15 the package records (generated)
   two_io.pt2                        (x [b,3], y [b,3]) -> (x + y, x * y), b = Dim(1..64)
+  channels_last.pt2                 x [b,3,4,5] compiled channels-last -> x * (c + 1) + c
   pos_embed.pt2                     ids [b, s] -> embedding + positions[:s], s = Dim(1..16)
                                     bounded by the positions table (generated)
   golden/pt2.json                   the .pt2 files' input/output specs and pos_embed's
@@ -768,6 +769,21 @@ def make_pt2(out: str) -> None:
         assert torch.equal(s, x + y) and torch.equal(p, x * y), "two_io.pt2 batch %d" % n
     log("  wrote %s (%s, (x [b,3], y [b,3]) -> (x + y, x * y), b in 1..64)" % (rel(two, out), size_str(two)))
 
+    class ChannelAffine(nn.Module):
+        """x * (c + 1) + c on channel c: pointwise, so the program keeps the memory format it was
+        exported with, here channels-last (its input checks fix NHWC strides)."""
+
+        def forward(self, x: Tensor) -> Tensor:
+            c = torch.arange(x.size(1), dtype=x.dtype).view(1, -1, 1, 1)
+            return x * (c + 1) + c
+
+    nhwc = os.path.join(out, "channels_last.pt2")
+    aoti_package(ChannelAffine(), (torch.rand(2, 3, 4, 5).contiguous(memory_format=torch.channels_last),), nhwc,
+                 dynamic_shapes={"x": {0: torch.export.Dim("batch", min=1, max=64)}})
+    x = torch.arange(3.0 * 3 * 4 * 5).reshape(3, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    assert torch.equal(torch._inductor.aoti_load_package(nhwc)(x), ChannelAffine()(x)), "channels_last.pt2"
+    log("  wrote %s (%s, x [b,3,4,5] channels-last -> x * (c + 1) + c)" % (rel(nhwc, out), size_str(nhwc)))
+
     class PositionalEmbedding(nn.Module):
         """Token embedding plus a learned position table sliced to the sequence length: the
         slice records the table's length as the sequence's upper bound, and the kernel reads
@@ -819,6 +835,11 @@ def make_pt2(out: str) -> None:
             "outputs": [{"dtype": "float32", "shape": ["batch", "seq", 8],
                          "formula": "tokens(ids) + positions[:seq]"}],
             "cases": cases,
+        },
+        "channels_last.pt2": {
+            "inputs": [{"name": "x", "dtype": "float32", "shape": ["batch", 3, 4, 5],
+                        "strides": "channels-last (NHWC memory), fixed by the package's input checks"}],
+            "outputs": [{"formula": "x * (c + 1) + c, c the channel", "dtype": "float32", "shape": ["batch", 3, 4, 5]}],
         },
         "two_io.pt2": {
             "inputs": [{"name": "x", "dtype": "float32", "shape": ["batch", 3]},

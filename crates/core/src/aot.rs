@@ -138,12 +138,11 @@ impl AotModule {
                 );
             }
         }
-        // The program was compiled for the strides it was exported with (dense, row-major);
-        // views are made dense here rather than refused.
         let inputs = inputs
             .iter()
-            .map(|t| t.f_contiguous())
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+            .enumerate()
+            .map(|(i, t)| self.laid_out(i, t))
+            .collect::<Result<Vec<_>>>()?;
         self.check_inputs(&inputs)?;
         let _guard = tch::no_grad_guard();
         ffi::aoti_run(&self.handle, &inputs).map_err(|e| {
@@ -151,6 +150,29 @@ impl AotModule {
             let code = crate::error::classify(&message).unwrap_or(Code::ForwardError);
             fail(code, format!("forward() of '{}': {message}", self.path))
         })
+    }
+
+    /// Input `i` in the memory layout the program was compiled for: where the package fixes every
+    /// stride (channels-last, say), a tensor with other strides is copied into those; elsewhere
+    /// the program takes dense row-major, and views are made dense. Views are copied, never refused.
+    fn laid_out(&self, i: usize, t: &tch::Tensor) -> Result<tch::Tensor> {
+        let sizes = t.size();
+        let wanted = self.inputs.as_ref().and_then(|c| c.fixed_strides(i, &sizes));
+        let Some(wanted) = wanted else {
+            return Ok(t.f_contiguous()?);
+        };
+        let strides = t.stride();
+        // A stride is never read along a dimension of size 1.
+        let matches = sizes
+            .iter()
+            .zip(strides.iter().zip(&wanted))
+            .all(|(&n, (got, want))| n <= 1 || got == want);
+        if matches {
+            return Ok(t.shallow_clone());
+        }
+        let mut out = tch::Tensor::f_empty_strided(&sizes, &wanted, (t.kind(), t.device()))?;
+        out.f_copy_(t)?;
+        Ok(out)
     }
 
     fn check_inputs(&self, inputs: &[tch::Tensor]) -> Result<()> {

@@ -154,6 +154,18 @@ impl InputChecks {
         self.inputs.is_empty()
     }
 
+    /// The strides input `i` must be given with, when the program fixes every one of them (a
+    /// memory format such as channels-last, compiled in) and `sizes` has the input's rank; None
+    /// where a stride is symbolic or the input unknown (then dense row-major is what it takes).
+    pub fn fixed_strides(&self, i: usize, sizes: &[i64]) -> Option<Vec<i64>> {
+        let spec = self.inputs.get(i)?;
+        if spec.strides.len() != sizes.len() {
+            return None;
+        }
+        let strides: Vec<i64> = spec.strides.iter().copied().collect::<Option<_>>()?;
+        dense_layout(sizes, &strides).then_some(strides)
+    }
+
     /// Checks the inputs (as many as the program takes; the runner reports a wrong count).
     pub fn check(&self, inputs: &[Actual]) -> Result<()> {
         let mut bound: HashMap<&str, (i64, usize, usize)> = HashMap::new();
@@ -602,6 +614,29 @@ fn braced_groups(text: &str) -> Vec<Vec<String>> {
 }
 
 /// The body of `static void check_input_<i>(...) { ... }`.
+/// Whether `strides` lay `sizes` out densely in some order of the dimensions (each element
+/// once, no gaps: row-major, channels-last, ...), so a tensor of those strides can be allocated.
+fn dense_layout(sizes: &[i64], strides: &[i64]) -> bool {
+    let mut dims: Vec<(i64, i64)> = sizes
+        .iter()
+        .zip(strides)
+        .filter(|(&n, _)| n > 1)
+        .map(|(&n, &s)| (s, n))
+        .collect();
+    dims.sort_unstable();
+    let mut next = 1i64;
+    for (stride, size) in dims {
+        if stride != next {
+            return false;
+        }
+        let Some(n) = next.checked_mul(size) else {
+            return false;
+        };
+        next = n;
+    }
+    sizes.iter().all(|&n| n >= 0)
+}
+
 fn check_function(source: &str, i: usize) -> Option<&str> {
     let start = source.find(&format!("static void check_input_{i}("))?;
     let body = &source[start..];
@@ -817,6 +852,26 @@ AOTI_NOINLINE static void __check_inputs_outputs(
             ];
             assert_eq!(run(&inputs), Err((code, message.to_string())));
         }
+    }
+
+    #[test]
+    fn fixed_strides_are_what_the_program_fixes_for_that_rank() {
+        let c = checks();
+        assert_eq!(c.fixed_strides(0, &[2, 3]), Some(vec![3, 1]));
+        assert_eq!(c.fixed_strides(0, &[6]), None);
+        assert_eq!(c.fixed_strides(99, &[2, 3]), None);
+        // the wrong sizes for those strides: nothing dense to allocate
+        assert_eq!(c.fixed_strides(0, &[2, 5]), None);
+    }
+
+    #[test]
+    fn dense_layouts_are_permutations_without_gaps_or_overlaps() {
+        assert!(dense_layout(&[2, 3, 4, 5], &[60, 1, 15, 3])); // channels-last
+        assert!(dense_layout(&[2, 3], &[3, 1]));
+        assert!(dense_layout(&[1, 3], &[99, 1])); // a size-1 stride is never read
+        assert!(!dense_layout(&[2, 5], &[3, 1])); // overlapping
+        assert!(!dense_layout(&[2, 3], &[6, 1])); // gaps
+        assert!(!dense_layout(&[2, 3], &[0, 1]));
     }
 
     #[test]

@@ -119,11 +119,30 @@ fn error_line(line: &str) -> Option<&str> {
 
 /// Picks a code for a libtorch message by what it says; None when nothing matches (the caller
 /// decides: `InvalidArg` for a tensor operation, `ForwardError` inside a model).
+/// ATen's convolutions say `Input type (CPUFloatType) and weight type (CUDAFloatType) should be
+/// the same`: a device mismatch where the two type names' devices differ, else a dtype one.
+fn input_and_weight_types(lowercase: &str) -> Option<Code> {
+    let type_after = |label: &str| {
+        let rest = &lowercase[lowercase.find(label)? + label.len()..];
+        Some(&rest[..rest.find(')')?])
+    };
+    let on_cuda = |name: &str| name.starts_with("cuda");
+    let (input, weight) = (type_after("input type (")?, type_after("weight type (")?);
+    Some(if on_cuda(input) != on_cuda(weight) {
+        Code::DeviceMismatch
+    } else {
+        Code::DTypeMismatch
+    })
+}
+
 pub fn classify(message: &str) -> Option<Code> {
     let m = message.to_ascii_lowercase();
     let has = |needles: &[&str]| needles.iter().any(|n| m.contains(n));
     let cuda_missing = has(&["cuda", "no kernel image", "hip error"])
         && has(&["not available", "no cuda", "driver", "not compiled", "cuda error"]);
+    if let Some(code) = input_and_weight_types(&m) {
+        return Some(code);
+    }
     Some(
         if has(&["same device", "expected all tensors to be on the same"]) {
             Code::DeviceMismatch
@@ -264,6 +283,15 @@ mod tests {
         let devices =
             "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!";
         assert_eq!(classify(devices), Some(Code::DeviceMismatch));
+        // ATen's convolutions (seen on an H200 with a CPU input to a CUDA TorchScript module)
+        let conv = |a: &str, b: &str| {
+            classify(&format!("Input type ({a}) and weight type ({b}) should be the same or input should be a MKLDNN tensor and weight is a dense tensor"))
+        };
+        assert_eq!(conv("CPUFloatType", "CUDAFloatType"), Some(Code::DeviceMismatch));
+        assert_eq!(conv("CUDAHalfType", "CPUHalfType"), Some(Code::DeviceMismatch));
+        assert_eq!(conv("CPUFloatType", "CPUDoubleType"), Some(Code::DTypeMismatch));
+        assert_eq!(conv("CUDAFloatType", "CUDAHalfType"), Some(Code::DTypeMismatch));
+        assert_eq!(classify("Input type (unclosed"), None);
     }
 
     #[test]
