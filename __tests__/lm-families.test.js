@@ -219,6 +219,8 @@ test(
     const m = manifest('smollm-tiny-bf16')
     assert.equal(m.dtype, 'bfloat16')
     assert.equal(m.cache.dtype, 'bfloat16')
+    // without AMX, ATen's bf16 flash attention is slower than upcasting (export_causal_lm.py)
+    assert.equal(m.cache.attention_dtype, /\bamx_bf16\b/.test(cpuFlags) ? 'bfloat16' : 'float32')
     assert.match(m.check.basis, /^2 x transformers' own bfloat16 error [0-9.e-]+ \(top-1 \d+%\)$/)
     const eager = Number(m.check.basis.match(/error ([0-9.e-]+)/)[1])
     assert.ok(
@@ -236,8 +238,11 @@ test('--dtype bfloat16: greedy follows fp32 transformers', { skip: bf16Skip }, a
   const lm = await load('smollm-tiny-bf16')
   // The tiny model's logits are large (spread 0.5), so bf16 moves them by whole units and
   // greedy splits from fp32 at the first small gap: measured 58, 37, 38 and 26 of 64 tokens
-  // before the split (AMD EPYC, 2 cores). Each split must be at a gap within the export's
-  // measured tolerance, and the texts must agree for a good part before it.
+  // before the split with bf16 attention, and 1, 10, 38 and 4 (at top-2 gaps 0.027, 0.11, 0.20
+  // and 1.4) with the float32 attention the export uses without AMX, whose logits are closer to
+  // fp32 (compiled check 0.54 against transformers' own bf16 error 2.06) (AMD EPYC, 2 cores):
+  // where the split falls is chance at such gaps. Each split must be at a gap within the
+  // export's measured tolerance, and the texts must agree for some part before it.
   let agreed = 0
   for (const c of want.cases) {
     const r = await lm.complete(c.prompt ?? c.messages, { maxNewTokens: want.new_tokens, temperature: 0 })
@@ -245,5 +250,5 @@ test('--dtype bfloat16: greedy follows fp32 transformers', { skip: bf16Skip }, a
     agreed += at === -1 ? c.output_ids.length : at
     if (at !== -1) assert.ok(c.top2_gaps[at] < m.check.tolerance, `${c.name}: split at ${at}, gap ${c.top2_gaps[at]}`)
   }
-  assert.ok(agreed >= 16 * want.cases.length, `${agreed} tokens agree before the splits`)
+  assert.ok(agreed >= 8 * want.cases.length, `${agreed} tokens agree before the splits`)
 })

@@ -136,6 +136,26 @@ class StepState:
     slot (= position), `positions [B, T]`. Set by Step.forward around the model's forward."""
 
     positions = None
+    # True: a bfloat16/float16 program attends in float32 (attention_dtype below).
+    attention_in_float32 = False
+
+
+def attention_dtype(dtype):
+    """The dtype a `dtype` program attends in. ATen's CPU flash attention in bfloat16 multiplies
+    through MKL's bf16 GEMM, which without AMX takes its generic path: measured 2026-11-26 on the
+    2-core AMD EPYC (Zen 4, avx512_bf16, no AMX), one layer of SmolLM2-135M's decode (9 heads,
+    3 kv heads, head dim 64, 1,024 cache slots): bf16 0.612 ms, the same upcast to float32 (casts
+    included) 0.259 ms, float32 0.100 ms; in SmolLM2 int8 (bf16 activations) the bf16 attention
+    was 40% of a step. So without amx_bf16 in /proc/cpuinfo a reduced-precision program attends
+    in float32 (more exact, too); with AMX (oneDNN's kernels) it stays in its dtype."""
+    if dtype == "float32":
+        return dtype
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    return dtype if "amx_bf16" in flags else "float32"
 
 
 def caller_cache_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
@@ -163,9 +183,11 @@ def caller_cache_attention(module, query, key, value, attention_mask, scaling=No
     batch, heads, seq, dim = query.shape
     kv_heads = key.shape[1]
     if softcap is None:
+        upcast = StepState.attention_in_float32 and query.dtype != torch.float32
+        q, k, v = (t.float() for t in (query, key, value)) if upcast else (query, key, value)
         out = torch.nn.functional.scaled_dot_product_attention(
-            query, key, value, attn_mask=mask, scale=scaling, enable_gqa=heads != kv_heads
-        )
+            q, k, v, attn_mask=mask, scale=scaling, enable_gqa=heads != kv_heads
+        ).to(query.dtype)
     else:
         group = heads // kv_heads
         # Heads h = k * group + g share kv head k (transformers' repeat_kv): [B, Hkv, G*T, D],
@@ -577,6 +599,8 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
             f"them vs fp32 over a fixed text ({text_ids.shape[1]} tokens): top-1 agreement {agree:.1%}, "
             f"max logit difference {worst:.3g}")
     default_attention = model.config._attn_implementation
+    attends_in = attention_dtype(dtype)
+    StepState.attention_in_float32 = attends_in != dtype
     register_attention()
     model.set_attn_implementation(ATTENTION)
     layout = shapes(model)
@@ -653,6 +677,8 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
         "cache": {
             "layout": ["batch", "kv_heads", "context", "head_dim"],
             "dtype": dtype,
+            # The dtype the program attends in (attention_dtype: float32 without AMX).
+            "attention_dtype": attends_in,
             "update": "in place at positions[b, t]; token (b, t) attends to slots 0..=positions[b, t]",
         },
     }
