@@ -84,11 +84,7 @@ impl Format {
                         (what, obj)
                     }
                 };
-                let strict = match inner.get("strict") {
-                    None | Some(Json::Null) => true,
-                    Some(Json::Bool(b)) => *b,
-                    Some(_) => bail_code!(Code::InvalidArg, "{at}.strict must be a boolean"),
-                };
+                let strict = flag(inner.get("strict"), true, &format!("{at}.strict"))?;
                 let schema = match inner.get("schema") {
                     Some(s @ (Json::Object(_) | Json::Bool(_))) => s.clone(),
                     None => bail_code!(Code::InvalidArg, "{at}.schema is missing"),
@@ -125,11 +121,7 @@ impl Format {
                         "{what}.format must be 'hermes', 'llama3' or 'mistral', got '{other}'"
                     ),
                 };
-                let parallel = match obj.get("parallel") {
-                    None | Some(Json::Null) => true,
-                    Some(Json::Bool(b)) => *b,
-                    Some(_) => bail_code!(Code::InvalidArg, "{what}.parallel must be a boolean"),
-                };
+                let parallel = flag(obj.get("parallel"), true, &format!("{what}.parallel"))?;
                 Format::ToolCalls {
                     tools,
                     choice,
@@ -163,6 +155,16 @@ impl Format {
 /// How a JSON value is written: no free whitespace (a small model left free to indent can
 /// indent forever), separators as Python's `json.dumps` writes them, the most common style in
 /// what models read. `lenient` ignores keywords llguidance cannot enforce.
+/// An optional boolean field: `default` where it is absent or null; anything but a boolean is
+/// InvalidArg naming the field (`at`).
+pub(crate) fn flag(value: Option<&Json>, default: bool, at: &str) -> Result<bool> {
+    match value {
+        None | Some(Json::Null) => Ok(default),
+        Some(Json::Bool(b)) => Ok(*b),
+        Some(_) => bail_code!(Code::InvalidArg, "{at} must be a boolean"),
+    }
+}
+
 fn json_options(strict: bool) -> Json {
     let options = JsonCompileOptions {
         item_separator: ", ".into(),

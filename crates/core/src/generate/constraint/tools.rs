@@ -4,7 +4,7 @@
 //! llguidance's `%json {...}`). The format's strings come from the caller, who knows the
 //! model's template: Hermes/Qwen wrap each call in `<tool_call>\n...\n</tool_call>`, Mistral
 //! writes `[TOOL_CALLS][{...}, {...}]`, Llama 3.x a bare object with `parameters`.
-use super::format::with_options;
+use super::format::{flag, with_options};
 use crate::error::{bail_code, fail, Code};
 use anyhow::Result;
 use serde_json::{json, Map, Value as Json};
@@ -59,11 +59,7 @@ impl Tool {
                     "{at}.function.parameters must be a JSON Schema (an object)"
                 ),
             };
-            let strict = match f.get("strict") {
-                None | Some(Json::Null) => true,
-                Some(Json::Bool(b)) => *b,
-                Some(_) => bail_code!(Code::InvalidArg, "{at}.function.strict must be a boolean"),
-            };
+            let strict = flag(f.get("strict"), true, &format!("{at}.function.strict"))?;
             out.push(Tool {
                 name,
                 parameters,
