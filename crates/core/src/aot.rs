@@ -1,7 +1,7 @@
 //! An AOTInductor package (`.pt2`, written by `torch._inductor.aoti_compile_and_package`),
 //! Load, run, metadata. A compiled program takes tensors and returns tensors, flat,
 //! in the order its pytree specs (`in_spec`, `out_spec` in the metadata) flatten them.
-use crate::aot_inputs::{self, Actual, InputChecks};
+use crate::aot_inputs::{self, Actual, InputChecks, Layout};
 use crate::device;
 use crate::error::bail_code;
 use crate::error::{describe, fail, trim_libtorch, Code};
@@ -156,23 +156,20 @@ impl AotModule {
     /// stride (channels-last, say), a tensor with other strides is copied into those; elsewhere
     /// the program takes dense row-major, and views are made dense. Views are copied, never refused.
     fn laid_out(&self, i: usize, t: &tch::Tensor) -> Result<tch::Tensor> {
-        let sizes = t.size();
-        let wanted = self.inputs.as_ref().and_then(|c| c.fixed_strides(i, &sizes));
-        let Some(wanted) = wanted else {
-            return Ok(t.f_contiguous()?);
+        let (sizes, strides) = (t.size(), t.stride());
+        let layout = match &self.inputs {
+            Some(checks) => checks.layout(i, &sizes, &strides),
+            None => Layout::Dense,
         };
-        let strides = t.stride();
-        // A stride is never read along a dimension of size 1.
-        let matches = sizes
-            .iter()
-            .zip(strides.iter().zip(&wanted))
-            .all(|(&n, (got, want))| n <= 1 || got == want);
-        if matches {
-            return Ok(t.shallow_clone());
-        }
-        let mut out = tch::Tensor::f_empty_strided(&sizes, &wanted, (t.kind(), t.device()))?;
-        out.f_copy_(t)?;
-        Ok(out)
+        Ok(match layout {
+            Layout::AsGiven => t.shallow_clone(),
+            Layout::Dense => t.f_contiguous()?,
+            Layout::Strided(wanted) => {
+                let mut out = tch::Tensor::f_empty_strided(&sizes, &wanted, (t.kind(), t.device()))?;
+                out.f_copy_(t)?;
+                out
+            }
+        })
     }
 
     fn check_inputs(&self, inputs: &[tch::Tensor]) -> Result<()> {

@@ -154,16 +154,24 @@ impl InputChecks {
         self.inputs.is_empty()
     }
 
-    /// The strides input `i` must be given with, when the program fixes every one of them (a
-    /// memory format such as channels-last, compiled in) and `sizes` has the input's rank; None
-    /// where a stride is symbolic or the input unknown (then dense row-major is what it takes).
-    pub fn fixed_strides(&self, i: usize, sizes: &[i64]) -> Option<Vec<i64>> {
-        let spec = self.inputs.get(i)?;
-        if spec.strides.len() != sizes.len() {
-            return None;
+    /// How input `i`, of these sizes and strides, is to be given to the program: as it is where
+    /// the program fixes every stride (a memory format such as channels-last, compiled in) and
+    /// they agree; copied into those strides where they differ; else made dense row-major (a
+    /// stride symbolic, the input unknown, or sizes those strides cannot lay out).
+    pub fn layout(&self, i: usize, sizes: &[i64], strides: &[i64]) -> Layout {
+        let Some(spec) = self.inputs.get(i).filter(|s| s.strides.len() == sizes.len()) else {
+            return Layout::Dense;
+        };
+        let Some(fixed) = spec.strides.iter().copied().collect::<Option<Vec<i64>>>() else {
+            return Layout::Dense;
+        };
+        if !dense_layout(sizes, &fixed) {
+            Layout::Dense
+        } else if strides_agree(&spec.strides, sizes, strides) {
+            Layout::AsGiven
+        } else {
+            Layout::Strided(fixed)
         }
-        let strides: Vec<i64> = spec.strides.iter().copied().collect::<Option<_>>()?;
-        dense_layout(sizes, &strides).then_some(strides)
     }
 
     /// Checks the inputs (as many as the program takes; the runner reports a wrong count).
@@ -314,13 +322,7 @@ impl InputSpec {
                 _ => {}
             }
         }
-        // A stride is never read along a dimension of size 1 (PyTorch ignores it there too).
-        let strides_differ = self
-            .strides
-            .iter()
-            .zip(actual.strides.iter().zip(actual.sizes))
-            .any(|(want, (&got, &size))| size > 1 && want.is_some_and(|w| w != got));
-        if strides_differ {
+        if !strides_agree(&self.strides, actual.sizes, actual.strides) {
             let want: Vec<String> = self
                 .strides
                 .iter()
@@ -614,6 +616,25 @@ fn braced_groups(text: &str) -> Vec<Vec<String>> {
 }
 
 /// The body of `static void check_input_<i>(...) { ... }`.
+/// How an input is to be given to the program (`InputChecks::layout`).
+#[derive(Debug, PartialEq)]
+pub enum Layout {
+    /// As it is.
+    AsGiven,
+    /// Copied into these strides.
+    Strided(Vec<i64>),
+    /// Made dense row-major (`contiguous()`).
+    Dense,
+}
+
+/// Whether strides `got` agree with `want` wherever the program reads them: not along a
+/// dimension of size 1 (PyTorch ignores the stride there too), nor where `want` is symbolic.
+fn strides_agree(want: &[Option<i64>], sizes: &[i64], got: &[i64]) -> bool {
+    want.iter()
+        .zip(got.iter().zip(sizes))
+        .all(|(want, (&got, &size))| size <= 1 || want.is_none_or(|w| w == got))
+}
+
 /// Whether `strides` lay `sizes` out densely in some order of the dimensions (each element
 /// once, no gaps: row-major, channels-last, ...), so a tensor of those strides can be allocated.
 fn dense_layout(sizes: &[i64], strides: &[i64]) -> bool {
@@ -855,13 +876,15 @@ AOTI_NOINLINE static void __check_inputs_outputs(
     }
 
     #[test]
-    fn fixed_strides_are_what_the_program_fixes_for_that_rank() {
+    fn layouts_follow_the_strides_the_program_fixes_for_that_rank() {
         let c = checks();
-        assert_eq!(c.fixed_strides(0, &[2, 3]), Some(vec![3, 1]));
-        assert_eq!(c.fixed_strides(0, &[6]), None);
-        assert_eq!(c.fixed_strides(99, &[2, 3]), None);
+        assert_eq!(c.layout(0, &[2, 3], &[3, 1]), Layout::AsGiven);
+        assert_eq!(c.layout(0, &[1, 3], &[99, 1]), Layout::AsGiven); // size 1: never read
+        assert_eq!(c.layout(0, &[2, 3], &[1, 2]), Layout::Strided(vec![3, 1]));
+        assert_eq!(c.layout(0, &[6], &[1]), Layout::Dense);
+        assert_eq!(c.layout(99, &[2, 3], &[3, 1]), Layout::Dense);
         // the wrong sizes for those strides: nothing dense to allocate
-        assert_eq!(c.fixed_strides(0, &[2, 5]), None);
+        assert_eq!(c.layout(0, &[2, 5], &[5, 1]), Layout::Dense);
     }
 
     #[test]
