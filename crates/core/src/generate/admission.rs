@@ -69,10 +69,12 @@ impl<T> Admission<T> {
     }
 
     /// A round over a batch with `rows_in_use` rows taken (those of aborted generations too,
-    /// until the engine frees them) and a prefill budget of `budget` tokens.
+    /// until the engine frees them) and a prefill budget of `budget` tokens. A generation that
+    /// ended still holds its row until its last piece is delivered (`release`), though the batch
+    /// freed it: at most `max_sequences` are ever in flight.
     pub fn round(&self, rows_in_use: usize, budget: usize) -> Round {
         Round {
-            free_rows: self.max_sequences.saturating_sub(rows_in_use),
+            free_rows: self.max_sequences.saturating_sub(rows_in_use.max(self.active)),
             idle: rows_in_use == 0,
             budget,
             prefilled: 0,
@@ -97,9 +99,10 @@ impl<T> Admission<T> {
         self.active = self.active.saturating_sub(1);
     }
 
-    /// Whether a waiting call could join now (the engine goes on while one can).
-    pub fn has_ready(&self, ready: impl Fn(&T) -> bool) -> bool {
-        self.waiting.iter().any(ready)
+    /// Whether a waiting call could join now (the engine goes on while one can): one is
+    /// `ready` and a row is free.
+    pub fn can_admit(&self, ready: impl Fn(&T) -> bool) -> bool {
+        self.active < self.max_sequences && self.waiting.iter().any(ready)
     }
 
     /// (holding a row, waiting).
@@ -156,7 +159,23 @@ mod tests {
         assert_eq!(a.next(&mut round, |&t| t % 2 == 1), Some(1));
         assert_eq!(a.next(&mut round, |&t| t % 2 == 1), Some(3));
         assert_eq!(a.next(&mut round, |&t| t % 2 == 1), None);
-        assert!(a.has_ready(|&t| t == 2) && !a.has_ready(|&t| t == 1));
+        assert!(a.can_admit(|&t| t == 2) && !a.can_admit(|&t| t == 1));
+    }
+
+    #[test]
+    fn an_ended_generation_holds_its_row_until_released_though_the_batch_freed_it() {
+        let mut a = queue(1, Some(1), 2);
+        let mut round = a.round(0, 512);
+        assert_eq!(take(&mut a, &mut round, 1), [0]);
+        // 0 ended: its row left the batch, its last piece is not delivered yet.
+        let mut round = a.round(0, 512);
+        assert!(a.next(&mut round, |_| true).is_none());
+        assert!(!a.can_admit(|_| true));
+        assert_eq!(a.counts(), (1, 1));
+        a.release();
+        assert!(a.can_admit(|_| true));
+        let mut round = a.round(0, 512);
+        assert_eq!(take(&mut a, &mut round, 1), [1]);
     }
 
     #[test]

@@ -302,7 +302,9 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
             let (engine, g) = (self.me.clone(), g.clone());
             out.settled = Some(Settled(Some(Box::new(move || {
                 if let Some(engine) = engine.upgrade() {
+                    // Its row is free now: a waiting call may join.
                     engine.transition(&g, Transition::Delivered);
+                    engine.wake();
                 }
             }))));
         }
@@ -363,7 +365,7 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
         let idle = batch.is_empty();
         drop(batch);
         let mut shared = lock(&self.shared);
-        if idle && !shared.admission.has_ready(|g| g.ready.load(Ordering::SeqCst)) {
+        if idle && !shared.admission.can_admit(|g| g.ready.load(Ordering::SeqCst)) {
             shared.scheduled = false;
             if shared.closed {
                 lock(&self.decoder).take();
