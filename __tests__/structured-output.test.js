@@ -141,6 +141,20 @@ describe('CausalLM responseFormat', { skip }, () => {
     const cyclic = { type: 'json_schema', schema: {} }
     cyclic.schema.self = cyclic
     assert.match(sync(cyclic), /^InvalidArg: .*not JSON/)
+    assert.match(sync({ type: 'json_schema', schema: { n: 1n } }), /^InvalidArg: .*not JSON \(Do not know/)
+    // A getter's own throw, even a TypeError, reaches the caller as it was thrown.
+    const mine = new TypeError('the getter threw')
+    const getter = { type: 'json_schema', schema: {} }
+    Object.defineProperty(getter.schema, 'type', {
+      enumerable: true,
+      get: () => {
+        throw mine
+      },
+    })
+    assert.throws(
+      () => lm.generate('x', { responseFormat: getter }),
+      (e) => e === mine,
+    )
     const later = (format) =>
       lm.complete('x', { responseFormat: format, maxNewTokens: 4 }).then(
         () => 'no error',

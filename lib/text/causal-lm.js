@@ -28,6 +28,10 @@ const signalOption = opt.instance(AbortSignal, 'an AbortSignal')
 const timeoutOption = opt.number({ min: 0, infinite: true, expected: 'a number of milliseconds ≥ 0' })
 const CALL_OPTIONS = opt.bag({ signal: signalOption, timeoutMs: timeoutOption })
 
+/** JSON.stringify's own failures, as V8 words them (the same on Node 20 to 26). */
+const STRINGIFY_FAILURE =
+  /^(TypeError: (Converting circular structure to JSON|Do not know how to serialize a BigInt)|RangeError: Maximum call stack size exceeded)/
+
 /**
  * `responseFormat` as its JSON text, read once here (a getter's or a Proxy's throw stays the
  * caller's own; a cycle or a BigInt is InvalidArg): the native side parses and checks it.
@@ -47,8 +51,9 @@ function formatJson(format, what, caller) {
   try {
     json = JSON.stringify(format)
   } catch (e) {
-    // TypeError: a cycle or a BigInt; RangeError: nested too deep for the stack.
-    if (!(e instanceof TypeError || e instanceof RangeError)) throw e
+    // JSON.stringify's own failures (V8's words): a cycle, a BigInt, nested too deep for the
+    // stack. Anything else (a getter's or toJSON's throw, even a TypeError) stays the caller's.
+    if (!STRINGIFY_FAILURE.test(`${e?.constructor?.name}: ${e?.message}`)) throw e
     throw codedError('InvalidArg', `${what}: options.responseFormat: not JSON (${e.message.split('\n')[0]})`, caller)
   }
   return json
