@@ -6,16 +6,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { httpGet, tritonEnv, writePythonBackendModel, TWO_IO } = require('../tools/triton-env')
-
-/** An assert.throws validator: an Error with this code (and a message matching `message`). */
-function coded(code, message) {
-  return (err) => {
-    assert.ok(err instanceof Error, `expected an Error, got ${err}`)
-    assert.equal(err.code, code, `code (message: ${err.message})`)
-    if (message) assert.match(err.message, message)
-    return true
-  }
-}
+const { coded } = require('./coded')
 
 /**
  * Waits until `ready()` holds, checking between turns of the event loop: how a test waits for an

@@ -9,7 +9,7 @@
 #   pkg/torch-node.node.xz     the addon built here against PyPI's torch 2.11.0
 #                              (tools/libtorch-compat.js 2.11, which also smoke-tests it);
 #                              run.sh links pkg/libtorch to the machine's own torch
-#   __tests__/cuda/            the CUDA suite
+#   __tests__/cuda/, coded.js  the CUDA suite and the error validator it shares
 #   bench/cuda.js, bench/cuda_peer.py   the GPU benchmarks (torch-node, and Python in its own process)
 #   tools/compat_models.py, python/     the model script and the exporters it runs
 #   run.sh                     tools/device-check-run.sh: the command to run there
@@ -54,6 +54,7 @@ rm -rf "$DEST/__tests__" "$DEST/bench" "$DEST/tools" "$DEST/python" "$DEST/fixtu
   "$DEST/pkg/torch-node.node" "$DEST/pkg/libtorch"
 mkdir -p "$DEST/__tests__" "$DEST/bench" "$DEST/tools"
 cp -r __tests__/cuda "$DEST/__tests__/cuda"
+cp __tests__/coded.js "$DEST/__tests__/"
 cp bench/cuda.js bench/cuda_peer.py bench/cli.js "$DEST/bench/"
 cp tools/compat_models.py "$DEST/tools/"
 cp -r python "$DEST/python"

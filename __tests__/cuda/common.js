@@ -7,6 +7,7 @@
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
+const { coded } = require('../coded')
 
 const PACKAGE = path.resolve(process.env.TORCH_NODE_PACKAGE || path.join(__dirname, '..', '..'))
 const torch = require(PACKAGE)
@@ -41,16 +42,6 @@ function close(actual, expected, tol, where = '') {
 function maxDiff(a, b) {
   if (Array.isArray(a)) return Math.max(0, ...a.map((x, i) => maxDiff(x, b[i])))
   return Math.abs(a - b)
-}
-
-/** An assert.throws validator: an Error with this code (and a message matching `message`). */
-function coded(code, message) {
-  return (err) => {
-    assert.ok(err instanceof Error, `expected an Error, got ${err}`)
-    assert.equal(err.code, code, `code (message: ${err.message})`)
-    if (message) assert.match(err.message, message)
-    return true
-  }
 }
 
 module.exports = { torch, PACKAGE, FIXTURES, skip, skipFixtures, golden, fixture, close, maxDiff, coded }
