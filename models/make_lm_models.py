@@ -41,6 +41,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 EXPORT = os.path.join(ROOT, "python", "export_causal_lm.py")
+sys.path.insert(0, os.path.dirname(EXPORT))
+from cpu_flags import native_bf16  # noqa: E402  (the exporter's own CPU test)
 PROG = "make_lm_models.py"
 NEW_TOKENS = 64
 MAX_CONTEXT = 256
@@ -281,18 +283,8 @@ VARIANTS = {
 }
 
 
-def cpu_has_bf16():
-    """Whether the CPU multiplies bf16 natively (avx512_bf16, amx_bf16): where a bf16 export's
-    speed and numbers mean something."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = set(f.read().split())
-    except OSError:
-        return False
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
-
-
-if cpu_has_bf16():
+# bf16 variants only where the CPU multiplies bf16 natively: where their numbers mean something.
+if native_bf16():
     VARIANTS["smollm-tiny-bf16"] = ("smollm-tiny", {"dtype": "bfloat16"})
 # Inductor options for these fixtures: the AOTInductor wrapper (run_impl, one big function) at -O0
 # instead of -O1; the kernels stay at -O3. Measured 2026-11-26 on the AMD EPYC, 2 cores (loaded

@@ -72,6 +72,8 @@ import torch.nn as nn
 from torch import Tensor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+from cpu_flags import native_bf16  # noqa: E402  (the exporters' own CPU test)
 
 DTYPE_NAMES = {
     torch.float32: "float32",
@@ -851,16 +853,6 @@ def make_pt2(out: str) -> None:
         "torch_version": torch.__version__,
         "note": "compiled for this machine's CPU and this libtorch; regenerate, never commit",
     })
-
-
-def native_bf16() -> Optional[str]:
-    """The CPU flags that give bf16 arithmetic (as torch.cpu.hasNativeBf16), or None."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return None
-    return " + ".join(f for f in ("amx_bf16", "avx512_bf16") if f in flags) or None
 
 
 class SmallConvNet(nn.Module):

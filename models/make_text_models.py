@@ -228,8 +228,8 @@ def main():
     manifest = export(source, os.path.join(args.out, "mpnet-random"), fast_compile=True)
     goldens("random MPNet", source, manifest, os.path.join(args.out, "mpnet-random.golden.json"))
 
-    sys.path.insert(0, HERE)
-    from make_models import native_bf16  # the one CPU test, shared with the vision models
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+    from cpu_flags import native_bf16  # the exporters' own CPU test, shared with the other models
 
     if native_bf16():
         manifest = export(source, os.path.join(args.out, "mpnet-random-bf16"), "bfloat16", fast_compile=True)

@@ -49,7 +49,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # quantize_lm, beside this file
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # quantize_lm, cpu_flags, beside this file
 
 ATTENTION = "torch_node_caller_cache"
 CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
@@ -148,14 +148,11 @@ def attention_dtype(dtype):
     included) 0.259 ms, float32 0.100 ms; in SmolLM2 int8 (bf16 activations) the bf16 attention
     was 40% of a step. So without amx_bf16 in /proc/cpuinfo a reduced-precision program attends
     in float32 (more exact, too); with AMX (oneDNN's kernels) it stays in its dtype."""
+    from cpu_flags import cpu_flags
+
     if dtype == "float32":
         return dtype
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        flags = []
-    return dtype if "amx_bf16" in flags else "float32"
+    return dtype if "amx_bf16" in cpu_flags() else "float32"
 
 
 def caller_cache_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
