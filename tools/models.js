@@ -57,7 +57,13 @@ const JOBS = [
     weight: 3,
   },
   // Only where the CPU has native bf16 (elsewhere the part says so and writes nothing).
-  { name: 'convnet_bf16.pt2', script: VISION, args: ['--part', 'pt2-bf16'], inputs: ['python/cpu_flags.py'], weight: 1 },
+  {
+    name: 'convnet_bf16.pt2',
+    script: VISION,
+    args: ['--part', 'pt2-bf16'],
+    inputs: ['python/cpu_flags.py'],
+    weight: 1,
+  },
   {
     name: 'efficientnet',
     script: VISION,
