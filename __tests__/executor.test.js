@@ -168,12 +168,20 @@ describe('executor', () => {
           parentPort.postMessage('started')
         \`, { eval: true })
         w.once('message', () => w.terminate())
-        w.once('exit', () => { results.push(torch.executorStats()); resolve() })
+        w.once('exit', resolve)
       })
-      ;(async () => { for (let i = 0; i < 3; i++) await once(); console.log(JSON.stringify(results)) })()`)
+      const { until } = require(${HELPERS})
+      ;(async () => {
+        for (let i = 0; i < 3; i++) await once()
+        await until(() => torch.executorStats().running === 0)
+        console.log(JSON.stringify(torch.executorStats()))
+      })()`)
     // Before the fix the forward kept reading the worker's freed ArrayBuffer after it exited
-    // (SIGSEGV at times, on Node 22); now the worker's exit waits until it has finished.
-    for (const s of out) assert.equal(s.running, 0, JSON.stringify(out))
+    // (SIGSEGV at times, on Node 22: child() asserts a clean exit); now the worker's exit waits
+    // until it has finished (the next test sees that order). The executor counts a job as
+    // running until its closure has returned, a moment after it let the worker go: so the
+    // count is read once it settles, not at the exit event.
+    assert.deepEqual([out.running, out.queued], [0, 0], JSON.stringify(out))
   })
 
   test('a worker terminated while its call runs: its exit waits for the call, then its queue is dropped', () => {
