@@ -53,7 +53,7 @@ function formatJson(format, what, caller) {
   } catch (e) {
     // JSON.stringify's own failures (V8's words): a cycle, a BigInt, nested too deep for the
     // stack. Anything else (a getter's or toJSON's throw, even a TypeError) stays the caller's.
-    if (!STRINGIFY_FAILURE.test(`${e?.constructor?.name}: ${e?.message}`)) throw e
+    if (!(e instanceof Error) || !STRINGIFY_FAILURE.test(`${e.constructor.name}: ${e.message}`)) throw e
     throw codedError('InvalidArg', `${what}: options.responseFormat: not JSON (${e.message.split('\n')[0]})`, caller)
   }
   return json
