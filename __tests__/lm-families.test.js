@@ -177,6 +177,14 @@ for (const [name, scheme] of [
       assert.equal(m.quantization.agreement.against, 'float32 transformers')
       assert.ok(n > 20 && top1 > 0 && top1 < 1 && diff > 0 && Number.isFinite(diff), JSON.stringify(m.quantization))
       assert.ok(m.check.max_logit_difference <= 1e-3, 'the program equals transformers with the quantized layers')
+      // Past 32 rows an int8 layer multiplies through its dequantized weight (float32 activations
+      // here); int4 keeps its kernel. The export checked a prefill past that bound; the chat
+      // case's 69-token prompt below runs it too.
+      assert.deepEqual(
+        m.quantization.prefill,
+        scheme === 'int8' ? { rows_over: 32, dtype: 'float32', layers: 15 } : null,
+      )
+      assert.ok(m.quantization.prefill_check.max_logit_difference <= 1e-3, JSON.stringify(m.quantization.prefill_check))
       const g = golden(name)
       const lm = await load(name)
       for (const c of g.cases) {

@@ -155,6 +155,16 @@ def attention_dtype(dtype):
     return dtype if "amx_bf16" in cpu_flags() else "float32"
 
 
+def prefill_dtype(dtype):
+    """The dtype a quantized program's layers multiply in past quantize_lm.PREFILL_ROWS rows:
+    bf16 activations in bf16 where the CPU has native bf16 (its GEMM at hundreds of rows is the
+    fastest there: SmolLM2's 513-token prefill 538 ms in bf16 against 891 in fp32, AMD EPYC),
+    else float32."""
+    from cpu_flags import native_bf16
+
+    return dtype if dtype == "bfloat16" and native_bf16() else "float32"
+
+
 def caller_cache_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
                            sliding_window=None, softcap=None, **kwargs):
     """transformers' attention-function protocol (registered with AttentionInterface as
@@ -370,13 +380,15 @@ class Reference:
                 model.to(dtype)
                 self.eager_error, self.eager_agree = compare(model(input_ids=ids).logits.float(), self.fp32)
 
-    def quantized(self, model, ids, text_ids):
-        """After the model's layers were quantized: its forward becomes the target; returns its
-        (max logit difference, top-1 agreement) against fp32 over AGREEMENT_TEXT."""
+    def quantized(self, model, ids, text_ids, prefill):
+        """After the model's layers were quantized: its forward becomes the target (and, over
+        `prefill`, [1, V] `prefill_target`: its last token's logits); returns its (max logit
+        difference, top-1 agreement) against fp32 over AGREEMENT_TEXT."""
         import torch
 
         with torch.no_grad():
             self.target = model(input_ids=ids).logits.float()
+            self.prefill_target = model(input_ids=prefill).logits[:, -1].float()
             return compare(model(input_ids=text_ids).logits[0].float(), self.text_fp32)
 
     def at(self, positions):
@@ -391,6 +403,29 @@ AGREEMENT_TEXT = (
     "The quick brown fox jumps over the lazy dog. Once upon a time, in a small village by the sea, "
     "there lived an old fisherman who told stories to the children every evening."
 )
+
+
+def check_steps(what, step, layout, dtype, ids, reference, log):
+    """check() of the prefills and decodes of step_logits."""
+    logits, positions = step_logits(step, layout, dtype, ids)
+    return check(what, logits, reference.at(positions), reference, dtype, log)
+
+
+def prefill_text(text_ids, rows):
+    """AGREEMENT_TEXT's ids [1, T], repeated to more than `rows` tokens: a prompt whose prefill
+    runs the quantized layers' dequantized path (quantize_lm.PREFILL_ROWS)."""
+    return text_ids.repeat(1, rows // text_ids.shape[1] + 1)
+
+
+def check_prefill(what, step, layout, dtype, ids, reference, log):
+    """check() of one call prefilling `ids` [1, T] (the last token's logits) against
+    Reference.prefill_target."""
+    import torch
+
+    cache = new_cache(layout, 1, ids.shape[1], dtype)
+    with torch.no_grad():
+        logits = step(ids, torch.arange(ids.shape[1]).view(1, -1), *cache)
+    return check(f"{what}, a {ids.shape[1]}-token prefill", logits, reference.prefill_target, reference, dtype, log)
 
 
 def text_agreement(step, layout, dtype, text_ids, want):
@@ -412,12 +447,13 @@ LOW_PRECISION_MARGIN = 2.0
 FP32_TOLERANCE = 1e-3
 
 
-def check(what, logits, positions, reference, dtype, log):
-    """The step's (or compiled program's) logits against transformers' (Reference.target): fails
-    the export when further than the dtype's tolerance; logs the figures either way."""
+def check(what, logits, want, reference, dtype, log):
+    """The step's (or compiled program's) logits against transformers' `want` (from
+    Reference.target): fails the export when further than the dtype's tolerance; logs the
+    figures either way."""
     import torch
 
-    worst, agree = compare(logits, reference.at(positions))
+    worst, agree = compare(logits, want)
     if dtype == torch.float32:
         tolerance, basis = FP32_TOLERANCE, "fp32 tolerance"
     else:
@@ -530,8 +566,7 @@ def kept_note(quantization):
     kept = quantization["kept"]
     if not kept:
         return ""
-    return (f" ({len(kept)} kept in float: inputs not a multiple of {quantization['group_size']} or outputs of 16, "
-            f"e.g. {kept[0]})")
+    return f" ({len(kept)} kept in float: shapes the kernel does not take (quantize_lm.fits_kernel), e.g. {kept[0]})"
 
 
 def load_model(model_dir, log):
@@ -587,10 +622,11 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
         import quantize_lm
 
         try:
-            quantization = quantize_lm.quantize(model, quantize, torch_dtype)
+            quantization = quantize_lm.quantize(model, quantize, torch_dtype, getattr(torch, prefill_dtype(dtype)))
         except quantize_lm.QuantizationError as e:
             raise ExportError(str(e)) from None
-        worst, agree = reference.quantized(model, ids, text_ids)
+        prefill = prefill_text(text_ids, quantize_lm.PREFILL_ROWS)
+        worst, agree = reference.quantized(model, ids, text_ids, prefill)
         log(f"{quantization['scheme']}: {quantization['layers']} linear layers quantized"
             f"{kept_note(quantization)}; transformers with "
             f"them vs fp32 over a fixed text ({text_ids.shape[1]} tokens): top-1 agreement {agree:.1%}, "
@@ -607,7 +643,9 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
     os.makedirs(out_dir, exist_ok=True)
 
     step = step_module(model)
-    check("self-check (eager step)", *step_logits(step, layout, torch_dtype, ids), reference, torch_dtype, log)
+    check_steps("self-check (eager step)", step, layout, torch_dtype, ids, reference, log)
+    if quantization:
+        check_prefill("self-check (eager step)", step, layout, torch_dtype, prefill, reference, log)
     started = time.time()
     package = os.path.join(out_dir, "model.pt2")
     export_program(layout, step, torch_dtype, max_context, max_batch, package, autotune, compile_options)
@@ -621,10 +659,11 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
     if unused:
         poison = {n: torch.full(s, float("nan"), dtype=getattr(torch, d)) for n, (_, d, s) in unused.items()}
         runner.loader.update_constant_buffer(poison, False, False)
-    compiled = check("compiled check (model.pt2)", *step_logits(lambda *a: runner(*a), layout, torch_dtype, ids),
-                     reference, torch_dtype, log)
+    compiled = check_steps("compiled check (model.pt2)", lambda *a: runner(*a), layout, torch_dtype, ids, reference, log)
     timings["check"] = compiled["max_logit_difference"]
     if quantization:
+        quantization["prefill_check"] = check_prefill("compiled check (model.pt2)", lambda *a: runner(*a), layout,
+                                                      torch_dtype, prefill, reference, log)
         worst, agree = text_agreement(lambda *a: runner(*a), layout, torch_dtype, text_ids, reference.text_fp32)
         quantization["agreement"] = {"text_tokens": text_ids.shape[1], "top1": round(agree, 4),
                                      "max_logit_difference": round(worst, 4), "against": "float32 transformers"}

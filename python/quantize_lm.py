@@ -16,7 +16,20 @@ Activations, biases, norms, embeddings and the cache stay in the export's dtype 
 output head is quantized as its own copy: the embedding table still needs the float rows.
 torchao (0.18 on PyPI) has these schemes too; it is not a dependency of the provisioned venv,
 and these two kernels are all the schemes need.
+
+Those kernels read the quantized weight once per row block of the input, so their time grows
+with the rows almost as a GEMV's per row: a prompt of hundreds of tokens costs about as many
+one-row steps. Past PREFILL_ROWS rows (a prefill, a large batch) an int8 layer instead
+dequantizes its weight (one fused pass over it) and multiplies through the GEMM of
+`prefill_dtype`; both branches are compiled into the program (torch.cond on the rows). int4
+layers keep their kernel (see QuantizedLinear: AOTInductor cannot compile it in a branch). Measured 2026-11-27 on the 2-core AMD
+EPYC (Zen 4, avx512_bf16, no AMX; loaded: a core burner and a test run beside it), bf16
+activations, one [1536 x 576] layer: int8 kernel 0.03 / 0.10 / 0.39 / 0.75 / 14.3 ms at 1 / 8 /
+32 / 64 / 512 rows, bf16 GEMM on a bf16 weight 0.09 / 0.12 / 0.23 / 0.35 / 8.0 ms.
 """
+
+# A layer multiplies through its dequantized weight past this many rows (see above).
+PREFILL_ROWS = 32
 
 SCHEMES = {"int8": None, "int4": 32, "int4-g32": 32, "int4-g128": 128}
 
@@ -45,12 +58,17 @@ def _make_module():
     import torch
 
     class QuantizedLinear(torch.nn.Module):
-        """y = x W^T + b with W int8 (per output channel) or int4 (groups), x in `dtype`."""
+        """y = x W^T + b with W int8 (per output channel) or int4 (groups), x in `dtype`; with
+        int8, past PREFILL_ROWS rows through W dequantized to `prefill_dtype` (None: never)."""
 
-        def __init__(self, weight, bias, dtype, group):
+        def __init__(self, weight, bias, dtype, group, prefill_dtype):
             super().__init__()
             out_features, in_features = weight.shape
             self.in_features, self.out_features, self.group = in_features, out_features, group
+            # int4 keeps its kernel at any rows: with it in a torch.cond branch, AOTInductor (torch
+            # 2.13) writes a call to _weight_int4pack_mm_cpu_tensor whose group-size constant the
+            # branch's code never declares (the C++ does not compile).
+            self.prefill_dtype = prefill_dtype if group is None else None
             if group is None:
                 scale = weight.abs().amax(1).clamp(min=1e-12) / 127
                 q = torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8)
@@ -61,28 +79,67 @@ def _make_module():
                 low, high = w.amin(-1), w.amax(-1)
                 scale = (high - low).clamp(min=1e-12) / 15
                 q = torch.round((w - low[..., None]) / scale[..., None]).clamp(0, 15).to(torch.int32)
-                packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.reshape(out_features, in_features), 1)
+                q = q.reshape(out_features, in_features)
+                packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
                 zero = low + 8 * scale
                 self.register_buffer("qweight", packed)
                 self.register_buffer("scales", torch.stack([scale, zero], -1).transpose(0, 1).contiguous().to(dtype))
             self.bias = None if bias is None else torch.nn.Parameter(bias.detach().to(dtype), requires_grad=False)
 
+        def branches(self):
+            """(quantized, dequantized): y [M, N] from (flat [M, K], qweight, scales), as plain
+            functions closing over no tensor (torch.cond traces its branches with dynamo, which
+            guards the tensors they reach)."""
+            group, dtype = self.group, self.prefill_dtype
+
+            def quantized(flat, qweight, scales):
+                if group is None:
+                    return torch.ops.aten._weight_int8pack_mm(flat, qweight, scales)
+                return torch.ops.aten._weight_int4pack_mm_for_cpu(flat, qweight, group, scales)
+
+            def dequantized(flat, qweight, scales):
+                w = qweight.to(dtype) * scales.to(dtype)[:, None]
+                return torch.nn.functional.linear(flat.to(dtype), w).to(flat.dtype)
+
+            return quantized, dequantized
+
         def forward(self, x):
             flat = x.reshape(-1, self.in_features)
-            if self.group is None:
-                y = torch.ops.aten._weight_int8pack_mm(flat, self.qweight, self.scales)
+            quantized, dequantized = self.branches()
+            # A copy, not the view of x: torch.cond traces its branches with dynamo, which guards
+            # an input that aliases another tensor by its size, and that guard ties the export's
+            # dynamic rows to constants ("Constraints violated (seq)"). Inductor drops the copy.
+            if self.prefill_dtype is None:
+                y = quantized(flat, self.qweight, self.scales)
             else:
-                y = torch.ops.aten._weight_int4pack_mm_for_cpu(flat, self.qweight, self.group, self.scales)
+                operands = (flat.clone(), self.qweight, self.scales)
+                y = torch.cond(flat.shape[0] > PREFILL_ROWS, dequantized, quantized, operands)
             y = y.reshape(*x.shape[:-1], self.out_features)
             return y if self.bias is None else y + self.bias
 
     return QuantizedLinear
 
 
-def quantize(model, scheme, dtype):
+def fits_kernel(shape, group, dtype):
+    """Whether the kernel takes a weight [N, K]: int4's packing takes outputs in multiples of 16
+    and inputs in whole groups (_convert_weight_to_int4pack_for_cpu); the int8 kernel with
+    reduced-precision activations crashes (SIGSEGV, torch 2.13 on the AMD EPYC, Zen 4) on two
+    rows or more when K is not a multiple of 16 (K 168, 172, 180; 160 and 176 run; float32
+    activations run at any K)."""
+    import torch
+
+    out_features, in_features = shape
+    if group is not None:
+        return in_features % group == 0 and out_features % 16 == 0
+    return dtype == torch.float32 or in_features % 16 == 0
+
+
+def quantize(model, scheme, dtype, prefill_dtype=None):
     """Replaces `model`'s linear layers in place; returns {"scheme", "group_size", "layers",
-    "kept": [names of linear layers left in `dtype`]}: with int4, a layer stays when the group
-    does not divide its inputs, or 16 its outputs."""
+    "kept": [names of linear layers left in `dtype`: those the kernel does not take
+    (fits_kernel)], "prefill"}. `prefill_dtype` (a torch dtype, or
+    None for the quantized kernels at any rows): what layers multiply in past PREFILL_ROWS rows;
+    "prefill" says so ({"rows_over", "dtype", "layers"}), or is None."""
     import torch
 
     if scheme not in SCHEMES:
@@ -95,15 +152,18 @@ def quantize(model, scheme, dtype):
         if found is None:
             continue
         weight, bias = found
-        # int4's packing takes outputs in multiples of 16 (_convert_weight_to_int4pack_for_cpu).
-        if group is not None and (weight.shape[1] % group or weight.shape[0] % 16):
+        if not fits_kernel(weight.shape, group, dtype):
             kept.append(name)
             continue
         with torch.no_grad():
-            q = QuantizedLinear(weight, bias, dtype, group)
+            q = QuantizedLinear(weight, bias, dtype, group, prefill_dtype)
         parent_name, _, attr = name.rpartition(".")
         setattr(model.get_submodule(parent_name) if parent_name else model, attr, q)
         done.append(name)
     if not done:
         raise QuantizationError(f"--quantize {scheme}: the model has no linear layer to quantize")
-    return {"scheme": scheme_name(scheme), "group_size": group, "layers": len(done), "kept": kept}
+    dequantizing = sum(1 for m in model.modules() if isinstance(m, QuantizedLinear) and m.prefill_dtype is not None)
+    prefill = None
+    if dequantizing:
+        prefill = {"rows_over": PREFILL_ROWS, "dtype": str(prefill_dtype).split(".")[-1], "layers": dequantizing}
+    return {"scheme": scheme_name(scheme), "group_size": group, "layers": len(done), "kept": kept, "prefill": prefill}
