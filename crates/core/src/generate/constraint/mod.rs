@@ -63,7 +63,8 @@ use llguidance::api::{ParserLimits, TopLevelGrammar};
 use llguidance::toktrie::{SimpleVob, TokEnv};
 use llguidance::{Matcher, ParserFactory};
 use serde_json::json;
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The largest schema (as JSON text), Lark grammar or regex compiled. OpenAI's own limits
@@ -102,7 +103,14 @@ pub struct Vocabulary {
     width: usize,
     /// Special tokens by content (longest first), for the tool-call wrappers.
     specials: Vec<(String, u32)>,
+    /// The last formats compiled, most recent first: a server sends the same schema or tools
+    /// again and again, and each compile runs llguidance and a first mask (milliseconds to
+    /// seconds for a large schema).
+    compiled: Mutex<VecDeque<(Format, Grammar)>>,
 }
+
+/// How many compiled formats a model keeps (`Vocabulary::compile`).
+const COMPILED_KEPT: usize = 16;
 
 impl Vocabulary {
     /// From a `tokenizer.json`'s contents: `eos` are the model's end-of-sequence ids (its
@@ -132,6 +140,7 @@ impl Vocabulary {
             factory,
             width,
             specials,
+            compiled: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -141,8 +150,35 @@ impl Vocabulary {
     }
 
     /// Compiles `format`: InvalidArg naming the part for a schema or grammar that is invalid,
-    /// unsupported, over the limits, or that no text satisfies.
+    /// unsupported, over the limits, or that no text satisfies. One of the last COMPILED_KEPT
+    /// formats compiled is not compiled again (a failed one is not kept).
     pub fn compile(&self, format: &Format) -> Result<Grammar> {
+        if let Some(hit) = self.cached(format) {
+            return Ok(hit);
+        }
+        let grammar = self.compile_apart(format)?;
+        let mut compiled = lock(&self.compiled);
+        compiled.push_front((format.clone(), grammar.clone()));
+        compiled.truncate(COMPILED_KEPT);
+        Ok(grammar)
+    }
+
+    /// A copy of `format`'s grammar if it is kept, moved to the front.
+    fn cached(&self, format: &Format) -> Option<Grammar> {
+        let mut compiled = lock(&self.compiled);
+        let at = compiled.iter().position(|(f, _)| f == format)?;
+        let entry = compiled.remove(at)?;
+        let grammar = entry.1.clone();
+        compiled.push_front(entry);
+        Some(grammar)
+    }
+
+    /// How many compiled formats are kept.
+    pub fn kept(&self) -> usize {
+        lock(&self.compiled).len()
+    }
+
+    fn compile_apart(&self, format: &Format) -> Result<Grammar> {
         // llguidance recurses once per property of an object (about 320 bytes a level): a
         // thread of its own with a stack sized for the limits, whatever thread calls.
         std::thread::scope(|scope| {
@@ -225,6 +261,10 @@ impl Vocabulary {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn check_size(at: &str, bytes: usize) -> Result<()> {
     if bytes > MAX_SOURCE_BYTES {
         bail_code!(
@@ -252,6 +292,7 @@ fn one_line(e: &anyhow::Error) -> String {
 }
 
 /// A compiled constraint: start one [`Constraint`] per sequence from it.
+#[derive(Clone)]
 pub struct Grammar {
     /// Started, with its first mask computed: each sequence starts from a copy.
     first: Constraint,

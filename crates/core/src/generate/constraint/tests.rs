@@ -362,6 +362,37 @@ fn random_walks_inside_the_mask_give_valid_json() {
 }
 
 #[test]
+fn a_format_compiled_again_comes_from_the_kept_ones_and_the_oldest_goes_past_the_bound() {
+    let (t, v) = vocabulary();
+    let pattern = |i: usize| Format::Regex(format!("a{{{i}}}"));
+    let first = v.compile(&pattern(1)).unwrap();
+    assert_eq!(v.kept(), 1);
+    // Kept: the same grammar again, not a second entry; a copy that starts afresh.
+    let again = v.compile(&pattern(1)).unwrap();
+    assert_eq!(v.kept(), 1);
+    let mut rng = Rng(3);
+    for g in [&first, &again] {
+        assert_eq!(walk(g, &t, &mut rng, Strategy::Closing, 10), ("a".to_string(), true));
+    }
+    // A format that fails is not kept (and fails again).
+    let bad = Format::Regex("(".into());
+    for _ in 0..2 {
+        let Err(e) = v.compile(&bad) else {
+            panic!("'(' compiled")
+        };
+        assert_eq!(describe(&e).0, Code::InvalidArg);
+    }
+    assert_eq!(v.kept(), 1);
+    // Past the bound the least recently used goes: pattern(1) was used last before 2..=16.
+    for i in 2..=COMPILED_KEPT + 1 {
+        v.compile(&pattern(i)).unwrap();
+    }
+    assert_eq!(v.kept(), COMPILED_KEPT);
+    let kept = |f: &Format| lock(&v.compiled).iter().any(|(k, _)| k == f);
+    assert!(!kept(&pattern(1)) && kept(&pattern(2)) && kept(&pattern(COMPILED_KEPT + 1)));
+}
+
+#[test]
 fn json_object_gives_objects_and_ends() {
     let (t, v) = vocabulary();
     let grammar = v.compile(&Format::JsonObject).unwrap();
