@@ -372,7 +372,10 @@ fn a_format_compiled_again_comes_from_the_kept_ones_and_the_oldest_goes_past_the
     assert_eq!(v.kept(), 1);
     let mut rng = Rng(3);
     for g in [&first, &again] {
-        assert_eq!(walk(g, &t, &mut rng, Strategy::Closing, 10), ("a".to_string(), true));
+        assert_eq!(
+            walk(g, &t, &mut rng, Strategy::Closing, 10),
+            ("a".to_string(), true)
+        );
     }
     // A format that fails is not kept (and fails again).
     let bad = Format::Regex("(".into());
