@@ -228,21 +228,21 @@ describe('RSS stays bounded over 20,000 temporaries of 1×3×224×224 (child pro
     assert.ok(m.peak < 1024, `peak RSS ${m.peak.toFixed(0)} MiB >= 1024 MiB`)
   })
 
-  test('with dispose(): growth under 300 MiB above the baseline', (t) => {
-    // Measured again once past the bound: under load from other processes one run in a CI
-    // reached +311 MiB where quiet runs give +11..+40 MiB; a leak grows on both runs.
-    let m = measure('dispose', ITERATIONS)
-    t.diagnostic(`dispose: ${fmt(m)}`)
+  // Measured again once past the bound: under load from other processes one run in a CI
+  // reached +311 MiB with dispose() and one of 10 runs beside a core burner +547 MiB with tidy
+  // (V8's heap unchanged: the native allocator's), where quiet runs give +11..+40 MiB and the
+  // other 19 beside the burner +10..+206; a leak grows on both runs.
+  const bounded = (t, mode) => {
+    let m = measure(mode, ITERATIONS)
+    t.diagnostic(`${mode}: ${fmt(m)}`)
     if (m.growth >= 300) {
-      m = measure('dispose', ITERATIONS)
-      t.diagnostic(`dispose, measured again: ${fmt(m)}`)
+      m = measure(mode, ITERATIONS)
+      t.diagnostic(`${mode}, measured again: ${fmt(m)}`)
     }
     assert.ok(m.growth < 300, `RSS grew by ${m.growth.toFixed(0)} MiB (>= 300) on two runs`)
-  })
+  }
 
-  test('with tidy: growth under 300 MiB above the baseline', (t) => {
-    const m = measure('tidy', ITERATIONS)
-    t.diagnostic(`tidy: ${fmt(m)}`)
-    assert.ok(m.growth < 300, `RSS grew by ${m.growth.toFixed(0)} MiB (>= 300)`)
-  })
+  test('with dispose(): growth under 300 MiB above the baseline', (t) => bounded(t, 'dispose'))
+
+  test('with tidy: growth under 300 MiB above the baseline', (t) => bounded(t, 'tidy'))
 })
