@@ -22,9 +22,9 @@ with the rows almost as a GEMV's per row: a prompt of hundreds of tokens costs a
 one-row steps. Past PREFILL_ROWS rows (a prefill, a large batch) an int8 layer instead
 dequantizes its weight (one fused pass over it) and multiplies through the GEMM of
 `prefill_dtype`; both branches are compiled into the program (torch.cond on the rows). int4
-layers keep their kernel (see QuantizedLinear: AOTInductor cannot compile it in a branch). Measured 2026-11-27 on the 2-core AMD
-EPYC (Zen 4, avx512_bf16, no AMX; loaded: a core burner and a test run beside it), bf16
-activations, one [1536 x 576] layer: int8 kernel 0.03 / 0.10 / 0.39 / 0.75 / 14.3 ms at 1 / 8 /
+layers keep their kernel (see QuantizedLinear: AOTInductor cannot compile it in a branch).
+Measured 2026-11-27 on the 2-core AMD EPYC (Zen 4, avx512_bf16, no AMX; loaded: a core burner
+and a test run beside it), bf16 activations, one [1536 x 576] layer: int8 kernel 0.03 / 0.10 / 0.39 / 0.75 / 14.3 ms at 1 / 8 /
 32 / 64 / 512 rows, bf16 GEMM on a bf16 weight 0.09 / 0.12 / 0.23 / 0.35 / 8.0 ms.
 """
 
@@ -79,8 +79,7 @@ def _make_module():
                 low, high = w.amin(-1), w.amax(-1)
                 scale = (high - low).clamp(min=1e-12) / 15
                 q = torch.round((w - low[..., None]) / scale[..., None]).clamp(0, 15).to(torch.int32)
-                q = q.reshape(out_features, in_features)
-                packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+                packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.reshape(out_features, in_features), 1)
                 zero = low + 8 * scale
                 self.register_buffer("qweight", packed)
                 self.register_buffer("scales", torch.stack([scale, zero], -1).transpose(0, 1).contiguous().to(dtype))
@@ -106,12 +105,12 @@ def _make_module():
         def forward(self, x):
             flat = x.reshape(-1, self.in_features)
             quantized, dequantized = self.branches()
-            # A copy, not the view of x: torch.cond traces its branches with dynamo, which guards
-            # an input that aliases another tensor by its size, and that guard ties the export's
-            # dynamic rows to constants ("Constraints violated (seq)"). Inductor drops the copy.
             if self.prefill_dtype is None:
                 y = quantized(flat, self.qweight, self.scales)
             else:
+                # A copy, not the view of x: torch.cond traces its branches with dynamo, which
+                # guards an input that aliases another tensor by its size, and that guard ties the
+                # export's dynamic rows to constants ("Constraints violated (seq)").
                 operands = (flat.clone(), self.qweight, self.scales)
                 y = torch.cond(flat.shape[0] > PREFILL_ROWS, dequantized, quantized, operands)
             y = y.reshape(*x.shape[:-1], self.out_features)
