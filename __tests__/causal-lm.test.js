@@ -66,6 +66,7 @@ test(
     // weight the program does read shows the pages really go: its bytes read as zeros, and the
     // tokens change.
     const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'llama-tiny', 'manifest.json'), 'utf8'))
+    assert.equal(manifest.one_row_layers, 0, '--autotune keeps its GEMM templates at one row too')
     assert.ok(manifest.unused_constants.length >= 1 && manifest.unused_constants.length <= 14)
     assert.ok(manifest.unused_constants.every((n) => /^base\.layers\.\d\.(self_attn|mlp)\.\w+_proj\.weight$/.test(n)))
     assert.deepEqual(

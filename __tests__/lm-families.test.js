@@ -62,6 +62,9 @@ for (const name of NAMES) {
     async () => {
       const m = manifest(name)
       assert.equal(m.architecture, FAMILIES[name])
+      // Every linear layer takes one row through python/decode_gemv.py's reduction: the goldens
+      // below decode one sequence, so they run that branch (prompts, the other).
+      assert.ok(m.one_row_layers >= 8, `${name}: ${m.one_row_layers} one-row layers`)
       const g = golden(name)
       const lm = await load(name)
       for (const c of g.cases) {
@@ -171,6 +174,9 @@ for (const [name, scheme] of [
       const mlp = (i) => ['gate_proj', 'up_proj', 'down_proj'].map((p) => `model.layers.${i}.mlp.${p}`)
       assert.equal(m.quantization.layers, scheme === 'int8' ? 15 : 8)
       assert.deepEqual(m.quantization.kept, scheme === 'int8' ? [] : [...mlp(0), ...mlp(1), 'lm_head'])
+      // The layers left in float take one row through python/decode_gemv.py's reduction; int8's
+      // quantized layers take it inside QuantizedLinear (not counted here).
+      assert.equal(m.one_row_layers, m.quantization.kept.length)
       // The agreement with fp32 over the fixed text is reported, not held to a bound: these random
       // weights (spread 0.5) quantize badly; docs/generation.md gives SmolLM2's figures.
       const { top1, max_logit_difference: diff, text_tokens: n } = m.quantization.agreement

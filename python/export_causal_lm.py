@@ -49,7 +49,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # quantize_lm, cpu_flags, beside this file
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # quantize_lm, decode_gemv, cpu_flags
 
 ATTENTION = "torch_node_caller_cache"
 CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
@@ -337,18 +337,23 @@ def check_ids(config):
 
 def step_logits(step, layout, dtype, ids):
     """The step's logits on `ids` as torch-node runs it: row 0 prefills 5 tokens, row 1 only 3
-    (one row per call), then both decode 3 tokens together, each at its own position. Returns
-    (logits [2, 3, V] of the decodes, the positions they are at: [[5, 6, 7], [3, 4, 5]])."""
+    (one row per call), then both decode 2 tokens together, each at its own position, then each
+    decodes one more alone (one-row calls: python/decode_gemv.py's path). Returns (logits
+    [2, 3, V] of the decodes, the positions they are at: [[5, 6, 7], [3, 4, 5]])."""
     import torch
 
     cache = new_cache(layout, 2, 16, dtype)
+    rows = [[c[r : r + 1] for c in cache] for r in range(2)]
     with torch.no_grad():
-        step(ids[:1, :5], torch.arange(5).view(1, -1), *[c[:1] for c in cache])
-        step(ids[1:, :3], torch.arange(3).view(1, -1), *[c[1:] for c in cache])
+        step(ids[:1, :5], torch.arange(5).view(1, -1), *rows[0])
+        step(ids[1:, :3], torch.arange(3).view(1, -1), *rows[1])
         outs = []
-        for k in range(3):
+        for k in range(2):
             pos = torch.tensor([[5 + k], [3 + k]])
             outs.append(step(torch.gather(ids, 1, pos), pos, *cache))
+        pos = torch.tensor([[7], [5]])
+        alone = [step(ids[r : r + 1, pos[r]], pos[r : r + 1], *rows[r]) for r in range(2)]
+        outs.append(torch.cat(alone))
     return torch.stack(outs, 1), torch.tensor([[5, 6, 7], [3, 4, 5]])
 
 
@@ -631,6 +636,15 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
             f"{kept_note(quantization)}; transformers with "
             f"them vs fp32 over a fixed text ({text_ids.shape[1]} tokens): top-1 agreement {agree:.1%}, "
             f"max logit difference {worst:.3g}")
+    # One-row matmuls through Inductor reductions (python/decode_gemv.py); --autotune keeps its
+    # tuned GEMM templates.
+    one_row = 0
+    if not autotune:
+        import decode_gemv
+
+        one_row = decode_gemv.wrap(model)
+        if one_row:
+            log(f"decode: {one_row} linear layers multiply a single row through a vectorized reduction")
     default_attention = model.config._attn_implementation
     attends_in = attention_dtype(dtype)
     StepState.attention_in_float32 = attends_in != dtype
@@ -697,6 +711,8 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
         "max_context": max_context,
         "max_batch": max_batch,
         "autotuned": autotune,
+        # Linear layers whose one-row products run as Inductor reductions (python/decode_gemv.py).
+        "one_row_layers": one_row,
         # Weight-only quantization (python/quantize_lm.py): activations and cache stay in `dtype`.
         "quantization": quantization,
         # The compiled check: model.pt2 against transformers on a fixed random text, and the

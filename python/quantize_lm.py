@@ -17,6 +17,11 @@ output head is quantized as its own copy: the embedding table still needs the fl
 torchao (0.18 on PyPI) has these schemes too; it is not a dependency of the provisioned venv,
 and these two kernels are all the schemes need.
 
+One row (a decode step of one sequence) multiplies an int8 layer through
+decode_gemv.one_row instead of the kernel: the same reduction as the float layers', over the
+int8 weight and its scales (in the loaded measurement of decode_gemv.py, SmolLM2's 30 layers
+as int8, bf16 activations, one thread: kernel 47 ms, reduction 26 ms).
+
 Those kernels read the quantized weight once per row block of the input, so their time grows
 with the rows almost as a GEMV's per row: a prompt of hundreds of tokens costs about as many
 one-row steps. Past PREFILL_ROWS rows (a prefill, a large batch) an int8 layer instead
@@ -55,6 +60,7 @@ def _linear_weight(module):
 
 
 def _make_module():
+    import decode_gemv
     import torch
 
     class QuantizedLinear(torch.nn.Module):
@@ -88,12 +94,16 @@ def _make_module():
         def branches(self):
             """(quantized, dequantized): y [M, N] from (flat [M, K], qweight, scales), as plain
             functions closing over no tensor (torch.cond traces its branches with dynamo, which
-            guards the tensors they reach)."""
+            guards the tensors they reach). int8's `quantized` takes one row through
+            decode_gemv's reduction (rows < 2), more through the kernel."""
             group, dtype = self.group, self.prefill_dtype
+
+            def kernel(flat, qweight, scales):
+                return torch.ops.aten._weight_int8pack_mm(flat, qweight, scales)
 
             def quantized(flat, qweight, scales):
                 if group is None:
-                    return torch.ops.aten._weight_int8pack_mm(flat, qweight, scales)
+                    return torch.cond(flat.shape[0] < 2, decode_gemv.one_row, kernel, (flat.clone(), qweight, scales))
                 return torch.ops.aten._weight_int4pack_mm_for_cpu(flat, qweight, group, scales)
 
             def dequantized(flat, qweight, scales):
