@@ -24,13 +24,16 @@ as int8, bf16 activations, one thread: kernel 47 ms, reduction 26 ms).
 
 Those kernels read the quantized weight once per row block of the input, so their time grows
 with the rows almost as a GEMV's per row: a prompt of hundreds of tokens costs about as many
-one-row steps. Past PREFILL_ROWS rows (a prefill, a large batch) an int8 layer instead
-dequantizes its weight (one fused pass over it) and multiplies through the GEMM of
-`prefill_dtype`; both branches are compiled into the program (torch.cond on the rows). int4
-layers keep their kernel (see QuantizedLinear: AOTInductor cannot compile it in a branch).
+one-row steps. Past PREFILL_ROWS rows (a prefill, a large batch) a layer instead dequantizes its
+weight (one fused pass over it) and multiplies through the GEMM of `prefill_dtype`; both
+branches are compiled into the program (torch.cond on the rows). int4 does so where its packed
+layout is known (int4_block; else the layer keeps its kernel at every size), and keeps its
+scales and zeros a second time, unpacked (a quarter of its weights' bytes at groups of 32, bf16).
 Measured 2026-11-27 on the 2-core AMD EPYC (Zen 4, avx512_bf16, no AMX; loaded: a core burner
 and a test run beside it), bf16 activations, one [1536 x 576] layer: int8 kernel 0.03 / 0.10 / 0.39 / 0.75 / 14.3 ms at 1 / 8 /
-32 / 64 / 512 rows, bf16 GEMM on a bf16 weight 0.09 / 0.12 / 0.23 / 0.35 / 8.0 ms.
+32 / 64 / 512 rows, bf16 GEMM on a bf16 weight 0.09 / 0.12 / 0.23 / 0.35 / 8.0 ms; int4 (groups
+of 32) kernel 0.93 / 1.61 / 4.47 / 13.8 ms at 33 / 64 / 128 / 512 rows, dequantized 0.65 / 1.04 /
+1.63 / 6.0 ms (one thread, CI running beside).
 """
 
 # A layer multiplies through its dequantized weight past this many rows (see above).
@@ -64,17 +67,15 @@ def _make_module():
     import torch
 
     class QuantizedLinear(torch.nn.Module):
-        """y = x W^T + b with W int8 (per output channel) or int4 (groups), x in `dtype`; with
-        int8, past PREFILL_ROWS rows through W dequantized to `prefill_dtype` (None: never)."""
+        """y = x W^T + b with W int8 (per output channel) or int4 (groups), x in `dtype`; past
+        PREFILL_ROWS rows through W dequantized to `prefill_dtype` (None: never; an int4 layer
+        whose packing int4_block does not know: never)."""
 
         def __init__(self, weight, bias, dtype, group, prefill_dtype):
             super().__init__()
             out_features, in_features = weight.shape
             self.in_features, self.out_features, self.group = in_features, out_features, group
-            # int4 keeps its kernel at any rows: with it in a torch.cond branch, AOTInductor (torch
-            # 2.13) writes a call to _weight_int4pack_mm_cpu_tensor whose group-size constant the
-            # branch's code never declares (the C++ does not compile).
-            self.prefill_dtype = prefill_dtype if group is None else None
+            self.prefill_dtype = prefill_dtype
             if group is None:
                 scale = weight.abs().amax(1).clamp(min=1e-12) / 127
                 q = torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8)
@@ -85,48 +86,122 @@ def _make_module():
                 low, high = w.amin(-1), w.amax(-1)
                 scale = (high - low).clamp(min=1e-12) / 15
                 q = torch.round((w - low[..., None]) / scale[..., None]).clamp(0, 15).to(torch.int32)
-                packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.reshape(out_features, in_features), 1)
+                q = q.reshape(out_features, in_features)
+                packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
                 zero = low + 8 * scale
+                scales_and_zeros = torch.stack([scale, zero], -1).transpose(0, 1).contiguous().to(dtype)
                 self.register_buffer("qweight", packed)
-                self.register_buffer("scales", torch.stack([scale, zero], -1).transpose(0, 1).contiguous().to(dtype))
+                self.register_buffer("scales", scales_and_zeros)
+                self.block = int4_block(packed, q) if prefill_dtype is not None else None
+                if self.block is None:
+                    self.prefill_dtype = None
+                else:
+                    # The kernel's operand as a tensor (see branches), and the scales and zeros
+                    # again, each [K/group, N] contiguous: read interleaved, Inductor's
+                    # dequantizing loop does not vectorize (1.7 against 0.22 ms for a 1536 x 576
+                    # layer, measured 2026-11-27 on the AMD EPYC, one thread, loaded).
+                    self.register_buffer("group_size", torch.tensor(group, dtype=torch.int64))
+                    self.register_buffer("prefill_scales", scales_and_zeros[..., 0].contiguous())
+                    self.register_buffer("prefill_zeros", scales_and_zeros[..., 1].contiguous())
             self.bias = None if bias is None else torch.nn.Parameter(bias.detach().to(dtype), requires_grad=False)
 
         def branches(self):
-            """(quantized, dequantized): y [M, N] from (flat [M, K], qweight, scales), as plain
+            """(quantized, dequantized): y [M, N] from (flat [M, K], *self.operands()), as plain
             functions closing over no tensor (torch.cond traces its branches with dynamo, which
             guards the tensors they reach). int8's `quantized` takes one row through
             decode_gemv's reduction (rows < 2), more through the kernel."""
             group, dtype = self.group, self.prefill_dtype
+            n, k, block = self.out_features, self.in_features, getattr(self, "block", None)
 
             def kernel(flat, qweight, scales):
                 return torch.ops.aten._weight_int8pack_mm(flat, qweight, scales)
 
-            def quantized(flat, qweight, scales):
+            def quantized(flat, qweight, scales, *int4):
                 if group is None:
                     return torch.cond(flat.shape[0] < 2, decode_gemv.one_row, kernel, (flat.clone(), qweight, scales))
-                return torch.ops.aten._weight_int4pack_mm_for_cpu(flat, qweight, group, scales)
+                if not int4:
+                    return torch.ops.aten._weight_int4pack_mm_for_cpu(flat, qweight, group, scales)
+                # The op _weight_int4pack_mm_for_cpu lowers to, with the group size as an operand:
+                # lowered inside a torch.cond branch, the aten op's group-size constant is never
+                # declared in the branch's code (AOTInductor, torch 2.13: the C++ does not compile).
+                return torch.ops.quantized.int4mm_packed_weight_cpu(flat, qweight, int4[0], scales)
 
-            def dequantized(flat, qweight, scales):
-                w = qweight.to(dtype) * scales.to(dtype)[:, None]
-                return torch.nn.functional.linear(flat.to(dtype), w).to(flat.dtype)
+            def dequantized(flat, qweight, scales, *int4):
+                if group is None:
+                    w = qweight.to(dtype) * scales.to(dtype)[:, None]
+                    return torch.nn.functional.linear(flat.to(dtype), w).to(flat.dtype)
+                return int4_dequantized_mm(flat, qweight, int4[1], int4[2], n, k, group, block, dtype)
 
             return quantized, dequantized
+
+        def operands(self):
+            """The tensors the branches take after the input rows."""
+            if self.group is None or self.prefill_dtype is None:
+                return (self.qweight, self.scales)
+            return (self.qweight, self.scales, self.group_size, self.prefill_scales, self.prefill_zeros)
 
         def forward(self, x):
             flat = x.reshape(-1, self.in_features)
             quantized, dequantized = self.branches()
             if self.prefill_dtype is None:
-                y = quantized(flat, self.qweight, self.scales)
+                y = quantized(flat, *self.operands())
             else:
                 # A copy, not the view of x: torch.cond traces its branches with dynamo, which
                 # guards an input that aliases another tensor by its size, and that guard ties the
                 # export's dynamic rows to constants ("Constraints violated (seq)").
-                operands = (flat.clone(), self.qweight, self.scales)
+                operands = (flat.clone(), *self.operands())
                 y = torch.cond(flat.shape[0] > PREFILL_ROWS, dequantized, quantized, operands)
             y = y.reshape(*x.shape[:-1], self.out_features)
             return y if self.bias is None else y + self.bias
 
     return QuantizedLinear
+
+
+def int4_block(packed, q):
+    """The block of output rows B in which _convert_weight_to_int4pack_for_cpu laid out `packed`
+    [N, K/2] from `q` [N, K] (values 0..15): byte (nb, k, j) holds q[nb*B + j, k] in its low
+    nibble and q[nb*B + j + B/2, k] in its high one (B = 64 with AVX512, measured on the AMD
+    EPYC); None where no such B reproduces `q` exactly (another CPU's layout, N not a multiple
+    of B): that layer then keeps its kernel at every size."""
+    import torch
+
+    out_features, in_features = q.shape
+    for block in (64, 32):
+        if out_features % block:
+            continue
+        v = packed.reshape(out_features // block, in_features, block // 2)
+        unpacked = torch.cat([v & 15, v >> 4], -1).permute(0, 2, 1).reshape(out_features, in_features)
+        if torch.equal(unpacked.to(q.dtype), q):
+            return block
+    return None
+
+
+def int4_dequantized_mm(flat, qweight, scales, zeros, n, k, group, block, dtype):
+    """flat [M, K] times the int4 weight, dequantized to `dtype` in one pass over `qweight`
+    (int4_block's layout: within each block of output rows, the low nibbles hold its first half
+    and the high nibbles its second), as two GEMMs whose outputs interleave back: each half of
+    the weight is written [K, N/2] with its output rows innermost, read in the order they are
+    stored. `scales`, `zeros` [K/group, N]. The shapes are checked so that the traced branch
+    knows them (torch.cond's operands arrive with symbolic sizes)."""
+    import torch
+
+    torch._check(qweight.shape[0] == n)
+    torch._check(qweight.shape[1] == k // 2)
+    torch._check(scales.shape[0] == k // group)
+    torch._check(scales.shape[1] == n)
+    torch._check(zeros.shape[0] == k // group)
+    torch._check(zeros.shape[1] == n)
+    nb, half = n // block, block // 2
+    v = qweight.reshape(nb, k // group, group, half)
+    s = scales.to(dtype).reshape(k // group, nb, 2, half).permute(1, 0, 2, 3)[:, :, None]
+    z = zeros.to(dtype).reshape(k // group, nb, 2, half).permute(1, 0, 2, 3)[:, :, None]
+    x = flat.to(dtype)
+    halves = []
+    for i, nibble in enumerate((v & 15, v >> 4)):
+        w = (nibble.to(dtype) - 8) * s[..., i, :] + z[..., i, :]
+        w = w.reshape(nb, k, half).permute(1, 0, 2).reshape(k, n // 2)
+        halves.append(torch.mm(x, w).reshape(-1, nb, 1, half))
+    return torch.cat(halves, 2).reshape(-1, n).to(flat.dtype)
 
 
 def fits_kernel(shape, group, dtype):
