@@ -194,7 +194,8 @@ for (const [name, scheme] of [
       assert.deepEqual(prefill, { rows_over: 32, dtype: 'float32' })
       if (scheme === 'int8') assert.equal(layers, 15)
       else if (/\bavx512f\b/.test(cpuFlags)) assert.equal(layers, 4)
-      else assert.ok(layers >= 0 && layers <= 8, `int4 layers dequantizing past 32 rows: ${layers} (a CPU without AVX512)`)
+      else
+        assert.ok(layers >= 0 && layers <= 8, `int4 layers dequantizing past 32 rows: ${layers} (a CPU without AVX512)`)
       assert.ok(m.quantization.prefill_check.max_logit_difference <= 1e-3, JSON.stringify(m.quantization.prefill_check))
       const g = golden(name)
       const lm = await load(name)
