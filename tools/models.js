@@ -171,8 +171,11 @@ function upToDate(job, hash) {
   )
 }
 
-/** Runs one job with its output in its log file; resolves to null, or to the failure's text. */
-function runJob(job, python) {
+/**
+ * Runs one job with its output in its log file; resolves to null, or to the failure's text.
+ * `inductorCache`: the run's TORCHINDUCTOR_CACHE_DIR (see runJobs).
+ */
+function runJob(job, python, inductorCache) {
   const logFile = path.join(LOGS, `${job.name}.log`)
   const out = fs.openSync(logFile, 'w')
   const env = {
@@ -183,6 +186,7 @@ function runJob(job, python) {
     TRANSFORMERS_OFFLINE: '1',
     HF_HUB_DISABLE_PROGRESS_BARS: '1',
     TQDM_DISABLE: '1',
+    TORCHINDUCTOR_CACHE_DIR: inductorCache,
   }
   const child = spawn(python, [path.join(MODELS, job.script), ...(job.args ?? [])], {
     cwd: ROOT,
@@ -207,6 +211,20 @@ function runJob(job, python) {
 async function runJobs(jobs, python, { force = false, parallel = Math.min(2, os.availableParallelism()) } = {}) {
   fs.mkdirSync(STAMPS, { recursive: true })
   fs.mkdirSync(LOGS, { recursive: true })
+  // Inductor's cache for this run's compiles, shared by its jobs (its precompiled headers, about
+  // 140 MB each, serve them all) and removed when they end: the .pt2 packages hold what they need.
+  // Left in /tmp/torchinductor_root, a fresh clone's install added 540 MB there in its first
+  // minutes (400 MB of it headers), and CI once ran out of disk during `npm test`.
+  const inductorCache = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-inductor-'))
+  try {
+    return await runJobsIn(jobs, python, { force, parallel, inductorCache })
+  } finally {
+    fs.rmSync(inductorCache, { recursive: true, force: true })
+  }
+}
+
+/** runJobs' loop, its compiles cached in `inductorCache`. */
+function runJobsIn(jobs, python, { force, parallel, inductorCache }) {
   const started = Date.now()
   const pending = new Map(jobs.map((j) => [j.name, j]))
   const done = new Set()
@@ -239,7 +257,7 @@ async function runJobs(jobs, python, { force = false, parallel = Math.min(2, os.
         fs.rmSync(path.join(STAMPS, job.name), { force: true })
         running++
         const t0 = Date.now()
-        runJob(job, python).then((failed) => {
+        runJob(job, python, inductorCache).then((failed) => {
           running--
           const s = Math.round((Date.now() - t0) / 1000)
           if (failed) {
