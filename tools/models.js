@@ -173,9 +173,9 @@ function upToDate(job, hash) {
 
 /**
  * Runs one job with its output in its log file; resolves to null, or to the failure's text.
- * `inductorCache`: the run's TORCHINDUCTOR_CACHE_DIR (see runJobs).
+ * `tmpDir`: the run's temporary folder (see runJobs).
  */
-function runJob(job, python, inductorCache) {
+function runJob(job, python, tmpDir) {
   const logFile = path.join(LOGS, `${job.name}.log`)
   const out = fs.openSync(logFile, 'w')
   const env = {
@@ -186,7 +186,10 @@ function runJob(job, python, inductorCache) {
     TRANSFORMERS_OFFLINE: '1',
     HF_HUB_DISABLE_PROGRESS_BARS: '1',
     TQDM_DISABLE: '1',
-    TORCHINDUCTOR_CACHE_DIR: inductorCache,
+    // Inductor's cache and precompiled headers go under the temporary folder (its default cache
+    // folder is <tmp>/torchinductor_<user>, and the headers stay there whatever
+    // TORCHINDUCTOR_CACHE_DIR says): this run's own, removed when it ends (runJobs).
+    TMPDIR: tmpDir,
   }
   const child = spawn(python, [path.join(MODELS, job.script), ...(job.args ?? [])], {
     cwd: ROOT,
@@ -211,20 +214,21 @@ function runJob(job, python, inductorCache) {
 async function runJobs(jobs, python, { force = false, parallel = Math.min(2, os.availableParallelism()) } = {}) {
   fs.mkdirSync(STAMPS, { recursive: true })
   fs.mkdirSync(LOGS, { recursive: true })
-  // Inductor's cache for this run's compiles, shared by its jobs (its precompiled headers, about
-  // 140 MB each, serve them all) and removed when they end: the .pt2 packages hold what they need.
-  // Left in /tmp/torchinductor_root, a fresh clone's install added 540 MB there in its first
-  // minutes (400 MB of it headers), and CI once ran out of disk during `npm test`.
-  const inductorCache = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-inductor-'))
+  // A temporary folder for this run's jobs, shared by them (Inductor's cache in it, whose
+  // precompiled headers, about 140 MB each, serve them all) and removed when they end: the .pt2
+  // packages hold what they need. Left in /tmp/torchinductor_root, a fresh clone's install added
+  // 540 MB there in its first minutes (400 MB of it headers), and CI once ran out of disk during
+  // `npm test`.
+  const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-models-'))
   try {
-    return await runJobsIn(jobs, python, { force, parallel, inductorCache })
+    return await runJobsIn(jobs, python, { force, parallel, tmpDir })
   } finally {
-    fs.rmSync(inductorCache, { recursive: true, force: true })
+    fs.rmSync(tmpDir, { recursive: true, force: true })
   }
 }
 
-/** runJobs' loop, its compiles cached in `inductorCache`. */
-function runJobsIn(jobs, python, { force, parallel, inductorCache }) {
+/** runJobs' loop, its jobs' temporary files in `tmpDir`. */
+function runJobsIn(jobs, python, { force, parallel, tmpDir }) {
   const started = Date.now()
   const pending = new Map(jobs.map((j) => [j.name, j]))
   const done = new Set()
@@ -257,7 +261,7 @@ function runJobsIn(jobs, python, { force, parallel, inductorCache }) {
         fs.rmSync(path.join(STAMPS, job.name), { force: true })
         running++
         const t0 = Date.now()
-        runJob(job, python, inductorCache).then((failed) => {
+        runJob(job, python, tmpDir).then((failed) => {
           running--
           const s = Math.round((Date.now() - t0) / 1000)
           if (failed) {
