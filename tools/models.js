@@ -109,9 +109,10 @@ const JOBS = [
     outputs: ['golden/lm/llama-tiny.golden.json'],
     weight: 2,
   },
-  // 15 tiny causal LMs that only __tests__/lm-families.test.js reads (the families, their int8,
-  // int4, GGUF and bf16 exports): most of the AOTInductor compiles, so not made at install.
-  // `npm test` makes them the first time it runs (tools/test.js: `lazy`).
+  // 18 tiny causal LMs (17 without native bf16) that only the tests read: Qwen2, Qwen3 and Mistral (causal-lm.test.js),
+  // the families, their int8, int4, GGUF and bf16 exports (lm-families.test.js). Most of the
+  // AOTInductor compiles, so not made at install: `npm test` makes them the first time it runs
+  // (tools/test.js: `lazy`).
   {
     name: 'lm-families',
     script: 'make_lm_models.py',
