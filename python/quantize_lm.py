@@ -76,6 +76,8 @@ def _make_module():
             out_features, in_features = weight.shape
             self.in_features, self.out_features, self.group = in_features, out_features, group
             self.prefill_dtype = prefill_dtype
+            # int4_block's rows per block of the packed weight (int4 with a prefill dtype only).
+            self.block = None
             if group is None:
                 scale = weight.abs().amax(1).clamp(min=1e-12) / 127
                 q = torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8)
@@ -111,7 +113,7 @@ def _make_module():
             guards the tensors they reach). int8's `quantized` takes one row through
             decode_gemv's reduction (rows < 2), more through the kernel."""
             group, dtype = self.group, self.prefill_dtype
-            n, k, block = self.out_features, self.in_features, getattr(self, "block", None)
+            n, k, block = self.out_features, self.in_features, self.block
 
             def kernel(flat, qweight, scales):
                 return torch.ops.aten._weight_int8pack_mm(flat, qweight, scales)
@@ -169,11 +171,19 @@ def int4_block(packed, q):
     for block in (64, 32):
         if out_features % block:
             continue
-        v = packed.reshape(out_features // block, in_features, block // 2)
-        unpacked = torch.cat([v & 15, v >> 4], -1).permute(0, 2, 1).reshape(out_features, in_features)
+        halves = int4_halves(packed, out_features, in_features, block)
+        unpacked = torch.cat(halves, -1).permute(0, 2, 1).reshape(out_features, in_features)
         if torch.equal(unpacked.to(q.dtype), q):
             return block
     return None
+
+
+def int4_halves(packed, n, k, block):
+    """The two halves of each block of output rows in `packed` [N, K/2] laid out as int4_block
+    says: (first, second), each [N/block, K, block/2] of values 0..15 (N, K as Python ints: in a
+    traced branch the operand's sizes are symbolic)."""
+    v = packed.reshape(n // block, k, block // 2)
+    return v & 15, v >> 4
 
 
 def int4_dequantized_mm(flat, qweight, scales, zeros, n, k, group, block, dtype):
@@ -192,13 +202,12 @@ def int4_dequantized_mm(flat, qweight, scales, zeros, n, k, group, block, dtype)
     torch._check(zeros.shape[0] == k // group)
     torch._check(zeros.shape[1] == n)
     nb, half = n // block, block // 2
-    v = qweight.reshape(nb, k // group, group, half)
     s = scales.to(dtype).reshape(k // group, nb, 2, half).permute(1, 0, 2, 3)[:, :, None]
     z = zeros.to(dtype).reshape(k // group, nb, 2, half).permute(1, 0, 2, 3)[:, :, None]
     x = flat.to(dtype)
     halves = []
-    for i, nibble in enumerate((v & 15, v >> 4)):
-        w = (nibble.to(dtype) - 8) * s[..., i, :] + z[..., i, :]
+    for i, nibble in enumerate(int4_halves(qweight, n, k, block)):
+        w = (nibble.reshape(nb, k // group, group, half).to(dtype) - 8) * s[..., i, :] + z[..., i, :]
         w = w.reshape(nb, k, half).permute(1, 0, 2).reshape(k, n // 2)
         halves.append(torch.mm(x, w).reshape(-1, nb, 1, half))
     return torch.cat(halves, 2).reshape(-1, n).to(flat.dtype)
