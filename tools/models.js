@@ -48,6 +48,8 @@ const JOBS = [
     weight: 0.5,
   },
   { name: 'resnet18.onnx', script: VISION, args: ['--part', 'onnx'], after: ['resnet18'], weight: 0.7 },
+  // The .pt2 packages (AOTInductor compiles: 2 minutes of the install's CPU time beside the
+  // addon's build) only the tests read (aot, batcher and bf16 tests): `npm test` makes them.
   {
     name: 'resnet18.pt2',
     script: VISION,
@@ -55,6 +57,7 @@ const JOBS = [
     after: ['resnet18'],
     outputs: ['golden/pt2.json'],
     weight: 3,
+    lazy: true,
   },
   // Only where the CPU has native bf16 (elsewhere the part says so and writes nothing).
   {
@@ -63,6 +66,7 @@ const JOBS = [
     args: ['--part', 'pt2-bf16'],
     inputs: ['python/cpu_flags.py'],
     weight: 1,
+    lazy: true,
   },
   {
     name: 'efficientnet',
@@ -109,10 +113,10 @@ const JOBS = [
     outputs: ['golden/lm/llama-tiny.golden.json'],
     weight: 2,
   },
-  // 18 tiny causal LMs (17 without native bf16) that only the tests read: Qwen2, Qwen3 and Mistral (causal-lm.test.js),
-  // the families, their int8, int4, GGUF and bf16 exports (lm-families.test.js). Most of the
-  // AOTInductor compiles, so not made at install: `npm test` makes them the first time it runs
-  // (tools/test.js: `lazy`).
+  // 18 tiny causal LMs (17 without native bf16) that only the tests read: Qwen2, Qwen3 and
+  // Mistral (causal-lm.test.js), the families, their int8, int4, GGUF and bf16 exports
+  // (lm-families.test.js). Most of the AOTInductor compiles, so not made at install: `npm test`
+  // makes them the first time it runs (tools/test.js: `lazy`).
   {
     name: 'lm-families',
     script: 'make_lm_models.py',

@@ -23,8 +23,8 @@ const major = flag >= 0 ? process.argv[flag + 1] : null
 if (flag >= 0 && !major) throw new Error('test.js: --node needs a major version, e.g. --node 24')
 const node = major ? nodeBinary(major) : process.execPath
 
-// The models only the tests read (tools/models.js's `lazy` jobs: the LM families), made the first
-// time and up to date after that (a hash check, seconds).
+// The models only the tests read (tools/models.js's `lazy` jobs: the .pt2 packages, most tiny
+// LMs), made the first time and up to date after that (a hash check, seconds).
 run(process.execPath, [path.join('tools', 'models.js'), '--lazy'], process.env)
 if (!major) {
   const { libtorch } = resolveLibtorch()
