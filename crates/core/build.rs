@@ -91,15 +91,22 @@ fn build_shim(lib_dir: &std::path::Path) {
     let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".to_string());
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
     println!("cargo:rerun-if-changed=src/shim/shim.cpp");
+    println!("cargo:rerun-if-changed=src/shim/rows_linear.cpp");
     cc::Build::new()
         .cpp(true)
         .file("src/shim/shim.cpp")
+        .file("src/shim/rows_linear.cpp")
         .include(&include)
         .include(include.join("torch/csrc/api/include"))
         .flag("-std=c++17")
         .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={abi}"))
         .flag("-Wno-unused-parameter")
         .flag("-Wno-deprecated-declarations")
+        // rows_linear.cpp's at::parallel_for is ATen's OpenMP loop, inlined from its headers.
+        .flag("-fopenmp")
         .warnings(false)
         .compile("torch_node_shim");
+    // Its runtime: NEEDED libgomp.so.1, the soname libtorch_cpu.so needs too, so the process
+    // holds one OpenMP runtime (the wheel's, found first through the RUNPATH).
+    println!("cargo:rustc-link-lib=dylib=gomp");
 }
