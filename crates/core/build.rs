@@ -92,6 +92,7 @@ fn build_shim(lib_dir: &std::path::Path) {
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
     println!("cargo:rerun-if-changed=src/shim/shim.cpp");
     println!("cargo:rerun-if-changed=src/shim/rows_linear.cpp");
+    println!("cargo:rerun-if-changed=src/shim/protect.h");
     cc::Build::new()
         .cpp(true)
         .file("src/shim/shim.cpp")

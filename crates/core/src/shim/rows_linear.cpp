@@ -16,8 +16,9 @@
 #include <immintrin.h>
 #include <torch/library.h>
 
-#include <string.h>
 #include <optional>
+
+#include "protect.h"
 
 namespace {
 
@@ -159,6 +160,19 @@ at::Tensor rows_linear(const at::Tensor& x, const at::Tensor& w,
   return yf.to(x.scalar_type());
 }
 
+// Defines the op and its CPU kernel once; the libraries live as long as the process.
+void register_ops() {
+  static torch::Library* def = [] {
+    auto* lib =
+        new torch::Library(torch::Library::DEF, "torch_node", std::nullopt, __FILE__, __LINE__);
+    lib->def("rows_linear(Tensor x, Tensor w, Tensor? scales=None) -> Tensor");
+    auto* impl = new torch::Library(torch::Library::IMPL, "torch_node", c10::DispatchKey::CPU,
+                                    __FILE__, __LINE__);
+    impl->impl("rows_linear", TORCH_FN(rows_linear));
+    return lib;
+  }();
+  (void)def;
+}
 
 }  // namespace
 
@@ -166,34 +180,14 @@ extern "C" {
 
 // Registers torch_node::rows_linear with the dispatcher (once; later calls do nothing). Called
 // before any AOTInductor package loads: a program that calls the op finds it by name.
-void tn_register_ops(char** err) {
-  try {
-    static torch::Library* def = [] {
-      auto* lib = new torch::Library(torch::Library::DEF, "torch_node", std::nullopt, __FILE__,
-                                     __LINE__);
-      lib->def("rows_linear(Tensor x, Tensor w, Tensor? scales=None) -> Tensor");
-      auto* impl = new torch::Library(torch::Library::IMPL, "torch_node",
-                                      c10::DispatchKey::CPU, __FILE__, __LINE__);
-      impl->impl("rows_linear", TORCH_FN(rows_linear));
-      return lib;
-    }();
-    (void)def;
-  } catch (const std::exception& e) {
-    *err = strdup(e.what());
-  }
-}
+void tn_register_ops(char** err) { TN_PROTECT(err, register_ops();) }
 
 // The op's kernel called directly (crates/core's tests compare it with ATen): a new tensor in
 // *out, or a message in *err.
 void tn_rows_linear(const at::Tensor* x, const at::Tensor* w, const at::Tensor* scales,
                     at::Tensor** out, char** err) {
-  try {
-    std::optional<at::Tensor> s;
-    if (scales) s = *scales;
-    *out = new at::Tensor(rows_linear(*x, *w, s));
-  } catch (const std::exception& e) {
-    *err = strdup(e.what());
-  }
+  TN_PROTECT(err, std::optional<at::Tensor> s; if (scales) s = *scales;
+             *out = new at::Tensor(rows_linear(*x, *w, s));)
 }
 
 }  // extern "C"

@@ -13,6 +13,8 @@
 
 #include <dlfcn.h>
 
+#include "protect.h"
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -21,17 +23,6 @@
 using module_t = torch::jit::script::Module*;
 using ivalue_t = torch::jit::IValue*;
 using tensor_t = torch::Tensor*;
-
-static char* copy_string(const std::string& s) { return strdup(s.c_str()); }
-
-#define TN_PROTECT(err, body)                         \
-  try {                                               \
-    body                                              \
-  } catch (const std::exception& e) {                 \
-    if (err) *err = copy_string(e.what());            \
-  } catch (...) {                                     \
-    if (err) *err = copy_string("unknown C++ error"); \
-  }
 
 extern "C" {
 
