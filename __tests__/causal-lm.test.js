@@ -75,6 +75,7 @@ test(
     // tokens change.
     const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'llama-tiny', 'manifest.json'), 'utf8'))
     assert.equal(manifest.one_row_layers, 0, '--autotune keeps its GEMM templates at one row too')
+    assert.equal(manifest.one_row_kernel, null)
     assert.ok(manifest.unused_constants.length >= 1 && manifest.unused_constants.length <= 14)
     assert.ok(manifest.unused_constants.every((n) => /^base\.layers\.\d\.(self_attn|mlp)\.\w+_proj\.weight$/.test(n)))
     assert.deepEqual(

@@ -17,6 +17,9 @@ const ROOT = path.join(REPO, 'models', 'golden', 'lm')
 const PYTHON = path.join(REPO, '.libtorch', 'bin', 'python')
 // The CPU's flags: bf16 tests run where it multiplies bf16; int4's packing depends on AVX512.
 const cpuFlags = fs.existsSync('/proc/cpuinfo') ? fs.readFileSync('/proc/cpuinfo', 'utf8') : ''
+// What one row multiplies through (python/decode_gemv.py one_row_kernel): Inductor's reduction
+// where the CPU has AVX-512, torch_node::rows_linear where it has not.
+const ONE_ROW_KERNEL = /\bavx512f\b/.test(cpuFlags) ? 'reduction' : 'rows_linear'
 // What each sets apart: models/make_lm_models.py's MODELS.
 const FAMILIES = {
   'smollm-tiny': 'LlamaForCausalLM',
@@ -64,9 +67,10 @@ for (const name of NAMES) {
     async () => {
       const m = manifest(name)
       assert.equal(m.architecture, FAMILIES[name])
-      // Every linear layer takes one row through python/decode_gemv.py's reduction: the goldens
-      // below decode one sequence, so they run that branch (prompts, the other).
+      // Every linear layer takes one row apart (python/decode_gemv.py): the goldens below decode
+      // one sequence, so they run that branch (prompts, the other).
       assert.ok(m.one_row_layers >= 8, `${name}: ${m.one_row_layers} one-row layers`)
+      assert.equal(m.one_row_kernel, ONE_ROW_KERNEL)
       const g = golden(name)
       const lm = await load(name)
       for (const c of g.cases) {
@@ -176,9 +180,10 @@ for (const [name, scheme] of [
       const mlp = (i) => ['gate_proj', 'up_proj', 'down_proj'].map((p) => `model.layers.${i}.mlp.${p}`)
       assert.equal(m.quantization.layers, scheme === 'int8' ? 15 : 8)
       assert.deepEqual(m.quantization.kept, scheme === 'int8' ? [] : [...mlp(0), ...mlp(1), 'lm_head'])
-      // The layers left in float take one row through python/decode_gemv.py's reduction; int8's
-      // quantized layers take it inside QuantizedLinear (not counted here).
+      // The layers left in float take one row apart (python/decode_gemv.py); int8's quantized
+      // layers do inside QuantizedLinear (not counted here), through the same one-row kernel.
       assert.equal(m.one_row_layers, m.quantization.kept.length)
+      assert.equal(m.one_row_kernel, ONE_ROW_KERNEL)
       // The agreement with fp32 over the fixed text is reported, not held to a bound: these random
       // weights (spread 0.5) quantize badly; docs/generation.md gives SmolLM2's figures.
       const { top1, max_logit_difference: diff, text_tokens: n } = m.quantization.agreement

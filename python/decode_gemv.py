@@ -13,6 +13,8 @@ linear shapes with distinct weights, each compiled whole, one row:
   bfloat16 (212 MB)  aten (MKL)  83 ms, reduction 13 ms
   float32 head [49152 x 576], one matrix: aten 24.9 ms, reduction 9.1 ms
 
+On a CPU without AVX-512, one row takes torch_node::rows_linear as well (one_row_kernel).
+
 At 2 and more rows the same reduction re-reads the weight for each row (4 rows: 156 ms against
 aten's 103 in bf16), so each wrapped layer chooses in the program, on its rows: one row takes the
 reduction, more rows (prefill, batched decode) the op torch_node::rows_linear (torch.cond; both
@@ -30,6 +32,19 @@ order.
 """
 
 _ROWS_OP = []
+
+
+def one_row_kernel():
+    """What a one-row product runs on this CPU (the export's program is compiled for it):
+    "reduction" where it has AVX-512, "rows_linear" (torch_node::rows_linear) where it has not.
+    Inductor vectorizes the reduction over an int8 weight well only with AVX-512, and the op
+    reads each weight faster without it. Measured 2026-11-28 on an AMD EPYC (Zen 3, AVX2 + FMA,
+    no AVX-512), quiet, 2 threads, SmolLM2's 30 layers x 7 weights and its head, one row:
+    float32 compiled reduction 51-60 ms, the op 35.7; int8 reduction 139 ms, the op 26.6
+    (aten._weight_int8pack_mm 120)."""
+    from cpu_flags import cpu_flags
+
+    return "reduction" if "avx512f" in cpu_flags() else "rows_linear"
 
 
 def rows_op():
@@ -81,12 +96,14 @@ def _make_module():
     import torch
 
     op = rows_op()
+    by_op = one_row_kernel() == "rows_linear"
 
     def rows(flat, weight):
         return op(flat, weight)
 
     class DecodeLinear(torch.nn.Module):
-        """y = x W^T + b: one row through the reduction, more through torch_node::rows_linear."""
+        """y = x W^T + b: one row through the reduction (or the op: one_row_kernel), more
+        through torch_node::rows_linear."""
 
         def __init__(self, weight, bias):
             super().__init__()
@@ -95,6 +112,10 @@ def _make_module():
 
         def forward(self, x):
             flat = x.reshape(-1, self.in_features)
+            if by_op:
+                y = rows(flat, self.weight)
+                y = y.reshape(*x.shape[:-1], self.out_features)
+                return y if self.bias is None else y + self.bias
             # A copy, not the view of x (see quantize_lm.QuantizedLinear.forward: dynamo's alias
             # guard would tie the export's dynamic rows to a constant).
             y = torch.cond(flat.shape[0] < 2, one_row, rows, (flat.clone(), self.weight))

@@ -636,15 +636,17 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
             f"{kept_note(quantization)}; transformers with "
             f"them vs fp32 over a fixed text ({text_ids.shape[1]} tokens): top-1 agreement {agree:.1%}, "
             f"max logit difference {worst:.3g}")
-    # One-row matmuls through Inductor reductions (python/decode_gemv.py); --autotune keeps its
+    # One-row matmuls apart from more (python/decode_gemv.py); --autotune keeps its
     # tuned GEMM templates.
-    one_row = 0
-    if not autotune:
-        import decode_gemv
+    import decode_gemv
 
+    one_row = 0
+    one_row_kernel = decode_gemv.one_row_kernel()
+    if not autotune:
         one_row = decode_gemv.wrap(model)
         if one_row:
-            log(f"decode: {one_row} linear layers multiply a single row through a vectorized reduction")
+            how = "a vectorized reduction" if one_row_kernel == "reduction" else "torch_node::rows_linear (no AVX-512)"
+            log(f"decode: {one_row} linear layers multiply a single row through {how}")
     default_attention = model.config._attn_implementation
     attends_in = attention_dtype(dtype)
     StepState.attention_in_float32 = attends_in != dtype
@@ -711,8 +713,12 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
         "max_context": max_context,
         "max_batch": max_batch,
         "autotuned": autotune,
-        # Linear layers whose one-row products run as Inductor reductions (python/decode_gemv.py).
+        # Float linear layers wrapped by python/decode_gemv.py (one row apart from more).
         "one_row_layers": one_row,
+        # What those layers and the quantized ones run at one row (decode_gemv.one_row_kernel):
+        # "reduction" (CPUs with AVX-512: int4 keeps ATen's kernel) or "rows_linear" (torch-node's
+        # ops, torch_node::rows_linear and rows_linear_int4); null when no layer is either.
+        "one_row_kernel": one_row_kernel if one_row or quantization else None,
         # Weight-only quantization (python/quantize_lm.py): activations and cache stay in `dtype`.
         "quantization": quantization,
         # The compiled check: model.pt2 against transformers on a fixed random text, and the

@@ -10,7 +10,8 @@ kernels, which AOTInductor calls from the compiled program:
   g128)       w = (q - 8) * scale + zero, q in [0, 15], zero = min + 8 * scale (the tinygemm
               layout); aten._weight_int4pack_mm_for_cpu(x, packed [N, K/2] uint8, group,
               scales_and_zeros [K/group, N, 2]), the weight packed by
-              aten._convert_weight_to_int4pack_for_cpu
+              aten._convert_weight_to_int4pack_for_cpu (without AVX-512:
+              torch_node::rows_linear_int4 over the same layout, int4_rows_op)
 
 Activations, biases, norms, embeddings and the cache stay in the export's dtype (the manifest's
 `dtype`); so do mixture-of-experts' expert weights (3-D parameters, not linear layers). A tied
@@ -19,9 +20,11 @@ torchao (0.18 on PyPI) has these schemes too; it is not a dependency of the prov
 and these two kernels are all the schemes need.
 
 One row (a decode step of one sequence) multiplies an int8 layer through
-decode_gemv.one_row instead of the kernel: the same reduction as the float layers', over the
-int8 weight and its scales (in the loaded measurement of decode_gemv.py, SmolLM2's 30 layers
-as int8, bf16 activations, one thread: kernel 47 ms, reduction 26 ms).
+decode_gemv.one_row instead of the kernel where the CPU has AVX-512: the same reduction as the
+float layers', over the int8 weight and its scales (in the loaded measurement of decode_gemv.py,
+SmolLM2's 30 layers as int8, bf16 activations, one thread: aten's kernel 47 ms, reduction 26
+ms). Without AVX-512 one row takes torch_node::rows_linear too (decode_gemv.one_row_kernel:
+there the reduction is 5x slower than the op).
 
 Those kernels read the quantized weight once per row block of the input, so their time grows
 with the rows almost as a GEMV's per row: a prompt of hundreds of tokens costs about as many
@@ -30,6 +33,11 @@ weight (one fused pass over it) and multiplies through the GEMM of `prefill_dtyp
 branches are compiled into the program (torch.cond on the rows). int4 does so where its packed
 layout is known (int4_block; else the layer keeps its kernel at every size), and keeps its
 scales and zeros a second time, unpacked (a quarter of its weights' bytes at groups of 32, bf16).
+On a CPU without AVX-512 (decode_gemv.one_row_kernel) an int4 layer whose layout is known
+multiplies up to PREFILL_ROWS rows through torch_node::rows_linear_int4 over the same packed
+weight and those unpacked scales and zeros: ATen's int4 kernel is vectorized for AVX-512 only
+(measured 2026-11-28 on an AMD EPYC, Zen 3, AVX2, quiet, 2 threads: SmolLM2's 30 layers and
+head at one row, ATen 181 ms, the op 21.5 ms; at 8 rows 1,273 against 53 ms).
 Measured 2026-11-27 on the 2-core AMD EPYC (Zen 4, avx512_bf16, no AMX; loaded: a core burner
 and a test run beside it), bf16 activations, one [1536 x 576] layer: int8 kernel 0.03 / 0.10 / 0.39 / 0.75 / 14.3 ms at 1 / 8 /
 32 / 64 / 512 rows, bf16 GEMM on a bf16 weight 0.09 / 0.12 / 0.23 / 0.35 / 8.0 ms; int4 (groups
@@ -112,16 +120,24 @@ def _make_module():
             """(quantized, dequantized): y [M, N] from (flat [M, K], *self.operands()), as plain
             functions closing over no tensor (torch.cond traces its branches with dynamo, which
             guards the tensors they reach). int8's `quantized` takes one row through
-            decode_gemv's reduction (rows < 2), more through the kernel."""
+            decode_gemv's reduction (rows < 2), more through the kernel; without AVX-512 every
+            row count through torch-node's ops (int4: where int4_block read its layout)."""
             group, dtype = self.group, self.prefill_dtype
             n, k, block = self.out_features, self.in_features, self.block
 
             rows = decode_gemv.rows_op()
+            # Without AVX-512, torch-node's ops take every row count up to PREFILL_ROWS.
+            by_op = decode_gemv.one_row_kernel() == "rows_linear"
+            rows4 = int4_rows_op() if by_op and block is not None else None
 
             def kernel(flat, qweight, scales):
                 return rows(flat, qweight, scales)
 
             def quantized(flat, qweight, scales, *int4):
+                if group is None and by_op:
+                    return kernel(flat, qweight, scales)
+                if rows4 is not None:
+                    return rows4(flat, qweight, int4[1], int4[2], group, block)
                 if group is None:
                     return torch.cond(flat.shape[0] < 2, decode_gemv.one_row, kernel, (flat.clone(), qweight, scales))
                 if not int4:
@@ -160,6 +176,33 @@ def _make_module():
             return y if self.bias is None else y + self.bias
 
     return QuantizedLinear
+
+
+_INT4_ROWS_OP = []
+
+
+def int4_rows_op():
+    """torch.ops.torch_node.rows_linear_int4(x [M, K], packed [N, K/2] uint8, scales [K/group, N],
+    zeros [K/group, N], group, block) -> [M, N] in x's dtype: torch-node's int4 kernel
+    (crates/core/src/shim/rows_linear_int4.cpp, registered by the runtime before a program loads),
+    which reads `packed` in int4_block's layout. Here, for the export and its checks, it is
+    int4_dequantized_mm in float32: the same product, summed in another order. Registered once
+    per process."""
+    import torch
+
+    if not _INT4_ROWS_OP:
+        @torch.library.custom_op("torch_node::rows_linear_int4", mutates_args=())
+        def rows_linear_int4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
+                             group: int, block: int) -> torch.Tensor:
+            n, k = packed.shape[0], x.shape[1]
+            return int4_dequantized_mm(x, packed, scales, zeros, n, k, group, block, torch.float32).to(x.dtype)
+
+        @rows_linear_int4.register_fake
+        def _(x, packed, scales, zeros, group, block):
+            return x.new_empty(x.shape[0], packed.shape[0])
+
+        _INT4_ROWS_OP.append(torch.ops.torch_node.rows_linear_int4)
+    return _INT4_ROWS_OP[0]
 
 
 def int4_block(packed, q):

@@ -92,11 +92,14 @@ fn build_shim(lib_dir: &std::path::Path) {
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
     println!("cargo:rerun-if-changed=src/shim/shim.cpp");
     println!("cargo:rerun-if-changed=src/shim/rows_linear.cpp");
+    println!("cargo:rerun-if-changed=src/shim/rows_linear_int4.cpp");
+    println!("cargo:rerun-if-changed=src/shim/rows_linear.h");
     println!("cargo:rerun-if-changed=src/shim/protect.h");
     cc::Build::new()
         .cpp(true)
         .file("src/shim/shim.cpp")
         .file("src/shim/rows_linear.cpp")
+        .file("src/shim/rows_linear_int4.cpp")
         .include(&include)
         .include(include.join("torch/csrc/api/include"))
         .flag("-std=c++17")

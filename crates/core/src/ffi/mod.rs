@@ -12,6 +12,7 @@
 //! - `tensor`: storage facts, tensors over borrowed memory, autograd node names, clones;
 //! - `scalar`: the ops with scalar operands that tch's `f_*` functions get wrong on failure;
 //! - `aoti`: AOTInductor packages (`.pt2`);
+//! - `ops`: torch-node's own ops for the exported programs (`torch_node::rows_linear`, `rows_linear_int4`);
 //! - `runtime`: the process: CPU capabilities, oneDNN fusion, `dlopen`, versions, threads,
 //!   warnings.
 //!
@@ -147,6 +148,7 @@ trampolines! {
 pub mod aoti;
 pub mod ivalue;
 pub mod module_handle;
+pub mod ops;
 pub mod runtime;
 pub mod scalar;
 pub mod script;
@@ -154,6 +156,7 @@ pub mod tensor;
 
 pub use crate::ivalue::schema::{MethodSchema, SchemaArg};
 pub use aoti::*;
+pub use ops::{rows_linear, rows_linear_int4};
 pub use runtime::*;
 pub use script::{dict_has_string_keys, typed_dict, typed_list, Prepare};
 use script::{method_names, method_schema, module_is_training, module_prepare, module_to_device};
