@@ -7,7 +7,7 @@
 //                                          stand-ins of scripts/cuda-stubs.js as .libtorch/ has),
 //                                          transformers 5.17 (the GPU check machine's)
 //   .libtorch-compat/<release>/fixtures/  tools/compat_models.py's output (rebuilt when it changes)
-//   .libtorch-compat/<release>/target/    cargo's target dir: the main target/ is never touched
+//   .libtorch-compat/<release>/target/    cargo's target dir, first a copy of target/release (never touched)
 //   .libtorch-compat/<release>/pkg/       the package to test: index.js, lib/, package.json,
 //                                          torch-node.node built here, libtorch -> the venv's torch
 //
@@ -144,9 +144,27 @@ function compatEnv(release, torchDir) {
   return env
 }
 
+/**
+ * A cold target dir rebuilds every dependency crate (~200; 10 of the 11 minutes CI spent here on a
+ * 2-core Zen 3), though only the crates that link libtorch differ between releases. So a missing
+ * one starts as a copy of the main build's target/release: cargo's fingerprints still say what
+ * is stale (torch-sys reruns its build script when LIBTORCH or CXXFLAGS change, and everything
+ * above it rebuilds), and the main target/ is copied, never linked, so it is never touched.
+ */
+function seedTarget(targetDir) {
+  const main = path.join(ROOT, 'target', 'release')
+  if (fs.existsSync(targetDir) || !fs.existsSync(path.join(main, '.fingerprint'))) return
+  const started = Date.now()
+  for (const sub of ['.fingerprint', 'build', 'deps']) {
+    fs.cpSync(path.join(main, sub), path.join(targetDir, 'release', sub), { recursive: true, preserveTimestamps: true })
+  }
+  log(`seeded ${path.relative(ROOT, targetDir)} from target/release in ${Math.round((Date.now() - started) / 1000)} s`)
+}
+
 function build(release, torchDir) {
   const env = compatEnv(release, torchDir)
   const started = Date.now()
+  seedTarget(env.CARGO_TARGET_DIR)
   cargo(['build', '--release', '--lib'], env)
   // The core's unit tests of the libtorch version and of the ops this release lacks (stand-ins
   // that fail with a message, never an abort): --workspace as tools/test.js, so no dependency
