@@ -114,11 +114,10 @@ def _make_module():
             flat = x.reshape(-1, self.in_features)
             if by_op:
                 y = rows(flat, self.weight)
-                y = y.reshape(*x.shape[:-1], self.out_features)
-                return y if self.bias is None else y + self.bias
-            # A copy, not the view of x (see quantize_lm.QuantizedLinear.forward: dynamo's alias
-            # guard would tie the export's dynamic rows to a constant).
-            y = torch.cond(flat.shape[0] < 2, one_row, rows, (flat.clone(), self.weight))
+            else:
+                # A copy, not the view of x (see quantize_lm.QuantizedLinear.forward: dynamo's
+                # alias guard would tie the export's dynamic rows to a constant).
+                y = torch.cond(flat.shape[0] < 2, one_row, rows, (flat.clone(), self.weight))
             y = y.reshape(*x.shape[:-1], self.out_features)
             return y if self.bias is None else y + self.bias
 

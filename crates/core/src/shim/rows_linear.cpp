@@ -25,13 +25,12 @@ namespace {
 
 constexpr int64_t kMaxRows = 16;  // measured: still 1.4-1.8x ATen at 16 rows
 // How far ahead a block prefetches the weight: the hardware's prefetchers lose the short rows of
-// the next blocks (an int8 row of 576 is 9 cache lines). Measured 2026-11-28 on an AMD EPYC (Zen 3),
-// quiet, 2 threads, SmolLM2's 30 layers x 7 weights and head, no prefetch / 2 blocks / 8 blocks
-// ahead: int8 one row 35.3 / 21.5 / 22.1 ms, 8 rows 66.2 / 39.0 / 39.7; float32 one row 44.2 /
-// 42.9 / 39.0, 8 rows 66.6 / 53.6 / 52.5. (A prefetch past the weight's end faults nothing.)
+// the next blocks (an int8 row of 576 is 9 cache lines). Measured 2026-11-28 on an AMD EPYC
+// (Zen 3), quiet, 2 threads, SmolLM2's 30 layers x 7 weights and head, no prefetch / 2 blocks /
+// 8 blocks ahead: int8 one row 35.3 / 21.5 / 22.1 ms, 8 rows 66.2 / 39.0 / 39.7; float32 one row
+// 44.2 / 42.9 / 39.0, 8 rows 66.6 / 53.6 / 52.5. (A prefetch past the weight's end faults
+// nothing.)
 constexpr int64_t kPrefetchBlocks = 8;
-
-#define TN_AVX2 __attribute__((target("avx2,fma")))
 
 // Weight loaders: 8 consecutive weights as float32.
 struct F32 {
@@ -41,10 +40,7 @@ struct F32 {
 };
 struct BF16 {
   using T = at::BFloat16;
-  TN_AVX2 static inline __m256 load(const at::BFloat16* p) {
-    __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-  }
+  TN_AVX2 static inline __m256 load(const at::BFloat16* p) { return torch_node::load_bf16x8(p); }
   static inline float scalar(at::BFloat16 v) { return static_cast<float>(v); }
 };
 struct I8 {
@@ -147,7 +143,10 @@ at::Tensor rows_linear(const at::Tensor& x, const at::Tensor& w,
                 "torch_node::rows_linear: scales [N] expected, got ", scales->sizes());
   int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   if (M == 0 || !torch_node::has_avx2_fma()) {
-    if (int8) return at::linear(x, (w.to(at::kFloat) * scales->to(at::kFloat).unsqueeze(1)).to(x.scalar_type()));
+    if (int8) {
+      at::Tensor dequantized = w.to(at::kFloat) * scales->to(at::kFloat).unsqueeze(1);
+      return at::linear(x, dequantized.to(x.scalar_type()));
+    }
     return at::linear(x, w);
   }
   // (ATen's _weight_int8pack_mm is not the fallback: it reads past K's end when K is not a
@@ -194,8 +193,9 @@ bool torch_node::has_avx2_fma() {
 
 extern "C" {
 
-// Registers torch_node::rows_linear and rows_linear_int4 with the dispatcher (once; later calls do nothing). Called
-// before any AOTInductor package loads: a program that calls the op finds it by name.
+// Registers torch_node::rows_linear and rows_linear_int4 with the dispatcher (once; later calls do
+// nothing). Called before any AOTInductor package loads: a program that calls the op finds it by
+// name.
 void tn_register_ops(char** err) { TN_PROTECT(err, register_ops();) }
 
 // The op's kernel called directly (crates/core's tests compare it with ATen): a new tensor in

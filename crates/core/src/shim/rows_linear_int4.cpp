@@ -24,13 +24,8 @@
 
 namespace {
 
-#define TN_AVX2 __attribute__((target("avx2,fma")))
-
 TN_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-TN_AVX2 inline __m256 load8(const at::BFloat16* p) {
-  __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-}
+TN_AVX2 inline __m256 load8(const at::BFloat16* p) { return torch_node::load_bf16x8(p); }
 
 // The 32 channels lo0 + [0, 16) and hi0 + [0, 16) whose nibbles are the 16 bytes at p + k *
 // stride, for R rows of x (row stride K): y[r][channel] (row stride N) = their products.
