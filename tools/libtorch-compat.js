@@ -7,7 +7,7 @@
 //                                          stand-ins of scripts/cuda-stubs.js as .libtorch/ has),
 //                                          transformers 5.17 (the GPU check machine's)
 //   .libtorch-compat/<release>/fixtures/  tools/compat_models.py's output (rebuilt when it changes)
-//   .libtorch-compat/<release>/target/    cargo's target dir, first a copy of target/release (never touched)
+//   .libtorch-compat/<release>/target/    cargo's target dir, seeded with a copy of target/release
 //   .libtorch-compat/<release>/pkg/       the package to test: index.js, lib/, package.json,
 //                                          torch-node.node built here, libtorch -> the venv's torch
 //
