@@ -145,11 +145,12 @@ function compatEnv(release, torchDir) {
 }
 
 /**
- * A cold target dir rebuilds every dependency crate (~200; 10 of the 11 minutes CI spent here on a
- * 2-core Zen 3), though only the crates that link libtorch differ between releases. So a missing
- * one starts as a copy of the main build's target/release: cargo's fingerprints still say what
- * is stale (torch-sys reruns its build script when LIBTORCH or CXXFLAGS change, and everything
- * above it rebuilds), and the main target/ is copied, never linked, so it is never touched.
+ * A cold target dir rebuilds every dependency crate (~200: the cold build took 678 s in CI on a
+ * 2-core Zen 3, the seeded one 336), though only the crates that link libtorch differ between
+ * releases. So a missing one starts as a copy of the main build's target/release: cargo's
+ * fingerprints still say what is stale (torch-sys reruns its build script when LIBTORCH or
+ * CXXFLAGS change, and everything above it rebuilds), and the main target/ is copied, never
+ * linked, so it is never touched.
  */
 function seedTarget(targetDir) {
   const main = path.join(ROOT, 'target', 'release')
