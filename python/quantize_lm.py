@@ -11,7 +11,7 @@ kernels, which AOTInductor calls from the compiled program:
               layout); aten._weight_int4pack_mm_for_cpu(x, packed [N, K/2] uint8, group,
               scales_and_zeros [K/group, N, 2]), the weight packed by
               aten._convert_weight_to_int4pack_for_cpu (without AVX-512:
-              torch_node::rows_linear_int4 over the same layout, int4_rows_op)
+              torch_node::rows_linear_int4_runs over the same layout, int4_rows_op)
 
 Activations, biases, norms, embeddings and the cache stay in the export's dtype (the manifest's
 `dtype`); so do mixture-of-experts' expert weights (3-D parameters, not linear layers). A tied
@@ -34,10 +34,12 @@ branches are compiled into the program (torch.cond on the rows). int4 does so wh
 layout is known (int4_block; else the layer keeps its kernel at every size), and keeps its
 scales and zeros a second time, unpacked (a quarter of its weights' bytes at groups of 32, bf16).
 On a CPU without AVX-512 (decode_gemv.one_row_kernel) an int4 layer whose layout is known
-multiplies up to PREFILL_ROWS rows through torch_node::rows_linear_int4 over the same packed
-weight and those unpacked scales and zeros: ATen's int4 kernel is vectorized for AVX-512 only
-(measured 2026-11-28 on an AMD EPYC, Zen 3, AVX2, quiet, 2 threads: SmolLM2's 30 layers and
-head at one row, ATen 181 ms, the op 21.5 ms; at 8 rows 1,273 against 53 ms).
+multiplies up to PREFILL_ROWS rows through torch_node::rows_linear_int4_runs over the same packed
+weight, with its scales and offsets laid out by int4_runs (float32, their only copy: ATen's
+kernel and its scales are not kept), which its prefill reads back: ATen's int4 kernel is
+vectorized for AVX-512 only (measured 2026-11-28 on an AMD EPYC, Zen 3, AVX2, quiet, 2 threads:
+SmolLM2's 30 layers and head at one row, ATen 181 ms, the op 21.5 ms over [K/group, N] scales
+and zeros, 12.9-13.4 ms over the runs; at 8 rows 1,273 against 53 ms).
 Measured 2026-11-27 on the 2-core AMD EPYC (Zen 4, avx512_bf16, no AMX; loaded: a core burner
 and a test run beside it), bf16 activations, one [1536 x 576] layer: int8 kernel 0.03 / 0.10 / 0.39 / 0.75 / 14.3 ms at 1 / 8 /
 32 / 64 / 512 rows, bf16 GEMM on a bf16 weight 0.09 / 0.12 / 0.23 / 0.35 / 8.0 ms; int4 (groups
@@ -87,6 +89,8 @@ def _make_module():
             self.prefill_dtype = prefill_dtype
             # int4_block's rows per block of the packed weight (int4 with a prefill dtype only).
             self.block = None
+            # torch_node::rows_linear_int4_runs's scales and offsets (int4 without AVX-512 only).
+            self.register_buffer("runs", None)
             if group is None:
                 scale = weight.abs().amax(1).clamp(min=1e-12) / 127
                 q = torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8)
@@ -106,6 +110,11 @@ def _make_module():
                 self.block = int4_block(packed, q) if prefill_dtype is not None else None
                 if self.block is None:
                     self.prefill_dtype = None
+                elif decode_gemv.one_row_kernel() == "rows_linear":
+                    # Made from the scales and zeros in `dtype`, as ATen's kernel reads them; the
+                    # only copy this layer keeps (neither ATen's kernel nor its layout is used).
+                    del self.scales
+                    self.runs = int4_runs(scales_and_zeros[..., 0], scales_and_zeros[..., 1], self.block)
                 else:
                     # The kernel's operand as a tensor (see branches), and the scales and zeros
                     # again, each [K/group, N] contiguous: read interleaved, Inductor's
@@ -137,7 +146,7 @@ def _make_module():
                 if group is None and by_op:
                     return kernel(flat, qweight, scales)
                 if rows4 is not None:
-                    return rows4(flat, qweight, int4[1], int4[2], group, block)
+                    return rows4(flat, qweight, scales, group, block)  # `scales`: the runs
                 if group is None:
                     return torch.cond(flat.shape[0] < 2, decode_gemv.one_row, kernel, (flat.clone(), qweight, scales))
                 if not int4:
@@ -151,12 +160,16 @@ def _make_module():
                 if group is None:
                     w = qweight.to(dtype) * scales.to(dtype)[:, None]
                     return torch.nn.functional.linear(flat.to(dtype), w).to(flat.dtype)
+                if rows4 is not None:
+                    return int4_runs_dequantized_mm(flat, qweight, scales, n, k, group, block, dtype)
                 return int4_dequantized_mm(flat, qweight, int4[1], int4[2], n, k, group, block, dtype)
 
             return quantized, dequantized
 
         def operands(self):
             """The tensors the branches take after the input rows."""
+            if self.runs is not None:
+                return (self.qweight, self.runs)
             if self.group is None or self.prefill_dtype is None:
                 return (self.qweight, self.scales)
             return (self.qweight, self.scales, self.group_size, self.prefill_scales, self.prefill_zeros)
@@ -182,27 +195,59 @@ _INT4_ROWS_OP = []
 
 
 def int4_rows_op():
-    """torch.ops.torch_node.rows_linear_int4(x [M, K], packed [N, K/2] uint8, scales [K/group, N],
-    zeros [K/group, N], group, block) -> [M, N] in x's dtype: torch-node's int4 kernel
+    """torch.ops.torch_node.rows_linear_int4_runs(x [M, K], packed [N, K/2] uint8, runs [N/32,
+    K/group, 64] float32, group, block) -> [M, N] in x's dtype: torch-node's int4 kernel
     (crates/core/src/shim/rows_linear_int4.cpp, registered by the runtime before a program loads),
-    which reads `packed` in int4_block's layout. Here, for the export and its checks, it is
-    int4_dequantized_mm in float32: the same product, summed in another order. Registered once
-    per process."""
+    which reads `packed` in int4_block's layout and the scales and offsets as int4_runs lays them
+    out. Here, for the export and its checks, it is int4_runs_dequantized_mm in float32: the same
+    product, summed in another order. Registered once per process."""
     import torch
 
     if not _INT4_ROWS_OP:
-        @torch.library.custom_op("torch_node::rows_linear_int4", mutates_args=())
-        def rows_linear_int4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
-                             group: int, block: int) -> torch.Tensor:
+        @torch.library.custom_op("torch_node::rows_linear_int4_runs", mutates_args=())
+        def rows_linear_int4_runs(x: torch.Tensor, packed: torch.Tensor, runs: torch.Tensor, group: int,
+                                  block: int) -> torch.Tensor:
             n, k = packed.shape[0], x.shape[1]
-            return int4_dequantized_mm(x, packed, scales, zeros, n, k, group, block, torch.float32).to(x.dtype)
+            return int4_runs_dequantized_mm(x, packed, runs, n, k, group, block, torch.float32).to(x.dtype)
 
-        @rows_linear_int4.register_fake
-        def _(x, packed, scales, zeros, group, block):
+        @rows_linear_int4_runs.register_fake
+        def _(x, packed, runs, group, block):
             return x.new_empty(x.shape[0], packed.shape[0])
 
-        _INT4_ROWS_OP.append(torch.ops.torch_node.rows_linear_int4)
+        _INT4_ROWS_OP.append(torch.ops.torch_node.rows_linear_int4_runs)
     return _INT4_ROWS_OP[0]
+
+
+def int4_runs(scales, zeros, block):
+    """The scales and zeros [K/group, N] of a weight in int4_block's layout as the op's `runs`
+    [N/32, K/group, 64] float32: the kernel reads 32 channels at a time (16 low nibbles and the
+    16 high ones of a block: channels nb*block + c*16 + [0, 16) and those plus block/2), and for
+    each group the run's 32 scales then its 32 offsets (zero - 8 * scale: w = q * scale +
+    offset) lie together, so a run reads its scales in one stream with its weights
+    (crates/core/src/shim/rows_linear_int4.cpp says what that gains)."""
+    import torch
+
+    s = scales.float()
+    offsets = zeros.float() - 8 * s
+    g, n = s.shape
+
+    def by_run(t):  # [g, n = nb*block + half*block/2 + c*16 + j] -> [nb, c, g, half, j]
+        return t.reshape(g, n // block, 2, block // 32, 16).permute(1, 3, 0, 2, 4)
+
+    return torch.cat([by_run(s), by_run(offsets)], 3).reshape(n // 32, g, 64).contiguous()
+
+
+def int4_runs_dequantized_mm(flat, qweight, runs, n, k, group, block, dtype):
+    """int4_dequantized_mm over int4_runs's layout: the scales and offsets back as [K/group, N]
+    (a view the compiled loop reads in place)."""
+    import torch
+
+    g = k // group
+    torch._check(runs.shape[0] == n // 32)
+    torch._check(runs.shape[1] == g)
+    v = runs.reshape(n // block, block // 32, g, 2, 2, 16)
+    scales, offsets = (v[:, :, :, i].permute(2, 0, 3, 1, 4).reshape(g, n) for i in (0, 1))
+    return int4_dequantized_mm(flat, qweight, scales, offsets, n, k, group, block, dtype, zero_point=0)
 
 
 def int4_block(packed, q):
@@ -232,8 +277,9 @@ def int4_halves(packed, n, k, block):
     return v & 15, v >> 4
 
 
-def int4_dequantized_mm(flat, qweight, scales, zeros, n, k, group, block, dtype):
-    """flat [M, K] times the int4 weight, dequantized to `dtype` in one pass over `qweight`
+def int4_dequantized_mm(flat, qweight, scales, zeros, n, k, group, block, dtype, zero_point=8):
+    """flat [M, K] times the int4 weight, w = (q - zero_point) * scale + zero, dequantized to
+    `dtype` in one pass over `qweight`
     (int4_block's layout: within each block of output rows, the low nibbles hold its first half
     and the high nibbles its second), as two GEMMs whose outputs interleave back: each half of
     the weight is written [K, N/2] with its output rows innermost, read in the order they are
@@ -253,7 +299,7 @@ def int4_dequantized_mm(flat, qweight, scales, zeros, n, k, group, block, dtype)
     x = flat.to(dtype)
     halves = []
     for i, nibble in enumerate(int4_halves(qweight, n, k, block)):
-        w = (nibble.reshape(nb, k // group, group, half).to(dtype) - 8) * s[..., i, :] + z[..., i, :]
+        w = (nibble.reshape(nb, k // group, group, half).to(dtype) - zero_point) * s[..., i, :] + z[..., i, :]
         w = w.reshape(nb, k, half).permute(1, 0, 2).reshape(k, n // 2)
         halves.append(torch.mm(x, w).reshape(-1, nb, 1, half))
     return torch.cat(halves, 2).reshape(-1, n).to(flat.dtype)

@@ -12,7 +12,8 @@
 //! - `tensor`: storage facts, tensors over borrowed memory, autograd node names, clones;
 //! - `scalar`: the ops with scalar operands that tch's `f_*` functions get wrong on failure;
 //! - `aoti`: AOTInductor packages (`.pt2`);
-//! - `ops`: torch-node's own ops for the exported programs (`torch_node::rows_linear`, `rows_linear_int4`);
+//! - `ops`: torch-node's own ops for the exported programs (`torch_node::rows_linear`,
+//!   `rows_linear_int4_runs`, `rows_linear_int4`);
 //! - `runtime`: the process: CPU capabilities, oneDNN fusion, `dlopen`, versions, threads,
 //!   warnings.
 //!
@@ -156,7 +157,7 @@ pub mod tensor;
 
 pub use crate::ivalue::schema::{MethodSchema, SchemaArg};
 pub use aoti::*;
-pub use ops::{rows_linear, rows_linear_int4};
+pub use ops::{int4_runs, rows_linear, rows_linear_int4, rows_linear_int4_runs};
 pub use runtime::*;
 pub use script::{dict_has_string_keys, typed_dict, typed_list, Prepare};
 use script::{method_names, method_schema, module_is_training, module_prepare, module_to_device};

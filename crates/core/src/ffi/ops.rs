@@ -24,10 +24,26 @@ extern "C" {
         out: *mut *mut C_tensor,
         err: *mut *mut c_char,
     );
+    fn tn_rows_linear_int4_runs(
+        x: *const C_tensor,
+        packed: *const C_tensor,
+        runs: *const C_tensor,
+        group: i64,
+        block: i64,
+        out: *mut *mut C_tensor,
+        err: *mut *mut c_char,
+    );
+    fn tn_int4_runs(
+        scales: *const C_tensor,
+        zeros: *const C_tensor,
+        block: i64,
+        out: *mut *mut C_tensor,
+        err: *mut *mut c_char,
+    );
 }
 
-/// Registers the ops that exported programs may call (`torch_node::rows_linear` and
-/// `rows_linear_int4`) with libtorch's dispatcher: once per process, before the first
+/// Registers the ops that exported programs may call (`torch_node::rows_linear`,
+/// `rows_linear_int4_runs` and `rows_linear_int4`) with libtorch's dispatcher: once per process, before the first
 /// package loads (a program finds its ops by name when it loads).
 pub(crate) fn register_ops() -> Result<()> {
     static REGISTERED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
@@ -70,6 +86,40 @@ pub fn rows_linear_int4(
         block,
         &mut out
     ))?;
+    // SAFETY: a new tensor handle the shim handed over (non-null when it reported no error).
+    Ok(unsafe { tch::Tensor::from_ptr(out) })
+}
+
+/// `torch_node::rows_linear_int4_runs`'s kernel called directly: as [`rows_linear_int4`], with the
+/// scales and offsets (`zero - 8 * scale`) arranged by [`int4_runs`]: `w = q * scale + offset`.
+pub fn rows_linear_int4_runs(
+    x: &tch::Tensor,
+    packed: &tch::Tensor,
+    runs: &tch::Tensor,
+    group: i64,
+    block: i64,
+) -> Result<tch::Tensor> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: the tensors are live while borrowed; the shim writes a new handle into `out`.
+    shim!(tn_rows_linear_int4_runs(
+        x.as_ptr(),
+        packed.as_ptr(),
+        runs.as_ptr(),
+        group,
+        block,
+        &mut out
+    ))?;
+    // SAFETY: a new tensor handle the shim handed over (non-null when it reported no error).
+    Ok(unsafe { tch::Tensor::from_ptr(out) })
+}
+
+/// The scales and zeros [K/group, N] of an int4 weight packed in blocks of `block` channels as
+/// `rows_linear_int4_runs`'s `runs` [N/32, K/group, 64] float32: for each run of 32 channels
+/// (16 low nibbles and 16 high ones) and each group, their 32 scales then their 32 offsets.
+pub fn int4_runs(scales: &tch::Tensor, zeros: &tch::Tensor, block: i64) -> Result<tch::Tensor> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: the tensors are live while borrowed; the shim writes a new handle into `out`.
+    shim!(tn_int4_runs(scales.as_ptr(), zeros.as_ptr(), block, &mut out))?;
     // SAFETY: a new tensor handle the shim handed over (non-null when it reported no error).
     Ok(unsafe { tch::Tensor::from_ptr(out) })
 }
@@ -186,6 +236,9 @@ mod tests {
                     let expected = x.linear::<Tensor>(&w, None);
                     let got = rows_linear_int4(&x, &packed, &scales, &zeros, group, block).unwrap();
                     assert_eq!(got.size(), [m, n]);
+                    let runs = int4_runs(&scales, &zeros, block).unwrap();
+                    let by_runs = rows_linear_int4_runs(&x, &packed, &runs, group, block).unwrap();
+                    assert!(by_runs.equal(&got), "runs m={m} k={k} n={n} g={group} b={block}");
                     let scale = f64::try_from(expected.abs().max()).unwrap();
                     let diff = f64::try_from((&got - &expected).abs().max()).unwrap();
                     assert!(
@@ -205,6 +258,85 @@ mod tests {
                         diff <= 1e-2 * scale,
                         "bf16 m={m} k={k} n={n} g={group} b={block}: {diff}"
                     );
+                }
+            }
+        }
+    }
+
+    /// `int4_runs` puts each channel's scale and offset where the kernel reads them (the layout
+    /// python/quantize_lm.py int4_runs writes for the exported programs).
+    #[test]
+    fn int4_runs_lays_out_each_run_and_group() {
+        let (k, n, group) = (128, 128, 32);
+        let g = k / group;
+        let scales = Tensor::rand([g, n], (Kind::Float, Device::Cpu));
+        let zeros = Tensor::randn([g, n], (Kind::Float, Device::Cpu));
+        for block in [32, 64] {
+            let runs = int4_runs(&scales, &zeros, block).unwrap();
+            assert_eq!(runs.size(), [n / 32, g, 64]);
+            for t in 0..n / 32 {
+                let (nb, c) = (t / (block / 32), t % (block / 32));
+                for gi in 0..g {
+                    for lane in 0..32 {
+                        let ch = nb * block + (lane / 16) * (block / 2) + c * 16 + lane % 16;
+                        let s = scales.double_value(&[gi, ch]);
+                        let z = zeros.double_value(&[gi, ch]);
+                        assert_eq!(runs.double_value(&[t, gi, lane]), s, "scale t={t} g={gi} {lane}");
+                        let offset = runs.double_value(&[t, gi, 32 + lane]);
+                        assert_eq!(
+                            offset,
+                            ((z as f32) - 8.0 * (s as f32)) as f64,
+                            "offset t={t} g={gi} {lane}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rows_linear_int4_runs_refuses_what_it_cannot_multiply() {
+        let x = Tensor::ones([2, 64], (Kind::Float, Device::Cpu));
+        let packed = Tensor::ones([64, 32], (Kind::Uint8, Device::Cpu));
+        let runs = |shape: &[i64], kind| Tensor::ones(shape, (kind, Device::Cpu));
+        let cases = [
+            (
+                rows_linear_int4_runs(&x, &packed, &runs(&[2, 2, 64], Kind::Float), 32, 32),
+                None,
+            ),
+            (
+                rows_linear_int4_runs(&x, &packed, &runs(&[2, 2, 32], Kind::Float), 32, 32),
+                Some("runs [N/32, K/group, 64] = [2, 2, 64] float32 expected"),
+            ),
+            (
+                rows_linear_int4_runs(&x, &packed, &runs(&[2, 1, 64], Kind::Float), 32, 32),
+                Some("runs [N/32, K/group, 64]"),
+            ),
+            (
+                rows_linear_int4_runs(&x, &packed, &runs(&[2, 2, 64], Kind::BFloat16), 32, 32),
+                Some("float32 expected"),
+            ),
+            (
+                rows_linear_int4_runs(
+                    &x,
+                    &packed.to_kind(Kind::Int8),
+                    &runs(&[2, 2, 64], Kind::Float),
+                    32,
+                    32,
+                ),
+                Some("packed [N, K/2] uint8"),
+            ),
+            (
+                rows_linear_int4_runs(&x, &packed, &runs(&[2, 2, 64], Kind::Float), 32, 16),
+                Some("block must be 32 or 64"),
+            ),
+        ];
+        for (result, expected) in cases {
+            match expected {
+                None => assert_eq!(result.unwrap().size(), [2, 64]),
+                Some(expected) => {
+                    let message = result.expect_err(expected).to_string();
+                    assert!(message.contains(expected), "{message}");
                 }
             }
         }

@@ -40,7 +40,11 @@ struct F32 {
 };
 struct BF16 {
   using T = at::BFloat16;
-  TN_AVX2 static inline __m256 load(const at::BFloat16* p) { return torch_node::load_bf16x8(p); }
+  // 8 consecutive bf16 values as float32 (bf16 is float32's upper half: a shift).
+  TN_AVX2 static inline __m256 load(const at::BFloat16* p) {
+    __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
   static inline float scalar(at::BFloat16 v) { return static_cast<float>(v); }
 };
 struct I8 {
@@ -175,10 +179,14 @@ void register_ops() {
     lib->def(
         "rows_linear_int4(Tensor x, Tensor packed, Tensor scales, Tensor zeros, int group, "
         "int block) -> Tensor");
+    lib->def(
+        "rows_linear_int4_runs(Tensor x, Tensor packed, Tensor runs, int group, int block) -> "
+        "Tensor");
     auto* impl = new torch::Library(torch::Library::IMPL, "torch_node", c10::DispatchKey::CPU,
                                     __FILE__, __LINE__);
     impl->impl("rows_linear", TORCH_FN(rows_linear));
     impl->impl("rows_linear_int4", TORCH_FN(torch_node::rows_linear_int4));
+    impl->impl("rows_linear_int4_runs", TORCH_FN(torch_node::rows_linear_int4_runs));
     return lib;
   }();
   (void)def;
@@ -193,9 +201,9 @@ bool torch_node::has_avx2_fma() {
 
 extern "C" {
 
-// Registers torch_node::rows_linear and rows_linear_int4 with the dispatcher (once; later calls do
-// nothing). Called before any AOTInductor package loads: a program that calls the op finds it by
-// name.
+// Registers torch_node::rows_linear, rows_linear_int4 and rows_linear_int4_runs with the
+// dispatcher (once; later calls do nothing). Called before any AOTInductor package loads: a program
+// that calls the op finds it by name.
 void tn_register_ops(char** err) { TN_PROTECT(err, register_ops();) }
 
 // The op's kernel called directly (crates/core's tests compare it with ATen): a new tensor in
