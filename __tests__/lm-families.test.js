@@ -86,9 +86,18 @@ for (const name of NAMES) {
 }
 
 // Rows at different positions in one step: each row's own causal mask and, on the sliding
-// families, its own window (24 slots: the 64 new tokens cross it), soft-capping over the batch.
-test('rows at different positions share steps and give the goldens (sliding windows, soft-capping, experts)', async (t) => {
-  const names = ['gemma2-tiny', 'gemma3-tiny', 'starcoder2-tiny', 'mixtral-tiny'].filter(have)
+// families, its own window (24 slots: the 64 new tokens cross it), soft-capping over the batch;
+// the quantized layers' kernels at several rows (int4 without AVX512: 3 rows and more through a
+// dequantized chunk, crates/core/src/shim/rows_linear_int4.cpp).
+test('rows at different positions share steps and give the goldens (sliding windows, soft-capping, experts, quantized)', async (t) => {
+  const names = [
+    'gemma2-tiny',
+    'gemma3-tiny',
+    'starcoder2-tiny',
+    'mixtral-tiny',
+    'llama-tiny-int8',
+    'llama-tiny-int4',
+  ].filter(have)
   if (!names.length) return t.skip('the goldens are missing (node tools/models.js --lazy)')
   for (const name of names) {
     const g = golden(name)
