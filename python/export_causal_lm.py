@@ -717,7 +717,7 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
         "one_row_layers": one_row,
         # What those layers and the quantized ones run at one row (decode_gemv.one_row_kernel):
         # "reduction" (CPUs with AVX-512: int4 keeps ATen's kernel) or "rows_linear" (torch-node's
-        # ops, torch_node::rows_linear and rows_linear_int4); null when no layer is either.
+        # ops, torch_node::rows_linear and rows_linear_int4_runs); null when no layer is either.
         "one_row_kernel": one_row_kernel if one_row or quantization else None,
         # Weight-only quantization (python/quantize_lm.py): activations and cache stay in `dtype`.
         "quantization": quantization,
