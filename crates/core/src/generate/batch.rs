@@ -5,9 +5,13 @@
 //! freed row, so the live rows stay `0..n` and the program's batch is the dense view
 //! `narrow(0, 0, n)`), then runs every remaining sequence's new token through the program in
 //! one call, each at its own position. A new sequence joins between steps: its prompt runs
-//! alone on its row (prefill) and it takes part in the next step. Rows and the capacity C grow
-//! as sequences join (doubling, the live part copied once); the cache is freed when the last
-//! sequence leaves. Slots of a row past its sequence's position may hold an earlier sequence's
+//! alone on its row (prefill) and it takes part in the next step. Rows grow as sequences join
+//! (doubling), the capacity C as their positions reach it (by an eighth, at least 32 slots, never
+//! past what a live sequence can reach), the live part copied; the cache is freed when the last
+//! sequence leaves. C grows with the positions, not to each sequence's whole need at once: the
+//! program's attention reads all C slots of every row at each step (masked past its position), so
+//! slots allocated ahead cost time at every step (SmolLM2 int8, 8 rows at position 150: 31 ms a
+//! step with C = 160, 70-78 ms with C = 1024; AMD EPYC Zen 3, 2 threads). Slots of a row past its sequence's position may hold an earlier sequence's
 //! keys: the program's mask never reads them (token at position p attends to slots `0..=p`).
 use super::prefix::PrefixCache;
 use super::sequence::{Decoder, Finish, Piece, Sequence};
@@ -46,6 +50,18 @@ pub struct Counts {
     pub steps: u64,
     pub rows: u64,
     pub prefills: u64,
+}
+
+/// The slots to allocate when `need` are needed and `capacity` are: `capacity` while it is
+/// enough, else at least an eighth more (and 32 slots more), never past `most` (what the live
+/// sequences can reach) unless `need` is, and at least 2 (the programs' smallest context).
+pub(crate) fn grown_capacity(capacity: usize, need: usize, most: usize) -> usize {
+    if need <= capacity {
+        return capacity;
+    }
+    need.max(capacity + (capacity / 8).max(32))
+        .min(most.max(need))
+        .max(2)
 }
 
 impl<T> Batch<T> {
@@ -103,7 +119,8 @@ impl<T> Batch<T> {
             bail_code!(Code::Internal, "the batch is full ({} sequences)", self.limit);
         }
         let row = self.entries.len();
-        let logits = self.reserve(d, row + 1, seq.capacity(d)).and_then(|()| {
+        let most = self.most(d).max(seq.capacity(d));
+        let logits = self.reserve(d, row + 1, seq.tokens.len(), most).and_then(|()| {
             let cache = self.views(row, 1)?;
             let reused = match self.prefix.as_mut() {
                 Some(p) => p.restore(&seq.tokens, &cache)?,
@@ -222,6 +239,14 @@ impl<T> Batch<T> {
                 (s.tokens[at] as i64, at as i64)
             })
             .unzip();
+        // Each row writes its newest token's slot: position + 1 slots.
+        let need = self
+            .entries
+            .iter()
+            .map(|(_, s)| s.tokens.len())
+            .max()
+            .unwrap_or(0);
+        self.reserve(d, self.rows, need, self.most(d))?;
         let cache = self.views(0, n)?;
         // The constrained rows' next masks depend only on the tokens chosen so far: computed on a
         // thread of their own while the program runs (on 2 cores this hides most of their cost).
@@ -291,9 +316,15 @@ impl<T> Batch<T> {
         }
     }
 
-    /// Makes room for `rows` rows of `capacity` slots, keeping the live rows' cache.
-    fn reserve(&mut self, d: &dyn Decoder, rows: usize, capacity: usize) -> Result<()> {
-        if rows <= self.rows && capacity <= self.capacity {
+    /// The most slots a live sequence can reach (its prompt and new tokens, within the context).
+    fn most(&self, d: &dyn Decoder) -> usize {
+        self.entries.iter().map(|(_, s)| s.capacity(d)).max().unwrap_or(0)
+    }
+
+    /// Makes room for `rows` rows of at least `need` slots (no sequence needing more than
+    /// `most`), keeping the live rows' cache.
+    fn reserve(&mut self, d: &dyn Decoder, rows: usize, need: usize, most: usize) -> Result<()> {
+        if rows <= self.rows && need <= self.capacity {
             return Ok(());
         }
         let new_rows = if rows > self.rows {
@@ -301,11 +332,7 @@ impl<T> Batch<T> {
         } else {
             self.rows
         };
-        let new_capacity = if capacity > self.capacity {
-            capacity.max((self.capacity * 2).min(d.max_context())).max(2)
-        } else {
-            self.capacity
-        };
+        let new_capacity = grown_capacity(self.capacity, need, most.min(d.max_context()));
         let m = d.cache_shape();
         let shape = [new_rows as i64, m.kv_heads, new_capacity as i64, m.head_dim];
         let live = self.entries.len() as i64;

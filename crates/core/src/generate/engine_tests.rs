@@ -28,6 +28,8 @@ struct Fake {
     hook: Mutex<Option<Hook>>,
     /// Tokens run through the program, prompts and steps.
     ran: AtomicUsize,
+    /// Each call's cache capacity (slots per row) and the highest position it wrote.
+    calls: Mutex<Vec<(i64, i64)>>,
 }
 
 impl Decoder for Fake {
@@ -67,6 +69,8 @@ impl Decoder for Fake {
             hook(rows);
         }
         self.ran.fetch_add(ids.len(), Ordering::SeqCst);
+        let top = positions.iter().copied().max().unwrap_or(0);
+        self.calls.lock().unwrap().push((cache[0].size()[2], top));
         let cols = ids.len() / rows;
         let mut out = Vec::new();
         for r in 0..rows {
@@ -237,6 +241,71 @@ fn generations_that_join_and_leave_at_different_steps_give_their_tokens_alone() 
     let s = r.engine.stats();
     assert_eq!((s.active, s.queued, s.counts.prefills), (0, 0, 4));
     assert!(s.counts.steps < s.counts.rows, "{s:?}: rows shared steps");
+}
+
+#[test]
+fn the_cache_grows_with_the_positions_not_to_each_sequences_whole_need() {
+    use super::batch::grown_capacity;
+    assert_eq!(grown_capacity(0, 5, 300), 32);
+    assert_eq!(grown_capacity(0, 1, 1), 2);
+    assert_eq!(grown_capacity(32, 30, 300), 32, "enough: kept");
+    assert_eq!(grown_capacity(32, 33, 300), 64);
+    assert_eq!(grown_capacity(512, 513, 2000), 576, "an eighth more");
+    assert_eq!(
+        grown_capacity(64, 70, 80),
+        80,
+        "not past what a sequence can reach"
+    );
+    assert_eq!(grown_capacity(64, 90, 80), 90, "but what is needed");
+
+    // Sequences crossing several growths, joining at different rounds and ending at different
+    // steps (the rows moved while the cache grows): each gives its tokens alone.
+    let prompts = [("Once upon a time", 150), ("AB", 90), ("The quick brown fox", 40)];
+    // The fake's rule worked out by hand: each new token is 65 + (sum of the row's tokens) % 26.
+    let by_hand = |prompt: &str, n: u64| {
+        let mut sum: u64 = prompt.bytes().map(u64::from).sum();
+        (0..n)
+            .map(|_| {
+                let t = 65 + sum % 26;
+                sum += t;
+                t as u8 as char
+            })
+            .collect::<String>()
+    };
+    let want = alone(&prompts);
+    for (i, &(p, n)) in prompts.iter().enumerate() {
+        assert_eq!(want[i], by_hand(p, n), "prompt {i} alone");
+    }
+    let r = rig(Config::new(3));
+    let sinks: Vec<Record> = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, &(p, n))| {
+            (0..2 * i).for_each(|_| {
+                r.round();
+            });
+            r.start(p, n).1
+        })
+        .collect();
+    r.run_all();
+    for (i, sink) in sinks.iter().enumerate() {
+        assert_eq!(sink.text(), want[i], "prompt {i}");
+    }
+    let calls = r.fake.calls.lock().unwrap().clone();
+    assert!(
+        calls.iter().all(|&(c, top)| top < c),
+        "a position past the capacity: {calls:?}"
+    );
+    assert!(
+        calls.windows(2).all(|w| w[0].0 <= w[1].0),
+        "the capacity never shrinks while live: {calls:?}"
+    );
+    // The first call (a 16-token prompt that may reach 166 slots) allocates 32, and the last
+    // at most the longest sequence's 166.
+    assert_eq!(calls[0].0, 32, "{calls:?}");
+    assert!(calls.last().unwrap().0 <= 166, "{calls:?}");
+    let sizes: std::collections::BTreeSet<i64> = calls.iter().map(|&(c, _)| c).collect();
+    assert!(sizes.len() >= 4, "grown step by step: {sizes:?}");
 }
 
 #[test]
