@@ -11,8 +11,9 @@
 //! sequence leaves. C grows with the positions, not to each sequence's whole need at once: the
 //! program's attention reads all C slots of every row at each step (masked past its position), so
 //! slots allocated ahead cost time at every step (SmolLM2 int8, 8 rows at position 150: 31 ms a
-//! step with C = 160, 70-78 ms with C = 1024; AMD EPYC Zen 3, 2 threads). Slots of a row past its sequence's position may hold an earlier sequence's
-//! keys: the program's mask never reads them (token at position p attends to slots `0..=p`).
+//! step with C = 160, 70-78 ms with C = 1024; AMD EPYC Zen 3, 2 threads). Slots of a row past
+//! its sequence's position may hold an earlier sequence's keys: the program's mask never reads
+//! them (token at position p attends to slots `0..=p`).
 use super::prefix::PrefixCache;
 use super::sequence::{Decoder, Finish, Piece, Sequence};
 use crate::error::{bail_code, describe, fail, Code};
