@@ -249,6 +249,15 @@ impl Decoder for Model {
     fn run(&self, ids: &[i64], positions: &[i64], rows: usize, cache: Vec<Tensor>) -> Result<Vec<Vec<f32>>> {
         let rows = rows.max(1) as i64;
         let cols = ids.len() as i64 / rows;
+        // The program writes each token's key and value into the cache at its position: a
+        // position outside the cache's slots is refused here, before any write.
+        let slots = cache.first().map_or(0, |t| t.size().get(2).copied().unwrap_or(0));
+        if let Some(p) = positions.iter().find(|&&p| p < 0 || p >= slots) {
+            bail_code!(
+                Code::Internal,
+                "position {p} is outside the KV cache's {slots} slots"
+            );
+        }
         let mut inputs = vec![
             Tensor::f_from_slice(ids)?.f_view([rows, cols])?,
             Tensor::f_from_slice(positions)?.f_view([rows, cols])?,
@@ -377,6 +386,34 @@ mod tests {
                 let gap = case["top2_gaps"][at].as_f64().unwrap();
                 assert!(gap < 1e-4, "{label}: token {at} differs, top-2 gap {gap}");
             }
+        }
+    }
+
+    /// A position outside the cache's slots is refused before the program writes there.
+    #[test]
+    fn a_position_outside_the_cache_is_refused() {
+        let dir = format!("{}/models/golden/lm/llama-tiny", crate::REPO_ROOT);
+        if !Path::new(&dir).join("manifest.json").exists() {
+            eprintln!("skipped: {dir} (npm run models)");
+            return;
+        }
+        let options = LoadOptions {
+            dtype: None,
+            max_context: None,
+            max_sequences: None,
+        };
+        let model = load(&dir, options).unwrap();
+        let m = model.cache_shape();
+        let cache = |slots: i64| -> Vec<Tensor> {
+            let shape = [1, m.kv_heads, slots, m.head_dim];
+            (0..2 * m.layers)
+                .map(|_| Tensor::zeros(shape, (m.dtype, Device::Cpu)))
+                .collect()
+        };
+        assert_eq!(model.run(&[1, 2], &[0, 1], 1, cache(2)).unwrap().len(), 1);
+        for positions in [[0, 2], [-1, 0]] {
+            let e = model.run(&[1, 2], &positions, 1, cache(2)).unwrap_err();
+            assert!(e.to_string().contains("outside the KV cache's 2 slots"), "{e}");
         }
     }
 }
