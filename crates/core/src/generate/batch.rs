@@ -323,7 +323,7 @@ impl<T> Batch<T> {
     }
 
     /// Makes room for `rows` rows of at least `need` slots (no sequence needing more than
-    /// `most`), keeping the live rows' cache.
+    /// `most`, already within the context), keeping the live rows' cache.
     fn reserve(&mut self, d: &dyn Decoder, rows: usize, need: usize, most: usize) -> Result<()> {
         if rows <= self.rows && need <= self.capacity {
             return Ok(());
@@ -333,7 +333,7 @@ impl<T> Batch<T> {
         } else {
             self.rows
         };
-        let new_capacity = grown_capacity(self.capacity, need, most.min(d.max_context()));
+        let new_capacity = grown_capacity(self.capacity, need, most);
         let m = d.cache_shape();
         let shape = [new_rows as i64, m.kv_heads, new_capacity as i64, m.head_dim];
         let live = self.entries.len() as i64;

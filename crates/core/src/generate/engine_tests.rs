@@ -185,6 +185,18 @@ impl Rig {
             .unwrap();
         (g, sink)
     }
+    /// Starts the prompts in turn, prompt i after `apart * i` more rounds (the first at once):
+    /// their sinks.
+    fn start_apart(&self, prompts: &[(&str, u64)], apart: usize) -> Vec<Record> {
+        (prompts.iter().enumerate())
+            .map(|(i, &(p, n))| {
+                (0..apart * i).for_each(|_| {
+                    self.round();
+                });
+                self.start(p, n).1
+            })
+            .collect()
+    }
     /// Runs the next scheduled round; false when none is scheduled.
     fn round(&self) -> bool {
         let job = self.jobs.lock().unwrap().pop_front();
@@ -222,17 +234,7 @@ fn generations_that_join_and_leave_at_different_steps_give_their_tokens_alone() 
     // Three rows, four calls: the fourth takes a row another left (with its stale keys past
     // its positions, and rows moved down as earlier ones end).
     let r = rig(Config::new(3));
-    let sinks: Vec<Record> = PROMPTS
-        .iter()
-        .enumerate()
-        .map(|(i, &(p, n))| {
-            // One joins each round.
-            (0..i).for_each(|_| {
-                r.round();
-            });
-            r.start(p, n).1
-        })
-        .collect();
+    let sinks = r.start_apart(&PROMPTS, 1);
     r.run_all();
     for (i, sink) in sinks.iter().enumerate() {
         assert_eq!(sink.text(), want[i], "prompt {i}");
@@ -277,16 +279,7 @@ fn the_cache_grows_with_the_positions_not_to_each_sequences_whole_need() {
         assert_eq!(want[i], by_hand(p, n), "prompt {i} alone");
     }
     let r = rig(Config::new(3));
-    let sinks: Vec<Record> = prompts
-        .iter()
-        .enumerate()
-        .map(|(i, &(p, n))| {
-            (0..2 * i).for_each(|_| {
-                r.round();
-            });
-            r.start(p, n).1
-        })
-        .collect();
+    let sinks = r.start_apart(&prompts, 2);
     r.run_all();
     for (i, sink) in sinks.iter().enumerate() {
         assert_eq!(sink.text(), want[i], "prompt {i}");
