@@ -211,6 +211,15 @@ for (const [name, scheme] of [
       else
         assert.ok(layers >= 0 && layers <= 8, `int4 layers dequantizing past 32 rows: ${layers} (a CPU without AVX512)`)
       assert.ok(m.quantization.prefill_check.max_logit_difference <= 1e-3, JSON.stringify(m.quantization.prefill_check))
+      // The input embedding table: int8 per row, the head's own int8 rows where the head is tied
+      // and int8; int4 keeps the head (403 outputs) in float, so the tied table stays float too.
+      if (scheme === 'int8') {
+        assert.deepEqual(m.quantization.embedding, { scheme: 'int8', per: 'row', shared_with_head: true })
+        assert.equal(m.quantization.embedding_kept, null)
+      } else {
+        assert.equal(m.quantization.embedding, null)
+        assert.equal(m.quantization.embedding_kept, 'the tied output head stays in float')
+      }
       const g = golden(name)
       const lm = await load(name)
       for (const c of g.cases) {
@@ -220,6 +229,50 @@ for (const [name, scheme] of [
     },
   )
 }
+
+// The table's other cases, eager (__tests__/quantize_embedding.py, seconds): an untied head, an
+// int4 head, Gemma 3's scaled embedding.
+test(
+  '--quantize: the input embedding table int8 per row, one copy with a tied int8 head, within half a step of the float rows',
+  { skip: pythonExport || noPython },
+  () => {
+    const r = spawnSync(PYTHON, [path.join(__dirname, 'quantize_embedding.py')], { encoding: 'utf8', timeout: 300_000 })
+    assert.equal(r.status, 0, r.stderr)
+    const cases = Object.fromEntries(
+      r.stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line))
+        .map((c) => [c.name, c]),
+    )
+    const int8 = (shared) => ({ scheme: 'int8', per: 'row', shared_with_head: shared })
+    const want = {
+      'llama int8 tied': int8(true),
+      'llama int8 untied': int8(false),
+      'llama int4 tied': int8(false),
+      'llama int4 tied, head in float': null,
+      'gemma3 int8 tied': int8(true),
+    }
+    assert.deepEqual(Object.keys(cases), Object.keys(want))
+    for (const [name, embedding] of Object.entries(want)) {
+      const c = cases[name]
+      assert.deepEqual(c.embedding, embedding, name)
+      if (embedding === null) {
+        assert.equal(c.embedding_kept, 'the tied output head stays in float', name)
+        assert.equal(c.replaced, false, name)
+        assert.equal(c.worst_in_half_steps, 0, `${name}: the float table as it was`)
+        continue
+      }
+      assert.equal(c.embedding_kept, null, name)
+      assert.equal(c.replaced, true, name)
+      assert.equal(c.qweight_dtype, 'torch.int8', name)
+      assert.equal(c.shares_head, embedding.shared_with_head, `${name}: one int8 copy with the head`)
+      // Each value rounds to its row's nearest step (scale = the row's largest |value| / 127);
+      // Gemma 3's rows times its embedding scale.
+      assert.ok(c.worst_in_half_steps > 0.5 && c.worst_in_half_steps <= 1 + 1e-4, `${name}: ${c.worst_in_half_steps}`)
+    }
+  },
+)
 
 test(
   'a GGUF file exports: the same tokenizer and tokens as the folder it was written from',

@@ -567,6 +567,13 @@ def eos_ids(model, tokenizer):
     return ids
 
 
+def embedding_note(quantization):
+    embedding = quantization["embedding"]
+    if embedding is None:
+        return f"the embedding table kept in float ({quantization['embedding_kept']})"
+    return "the embedding table int8 per row" + (", one copy with the head" if embedding["shared_with_head"] else "")
+
+
 def kept_note(quantization):
     kept = quantization["kept"]
     if not kept:
@@ -633,7 +640,7 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
         prefill = prefill_text(text_ids, quantize_lm.PREFILL_ROWS)
         worst, agree = reference.quantized(model, ids, text_ids, prefill)
         log(f"{quantization['scheme']}: {quantization['layers']} linear layers quantized"
-            f"{kept_note(quantization)}; transformers with "
+            f"{kept_note(quantization)}, {embedding_note(quantization)}; transformers with "
             f"them vs fp32 over a fixed text ({text_ids.shape[1]} tokens): top-1 agreement {agree:.1%}, "
             f"max logit difference {worst:.3g}")
     # One-row matmuls apart from more (python/decode_gemv.py); --autotune keeps its

@@ -13,9 +13,15 @@ kernels, which AOTInductor calls from the compiled program:
               aten._convert_weight_to_int4pack_for_cpu (without AVX-512:
               torch_node::rows_linear_int4_runs over the same layout, int4_rows_op)
 
-Activations, biases, norms, embeddings and the cache stay in the export's dtype (the manifest's
-`dtype`); so do mixture-of-experts' expert weights (3-D parameters, not linear layers). A tied
-output head is quantized as its own copy: the embedding table still needs the float rows.
+Activations, biases, norms and the cache stay in the export's dtype (the manifest's `dtype`); so
+do mixture-of-experts' expert weights (3-D parameters, not linear layers). The input embedding
+table is stored int8 per row (symmetric, QuantizedEmbedding: a gathered row is q * scale in the
+export's dtype), which is int8's per-output-channel scheme for the same matrix: with `int8` and a
+tied output head the two share one int8 copy; otherwise (`int4`, an untied head) the table gets
+its own. SmolLM2-135M's table is 113 MB in float32, 28 MB as int8 (46% of the int8 export before).
+A table of another class (one whose forward does more than gather: Gemma 3's scaled embedding is
+taken, its scale applied after) or with max_norm stays in float, and so does a tied one whose head
+stays in float (fits_kernel): the float rows are kept for the head anyway.
 torchao (0.18 on PyPI) has these schemes too; it is not a dependency of the provisioned venv,
 and these two kernels are all the schemes need.
 
@@ -92,10 +98,9 @@ def _make_module():
             # torch_node::rows_linear_int4_runs's scales and offsets (int4 without AVX-512 only).
             self.register_buffer("runs", None)
             if group is None:
-                scale = weight.abs().amax(1).clamp(min=1e-12) / 127
-                q = torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8)
+                q, scale = int8_rows(weight, dtype)
                 self.register_buffer("qweight", q)
-                self.register_buffer("scales", scale.to(dtype))
+                self.register_buffer("scales", scale)
             else:
                 w = weight.reshape(out_features, in_features // group, group)
                 low, high = w.amin(-1), w.amax(-1)
@@ -189,6 +194,64 @@ def _make_module():
             return y if self.bias is None else y + self.bias
 
     return QuantizedLinear
+
+
+def _make_embedding():
+    import torch
+
+    class QuantizedEmbedding(torch.nn.Module):
+        """An embedding table int8 per row: row i = qweight[i] * scales[i] (times `embed_scale`,
+        where the table it replaces had one: Gemma 3's scaled embedding), in `dtype`."""
+
+        def __init__(self, qweight, scales, dtype, embed_scale):
+            super().__init__()
+            self.dtype = dtype
+            self.register_buffer("qweight", qweight)
+            self.register_buffer("scales", scales)
+            self.register_buffer("embed_scale", embed_scale, persistent=False)
+
+        def forward(self, ids):
+            rows = self.qweight[ids].to(self.dtype) * self.scales[ids].to(self.dtype).unsqueeze(-1)
+            return rows if self.embed_scale is None else rows * self.embed_scale.to(self.dtype)
+
+    return QuantizedEmbedding
+
+
+def int8_rows(weight, dtype):
+    """(q [N, K] int8, scale [N] in `dtype`): `weight` [N, K] int8 per row, symmetric: the int8
+    scheme of QuantizedLinear and QuantizedEmbedding."""
+    import torch
+
+    scale = weight.abs().amax(1).clamp(min=1e-12) / 127
+    q = torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8)
+    return q, scale.to(dtype)
+
+
+def quantize_embedding(model, dtype, tied, head):
+    """Replaces `model`'s input embedding table with a QuantizedEmbedding; `tied`: the table was
+    the output head's weight, `head`: that head now (a QuantizedLinear with int8 weights shares
+    them). Returns (the manifest's `quantization.embedding`: {"scheme": "int8", "per": "row",
+    "shared_with_head"}, None), or (None, why the table stays in float)."""
+    import torch
+
+    table = model.get_input_embeddings()
+    if type(table).__name__.endswith("ScaledWordEmbedding") and hasattr(table, "embed_scale"):
+        embed_scale = table.embed_scale
+    elif type(table) is torch.nn.Embedding:
+        embed_scale = None
+    else:
+        return None, f"its class {type(table).__name__} is not nn.Embedding"
+    if table.max_norm is not None:
+        return None, "it has max_norm"
+    if tied and not hasattr(head, "qweight"):  # the head is not a QuantizedLinear
+        return None, "the tied output head stays in float"
+    shared = tied and head.group is None
+    if shared:
+        qweight, scales = head.qweight, head.scales
+    else:
+        qweight, scales = int8_rows(table.weight.detach().float(), dtype)
+    model.set_input_embeddings(_make_embedding()(qweight, scales, dtype, embed_scale))
+    return {"scheme": "int8", "per": "row", "shared_with_head": shared}, None
 
 
 _INT4_ROWS_OP = []
@@ -322,9 +385,10 @@ def fits_kernel(shape, group, dtype):
 def quantize(model, scheme, dtype, prefill_dtype=None):
     """Replaces `model`'s linear layers in place; returns {"scheme", "group_size", "layers",
     "kept": [names of linear layers left in `dtype`: those the kernel does not take
-    (fits_kernel)], "prefill"}. `prefill_dtype` (a torch dtype, or
-    None for the quantized kernels at any rows): what layers multiply in past PREFILL_ROWS rows;
-    "prefill" says so ({"rows_over", "dtype", "layers"}), or is None."""
+    (fits_kernel)], "prefill", "embedding", "embedding_kept"}, and the input embedding table's
+    (quantize_embedding: "embedding", or "embedding_kept", why it stays in float). `prefill_dtype`
+    (a torch dtype, or None for the quantized kernels at any rows): what layers multiply in past
+    PREFILL_ROWS rows; "prefill" says so ({"rows_over", "dtype", "layers"}), or is None."""
     import torch
 
     if scheme not in SCHEMES:
@@ -332,6 +396,8 @@ def quantize(model, scheme, dtype, prefill_dtype=None):
     group = SCHEMES[scheme]
     QuantizedLinear = _make_module()
     done, kept = [], []
+    head = model.get_output_embeddings()
+    tied = head is not None and head.weight is model.get_input_embeddings().weight
     for name, module in list(model.named_modules()):
         found = _linear_weight(module)
         if found is None:
@@ -347,8 +413,10 @@ def quantize(model, scheme, dtype, prefill_dtype=None):
         done.append(name)
     if not done:
         raise QuantizationError(f"--quantize {scheme}: the model has no linear layer to quantize")
+    embedding, why = quantize_embedding(model, dtype, tied, model.get_output_embeddings())
     dequantizing = sum(1 for m in model.modules() if isinstance(m, QuantizedLinear) and m.prefill_dtype is not None)
     prefill = None
     if dequantizing:
         prefill = {"rows_over": PREFILL_ROWS, "dtype": str(prefill_dtype).split(".")[-1], "layers": dequantizing}
-    return {"scheme": scheme_name(scheme), "group_size": group, "layers": len(done), "kept": kept, "prefill": prefill}
+    return {"scheme": scheme_name(scheme), "group_size": group, "layers": len(done), "kept": kept, "prefill": prefill,
+            "embedding": embedding, "embedding_kept": why}
