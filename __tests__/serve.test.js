@@ -530,7 +530,10 @@ describe('serve in this process: routes, limits, API key, metrics, overload, shu
       }
       const wrongKind = await post(s.url, '/v1/embeddings', { input: 'a', model: 'busy' })
       assert.equal(wrongKind.status, 400)
-      assert.match(wrongKind.body.error.message, /model: "busy" serves \/v1\/chat\/completions and \/v1\/completions/)
+      assert.match(
+        wrongKind.body.error.message,
+        /model: "busy" serves \/v1\/chat\/completions, \/v1\/completions and \/v1\/responses/,
+      )
       const unknown = await post(s.url, '/v1/chat/completions', { messages: ASK, model: 'gpt-4o' })
       assert.equal(unknown.status, 404)
       assert.equal(unknown.body.error.code, 'ModelNotFound')
@@ -694,6 +697,13 @@ describe('npx torch-node serve: a child process with a causal LM and a sentence 
     lm?.dispose()
     if (proc && proc.child.exitCode === null) proc.child.kill('SIGKILL')
     if (toolsDir) fs.rmSync(toolsDir, { recursive: true, force: true })
+  })
+
+  test("the second line printed is the clients' baseURL; the routes of each model follow", () => {
+    const lines = proc.output().stdout.split('\n')
+    assert.equal(lines[1], `  (clients: baseURL ${url}/v1)`)
+    assert.ok(lines.includes('  llama-tiny: /v1/chat/completions, /v1/completions, /v1/responses'), lines.join('\n'))
+    assert.ok(lines.includes('  minilm: /v1/embeddings'), lines.join('\n'))
   })
 
   test('the models; chat and completions equal CausalLM run directly, streamed and not', async () => {
@@ -1045,6 +1055,20 @@ describe('npx torch-node serve: a child process with a causal LM and a sentence 
 })
 
 describe('npx torch-node serve: usage and load errors', () => {
+  test("--prefix-cache TOKENS becomes each model's prefixCache load option", () => {
+    const { parse } = require('../lib/serve/cli')
+    const o = parse(['--model', 'a=./a', '--model', 'b=./b', '--prefix-cache', '4096', '--max-sequences', '2'])
+    assert.deepEqual(o.models, {
+      a: { folder: './a', maxSequences: 2, prefixCache: { maxTokens: 4096 } },
+      b: { folder: './b', maxSequences: 2, prefixCache: { maxTokens: 4096 } },
+    })
+    assert.deepEqual(parse(['--model', 'a=./a']).models, { a: { folder: './a' } })
+    assert.throws(
+      () => parse(['--model', 'a=./a', '--prefix-cache', '0']),
+      /--prefix-cache: expected an integer ≥ 1, got 0/,
+    )
+  })
+
   test('exit 2 with the usage for bad flags; exit 1 with one line for a folder that is not a model', async () => {
     const run = (args) => {
       const p = startServe(args)

@@ -8,6 +8,7 @@ const { Metrics } = require('./metrics')
 const { LIMITS } = require('./requests')
 const chat = require('./chat')
 const { embeddings } = require('./embeddings')
+const responses = require('./responses')
 
 /**
  * @typedef {import('./chat').ChatModel | import('./embeddings').EmbeddingModel} ServeModel
@@ -21,15 +22,21 @@ const { embeddings } = require('./embeddings')
  * @property {InstanceType<typeof import('./metrics').Metrics>} metrics
  * @property {Set<() => void>} running aborts of the generations in flight
  * @property {boolean} closing a shutdown began: new requests get 503
+ * @property {InstanceType<typeof responses.ResponseStore>} responses kept for previous_response_id
  * @property {(name: unknown, kind: 'chat' | 'embeddings') => ServeModel} model the model a request names
  */
 
 const ROUTES = {
   'POST /v1/chat/completions': { limit: 'maxBodyBytes', run: chat.chatCompletions },
   'POST /v1/completions': { limit: 'maxBodyBytes', run: chat.completions },
+  'POST /v1/responses': { limit: 'maxBodyBytes', run: responses.create },
   'POST /v1/embeddings': { limit: 'maxEmbeddingsBodyBytes', run: embeddings },
 }
-const KIND_ROUTES = { chat: '/v1/chat/completions and /v1/completions', embeddings: '/v1/embeddings' }
+const KIND_ROUTES = {
+  chat: '/v1/chat/completions, /v1/completions and /v1/responses',
+  embeddings: '/v1/embeddings',
+}
+const STORED = '/v1/responses/'
 
 const digest = (/** @type {string} */ s) => createHash('sha256').update(s).digest()
 
@@ -45,6 +52,7 @@ function createHandler({ models, apiKey, limits }) {
     metrics: new Metrics(),
     running: new Set(),
     closing: false,
+    responses: new responses.ResponseStore(),
     model(name, kind) {
       if (name === undefined) {
         const ofKind = models.filter((m) => m.kind === kind)
@@ -80,7 +88,9 @@ function createHandler({ models, apiKey, limits }) {
     const path = (req.url ?? '/').split('?')[0]
     const routeKey = `${req.method} ${path}`
     const route = Object.hasOwn(ROUTES, routeKey) ? ROUTES[/** @type {keyof typeof ROUTES} */ (routeKey)] : null
-    const label = route || ['/health', '/metrics', '/v1/models'].includes(path) ? path : 'other'
+    const stored = path.startsWith(STORED) && path.length > STORED.length
+    const label =
+      route || ['/health', '/metrics', '/v1/models'].includes(path) ? path : stored ? `${STORED}{id}` : 'other'
     ctx.metrics.inFlight++
     res.on('close', () => {
       ctx.metrics.inFlight--
@@ -116,6 +126,9 @@ function createHandler({ models, apiKey, limits }) {
         const m = byName.get(name)
         if (!m) throw new HttpError(404, 'ModelNotFound', `no model ${show(id)}`)
         return sendJson(res, 200, modelObject(m))
+      }
+      if (stored && (req.method === 'GET' || req.method === 'DELETE')) {
+        return responses.stored(ctx, req.method, path.slice(STORED.length), res) // ids are [a-z0-9_]
       }
       if (!route) {
         const known = Object.keys(ROUTES).find((k) => k.endsWith(` ${path}`))

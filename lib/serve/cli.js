@@ -1,15 +1,16 @@
 'use strict'
 // `torch-node serve` (bin/torch-node.js): torch.serve from the command line. The first line on
-// stdout is `listening on http://HOST:PORT`; SIGTERM or SIGINT stops accepting, lets the requests
+// stdout is `listening on http://HOST:PORT` (scripts read it), the second the clients' baseURL; SIGTERM or SIGINT stops accepting, lets the requests
 // running finish within --shutdown-timeout, aborts the rest, and exits 0. Exit codes: 1 a model
 // or the port failed (one line on stderr, with its code), 2 a usage error.
 const { parseArgs } = require('node:util')
 
 const USAGE = `usage: torch-node serve --model NAME=FOLDER [--model NAME=FOLDER ...] [--host 127.0.0.1]
-         [--port 8000] [--api-key KEY] [--max-sequences N] [--max-queue N] [--shutdown-timeout 10]
+         [--port 8000] [--api-key KEY] [--max-sequences N] [--max-queue N] [--prefix-cache TOKENS]
+         [--shutdown-timeout 10]
 
 Serves torch-node model folders (\`npx torch-node export\`) with OpenAI's API: causal LMs on
-/v1/chat/completions and /v1/completions, sentence encoders on /v1/embeddings; GET /v1/models,
+/v1/chat/completions, /v1/completions and /v1/responses, sentence encoders on /v1/embeddings; GET /v1/models,
 /health and /metrics (Prometheus). NAME is what clients send as \`model\`; the kind of each folder
 is read from its manifest.json.
   --host              the address to bind (0.0.0.0 to face the network)
@@ -17,6 +18,8 @@ is read from its manifest.json.
   --api-key           /v1/* requests must send Authorization: Bearer KEY (or $TORCH_NODE_API_KEY)
   --max-sequences     causal LMs: sequences generating at once (default 4)
   --max-queue         requests waiting per model before 503 QueueFull (LMs 64, encoders 1024)
+  --prefix-cache      causal LMs: keep prompts' keys and values, up to TOKENS in all, for later
+                      prompts that start the same (a system prompt, a chat history; default off)
   --shutdown-timeout  seconds that requests running get to finish after SIGTERM (default 10)
 See docs/serving.md.`
 
@@ -43,6 +46,7 @@ function parse(argv) {
         'api-key': { type: 'string' },
         'max-sequences': { type: 'string' },
         'max-queue': { type: 'string' },
+        'prefix-cache': { type: 'string' },
         'shutdown-timeout': { type: 'string', default: '10' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -55,6 +59,7 @@ function parse(argv) {
   if (!v.model?.length) throw new UsageError('--model NAME=FOLDER: at least one model to serve')
   const maxSequences = integer(v['max-sequences'], '--max-sequences', 1)
   const maxQueue = integer(v['max-queue'], '--max-queue', 0)
+  const prefixTokens = integer(v['prefix-cache'], '--prefix-cache', 1)
   /** @type {Record<string, any>} */
   const models = {}
   for (const m of v.model) {
@@ -66,6 +71,7 @@ function parse(argv) {
       folder,
       ...(maxQueue !== undefined && { maxQueue }),
       ...(maxSequences !== undefined && { maxSequences }),
+      ...(prefixTokens !== undefined && { prefixCache: { maxTokens: prefixTokens } }),
     }
   }
   const port = integer(v.port, '--port', 0)
@@ -96,11 +102,14 @@ async function main(argv) {
     return 0
   }
   const { serve, kindOf } = require('./index')
-  // --max-sequences is the causal LMs' alone.
-  // (A folder without a manifest keeps it: serve() says what is wrong with the folder.)
+  // --max-sequences and --prefix-cache are the causal LMs' alone.
+  // (A folder without a manifest keeps them: serve() says what is wrong with the folder.)
   for (const spec of Object.values(o.models)) {
     try {
-      if (kindOf(spec.folder) !== 'causal-lm') delete spec.maxSequences
+      if (kindOf(spec.folder) !== 'causal-lm') {
+        delete spec.maxSequences
+        delete spec.prefixCache
+      }
     } catch {}
   }
   let server
@@ -111,9 +120,9 @@ async function main(argv) {
     process.stderr.write(`torch-node serve: ${err.code || 'Error'}: ${String(err.message).split('\n')[0]}\n`)
     return 1
   }
-  process.stdout.write(`listening on ${server.url}\n`)
+  process.stdout.write(`listening on ${server.url}\n  (clients: baseURL ${server.url}/v1)\n`)
   for (const [name, model] of Object.entries(server.models)) {
-    const routes = 'generate' in model ? '/v1/chat/completions, /v1/completions' : '/v1/embeddings'
+    const routes = 'generate' in model ? '/v1/chat/completions, /v1/completions, /v1/responses' : '/v1/embeddings'
     process.stdout.write(`  ${name}: ${routes}\n`)
   }
   // The first signal starts the shutdown; a second one (either) ends the process at once, as

@@ -116,13 +116,22 @@ function sendError(res, e) {
 }
 
 /**
+ * One server-sent event's text; with `event`, its name first (the Responses API names each event
+ * by its type; chat completions send data alone).
+ * @param {unknown} data an object (as JSON) or a string as it is (`[DONE]`)
+ * @param {string} [event]
+ */
+const eventText = (data, event) =>
+  `${event === undefined ? '' : `event: ${event}\n`}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`
+
+/**
  * Writes one server-sent event; waits while the socket's buffer is full. False: the client left.
  * @param {import('node:http').ServerResponse} res
  * @param {unknown} data an object (as JSON) or a string as it is (`[DONE]`)
  */
 async function sendEvent(res, data) {
   if (res.destroyed) return false
-  if (!res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`)) {
+  if (!res.write(eventText(data))) {
     await new Promise((resolve) => {
       const done = () => {
         res.off('drain', done)
@@ -155,4 +164,15 @@ function readKeys(body, keys) {
   return Object.fromEntries(Object.entries(body).filter(([, v]) => v !== null))
 }
 
-module.exports = { HttpError, invalid, show, readJson, sendJson, sendError, sendEvent, startEvents, readKeys }
+module.exports = {
+  HttpError,
+  invalid,
+  show,
+  readJson,
+  sendJson,
+  sendError,
+  eventText,
+  sendEvent,
+  startEvents,
+  readKeys,
+}

@@ -18,6 +18,7 @@ const torch = require('../torch')
 const { createHandler, closer } = require('./app')
 const { chatModel } = require('./chat')
 const { embeddingModel } = require('./embeddings')
+const { HttpError } = require('./http')
 const { LIMITS } = require('./requests')
 
 /**
@@ -27,8 +28,9 @@ const { LIMITS } = require('./requests')
 
 // The public types below become index.d.ts's declarations (tools/lib-typings.js).
 /**
- * A model folder `torch.serve` loads, with its load options: a causal LM's (`CausalLM.load`:
- * `dtype`, `maxSequences`, `maxQueue`, `maxContext`) or a sentence encoder's
+ * A model folder `torch.serve` loads, with its load options, handed as they are to the load of
+ * the folder's kind (which refuses any other key): a causal LM's (`CausalLM.load`: `dtype`,
+ * `maxSequences`, `maxQueue`, `maxContext`, `prefixCache`) or a sentence encoder's
  * (`SentenceEncoder.load`: `dtype`, `maxBatchSize`, `maxDelayMs`, `maxQueue`). The kind is read
  * from the folder's manifest.json.
  * @typedef {object} ServeModelSpec
@@ -36,6 +38,8 @@ const { LIMITS } = require('./requests')
  * @property {'float32' | 'bfloat16' | 'float16'} [dtype]
  * @property {number} [maxSequences] Causal LMs: sequences generating at once.
  * @property {number} [maxContext] Causal LMs: the most tokens of a sequence.
+ * @property {{ maxTokens: number }} [prefixCache] Causal LMs: keep prompts' keys and values for
+ *   later prompts that start the same, at most `maxTokens` tokens in all (off by default).
  * @property {number} [maxQueue] Requests waiting before `QueueFull` (HTTP 503).
  * @property {number} [maxBatchSize] Sentence encoders: texts per forward (default 32).
  * @property {number} [maxDelayMs] Sentence encoders: how long a batch waits to fill (default 2).
@@ -62,10 +66,7 @@ const { LIMITS } = require('./requests')
  *   event and ends), closes the connections and disposes the models.
  */
 
-const LOAD_KEYS = {
-  'causal-lm': ['folder', 'dtype', 'maxSequences', 'maxQueue', 'maxContext'],
-  'sentence-encoder': ['folder', 'dtype', 'maxQueue', 'maxBatchSize', 'maxDelayMs'],
-}
+const KINDS = ['causal-lm', 'sentence-encoder']
 const limitReader = opt.integer({ min: 1, expected: 'an integer ≥ 1' })
 const SERVE_OPTIONS = opt.bag(
   {
@@ -88,6 +89,40 @@ function kindOf(folder) {
 }
 
 /**
+ * A causal LM's ChatModel that refuses, as vLLM does (400), a request whose prompt and
+ * `max_tokens` together pass the model's context, rather than stopping it there in silence. The
+ * prompt is tokenized here once and handed to the model as token ids (what CausalLM does with a
+ * string or messages: the same ids). Without `maxNewTokens` (the folder's default) the model
+ * stops at its context with `finish_reason: 'length'`.
+ * @param {import('./chat').ChatModel} served
+ * @param {text.CausalLM} lm
+ * @param {text.Tokenizer} tokenizer
+ * @returns {import('./chat').ChatModel}
+ */
+function withinContext(served, lm, tokenizer) {
+  const generate = served.generate
+  /** @param {any} input @param {any} options */
+  async function* checked(input, options) {
+    const wanted = options?.maxNewTokens
+    if (wanted !== undefined) {
+      if (typeof input === 'string') input = Array.from((await tokenizer.encodeBatch([input]))[0].ids)
+      else if (input.length && typeof input[0] !== 'number') input = await served.prompt(input, null, false)
+      const context = lm.maxContext
+      if (input.length + wanted > context) {
+        throw new HttpError(
+          400,
+          'InvalidArg',
+          `'max_tokens' is too large: ${wanted}. This model's maximum context length is ${context} tokens and ` +
+            `your request has ${input.length} input tokens (${wanted} > ${context} - ${input.length})`,
+        )
+      }
+    }
+    return yield* generate(input, options)
+  }
+  return { ...served, generate: /** @type {any} */ (checked) }
+}
+
+/**
  * Loads one model folder, of the kind its manifest.json says.
  * @param {string} name
  * @param {unknown} spec
@@ -107,22 +142,25 @@ async function load(name, spec, caller) {
     const why = /** @type {any} */ (e).code === 'ENOENT' ? 'no manifest.json' : /** @type {Error} */ (e).message
     throw codedError('ModelLoadError', `${what}: ${folder}: ${why} (a folder of \`npx torch-node export\`)`, caller)
   }
-  if (!Object.hasOwn(LOAD_KEYS, kind)) {
+  if (!KINDS.includes(/** @type {string} */ (kind))) {
     throw codedError(
       'ModelLoadError',
       `${what}: ${folder}: a ${JSON.stringify(kind)} model; torch-node serve serves causal-lm and sentence-encoder folders`,
       caller,
     )
   }
-  // The keys this kind's load takes (their values are its load's to check): lib/options.js
-  // words the unknown-key error as every other bag does.
-  const keys = LOAD_KEYS[/** @type {keyof typeof LOAD_KEYS} */ (kind)]
-  opt.read(options, opt.bag(Object.fromEntries(keys.map((k) => [k, opt.any]))), `${what} (a ${kind} model)`, caller)
+  // The options go to the load as they are: its bag is the one list of what it takes, and its
+  // unknown-key error names the accepted ones (a second list here drifted: prefixCache).
   const { text } = torch()
+  const named = (/** @type {any} */ e) => {
+    if (e instanceof Error) e.message = `${what}: ${e.message}`
+    return e
+  }
   if (kind === 'causal-lm') {
-    const lm = await text.CausalLM.load(folder, options)
+    const lm = await text.CausalLM.load(folder, options).catch((e) => Promise.reject(named(e)))
     try {
-      return { model: lm, served: chatModel(name, lm, text.Tokenizer.fromFile(folder)) }
+      const tokenizer = text.Tokenizer.fromFile(folder)
+      return { model: lm, served: withinContext(chatModel(name, lm, tokenizer), lm, tokenizer) }
     } catch (e) {
       lm.dispose()
       throw e
@@ -133,7 +171,7 @@ async function load(name, spec, caller) {
     maxDelayMs: 2,
     maxQueue: 1024,
     ...options,
-  })
+  }).catch((e) => Promise.reject(named(e)))
   return { model: encoder, served: embeddingModel(name, encoder) }
 }
 
