@@ -402,6 +402,78 @@ describe('/v1/responses in this process, with the openai client', () => {
   })
 })
 
+describe('/v1/responses streams that end early: the client leaves, the server shuts down', () => {
+  /** A model that says "a", then waits for its abort (or `release()`) to say "done". */
+  function held() {
+    let release
+    const gate = new Promise((resolve) => {
+      release = resolve
+    })
+    const signals = []
+    const model = scripted('held', () => 'unused')
+    model.generate = async function* (input, { signal }) {
+      signals.push(signal)
+      yield { text: 'a', tokens: [0] }
+      const aborted = new Promise((resolve) => signal.addEventListener('abort', () => resolve(null), { once: true }))
+      if ((await Promise.race([gate, aborted])) === null) {
+        return { finishReason: 'aborted', usage: { promptTokens: 5, completionTokens: 1 } }
+      }
+      yield { text: 'done', tokens: [0] }
+      return { finishReason: 'stop', usage: { promptTokens: 5, completionTokens: 2 } }
+    }
+    return { model, signals, release: () => release('go') }
+  }
+
+  test('a client that leaves mid-stream aborts its generation; nothing is stored', async () => {
+    const { model, signals } = held()
+    const s = await serveScripted([model])
+    try {
+      const client = await openai(s.url)
+      const stream = await client.responses.create({ input: 'x', stream: true })
+      const it = stream[Symbol.asyncIterator]()
+      const seen = []
+      for (let r = await it.next(); r.value.type !== 'response.output_text.delta'; r = await it.next()) {
+        seen.push(r.value.type)
+      }
+      assert.deepEqual(seen, [
+        'response.created',
+        'response.in_progress',
+        'response.output_item.added',
+        'response.content_part.added',
+      ])
+      stream.controller.abort()
+      await new Promise((resolve) => signals[0].addEventListener('abort', resolve, { once: true }))
+      // The generation's end runs a few turns of the event loop after its abort.
+      for (let i = 0; i < 1000 && s.ctx.running.size > 0; i++) await new Promise(setImmediate)
+      assert.equal(s.ctx.running.size, 0)
+      assert.equal(s.ctx.responses.size, 0)
+    } finally {
+      await s.close()
+    }
+  })
+
+  test('past the shutdown deadline the stream gets an error event and ends', async () => {
+    const { closer } = require('../lib/serve/app')
+    const { model } = held()
+    const { handle, ctx } = createHandler({ models: [model] })
+    const server = http.createServer(handle)
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const close = closer(server, ctx, () => {})
+    const client = await openai(`http://127.0.0.1:${server.address().port}`)
+    const stream = await client.responses.create({ input: 'x', stream: true })
+    const it = stream[Symbol.asyncIterator]()
+    for (let r = await it.next(); r.value.type !== 'response.output_text.delta'; r = await it.next());
+    const closing = close({ timeoutMs: 50 })
+    const e = await rejection(
+      (async () => {
+        for (let r = await it.next(); !r.done; r = await it.next());
+      })(),
+    )
+    assert.match(e.message, /the server is shutting down/)
+    await closing
+  })
+})
+
 test('ResponseStore: at most maxEntries, each for ttlMs; its items go with it', () => {
   let now = 0
   const store = new ResponseStore({ maxEntries: 2, ttlMs: 1000, now: () => now })

@@ -1,10 +1,12 @@
 // @ts-check
 'use strict'
 // torch.serve: an OpenAI-compatible server over torch-node model folders (what `npx torch-node
-// serve` runs, lib/serve/cli.js) — causal LMs on /v1/chat/completions and /v1/completions,
-// sentence encoders on /v1/embeddings, in one process, on node:http. See docs/serving.md.
+// serve` runs, lib/serve/cli.js) — causal LMs on /v1/chat/completions, /v1/completions and
+// /v1/responses, sentence encoders on /v1/embeddings, in one process, on node:http. See
+// docs/serving.md.
 //   app.js         routes, API key, model lookup, metrics
 //   chat.js        chat and completions over torch.text.CausalLM (tools: lib/text/tool-calls.js)
+//   responses.js   the Responses API, run as a chat completions request by chat.js
 //   embeddings.js  embeddings over torch.text.SentenceEncoder
 //   requests.js    what a request may say, checked; the limits
 //   http.js        JSON bodies, errors in OpenAI's shape, server-sent events
@@ -28,9 +30,8 @@ const { LIMITS } = require('./requests')
 
 // The public types below become index.d.ts's declarations (tools/lib-typings.js).
 /**
- * A model folder `torch.serve` loads, with its load options, handed as they are to the load of
- * the folder's kind (which refuses any other key): a causal LM's (`CausalLM.load`: `dtype`,
- * `maxSequences`, `maxQueue`, `maxContext`, `prefixCache`) or a sentence encoder's
+ * A model folder `torch.serve` loads, with its load options: a causal LM's (`CausalLM.load`:
+ * `dtype`, `maxSequences`, `maxQueue`, `maxContext`) or a sentence encoder's
  * (`SentenceEncoder.load`: `dtype`, `maxBatchSize`, `maxDelayMs`, `maxQueue`). The kind is read
  * from the folder's manifest.json.
  * @typedef {object} ServeModelSpec
@@ -38,8 +39,6 @@ const { LIMITS } = require('./requests')
  * @property {'float32' | 'bfloat16' | 'float16'} [dtype]
  * @property {number} [maxSequences] Causal LMs: sequences generating at once.
  * @property {number} [maxContext] Causal LMs: the most tokens of a sequence.
- * @property {{ maxTokens: number }} [prefixCache] Causal LMs: keep prompts' keys and values for
- *   later prompts that start the same, at most `maxTokens` tokens in all (off by default).
  * @property {number} [maxQueue] Requests waiting before `QueueFull` (HTTP 503).
  * @property {number} [maxBatchSize] Sentence encoders: texts per forward (default 32).
  * @property {number} [maxDelayMs] Sentence encoders: how long a batch waits to fill (default 2).
@@ -66,6 +65,8 @@ const { LIMITS } = require('./requests')
  *   event and ends), closes the connections and disposes the models.
  */
 
+// A spec's other keys go to the load of its kind as they are (CausalLM.load takes prefixCache
+// too; ServeModelSpec above is to say so once index.d.ts is regenerated).
 const KINDS = ['causal-lm', 'sentence-encoder']
 const limitReader = opt.integer({ min: 1, expected: 'an integer ≥ 1' })
 const SERVE_OPTIONS = opt.bag(
