@@ -474,10 +474,10 @@ describe('/v1/responses streams that end early: the client leaves, the server sh
   })
 })
 
-test('ResponseStore: at most maxEntries, each for ttlMs; its items go with it', () => {
+test('ResponseStore: at most maxEntries and maxBytes, each for ttlMs; its items go with it', () => {
   let now = 0
-  const store = new ResponseStore({ maxEntries: 2, ttlMs: 1000, now: () => now })
-  const put = (id) => store.put({ id }, [], [{ id: `msg_${id}` }])
+  const store = new ResponseStore({ maxEntries: 2, maxBytes: 100, ttlMs: 1000, now: () => now })
+  const put = (id, bytes = 10) => store.put({ id }, [], [{ id: `msg_${id}` }], bytes)
   put('a')
   put('b')
   put('c') // a is the oldest: out
@@ -491,6 +491,12 @@ test('ResponseStore: at most maxEntries, each for ttlMs; its items go with it', 
   assert.equal(store.size, 1)
   assert.equal(store.get('b'), undefined)
   assert.ok(store.get('d'))
+  put('e', 95) // d's 10 and e's 95 pass 100: d goes
+  assert.equal(store.get('d'), undefined)
+  assert.ok(store.get('e'))
+  put('f', 101) // bigger than the whole store: not kept, e stays
+  assert.equal(store.get('f'), undefined)
+  assert.ok(store.get('e'))
 })
 
 describe('/v1/responses with the AI SDK default provider (createOpenAI()(model))', { skip: noAiSdk }, () => {

@@ -54,19 +54,22 @@ const hex = (/** @type {number} */ n) => randomUUID().replace(/-/g, '').slice(0,
 const newId = (/** @type {string} */ prefix) => `${prefix}_${hex(32)}`
 
 /**
- * The responses kept for `previous_response_id`: at most `maxEntries`, each for `ttlMs` after it
- * was made; the oldest goes first. Items are found by id too (the AI SDK sends an earlier answer
- * back as `{type: 'item_reference', id}`).
+ * The responses kept for `previous_response_id`: at most `maxEntries` holding at most `maxBytes`
+ * of text they brought (a conversation shares its earlier messages with the response it
+ * continues), each for `ttlMs` after it was made; the oldest goes first. Items are found by id
+ * too (the AI SDK sends an earlier answer back as `{type: 'item_reference', id}`).
  */
 class ResponseStore {
-  /** @type {Map<string, { response: Item; conversation: Message[]; items: Item[]; at: number }>} */
+  /** @type {Map<string, { response: Item; conversation: Message[]; items: Item[]; bytes: number; at: number }>} */
   #entries = new Map()
   /** @type {Map<string, { item: Item; response: string }>} */
   #items = new Map()
+  #bytes = 0
 
-  /** @param {{ maxEntries?: number; ttlMs?: number; now?: () => number }} [options] */
-  constructor({ maxEntries = 1000, ttlMs = 60 * 60 * 1000, now = Date.now } = {}) {
+  /** @param {{ maxEntries?: number; maxBytes?: number; ttlMs?: number; now?: () => number }} [options] */
+  constructor({ maxEntries = 1000, maxBytes = 64 * 2 ** 20, ttlMs = 60 * 60 * 1000, now = Date.now } = {}) {
     this.maxEntries = maxEntries
+    this.maxBytes = maxBytes
     this.ttlMs = ttlMs
     this.now = now
   }
@@ -80,11 +83,17 @@ class ResponseStore {
    * @param {Item} response
    * @param {Message[]} conversation the chat, instructions left out, answer included
    * @param {Item[]} items the input and output items that have an id
+   * @param {number} bytes what it brings: its input and its answer, as JSON (one bigger than
+   *   `maxBytes` is not kept)
    */
-  put(response, conversation, items) {
+  put(response, conversation, items, bytes) {
     this.#prune()
-    while (this.#entries.size >= this.maxEntries) this.delete(/** @type {string} */ (this.#entries.keys().next().value))
-    this.#entries.set(response.id, { response, conversation, items, at: this.now() })
+    if (bytes > this.maxBytes) return
+    while (this.#entries.size >= this.maxEntries || this.#bytes + bytes > this.maxBytes) {
+      this.delete(/** @type {string} */ (this.#entries.keys().next().value))
+    }
+    this.#entries.set(response.id, { response, conversation, items, bytes, at: this.now() })
+    this.#bytes += bytes
     for (const item of items) this.#items.set(item.id, { item, response: response.id })
   }
 
@@ -105,6 +114,7 @@ class ResponseStore {
     const entry = this.#entries.get(id)
     if (!entry) return false
     this.#entries.delete(id)
+    this.#bytes -= entry.bytes
     for (const item of entry.items) if (this.#items.get(item.id)?.response === id) this.#items.delete(item.id)
     return true
   }
@@ -167,7 +177,7 @@ function readInput(input, store, callIds) {
     const type = item.type ?? (item.role !== undefined ? 'message' : undefined)
     if (type === 'item_reference') {
       const found = typeof item.id === 'string' ? store.item(item.id) : undefined
-      if (!found) throw new HttpError(404, 'NotFound', `${where}.id: no stored item ${show(item.id)} (kept 1 hour)`)
+      if (!found) throw new HttpError(404, 'NotFound', `${where}.id: no stored item ${show(item.id)}`)
       return read(found, `${where} (${item.id})`)
     }
     if (typeof item.id === 'string' && item.id !== '') items.push(item)
@@ -581,7 +591,8 @@ async function create(ctx, body, res, startedAt) {
     throw new HttpError(
       404,
       'NotFound',
-      `previous_response_id: no stored response ${show(b.previous_response_id)} (kept 1 hour, unless sent with store: false)`,
+      `previous_response_id: no stored response ${show(b.previous_response_id)} (the last 1,000 are kept, for an hour, ` +
+        'unless sent with store: false)',
     )
   }
   if (b.input === undefined && !previous) throw invalid('input: required (a string or an array of items)')
@@ -609,7 +620,11 @@ async function create(ctx, body, res, startedAt) {
         total_tokens: usage.total_tokens,
       },
     }
-    if (head.store) store.put(response, [...conversation, answerMessage(output)], [...given.items, ...output])
+    if (head.store) {
+      const answer = answerMessage(output)
+      const bytes = JSON.stringify(given.messages).length + JSON.stringify(answer).length
+      store.put(response, [...conversation, answer], [...given.items, ...output], bytes)
+    }
     return response
   }
   const relay = new Relay(res, mapping(res, head, finished))
