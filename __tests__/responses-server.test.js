@@ -641,7 +641,11 @@ describe('/v1/responses over a causal LM (torch.serve)', { skip: noModel }, () =
     assert.match(chat.message, /'max_tokens' is too large/)
     const completion = await rejection(client.completions.create({ prompt: 'Hello', max_tokens: context }))
     assert.equal(completion.status, 400)
-    // Within the context it runs; without max_tokens the model stops at its context (finish_reason length).
+    // A prompt past the context alone is refused by the model, naming the prompt.
+    const long = await rejection(client.completions.create({ prompt: 'hello '.repeat(400), max_tokens: 4 }))
+    assert.equal(long.status, 400)
+    assert.match(long.message, /the prompt has \d+ tokens; this model serves at most \d+ in all/)
+    // Within the context it runs.
     const ok = await client.completions.create({ prompt: 'Hello', max_tokens: 4, temperature: 0 })
     assert.equal(ok.usage.completion_tokens, 4)
   })

@@ -109,7 +109,8 @@ function withinContext(served, lm, tokenizer) {
       if (typeof input === 'string') input = Array.from((await tokenizer.encodeBatch([input]))[0].ids)
       else if (input.length && typeof input[0] !== 'number') input = await served.prompt(input, null, false)
       const context = lm.maxContext
-      if (input.length + wanted > context) {
+      // A prompt that fills the context alone is the model's to refuse, naming the prompt.
+      if (input.length < context && input.length + wanted > context) {
         throw new HttpError(
           400,
           'InvalidArg',
