@@ -261,10 +261,11 @@ function readFormat(text) {
 }
 
 /**
- * Keys accepted at their default only: what they ask for is how this server works anyway.
+ * The body's plain fields, checked; `truncation`, `background`, `include` and `service_tier` only
+ * at the values that say how this server works anyway.
  * @param {Record<string, any>} b
  */
-function readDefaults(b) {
+function readFields(b) {
   /** @type {Array<[string, (v: any) => boolean, string]>} */
   const only = [
     ['truncation', (v) => v === 'disabled', '"disabled"'],
@@ -583,7 +584,7 @@ function mapping(res, head, finished) {
  */
 async function create(ctx, body, res, startedAt) {
   const b = readKeys(body, REQUEST_KEYS)
-  readDefaults(b)
+  readFields(b)
   const model = ctx.model(b.model, 'chat')
   const store = ctx.responses
   const previous = b.previous_response_id === undefined ? null : store.get(b.previous_response_id)
