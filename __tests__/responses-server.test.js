@@ -297,12 +297,21 @@ describe('/v1/responses in this process, with the openai client', () => {
         text: { format: { type: 'json_schema', name: 'place', schema, strict: true } },
       })
       assert.deepEqual(JSON.parse(res.output_text), { city: 'Paris' })
+      // The client's own helpers: zodTextFormat and responses.parse.
+      const { zodTextFormat } = await import('openai/helpers/zod')
+      const { z } = await import('zod')
+      const parsed = await c.responses.parse({
+        input: 'Where?',
+        text: { format: zodTextFormat(z.object({ city: z.string() }), 'place') },
+      })
+      assert.deepEqual(parsed.output_parsed, { city: 'Paris' })
       const forced = await c.responses.create({
         input: 'Where?',
         tools: [WEATHER],
         tool_choice: { type: 'function', name: 'get_weather' },
       })
       assert.equal(forced.output.at(-1).type, 'function_call')
+      assert.deepEqual(seen.splice(1, 1)[0].json_schema.name, 'place')
       assert.deepEqual(seen, [
         { type: 'json_schema', json_schema: { name: 'place', schema, strict: true } },
         {
