@@ -145,6 +145,11 @@ describe('/v1/responses in this process, with the openai client', () => {
     const again = await client.responses.retrieve(res.id)
     assert.deepEqual(again.output, res.output)
     assert.equal(again.id, res.id)
+    const items = []
+    for await (const i of client.responses.inputItems.list(res.id)) items.push(i)
+    assert.equal(items.length, 1)
+    assert.match(items[0].id, /^msg_/)
+    assert.deepEqual(items[0].content, [{ type: 'input_text', text: 'hello' }])
   })
 
   test('items: instructions first, input_text and output_text parts, developer and system roles', async () => {
@@ -404,6 +409,33 @@ describe('/v1/responses in this process, with the openai client', () => {
     ])
   })
 
+  test('input_items: every input item with an id, newest first, a page at a time', async () => {
+    const input = [
+      { role: 'system', content: 'Be terse.' },
+      { type: 'message', id: 'msg_given', role: 'user', content: [{ type: 'input_text', text: 'one' }] },
+      { role: 'assistant', content: 'ok' },
+      { type: 'function_call', call_id: 'call_9', name: 'get_weather', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'call_9', output: 'sunny' },
+      { role: 'user', content: 'two' },
+    ]
+    const res = await client.responses.create({ model: 'echo', input, tools: [WEATHER] })
+    const all = []
+    // Pages of 2: the client follows has_more with after=last_id.
+    for await (const i of client.responses.inputItems.list(res.id, { limit: 2 })) all.push(i)
+    assert.deepEqual(
+      all.map((i) => i.type),
+      ['message', 'function_call_output', 'function_call', 'message', 'message', 'message'],
+    )
+    assert.equal(all[4].id, 'msg_given')
+    assert.deepEqual(all[5].content, [{ type: 'input_text', text: 'Be terse.' }])
+    assert.deepEqual(all[3].content, [{ type: 'output_text', text: 'ok' }])
+    assert.deepEqual([all[1].call_id, all[1].output], ['call_9', 'sunny'])
+    const asc = await client.responses.inputItems.list(res.id, { order: 'asc', limit: 1 })
+    assert.equal(asc.data[0].id, all[5].id)
+    assert.equal(asc.has_more, true)
+    assert.equal((await fetch(`${s.url}/v1/responses/${res.id}/nope`)).status, 404)
+  })
+
   test('DELETE /v1/responses/{id}', async () => {
     const res = await client.responses.create({ model: 'echo', input: 'bye' })
     await client.responses.delete(res.id)
@@ -486,7 +518,7 @@ describe('/v1/responses streams that end early: the client leaves, the server sh
 test('ResponseStore: at most maxEntries and maxBytes, each for ttlMs; its items go with it', () => {
   let now = 0
   const store = new ResponseStore({ maxEntries: 2, maxBytes: 100, ttlMs: 1000, now: () => now })
-  const put = (id, bytes = 10) => store.put({ id }, [], [{ id: `msg_${id}` }], bytes)
+  const put = (id, bytes = 10) => store.put({ id, output: [] }, [], [{ id: `msg_${id}` }], bytes)
   put('a')
   put('b')
   put('c') // a is the oldest: out

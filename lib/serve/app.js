@@ -128,7 +128,8 @@ function createHandler({ models, apiKey, limits }) {
         return sendJson(res, 200, modelObject(m))
       }
       if (stored && (req.method === 'GET' || req.method === 'DELETE')) {
-        return responses.stored(ctx, req.method, path.slice(STORED.length), res) // ids are [a-z0-9_]
+        const query = new URL(req.url ?? '/', 'http://localhost').searchParams
+        return responses.stored(ctx, req.method, path.slice(STORED.length), query, res) // ids are [a-z0-9_]
       }
       if (!route) {
         const known = Object.keys(ROUTES).find((k) => k.endsWith(` ${path}`))

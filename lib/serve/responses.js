@@ -60,7 +60,7 @@ const newId = (/** @type {string} */ prefix) => `${prefix}_${hex(32)}`
  * too (the AI SDK sends an earlier answer back as `{type: 'item_reference', id}`).
  */
 class ResponseStore {
-  /** @type {Map<string, { response: Item; conversation: Message[]; items: Item[]; bytes: number; at: number }>} */
+  /** @type {Map<string, { response: Item; conversation: Message[]; input: Item[]; items: Item[]; bytes: number; at: number }>} */
   #entries = new Map()
   /** @type {Map<string, { item: Item; response: string }>} */
   #items = new Map()
@@ -82,17 +82,18 @@ class ResponseStore {
   /**
    * @param {Item} response
    * @param {Message[]} conversation the chat, instructions left out, answer included
-   * @param {Item[]} items the input and output items that have an id
+   * @param {Item[]} input its input items
    * @param {number} bytes what it brings: its input and its answer, as JSON (one bigger than
    *   `maxBytes` is not kept)
    */
-  put(response, conversation, items, bytes) {
+  put(response, conversation, input, bytes) {
     this.#prune()
     if (bytes > this.maxBytes) return
     while (this.#entries.size >= this.maxEntries || this.#bytes + bytes > this.maxBytes) {
       this.delete(/** @type {string} */ (this.#entries.keys().next().value))
     }
-    this.#entries.set(response.id, { response, conversation, items, bytes, at: this.now() })
+    const items = [...input, ...response.output]
+    this.#entries.set(response.id, { response, conversation, input, items, bytes, at: this.now() })
     this.#bytes += bytes
     for (const item of items) this.#items.set(item.id, { item, response: response.id })
   }
@@ -153,7 +154,8 @@ function readText(content, types, where) {
 
 /**
  * The Responses input as chat messages (`arguments` kept a JSON string, as chat completions take
- * them), with the items that carry an id (kept for `item_reference`).
+ * them), and as items, each with an id (given, or made as OpenAI makes them), in the shape OpenAI
+ * lists them (`GET /v1/responses/ID/input_items`; kept for `item_reference`).
  * @param {unknown} input
  * @param {ResponseStore} store
  * @param {Set<string>} callIds the calls of the conversation so far (an output must answer one)
@@ -165,6 +167,8 @@ function readInput(input, store, callIds) {
   const items = []
   if (typeof input === 'string') {
     messages.push({ role: 'user', content: input })
+    const content = [{ type: 'input_text', text: input }]
+    items.push({ id: newId('msg'), type: 'message', role: 'user', status: 'completed', content })
     return { messages, items }
   }
   if (!Array.isArray(input)) throw invalid(`input: expected a string or an array of items, got ${show(input)}`)
@@ -180,14 +184,17 @@ function readInput(input, store, callIds) {
       if (!found) throw new HttpError(404, 'NotFound', `${where}.id: no stored item ${show(item.id)}`)
       return read(found, `${where} (${item.id})`)
     }
-    if (typeof item.id === 'string' && item.id !== '') items.push(item)
+    const id = typeof item.id === 'string' && item.id !== '' ? item.id : null
     const last = messages.at(-1)
     if (type === 'message') {
       if (!MESSAGE_ROLES.includes(item.role)) {
         throw invalid(`${where}.role: expected one of ${MESSAGE_ROLES.join(', ')}, got ${show(item.role)}`)
       }
       const types = item.role === 'assistant' ? ['output_text', 'refusal'] : ['input_text']
-      messages.push({ role: item.role, content: readText(item.content, types, `${where}.content`) })
+      const text = readText(item.content, types, `${where}.content`)
+      messages.push({ role: item.role, content: text })
+      const content = typeof item.content === 'string' ? [{ type: types[0], text }] : item.content
+      items.push({ id: id ?? newId('msg'), type, role: item.role, status: 'completed', content })
     } else if (type === 'function_call') {
       for (const key of ['call_id', 'name', 'arguments']) {
         if (typeof item[key] !== 'string') throw invalid(`${where}.${key}: expected a string, got ${show(item[key])}`)
@@ -197,12 +204,15 @@ function readInput(input, store, callIds) {
       // Calls after an assistant turn belong to it (chat completions: one message, content and tool_calls).
       if (last?.role === 'assistant') (last.tool_calls ??= []).push(call)
       else messages.push({ role: 'assistant', content: null, tool_calls: [call] })
+      const { call_id: callId, name, arguments: args } = item
+      items.push({ id: id ?? newId('fc'), type, status: 'completed', call_id: callId, name, arguments: args })
     } else if (type === 'function_call_output') {
       if (typeof item.call_id !== 'string' || !callIds.has(item.call_id)) {
         throw invalid(`${where}.call_id: expected the call_id of an earlier function_call, got ${show(item.call_id)}`)
       }
       const output = readText(item.output, ['input_text'], `${where}.output`)
       messages.push({ role: 'tool', tool_call_id: item.call_id, content: output })
+      items.push({ id: id ?? newId('fco'), type, status: 'completed', call_id: item.call_id, output: item.output })
     } else {
       throw invalid(`${where}.type: expected one of ${ITEM_TYPES} (this server runs text models), got ${show(type)}`)
     }
@@ -624,7 +634,7 @@ async function create(ctx, body, res, startedAt) {
     if (head.store) {
       const answer = answerMessage(output)
       const bytes = JSON.stringify(given.messages).length + JSON.stringify(answer).length
-      store.put(response, [...conversation, answer], [...given.items, ...output], bytes)
+      store.put(response, [...conversation, answer], given.items, bytes)
     }
     return response
   }
@@ -642,20 +652,52 @@ async function create(ctx, body, res, startedAt) {
 }
 
 /**
- * GET /v1/responses/{id} (and DELETE): a stored response.
+ * GET /v1/responses/{id} (and DELETE): a stored response; GET /v1/responses/{id}/input_items:
+ * its input items, a page at a time as OpenAI lists them (`order`, `limit`, `after`).
  * @param {Context} ctx
  * @param {string} method
- * @param {string} id
+ * @param {string} path what follows /v1/responses/
+ * @param {URLSearchParams} query
  * @param {import('node:http').ServerResponse} res
  */
-function stored(ctx, method, id, res) {
+function stored(ctx, method, path, query, res) {
+  const [id, sub, ...rest] = path.split('/')
   const entry = ctx.responses.get(id)
-  if (!entry) throw new HttpError(404, 'NotFound', `no stored response ${show(id)}`)
+  if (!entry || rest.length || (sub !== undefined && (sub !== 'input_items' || method !== 'GET'))) {
+    throw new HttpError(
+      404,
+      'NotFound',
+      `no stored response ${show(id)}${sub === undefined ? '' : ` or no route ${sub}`}`,
+    )
+  }
+  if (sub === 'input_items') return sendJson(res, 200, inputItems(entry.input, query))
   if (method === 'DELETE') {
     ctx.responses.delete(id)
     return sendJson(res, 200, { id, object: 'response', deleted: true })
   }
   sendJson(res, 200, entry.response)
+}
+
+/**
+ * One page of input items: newest first unless `order=asc`, `limit` (1 to 100, default 20) after
+ * the item `after`.
+ * @param {Item[]} input
+ * @param {URLSearchParams} query
+ */
+function inputItems(input, query) {
+  const order = query.get('order') ?? 'desc'
+  const limit = Number(query.get('limit') ?? 20)
+  if (order !== 'asc' && order !== 'desc') throw invalid(`order: expected "asc" or "desc", got ${show(order)}`)
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100) {
+    throw invalid(`limit: expected an integer from 1 to 100, got ${show(query.get('limit'))}`)
+  }
+  const all = order === 'asc' ? input : [...input].reverse()
+  const after = query.get('after')
+  const start = after === null ? 0 : all.findIndex((i) => i.id === after) + 1
+  if (start === 0 && after !== null) throw invalid(`after: no input item ${show(after)} in this response`)
+  const data = all.slice(start, start + limit)
+  const page = { first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null }
+  return { object: 'list', data, ...page, has_more: start + limit < all.length }
 }
 
 module.exports = { create, stored, ResponseStore, readInput }
