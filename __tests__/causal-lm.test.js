@@ -97,6 +97,38 @@ test(
   },
 )
 
+// A package compiled for an ISA this CPU lacks would stop with SIGILL in its first call
+// (Inductor compiles for the export machine's vector ISA): the load refuses it in one line,
+// naming what lacks (crates/core/src/cpu.rs). Here the manifest claims a flag no CPU has.
+test('a folder compiled for flags this CPU lacks is refused at load, naming them', { skip }, async (t) => {
+  const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'gpt2-tiny', 'manifest.json'), 'utf8'))
+  const cpuFlags = fs.existsSync('/proc/cpuinfo') ? fs.readFileSync('/proc/cpuinfo', 'utf8') : ''
+  // What the export recorded holds on the CPU that made it (this one, for the fixtures).
+  assert.ok(manifest.compiled_for.cpu_flags.length > 0 || manifest.compiled_for.isa === 'none')
+  for (const flag of manifest.compiled_for.cpu_flags) assert.match(cpuFlags, new RegExp(`\\b${flag}\\b`), flag)
+  const lm = await load('gpt2-tiny')
+  assert.deepEqual(lm.program.compiledFor, {
+    isa: manifest.compiled_for.isa,
+    cpuFlags: manifest.compiled_for.cpu_flags,
+  })
+  assert.equal(lm.program.exportedOn, manifest.compiled_for.exported_on)
+  assert.equal(lm.program.quantization, null)
+  if (!cpuFlags) return t.skip('no /proc/cpuinfo: the check has no flags to read')
+  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'torch-node-isa-'))
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  for (const f of fs.readdirSync(path.join(ROOT, 'gpt2-tiny'))) {
+    fs.symlinkSync(path.join(ROOT, 'gpt2-tiny', f), path.join(dir, f))
+  }
+  fs.rmSync(path.join(dir, 'manifest.json'))
+  const compiled = { isa: 'avx512', cpu_flags: ['no_such_flag'], exported_on: 'Some Future CPU' }
+  fs.writeFileSync(path.join(dir, 'manifest.json'), JSON.stringify({ ...manifest, compiled_for: compiled }))
+  await assert.rejects(torch.text.CausalLM.load(dir), {
+    code: 'ModelLoadError',
+    message:
+      /model\.pt2 was compiled for avx512 \(exported on Some Future CPU\) and this CPU lacks no_such_flag: export the model again/,
+  })
+})
+
 test('a very long prompt is tokenized apart: the running generations do not wait for it', { skip }, async () => {
   const lm = await load('llama-tiny')
   let pieces = 0

@@ -220,11 +220,30 @@ for (const [name, scheme] of [
         assert.equal(m.quantization.embedding, null)
         assert.equal(m.quantization.embedding_kept, 'the tied output head stays in float')
       }
+      // What the quantized layers multiply through: float32 activations take torch-node's ops on
+      // every CPU (int4: ATen's int4 kernel only with bf16 activations on AVX-512, python/quantize_lm.py
+      // int4_kernel), and the ops pick their kernel by the CPU they run on: with AVX2 + FMA, one
+      // row runs torch-node's kernel. Read from the op's own counts, not from a timing.
+      const op = scheme === 'int8' ? 'torch_node::rows_linear' : 'torch_node::rows_linear_int4_runs'
+      const oneRow = scheme === 'int8' && ONE_ROW_KERNEL === 'reduction' ? 'inductor reduction' : op
+      assert.deepEqual(m.kernels[scheme === 'int8' ? 'int8' : 'int4'], { one_row: oneRow, rows: op })
       const g = golden(name)
       const lm = await load(name)
+      assert.equal(lm.program.quantization, scheme)
+      assert.deepEqual(lm.program.kernels[scheme === 'int8' ? 'int8' : 'int4'], { oneRow, rows: op })
+      const counts = () => torch.cpu.kernelCalls().filter((k) => k.op === op)
+      const before = counts()
       for (const c of g.cases) {
         const r = await lm.complete(c.prompt ?? c.messages, { maxNewTokens: g.new_tokens, temperature: 0 })
         sameTokens(r.tokens, c.output_ids, c.top2_gaps, `${name} ${c.name}`)
+      }
+      const after = counts()
+      const fast = /\bavx2\b/.test(cpuFlags) && /\bfma\b/.test(cpuFlags) ? 'avx2' : 'aten'
+      const ran = (kernel, key) =>
+        after.find((k) => k.kernel === kernel)[key] - before.find((k) => k.kernel === kernel)[key]
+      if (oneRow === op) {
+        assert.ok(ran(fast, 'oneRow') >= g.new_tokens, `${op}: ${ran(fast, 'oneRow')} one-row calls by ${fast}`)
+        assert.equal(ran(fast === 'avx2' ? 'aten' : 'avx2', 'oneRow'), 0, `${op}: no one-row call by the other kernel`)
       }
     },
   )

@@ -37,8 +37,8 @@ const PROMPTS = path.join(CACHE, 'prompts.json')
 // (generate_child.py's GGUF_KINDS), against torch-node's fp32, bf16, --quantize int8 and int4.
 const GGUF = Object.fromEntries(['f32', 'f16', 'q8_0', 'q4_0'].map((k) => [k, path.join(CACHE, 'gguf', `${k}.gguf`)]))
 // --autotune 1 (the default): the folder exported with --autotune (docs/generation.md); 0: the
-// default export. `variant`: a dtype, or a --quantize scheme (activations in bf16 where the CPU
-// has native bf16, else fp32: exportFlags).
+// default export. `variant`: a dtype, or a --quantize scheme exported as the docs give it (no
+// --dtype: the exporter's default, bf16 activations where the CPU has native bf16, else fp32).
 const exported = (variant) => path.join(CACHE, `torch-node-${variant}${config.autotune ? '-autotune' : ''}`)
 const QUANTIZED = { int8: 'Q8_0', int4: 'Q4_0' }
 const PEERS = path.join(__dirname, 'peers')
@@ -69,8 +69,13 @@ function wheelGguf(python) {
   return execFileSync(python, ['-c', code], { encoding: 'utf8' }).trim()
 }
 
+/** The activations' dtype of an exported variant (its manifest). */
+function exportedDtype(variant) {
+  return JSON.parse(fs.readFileSync(path.join(exported(variant), 'manifest.json'), 'utf8')).dtype
+}
+
 /** Everything the peers read, made once; each step says what it does (the export takes minutes). */
-function prepare(python, variants, bf16Native) {
+function prepare(python, variants) {
   if (![path.join(HF, 'model.safetensors'), ...Object.values(GGUF), PROMPTS].every((f) => fs.existsSync(f))) {
     log(`preparing ${path.relative(ROOT, CACHE)}: HF folder, F32/F16 GGUF files and prompts (once)`)
     execFileSync(python, [path.join(__dirname, 'generate_child.py'), 'prepare', wheelGguf(python), CACHE], {
@@ -81,10 +86,9 @@ function prepare(python, variants, bf16Native) {
   for (const variant of variants) {
     const out = exported(variant)
     if (fs.existsSync(path.join(out, 'manifest.json'))) continue
-    const flags =
-      variant in QUANTIZED
-        ? ['--quantize', variant, '--dtype', bf16Native ? 'bfloat16' : 'float32']
-        : ['--dtype', variant]
+    // The quantized rows as users type them: no --dtype, the exporter's default for this CPU
+    // (bf16 activations where it has native bf16, float32 elsewhere: the manifest's dtype).
+    const flags = variant in QUANTIZED ? ['--quantize', variant] : ['--dtype', variant]
     log(`exporting ${path.relative(ROOT, out)} with python/export_causal_lm.py ${flags.join(' ')} (once, minutes)`)
     fs.rmSync(`${out}.tmp`, { recursive: true, force: true })
     execFileSync(
@@ -185,7 +189,7 @@ async function main() {
   if (!python)
     throw new Error('bench:generate needs the dev virtualenv (.libtorch) for its preparation: run `npm install`')
   const bf16 = machine.bf16Support(cpu)
-  prepare(python, ['float32', ...(bf16.native ? ['bfloat16'] : []), ...Object.keys(QUANTIZED)], bf16.native)
+  prepare(python, ['float32', ...(bf16.native ? ['bfloat16'] : []), ...Object.keys(QUANTIZED)])
   const peersSkipped = installPeers()
   const prompts = JSON.parse(fs.readFileSync(PROMPTS, 'utf8'))
   const child = path.join(__dirname, 'generate-child.js')
@@ -325,7 +329,13 @@ async function main() {
     out.push('', '- targets: ≥ 1.0× node-llama-cpp F32, ≥ 1.2× transformers eager', '')
     out.push('## One stream, quantized weights: torch-node --quantize against node-llama-cpp', '')
     out.push(
-      `torch-node's activations and KV cache in ${bf16.native ? 'bf16' : 'fp32'}; node-llama-cpp's llama.cpp quantizations of the same weights (the gguf package's quantizers).`,
+      `torch-node exported as the docs give it (\`torch-node export --quantize int8|int4\`, no --dtype): activations and KV cache in ${Object.keys(
+        QUANTIZED,
+      )
+        .map((q) => `${q} ${exportedDtype(q)}`)
+        .join(
+          ', ',
+        )} (the exporter's default on this CPU); node-llama-cpp's llama.cpp quantizations of the same weights (the gguf package's quantizers).`,
       '',
       '| torch-node | tokens/s | top-1 agreement with fp32 (export) | node-llama-cpp | tokens/s | torch-node / node-llama-cpp |',
       '|---|---|---|---|---|---|',

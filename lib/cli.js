@@ -31,8 +31,10 @@ python/export_text.py or python/export_causal_lm.py with $PYTHON, else python3, 
 torch and transformers (a GGUF file: and gguf).
 Causal LMs only: --autotune tunes each matmul for this CPU at export (faster decoding, a package
 twice the size on disk); --quantize stores the linear layers' weights as int8 (per output
-channel) or int4 (groups of 32, or 128: int4-g128), activations and cache in --dtype
-(docs/generation.md gives each scheme's accuracy cost).`
+channel) or int4 (groups of 32, or 128: int4-g128), activations and cache in --dtype (default
+with --quantize: bfloat16 where this CPU has avx512_bf16 or amx_bf16, else float32; the folder
+runs on CPUs with the vector ISA of the one that exported it). docs/generation.md gives each
+scheme's accuracy cost and kernels.`
 
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
        torch-node export <model-dir> <out-folder> [--dtype ...]   (torch-node export --help)

@@ -165,6 +165,89 @@ def prefill_dtype(dtype):
     return dtype if dtype == "bfloat16" and native_bf16() else "float32"
 
 
+def default_dtype(quantize):
+    """The activations' dtype when --dtype is not given: bfloat16 for a quantized program where
+    this CPU multiplies bf16 natively (cpu_flags.native_bf16: ATen's int4 kernel and the int8
+    reductions are vectorized for it; SmolLM2 --quantize int4 ran 112-117 tokens/s with bf16
+    against 7.7-7.9 with float32 activations through ATen's kernel on an AMD EPYC Zen 4,
+    2026-11-29), float32 otherwise. Returns (dtype, why)."""
+    from cpu_flags import native_bf16
+
+    how = native_bf16()
+    if quantize and how:
+        return "bfloat16", f"the default for --quantize on a CPU with {how}; --dtype float32 keeps float32"
+    if quantize:
+        return "float32", "the default: this CPU has no native bf16 (no avx512_bf16 or amx_bf16 in /proc/cpuinfo)"
+    return "float32", "the default"
+
+
+# /proc/cpuinfo's names for the gcc -m flags Inductor compiles a program with where they differ
+# from the flag less its "-m" with "-" as "_".
+CPUINFO_NAMES = {"avx512bf16": "avx512_bf16", "avx512vnni": "avx512_vnni", "avx512fp16": "avx512_fp16"}
+
+
+def compiled_for():
+    """What the program's compiled code needs of the CPU (the manifest's `compiled_for`):
+    Inductor compiles its kernels for the vector ISA it picks on this machine
+    (torch._inductor.cpu_vec_isa.pick_vec_isa: its -m flags), so a package made on an AVX-512
+    CPU stops with SIGILL on one without. torch-node checks these flags at load
+    (crates/core/src/generate/lm.rs) and refuses the folder in one line instead."""
+    import platform
+
+    from torch._inductor import cpu_vec_isa
+
+    isa = cpu_vec_isa.pick_vec_isa()
+    flags = set()
+    for flag in isa.build_arch_flags().split() if isa else []:
+        if flag.startswith("-m") and not flag.startswith(("-march", "-mtune", "-msve")):
+            name = flag[2:].replace("-", "_")
+            flags.add(CPUINFO_NAMES.get(name, name))
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"isa": str(isa) if isa else "none", "cpu_flags": sorted(flags), "exported_on": cpu}
+
+
+def kernels(quantization, one_row_kernel, dtype):
+    """The manifest's `kernels`: what the program's linear layers multiply through at one row
+    (`one_row`) and at 2 to quantize_lm.PREFILL_ROWS rows (`rows`), by kind of layer, as this
+    export compiled them; torch-node's own ops (torch_node::*) pick their kernel by the CPU they
+    run on (AVX2 + FMA, else ATen's linear), and torch.cpu.kernelCalls() counts which ran."""
+    import torch
+
+    float_rows = {"reduction": "inductor reduction", "rows_linear": "torch_node::rows_linear"}
+    out = {"float": {"one_row": float_rows.get(one_row_kernel), "rows": "torch_node::rows_linear"}}
+    if one_row_kernel is None:
+        out["float"] = {"one_row": "aten::linear", "rows": "aten::linear"}
+    if quantization and quantization["group_size"] is None:
+        out["int8"] = {"one_row": float_rows[one_row_kernel or "rows_linear"], "rows": "torch_node::rows_linear"}
+    elif quantization:
+        import quantize_lm
+
+        op = ("torch_node::rows_linear_int4_runs" if quantize_lm.int4_kernel(getattr(torch, dtype)) ==
+              "rows_linear_int4_runs" else "aten::_weight_int4pack_mm_for_cpu")
+        out["int4"] = {"one_row": op, "rows": op}
+    return out
+
+
+def compile_estimate(model, quantization, autotune):
+    """The compile's expected time on this machine, for the line before it: it prints nothing
+    for minutes. Measured on 2 cores (AMD EPYC, 2026-11): SmolLM2-135M's 211 linear layers
+    3.5 min in float32, 9 min with --quantize int8 (552 s); a tiny test model 20-60 s. Scaled by
+    the linear layers and the cores (Inductor compiles its kernels in parallel)."""
+    import torch
+
+    layers = sum(1 for m in model.modules() if isinstance(m, torch.nn.Linear) or hasattr(m, "qweight"))
+    per_layer = 2.6 if quantization else 1.0
+    if autotune:
+        per_layer *= 3
+    seconds = (30 + per_layer * layers) * 2 / max(1, min(os.cpu_count() or 2, 8))
+    return f"expected ~{seconds / 60:.0f} min" if seconds >= 90 else f"expected ~{seconds:.0f} s"
+
+
 def caller_cache_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
                            sliding_window=None, softcap=None, **kwargs):
     """transformers' attention-function protocol (registered with AttentionInterface as
@@ -609,7 +692,7 @@ EXPERTS_IMPLEMENTATION = "batched_mm"
 
 
 def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, log=print, autotune=False,
-           compile_options=None, timings=None, quantize=None):
+           compile_options=None, timings=None, quantize=None, dtype_reason="--dtype"):
     """Exports `model_dir` into `out_dir`; returns the manifest. `compile_options`: Inductor
     options over the defaults (models/make_lm_models.py's fixtures compile faster); `timings`, a
     dict, gets the compile's seconds and the checks' figures."""
@@ -622,6 +705,8 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
     if dtype not in DTYPES:
         raise ExportError(f"--dtype: expected one of {', '.join(DTYPES)}, got '{dtype}'")
     torch_dtype = getattr(torch, dtype)
+    log(f"{os.path.basename(os.path.normpath(model_dir))}: reading the model with transformers (seconds; a GGUF "
+        "file: about a minute per GB)")
     model = load_model(model_dir, log)
     model_type = model.config.model_type
     ids = check_ids(model.config)
@@ -633,6 +718,8 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
     if quantize:
         import quantize_lm
 
+        log(f"{quantize}: quantizing the linear layers and checking them against transformers (about a minute "
+            "for a 135M model)")
         try:
             quantization = quantize_lm.quantize(model, quantize, torch_dtype, getattr(torch, prefill_dtype(dtype)))
         except quantize_lm.QuantizationError as e:
@@ -654,6 +741,11 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
         if one_row:
             how = "a vectorized reduction" if one_row_kernel == "reduction" else "torch_node::rows_linear (no AVX-512)"
             log(f"decode: {one_row} linear layers multiply a single row through {how}")
+    if quantization:
+        paths = kernels(quantization, one_row_kernel, dtype)
+        scheme = "int8" if quantization["group_size"] is None else "int4"
+        log(f"{quantization['scheme']}: up to {quantize_lm.PREFILL_ROWS} rows through {paths[scheme]['rows']}, "
+            f"one row through {paths[scheme]['one_row']} ({dtype} activations)")
     default_attention = model.config._attn_implementation
     attends_in = attention_dtype(dtype)
     StepState.attention_in_float32 = attends_in != dtype
@@ -671,6 +763,8 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
         check_prefill("self-check (eager step)", step, layout, torch_dtype, prefill, reference, log)
     started = time.time()
     package = os.path.join(out_dir, "model.pt2")
+    log(f"model.pt2: torch.export + AOTInductor compile, {compile_estimate(model, quantization, autotune)} "
+        "(no output until it ends)")
     export_program(layout, step, torch_dtype, max_context, max_batch, package, autotune, compile_options)
     timings["compile_s"] = round(time.time() - started, 1)
     log(f"model.pt2: torch.export + AOTInductor{' (autotuned)' if autotune else ''} in {time.time() - started:.0f} s")
@@ -726,6 +820,11 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
         # "reduction" (CPUs with AVX-512: int4 keeps ATen's kernel) or "rows_linear" (torch-node's
         # ops, torch_node::rows_linear and rows_linear_int4_runs); null when no layer is either.
         "one_row_kernel": one_row_kernel if one_row or quantization else None,
+        # What the linear layers multiply through (kernels) and what the compiled code needs of
+        # the CPU (compiled_for: checked at load).
+        "kernels": kernels(quantization, one_row_kernel if one_row or quantization else None, dtype),
+        "compiled_for": compiled_for(),
+        "dtype_reason": dtype_reason,
         # Weight-only quantization (python/quantize_lm.py): activations and cache stay in `dtype`.
         "quantization": quantization,
         # The compiled check: model.pt2 against transformers on a fixed random text, and the
@@ -762,7 +861,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("model_dir")
     p.add_argument("out_dir")
-    p.add_argument("--dtype", default="float32", choices=DTYPES)
+    p.add_argument("--dtype", default=None, choices=DTYPES,
+                   help="activations and cache (default: float32; with --quantize, bfloat16 where the CPU has "
+                        "avx512_bf16 or amx_bf16)")
     p.add_argument("--max-context", type=int, default=None, help="longest sequence (default: the model's)")
     p.add_argument("--max-batch", type=int, default=64, help="most sequences in one step")
     p.add_argument("--quantize", choices=["int8", "int4", "int4-g32", "int4-g128"],
@@ -777,9 +878,11 @@ def main(argv=None):
         print(f"export_causal_lm: missing Python packages: {', '.join(missing)} "
               f"(install: {sys.executable} -m pip install {' '.join(missing)})", file=sys.stderr)
         return 3
+    dtype, why = (args.dtype, "--dtype") if args.dtype else default_dtype(args.quantize)
+    print(f"activations and cache: {dtype} ({why})")
     try:
-        export(args.model_dir, args.out_dir, args.dtype, args.max_context, args.max_batch, autotune=args.autotune,
-               quantize=args.quantize)
+        export(args.model_dir, args.out_dir, dtype, args.max_context, args.max_batch, autotune=args.autotune,
+               quantize=args.quantize, dtype_reason=why)
     except ExportError as e:
         print(f"export_causal_lm: {e}", file=sys.stderr)
         return 2

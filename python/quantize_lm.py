@@ -10,8 +10,9 @@ kernels, which AOTInductor calls from the compiled program:
   g128)       w = (q - 8) * scale + zero, q in [0, 15], zero = min + 8 * scale (the tinygemm
               layout); aten._weight_int4pack_mm_for_cpu(x, packed [N, K/2] uint8, group,
               scales_and_zeros [K/group, N, 2]), the weight packed by
-              aten._convert_weight_to_int4pack_for_cpu (without AVX-512:
-              torch_node::rows_linear_int4_runs over the same layout, int4_rows_op)
+              aten._convert_weight_to_int4pack_for_cpu (with float32 activations, and
+              on a CPU without AVX-512: torch_node::rows_linear_int4_runs over the same
+              layout, int4_rows_op; int4_kernel says which)
 
 Activations, biases, norms and the cache stay in the export's dtype (the manifest's `dtype`); so
 do mixture-of-experts' expert weights (3-D parameters, not linear layers). The input embedding
@@ -39,8 +40,8 @@ weight (one fused pass over it) and multiplies through the GEMM of `prefill_dtyp
 branches are compiled into the program (torch.cond on the rows). int4 does so where its packed
 layout is known (int4_block; else the layer keeps its kernel at every size), and keeps its
 scales and zeros a second time, unpacked (a quarter of its weights' bytes at groups of 32, bf16).
-On a CPU without AVX-512 (decode_gemv.one_row_kernel) an int4 layer whose layout is known
-multiplies up to PREFILL_ROWS rows through torch_node::rows_linear_int4_runs over the same packed
+With float32 activations, and on a CPU without AVX-512 (int4_kernel), an int4 layer whose
+layout is known multiplies up to PREFILL_ROWS rows through torch_node::rows_linear_int4_runs over the same packed
 weight, with its scales and offsets laid out by int4_runs (float32, their only copy: ATen's
 kernel and its scales are not kept), which its prefill reads back: ATen's int4 kernel is
 vectorized for AVX-512 only (measured 2026-11-28 on an AMD EPYC, Zen 3, AVX2, quiet, 2 threads:
@@ -115,7 +116,7 @@ def _make_module():
                 self.block = int4_block(packed, q) if prefill_dtype is not None else None
                 if self.block is None:
                     self.prefill_dtype = None
-                elif decode_gemv.one_row_kernel() == "rows_linear":
+                elif int4_kernel(dtype) == "rows_linear_int4_runs":
                     # Made from the scales and zeros in `dtype`, as ATen's kernel reads them; the
                     # only copy this layer keeps (neither ATen's kernel nor its layout is used).
                     del self.scales
@@ -140,9 +141,10 @@ def _make_module():
             n, k, block = self.out_features, self.in_features, self.block
 
             rows = decode_gemv.rows_op()
-            # Without AVX-512, torch-node's ops take every row count up to PREFILL_ROWS.
+            # Without AVX-512, torch-node's ops take every row count up to PREFILL_ROWS; int4
+            # layers laid out as runs (int4_kernel) take torch-node's op on every CPU.
             by_op = decode_gemv.one_row_kernel() == "rows_linear"
-            rows4 = int4_rows_op() if by_op and block is not None else None
+            rows4 = int4_rows_op() if self.runs is not None else None
 
             def kernel(flat, qweight, scales):
                 return rows(flat, qweight, scales)
@@ -215,6 +217,23 @@ def _make_embedding():
             return rows if self.embed_scale is None else rows * self.embed_scale.to(self.dtype)
 
     return QuantizedEmbedding
+
+
+def int4_kernel(dtype):
+    """What an int4 layer (whose packing int4_block reads) multiplies up to PREFILL_ROWS rows
+    through, with activations in `dtype` on this CPU: "aten" (aten._weight_int4pack_mm_for_cpu)
+    for bfloat16 or float16 activations where the CPU has AVX-512, the case ATen's vectorized code
+    serves (SmolLM2 int4 with bf16 activations: 112-117 tokens/s on an AMD EPYC Zen 4,
+    avx512_bf16, 2026-11-29); "rows_linear_int4_runs" (torch-node's op, which picks its kernel
+    by the CPU it runs on) for float32 activations on every CPU (ATen's kernel with float32
+    activations ran the same model at 7.7-7.9 tokens/s on that Zen 4: 0.17x node-llama-cpp) and
+    for any activations without AVX-512 (ATen's kernel is vectorized for AVX-512 only)."""
+    import decode_gemv
+    import torch
+
+    if dtype == torch.float32 or decode_gemv.one_row_kernel() == "rows_linear":
+        return "rows_linear_int4_runs"
+    return "aten"
 
 
 def int8_rows(weight, dtype):

@@ -312,12 +312,15 @@ fn wrap(Loaded(model, config): Loaded) -> JsCausalLM {
 pub struct Info(Arc<Model>);
 
 js_result!(
-    /// `{maxContext, maxSequences, maxNewTokens, temperature, topK, topP, minP, repetitionPenalty, eos, dtype}`.
+    /// `{maxContext, maxSequences, maxNewTokens, temperature, topK, topP, minP, repetitionPenalty, eos, dtype,
+    /// quantization, compiledFor, compiledForFlags, exportedOn, kernels}` (the last five from manifest.json;
+    /// `kernels` as JSON text).
     InfoJs(Info) as "CausalLMInfo",
     |env, info| {
         let m = &info.0;
         let d = &m.defaults;
         let eos: Vec<f64> = m.manifest.eos.iter().map(|&t| t as f64).collect();
+        let compiled_for = m.manifest.compiled_for.as_ref();
         let n = |x: f64| js::new_number(env, x);
         js::new_object(
             env,
@@ -332,6 +335,12 @@ js_result!(
                 ("repetitionPenalty".into(), n(d.repetition_penalty)?),
                 ("eos".into(), js::new_number_array(env, &eos)?),
                 ("dtype".into(), js::new_string(env, &m.manifest.dtype_name)?),
+                // "" where the manifest has none: CausalLM's `program` getter reads null.
+                ("quantization".into(), js::new_string(env, m.manifest.quantization.as_deref().unwrap_or(""))?),
+                ("compiledFor".into(), js::new_string(env, compiled_for.map_or("", |c| c.isa.as_str()))?),
+                ("compiledForFlags".into(), js::new_string(env, &compiled_for.map_or(String::new(), |c| c.cpu_flags.join(" ")))?),
+                ("exportedOn".into(), js::new_string(env, compiled_for.map_or("", |c| c.exported_on.as_str()))?),
+                ("kernels".into(), js::new_string(env, &m.manifest.kernels)?),
             ],
         )
     }

@@ -253,6 +253,36 @@ pub mod cpu {
     pub fn has_native_bf16() -> bool {
         ffi::cpu_has_native_bf16()
     }
+
+    /// How often one kernel of torch-node's own ops ran (`torch.cpu.kernelCalls()`).
+    #[napi(object)]
+    pub struct KernelCalls {
+        /// The op an exported program calls: `torch_node::rows_linear` (float and int8 weights)
+        /// or `torch_node::rows_linear_int4_runs` (int4).
+        pub op: String,
+        /// What ran on this CPU: `'avx2'` (torch-node's kernel, chosen where the CPU has AVX2 and
+        /// FMA) or `'aten'` (ATen's linear: a CPU without them, or float weights past 16 rows).
+        pub kernel: String,
+        /// Calls so far in this process.
+        pub calls: f64,
+        /// Of those, calls with one row (a decode step of one sequence).
+        pub one_row: f64,
+    }
+
+    /// The calls of torch-node's own ops so far in this process, one entry per kernel: which
+    /// path a quantized `CausalLM` program (`manifest.json`'s `kernels`) took on this CPU.
+    #[napi]
+    pub fn kernel_calls() -> Vec<KernelCalls> {
+        ffi::kernel_calls()
+            .into_iter()
+            .map(|k| KernelCalls {
+                op: k.op,
+                kernel: k.kernel,
+                calls: k.calls as f64,
+                one_row: k.one_row as f64,
+            })
+            .collect()
+    }
 }
 
 /// Runs once per JS context (main thread and each worker) as the addon loads.

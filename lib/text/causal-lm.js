@@ -102,6 +102,20 @@ const MAX_TIMER_MS = 2 ** 31 - 1
  */
 
 /**
+ * `CausalLM.program`: what the exported program is and runs on this CPU.
+ * @typedef {object} ProgramInfo
+ * @property {string} dtype The activations' and cache's dtype (`float32`, `bfloat16`, `float16`).
+ * @property {string | null} quantization The weight-only scheme (`int8`, `int4-g32`, `int4-g128`), or null.
+ * @property {{ isa: string; cpuFlags: string[] } | null} compiledFor The vector ISA the compiled code needs
+ *   and its CPU flags (checked at load: a CPU without them is refused with `ModelLoadError`); null for
+ *   folders exported before torch-node recorded it.
+ * @property {string | null} exportedOn The CPU the folder was exported on.
+ * @property {Record<string, { oneRow: string | null; rows: string }>} kernels What each kind of linear layer
+ *   (`float`, `int8`, `int4`) multiplies through at one row and at 2 to 32 rows.
+ * @property {boolean} nativeBf16 Whether this CPU computes bf16 natively (avx512_bf16 or amx_bf16).
+ */
+
+/**
  * Text generation from a causal LM folder (python/export_causal_lm.py); the decode loop runs on
  * the executor. See docs/generation.md. Made with `CausalLM.load`.
  */
@@ -143,7 +157,16 @@ class CausalLM {
       if (e instanceof Error && !e.message.startsWith('CausalLM')) e.message = `CausalLM.load: ${e.message}`
       throw e
     }
-    return new CausalLM(LOAD, handle)
+    const lm = new CausalLM(LOAD, handle)
+    const { dtype, nativeBf16 } = lm.program
+    if (dtype === 'bfloat16' && !nativeBf16) {
+      process.emitWarning(
+        `CausalLM.load: ${folder} was exported with bfloat16 activations and this CPU has no native bf16 ` +
+          '(no avx512_bf16 or amx_bf16): it runs emulated, slower than float32 (export it here for float32)',
+        { code: 'TORCH_NODE_BF16_EMULATED' },
+      )
+    }
+    return lm
   }
 
   /**
@@ -162,6 +185,33 @@ class CausalLM {
   get defaults() {
     const { maxNewTokens, temperature, topK, topP, minP, repetitionPenalty } = this.#info
     return { maxNewTokens, temperature, topK, topP, minP, repetitionPenalty }
+  }
+
+  /**
+   * What the exported program is and runs on this CPU, from manifest.json: its activations' `dtype`, its
+   * weight-only `quantization` (`'int8'`, `'int4-g32'`, `'int4-g128'`, or null), the vector ISA its compiled
+   * code needs (`compiledFor`, e.g. `'avx2'`, with `cpuFlags` as /proc/cpuinfo names them, checked at load;
+   * null for folders exported before it was recorded), the CPU it was exported on, what its linear layers
+   * multiply through (`kernels`: `{float, int8?, int4?}` → `{oneRow, rows}`, e.g.
+   * `'torch_node::rows_linear_int4_runs'`, whose kernel `torch.cpu.kernelCalls()` counts), and whether this CPU
+   * computes bf16 natively (`nativeBf16`: a bfloat16 program on a CPU without it runs emulated, slower than
+   * float32).
+   * @returns {ProgramInfo}
+   */
+  get program() {
+    const i = this.#info
+    /** @type {Record<string, { one_row: string | null; rows: string }>} */
+    const kernels = JSON.parse(i.kernels)
+    return {
+      dtype: i.dtype,
+      quantization: i.quantization || null,
+      compiledFor: i.compiledFor
+        ? { isa: i.compiledFor, cpuFlags: i.compiledForFlags.split(' ').filter(Boolean) }
+        : null,
+      exportedOn: i.exportedOn || null,
+      kernels: Object.fromEntries(Object.entries(kernels).map(([k, v]) => [k, { oneRow: v.one_row, rows: v.rows }])),
+      nativeBf16: native.cpu.hasNativeBf16(),
+    }
   }
 
   /** True once `dispose()` was called. */

@@ -10,6 +10,7 @@
 //!   `aot_inputs`, `aot_pages` (`.pt2` packages), `library` (custom-op libraries);
 //! - `ivalue` (TorchScript values and method schemas), `image` (decode, transforms, encode),
 //!   `text` (tokenizers, chat templates), `generate` (causal-LM generation);
+//! - `cpu` (what an exported program's compiled code needs of the CPU);
 //! - `memory` (live tensor accounting), `executor` (the threads libtorch compute runs on);
 //! - `ffi`: every call into libtch and the C++ shim (`src/shim/`).
 //!
@@ -20,6 +21,7 @@ pub mod aot_inputs;
 pub mod aot_pages;
 pub mod archive;
 pub mod args;
+pub mod cpu;
 pub mod device;
 pub mod dtype;
 pub mod error;

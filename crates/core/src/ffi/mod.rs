@@ -157,7 +157,7 @@ pub mod tensor;
 
 pub use crate::ivalue::schema::{MethodSchema, SchemaArg};
 pub use aoti::*;
-pub use ops::{int4_runs, rows_linear, rows_linear_int4, rows_linear_int4_runs};
+pub use ops::{int4_runs, kernel_calls, rows_linear, rows_linear_int4, rows_linear_int4_runs, KernelCalls};
 pub use runtime::*;
 pub use script::{dict_has_string_keys, typed_dict, typed_list, Prepare};
 use script::{method_names, method_schema, module_is_training, module_prepare, module_to_device};

@@ -2,10 +2,14 @@
 //! libtorch's dispatcher for the programs `torch-node export` writes, and their kernels callable
 //! directly (the unit tests below check them against ATen).
 use anyhow::{anyhow, Result};
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void, CStr};
 use torch_sys::C_tensor;
 
+/// `tn_kernel_calls`'s callback: (ctx, op, kernel, calls, one-row calls).
+type KernelCallsCb = extern "C" fn(*mut c_void, *const c_char, *const c_char, u64, u64);
+
 extern "C" {
+    fn tn_kernel_calls(cb: KernelCallsCb, ctx: *mut c_void);
     fn tn_register_ops(err: *mut *mut c_char);
     fn tn_rows_linear(
         x: *const C_tensor,
@@ -124,10 +128,79 @@ pub fn int4_runs(scales: &tch::Tensor, zeros: &tch::Tensor, block: i64) -> Resul
     Ok(unsafe { tch::Tensor::from_ptr(out) })
 }
 
+/// How often one kernel of torch-node's ops ran in this process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelCalls {
+    /// The op a program calls (`torch_node::rows_linear`, `torch_node::rows_linear_int4_runs`).
+    pub op: String,
+    /// What it ran on this CPU: `avx2` (torch-node's kernel) or `aten` (ATen's linear: no AVX2 +
+    /// FMA, or float weights past the kernel's rows).
+    pub kernel: String,
+    pub calls: u64,
+    /// The calls with a single row (a decode step of one sequence).
+    pub one_row: u64,
+}
+
+/// The calls of torch-node's ops so far, per kernel: which path a program took on this CPU.
+pub fn kernel_calls() -> Vec<KernelCalls> {
+    extern "C" fn push(ctx: *mut c_void, op: *const c_char, kernel: *const c_char, calls: u64, one_row: u64) {
+        // SAFETY: `ctx` is the Vec below, borrowed for the call; the names are static C strings.
+        let (out, text) = unsafe {
+            (&mut *(ctx as *mut Vec<KernelCalls>), |p: *const c_char| {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            })
+        };
+        out.push(KernelCalls {
+            op: text(op),
+            kernel: text(kernel),
+            calls,
+            one_row,
+        });
+    }
+    let mut out: Vec<KernelCalls> = Vec::new();
+    // SAFETY: the callback only appends to `out`, which outlives the call; the shim neither
+    // throws nor keeps `ctx`.
+    unsafe { tn_kernel_calls(push, &mut out as *mut Vec<KernelCalls> as *mut c_void) };
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tch::{Device, Kind, Tensor};
+
+    /// Each call counts under the kernel that ran it: torch-node's where the CPU has AVX2 + FMA
+    /// (one row counted apart), ATen's past 16 rows of float weights. Other tests run beside
+    /// this one in the process: the counts only grow.
+    #[test]
+    fn kernel_calls_count_the_kernel_that_ran() {
+        let count = |kernel: &str| {
+            let all = kernel_calls();
+            assert_eq!(all.len(), 4, "{all:?}");
+            let found = all
+                .into_iter()
+                .find(|k| k.op == "torch_node::rows_linear" && k.kernel == kernel);
+            found.unwrap()
+        };
+        let fast = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+        let kernel = if fast { "avx2" } else { "aten" };
+        let w = Tensor::randn([16, 64], (Kind::Float, Device::Cpu));
+        let before = count(kernel);
+        let y = rows_linear(&Tensor::randn([1, 64], (Kind::Float, Device::Cpu)), &w, None).unwrap();
+        assert_eq!(y.size(), [1, 16]);
+        let after = count(kernel);
+        assert!(
+            after.calls > before.calls && after.one_row > before.one_row,
+            "{before:?} -> {after:?}"
+        );
+        let before = count("aten");
+        let y = rows_linear(&Tensor::randn([17, 64], (Kind::Float, Device::Cpu)), &w, None).unwrap();
+        assert_eq!(y.size(), [17, 16]);
+        assert!(
+            count("aten").calls > before.calls,
+            "17 rows of float weights: ATen's linear"
+        );
+    }
 
     /// The kernel against ATen's linear (float32 accumulation: within 1e-5 of the largest output
     /// for float32 weights, 1e-2 for bf16 outputs) at every row count it takes and past it (17:

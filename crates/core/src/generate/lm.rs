@@ -11,6 +11,7 @@ use super::constraint::Vocabulary;
 use super::request::Defaults;
 use super::sequence::{CacheShape, Decoder};
 use crate::aot::{self, AotModule};
+use crate::cpu::CompiledFor;
 use crate::error::{bail_code, fail, Code};
 use crate::text::chat_template::{self, ChatInput};
 use crate::text::tokenizer::Tokenizer;
@@ -37,6 +38,13 @@ pub struct Manifest {
     /// Constants the program never reads (original FQNs, proven at export): their memory is
     /// given back after the load (`aot_pages::release_unread_constants`).
     pub unused_constants: Vec<String>,
+    /// What the compiled code needs of the CPU (None: a manifest from before it was recorded).
+    pub compiled_for: Option<CompiledFor>,
+    /// The weight-only quantization scheme (`int8`, `int4-g32`, `int4-g128`), if any.
+    pub quantization: Option<String>,
+    /// What the linear layers multiply through (`manifest.json`'s `kernels`, as JSON text; the
+    /// empty object where the manifest predates it).
+    pub kernels: String,
 }
 
 impl Manifest {
@@ -73,6 +81,9 @@ impl Manifest {
             dtype,
             dtype_name,
             unused_constants: unused.filter_map(Json::as_str).map(str::to_string).collect(),
+            compiled_for: CompiledFor::from_manifest(&m),
+            quantization: m["quantization"]["scheme"].as_str().map(str::to_string),
+            kernels: m.get("kernels").map_or_else(|| "{}".to_string(), Json::to_string),
         })
     }
 }
@@ -116,6 +127,10 @@ pub fn load(folder: &str, options: LoadOptions) -> Result<Model> {
         })
     };
     let manifest = Manifest::parse(&read("manifest.json")?)?;
+    if let Some(compiled_for) = &manifest.compiled_for {
+        let program = dir.join("model.pt2");
+        compiled_for.check(&program.display().to_string(), crate::cpu::flags())?;
+    }
     if let Some(d) = options.dtype.filter(|d| *d != manifest.dtype_name) {
         bail_code!(
             Code::InvalidArg,

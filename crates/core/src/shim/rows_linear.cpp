@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <optional>
 
 #include "protect.h"
@@ -146,6 +147,8 @@ at::Tensor rows_linear(const at::Tensor& x, const at::Tensor& w,
     TORCH_CHECK(scales->dim() == 1 && scales->size(0) == w.size(0),
                 "torch_node::rows_linear: scales [N] expected, got ", scales->sizes());
   int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  bool by_kernel = M > 0 && torch_node::has_avx2_fma() && (M <= kMaxRows || int8);
+  torch_node::count(by_kernel ? torch_node::kRowsLinearAvx2 : torch_node::kRowsLinearAten, M);
   if (M == 0 || !torch_node::has_avx2_fma()) {
     if (int8) {
       at::Tensor dequantized = w.to(at::kFloat) * scales->to(at::kFloat).unsqueeze(1);
@@ -199,7 +202,30 @@ bool torch_node::has_avx2_fma() {
   return yes;
 }
 
+namespace {
+// Calls, and calls of one row, per kernel (relaxed: counts, not synchronization).
+std::atomic<uint64_t> calls[torch_node::kKernels], one_row[torch_node::kKernels];
+}  // namespace
+
+void torch_node::count(Kernel kernel, int64_t rows) {
+  calls[kernel].fetch_add(1, std::memory_order_relaxed);
+  if (rows == 1) one_row[kernel].fetch_add(1, std::memory_order_relaxed);
+}
+
 extern "C" {
+
+// The counts so far: cb(ctx, op, kernel, calls, one-row calls) for each kernel.
+void tn_kernel_calls(void (*cb)(void*, const char*, const char*, uint64_t, uint64_t), void* ctx) {
+  static const char* names[torch_node::kKernels][2] = {
+      {"torch_node::rows_linear", "avx2"},
+      {"torch_node::rows_linear", "aten"},
+      {"torch_node::rows_linear_int4_runs", "avx2"},
+      {"torch_node::rows_linear_int4_runs", "aten"},
+  };
+  for (int k = 0; k < torch_node::kKernels; k++)
+    cb(ctx, names[k][0], names[k][1], calls[k].load(std::memory_order_relaxed),
+       one_row[k].load(std::memory_order_relaxed));
+}
 
 // Registers torch_node::rows_linear, rows_linear_int4 and rows_linear_int4_runs with the
 // dispatcher (once; later calls do nothing). Called before any AOTInductor package loads: a program

@@ -15,6 +15,11 @@ namespace torch_node {
 // AVX2 and FMA, checked once at run time (the kernels' code is compiled for them).
 bool has_avx2_fma();
 
+// The kernels torch-node's ops run, counted per call (torch.cpu.kernelCalls(): which path a
+// program took on this CPU, read by the tests instead of a timing).
+enum Kernel { kRowsLinearAvx2, kRowsLinearAten, kInt4Avx2, kInt4Aten, kKernels };
+void count(Kernel kernel, int64_t rows);
+
 // torch_node::rows_linear_int4_runs and rows_linear_int4 (rows_linear_int4.cpp).
 at::Tensor rows_linear_int4_runs(const at::Tensor& x, const at::Tensor& packed,
                                  const at::Tensor& runs, int64_t group, int64_t block);

@@ -199,7 +199,9 @@ int64_t check(const char* op, const at::Tensor& x, const at::Tensor& packed, int
 at::Tensor multiply(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& runs,
                     int64_t group, int64_t block) {
   int64_t M = x.size(0), K = x.size(1), N = packed.size(0);
-  if (M == 0 || !torch_node::has_avx2_fma())
+  bool by_kernel = M > 0 && torch_node::has_avx2_fma();
+  torch_node::count(by_kernel ? torch_node::kInt4Avx2 : torch_node::kInt4Aten, M);
+  if (!by_kernel)
     return at::linear(x.to(at::kFloat), dequantized(packed, runs, group, block))
         .to(x.scalar_type());
   at::Tensor xf = x.to(at::kFloat).contiguous();
