@@ -3,12 +3,13 @@
 // The request handler of torch-node serve: routes, the API key, model lookup by name, metrics,
 // and the state a shutdown needs (the generations running, to abort at its deadline).
 const { createHash, timingSafeEqual } = require('node:crypto')
-const { HttpError, readJson, sendJson, sendError, show } = require('./http')
+const { HttpError, readJson, sendJson, sendError, show, authorization } = require('./http')
 const { Metrics } = require('./metrics')
 const { LIMITS } = require('./requests')
 const chat = require('./chat')
 const { embeddings } = require('./embeddings')
 const responses = require('./responses')
+const messages = require('./messages')
 
 /**
  * @typedef {import('./chat').ChatModel | import('./embeddings').EmbeddingModel} ServeModel
@@ -30,10 +31,17 @@ const ROUTES = {
   'POST /v1/chat/completions': { limit: 'maxBodyBytes', run: chat.chatCompletions },
   'POST /v1/completions': { limit: 'maxBodyBytes', run: chat.completions },
   'POST /v1/responses': { limit: 'maxBodyBytes', run: responses.create },
+  // Anthropic's Messages API: its errors in Anthropic's shape.
+  'POST /v1/messages': { limit: 'maxBodyBytes', run: messages.create, sendError: messages.sendError },
+  'POST /v1/messages/count_tokens': {
+    limit: 'maxBodyBytes',
+    run: messages.countTokens,
+    sendError: messages.sendError,
+  },
   'POST /v1/embeddings': { limit: 'maxEmbeddingsBodyBytes', run: embeddings },
 }
 const KIND_ROUTES = {
-  chat: '/v1/chat/completions, /v1/completions and /v1/responses',
+  chat: '/v1/chat/completions, /v1/completions, /v1/responses and /v1/messages',
   embeddings: '/v1/embeddings',
 }
 const STORED = '/v1/responses/'
@@ -107,11 +115,16 @@ function createHandler({ models, apiKey, limits }) {
         return void res.end(body)
       }
       if (key && path.startsWith('/v1/')) {
-        const given = digest(req.headers.authorization ?? '')
+        const given = digest(authorization(req))
         if (!timingSafeEqual(given, key)) {
-          throw new HttpError(401, 'Unauthorized', 'a missing or wrong API key (Authorization: Bearer <key>)', {
-            'www-authenticate': 'Bearer',
-          })
+          throw new HttpError(
+            401,
+            'Unauthorized',
+            'a missing or wrong API key (Authorization: Bearer <key>, or x-api-key)',
+            {
+              'www-authenticate': 'Bearer',
+            },
+          )
         }
       }
       if (req.method === 'GET' && path === '/v1/models') {
@@ -140,7 +153,8 @@ function createHandler({ models, apiKey, limits }) {
       const body = await readJson(req, ctx.limits[/** @type {keyof Limits} */ (route.limit)])
       await route.run(ctx, body, res, startedAt)
     } catch (e) {
-      sendError(res, e)
+      const own = /** @type {{ sendError?: typeof sendError } | null} */ (route)?.sendError
+      ;(own ?? sendError)(res, e)
     }
   }
   return { handle, ctx }

@@ -164,6 +164,17 @@ function readKeys(body, keys) {
   return Object.fromEntries(Object.entries(body).filter(([, v]) => v !== null))
 }
 
+/**
+ * The API key a request gives, as `Authorization: Bearer <key>`: that header, or Anthropic's
+ * `x-api-key` (what Anthropic's clients and curl examples send).
+ * @param {import('node:http').IncomingMessage} req
+ */
+function authorization(req) {
+  const key = req.headers['x-api-key']
+  if (req.headers.authorization === undefined && typeof key === 'string') return `Bearer ${key}`
+  return req.headers.authorization ?? ''
+}
+
 module.exports = {
   HttpError,
   invalid,
@@ -171,6 +182,8 @@ module.exports = {
   readJson,
   sendJson,
   sendError,
+  statusOf,
+  authorization,
   eventText,
   sendEvent,
   startEvents,
