@@ -41,7 +41,7 @@ const ROUTES = {
   'POST /v1/embeddings': { limit: 'maxEmbeddingsBodyBytes', run: embeddings },
 }
 const KIND_ROUTES = {
-  chat: '/v1/chat/completions, /v1/completions, /v1/responses and /v1/messages',
+  chat: '/v1/chat/completions, /v1/completions and /v1/responses',
   embeddings: '/v1/embeddings',
 }
 const STORED = '/v1/responses/'
