@@ -89,7 +89,7 @@ describe('CausalLM responseFormat', { skip }, () => {
       ['required', ['get_weather', 'get_time']],
       [{ type: 'function', function: { name: 'get_weather' } }, ['get_weather']],
     ]) {
-      for (const format of ['hermes', 'mistral', 'llama3']) {
+      for (const format of ['hermes', 'mistral', 'llama3', 'generic']) {
         const r = await lm.complete('What is the weather in Paris?', {
           responseFormat: { type: 'tool_calls', tools, toolChoice, format, parallel: false },
           temperature: 1,
@@ -101,6 +101,68 @@ describe('CausalLM responseFormat', { skip }, () => {
         assert.equal(calls.length, 1, `${format}: ${r.text}`)
         assert.ok(names.includes(calls[0].name), calls[0].name)
         if (calls[0].name === 'get_weather') assert.ok(Weather.safeParse(JSON.parse(calls[0].arguments)).success)
+      }
+    }
+  })
+
+  test('tool_calls auto in the generic format: a call or a text answer, one JSON object either way', async () => {
+    await load()
+    const tools = [
+      {
+        type: 'function',
+        function: {
+          name: 'add',
+          parameters: {
+            type: 'object',
+            properties: { a: { type: 'integer' }, b: { type: 'integer' } },
+            required: ['a', 'b'],
+            additionalProperties: false,
+          },
+        },
+      },
+    ]
+    const kinds = new Set()
+    for (const seed of [0, 1, 2, 3, 4, 5]) {
+      for (const parallel of [false, true]) {
+        const r = await lm.complete('Add 2 and 3.', {
+          responseFormat: { type: 'tool_calls', tools, toolChoice: 'auto', format: 'generic', parallel },
+          temperature: 1,
+          seed,
+          maxNewTokens: 200,
+        })
+        if (r.finishReason !== 'stop') continue
+        const value = JSON.parse(r.text)
+        const [key] = Object.keys(value)
+        assert.ok(['response', parallel ? 'tool_calls' : 'tool_call'].includes(key), r.text)
+        kinds.add(key === 'response' ? 'text' : 'call')
+        const { content, toolCalls } = parseToolCalls(r.text, 'generic')
+        if (key === 'response') assert.equal(content, value.response)
+        else for (const c of toolCalls) assert.equal(c.name, 'add')
+      }
+    }
+    assert.ok(kinds.size > 0)
+  })
+
+  test("numbers: at most 16 digits in a row (llama.cpp's bound), in schemas and any JSON object", async () => {
+    await load()
+    const schema = {
+      type: 'object',
+      properties: {
+        celsius: { type: 'number' },
+        age: { type: 'integer' },
+        list: { type: 'array', items: { type: 'number' } },
+      },
+      required: ['celsius', 'age', 'list'],
+      additionalProperties: false,
+    }
+    for (const seed of [0, 1, 2, 3]) {
+      for (const responseFormat of [{ type: 'json_schema', schema }, { type: 'json_object' }]) {
+        const r = await lm.complete('Numbers:', { responseFormat, temperature: 1.5, seed, maxNewTokens: 300 })
+        const runs = r.text.replace(/"(?:[^"\\]|\\.)*(?:"|$)/g, '""').match(/[0-9]+/g) ?? []
+        assert.ok(
+          runs.every((d) => d.length <= 16),
+          r.text,
+        )
       }
     }
   })

@@ -4,14 +4,21 @@
 // malformed calls left as text, and the format told from real chat templates' markers.
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const { formatOf, toolsVariableOf, parseToolCalls, ToolCallStream } = require('../lib/text/tool-calls')
+const {
+  formatOf,
+  toolsVariableOf,
+  parseToolCalls,
+  ToolCallStream,
+  genericMessages,
+  TABLE,
+} = require('../lib/text/tool-calls')
 
 /** Streams `text` through a ToolCallStream in pieces of `size` characters; joins adjacent texts. */
-function streamed(text, format, size = 1) {
+function streamed(text, format, size = 1, cut = false) {
   const s = new ToolCallStream(format)
   const events = []
   for (let i = 0; i < text.length; i += size) events.push(...s.push(text.slice(i, i + size)))
-  events.push(...s.end())
+  events.push(...s.end({ cut }))
   const joined = []
   for (const e of events) {
     if (e.type === 'text' && joined.at(-1)?.type === 'text') joined.at(-1).text += e.text
@@ -21,10 +28,10 @@ function streamed(text, format, size = 1) {
 }
 
 /** parseToolCalls, and the stream in pieces of 1, 3 and all characters: the same calls and text. */
-function check(text, format, want) {
-  assert.deepEqual(parseToolCalls(text, format), want)
+function check(text, format, want, { cut = false } = {}) {
+  assert.deepEqual(parseToolCalls(text, format, { cut }), want)
   for (const size of [1, 3, text.length || 1]) {
-    const events = streamed(text, format, size)
+    const events = streamed(text, format, size, cut)
     const calls = events.filter((e) => e.type === 'call').map((e) => e.call)
     assert.deepEqual(calls, want.toolCalls, `pieces of ${size}`)
     const content = events
@@ -131,6 +138,117 @@ describe('mistral: [TOOL_CALLS]', () => {
 
   test('what does not parse after the marker is text, marker included', () => {
     check('[TOOL_CALLS] oops', 'mistral', { content: '[TOOL_CALLS] oops', toolCalls: [] })
+  })
+})
+
+describe("generic: one JSON object (llama.cpp's format for templates without tools)", () => {
+  test('{"tool_call": ...}, {"tool_calls": [...]} and {"response": "..."}', () => {
+    check('{"tool_call": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}}', 'generic', {
+      content: null,
+      toolCalls: [weather],
+    })
+    check('{"tool_calls": [{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]}', 'generic', {
+      content: null,
+      toolCalls: [
+        { name: 'a', arguments: '{"x":1}' },
+        { name: 'b', arguments: '{}' },
+      ],
+    })
+    // The text answer is decoded as it streams: escapes (a surrogate pair too) whole.
+    check('{"response": "Hi \\"you\\",\\n\\u00e9 \\ud83d\\ude00 ok"}', 'generic', {
+      content: 'Hi "you",\né 😀 ok',
+      toolCalls: [],
+    })
+    const s = new ToolCallStream('generic')
+    assert.deepEqual(s.push('{"response": "Hello'), [{ type: 'text', text: 'Hello' }])
+    assert.deepEqual(s.push(' world\\u00'), [{ type: 'text', text: ' world' }])
+    assert.deepEqual(s.push('e9"}'), [{ type: 'text', text: 'é' }])
+    assert.deepEqual(s.end(), [])
+  })
+
+  test('cut by max_tokens: complete calls kept, the cut one dropped, a text answer so far kept', () => {
+    const call = '{"name": "a", "arguments": {"x": 1}}'
+    check(
+      `{"tool_calls": [${call}, ${call}, {"name": "a", "argu`,
+      'generic',
+      {
+        content: null,
+        toolCalls: [
+          { name: 'a', arguments: '{"x":1}' },
+          { name: 'a', arguments: '{"x":1}' },
+        ],
+      },
+      { cut: true },
+    )
+    check('{"tool_call": {"name": "a", "arguments": {"x": 1', 'generic', { content: '', toolCalls: [] }, { cut: true })
+    check('{"response": "It is sun', 'generic', { content: 'It is sun', toolCalls: [] }, { cut: true })
+    // Not cut, what does not parse is text (a model that was not under the grammar).
+    check('hello', 'generic', { content: 'hello', toolCalls: [] })
+  })
+
+  test('the other formats drop a call cut by max_tokens too, never passing it on as text', () => {
+    const one = '<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>'
+    check(
+      `Sure.\n${one}\n<tool_call>\n{"name": "a", "argu`,
+      'hermes',
+      {
+        content: 'Sure.',
+        toolCalls: [{ name: 'a', arguments: '{}' }],
+      },
+      { cut: true },
+    )
+    check(
+      '[TOOL_CALLS][{"name": "a", "arguments": {}}, {"name": "b", "arg',
+      'mistral',
+      {
+        content: null,
+        toolCalls: [{ name: 'a', arguments: '{}' }],
+      },
+      { cut: true },
+    )
+    check('{"name": "a", "parameters": {"x": ', 'llama3', { content: '', toolCalls: [] }, { cut: true })
+    // Not cut: a malformed call is still text.
+    check('<tool_call>\n{"name": "a", "argu', 'hermes', { content: '<tool_call>\n{"name": "a", "argu', toolCalls: [] })
+  })
+
+  test('genericMessages: the tools and the shape in the system turn, earlier calls as the JSON written', () => {
+    const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }]
+    const call = { id: 'c1', type: 'function', function: { name: 'get_weather', arguments: { city: 'Paris' } } }
+    const chat = genericMessages(
+      [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Weather?' },
+        { role: 'assistant', content: '', tool_calls: [call] },
+        { role: 'tool', tool_call_id: 'c1', content: 'sunny' },
+      ],
+      tools,
+      { parallel: false, text: true },
+    )
+    assert.equal(chat.length, 4)
+    assert.equal(chat[0].role, 'system')
+    assert.ok(
+      chat[0].content.startsWith('Be brief.\n\nRespond in JSON format, either with `tool_call`'),
+      chat[0].content,
+    )
+    assert.ok(chat[0].content.includes(JSON.stringify(tools, null, 2)))
+    assert.ok(chat[0].content.endsWith('{"tool_call": {"name": "tool_name", "arguments": {"arg1": "some_value"}}}'))
+    assert.deepEqual(chat[2], {
+      role: 'assistant',
+      content: '{"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}}',
+    })
+    assert.deepEqual(chat[3].role, 'user')
+    assert.deepEqual(JSON.parse(chat[3].content), {
+      tool_response: { tool: 'get_weather', content: 'sunny', tool_call_id: 'c1' },
+    })
+    // Forced, a list of calls, no system message of its own: one is added; the wrappers are the table's.
+    const forced = genericMessages([{ role: 'user', content: 'x' }], tools, { parallel: true, text: false })
+    assert.equal(forced[0].role, 'system')
+    assert.ok(forced[0].content.startsWith('Respond in JSON format with `tool_calls`'))
+    assert.ok(
+      forced[0].content.endsWith(
+        `${TABLE.generic.begin}{"name": "tool_name", "arguments": {"arg1": "some_value"}}${TABLE.generic.end}`,
+      ),
+    )
   })
 })
 

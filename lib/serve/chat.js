@@ -3,11 +3,19 @@
 // POST /v1/chat/completions and /v1/completions of torch-node serve over a torch.text.CausalLM:
 // OpenAI's chat.completion / text_completion objects, or with `stream: true` server-sent events
 // of chunks ending with `data: [DONE]`; tools rendered through the model's chat template and the
-// model's tool calls parsed into `tool_calls` (lib/text/tool-calls.js).
+// model's tool calls parsed into `tool_calls` (lib/text/tool-calls.js). A template without tools
+// gets llama.cpp's generic format: the tools in the system turn, the answer constrained to JSON.
 const { randomUUID } = require('node:crypto')
 const { HttpError, sendJson, sendEvent, startEvents, readKeys } = require('./http')
 const R = require('./requests')
-const { formatOf, toolsVariableOf, parseToolCalls, ToolCallStream, MARKERS } = require('../text/tool-calls')
+const {
+  formatOf,
+  toolsVariableOf,
+  parseToolCalls,
+  ToolCallStream,
+  genericMessages,
+  MARKERS,
+} = require('../text/tool-calls')
 
 /**
  * @import { ToolCallFormat } from '../text/tool-calls'
@@ -19,7 +27,8 @@ const { formatOf, toolsVariableOf, parseToolCalls, ToolCallStream, MARKERS } = r
  * @typedef {object} ChatModel
  * @property {'chat'} kind
  * @property {string} name
- * @property {ToolCallFormat | null} toolFormat null: the chat template does not render tools
+ * @property {ToolCallFormat | null} toolFormat null: the chat template does not render tools (they are
+ *   served in the generic format)
  * @property {Map<number, string>} markers special tokens that decode to nothing but mark tool calls
  * @property {(messages: Array<Record<string, any>>, tools: Array<Record<string, any>> | null, plain: boolean)
  *   => Promise<any>} prompt the input of `generate` for a chat
@@ -109,7 +118,8 @@ const COMPLETION = {
 }
 
 /**
- * The chat route's objects; with tools, the answer's tool calls as OpenAI's `tool_calls`.
+ * The chat route's objects; with tools, the answer's tool calls as OpenAI's `tool_calls`. An
+ * answer cut by max_tokens (finish_reason `length`) drops the call it cut.
  * @param {ToolCallFormat | null} format
  * @param {boolean} parallel false: only the first call is kept
  * @returns {Shape & { calls: (events: any[]) => any[] }}
@@ -131,11 +141,11 @@ function chatShape(format, parallel) {
       /** @type {Record<string, any>} */
       const message = { role: 'assistant', content: text, refusal: null }
       if (format) {
-        const parsed = parseToolCalls(text, format)
+        const parsed = parseToolCalls(text, format, { cut: finishReason === 'length' })
         const found = parallel ? parsed.toolCalls : parsed.toolCalls.slice(0, 1)
+        message.content = parsed.content
         if (found.length) {
           calls = found.length
-          message.content = parsed.content
           message.tool_calls = found.map((c) => ({ id: callId(format), type: 'function', function: c }))
         }
       }
@@ -236,7 +246,7 @@ async function generate(ctx, res, model, input, request, shape, format, startedA
       }
       return void res.end()
     }
-    if (calls && shape.calls && !(await send(shape.calls(calls.end())))) return
+    if (calls && shape.calls && !(await send(shape.calls(calls.end({ cut: finishReason === 'length' }))))) return
     if (!(await send([shape.last(finishReason)]))) return
     if (request.includeUsage) await sendEvent(res, { ...head, choices: [], usage: usageOf(usage) })
     await sendEvent(res, '[DONE]')
@@ -267,24 +277,41 @@ async function chatCompletions(ctx, body, res, startedAt) {
   const { messages, plain } = R.readMessages(b.messages, ctx.limits)
   const { tools, parallel, forced } = R.readTools(b, ctx.limits)
   const responseFormat = R.readResponseFormat(b.response_format)
-  if (tools && !model.toolFormat) {
-    throw new HttpError(
-      400,
-      'InvalidArg',
-      `tools: the chat template of model ${JSON.stringify(model.name)} does not render tools`,
-    )
-  }
   if (forced && responseFormat) {
     throw new HttpError(400, 'InvalidArg', 'response_format: not with a forced tool_choice (the answer is tool calls)')
   }
-  const format = tools ? model.toolFormat : null
-  // A forced call, or a JSON answer: a grammar over the output (CausalLM's responseFormat).
-  if (forced && format) {
-    const calls = { type: 'tool_calls', tools, toolChoice: forced, format, parallel }
-    request.options = { ...request.options, responseFormat: calls }
+  const format = tools ? (model.toolFormat ?? 'generic') : null
+  // The generic format is JSON under a grammar whatever the choice (a call, or a text answer).
+  const constrained = forced !== null || format === 'generic'
+  if (format === 'generic' && responseFormat) {
+    throw new HttpError(
+      400,
+      'InvalidArg',
+      `response_format: not with tools on model ${JSON.stringify(model.name)}, whose chat template has no tool ` +
+        'format (its answer is JSON: a tool call or a text response)',
+    )
+  }
+  // Under a grammar, one call unless the client asks for more: a model free to add calls
+  // (SmolLM2) repeats the same call until max_tokens. A named function is called once anyway.
+  const named = forced !== null && typeof forced === 'object'
+  const calls = constrained && !named ? b.parallel_tool_calls === true : parallel
+  if (tools && constrained) {
+    const toolChoice = forced ?? 'auto'
+    request.options = {
+      ...request.options,
+      responseFormat: { type: 'tool_calls', tools, toolChoice, format, parallel: calls },
+    }
   } else if (responseFormat) request.options = { ...request.options, responseFormat }
-  const input = await model.prompt(messages, tools, plain)
-  await generate(ctx, res, model, input, request, chatShape(format, parallel), format, startedAt)
+  let input
+  if (model.toolFormat === null && (tools || !plain)) {
+    // A template without tools: the generic format's chat, as plain turns.
+    const only = named ? forced.function.name : null
+    // Earlier calls are written as the model is asked to write them now (one, or a list).
+    const list = tools !== null && calls && !named
+    const chat = genericMessages(messages, tools, { parallel: list, text: forced === null, only })
+    input = await model.prompt(chat, null, true)
+  } else input = await model.prompt(messages, tools, plain)
+  await generate(ctx, res, model, input, request, chatShape(format, calls), format, startedAt)
 }
 
 /**

@@ -9,9 +9,15 @@
 //            when the template asks for it), several joined by `;` (Llama 3.1-3.3).
 //   mistral  `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]` (v3 tokenizers), or
 //            `[TOOL_CALLS]name[ARGS]{...}` per call (v11+: Mistral Small 3.2, Magistral).
-// What does not parse stays text: a model that writes a malformed call answers in words.
+//   generic  llama.cpp's format for chat templates without tools (SmolLM2): the tools are
+//            described in the system turn (`genericMessages`) and the whole answer is one JSON
+//            object, `{"tool_calls": [...]}`, `{"tool_call": {...}}` or `{"response": "..."}`.
+// The formats' strings are one table with the grammar that constrains the calls
+// (crates/core/src/generate/constraint/tool_formats.json): the two cannot drift.
+// What does not parse stays text: a model that writes a malformed call answers in words; a call
+// cut by max_tokens (`cut`) is dropped, never passed on as text.
 
-/** @typedef {'hermes' | 'llama3' | 'mistral'} ToolCallFormat */
+/** @typedef {'hermes' | 'llama3' | 'mistral' | 'generic'} ToolCallFormat */
 /** @typedef {{ name: string; arguments: string }} ToolCall */
 /** @typedef {{ type: 'text'; text: string } | { type: 'call'; call: ToolCall }} ToolCallEvent */
 
@@ -23,15 +29,28 @@ const MISTRAL_ARGS = '[ARGS]'
 const MISTRAL_CALL_ID = '[CALL_ID]'
 
 /**
+ * The formats: the strings the grammar writes (`begin`, `callPrefix`, `separator`, `end`, `one`
+ * and `text` wrappers) and the marker tokens.
+ * @type {Record<ToolCallFormat, { begin: string; end: string; argumentsKey: string; markers: string[];
+ *   one?: { begin: string; end: string }; text?: { begin: string; end: string } }>}
+ */
+const TABLE = require('../../crates/core/src/generate/constraint/tool_formats.json')
+
+/**
  * Marker tokens each format writes: a tokenizer that has them as special tokens drops them when
  * decoding, so the server puts them back (lib/serve/chat.js) before parsing.
  * @type {Record<ToolCallFormat, string[]>}
  */
-const MARKERS = {
-  hermes: [HERMES_OPEN, HERMES_CLOSE],
-  llama3: [PYTHON_TAG],
-  mistral: [MISTRAL_CALLS, MISTRAL_ARGS, MISTRAL_CALL_ID],
-}
+const MARKERS = /** @type {any} */ (Object.fromEntries(Object.entries(TABLE).map(([name, f]) => [name, f.markers])))
+
+const GENERIC = TABLE.generic
+/** The key a wrapper opens (`{"tool_calls": [` → tool_calls). @param {string} begin */
+const keyOf = (begin) => String(JSON.parse(begin.slice(begin.indexOf('"'), begin.indexOf(':'))))
+const GENERIC_CALLS = keyOf(GENERIC.begin)
+const GENERIC_CALL = keyOf(/** @type {{ begin: string }} */ (GENERIC.one).begin)
+const GENERIC_TEXT = keyOf(/** @type {{ begin: string }} */ (GENERIC.text).begin)
+/** Where a generic text answer's string starts. */
+const REPLY_OPEN = `${/** @type {{ begin: string }} */ (GENERIC.text).begin}"`
 
 /**
  * The variable a chat template reads its tools from: `tools` (transformers'
@@ -146,20 +165,191 @@ function mistralCalls(rest) {
 }
 
 /**
+ * The complete items of a JSON array cut short: `rest` is the text after its `[`; an item the cut
+ * went through is left out. Null when a complete item is not JSON.
+ * @param {string} rest
+ * @returns {unknown[] | null}
+ */
+function completeItems(rest) {
+  /** @type {unknown[]} */
+  const items = []
+  let depth = 0
+  let inString = false
+  let escaped = false
+  let start = 0
+  for (let i = 0; i < rest.length; i++) {
+    const c = rest[i]
+    if (inString) {
+      if (escaped) escaped = false
+      else if (c === '\\') escaped = true
+      else if (c === '"') inString = false
+    } else if (c === '"') inString = true
+    else if (c === '{' || c === '[') depth++
+    else if ((c === '}' || c === ']') && depth > 0) depth--
+    else if (depth === 0 && (c === ',' || c === ']')) {
+      const item = parseJson(rest.slice(start, i))
+      if (item === undefined) return rest.slice(start, i).trim() === '' && c === ']' ? items : null
+      items.push(item)
+      if (c === ']') return items
+      start = i + 1
+    }
+  }
+  return items
+}
+
+/**
+ * The start of a JSON string's contents, decoded as far as it is complete: `{text, rest}` with
+ * `rest` what is held back (an escape cut short), or `closed` once the closing quote is read.
+ * @param {string} s after the opening quote
+ * @returns {{ text: string; rest: string; closed: boolean }}
+ */
+function stringStart(s) {
+  let text = ''
+  let i = 0
+  while (i < s.length) {
+    const c = s[i]
+    if (c === '"') return { text, rest: s.slice(i + 1), closed: true }
+    if (c !== '\\') {
+      text += c
+      i++
+      continue
+    }
+    // An escape: whole, and a high surrogate with its low half, or held back.
+    const high = /^\\u[dD][89abAB][0-9a-fA-F]{2}/.test(s.slice(i))
+    const size = s[i + 1] === 'u' ? (high ? 12 : 6) : 2
+    if (i + size > s.length) break
+    const decoded = parseJson(`"${s.slice(i, i + size)}"`)
+    if (typeof decoded !== 'string') return { text, rest: '', closed: true } // not JSON: stop
+    text += decoded
+    i += size
+  }
+  return { text, rest: s.slice(i), closed: false }
+}
+
+/**
+ * generic: the whole answer, one JSON object. A text answer is `{type: 'text'}`; a call list cut
+ * short keeps its complete calls; anything else that does not parse is text, or nothing if cut.
+ * @param {string} body
+ * @param {boolean} cut
+ * @returns {ToolCallEvent[]}
+ */
+function genericEvents(body, cut) {
+  const text = body.trim()
+  const v = parseJson(text)
+  if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+    const o = /** @type {Record<string, unknown>} */ (v)
+    const list = Array.isArray(o[GENERIC_CALLS]) ? /** @type {unknown[]} */ (o[GENERIC_CALLS]) : null
+    const calls = list ?? (GENERIC_CALL in o ? [o[GENERIC_CALL]] : null)
+    if (calls) {
+      const read = calls.map(callOf)
+      if (read.length > 0 && read.every((c) => c !== null)) {
+        return /** @type {ToolCall[]} */ (read).map((call) => ({ type: 'call', call }))
+      }
+    } else if (GENERIC_TEXT in o) {
+      const reply = o[GENERIC_TEXT]
+      return [{ type: 'text', text: typeof reply === 'string' ? reply : JSON.stringify(reply) }]
+    }
+    return [{ type: 'text', text }]
+  }
+  if (!cut) return text === '' ? [] : [{ type: 'text', text }]
+  // Cut by max_tokens: the complete calls, or the text answer so far.
+  if (text.startsWith(GENERIC.begin)) {
+    const items = completeItems(text.slice(GENERIC.begin.length)) ?? []
+    const read = items.map(callOf)
+    return read.every((c) => c !== null) ? /** @type {ToolCall[]} */ (read).map((call) => ({ type: 'call', call })) : []
+  }
+  if (text.startsWith(REPLY_OPEN)) {
+    const reply = stringStart(text.slice(REPLY_OPEN.length)).text
+    return reply === '' ? [] : [{ type: 'text', text: reply }]
+  }
+  return []
+}
+
+/**
  * The tool calls in a whole output, and the text around them (null when only whitespace is
  * left beside calls, as OpenAI's `content`). An output with no call, or one that does not parse,
- * is all text.
+ * is all text. `cut`: the output was cut by max_tokens, and a call it cut is dropped.
  * @param {string} text
  * @param {ToolCallFormat} format
+ * @param {{ cut?: boolean }} [options]
  * @returns {{ content: string | null; toolCalls: ToolCall[] }}
  */
-function parseToolCalls(text, format) {
+function parseToolCalls(text, format, { cut = false } = {}) {
   const stream = new ToolCallStream(format)
-  const events = [...stream.push(text), ...stream.end()]
+  const events = [...stream.push(text), ...stream.end({ cut })]
   const toolCalls = events.flatMap((e) => (e.type === 'call' ? [e.call] : []))
   const joined = events.map((e) => (e.type === 'text' ? e.text : '')).join('')
   if (toolCalls.length === 0) return { content: joined, toolCalls }
   return { content: joined.trim() === '' ? null : joined.trim(), toolCalls }
+}
+
+/**
+ * JSON as the grammar writes it (`", "` and `": "` between items, as Python's `json.dumps`).
+ * @param {unknown} v
+ * @returns {string}
+ */
+function dumps(v) {
+  if (Array.isArray(v)) return `[${v.map(dumps).join(', ')}]`
+  if (v !== null && typeof v === 'object') {
+    return `{${Object.entries(v)
+      .map(([k, x]) => `${JSON.stringify(k)}: ${dumps(x)}`)
+      .join(', ')}}`
+  }
+  return JSON.stringify(v) ?? 'null'
+}
+
+/**
+ * generic: calls as the model writes them, one (`{"tool_call": ...}`) or a list.
+ * @param {Array<{ name: string; arguments: unknown }>} calls
+ * @param {boolean} list
+ */
+function genericCalls(calls, list) {
+  const one = /** @type {{ begin: string; end: string }} */ (GENERIC.one)
+  if (!list && calls.length === 1) return `${one.begin}${dumps(calls[0])}${one.end}`
+  return `${GENERIC.begin}${calls.map(dumps).join(', ')}${GENERIC.end}`
+}
+
+/**
+ * A chat for a template without tools, in the generic format (llama.cpp's, from its chat
+ * layer and minja's polyfills): the answer's shape and the tools described in the system turn
+ * (after the chat's own system message), the assistant's earlier calls as the JSON it writes,
+ * tool results as user turns of `{"tool_response": {tool, content, tool_call_id}}`.
+ * @param {Array<Record<string, any>>} messages as lib/serve/requests.js reads them
+ * @param {Array<Record<string, any>> | null} tools null: only the earlier turns are rewritten
+ * @param {{ parallel: boolean; text: boolean; only?: string | null }} shape `parallel`: a list of
+ *   calls; `text`: the model may answer in words; `only`: the one function it must call
+ * @returns {Array<{ role: string; content: string }>}
+ */
+function genericMessages(messages, tools, { parallel, text, only = null }) {
+  /** @type {Map<string, string>} */
+  const names = new Map()
+  const chat = messages.map((m) => {
+    if (m.role === 'assistant' && Array.isArray(m.tool_calls)) {
+      const calls = m.tool_calls.map((/** @type {any} */ c) => {
+        names.set(c.id, c.function.name)
+        return { name: c.function.name, arguments: c.function.arguments }
+      })
+      return { role: 'assistant', content: genericCalls(calls, parallel) }
+    }
+    if (m.role === 'tool') {
+      const response = { tool: names.get(m.tool_call_id) ?? m.name, content: m.content, tool_call_id: m.tool_call_id }
+      return { role: 'user', content: JSON.stringify({ tool_response: response }, null, 2) }
+    }
+    return { role: m.role, content: m.content }
+  })
+  if (!tools) return chat
+  const shown = only === null ? tools : tools.filter((t) => t.function.name === only)
+  const call = parallel ? GENERIC_CALLS : GENERIC_CALL
+  const how = text
+    ? `Respond in JSON format, either with \`${call}\` (a request to call tools) or with \`${GENERIC_TEXT}\` reply to the user's request`
+    : `Respond in JSON format with \`${call}\` (a request to call tools)`
+  const example = genericCalls([{ name: only ?? 'tool_name', arguments: { arg1: 'some_value' } }], parallel)
+  const system =
+    `${how}\n\nYou can call any of the following tools to satisfy the user's requests: ` +
+    `${JSON.stringify(shown, null, 2)}\n\nExample tool call syntax:\n\n${example}`
+  if (chat[0]?.role === 'system')
+    return [{ role: 'system', content: `${chat[0].content}\n\n${system}` }, ...chat.slice(1)]
+  return [{ role: 'system', content: system }, ...chat]
 }
 
 /** The length of the longest end of `s` that begins `marker` (text that may be a marker's start). */
@@ -173,14 +363,19 @@ function partialEnd(s, marker) {
 /**
  * Splits streamed text into text and tool calls as it arrives: text is passed on at once except
  * what may begin a call's marker; a call is passed on once it is complete (hermes: at its
- * `</tool_call>`; llama3 and mistral, whose calls end the answer: at `end()`). Whitespace beside
- * calls is dropped.
+ * `</tool_call>`; llama3, mistral and generic, whose calls end the answer: at `end()`; a generic
+ * text answer is passed on as its string is decoded). Whitespace beside calls is dropped.
  */
 class ToolCallStream {
   #format
   #buffer = ''
-  /** `text`: passing text on; `call`: inside a hermes block; `tail`: holding the rest until end */
-  #state = /** @type {'start' | 'text' | 'call' | 'tail'} */ ('start')
+  /**
+   * `text`: passing text on; `call`: inside a hermes block; `tail`: holding the rest until end;
+   * `reply`: decoding a generic text answer's string; `done`: past it
+   */
+  #state = /** @type {'start' | 'text' | 'call' | 'tail' | 'reply' | 'done'} */ ('start')
+  /** The output was cut by max_tokens (`end`): an unfinished call is dropped. */
+  #cut = false
   /** Whitespace held back: dropped if a call follows. */
   #space = ''
   #calls = 0
@@ -210,10 +405,13 @@ class ToolCallStream {
   }
 
   /**
-   * The output ended: what was held back.
+   * The output ended: what was held back. `cut`: it was cut by max_tokens, and a call it cut is
+   * dropped (never passed on as text).
+   * @param {{ cut?: boolean }} [options]
    * @returns {ToolCallEvent[]}
    */
-  end() {
+  end({ cut = false } = {}) {
+    this.#cut = cut
     /** @type {ToolCallEvent[]} */
     const events = []
     this.#step(events, true)
@@ -256,7 +454,27 @@ class ToolCallStream {
           return
         }
         this.#state = lead.startsWith('{') || lead.startsWith(PYTHON_TAG) ? 'tail' : 'text'
+      } else if (this.#format === 'generic') {
+        // One JSON object: a text answer is streamed as its string decodes; calls wait for the end.
+        const lead = b.trimStart()
+        if (!last && REPLY_OPEN.startsWith(lead)) return
+        if (lead.startsWith(REPLY_OPEN)) {
+          this.#buffer = lead.slice(REPLY_OPEN.length)
+          this.#state = 'reply'
+        } else this.#state = 'tail'
       } else this.#state = 'text'
+      return
+    }
+    if (this.#state === 'reply') {
+      const { text, rest, closed } = stringStart(b)
+      this.#text(events, text)
+      this.#buffer = closed ? '' : rest
+      if (closed) this.#state = 'done'
+      else if (last) this.#buffer = ''
+      return
+    }
+    if (this.#state === 'done') {
+      this.#buffer = ''
       return
     }
     if (this.#state === 'text') {
@@ -279,19 +497,30 @@ class ToolCallStream {
       const inside = at === -1 ? b : b.slice(0, at)
       const calls = callsOfJson(inside)
       if (calls) this.#emitCalls(events, calls)
-      else this.#text(events, HERMES_OPEN + inside + (at === -1 ? '' : HERMES_CLOSE))
+      else if (!(at === -1 && this.#cut)) this.#text(events, HERMES_OPEN + inside + (at === -1 ? '' : HERMES_CLOSE))
       this.#buffer = at === -1 ? '' : b.slice(at + HERMES_CLOSE.length)
       this.#state = 'text'
       return
     }
     // 'tail': the calls run to the end of the answer.
     if (!last) return
-    const calls = this.#format === 'llama3' ? llamaCalls(b) : mistralCalls(b)
-    if (calls) this.#emitCalls(events, calls)
-    else this.#text(events, (this.#format === 'mistral' ? MISTRAL_CALLS : '') + b)
     this.#buffer = ''
     this.#state = 'text'
+    if (this.#format === 'generic') {
+      for (const e of genericEvents(b, this.#cut)) {
+        if (e.type === 'call') this.#emitCalls(events, [e.call])
+        else this.#text(events, e.text)
+      }
+      return
+    }
+    const calls = this.#format === 'llama3' ? llamaCalls(b) : mistralCalls(b)
+    if (calls) return this.#emitCalls(events, calls)
+    if (!this.#cut) return this.#text(events, (this.#format === 'mistral' ? MISTRAL_CALLS : '') + b)
+    // Cut: Mistral's list keeps its complete calls; a cut call is dropped.
+    const list = this.#format === 'mistral' && b.trimStart().startsWith('[') ? b.trimStart().slice(1) : null
+    const read = (list === null ? null : completeItems(list))?.map(callOf) ?? []
+    if (read.length > 0 && read.every((c) => c !== null)) this.#emitCalls(events, /** @type {ToolCall[]} */ (read))
   }
 }
 
-module.exports = { formatOf, toolsVariableOf, parseToolCalls, ToolCallStream, MARKERS }
+module.exports = { formatOf, toolsVariableOf, parseToolCalls, ToolCallStream, genericMessages, MARKERS, TABLE }

@@ -36,7 +36,8 @@ impl Format {
     /// `{type: 'json_schema', json_schema: {name, schema, strict?, description?}}`,
     /// `{type: 'grammar', grammar}` (Lark), `{type: 'regex', pattern}`, or `{type: 'tool_calls',
     /// tools, toolChoice, format, parallel?}` (OpenAI's `tools`; `toolChoice` `'required'` or a
-    /// named function; `format` `'hermes'`, `'llama3'` or `'mistral'`).
+    /// named function, or `'auto'` with `generic`; `format` a name in `tool_formats.json`:
+    /// `'hermes'`, `'llama3'`, `'mistral'` or `'generic'`).
     pub fn from_json(value: &Json) -> Result<Option<Format>> {
         let what = "responseFormat";
         let Some(obj) = value.as_object() else {
@@ -106,21 +107,15 @@ impl Format {
                     .map_err(|e| fail(Code::InvalidArg, format!("{what}.{e:#}")))?;
                 let choice = ToolChoice::from_json(obj.get("toolChoice").unwrap_or(&Json::Null))
                     .map_err(|e| fail(Code::InvalidArg, format!("{what}.{e:#}")))?;
-                if !choice.is_forced() {
+                let format = ToolCallFormat::named(&text("format")?)
+                    .map_err(|e| fail(Code::InvalidArg, format!("{what}.{e:#}")))?;
+                let answers_in_text = format.text.is_some() && choice == ToolChoice::Auto;
+                if !choice.is_forced() && !answers_in_text {
                     bail_code!(
                         Code::InvalidArg,
-                        "{what}.toolChoice must be 'required' or {{type: 'function', function: {{name}}}} (a grammar enforces only those)"
+                        "{what}.toolChoice must be 'required' or {{type: 'function', function: {{name}}}} (a grammar enforces only those), or 'auto' with format 'generic'"
                     );
                 }
-                let format = match text("format")?.as_str() {
-                    "hermes" => ToolCallFormat::hermes(),
-                    "llama3" => ToolCallFormat::llama3_json(),
-                    "mistral" => ToolCallFormat::mistral(),
-                    other => bail_code!(
-                        Code::InvalidArg,
-                        "{what}.format must be 'hermes', 'llama3' or 'mistral', got '{other}'"
-                    ),
-                };
                 let parallel = flag(obj.get("parallel"), true, &format!("{what}.parallel"))?;
                 Format::ToolCalls {
                     tools,

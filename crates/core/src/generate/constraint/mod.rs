@@ -46,6 +46,7 @@
 //! The OpenAI shapes are accepted as sent (`json_schema: {name, schema, strict}`); `strict:
 //! false` lets schema keywords llguidance cannot enforce be ignored instead of refused.
 mod format;
+mod numbers;
 mod schema;
 mod tools;
 mod vocab;
@@ -54,7 +55,8 @@ mod vocab;
 mod tests;
 
 pub use format::Format;
-pub use tools::{Tool, ToolCallFormat, ToolChoice};
+pub use numbers::MAX_DIGITS;
+pub use tools::{Tool, ToolCallFormat, ToolChoice, Wrapper};
 
 use crate::error::{bail_code, catch_panic, fail, Code};
 use anyhow::Result;
@@ -62,6 +64,7 @@ use format::with_options;
 use llguidance::api::{ParserLimits, TopLevelGrammar};
 use llguidance::toktrie::{SimpleVob, TokEnv};
 use llguidance::{Matcher, ParserFactory};
+use numbers::{Digits, Scan};
 use serde_json::json;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -103,6 +106,8 @@ pub struct Vocabulary {
     width: usize,
     /// Special tokens by content (longest first), for the tool-call wrappers.
     specials: Vec<(String, u32)>,
+    /// The tokens that start with digits, for the bound on JSON numbers (`numbers.rs`).
+    digits: Arc<Digits>,
     /// The last formats compiled, most recent first: a server sends the same schema or tools
     /// again and again, and each compile runs llguidance and a first mask (milliseconds to
     /// seconds for a large schema).
@@ -136,10 +141,12 @@ impl Vocabulary {
             .map_err(|e| fail(Code::Internal, format!("the token trie: {e:#}")))?;
         factory.quiet();
         *factory.limits_mut() = limits();
+        let digits = Digits::new(&env);
         Ok(Vocabulary {
             factory,
             width,
             specials,
+            digits,
             compiled: Mutex::new(VecDeque::new()),
         })
     }
@@ -250,12 +257,17 @@ impl Vocabulary {
         if mask.is_zero() {
             bail_code!(Code::InvalidArg, "{at}: no text satisfies it");
         }
+        // JSON's numbers are bounded (`numbers.rs`); a Lark grammar or a regex says itself how
+        // many digits it wants.
+        let json = !matches!(format, Format::Lark(_) | Format::Regex(_));
         let first = Constraint {
             matcher,
             mask: Some(Mask(mask)),
             width: self.width,
             spent: Duration::ZERO,
             budget: TIME_BUDGET,
+            digits: json.then(|| self.digits.clone()),
+            scan: Scan::default(),
         };
         Ok(Grammar { first })
     }
@@ -317,6 +329,9 @@ pub struct Constraint {
     /// Time spent in masks and advances so far, and the most allowed ([`TIME_BUDGET`]).
     spent: Duration,
     budget: Duration,
+    /// The bound on JSON numbers' digits, and where the output is for it (None: no bound).
+    digits: Option<Arc<Digits>>,
+    scan: Scan,
 }
 
 /// Which tokens may come next: a bit per token of the logits' width.
@@ -376,7 +391,10 @@ impl Constraint {
         if self.mask.is_some() {
             return Ok(());
         }
-        let mask = self.spend(|m| m.compute_mask_or_eos())?;
+        let mut mask = self.spend(|m| m.compute_mask_or_eos())?;
+        if let Some(digits) = &self.digits {
+            self.scan.bound(digits, &mut mask);
+        }
         self.mask = Some(Mask(mask));
         Ok(())
     }
@@ -445,7 +463,11 @@ impl Constraint {
             }
         }
         self.mask = None;
-        self.spend(|m| m.consume_token(token))
+        self.spend(|m| m.consume_token(token))?;
+        if let Some(digits) = &self.digits {
+            self.scan.advance(digits, token);
+        }
+        Ok(())
     }
 
     /// Whether the text so far is complete (EOS may come next): a sequence that ends now has

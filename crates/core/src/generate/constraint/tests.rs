@@ -159,6 +159,8 @@ enum Strategy {
     Longest,
     /// Tokens that close things (quotes, brackets) when allowed: ends unbounded values.
     Closing,
+    /// Tokens that start with a digit when allowed: numbers as long as the mask lets them be.
+    Digits,
 }
 
 /// One walk: tokens chosen inside the mask until the constraint must stop or EOS is chosen
@@ -200,6 +202,24 @@ fn walk(
                 .iter()
                 .max_by_key(|&&i| (text_of(i).len(), rng.below(1000)))
                 .unwrap(),
+            Strategy::Digits => {
+                let digits: Vec<u32> = allowed
+                    .iter()
+                    .copied()
+                    .filter(|&i| text_of(i).starts_with(|c: char| c.is_ascii_digit()))
+                    .collect();
+                // No exponents: the bound allows 16 digits there too, past what f64 parses.
+                let other: Vec<u32> = allowed
+                    .iter()
+                    .copied()
+                    .filter(|&i| !text_of(i).contains(['e', 'E']))
+                    .collect();
+                match (digits.is_empty(), other.is_empty()) {
+                    (false, _) => digits[rng.below(digits.len())],
+                    (true, false) => other[rng.below(other.len())],
+                    (true, true) => allowed[rng.below(allowed.len())],
+                }
+            }
             Strategy::Closing => {
                 let closing: Vec<u32> = allowed
                     .iter()
@@ -852,7 +872,7 @@ fn tool_calls_name_a_tool_and_validate_its_arguments() {
         {"type": "function", "function": {"name": "now"}}
     ]))
     .unwrap();
-    let format = ToolCallFormat::hermes();
+    let format = ToolCallFormat::named("hermes").unwrap();
     let mut rng = Rng(5);
     for (choice, parallel) in [
         (ToolChoice::Required, true),
@@ -920,6 +940,7 @@ fn tool_calls_name_a_tool_and_validate_its_arguments() {
             "toolChoice: no tool is named 'nope'",
         ),
         (ToolChoice::Auto, "not enforced by a grammar"),
+        (ToolChoice::None, "not enforced by a grammar"),
     ] {
         let (code, message) = code_of(v.compile(&Format::ToolCalls {
             tools: tools.clone(),
@@ -956,8 +977,8 @@ fn other_tool_call_formats() {
     .unwrap();
     let mut rng = Rng(23);
     for (format, key) in [
-        (ToolCallFormat::mistral(), "arguments"),
-        (ToolCallFormat::llama3_json(), "parameters"),
+        (ToolCallFormat::named("mistral").unwrap(), "arguments"),
+        (ToolCallFormat::named("llama3").unwrap(), "parameters"),
     ] {
         let grammar = v
             .compile(&Format::ToolCalls {
@@ -1234,4 +1255,168 @@ fn mask_cost() {
         apply_time / masks as f64 * 1e6,
         v.width()
     );
+}
+
+/// The longest run of digits outside JSON strings.
+fn longest_digit_run(text: &str) -> usize {
+    let (mut in_string, mut escaped, mut run, mut longest) = (false, false, 0, 0);
+    for c in text.chars() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => (in_string, run) = (true, 0),
+            '0'..='9' => run += 1,
+            _ => run = 0,
+        }
+        longest = longest.max(run);
+    }
+    longest
+}
+
+/// llama.cpp's generic format: the whole answer is one JSON object, calls or (with `auto`) a
+/// text answer, from the same table as the other formats.
+#[test]
+fn generic_tool_calls_are_one_json_object() {
+    let (t, v) = vocabulary();
+    let tools = Tool::list_from_json(&json!([
+        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+            "properties": {"city": {"enum": ["Paris", "Tokyo"]}, "days": {"type": "integer"}},
+            "required": ["city", "days"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "now"}}
+    ]))
+    .unwrap();
+    let format = ToolCallFormat::named("generic").unwrap();
+    let mut rng = Rng(77);
+    for (choice, parallel) in [
+        (ToolChoice::Required, true),
+        (ToolChoice::Required, false),
+        (ToolChoice::Function("get_weather".into()), true),
+        (ToolChoice::Auto, false),
+        (ToolChoice::Auto, true),
+    ] {
+        let grammar = v
+            .compile(&Format::ToolCalls {
+                tools: tools.clone(),
+                choice: choice.clone(),
+                format: format.clone(),
+                parallel,
+            })
+            .unwrap();
+        let (mut complete, mut replies) = (0, 0);
+        for run in 0..40 {
+            let strategy = [
+                Strategy::Uniform,
+                Strategy::Longest,
+                Strategy::Closing,
+                Strategy::Digits,
+            ][run % 4];
+            let (text, done) = walk(&grammar, &t, &mut rng, strategy, 300);
+            assert!(longest_digit_run(&text) <= MAX_DIGITS, "{text}");
+            if !done {
+                continue;
+            }
+            complete += 1;
+            let value: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
+            let many = parallel && !matches!(choice, ToolChoice::Function(_));
+            let calls: Vec<&Json> = match keys[..] {
+                [k] if k == "tool_calls" && many => value[k].as_array().unwrap().iter().collect(),
+                [k] if k == "tool_call" && !many => vec![&value[k]],
+                [k] if k == "response" && choice == ToolChoice::Auto => {
+                    assert!(value[k].is_string(), "{text}");
+                    replies += 1;
+                    continue;
+                }
+                _ => panic!("{choice:?}, parallel {parallel}: {text}"),
+            };
+            assert!(!calls.is_empty(), "{text}");
+            for call in calls {
+                let tool = tools
+                    .iter()
+                    .find(|t| call["name"] == t.name.as_str())
+                    .expect("a tool's name");
+                if let ToolChoice::Function(name) = &choice {
+                    assert_eq!(&tool.name, name);
+                }
+                assert!(
+                    valid(&call["arguments"], &tool.parameters, &tool.parameters),
+                    "{text}"
+                );
+            }
+        }
+        assert!(complete >= 20, "{choice:?}: only {complete} of 40 completed");
+        if choice == ToolChoice::Auto {
+            assert!(
+                replies > 0 && replies < complete,
+                "{choice:?}: {replies} text answers of {complete}"
+            );
+        }
+    }
+    // A format without a text answer refuses auto; the table names its formats.
+    let (code, message) = code_of(Format::from_json(&json!({"type": "tool_calls",
+        "tools": [{"type": "function", "function": {"name": "f"}}], "toolChoice": "auto", "format": "hermes"})));
+    assert_eq!(code, Code::InvalidArg);
+    assert!(message.contains("or 'auto' with format 'generic'"), "{message}");
+    let (_, message) = code_of(ToolCallFormat::named("xml"));
+    assert!(
+        message.contains("'hermes', 'llama3', 'mistral', 'generic', got 'xml'"),
+        "{message}"
+    );
+}
+
+/// JSON numbers: at most MAX_DIGITS digits in a row, however hard the walk pushes for more;
+/// the grammar still wins where it wants more digits than that.
+#[test]
+fn numbers_have_a_bounded_number_of_digits() {
+    let (t, v) = vocabulary();
+    let schema = json!({"type": "object", "properties": {"celsius": {"type": "number"},
+        "age": {"type": "integer"}, "list": {"type": "array", "items": {"type": "number"}, "maxItems": 3},
+        "code": {"type": "string", "maxLength": 40}},
+        "required": ["celsius", "age", "list", "code"], "additionalProperties": false});
+    let mut rng = Rng(9);
+    let grammar = v
+        .compile(&Format::JsonSchema {
+            schema: schema.clone(),
+            strict: true,
+        })
+        .unwrap();
+    let mut longest = 0;
+    for _ in 0..12 {
+        let (text, done) = walk(&grammar, &t, &mut rng, Strategy::Digits, 800);
+        assert!(done, "unbounded: {text}");
+        let value: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert!(valid(&value, &schema, &schema), "{text}");
+        let run = longest_digit_run(&text);
+        assert!(run <= MAX_DIGITS, "{run} digits in a row: {text}");
+        longest = longest.max(run);
+    }
+    assert_eq!(longest, MAX_DIGITS, "the walk pushes numbers to the bound");
+    for format in [Format::JsonObject] {
+        let grammar = v.compile(&format).unwrap();
+        for _ in 0..6 {
+            let (text, _) = walk(&grammar, &t, &mut rng, Strategy::Digits, 200);
+            assert!(longest_digit_run(&text) <= MAX_DIGITS, "{text}");
+        }
+    }
+    // 18 digits at least: the grammar wins over the bound, and the walk still ends.
+    let big = json!({"type": "integer", "minimum": 100_000_000_000_000_000i64});
+    let grammar = v
+        .compile(&Format::JsonSchema {
+            schema: big,
+            strict: true,
+        })
+        .unwrap();
+    let (text, done) = walk(&grammar, &t, &mut rng, Strategy::Closing, 100);
+    assert!(done && text.len() >= 18, "{text}");
+    // A regex says itself how many digits it wants: no bound.
+    let grammar = v.compile(&Format::Regex("[0-9]{20}".into())).unwrap();
+    let (text, done) = walk(&grammar, &t, &mut rng, Strategy::Digits, 100);
+    assert!(done && text.len() == 20, "{text}");
 }

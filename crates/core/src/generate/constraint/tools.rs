@@ -1,9 +1,12 @@
 //! Tool calls as a grammar: with `toolChoice` `required` or a named function, the output is
 //! one call or more in the model's format, each naming a tool and giving arguments valid
 //! against that tool's `parameters` (a Lark grammar embedding one JSON schema per tool with
-//! llguidance's `%json {...}`). The format's strings come from the caller, who knows the
-//! model's template: Hermes/Qwen wrap each call in `<tool_call>\n...\n</tool_call>`, Mistral
-//! writes `[TOOL_CALLS][{...}, {...}]`, Llama 3.x a bare object with `parameters`.
+//! llguidance's `%json {...}`); with `auto` in a format that has a text answer (`generic`),
+//! the output is either calls or that answer. The formats' strings come from one table
+//! (`tool_formats.json`), named by the caller, who knows the model's template: Hermes/Qwen wrap
+//! each call in `<tool_call>\n...\n</tool_call>`, Mistral writes `[TOOL_CALLS][{...}, {...}]`,
+//! Llama 3.x a bare object with `parameters`, and a template without tools gets llama.cpp's
+//! generic JSON (`{"tool_calls": [...]}`, `{"tool_call": {...}}` or `{"response": "..."}`).
 use super::format::{flag, with_options};
 use crate::error::{bail_code, fail, Code};
 use anyhow::Result;
@@ -115,9 +118,14 @@ impl ToolChoice {
 
 /// How a model writes its tool calls: `begin` calls (each `call_prefix` object `call_suffix`,
 /// `separator` between two; an empty one allows a single call) `end`; the object is
-/// `{"name": ..., "<arguments_key>": {...}}`.
+/// `{"name": ..., "<arguments_key>": {...}}`. `one` replaces `begin`/`end` where one call is
+/// allowed; `text`, where the format has it, wraps a JSON string the model may answer with
+/// instead (so `toolChoice` `auto` is a grammar too).
 /// A string equal to a special token of the tokenizer (`<tool_call>` in Qwen 2.5,
 /// `[TOOL_CALLS]` in Mistral) is that token.
+///
+/// The formats are one table, `tool_formats.json`, which lib/text/tool-calls.js reads too: the
+/// grammar and the parser that reads the calls back take their strings from the same place.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCallFormat {
     pub begin: String,
@@ -126,48 +134,70 @@ pub struct ToolCallFormat {
     pub separator: String,
     pub end: String,
     pub arguments_key: String,
+    /// Boxed: most formats have neither, and `Format` stays small.
+    pub one: Option<Box<Wrapper>>,
+    pub text: Option<Box<Wrapper>>,
 }
 
-impl ToolCallFormat {
-    /// Hermes, Qwen 2.5/3, SmolLM3: `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`,
-    /// calls one per line.
-    pub fn hermes() -> ToolCallFormat {
-        ToolCallFormat {
-            begin: String::new(),
-            call_prefix: "<tool_call>\n".into(),
-            call_suffix: "\n</tool_call>".into(),
-            separator: "\n".into(),
-            end: String::new(),
-            arguments_key: "arguments".into(),
-        }
-    }
+/// What goes around a value: `begin` value `end`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wrapper {
+    pub begin: String,
+    pub end: String,
 }
 
-impl ToolCallFormat {
-    /// Llama 3.1-3.3's JSON tool calls: a bare `{"name": ..., "parameters": {...}}` (one call: the
-    /// template asks for no other).
-    pub fn llama3_json() -> ToolCallFormat {
-        ToolCallFormat {
-            begin: String::new(),
-            call_prefix: String::new(),
-            call_suffix: String::new(),
-            separator: String::new(),
-            end: String::new(),
-            arguments_key: "parameters".into(),
-        }
-    }
+/// The table of formats (name: fields), shared with lib/text/tool-calls.js.
+const TABLE: &str = include_str!("tool_formats.json");
 
-    /// Mistral's: `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]` (`[TOOL_CALLS]` is a
-    /// special token in its v3 tokenizers).
-    pub fn mistral() -> ToolCallFormat {
-        ToolCallFormat {
-            begin: "[TOOL_CALLS][".into(),
-            call_prefix: String::new(),
-            call_suffix: String::new(),
-            separator: ", ".into(),
-            end: "]".into(),
-            arguments_key: "arguments".into(),
-        }
+impl ToolCallFormat {
+    /// The format named `name` in the table (`hermes`, `llama3`, `mistral`, `generic`).
+    pub fn named(name: &str) -> Result<ToolCallFormat> {
+        let table: Json = serde_json::from_str(TABLE)
+            .map_err(|e| fail(Code::Internal, format!("tool_formats.json: {e}")))?;
+        let Some(entry) = table.get(name).filter(|_| !name.is_empty()) else {
+            let names: Vec<&String> = table.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+            let names: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+            bail_code!(
+                Code::InvalidArg,
+                "format must be {}, got '{name}'",
+                names.join(", ")
+            );
+        };
+        let text = |key: &str| -> Result<String> {
+            match entry.get(key) {
+                Some(Json::String(s)) => Ok(s.clone()),
+                _ => Err(fail(
+                    Code::Internal,
+                    format!("tool_formats.json: {name}.{key} is not a string"),
+                )),
+            }
+        };
+        let wrapper = |key: &str| -> Result<Option<Box<Wrapper>>> {
+            let Some(w) = entry.get(key) else {
+                return Ok(None);
+            };
+            let part = |k: &str| match w.get(k) {
+                Some(Json::String(s)) => Ok(s.clone()),
+                _ => Err(fail(
+                    Code::Internal,
+                    format!("tool_formats.json: {name}.{key}.{k} is not a string"),
+                )),
+            };
+            Ok(Some(Box::new(Wrapper {
+                begin: part("begin")?,
+                end: part("end")?,
+            })))
+        };
+        Ok(ToolCallFormat {
+            begin: text("begin")?,
+            call_prefix: text("callPrefix")?,
+            call_suffix: text("callSuffix")?,
+            separator: text("separator")?,
+            end: text("end")?,
+            arguments_key: text("argumentsKey")?,
+            one: wrapper("one")?,
+            text: wrapper("text")?,
+        })
     }
 }
 
@@ -182,13 +212,14 @@ pub(super) fn lark(
 ) -> Result<String> {
     let chosen: Vec<&Tool> = match choice {
         ToolChoice::Required => tools.iter().collect(),
+        ToolChoice::Auto if format.text.is_some() => tools.iter().collect(),
         ToolChoice::Function(name) => match tools.iter().find(|t| &t.name == name) {
             Some(t) => vec![t],
             None => bail_code!(Code::InvalidArg, "toolChoice: no tool is named '{name}'"),
         },
         ToolChoice::Auto | ToolChoice::None => bail_code!(
             Code::InvalidArg,
-            "toolChoice {choice:?} is not enforced by a grammar (only 'required' and a named function are)"
+            "toolChoice {choice:?} is not enforced by a grammar (only 'required', a named function, and 'auto' in a format with a text answer are)"
         ),
     };
     if chosen.is_empty() {
@@ -213,17 +244,27 @@ pub(super) fn lark(
     // A named function is called once; a format without a separator has room for one call.
     let many = parallel && !matches!(choice, ToolChoice::Function(_)) && !format.separator.is_empty();
     let mut g = String::new();
+    let (begin, end) = match &format.one {
+        Some(one) if !many => (&one.begin, &one.end),
+        _ => (&format.begin, &format.end),
+    };
     let calls = if many {
         format!("call ({} call)*", piece(&format.separator))
     } else {
         "call".into()
     };
-    let _ = writeln!(
-        g,
-        "start: {} {calls} {}",
-        piece(&format.begin),
-        piece(&format.end)
-    );
+    match (&format.text, choice) {
+        (Some(text), ToolChoice::Auto) => {
+            let _ = writeln!(g, "start: calls | reply");
+            let _ = writeln!(g, "reply: {} reply_text {}", piece(&text.begin), piece(&text.end));
+            let string = with_options(&json!({"type": "string"}), true, "tools")?;
+            let _ = writeln!(g, "reply_text: %json {string}");
+        }
+        _ => {
+            let _ = writeln!(g, "start: calls");
+        }
+    }
+    let _ = writeln!(g, "calls: {} {calls} {}", piece(begin), piece(end));
     let _ = writeln!(
         g,
         "call: {} object {}",
