@@ -306,6 +306,8 @@ Object.assign(exported, { ragged, padSequence }, require('./lib/batcher'))
 exported.text.SentenceEncoder = require('./lib/text/sentence-encoder').SentenceEncoder
 // torch.text.CausalLM (lib/text/causal-lm.js): the native decode loop behind an async iterator.
 exported.text.CausalLM = require('./lib/text/causal-lm').CausalLM
+// torch.pipeline(task, folder) (lib/text/pipeline.js): transformers' pipeline() over exported folders.
+exported.pipeline = require('./lib/text/pipeline').pipeline
 Object.assign(exported, require('./lib/oip'))
 // torch.serve (lib/serve/): OpenAI's API over causal-LM and sentence-encoder folders.
 exported.serve = require('./lib/serve').serve

@@ -19,10 +19,14 @@ const EXPORTERS = {
 const CAUSAL_SUFFIXES = ['ForCausalLM', 'LMHeadModel']
 const EXPORT_USAGE = `usage: torch-node export <model-dir|model.gguf> <out-folder> [--dtype float32|bfloat16|float16]
          [--format auto|pt2|torchscript] [--max-batch 1024] [--autotune] [--quantize int8|int4|int4-g128]
+         [--task auto|feature-extraction|text-classification|text-ranking]
 
 Turns a Hugging Face or sentence-transformers text encoder folder (BERT, MiniLM, BGE, E5, MPNet,
 ...) into a torch-node model folder for torch.text.SentenceEncoder: model.pt2 (torch.export +
 AOTInductor; model.pt, TorchScript, where torch.export fails), tokenizer.json and manifest.json.
+A *ForSequenceClassification checkpoint (or --task text-classification) becomes a classifier
+for torch.pipeline('text-classification'); a sentence-transformers CrossEncoder (one logit), a
+reranker for torch.pipeline('text-ranking') (docs/pipelines.md).
 A causal language model (config.json's architectures end in ForCausalLM or LMHeadModel: Llama,
 SmolLM, Mistral, Qwen2/3, Gemma 2/3, Phi-3, Granite, OLMo 2, GPT-NeoX, StarCoder2, GPT-2,
 Mixtral, ...), or a GGUF file transformers reads, becomes a folder for torch.text.CausalLM
@@ -91,6 +95,7 @@ const EXPORT_CHOICES = {
   dtype: ['float32', 'bfloat16', 'float16'],
   format: ['auto', 'pt2', 'torchscript'],
   quantize: ['int8', 'int4', 'int4-g32', 'int4-g128'],
+  task: ['auto', 'feature-extraction', 'text-classification', 'text-ranking'],
 }
 
 function parseExport(argv) {
@@ -100,6 +105,7 @@ function parseExport(argv) {
     'max-batch': { type: 'string' },
     autotune: { type: 'boolean' },
     quantize: { type: 'string' },
+    task: { type: 'string' },
   })
   if (values.help) return { command: 'export', help: true }
   for (const [key, choices] of Object.entries(EXPORT_CHOICES)) {
@@ -120,6 +126,7 @@ function parseExport(argv) {
     format: values.format,
     'max-batch': maxBatch,
     quantize: values.quantize,
+    task: values.task,
   }).flatMap(([key, value]) => (value === undefined ? [] : [`--${key}`, value]))
   if (values.autotune) flags.push('--autotune')
   return { command: 'export', modelDir: positionals[0], outDir: positionals[1], flags }
@@ -203,6 +210,12 @@ function runExport(args, { stdout, stderr, env }) {
       return Promise.resolve(2)
     }
     if (at !== -1) flags = [...flags.slice(0, at), ...flags.slice(at + 2)]
+    if (flags.includes('--task')) {
+      stderr.write(
+        'torch-node: export: --task: for text encoders and classifiers only (this folder holds a causal LM)\n',
+      )
+      return Promise.resolve(2)
+    }
   } else {
     const only = ['--autotune', '--quantize'].find((f) => flags.includes(f))
     if (only) {

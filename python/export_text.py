@@ -3,6 +3,7 @@
 
     python export_text.py MODEL_DIR OUT_DIR [--dtype float32|bfloat16|float16]
                           [--format auto|pt2|torchscript] [--max-batch 1024]
+                          [--task auto|feature-extraction|text-classification|text-ranking]
 
 Run with your own Python, torch and transformers (`npx torch-node export` runs it for you). It
 writes into OUT_DIR:
@@ -19,6 +20,13 @@ writes into OUT_DIR:
 The program takes `input_ids`, `attention_mask` (and `token_type_ids` where the model's tokenizer
 produces them), int64 [batch, seq], right-padded, and returns the pooled sentence embeddings,
 float32 [batch, dim], not normalized (normalization is a per-call choice in torch-node).
+
+The task (--task auto) comes from config.json's `architectures`: a `*ForSequenceClassification`
+checkpoint is a classifier (text-classification; text-ranking when it has one logit and is a
+sentence-transformers CrossEncoder, whose config.json has a `sentence_transformers` entry), any
+other a sentence encoder (feature-extraction). A classifier's program returns the logits, float32
+[batch, num_labels]; its manifest (kind 'text-classifier') records the task, the labels, the
+problem_type and the CrossEncoder's activation, which torch.pipeline applies (lib/text/pipeline.js).
 
 Works for BERT-family encoders (BERT, MiniLM, BGE, E5, MPNet, RoBERTa, DistilBERT, ...) with no
 per-model code: anything `transformers.AutoModel` loads as an encoder whose first output is the
@@ -49,6 +57,13 @@ LEGACY_POOLING_KEYS = {
     "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
     "pooling_mode_weightedmean_tokens": "weightedmean",
     "pooling_mode_lasttoken": "lasttoken",
+}
+TASKS = ("auto", "feature-extraction", "text-classification", "text-ranking")
+# sentence-transformers CrossEncoder's activation_fn (config.json's sentence_transformers entry)
+# as torch.pipeline names it: the scores rerank returns.
+CROSS_ENCODER_ACTIVATIONS = {
+    "torch.nn.modules.activation.Sigmoid": "sigmoid",
+    "torch.nn.modules.linear.Identity": "none",
 }
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
@@ -123,6 +138,8 @@ def source_hash(model_dir, args):
     """A hash of the model folder's small files, the weights' sizes and mtimes, and the options:
     make_text_models.py skips an export whose hash is unchanged."""
     options = [FORMAT_VERSION, args.dtype, args.format, args.max_batch, getattr(args, "fast_compile", False)]
+    if getattr(args, "task", "auto") != "auto":
+        options.append(args.task)
     h = hashlib.sha256(json.dumps(options).encode())
     with open(__file__, "rb") as f:
         h.update(f.read())
@@ -151,6 +168,9 @@ def main(argv):
     parser.add_argument("--fast-compile", action="store_true",
                         help="compile the .pt2's C++ wrapper at -O0 (the kernels as usual): a quicker export "
                              "whose calls cost a little more; for test fixtures")
+    parser.add_argument("--task", choices=TASKS, default="auto",
+                        help="what the program returns: auto (from config.json's architectures, default), "
+                             "feature-extraction (pooled embeddings), text-classification or text-ranking (logits)")
     args = parser.parse_args(argv)
     if args.max_batch < 2:
         fail(2, f"--max-batch: expected an integer ≥ 2, got {args.max_batch}")
@@ -169,7 +189,8 @@ def main(argv):
         fail(2, f"{args.model_dir}: cannot read the model folder: {e}")
 
     try:
-        export(args, hf_dir, pooling, normalize, st_config)
+        task = detect_task(args.task, args.model_dir, hf_dir)
+        export(args, hf_dir, pooling, normalize, st_config, task)
     except Unsupported as e:
         fail(2, str(e))
     except Exception as e:  # the one line the CLI shows; the traceback helps nobody there
@@ -177,10 +198,47 @@ def main(argv):
         fail(1, f"export failed: {type(e).__name__}: {first}")
 
 
-def export(args, hf_dir, pooling, normalize, st_config):
+def detect_task(asked, model_dir, hf_dir):
+    """The task `--task` names, else the one config.json's architectures say (see the docstring)."""
+    config = read_json(os.path.join(hf_dir, "config.json"))
+    classifier = any(a.endswith("ForSequenceClassification") for a in config.get("architectures") or [])
+    if asked == "auto":
+        if not classifier or hf_dir != model_dir:
+            return "feature-extraction"
+        cross_encoder = "sentence_transformers" in config or "sbert_ce_default_activation_function" in config
+        return "text-ranking" if cross_encoder and classifier_labels(config) == 1 else "text-classification"
+    if asked != "feature-extraction" and hf_dir != model_dir:
+        raise Unsupported(f"{model_dir}: --task {asked} takes a Hugging Face *ForSequenceClassification folder, "
+                          "not a sentence-transformers pipeline (modules.json)")
+    if asked == "text-ranking" and classifier_labels(config) != 1:
+        raise Unsupported(f"{hf_dir}: --task text-ranking takes a classifier with one logit (a CrossEncoder), "
+                          f"this one has {classifier_labels(config)}")
+    return asked
+
+
+def classifier_labels(config):
+    """num_labels as transformers' PretrainedConfig reads it from config.json (2 when unsaid)."""
+    return len(config["id2label"]) if config.get("id2label") else config.get("num_labels", 2)
+
+
+def ranking_activation(config, hf_dir):
+    """sentence-transformers CrossEncoder's get_default_activation_fn: config.json's
+    sentence_transformers.activation_fn (or the <4.0 key), else sigmoid for one logit."""
+    path = (getattr(config, "sentence_transformers", None) or {}).get("activation_fn") or getattr(
+        config, "sbert_ce_default_activation_function", None
+    )
+    if path is None:
+        return "sigmoid" if config.num_labels == 1 else "none"
+    if path not in CROSS_ENCODER_ACTIVATIONS:
+        raise Unsupported(f"{hf_dir}: the CrossEncoder activation {path} is not supported "
+                          f"(supported: {', '.join(CROSS_ENCODER_ACTIVATIONS)})")
+    return CROSS_ENCODER_ACTIVATIONS[path]
+
+
+def export(args, hf_dir, pooling, normalize, st_config, task="feature-extraction"):
     import torch
     import transformers
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
     started = time.monotonic()
     torch.manual_seed(0)
@@ -204,7 +262,9 @@ def export(args, hf_dir, pooling, normalize, st_config):
     if tokenizer.pad_token_id is None:
         raise Unsupported(f"{hf_dir}: the tokenizer has no padding token")
     dtype = getattr(torch, args.dtype)
-    model = AutoModel.from_pretrained(hf_dir, dtype=dtype).eval()
+    classifier = task != "feature-extraction"
+    auto_class = AutoModelForSequenceClassification if classifier else AutoModel
+    model = auto_class.from_pretrained(hf_dir, dtype=dtype).eval()
     for p in model.parameters():
         p.requires_grad_(False)
 
@@ -225,7 +285,7 @@ def export(args, hf_dir, pooling, normalize, st_config):
     if st_config.get("do_lower_case") and not lowercases(tokenizer):
         raise Unsupported(f"{hf_dir}: sentence_bert_config.json asks for do_lower_case on a tokenizer that does not lowercase")
 
-    encoder = SentenceEncoderModule(model, pooling, torch)
+    encoder = ClassifierModule(model, torch) if classifier else SentenceEncoderModule(model, pooling, torch)
     example = example_inputs(torch, input_names, tokenizer.pad_token_id, config, batch=2, seq=8)
     with torch.no_grad():
         dim = encoder(*example).shape[-1]
@@ -261,14 +321,16 @@ def export(args, hf_dir, pooling, normalize, st_config):
         manifest = {
             "format": "torch-node/text-model",
             "formatVersion": FORMAT_VERSION,
-            "kind": "sentence-encoder",
+            "kind": "text-classifier" if classifier else "sentence-encoder",
             "program": program,
             "programFormat": fmt,  # 'pt2': torch.AOTModule; 'torchscript': torch.ScriptModule
             "inputs": [{"name": n, "dtype": "int64", "shape": ["batch", "sequence"]} for n in input_names],
-            "output": {"name": "sentence_embedding", "dtype": "float32", "shape": ["batch", dim], "dim": dim},
-            "pooling": pooling,
-            "poolingInProgram": True,  # the program returns pooled embeddings, not token states
-            "normalize": normalize,  # L2-normalize by default (sentence-transformers' Normalize module)
+            "output": {"name": "logits" if classifier else "sentence_embedding", "dtype": "float32",
+                       "shape": ["batch", dim], "dim": dim},
+            **(classifier_fields(config, task, hf_dir) if classifier else {"pooling": pooling}),
+            "poolingInProgram": True,  # the program returns one row per text, not token states
+            # L2-normalize by default (sentence-transformers' Normalize module); never logits
+            "normalize": normalize and not classifier,
             "maxSequenceLength": max_length,
             "padTokenId": tokenizer.pad_token_id,
             "padding": "right",
@@ -291,8 +353,20 @@ def export(args, hf_dir, pooling, normalize, st_config):
         replace_folder(tmp, args.out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    log(f"wrote {args.out_dir} ({fmt}, {dim}-dim, pooling {pooling}, max {max_length} tokens) "
+    what = f"{task}, {dim} logits" if classifier else f"{dim}-dim, pooling {pooling}"
+    log(f"wrote {args.out_dir} ({fmt}, {what}, max {max_length} tokens) "
         f"in {time.monotonic() - started:.0f} s")
+
+
+def classifier_fields(config, task, hf_dir):
+    """What torch.pipeline needs of a classifier besides the logits: transformers' pipeline picks
+    its default function from problem_type and num_labels; a CrossEncoder's rank its activation."""
+    return {
+        "task": task,
+        "labels": [config.id2label[i] for i in range(config.num_labels)],  # id2label, in index order
+        "problemType": config.problem_type,  # None, single_label_classification, multi_label_..., regression
+        "rankingActivation": ranking_activation(config, hf_dir),
+    }
 
 
 def lowercases(tokenizer):
@@ -330,6 +404,23 @@ def SentenceEncoderModule(model, pooling, torch):
             return total / (count if pooling == "mean" else torch.sqrt(count))
 
     return SentenceEncoder().eval()
+
+
+def ClassifierModule(model, torch):
+    """A *ForSequenceClassification model's logits, float32 [batch, num_labels]."""
+
+    class Classifier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if token_type_ids is not None:
+                kwargs["token_type_ids"] = token_type_ids
+            return self.model(**kwargs).logits.float()
+
+    return Classifier().eval()
 
 
 def example_inputs(torch, input_names, pad_id, config, batch, seq, lengths=None):

