@@ -431,8 +431,9 @@ describe('/v1/messages with an API key: x-api-key or Authorization: Bearer', () 
   })
 })
 
-describe('/v1/messages streams that end early: the client leaves', () => {
-  test('a client that leaves mid-stream aborts its generation', async () => {
+describe('/v1/messages streams that end early: the client leaves, the server shuts down', () => {
+  /** A model that says "a", then waits for its abort. */
+  function held() {
     const signals = []
     const model = scripted('held', () => 'unused')
     model.generate = async function* (input, { signal }) {
@@ -441,6 +442,36 @@ describe('/v1/messages streams that end early: the client leaves', () => {
       await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }))
       return { finishReason: 'aborted', usage: { promptTokens: 5, completionTokens: 1 } }
     }
+    return { model, signals }
+  }
+
+  test('past the shutdown deadline the stream gets an error event (overloaded_error) and ends', async () => {
+    const { closer } = require('../lib/serve/app')
+    const { model } = held()
+    const { handle, ctx } = createHandler({ models: [model] })
+    const server = http.createServer(handle)
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const close = closer(server, ctx, () => {})
+    const client = await anthropic(`http://127.0.0.1:${server.address().port}`)
+    const stream = await client.messages.create({
+      max_tokens: 8,
+      messages: [{ role: 'user', content: 'x' }],
+      stream: true,
+    })
+    const it = stream[Symbol.asyncIterator]()
+    for (let r = await it.next(); r.value.type !== 'content_block_delta'; r = await it.next());
+    const closing = close({ timeoutMs: 50 })
+    const e = await rejection(
+      (async () => {
+        for (let r = await it.next(); !r.done; r = await it.next());
+      })(),
+    )
+    assert.match(e.message, /overloaded_error.*the server is shutting down/)
+    await closing
+  })
+
+  test('a client that leaves mid-stream aborts its generation', async () => {
+    const { model, signals } = held()
     const s = await serveScripted([model])
     try {
       const client = await anthropic(s.url)

@@ -305,14 +305,13 @@ async function* cutAt(inner, stops, cut, seen) {
  * model generates with `top_k` and the stop sequences, and says which stop sequence it met.
  * @param {Context} ctx
  * @param {{ topK?: number; stops: string[] }} extra
- * @param {{ matched: string | null; model: ChatModel | null }} seen
+ * @param {{ matched: string | null }} seen
  * @returns {Context}
  */
 function runContext(ctx, { topK, stops }, seen) {
   const run = Object.create(ctx)
   run.model = (/** @type {unknown} */ name, /** @type {'chat'} */ kind) => {
     const model = /** @type {ChatModel} */ (ctx.model(name, kind))
-    seen.model = model
     return {
       ...model,
       /** @type {ChatModel['generate']} */
@@ -471,8 +470,8 @@ async function create(ctx, body, res, startedAt) {
   readFields(b)
   const request = chatRequest(b)
   const model = ctx.model(b.model, 'chat')
-  /** @type {{ matched: string | null; model: ChatModel | null }} */
-  const seen = { matched: null, model: null }
+  /** @type {{ matched: string | null }} */
+  const seen = { matched: null }
   const head = {
     id: newId('msg'),
     type: 'message',
