@@ -2,7 +2,7 @@
 // POST /v1/messages of torch-node serve (lib/serve/messages.js), driven by the real client,
 // `@anthropic-ai/sdk`: `messages.create`, `messages.stream` (its events and `finalMessage()`),
 // tools (tool_use, then tool_result), stop sequences, errors in Anthropic's shape, the API key as
-// x-api-key, and POST /v1/messages/count_tokens.
+// x-api-key, and POST /v1/messages/count_tokens; LangChain's ChatAnthropic (`@langchain/anthropic`).
 // - In this process, over scripted models (what a model says is fixed).
 // - torch.serve over the tiny random Llama of `npm run models`: the answer equals CausalLM run
 //   directly, streamed and not; count_tokens equals the usage of the same prompt.
@@ -15,6 +15,15 @@ const { createHandler } = require('../lib/serve/app')
 
 const LM_DIR = path.join(__dirname, '..', 'models', 'golden', 'lm', 'llama-tiny')
 const noModel = !fs.existsSync(path.join(LM_DIR, 'model.pt2')) && `no ${LM_DIR}: run \`npm run models\``
+// LangChain's Anthropic chat model (`@langchain/anthropic`, with its own @anthropic-ai/sdk, which sends x-api-key).
+const noLangChain = (() => {
+  try {
+    require.resolve('@langchain/anthropic')
+    return false
+  } catch {
+    return 'no @langchain/anthropic in node_modules'
+  }
+})()
 
 const WEATHER = {
   name: 'get_weather',
@@ -490,6 +499,51 @@ describe('/v1/messages streams that end early: the client leaves, the server shu
     } finally {
       await s.close()
     }
+  })
+})
+
+describe("/v1/messages with LangChain's ChatAnthropic", { skip: noLangChain }, () => {
+  let s
+  before(async () => {
+    const weather = scripted('weather', (messages) => {
+      const result = messages.find((m) => m.role === 'tool')
+      return result ? `It is ${result.content} in Paris.` : `Let me check. ${CALL}`
+    })
+    const echo = scripted('echo', (messages) => `you said: ${messages.at(-1).content}`)
+    s = await serveScripted([weather, echo], 'sk-test')
+  })
+  after(() => s?.close())
+
+  test('invoke, stream, and a tool round trip with bindTools and a ToolMessage', async () => {
+    const { ChatAnthropic } = await import('@langchain/anthropic')
+    const { HumanMessage, ToolMessage } = await import('@langchain/core/messages')
+    const options = { anthropicApiUrl: s.url, apiKey: 'sk-test', maxRetries: 0, maxTokens: 256 }
+    const llm = new ChatAnthropic({ model: 'echo', ...options })
+    const answer = await llm.invoke('hello')
+    assert.equal(answer.content, 'you said: hello')
+    assert.equal(answer.response_metadata.stop_reason, 'end_turn')
+    assert.equal(answer.usage_metadata.input_tokens, 5)
+    let text = ''
+    for await (const chunk of await llm.stream('streamed'))
+      text += typeof chunk.content === 'string' ? chunk.content : ''
+    assert.equal(text, 'you said: streamed')
+
+    const withTools = new ChatAnthropic({ model: 'weather', ...options }).bindTools([WEATHER])
+    const ask = new HumanMessage('Weather in Paris?')
+    const call = await withTools.invoke([ask])
+    assert.deepEqual(
+      call.tool_calls.map((c) => [c.name, c.args]),
+      [['get_weather', { city: 'Paris' }]],
+    )
+    const result = new ToolMessage({ content: 'sunny', tool_call_id: call.tool_calls[0].id })
+    const done = await withTools.invoke([ask, call, result])
+    assert.equal(done.content, 'It is sunny in Paris.')
+    let joined = null
+    for await (const chunk of await withTools.stream([ask])) joined = joined ? joined.concat(chunk) : chunk
+    assert.deepEqual(
+      joined.tool_calls.map((c) => [c.name, c.args]),
+      [['get_weather', { city: 'Paris' }]],
+    )
   })
 })
 
