@@ -304,6 +304,19 @@ describe('/v1/messages in this process, with @anthropic-ai/sdk', () => {
       ],
     )
     assert.match(msg.content[1].id, /^call_/)
+    // A chat with tools is token ids before it runs: message_start says its length.
+    const { prompt } = weather
+    weather.prompt = async (messages, tools, plain) => (plain && !tools ? messages : [1, 2, 3])
+    const res = await post(s.url, '/v1/messages', {
+      model: 'weather',
+      max_tokens: 256,
+      stream: true,
+      tools: [WEATHER],
+      messages: [{ role: 'user', content: 'Weather in Paris?' }],
+    })
+    weather.prompt = prompt
+    const [start] = events(res.text)
+    assert.deepEqual(start[1].message.usage, { input_tokens: 3, output_tokens: 0 })
   })
 
   test('tool_choice any, tool, none and disable_parallel_tool_use reach the model', async () => {

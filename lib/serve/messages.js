@@ -305,7 +305,7 @@ async function* cutAt(inner, stops, cut, seen) {
  * model generates with `top_k` and the stop sequences, and says which stop sequence it met.
  * @param {Context} ctx
  * @param {{ topK?: number; stops: string[] }} extra
- * @param {{ matched: string | null }} seen
+ * @param {{ matched: string | null; promptTokens: number }} seen
  * @returns {Context}
  */
 function runContext(ctx, { topK, stops }, seen) {
@@ -314,6 +314,13 @@ function runContext(ctx, { topK, stops }, seen) {
     const model = /** @type {ChatModel} */ (ctx.model(name, kind))
     return {
       ...model,
+      /** @type {ChatModel['prompt']} */
+      async prompt(messages, tools, plain) {
+        const input = await model.prompt(messages, tools, plain)
+        // Token ids (a chat with tools): message_start can say the prompt's length.
+        if (Array.isArray(input) && typeof input[0] === 'number') seen.promptTokens = input.length
+        return input
+      },
       /** @type {ChatModel['generate']} */
       generate(input, options = {}) {
         const opts = topK === undefined ? options : { ...options, topK }
@@ -346,7 +353,7 @@ function blocksOf(message) {
  * What the Relay hands over, mapped: a chat.completion to a message; chunks to Anthropic's events.
  * @param {import('node:http').ServerResponse} res
  * @param {Record<string, any>} head the message before its content
- * @param {{ matched: string | null }} seen
+ * @param {{ matched: string | null; promptTokens: number }} seen
  */
 function mapping(res, head, seen) {
   /** @param {string} type @param {Record<string, any>} fields */
@@ -379,7 +386,7 @@ function mapping(res, head, seen) {
     onStart() {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' })
       res.flushHeaders()
-      emit('message_start', { message: head })
+      emit('message_start', { message: { ...head, usage: { input_tokens: seen.promptTokens, output_tokens: 0 } } })
       emit('ping', {})
     },
     /** @param {any} completion */
@@ -470,8 +477,8 @@ async function create(ctx, body, res, startedAt) {
   readFields(b)
   const request = chatRequest(b)
   const model = ctx.model(b.model, 'chat')
-  /** @type {{ matched: string | null }} */
-  const seen = { matched: null }
+  /** @type {{ matched: string | null; promptTokens: number }} */
+  const seen = { matched: null, promptTokens: 0 }
   const head = {
     id: newId('msg'),
     type: 'message',
