@@ -73,11 +73,13 @@ function readText(content, where) {
   return content.map((block, j) => textOf(block, `${where}[${j}]`)).join('')
 }
 
+/** What a refused block's message adds: images and documents are not read here. @param {unknown} type */
+const textOnly = (type) => (type === 'image' || type === 'document' ? ' (this server reads text only)' : '')
+
 /** @param {any} block @param {string} where */
 function textOf(block, where) {
   if (block?.type !== 'text') {
-    const what = block?.type === 'image' || block?.type === 'document' ? ' (this server reads text only)' : ''
-    throw invalid(`${where}.type: expected "text"${what}, got ${show(block?.type)}`)
+    throw invalid(`${where}.type: expected "text"${textOnly(block?.type)}, got ${show(block?.type)}`)
   }
   if (typeof block.text !== 'string') throw invalid(`${where}.text: expected a string, got ${show(block.text)}`)
   blockKeys(block, ['type', 'text', 'citations'], where)
@@ -148,8 +150,7 @@ function readConversation(system, messages) {
         text += textOf(block, at)
       } else {
         const types = m.role === 'user' ? '"text" or "tool_result"' : '"text" or "tool_use"'
-        const what = type === 'image' || type === 'document' ? ' (this server reads text only)' : ''
-        throw invalid(`${at}.type: expected ${types} in a ${m.role} turn${what}, got ${show(type)}`)
+        throw invalid(`${at}.type: expected ${types} in a ${m.role} turn${textOnly(type)}, got ${show(type)}`)
       }
     })
     if (m.role === 'assistant') {
