@@ -8,11 +8,14 @@ const { Metrics } = require('./metrics')
 const { LIMITS } = require('./requests')
 const chat = require('./chat')
 const { embeddings } = require('./embeddings')
+const { classify } = require('./classify')
+const { rerank } = require('./rerank')
 const responses = require('./responses')
 const messages = require('./messages')
 
 /**
- * @typedef {import('./chat').ChatModel | import('./embeddings').EmbeddingModel} ServeModel
+ * @typedef {import('./chat').ChatModel | import('./embeddings').EmbeddingModel | import('./classify').ClassifyModel
+ *   | import('./rerank').RerankModel} ServeModel
  * @typedef {Required<import('./requests').ServeLimits>} Limits
  */
 
@@ -24,7 +27,8 @@ const messages = require('./messages')
  * @property {Set<() => void>} running aborts of the generations in flight
  * @property {boolean} closing a shutdown began: new requests get 503
  * @property {InstanceType<typeof responses.ResponseStore>} responses kept for previous_response_id
- * @property {(name: unknown, kind: 'chat' | 'embeddings') => ServeModel} model the model a request names
+ * @property {(name: unknown, kind: 'chat' | 'embeddings' | 'classify' | 'rerank') => ServeModel} model the model a
+ *   request names
  */
 
 const ROUTES = {
@@ -39,10 +43,17 @@ const ROUTES = {
     sendError: messages.sendError,
   },
   'POST /v1/embeddings': { limit: 'maxEmbeddingsBodyBytes', run: embeddings },
+  'POST /v1/classify': { limit: 'maxEmbeddingsBodyBytes', run: classify },
+  // vLLM's paths for Jina's (/v1/rerank) and Cohere's (/v2/rerank) clients, and llama-server's /rerank.
+  'POST /v1/rerank': { limit: 'maxEmbeddingsBodyBytes', run: rerank },
+  'POST /v2/rerank': { limit: 'maxEmbeddingsBodyBytes', run: rerank },
+  'POST /rerank': { limit: 'maxEmbeddingsBodyBytes', run: rerank },
 }
 const KIND_ROUTES = {
   chat: '/v1/chat/completions, /v1/completions and /v1/responses',
   embeddings: '/v1/embeddings',
+  classify: '/v1/classify',
+  rerank: '/v1/rerank',
 }
 const STORED = '/v1/responses/'
 
@@ -114,7 +125,8 @@ function createHandler({ models, apiKey, limits }) {
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' })
         return void res.end(body)
       }
-      if (key && path.startsWith('/v1/')) {
+      // every route's too: /v2/rerank and /rerank are outside /v1/
+      if (key && (path.startsWith('/v1/') || route)) {
         const given = digest(authorization(req))
         if (!timingSafeEqual(given, key)) {
           throw new HttpError(

@@ -2,12 +2,15 @@
 'use strict'
 // torch.serve: an OpenAI-compatible server over torch-node model folders (what `npx torch-node
 // serve` runs, lib/serve/cli.js) — causal LMs on /v1/chat/completions, /v1/completions and
-// /v1/responses, sentence encoders on /v1/embeddings, in one process, on node:http. See
+// /v1/responses, sentence encoders on /v1/embeddings, classifiers on /v1/classify and
+// cross-encoders on /v1/rerank (docs/pipelines.md), in one process, on node:http. See
 // docs/serving.md.
 //   app.js         routes, API key, model lookup, metrics
 //   chat.js        chat and completions over torch.text.CausalLM (tools: lib/text/tool-calls.js)
 //   responses.js   the Responses API, run as a chat completions request by chat.js
 //   embeddings.js  embeddings over torch.text.SentenceEncoder
+//   classify.js    classification over torch.pipeline('text-classification')
+//   rerank.js      reranking over torch.pipeline('text-ranking')
 //   requests.js    what a request may say, checked; the limits
 //   http.js        JSON bodies, errors in OpenAI's shape, server-sent events
 //   metrics.js     GET /metrics (Prometheus)
@@ -20,28 +23,33 @@ const torch = require('../torch')
 const { createHandler, closer } = require('./app')
 const { chatModel } = require('./chat')
 const { embeddingModel } = require('./embeddings')
+const { classifyModel } = require('./classify')
+const { rerankModel } = require('./rerank')
+const { pipeline } = require('../text/pipeline')
 const { HttpError } = require('./http')
 const { LIMITS } = require('./requests')
 
 /**
  * @import { text } from '../../index'
  * @import { ServeLimits } from './requests'
+ * @import { TextClassificationPipeline } from '../text/text-classification'
+ * @import { TextRankingPipeline } from '../text/text-ranking'
  */
 
 // The public types below become index.d.ts's declarations (tools/lib-typings.js).
 /**
  * A model folder `torch.serve` loads, with its load options: a causal LM's (`CausalLM.load`:
- * `dtype`, `maxSequences`, `maxQueue`, `maxContext`) or a sentence encoder's
- * (`SentenceEncoder.load`: `dtype`, `maxBatchSize`, `maxDelayMs`, `maxQueue`). The kind is read
- * from the folder's manifest.json.
+ * `dtype`, `maxSequences`, `maxQueue`, `maxContext`) or a sentence encoder's or classifier's
+ * (`SentenceEncoder.load`, `torch.pipeline`: `dtype`, `maxBatchSize`, `maxDelayMs`, `maxQueue`). The
+ * kind is read from the folder's manifest.json.
  * @typedef {object} ServeModelSpec
  * @property {string} folder A folder written by `npx torch-node export`.
  * @property {'float32' | 'bfloat16' | 'float16'} [dtype]
  * @property {number} [maxSequences] Causal LMs: sequences generating at once.
  * @property {number} [maxContext] Causal LMs: the most tokens of a sequence.
  * @property {number} [maxQueue] Requests waiting before `QueueFull` (HTTP 503).
- * @property {number} [maxBatchSize] Sentence encoders: texts per forward (default 32).
- * @property {number} [maxDelayMs] Sentence encoders: how long a batch waits to fill (default 2).
+ * @property {number} [maxBatchSize] Sentence encoders and classifiers: texts per forward (default 32).
+ * @property {number} [maxDelayMs] Sentence encoders and classifiers: how long a batch waits to fill (default 2).
  */
 /**
  * Options of `torch.serve`; any other key is refused (`InvalidArg`).
@@ -59,7 +67,8 @@ const { LIMITS } = require('./requests')
  * @property {string} url `http://host:port`; the OpenAI clients' `baseURL` is `url + '/v1'`.
  * @property {number} port
  * @property {{ close(callback?: () => void): unknown }} server The underlying `http.Server`.
- * @property {Record<string, text.CausalLM | text.SentenceEncoder>} models The loaded models by name.
+ * @property {Record<string, text.CausalLM | text.SentenceEncoder | TextClassificationPipeline | TextRankingPipeline>} models
+ *   The loaded models by name.
  * @property {(options?: { timeoutMs?: number }) => Promise<void>} close Stops accepting requests, lets
  *   those running finish for up to `timeoutMs` (default 10 000), then aborts the rest (a stream gets an error
  *   event and ends), closes the connections and disposes the models.
@@ -67,7 +76,7 @@ const { LIMITS } = require('./requests')
 
 // A spec's other keys go to the load of its kind as they are (CausalLM.load takes prefixCache
 // too; ServeModelSpec above is to say so once index.d.ts is regenerated).
-const KINDS = ['causal-lm', 'sentence-encoder']
+const KINDS = ['causal-lm', 'sentence-encoder', 'text-classifier']
 const limitReader = opt.integer({ min: 1, expected: 'an integer ≥ 1' })
 const SERVE_OPTIONS = opt.bag(
   {
@@ -147,7 +156,7 @@ async function load(name, spec, caller) {
   if (!KINDS.includes(/** @type {string} */ (kind))) {
     throw codedError(
       'ModelLoadError',
-      `${what}: ${folder}: a ${JSON.stringify(kind)} model; torch-node serve serves causal-lm and sentence-encoder folders`,
+      `${what}: ${folder}: a ${JSON.stringify(kind)} model; torch-node serve serves causal-lm, sentence-encoder and text-classifier folders`,
       caller,
     )
   }
@@ -167,6 +176,17 @@ async function load(name, spec, caller) {
       lm.dispose()
       throw e
     }
+  }
+  if (kind === 'text-classifier') {
+    // A cross-encoder (exported for text-ranking) on /v1/rerank, any other classifier on /v1/classify.
+    const ranking = JSON.parse(fs.readFileSync(nodePath.join(folder, 'manifest.json'), 'utf8')).task === 'text-ranking'
+    const settings = { maxDelayMs: 2, ...options }
+    if (ranking) {
+      const ranker = await pipeline('text-ranking', folder, settings).catch((e) => Promise.reject(named(e)))
+      return { model: ranker, served: rerankModel(name, ranker) }
+    }
+    const classifier = await pipeline('text-classification', folder, settings).catch((e) => Promise.reject(named(e)))
+    return { model: classifier, served: classifyModel(name, classifier) }
   }
   const encoder = await text.SentenceEncoder.load(folder, {
     maxBatchSize: 32,

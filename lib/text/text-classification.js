@@ -106,6 +106,19 @@ class TextClassificationPipeline {
     return this.#function
   }
 
+  /**
+   * The folder's tokenizer (`tokenizer.json`), as `run` uses it: to count or inspect tokens.
+   * @returns {text.Tokenizer}
+   */
+  get tokenizer() {
+    return this.#encoder.tokenizer
+  }
+
+  /** The most tokens of an input (a pair's two texts together, special tokens included) the model sees. */
+  get maxSequenceLength() {
+    return this.#encoder.maxSequenceLength
+  }
+
   /** True once `dispose()` was called. */
   get isDisposed() {
     return this.#encoder.isDisposed
