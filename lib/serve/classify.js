@@ -118,6 +118,7 @@ function readTexts(input, limits, key) {
 /**
  * An AbortSignal that fires when the client hangs up before its answer: its requests leave the queue.
  * @param {import('node:http').ServerResponse} res
+ * @returns {AbortSignal}
  */
 function hangUp(res) {
   const gone = new AbortController()

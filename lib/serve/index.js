@@ -62,13 +62,16 @@ const { LIMITS } = require('./requests')
  * @property {ServeLimits} [limits] The limits on one request.
  */
 /**
+ * A model `torch.serve` loaded: a causal LM, a sentence encoder or a classifier's pipeline.
+ * @typedef {text.CausalLM | text.SentenceEncoder | TextClassificationPipeline | TextRankingPipeline} ServeLoadedModel
+ */
+/**
  * A running `torch.serve` server.
  * @typedef {object} OpenAIServer
  * @property {string} url `http://host:port`; the OpenAI clients' `baseURL` is `url + '/v1'`.
  * @property {number} port
  * @property {{ close(callback?: () => void): unknown }} server The underlying `http.Server`.
- * @property {Record<string, text.CausalLM | text.SentenceEncoder | TextClassificationPipeline | TextRankingPipeline>} models
- *   The loaded models by name.
+ * @property {Record<string, ServeLoadedModel>} models The loaded models by name.
  * @property {(options?: { timeoutMs?: number }) => Promise<void>} close Stops accepting requests, lets
  *   those running finish for up to `timeoutMs` (default 10 000), then aborts the rest (a stream gets an error
  *   event and ends), closes the connections and disposes the models.

@@ -20,8 +20,9 @@ const textRanking = require('./text-ranking')
 
 // The public types below become index.d.ts's declarations (tools/lib-typings.js).
 /**
- * The tasks `torch.pipeline` takes (transformers' names; `'rerank'` is `'text-ranking'`).
- * @typedef {'feature-extraction' | 'text-classification' | 'text-ranking' | 'rerank'} PipelineTask
+ * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
+ * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction).
+ * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank'} PipelineTask
  */
 /**
  * Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal).
@@ -62,31 +63,12 @@ function folderTask(folder) {
  * (a `*ForSequenceClassification` export), `'text-ranking'` or `'rerank'` (a cross-encoder: one
  * logit), `'feature-extraction'` (a sentence encoder). Concurrent `run` calls share forwards.
  * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
- * @overload
- * @param {'text-classification' | 'sentiment-analysis'} task
+ * @template {PipelineTask} T
+ * @param {T} task
  * @param {string} folder
  * @param {PipelineOptions} [options]
- * @returns {Promise<TextClassificationPipeline>}
- */
-/**
- * @overload
- * @param {'text-ranking' | 'rerank'} task
- * @param {string} folder
- * @param {PipelineOptions} [options]
- * @returns {Promise<TextRankingPipeline>}
- */
-/**
- * @overload
- * @param {'feature-extraction' | 'embeddings'} task
- * @param {string} folder
- * @param {PipelineOptions} [options]
- * @returns {Promise<FeatureExtractionPipeline>}
- */
-/**
- * @param {string} task
- * @param {string} folder
- * @param {PipelineOptions} [options]
- * @returns {Promise<TextClassificationPipeline | TextRankingPipeline | FeatureExtractionPipeline>}
+ * @returns {Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline
+ *   : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : FeatureExtractionPipeline>}
  */
 async function pipeline(task, folder, options) {
   const name = typeof task === 'string' ? (ALIASES[task] ?? task) : task
