@@ -2,8 +2,8 @@
 'use strict'
 // What a route that speaks another API over chat completions (lib/serve/messages.js: Anthropic's
 // Messages) shares: a stand-in for the ServerResponse that lib/serve/chat.js's `chatCompletions`
-// writes into, so its answer can be mapped back before it goes out. lib/serve/responses.js holds
-// the same class as its own `Relay` (one of the two could go).
+// writes into, so its answer can be mapped back before it goes out; lib/serve/responses.js (the
+// Responses API) uses it too.
 const { EventEmitter } = require('node:events')
 
 /**

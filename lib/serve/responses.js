@@ -7,10 +7,10 @@
 // come, are mapped back to a response object or to Responses' named stream events. Responses are
 // kept in memory (bounded in count and age) for `previous_response_id`, `item_reference` and
 // GET /v1/responses/{id}.
-const { EventEmitter } = require('node:events')
 const { randomUUID } = require('node:crypto')
 const { HttpError, invalid, show, sendJson, eventText, readKeys } = require('./http')
 const chat = require('./chat')
+const { Relay } = require('./adapter')
 
 /**
  * @typedef {import('./app').Context} Context
@@ -307,70 +307,6 @@ function readFields(b) {
   const max = b.max_output_tokens
   if (max !== undefined && !(Number.isInteger(max) && max >= 1)) {
     throw invalid(`max_output_tokens: expected an integer ≥ 1, got ${show(max)}`)
-  }
-}
-
-/**
- * Where chat.js writes its answer: a stand-in for the ServerResponse that hands its
- * chat.completion (`onJson`) or its events (`onEvent`, parsed; null for `[DONE]`) to the mapping,
- * and lends the real response's socket, `close` and `drain` (a client that leaves aborts the
- * generation, a full socket holds it back).
- */
-class Relay extends EventEmitter {
-  /**
-   * @param {import('node:http').ServerResponse} res
-   * @param {{ onStart: () => void; onJson: (value: any) => void; onEvent: (value: any) => void; onEnd: () => void }} to
-   */
-  constructor(res, to) {
-    super()
-    this.res = res
-    this.to = to
-    this.headersSent = false
-    this.writableEnded = false
-    this.streaming = false
-    res.on('close', () => this.emit('close'))
-    res.on('drain', () => this.emit('drain'))
-  }
-
-  get socket() {
-    return this.res.socket
-  }
-
-  get destroyed() {
-    return this.res.destroyed
-  }
-
-  /** @param {number} status @param {Record<string, any>} headers */
-  writeHead(status, headers) {
-    this.headersSent = true
-    this.streaming = headers['content-type'] === 'text/event-stream'
-    if (this.streaming) this.to.onStart()
-    return this
-  }
-
-  flushHeaders() {}
-
-  /** @param {string | Buffer} chunk */
-  write(chunk) {
-    for (const line of String(chunk).split('\n')) {
-      if (line.startsWith('data: ')) {
-        const data = line.slice('data: '.length)
-        this.to.onEvent(data === '[DONE]' ? null : JSON.parse(data))
-      }
-    }
-    return !this.res.writableNeedDrain
-  }
-
-  /** @param {string | Buffer} [chunk] */
-  end(chunk) {
-    if (this.writableEnded) return this
-    if (chunk !== undefined) {
-      if (this.streaming) this.write(chunk)
-      else this.to.onJson(JSON.parse(String(chunk)))
-    }
-    this.writableEnded = true
-    if (this.streaming) this.to.onEnd()
-    return this
   }
 }
 
