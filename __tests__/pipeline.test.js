@@ -118,6 +118,26 @@ describe('torch.pipeline', { skip: SKIP }, () => {
     }
   })
 
+  test(
+    'a CrossEncoder saved by sentence-transformers 6 (modules.json; TorchScript): the same ranking',
+    TIMEOUT,
+    async () => {
+      const folder = path.join(DIR, 'reranker-st6')
+      const manifest = JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8'))
+      assert.deepEqual(
+        [manifest.kind, manifest.task, manifest.programFormat],
+        ['text-classifier', 'text-ranking', 'torchscript'],
+      )
+      const st6 = await torch.pipeline('text-ranking', folder)
+      try {
+        const { query, documents } = g.inputs
+        assertScores(await st6.run({ query, documents }, { returnDocuments: true }), g.reranker.rank, 'rank')
+      } finally {
+        st6.dispose()
+      }
+    },
+  )
+
   test('feature-extraction through the same entry: SentenceEncoder.encode', TIMEOUT, async () => {
     const fe = await torch.pipeline('feature-extraction', SENTENCE_ENCODER)
     const encoder = await torch.text.SentenceEncoder.load(SENTENCE_ENCODER)

@@ -16,6 +16,10 @@ Writes (all generated, under models/golden/, which git ignores), each model a ra
   pipeline/reranker-src/         a sentence-transformers CrossEncoder folder: one logit, config.json's
                                  sentence_transformers.activation_fn Sigmoid
   pipeline/reranker/             exported (.pt2; the task detected: text-ranking)
+  pipeline/reranker-st6-src/     the same CrossEncoder saved by sentence-transformers 6
+                                 (CrossEncoder.save_pretrained: a modules.json, and
+                                 config_sentence_transformers.json's model_type CrossEncoder)
+  pipeline/reranker-st6/         exported as TorchScript (the task detected: text-ranking)
   pipeline/goldens.json          transformers' pipeline('text-classification', ...) of TEXTS and
                                  PAIRS (default options, top_k=None, each function_to_apply), and
                                  sentence-transformers' CrossEncoder.rank / predict of QUERY, DOCUMENTS
@@ -126,6 +130,20 @@ def make_source(folder, recipe, tokenizer_dir):
     write_json(marker, recipe)
 
 
+def save_cross_encoder(source, folder):
+    """`source` loaded by sentence-transformers' CrossEncoder and saved as it saves one."""
+    from sentence_transformers import CrossEncoder
+
+    marker = os.path.join(folder, "make_pipeline_models.json")
+    recipe = {"from": os.path.basename(source), "source": read_json(os.path.join(source, "make_pipeline_models.json"))}
+    if read_json(marker) == recipe:
+        return
+    log(f"{os.path.relpath(folder, ROOT)}: saving {os.path.basename(source)} with CrossEncoder.save_pretrained")
+    shutil.rmtree(folder, ignore_errors=True)
+    CrossEncoder(source, device="cpu").save_pretrained(folder)
+    write_json(marker, recipe)
+
+
 def export(source, out, fmt):
     sys.path.insert(0, os.path.dirname(EXPORT))
     import export_text
@@ -184,6 +202,9 @@ def main():
         source = os.path.join(args.out, f"{name}-src")
         make_source(source, recipe, tokenizer_dir)
         hashes[name] = export(source, os.path.join(args.out, name), recipe["format"])["source"]["hash"]
+    st6 = os.path.join(args.out, "reranker-st6-src")
+    save_cross_encoder(os.path.join(args.out, "reranker-src"), st6)
+    hashes["reranker-st6"] = export(st6, os.path.join(args.out, "reranker-st6"), "torchscript")["source"]["hash"]
 
     path = os.path.join(args.out, "goldens.json")
     have = read_json(path)

@@ -23,8 +23,9 @@ float32 [batch, dim], not normalized (normalization is a per-call choice in torc
 
 The task (--task auto) comes from config.json's `architectures`: a `*ForSequenceClassification`
 checkpoint is a classifier (text-classification; text-ranking when it has one logit and is a
-sentence-transformers CrossEncoder, whose config.json has a `sentence_transformers` entry), any
-other a sentence encoder (feature-extraction). A classifier's program returns the logits, float32
+sentence-transformers CrossEncoder: config.json has a `sentence_transformers` entry, or
+config_sentence_transformers.json says CrossEncoder), any other a sentence encoder
+(feature-extraction). A classifier's program returns the logits, float32
 [batch, num_labels]; its manifest (kind 'text-classifier') records the task, the labels, the
 problem_type and the CrossEncoder's activation, which torch.pipeline applies (lib/text/pipeline.js).
 
@@ -202,12 +203,17 @@ def detect_task(asked, model_dir, hf_dir):
     """The task `--task` names, else the one config.json's architectures say (see the docstring)."""
     config = read_json(os.path.join(hf_dir, "config.json"))
     classifier = any(a.endswith("ForSequenceClassification") for a in config.get("architectures") or [])
+    # sentence-transformers 5+ saves a CrossEncoder with a modules.json (one Transformer) too; its
+    # config_sentence_transformers.json says which it is.
+    st_path = os.path.join(model_dir, "config_sentence_transformers.json")
+    st_cross_encoder = os.path.exists(st_path) and read_json(st_path).get("model_type") == "CrossEncoder"
+    st_pipeline = os.path.exists(os.path.join(model_dir, "modules.json")) and not st_cross_encoder
     if asked == "auto":
-        if not classifier or hf_dir != model_dir:
+        if not classifier or st_pipeline:
             return "feature-extraction"
-        cross_encoder = "sentence_transformers" in config or "sbert_ce_default_activation_function" in config
+        cross_encoder = st_cross_encoder or "sentence_transformers" in config or "sbert_ce_default_activation_function" in config
         return "text-ranking" if cross_encoder and classifier_labels(config) == 1 else "text-classification"
-    if asked != "feature-extraction" and hf_dir != model_dir:
+    if asked != "feature-extraction" and st_pipeline:
         raise Unsupported(f"{model_dir}: --task {asked} takes a Hugging Face *ForSequenceClassification folder, "
                           "not a sentence-transformers pipeline (modules.json)")
     if asked == "text-ranking" and classifier_labels(config) != 1:
