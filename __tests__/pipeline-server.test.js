@@ -1,8 +1,8 @@
 'use strict'
 // torch.serve's /v1/rerank (the Cohere / Jina shape llama-server and vLLM accept; also /v2/rerank
-// and /rerank) and /v1/classify (vLLM's shape) over real HTTP on a loopback port with plain
+// and /rerank), /v1/score and /v1/classify (vLLM's shapes) over real HTTP on a loopback port with plain
 // fetch, and Cohere's own npm client (`cohere-ai`, v1 and v2) where it is installed: scores equal
-// to sentence-transformers' CrossEncoder.rank and transformers' pipeline('text-classification')
+// to sentence-transformers' CrossEncoder.rank / predict and transformers' pipeline('text-classification')
 // (models/make_pipeline_models.py's goldens, within 1e-5); 400s for malformed requests, 400 for a
 // model of another kind, 401 without the API key on every rerank path, 503 QueueFull past the queue.
 const { describe, test, before, after } = require('node:test')
@@ -87,6 +87,30 @@ describe('torch.serve: /v1/rerank and /v1/classify', { skip: SKIP }, () => {
         g.reranker.rank.slice(0, 2).map((r) => r.index),
       )
     }
+  })
+
+  test('score (vLLM): CrossEncoder.predict, one query against a list and pairwise', async () => {
+    const { query, documents } = g.inputs
+    const one = await post('/v1/score', { model: 'reranker', text_1: query, text_2: documents })
+    assert.equal(one.status, 200, JSON.stringify(one.body))
+    assert.equal(one.body.object, 'list')
+    assert.match(one.body.id, /^score-/)
+    one.body.data.forEach((d, i) => {
+      assert.deepEqual([d.index, d.object], [i, 'score'])
+      assert.ok(Math.abs(d.score - g.reranker.predict[i]) <= TOLERANCE, `${d.score} vs ${g.reranker.predict[i]}`)
+    })
+    const pairwise = await post('/v1/score', {
+      model: 'reranker',
+      text_1: documents.map(() => query),
+      text_2: documents,
+    })
+    assert.equal(pairwise.status, 200)
+    // the same pairs, batched otherwise (padded to other lengths): equal within float32 rounding
+    pairwise.body.data.forEach((d, i) => assert.ok(Math.abs(d.score - g.reranker.predict[i]) <= TOLERANCE))
+    assert.equal(pairwise.body.usage.total_tokens, one.body.usage.total_tokens)
+    const bad = await post('/v1/score', { model: 'reranker', text_1: ['a', 'b'], text_2: ['c'] })
+    assert.equal(bad.status, 400)
+    assert.match(bad.body.error.message, /text_1: one string, or as many as text_2 \(1\), got 2/)
   })
 
   test('classify: vLLM shape, probs in label order as transformers scores them', async () => {

@@ -9,7 +9,7 @@ const { LIMITS } = require('./requests')
 const chat = require('./chat')
 const { embeddings } = require('./embeddings')
 const { classify } = require('./classify')
-const { rerank } = require('./rerank')
+const { rerank, score } = require('./rerank')
 const responses = require('./responses')
 const messages = require('./messages')
 
@@ -48,12 +48,13 @@ const ROUTES = {
   'POST /v1/rerank': { limit: 'maxEmbeddingsBodyBytes', run: rerank },
   'POST /v2/rerank': { limit: 'maxEmbeddingsBodyBytes', run: rerank },
   'POST /rerank': { limit: 'maxEmbeddingsBodyBytes', run: rerank },
+  'POST /v1/score': { limit: 'maxEmbeddingsBodyBytes', run: score },
 }
 const KIND_ROUTES = {
   chat: '/v1/chat/completions, /v1/completions and /v1/responses',
   embeddings: '/v1/embeddings',
   classify: '/v1/classify',
-  rerank: '/v1/rerank',
+  rerank: '/v1/rerank and /v1/score',
 }
 const STORED = '/v1/responses/'
 

@@ -3,14 +3,14 @@
 // torch.serve: an OpenAI-compatible server over torch-node model folders (what `npx torch-node
 // serve` runs, lib/serve/cli.js) — causal LMs on /v1/chat/completions, /v1/completions and
 // /v1/responses, sentence encoders on /v1/embeddings, classifiers on /v1/classify and
-// cross-encoders on /v1/rerank (docs/pipelines.md), in one process, on node:http. See
+// cross-encoders on /v1/rerank and /v1/score (docs/pipelines.md), in one process, on node:http. See
 // docs/serving.md.
 //   app.js         routes, API key, model lookup, metrics
 //   chat.js        chat and completions over torch.text.CausalLM (tools: lib/text/tool-calls.js)
 //   responses.js   the Responses API, run as a chat completions request by chat.js
 //   embeddings.js  embeddings over torch.text.SentenceEncoder
 //   classify.js    classification over torch.pipeline('text-classification')
-//   rerank.js      reranking over torch.pipeline('text-ranking')
+//   rerank.js      reranking and scores over torch.pipeline('text-ranking')
 //   requests.js    what a request may say, checked; the limits
 //   http.js        JSON bodies, errors in OpenAI's shape, server-sent events
 //   metrics.js     GET /metrics (Prometheus)

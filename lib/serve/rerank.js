@@ -5,10 +5,13 @@
 // {text})[], top_n, return_documents}` → `{id, model, results: [{index, relevance_score,
 // document?: {text}}], usage: {total_tokens}}`, the documents best first, scored as
 // sentence-transformers' CrossEncoder.rank scores them. Requests that arrive together share
-// forwards; past the queue the answer is 503 QueueFull at once.
+// forwards; past the queue the answer is 503 QueueFull at once. POST /v1/score is vLLM's
+// CrossEncoder.predict over the same model: `{model, text_1, text_2}` (a string and a list, or two
+// lists of one length) → `{id, object: 'list', created, model, data: [{index, object: 'score',
+// score}], usage}`, in the pairs' order.
 const { randomUUID } = require('node:crypto')
 const { invalid, show, sendJson, readKeys } = require('./http')
-const { servedPipeline, countTokens, hangUp } = require('./classify')
+const { servedPipeline, countTokens, hangUp, readTexts } = require('./classify')
 
 /** @import { TextRankingPipeline } from '../text/text-ranking' */
 
@@ -95,4 +98,48 @@ async function rerank(ctx, body, res) {
   })
 }
 
-module.exports = { rerank, rerankModel }
+const SCORE_KEYS = ['model', 'text_1', 'text_2', 'user']
+
+/**
+ * POST /v1/score
+ * @param {import('./app').Context} ctx
+ * @param {unknown} body
+ * @param {import('node:http').ServerResponse} res
+ */
+async function score(ctx, body, res) {
+  const b = readKeys(body, SCORE_KEYS)
+  const model = /** @type {RerankModel} */ (ctx.model(b.model, 'rerank'))
+  for (const key of ['text_1', 'text_2']) {
+    if (b[key] === undefined) throw invalid(`${key}: required (a string or an array of strings)`)
+  }
+  const first = readTexts(b.text_1, ctx.limits, 'text_1')
+  const second = readTexts(b.text_2, ctx.limits, 'text_2')
+  if (first.length !== 1 && first.length !== second.length) {
+    throw invalid(`text_1: one string, or as many as text_2 (${second.length}), got ${first.length}`)
+  }
+  if (b.user !== undefined && typeof b.user !== 'string') throw invalid('user: expected a string')
+  const { pipeline } = model
+  const pairs = second.map((text, i) => ({ text: first.length === 1 ? first[0] : first[i], textPair: text }))
+  // One query: one ranking of every document; pairwise: one ranking per pair (they share forwards).
+  const ranked = await Promise.all(
+    first.length === 1
+      ? [pipeline.run({ query: first[0], documents: second }, { signal: hangUp(res) })]
+      : pairs.map((p) => pipeline.run({ query: p.text, documents: [p.textPair] }, { signal: hangUp(res) })),
+  )
+  /** @type {number[]} */
+  const scores = new Array(pairs.length)
+  if (first.length === 1) for (const r of ranked[0]) scores[r.index] = r.score
+  else ranked.forEach((r, i) => (scores[i] = r[0].score))
+  const tokens = await countTokens(pipeline.tokenizer, pipeline.maxSequenceLength, pairs)
+  ctx.metrics.tokens(model.name, tokens, 0)
+  sendJson(res, 200, {
+    id: `score-${randomUUID().replaceAll('-', '')}`,
+    object: 'list',
+    created: Math.floor(Date.now() / 1000),
+    model: model.name,
+    data: scores.map((s, index) => ({ index, object: 'score', score: s })),
+    usage: { prompt_tokens: tokens, total_tokens: tokens, completion_tokens: 0, prompt_tokens_details: null },
+  })
+}
+
+module.exports = { rerank, rerankModel, score }
