@@ -395,7 +395,8 @@ export type GenerateOptions = CausalLMGenerateOptions & GenerateCallOptions & {
  * `{type, json_schema: {name, schema, strict}}` is taken as sent; `strict: false` ignores the
  * keywords that cannot be enforced instead of refusing them); `grammar` text of a Lark grammar
  * (llguidance's dialect); `regex` text matching `pattern`; `tool_calls` one call or more to
- * `tools` in the model's format (`toolChoice` `'required'` or a named function). An invalid or
+ * `tools` in the model's format (`toolChoice` `'required'` or a named function; `'auto'` in the
+ * `generic` format, whose answer is either a call or `{"response": "..."}`). An invalid or
  * unsupported schema is `InvalidArg` naming the part.
  */
 export type ResponseFormat = {
@@ -433,13 +434,13 @@ export type ResponseFormat = {
       strict?: boolean;
     };
   }>;
-  toolChoice: 'required' | {
+  toolChoice: 'auto' | 'required' | {
     type: 'function';
     function: {
       name: string;
     };
   };
-  format: 'hermes' | 'llama3' | 'mistral';
+  format: 'hermes' | 'llama3' | 'mistral' | 'generic';
   parallel?: boolean;
 };
 
@@ -456,6 +457,35 @@ export interface GenerateResult {
     promptTokens: number;
     completionTokens: number;
   };
+}
+
+/** `CausalLM.program`: what the exported program is and runs on this CPU. */
+export interface ProgramInfo {
+  /** The activations' and cache's dtype (`float32`, `bfloat16`, `float16`). */
+  dtype: string;
+  /** The weight-only scheme (`int8`, `int4-g32`, `int4-g128`), or null. */
+  quantization: string | null;
+  /**
+   * The vector ISA the compiled code needs
+   * and its CPU flags (checked at load: a CPU without them is refused with `ModelLoadError`); null for
+   * folders exported before torch-node recorded it.
+   */
+  compiledFor: {
+    isa: string;
+    cpuFlags: string[];
+  } | null;
+  /** The CPU the folder was exported on. */
+  exportedOn: string | null;
+  /**
+   * What each kind of linear layer
+   * (`float`, `int8`, `int4`) multiplies through at one row and at 2 to 32 rows.
+   */
+  kernels: Record<string, {
+    oneRow: string | null;
+    rows: string;
+  }>;
+  /** Whether this CPU computes bf16 natively (avx512_bf16 or amx_bf16). */
+  nativeBf16: boolean;
 }
 
 /** Options of `torch.text.SentenceEncoder.load`; any other key is refused (`InvalidArg`). */
@@ -616,6 +646,17 @@ export declare namespace text {
       minP: number;
       repetitionPenalty: number;
     };
+    /**
+     * What the exported program is and runs on this CPU, from manifest.json: its activations' `dtype`, its
+     * weight-only `quantization` (`'int8'`, `'int4-g32'`, `'int4-g128'`, or null), the vector ISA its compiled
+     * code needs (`compiledFor`, e.g. `'avx2'`, with `cpuFlags` as /proc/cpuinfo names them, checked at load;
+     * null for folders exported before it was recorded), the CPU it was exported on, what its linear layers
+     * multiply through (`kernels`: `{float, int8?, int4?}` → `{oneRow, rows}`, e.g.
+     * `'torch_node::rows_linear_int4_runs'`, whose kernel `torch.cpu.kernelCalls()` counts), and whether this CPU
+     * computes bf16 natively (`nativeBf16`: a bfloat16 program on a CPU without it runs emulated, slower than
+     * float32).
+     */
+    get program(): ProgramInfo;
     /** True once `dispose()` was called. */
     get isDisposed(): boolean;
     /**
@@ -662,6 +703,164 @@ export declare namespace text {
     [Symbol.dispose](): void;
   }
 }
+
+/**
+ * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
+ * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction).
+ */
+export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank';
+
+/** Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal). */
+export type PipelineOptions = SentenceEncoderOptions;
+
+/**
+ * One text to classify: a string, or a pair (`{text, textPair}`: a premise and its hypothesis, a
+ * question and its answer), tokenized as the model's tokenizer joins two texts.
+ */
+export type TextClassificationInput = string | {
+  text: string;
+  textPair?: string;
+};
+
+/** A label and its score. */
+export interface TextClassificationLabel {
+  /** The label's name (config.json's `id2label`). */
+  label: string;
+  /** Its score after `functionToApply`. */
+  score: number;
+}
+
+/** Options of `TextClassificationPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface TextClassificationOptions {
+  /**
+   * How many labels per input, best first (default 1); `null` or
+   * `Infinity`: all of them.
+   */
+  topK?: number | null;
+  /**
+   * Default as transformers' pipeline:
+   * `'none'` for `problem_type` regression, `'sigmoid'` for multi-label or one label, else `'softmax'`.
+   */
+  functionToApply?: 'softmax' | 'sigmoid' | 'none';
+  /** Aborting rejects with `Aborted` while the call's requests are still queued. */
+  signal?: AbortSignal;
+  /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
+/** What `TextRankingPipeline.run` ranks. */
+export interface TextRankingInput {
+  query: string;
+  documents: string[];
+}
+
+/** One ranked document. */
+export interface TextRankingResult {
+  /** The document's index in `documents`. */
+  index: number;
+  /** Its relevance: the CrossEncoder's activation of its logit. */
+  score: number;
+  /** The document, with `returnDocuments`. */
+  document?: string;
+}
+
+/** Options of `TextRankingPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface TextRankingOptions {
+  /** The best `topN` documents only (default all). */
+  topN?: number;
+  /** Adds each document's text (default false). */
+  returnDocuments?: boolean;
+  /** Aborting rejects with `Aborted` while the call's requests are still queued. */
+  signal?: AbortSignal;
+  /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
+/**
+ * Sentence embeddings over a folder written by `npx torch-node export` from a text encoder: the
+ * `SentenceEncoder` it wraps does the work. Made with `torch.pipeline('feature-extraction', folder)`.
+ */
+export interface FeatureExtractionPipeline {
+  /** `'feature-extraction'`. */
+  get task(): string;
+  /** The SentenceEncoder that runs the calls. */
+  get encoder(): text.SentenceEncoder;
+  /** True once `dispose()` was called. */
+  get isDisposed(): boolean;
+  /** The Batcher's counts. */
+  stats(): BatcherStats;
+  /** `SentenceEncoder.encode`: a float32 `[n, dim]` tensor, one row per text. */
+  run(input: string | string[], options?: SentenceEncodeOptions): Promise<Tensor>;
+  /** Frees the program; calls waiting reject with `Disposed`. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+/**
+ * Text classification (sentiment, topics, NLI with text pairs, ...) over a folder written by
+ * `npx torch-node export` from a `*ForSequenceClassification` checkpoint. Concurrent `run` calls share
+ * forwards. Made with `torch.pipeline('text-classification', folder)`.
+ */
+export interface TextClassificationPipeline {
+  /** `'text-classification'`. */
+  get task(): string;
+  /** The labels, in the order of the model's logits (config.json's `id2label`). */
+  get labels(): string[];
+  /** The function `run` applies unless told (transformers' rule). */
+  get functionToApply(): 'softmax' | 'sigmoid' | 'none';
+  /** The folder's tokenizer (`tokenizer.json`), as `run` uses it: to count or inspect tokens. */
+  get tokenizer(): text.Tokenizer;
+  /** The most tokens of an input (a pair's two texts together, special tokens included) the model sees. */
+  get maxSequenceLength(): number;
+  /** True once `dispose()` was called. */
+  get isDisposed(): boolean;
+  /** The Batcher's counts. */
+  stats(): BatcherStats;
+  /**
+   * Classifies one input or an array of them. With `topK` 1 (the default), one `{label, score}` per
+   * input (a one-element array for one input, as transformers does); otherwise each input's
+   * `topK` labels, best first (an array of them per input for an array). Errors: `InvalidArg`,
+   * `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
+   */
+  run(input: TextClassificationInput | TextClassificationInput[], options?: TextClassificationOptions): Promise<TextClassificationLabel[] | TextClassificationLabel[][]>;
+  /** Frees the program; calls waiting reject with `Disposed`. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+/**
+ * Reranking (a query against candidate documents, as a search's second stage) over a folder written
+ * by `npx torch-node export` from a cross-encoder. Concurrent `run` calls share forwards. Made with
+ * `torch.pipeline('text-ranking', folder)`.
+ */
+export interface TextRankingPipeline {
+  /** `'text-ranking'`. */
+  get task(): string;
+  /** The folder's tokenizer (`tokenizer.json`), as `run` uses it: to count or inspect tokens. */
+  get tokenizer(): text.Tokenizer;
+  /** The most tokens of an input (a pair's two texts together, special tokens included) the model sees. */
+  get maxSequenceLength(): number;
+  /** True once `dispose()` was called. */
+  get isDisposed(): boolean;
+  /** The Batcher's counts. */
+  stats(): BatcherStats;
+  /**
+   * Scores each document against the query; the documents best first (equal scores in their
+   * order). Errors: `InvalidArg`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
+   */
+  run(input: TextRankingInput, options?: TextRankingOptions): Promise<TextRankingResult[]>;
+  /** Frees the program; calls waiting reject with `Disposed`. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+/**
+ * A pipeline for `task` over `folder` (written by `npx torch-node export`): `'text-classification'`
+ * (a `*ForSequenceClassification` export), `'text-ranking'` or `'rerank'` (a cross-encoder: one
+ * logit), `'feature-extraction'` (a sentence encoder). Concurrent `run` calls share forwards.
+ * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
+ */
+export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : FeatureExtractionPipeline>;
 
 /** One class in `torch.vision.classify`'s answer. */
 export interface Classification {
@@ -912,9 +1111,9 @@ export declare namespace oip {
 
 /**
  * A model folder `torch.serve` loads, with its load options: a causal LM's (`CausalLM.load`:
- * `dtype`, `maxSequences`, `maxQueue`, `maxContext`) or a sentence encoder's
- * (`SentenceEncoder.load`: `dtype`, `maxBatchSize`, `maxDelayMs`, `maxQueue`). The kind is read
- * from the folder's manifest.json.
+ * `dtype`, `maxSequences`, `maxQueue`, `maxContext`) or a sentence encoder's or classifier's
+ * (`SentenceEncoder.load`, `torch.pipeline`: `dtype`, `maxBatchSize`, `maxDelayMs`, `maxQueue`). The
+ * kind is read from the folder's manifest.json.
  */
 export interface ServeModelSpec {
   /** A folder written by `npx torch-node export`. */
@@ -926,10 +1125,17 @@ export interface ServeModelSpec {
   maxContext?: number;
   /** Requests waiting before `QueueFull` (HTTP 503). */
   maxQueue?: number;
-  /** Sentence encoders: texts per forward (default 32). */
+  /** Sentence encoders and classifiers: texts per forward (default 32). */
   maxBatchSize?: number;
-  /** Sentence encoders: how long a batch waits to fill (default 2). */
+  /** Sentence encoders and classifiers: how long a batch waits to fill (default 2). */
   maxDelayMs?: number;
+  /**
+   * Causal LMs: keep prompts' keys and values, up to `maxTokens`
+   * in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; default off).
+   */
+  prefixCache?: {
+    maxTokens: number;
+  };
 }
 
 /** Options of `torch.serve`; any other key is refused (`InvalidArg`). */
@@ -949,6 +1155,9 @@ export interface ServeOptions {
   limits?: ServeLimits;
 }
 
+/** A model `torch.serve` loaded: a causal LM, a sentence encoder or a classifier's pipeline. */
+export type ServeLoadedModel = text.CausalLM | text.SentenceEncoder | TextClassificationPipeline | TextRankingPipeline;
+
 /** A running `torch.serve` server. */
 export interface OpenAIServer {
   /** `http://host:port`; the OpenAI clients' `baseURL` is `url + '/v1'`. */
@@ -959,7 +1168,7 @@ export interface OpenAIServer {
     close(callback?: () => void): unknown;
   };
   /** The loaded models by name. */
-  models: Record<string, text.CausalLM | text.SentenceEncoder>;
+  models: Record<string, ServeLoadedModel>;
   /**
    * Stops accepting requests, lets
    * those running finish for up to `timeoutMs` (default 10 000), then aborts the rest (a stream gets an error
@@ -990,8 +1199,10 @@ export interface ServeLimits {
 
 /**
  * Loads the model folders (off the event loop) and serves them with OpenAI's API:
- * `POST /v1/chat/completions`, `/v1/completions` (causal LMs), `/v1/embeddings` (sentence
- * encoders), `GET /v1/models`, `/health`, `/metrics`. See docs/serving.md. Errors:
+ * `POST /v1/chat/completions`, `/v1/completions`, `/v1/responses` (OpenAI's Responses API) and
+ * `/v1/messages` (Anthropic's Messages API) for causal LMs, `/v1/embeddings` (sentence encoders),
+ * `/v1/rerank` and `/v1/score` (rerankers), `/v1/classify` (classifiers); `GET /v1/models`,
+ * `/health`, `/metrics`. See docs/serving.md. Errors:
  * `InvalidArg`, `ModelLoadError`, and the listen error (`EADDRINUSE`).
  */
 export declare function serve(options: ServeOptions): Promise<OpenAIServer>;
@@ -1798,6 +2009,28 @@ export declare namespace cpu {
    * `ScriptModule.load(path, {dtype: 'bfloat16'})` is available.
    */
   export function hasNativeBf16(): boolean
+  /**
+   * The calls of torch-node's own ops so far in this process, one entry per kernel: which
+   * path a quantized `CausalLM` program (`manifest.json`'s `kernels`) took on this CPU.
+   */
+  export function kernelCalls(): Array<cpu.KernelCalls>
+  /** How often one kernel of torch-node's own ops ran (`torch.cpu.kernelCalls()`). */
+  export interface KernelCalls {
+    /**
+     * The op an exported program calls: `torch_node::rows_linear` (float and int8 weights)
+     * or `torch_node::rows_linear_int4_runs` (int4).
+     */
+    op: string
+    /**
+     * What ran on this CPU: `'avx2'` (torch-node's kernel, chosen where the CPU has AVX2 and
+     * FMA) or `'aten'` (ATen's linear: a CPU without them, or float weights past 16 rows).
+     */
+    kernel: string
+    /** Calls so far in this process. */
+    calls: number
+    /** Of those, calls with one row (a decode step of one sequence). */
+    oneRow: number
+  }
 }
 
 export declare namespace cuda {

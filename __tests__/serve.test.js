@@ -704,7 +704,10 @@ describe('npx torch-node serve: a child process with a causal LM and a sentence 
   test("the second line printed is the clients' baseURL; the routes of each model follow", () => {
     const lines = proc.output().stdout.split('\n')
     assert.equal(lines[1], `  (clients: baseURL ${url}/v1)`)
-    assert.ok(lines.includes('  llama-tiny: /v1/chat/completions, /v1/completions, /v1/responses'), lines.join('\n'))
+    assert.ok(
+      lines.includes('  llama-tiny: /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages'),
+      lines.join('\n'),
+    )
     assert.ok(lines.includes('  minilm: /v1/embeddings'), lines.join('\n'))
   })
 

@@ -51,7 +51,7 @@ const ROUTES = {
   'POST /v1/score': { limit: 'maxEmbeddingsBodyBytes', run: score },
 }
 const KIND_ROUTES = {
-  chat: '/v1/chat/completions, /v1/completions and /v1/responses',
+  chat: '/v1/chat/completions, /v1/completions, /v1/responses and /v1/messages',
   embeddings: '/v1/embeddings',
   classify: '/v1/classify',
   rerank: '/v1/rerank and /v1/score',

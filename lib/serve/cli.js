@@ -10,7 +10,8 @@ const USAGE = `usage: torch-node serve --model NAME=FOLDER [--model NAME=FOLDER 
          [--shutdown-timeout 10]
 
 Serves torch-node model folders (\`npx torch-node export\`) with OpenAI's API: causal LMs on
-/v1/chat/completions, /v1/completions and /v1/responses, sentence encoders on /v1/embeddings; GET /v1/models,
+/v1/chat/completions, /v1/completions, /v1/responses and Anthropic's /v1/messages, sentence encoders
+on /v1/embeddings, rerankers on /v1/rerank and /v1/score, classifiers on /v1/classify; GET /v1/models,
 /health and /metrics (Prometheus). NAME is what clients send as \`model\`; the kind of each folder
 is read from its manifest.json.
   --host              the address to bind (0.0.0.0 to face the network)
@@ -122,7 +123,15 @@ async function main(argv) {
   }
   process.stdout.write(`listening on ${server.url}\n  (clients: baseURL ${server.url}/v1)\n`)
   for (const [name, model] of Object.entries(server.models)) {
-    const routes = 'generate' in model ? '/v1/chat/completions, /v1/completions, /v1/responses' : '/v1/embeddings'
+    const task = 'task' in model ? model.task : null
+    const routes =
+      'generate' in model
+        ? '/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages'
+        : task === 'text-ranking'
+          ? '/v1/rerank, /v1/score'
+          : task === 'text-classification'
+            ? '/v1/classify'
+            : '/v1/embeddings'
     process.stdout.write(`  ${name}: ${routes}\n`)
   }
   // The first signal starts the shutdown; a second one (either) ends the process at once, as

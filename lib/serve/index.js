@@ -50,6 +50,8 @@ const { LIMITS } = require('./requests')
  * @property {number} [maxQueue] Requests waiting before `QueueFull` (HTTP 503).
  * @property {number} [maxBatchSize] Sentence encoders and classifiers: texts per forward (default 32).
  * @property {number} [maxDelayMs] Sentence encoders and classifiers: how long a batch waits to fill (default 2).
+ * @property {{ maxTokens: number }} [prefixCache] Causal LMs: keep prompts' keys and values, up to `maxTokens`
+ *   in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; default off).
  */
 /**
  * Options of `torch.serve`; any other key is refused (`InvalidArg`).
@@ -202,8 +204,10 @@ async function load(name, spec, caller) {
 
 /**
  * Loads the model folders (off the event loop) and serves them with OpenAI's API:
- * `POST /v1/chat/completions`, `/v1/completions` (causal LMs), `/v1/embeddings` (sentence
- * encoders), `GET /v1/models`, `/health`, `/metrics`. See docs/serving.md. Errors:
+ * `POST /v1/chat/completions`, `/v1/completions`, `/v1/responses` (OpenAI's Responses API) and
+ * `/v1/messages` (Anthropic's Messages API) for causal LMs, `/v1/embeddings` (sentence encoders),
+ * `/v1/rerank` and `/v1/score` (rerankers), `/v1/classify` (classifiers); `GET /v1/models`,
+ * `/health`, `/metrics`. See docs/serving.md. Errors:
  * `InvalidArg`, `ModelLoadError`, and the listen error (`EADDRINUSE`).
  * @param {ServeOptions} options
  * @returns {Promise<OpenAIServer>}

@@ -80,7 +80,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1
  * `{type, json_schema: {name, schema, strict}}` is taken as sent; `strict: false` ignores the
  * keywords that cannot be enforced instead of refusing them); `grammar` text of a Lark grammar
  * (llguidance's dialect); `regex` text matching `pattern`; `tool_calls` one call or more to
- * `tools` in the model's format (`toolChoice` `'required'` or a named function). An invalid or
+ * `tools` in the model's format (`toolChoice` `'required'` or a named function; `'auto'` in the
+ * `generic` format, whose answer is either a call or `{"response": "..."}`). An invalid or
  * unsupported schema is `InvalidArg` naming the part.
  * @typedef {{ type: 'text' }
  *   | { type: 'json_object' }
@@ -88,7 +89,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1
  *   | { type: 'json_schema'; json_schema: { name?: string; schema: object | boolean; strict?: boolean; description?: string } }
  *   | { type: 'grammar'; grammar: string }
  *   | { type: 'regex'; pattern: string }
- *   | { type: 'tool_calls'; tools: Array<{ type: 'function'; function: { name: string; description?: string; parameters?: object; strict?: boolean } }>; toolChoice: 'required' | { type: 'function'; function: { name: string } }; format: 'hermes' | 'llama3' | 'mistral'; parallel?: boolean }} ResponseFormat
+ *   | { type: 'tool_calls'; tools: Array<{ type: 'function'; function: { name: string; description?: string; parameters?: object; strict?: boolean } }>; toolChoice: 'auto' | 'required' | { type: 'function'; function: { name: string } }; format: 'hermes' | 'llama3' | 'mistral' | 'generic'; parallel?: boolean }} ResponseFormat
  */
 /**
  * A prompt: text, chat messages (rendered by the model's chat template) or token ids.
