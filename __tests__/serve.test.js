@@ -534,7 +534,7 @@ describe('serve in this process: routes, limits, API key, metrics, overload, shu
       assert.equal(wrongKind.status, 400)
       assert.match(
         wrongKind.body.error.message,
-        /model: "busy" serves \/v1\/chat\/completions, \/v1\/completions and \/v1\/responses/,
+        /model: "busy" serves \/v1\/chat\/completions, \/v1\/completions, \/v1\/responses and \/v1\/messages/,
       )
       const unknown = await post(s.url, '/v1/chat/completions', { messages: ASK, model: 'gpt-4o' })
       assert.equal(unknown.status, 404)
