@@ -46,6 +46,7 @@ export const {
   Batcher,
   ragged,
   padSequence,
+  pipeline,
   RemoteModule,
   oip,
   serve,

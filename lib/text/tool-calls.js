@@ -13,7 +13,7 @@
 //            described in the system turn (`genericMessages`) and the whole answer is one JSON
 //            object, `{"tool_calls": [...]}`, `{"tool_call": {...}}` or `{"response": "..."}`.
 // The formats' strings are one table with the grammar that constrains the calls
-// (crates/core/src/generate/constraint/tool_formats.json): the two cannot drift.
+// (data/tool_formats.json): the two cannot drift.
 // What does not parse stays text: a model that writes a malformed call answers in words; a call
 // cut by max_tokens (`cut`) is dropped, never passed on as text.
 
@@ -34,7 +34,7 @@ const MISTRAL_CALL_ID = '[CALL_ID]'
  * @type {Record<ToolCallFormat, { begin: string; end: string; argumentsKey: string; markers: string[];
  *   one?: { begin: string; end: string }; text?: { begin: string; end: string } }>}
  */
-const TABLE = require('../../crates/core/src/generate/constraint/tool_formats.json')
+const TABLE = require('../../data/tool_formats.json')
 
 /**
  * Marker tokens each format writes: a tokenizer that has them as special tokens drops them when

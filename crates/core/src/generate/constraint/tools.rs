@@ -3,7 +3,7 @@
 //! against that tool's `parameters` (a Lark grammar embedding one JSON schema per tool with
 //! llguidance's `%json {...}`); with `auto` in a format that has a text answer (`generic`),
 //! the output is either calls or that answer. The formats' strings come from one table
-//! (`tool_formats.json`), named by the caller, who knows the model's template: Hermes/Qwen wrap
+//! (`data/tool_formats.json`), named by the caller, who knows the model's template: Hermes/Qwen wrap
 //! each call in `<tool_call>\n...\n</tool_call>`, Mistral writes `[TOOL_CALLS][{...}, {...}]`,
 //! Llama 3.x a bare object with `parameters`, and a template without tools gets llama.cpp's
 //! generic JSON (`{"tool_calls": [...]}`, `{"tool_call": {...}}` or `{"response": "..."}`).
@@ -124,7 +124,8 @@ impl ToolChoice {
 /// A string equal to a special token of the tokenizer (`<tool_call>` in Qwen 2.5,
 /// `[TOOL_CALLS]` in Mistral) is that token.
 ///
-/// The formats are one table, `tool_formats.json`, which lib/text/tool-calls.js reads too: the
+/// The formats are one table, `data/tool_formats.json` (in every npm package, prebuilt ones too),
+/// which lib/text/tool-calls.js reads too: the
 /// grammar and the parser that reads the calls back take their strings from the same place.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCallFormat {
@@ -147,7 +148,10 @@ pub struct Wrapper {
 }
 
 /// The table of formats (name: fields), shared with lib/text/tool-calls.js.
-const TABLE: &str = include_str!("tool_formats.json");
+const TABLE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../data/tool_formats.json"
+));
 
 impl ToolCallFormat {
     /// The format named `name` in the table (`hermes`, `llama3`, `mistral`, `generic`).
