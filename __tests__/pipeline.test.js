@@ -174,7 +174,7 @@ describe('torch.pipeline', { skip: SKIP }, () => {
     await assert.rejects(sentiment.run(3), coded('InvalidArg', /input: expected a string or \{text, textPair\}/))
     await assert.rejects(
       sentiment.run([{ text: 'a', pair: 'b' }]),
-      coded('InvalidArg', /input\[0\]: unknown key 'pair'/),
+      coded('InvalidArg', /input\[0\]: unknown option 'pair'/),
     )
     await assert.rejects(sentiment.run('a', { topK: 0 }), coded('InvalidArg', /options\.topK/))
     await assert.rejects(sentiment.run('a', { functionToApply: 'tanh' }), coded('InvalidArg', /functionToApply/))

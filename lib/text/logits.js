@@ -22,6 +22,9 @@ const CALL_OPTIONS = {
   timeoutMs: opt.number({ min: 0, infinite: true, expected: 'a number of milliseconds ≥ 0' }),
 }
 
+// A text pair as an input: `{text, textPair?}`, any other key refused as every option bag is.
+const TEXT_PAIR = opt.bag({ text: opt.string, textPair: opt.string }, { required: ['text'] })
+
 /** @param {string} message @param {Function} [caller] */
 const invalid = (message, caller) => codedError('InvalidArg', message, caller)
 
@@ -32,14 +35,7 @@ const invalid = (message, caller) => codedError('InvalidArg', message, caller)
 function readText(input, what, caller) {
   if (typeof input === 'string') return { text: input }
   if (input !== null && typeof input === 'object' && !Array.isArray(input)) {
-    const { text, textPair, ...rest } = /** @type {any} */ (input)
-    const extra = Object.keys(rest)
-    if (extra.length > 0) throw invalid(`${what}: unknown key '${extra[0]}'; accepted: text, textPair`, caller)
-    if (typeof text !== 'string') throw invalid(`${what}.text: expected a string, got ${describe(text)}`, caller)
-    if (textPair !== undefined && typeof textPair !== 'string') {
-      throw invalid(`${what}.textPair: expected a string, got ${describe(textPair)}`, caller)
-    }
-    return textPair === undefined ? { text } : { text, textPair }
+    return /** @type {Pair} */ (opt.read(input, TEXT_PAIR, what, caller))
   }
   throw invalid(`${what}: expected a string or {text, textPair}, got ${describe(input)}`, caller)
 }
