@@ -1,10 +1,12 @@
 // @ts-check
 'use strict'
-// The request handler of torch-node serve: routes, the API key, model lookup by name, metrics,
-// and the state a shutdown needs (the generations running, to abort at its deadline).
+// The request handler of torch-node serve: routes, the API key, model lookup by name (models
+// loaded on demand: lib/serve/models.js), metrics, and the state a shutdown needs (the generations
+// running, to abort at its deadline).
 const { createHash, timingSafeEqual } = require('node:crypto')
 const { HttpError, readJson, sendJson, sendError, show, authorization } = require('./http')
 const { Metrics } = require('./metrics')
+const { ModelRegistry } = require('./models')
 const { LIMITS } = require('./requests')
 const chat = require('./chat')
 const { embeddings } = require('./embeddings')
@@ -31,72 +33,111 @@ const messages = require('./messages')
  *   request names
  */
 
+// `kind`: the kind of model a route's body names (`model`), loaded before the route runs.
 const ROUTES = {
-  'POST /v1/chat/completions': { limit: 'maxBodyBytes', run: chat.chatCompletions },
-  'POST /v1/completions': { limit: 'maxBodyBytes', run: chat.completions },
-  'POST /v1/responses': { limit: 'maxBodyBytes', run: responses.create },
+  'POST /v1/chat/completions': { limit: 'maxBodyBytes', kind: 'chat', run: chat.chatCompletions },
+  'POST /v1/completions': { limit: 'maxBodyBytes', kind: 'chat', run: chat.completions },
+  'POST /v1/responses': { limit: 'maxBodyBytes', kind: 'chat', run: responses.create },
   // Anthropic's Messages API: its errors in Anthropic's shape.
-  'POST /v1/messages': { limit: 'maxBodyBytes', run: messages.create, sendError: messages.sendError },
+  'POST /v1/messages': { limit: 'maxBodyBytes', kind: 'chat', run: messages.create, sendError: messages.sendError },
   'POST /v1/messages/count_tokens': {
     limit: 'maxBodyBytes',
+    kind: 'chat',
     run: messages.countTokens,
     sendError: messages.sendError,
   },
-  'POST /v1/embeddings': { limit: 'maxEmbeddingsBodyBytes', run: embeddings },
-  'POST /v1/classify': { limit: 'maxEmbeddingsBodyBytes', run: classify },
+  'POST /v1/embeddings': { limit: 'maxEmbeddingsBodyBytes', kind: 'embeddings', run: embeddings },
+  'POST /v1/classify': { limit: 'maxEmbeddingsBodyBytes', kind: 'classify', run: classify },
   // vLLM's paths for Jina's (/v1/rerank) and Cohere's (/v2/rerank) clients, and llama-server's /rerank.
-  'POST /v1/rerank': { limit: 'maxEmbeddingsBodyBytes', run: rerank },
-  'POST /v2/rerank': { limit: 'maxEmbeddingsBodyBytes', run: rerank },
-  'POST /rerank': { limit: 'maxEmbeddingsBodyBytes', run: rerank },
-  'POST /v1/score': { limit: 'maxEmbeddingsBodyBytes', run: score },
-}
-const KIND_ROUTES = {
-  chat: '/v1/chat/completions, /v1/completions, /v1/responses and /v1/messages',
-  embeddings: '/v1/embeddings',
-  classify: '/v1/classify',
-  rerank: '/v1/rerank and /v1/score',
+  'POST /v1/rerank': { limit: 'maxEmbeddingsBodyBytes', kind: 'rerank', run: rerank },
+  'POST /v2/rerank': { limit: 'maxEmbeddingsBodyBytes', kind: 'rerank', run: rerank },
+  'POST /rerank': { limit: 'maxEmbeddingsBodyBytes', kind: 'rerank', run: rerank },
+  'POST /v1/score': { limit: 'maxEmbeddingsBodyBytes', kind: 'rerank', run: score },
 }
 const STORED = '/v1/responses/'
 
 const digest = (/** @type {string} */ s) => createHash('sha256').update(s).digest()
 
 /**
- * @param {{ models: ServeModel[]; apiKey?: string; limits?: import('./requests').ServeLimits }} options
+ * A chat model whose generations are timed into the metrics: the request's queue time, gaps
+ * between tokens and end-to-end latency (its time to first token is chat.js's to record).
+ * @param {import('./chat').ChatModel} served
+ * @param {InstanceType<typeof Metrics>} metrics
+ * @param {number} startedAt the request's arrival (performance.now())
+ * @returns {import('./chat').ChatModel}
  */
-function createHandler({ models, apiKey, limits }) {
-  const byName = new Map(models.map((m) => [m.name, m]))
+function timed(served, metrics, startedAt) {
+  const { name } = served
+  /** @param {any} input @param {any} options */
+  async function* generate(input, options) {
+    const handed = performance.now()
+    const it = served.generate(input, options)
+    let last = -1
+    try {
+      for (;;) {
+        const r = await it.next()
+        const now = performance.now()
+        if (last < 0) metrics.queued(name, (handed - startedAt) / 1000)
+        if (r.done) {
+          metrics.finished(name, r.value?.finishReason ?? 'stop', (now - startedAt) / 1000)
+          return r.value
+        }
+        if (last >= 0) metrics.piece(name, (now - last) / 1000, r.value.tokens?.length ?? 1)
+        last = now
+        yield r.value
+      }
+    } finally {
+      await it.return?.(/** @type {any} */ (undefined))
+    }
+  }
+  return { ...served, generate: /** @type {any} */ (generate) }
+}
+
+/**
+ * The handler of a server's requests. `models`: models loaded already (kept loaded); or
+ * `registry`: the models by name, loaded on demand.
+ * @param {{ models?: ServeModel[]; registry?: InstanceType<typeof ModelRegistry>; apiKey?: string;
+ *   limits?: import('./requests').ServeLimits; metrics?: InstanceType<typeof Metrics> }} options
+ */
+function createHandler({ models = [], registry, apiKey, limits, metrics = new Metrics() }) {
+  const known = registry ?? new ModelRegistry(models.map((m) => ({ name: m.name, kind: m.kind, served: m })))
   const key = apiKey === undefined ? null : digest(`Bearer ${apiKey}`)
+  /** @param {unknown} name @param {ServeModel['kind']} kind */
+  const loaded = (name, kind) => {
+    const entry = known.resolve(name, kind)
+    if (!entry.served) throw new HttpError(503, 'Unavailable', `model ${JSON.stringify(entry.name)} is not loaded`)
+    return entry.served
+  }
   /** @type {Context} */
   const ctx = {
     limits: { ...LIMITS, ...limits },
-    metrics: new Metrics(),
+    metrics,
     running: new Set(),
     closing: false,
     responses: new responses.ResponseStore(),
-    model(name, kind) {
-      if (name === undefined) {
-        const ofKind = models.filter((m) => m.kind === kind)
-        if (ofKind.length === 1) return ofKind[0]
-        if (ofKind.length === 0) throw new HttpError(404, 'ModelNotFound', `no model here serves ${KIND_ROUTES[kind]}`)
-        const names = ofKind.map((m) => JSON.stringify(m.name)).join(', ')
-        throw new HttpError(400, 'InvalidArg', `model: required: this server serves ${names}`)
-      }
-      const m = byName.get(/** @type {string} */ (name))
-      if (!m) {
-        const names = models.map((s) => JSON.stringify(s.name)).join(', ')
-        throw new HttpError(404, 'ModelNotFound', `model: this server serves ${names}, got ${show(name)}`)
-      }
-      if (m.kind !== kind) {
-        throw new HttpError(400, 'InvalidArg', `model: ${JSON.stringify(m.name)} serves ${KIND_ROUTES[m.kind]}`)
-      }
-      return m
-    },
+    model: loaded,
   }
-  const modelObject = (/** @type {ServeModel} */ m) => ({
+  /**
+   * The context of one request: its chat models' generations are timed from its arrival.
+   * (Object.create: `closing` and the rest stay live.)
+   * @param {number} startedAt
+   * @returns {Context}
+   */
+  const requestContext = (startedAt) => {
+    const run = Object.create(ctx)
+    run.model = (/** @type {unknown} */ name, /** @type {ServeModel['kind']} */ kind) => {
+      const served = loaded(name, kind)
+      return served.kind === 'chat' ? timed(served, metrics, startedAt) : served
+    }
+    return run
+  }
+  // llama-server's router mode says a model's state so: status.value loaded, loading or unloaded.
+  const modelObject = (/** @type {import('./models').Entry} */ m) => ({
     id: m.name,
     object: 'model',
     created: 0,
     owned_by: 'torch-node',
+    status: { value: m.state },
   })
 
   /**
@@ -112,6 +153,8 @@ function createHandler({ models, apiKey, limits }) {
     const label =
       route || ['/health', '/metrics', '/v1/models'].includes(path) ? path : stored ? `${STORED}{id}` : 'other'
     ctx.metrics.inFlight++
+    /** @type {(() => void) | null} */
+    let release = null
     res.on('close', () => {
       ctx.metrics.inFlight--
       ctx.metrics.request(label, res.statusCode)
@@ -122,7 +165,7 @@ function createHandler({ models, apiKey, limits }) {
       }
       if (ctx.closing) throw new HttpError(503, 'Unavailable', 'the server is shutting down', { connection: 'close' })
       if (path === '/metrics' && req.method === 'GET') {
-        const body = ctx.metrics.text(models)
+        const body = ctx.metrics.text(known.entries)
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' })
         return void res.end(body)
       }
@@ -141,7 +184,7 @@ function createHandler({ models, apiKey, limits }) {
         }
       }
       if (req.method === 'GET' && path === '/v1/models') {
-        return sendJson(res, 200, { object: 'list', data: models.map(modelObject) })
+        return sendJson(res, 200, { object: 'list', data: known.entries.map(modelObject) })
       }
       if (req.method === 'GET' && path.startsWith('/v1/models/')) {
         const id = path.slice('/v1/models/'.length)
@@ -149,7 +192,7 @@ function createHandler({ models, apiKey, limits }) {
         try {
           name = decodeURIComponent(id)
         } catch {} // not percent-encoding: the name as it is
-        const m = byName.get(name)
+        const m = known.entries.find((e) => e.name === name)
         if (!m) throw new HttpError(404, 'ModelNotFound', `no model ${show(id)}`)
         return sendJson(res, 200, modelObject(m))
       }
@@ -164,13 +207,23 @@ function createHandler({ models, apiKey, limits }) {
         throw new HttpError(404, 'NotFound', `no route ${req.method} ${path}`)
       }
       const body = await readJson(req, ctx.limits[/** @type {keyof Limits} */ (route.limit)])
-      await route.run(ctx, body, res, startedAt)
+      // The model the body names is loaded (or waited for) and held while the route runs. A body
+      // that names none the route accepts goes on as it is: the route says what is wrong with it.
+      /** @type {import('./models').Entry | null} */
+      let entry = null
+      try {
+        entry = known.resolve(/** @type {any} */ (body)?.model, /** @type {ServeModel['kind']} */ (route.kind))
+      } catch {}
+      release = entry ? await known.acquire(entry) : null
+      await route.run(requestContext(startedAt), body, res, startedAt)
     } catch (e) {
       const own = /** @type {{ sendError?: typeof sendError } | null} */ (route)?.sendError
       ;(own ?? sendError)(res, e)
+    } finally {
+      release?.()
     }
   }
-  return { handle, ctx }
+  return { handle, ctx, registry: known }
 }
 
 /**
@@ -213,4 +266,4 @@ function closer(server, ctx, disposed) {
     })())
 }
 
-module.exports = { createHandler, closer }
+module.exports = { createHandler, closer, timed }

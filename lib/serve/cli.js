@@ -7,7 +7,7 @@ const { parseArgs } = require('node:util')
 
 const USAGE = `usage: torch-node serve --model NAME=FOLDER [--model NAME=FOLDER ...] [--host 127.0.0.1]
          [--port 8000] [--api-key KEY] [--max-sequences N] [--max-queue N] [--prefix-cache TOKENS]
-         [--shutdown-timeout 10]
+         [--lazy] [--max-loaded N] [--idle SECONDS] [--shutdown-timeout 10]
 
 Serves torch-node model folders (\`npx torch-node export\`) with OpenAI's API: causal LMs on
 /v1/chat/completions, /v1/completions, /v1/responses and Anthropic's /v1/messages, sentence encoders
@@ -21,8 +21,20 @@ is read from its manifest.json.
   --max-queue         requests waiting per model before 503 QueueFull (LMs 64, encoders 1024)
   --prefix-cache      causal LMs: keep prompts' keys and values, up to TOKENS in all, for later
                       prompts that start the same (a system prompt, a chat history; default off)
+  --lazy              load each model on its first request (default: at start, as vLLM does)
+  --max-loaded        models loaded at once (default: all); another's request unloads the least
+                      recently used one that runs nothing, or waits for it to finish
+  --idle              unload a model after SECONDS without requests (default: never); the next
+                      request loads it again
   --shutdown-timeout  seconds that requests running get to finish after SIGTERM (default 10)
 See docs/serving.md.`
+
+const ROUTES = {
+  chat: '/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages',
+  embeddings: '/v1/embeddings',
+  classify: '/v1/classify',
+  rerank: '/v1/rerank, /v1/score',
+}
 
 class UsageError extends Error {}
 
@@ -49,6 +61,9 @@ function parse(argv) {
         'max-queue': { type: 'string' },
         'prefix-cache': { type: 'string' },
         'shutdown-timeout': { type: 'string', default: '10' },
+        lazy: { type: 'boolean' },
+        'max-loaded': { type: 'string' },
+        idle: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     })
@@ -81,7 +96,19 @@ function parse(argv) {
   if (!(shutdownSeconds >= 0))
     throw new UsageError(`--shutdown-timeout: expected seconds ≥ 0, got ${v['shutdown-timeout']}`)
   const apiKey = v['api-key'] ?? (process.env.TORCH_NODE_API_KEY || undefined)
-  return { models, host: v.host, port, apiKey, shutdownMs: shutdownSeconds * 1000 }
+  const maxLoaded = integer(v['max-loaded'], '--max-loaded', 1)
+  const idleSeconds = v.idle === undefined ? 0 : Number(v.idle)
+  if (!(idleSeconds >= 0)) throw new UsageError(`--idle: expected seconds ≥ 0, got ${v.idle}`)
+  return {
+    models,
+    host: v.host,
+    port,
+    apiKey,
+    shutdownMs: shutdownSeconds * 1000,
+    ...(v.lazy && { lazy: true }),
+    ...(maxLoaded !== undefined && { maxLoaded }),
+    ...(idleSeconds > 0 && { idleMs: Math.round(idleSeconds * 1000) }),
+  }
 }
 
 /**
@@ -102,7 +129,7 @@ async function main(argv) {
     process.stdout.write(`${USAGE}\n`)
     return 0
   }
-  const { serve, kindOf } = require('./index')
+  const { serve, kindOf, servedKind } = require('./index')
   // --max-sequences and --prefix-cache are the causal LMs' alone.
   // (A folder without a manifest keeps them: serve() says what is wrong with the folder.)
   for (const spec of Object.values(o.models)) {
@@ -115,24 +142,18 @@ async function main(argv) {
   }
   let server
   try {
-    server = await serve({ models: o.models, host: o.host, port: o.port, apiKey: o.apiKey })
+    const { models, host, port, apiKey, lazy, maxLoaded, idleMs } = o
+    server = await serve({ models, host, port, apiKey, lazy, maxLoaded, idleMs })
   } catch (e) {
     const err = /** @type {any} */ (e)
     process.stderr.write(`torch-node serve: ${err.code || 'Error'}: ${String(err.message).split('\n')[0]}\n`)
     return 1
   }
   process.stdout.write(`listening on ${server.url}\n  (clients: baseURL ${server.url}/v1)\n`)
-  for (const [name, model] of Object.entries(server.models)) {
-    const task = 'task' in model ? model.task : null
-    const routes =
-      'generate' in model
-        ? '/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages'
-        : task === 'text-ranking'
-          ? '/v1/rerank, /v1/score'
-          : task === 'text-classification'
-            ? '/v1/classify'
-            : '/v1/embeddings'
-    process.stdout.write(`  ${name}: ${routes}\n`)
+  for (const [name, spec] of Object.entries(o.models)) {
+    const routes = ROUTES[/** @type {keyof typeof ROUTES} */ (servedKind(spec.folder))]
+    const later = server.models[name] === undefined ? ' (loads on its first request)' : ''
+    process.stdout.write(`  ${name}: ${routes}${later}\n`)
   }
   // The first signal starts the shutdown; a second one (either) ends the process at once, as
   // Node's default handling does once no listener is left.

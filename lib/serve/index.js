@@ -6,6 +6,7 @@
 // cross-encoders on /v1/rerank and /v1/score (docs/pipelines.md), in one process, on node:http. See
 // docs/serving.md.
 //   app.js         routes, API key, model lookup, metrics
+//   models.js      the models by name, loaded on demand, unloaded when idle or for room
 //   chat.js        chat and completions over torch.text.CausalLM (tools: lib/text/tool-calls.js)
 //   responses.js   the Responses API, run as a chat completions request by chat.js
 //   embeddings.js  embeddings over torch.text.SentenceEncoder
@@ -21,6 +22,8 @@ const { codedError } = require('../errors')
 const opt = require('../options')
 const torch = require('../torch')
 const { createHandler, closer } = require('./app')
+const { Metrics } = require('./metrics')
+const { ModelRegistry } = require('./models')
 const { chatModel } = require('./chat')
 const { embeddingModel } = require('./embeddings')
 const { classifyModel } = require('./classify')
@@ -62,6 +65,13 @@ const { LIMITS } = require('./requests')
  * @property {number} [port] The port (default 0: any free one).
  * @property {string} [apiKey] Requests to `/v1/*` must send `Authorization: Bearer <apiKey>` (401 otherwise).
  * @property {ServeLimits} [limits] The limits on one request.
+ * @property {boolean} [lazy] Load every model on its first request rather than at start (default false:
+ *   the first `maxLoaded` models load at start, and a failure there rejects `serve`).
+ * @property {number} [maxLoaded] Models loaded at once (default: all). A request for another waits until
+ *   the least recently used one that runs nothing is unloaded; if all are busy, the least recently used one
+ *   takes no new requests until its running ones end.
+ * @property {number} [idleMs] Unload a model after this long without requests (default 0: never); the next
+ *   request loads it again.
  */
 /**
  * A model `torch.serve` loaded: a causal LM, a sentence encoder or a classifier's pipeline.
@@ -73,7 +83,8 @@ const { LIMITS } = require('./requests')
  * @property {string} url `http://host:port`; the OpenAI clients' `baseURL` is `url + '/v1'`.
  * @property {number} port
  * @property {{ close(callback?: () => void): unknown }} server The underlying `http.Server`.
- * @property {Record<string, ServeLoadedModel>} models The loaded models by name.
+ * @property {Record<string, ServeLoadedModel | undefined>} models The models by name: each loaded one, or
+ *   undefined while it is not loaded.
  * @property {(options?: { timeoutMs?: number }) => Promise<void>} close Stops accepting requests, lets
  *   those running finish for up to `timeoutMs` (default 10 000), then aborts the rest (a stream gets an error
  *   event and ends), closes the connections and disposes the models.
@@ -90,6 +101,9 @@ const SERVE_OPTIONS = opt.bag(
     port: opt.integer({ min: 0, max: 65535, expected: 'a port number (0: any free one)' }),
     apiKey: opt.check((v) => typeof v === 'string' && v !== '', 'a non-empty string'),
     limits: opt.bag(Object.fromEntries(Object.keys(LIMITS).map((k) => [k, limitReader]))),
+    lazy: opt.check((v) => typeof v === 'boolean', 'true or false'),
+    maxLoaded: limitReader,
+    idleMs: opt.integer({ min: 0, expected: 'milliseconds ≥ 0 (0: never)' }),
   },
   { required: ['models'] },
 )
@@ -101,6 +115,21 @@ const SERVE_OPTIONS = opt.bag(
  */
 function kindOf(folder) {
   return JSON.parse(fs.readFileSync(nodePath.join(folder, 'manifest.json'), 'utf8'))?.kind
+}
+
+/**
+ * What a folder is served as: `chat` (causal LMs), `embeddings` (sentence encoders), `rerank`
+ * (cross-encoders exported for text-ranking) or `classify` (other classifiers); null for a kind
+ * serve does not serve. Throws what reading its manifest.json throws.
+ * @param {string} folder
+ * @returns {import('./models').ServedKind | null}
+ */
+function servedKind(folder) {
+  const manifest = JSON.parse(fs.readFileSync(nodePath.join(folder, 'manifest.json'), 'utf8'))
+  if (manifest?.kind === 'causal-lm') return 'chat'
+  if (manifest?.kind === 'sentence-encoder') return 'embeddings'
+  if (manifest?.kind === 'text-classifier') return manifest.task === 'text-ranking' ? 'rerank' : 'classify'
+  return null
 }
 
 /**
@@ -139,12 +168,13 @@ function withinContext(served, lm, tokenizer) {
 }
 
 /**
- * Loads one model folder, of the kind its manifest.json says.
+ * A model spec checked at start (its folder's manifest read, not its weights): what `load` takes.
  * @param {string} name
  * @param {unknown} spec
  * @param {Function} caller
+ * @returns {{ folder: string; options: Record<string, any>; kind: string }}
  */
-async function load(name, spec, caller) {
+function checked(name, spec, caller) {
   const what = `serve: models[${JSON.stringify(name)}]`
   const given = typeof spec === 'string' ? { folder: spec } : spec
   if (given === null || typeof given !== 'object' || typeof (/** @type {any} */ (given).folder) !== 'string') {
@@ -165,6 +195,16 @@ async function load(name, spec, caller) {
       caller,
     )
   }
+  return { folder, options, kind: /** @type {string} */ (kind) }
+}
+
+/**
+ * Loads one model folder (as `checked` read it), of the kind its manifest.json says.
+ * @param {string} name
+ * @param {{ folder: string; options: Record<string, any>; kind: string }} spec
+ */
+async function load(name, { folder, options, kind }) {
+  const what = `serve: models[${JSON.stringify(name)}]`
   // The options go to the load as they are: its bag is the one list of what it takes, and its
   // unknown-key error names the accepted ones (a second list here drifted: prefixCache).
   const { text } = torch()
@@ -214,16 +254,39 @@ async function load(name, spec, caller) {
  */
 async function serve(options) {
   const o = opt.read(options, SERVE_OPTIONS, 'serve: options', serve)
-  const { host = '127.0.0.1', port = 0 } = o
-  const loaded = await Promise.allSettled(Object.entries(o.models).map(([name, spec]) => load(name, spec, serve)))
-  const failed = loaded.find((r) => r.status === 'rejected')
-  if (failed) {
-    for (const r of loaded) if (r.status === 'fulfilled') r.value.served.dispose()
-    throw /** @type {PromiseRejectedResult} */ (failed).reason
+  const { host = '127.0.0.1', port = 0, maxLoaded = Infinity, idleMs = 0 } = o
+  const specs = Object.entries(o.models).map(([name, spec]) => {
+    const c = checked(name, spec, serve)
+    return { name, spec: c, kind: /** @type {import('./models').ServedKind} */ (servedKind(c.folder)) }
+  })
+  const metrics = new Metrics()
+  const registry = new ModelRegistry(specs, {
+    load,
+    maxLoaded,
+    idleMs,
+    // --max-queue bounds the requests waiting for a load too (the model's default before it loads).
+    maxWaiting: (spec) => spec.options.maxQueue ?? (spec.kind === 'causal-lm' ? 64 : 1024),
+    events: {
+      load: (name) => metrics.loaded(name),
+      loadFailed: (name) => metrics.loadFailed(name),
+      unload: (name, reason, served) => metrics.unloaded(name, reason, served),
+    },
+  })
+  // Eager by default, as vLLM and llama-server: the first maxLoaded models load now, and a
+  // failure is serve's (the server does not start). Held and released, so --idle counts from now.
+  if (!o.lazy) {
+    const now = registry.entries.slice(0, maxLoaded)
+    const held = await Promise.allSettled(now.map((e) => registry.acquire(e)))
+    for (const r of held) if (r.status === 'fulfilled') r.value()
+    const failed = held.find((r) => r.status === 'rejected')
+    if (failed) {
+      registry.close()
+      const reason = /** @type {PromiseRejectedResult} */ (failed).reason
+      // The load's own error (its code and message), not the HTTP answer made of it.
+      throw reason.cause ?? reason
+    }
   }
-  const models = loaded.map((r) => /** @type {PromiseFulfilledResult<any>} */ (r).value)
-  const served = models.map((m) => m.served)
-  const { handle, ctx } = createHandler({ models: served, apiKey: o.apiKey, limits: o.limits })
+  const { handle, ctx } = createHandler({ registry, metrics, apiKey: o.apiKey, limits: o.limits })
   const server = http.createServer(handle)
   server.keepAliveTimeout = 60_000
   try {
@@ -232,21 +295,21 @@ async function serve(options) {
       server.listen(port, host, () => resolve(undefined))
     })
   } catch (e) {
-    for (const s of served) s.dispose()
+    registry.close()
     throw e
   }
   const address = /** @type {import('node:net').AddressInfo} */ (server.address())
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
-  const close = closer(server, ctx, () => {
-    for (const s of served) s.dispose()
-  })
-  return {
-    url: `http://${shown}:${address.port}`,
-    port: address.port,
-    server,
-    models: Object.fromEntries(served.map((s, i) => [s.name, models[i].model])),
-    close,
+  const close = closer(server, ctx, () => registry.close())
+  /** @type {Record<string, ServeLoadedModel | undefined>} */
+  const models = {}
+  for (const entry of registry.entries) {
+    Object.defineProperty(models, entry.name, {
+      enumerable: true,
+      get: () => /** @type {any} */ (entry.model) ?? undefined,
+    })
   }
+  return { url: `http://${shown}:${address.port}`, port: address.port, server, models, close }
 }
 
-module.exports = { serve, kindOf }
+module.exports = { serve, kindOf, servedKind }
