@@ -203,7 +203,6 @@ class ModelRegistry {
             entry.idleTimer = null
             if (entry.users === 0 && entry.pending === 0 && entry.state === 'loaded') this.#unload(entry, 'idle')
           }, this.#idleMs)
-          entry.idleTimer.unref()
         }
       }
       this.#notify()
