@@ -15,7 +15,9 @@ const { modelPath, LITE0_PREPROCESS, SAMPLE_PHOTO } = require('./bundled')
 const EXPORTERS = {
   text: { script: path.join(__dirname, '..', 'python', 'export_text.py'), prefix: 'export_text.py: ' },
   causal: { script: path.join(__dirname, '..', 'python', 'export_causal_lm.py'), prefix: 'export_causal_lm: ' },
+  clip: { script: path.join(__dirname, '..', 'python', 'export_clip.py'), prefix: 'export_clip.py: ' },
 }
+const CLIP_ARCHITECTURES = ['CLIPModel', 'SiglipModel']
 const CAUSAL_SUFFIXES = ['ForCausalLM', 'LMHeadModel']
 const EXPORT_USAGE = `usage: torch-node export <model-dir|model.gguf> <out-folder> [--dtype float32|bfloat16|float16]
          [--format auto|pt2|torchscript] [--max-batch 1024] [--autotune] [--quantize int8|int4|int4-g128]
@@ -38,7 +40,11 @@ twice the size on disk); --quantize stores the linear layers' weights as int8 (p
 channel) or int4 (groups of 32, or 128: int4-g128), activations and cache in --dtype (default
 with --quantize: bfloat16 where this CPU has avx512_bf16 or amx_bf16, else float32; the folder
 runs on CPUs with the vector ISA of the one that exported it). docs/generation.md gives each
-scheme's accuracy cost and kernels.`
+scheme's accuracy cost and kernels.
+A CLIPModel or SiglipModel checkpoint becomes a folder for torch.pipeline('zero-shot-image-
+classification') and ('image-feature-extraction'), through python/export_clip.py: its text and
+image towers (text.pt2, image.pt2), the image processor as preprocess.pt, the logit scale and bias
+(--format and --max-batch apply; --dtype float32 only).`
 
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
        torch-node export <model-dir> <out-folder> [--dtype ...]   (torch-node export --help)
@@ -152,6 +158,27 @@ function isCausalLM(modelDir) {
   return Boolean(config.is_decoder) && !config.is_encoder_decoder
 }
 
+/**
+ * True when `modelDir`'s config.json names CLIPModel or SiglipModel in its architectures (the
+ * folders python/export_clip.py exports).
+ */
+function isClip(modelDir) {
+  try {
+    const config = JSON.parse(fs.readFileSync(path.join(modelDir, 'config.json'), 'utf8'))
+    const architectures = Array.isArray(config?.architectures) ? config.architectures : []
+    return architectures.some((a) => CLIP_ARCHITECTURES.includes(a))
+  } catch {
+    return false
+  }
+}
+
+/** Flags python/export_clip.py does not take: the first one given, or undefined. */
+function clipRefuses(flags) {
+  const at = flags.indexOf('--dtype')
+  if (at !== -1 && flags[at + 1] !== 'float32') return `--dtype ${flags[at + 1]}`
+  return ['--autotune', '--quantize', '--task'].find((f) => flags.includes(f))
+}
+
 // The two ways out when the export's Python cannot run it, in every such message.
 const WAYS_OUT =
   'set PYTHON=/path/to/python (in a clone of torch-node: PYTHON=.libtorch/bin/python) ' +
@@ -191,8 +218,8 @@ function missingPackages(line, python, env) {
 }
 
 /**
- * `torch-node export`: runs python/export_text.py (a causal LM: python/export_causal_lm.py)
- * with $PYTHON (else python3). Its progress
+ * `torch-node export`: runs python/export_text.py (a causal LM: python/export_causal_lm.py; a
+ * CLIP or SigLIP model: python/export_clip.py) with $PYTHON (else python3). Its progress
  * (stdout) streams through; of its stderr (Python's warnings, then the failure) only the
  * script's own last line is shown, as one line, or the last line of a crash.
  */
@@ -201,9 +228,18 @@ function runExport(args, { stdout, stderr, env }) {
     stderr.write(`torch-node: export: ${args.modelDir}: no such folder\n`)
     return Promise.resolve(2)
   }
-  const exporter = isCausalLM(args.modelDir) ? EXPORTERS.causal : EXPORTERS.text
+  const clip = isClip(args.modelDir)
+  const exporter = clip ? EXPORTERS.clip : isCausalLM(args.modelDir) ? EXPORTERS.causal : EXPORTERS.text
   let flags = args.flags
-  if (exporter === EXPORTERS.causal) {
+  if (clip) {
+    const refused = clipRefuses(flags)
+    if (refused) {
+      stderr.write(`torch-node: export: ${refused}: not for CLIP or SigLIP models (float32 towers)\n`)
+      return Promise.resolve(2)
+    }
+    const at = flags.indexOf('--dtype')
+    if (at !== -1) flags = [...flags.slice(0, at), ...flags.slice(at + 2)]
+  } else if (exporter === EXPORTERS.causal) {
     const at = flags.indexOf('--format')
     if (at !== -1 && flags[at + 1] !== 'auto') {
       stderr.write(`torch-node: export: --format ${flags[at + 1]}: a causal LM exports as pt2 only\n`)
@@ -322,4 +358,4 @@ async function main(argv, { stdout = process.stdout, stderr = process.stderr, en
   return failed ? 1 : 0
 }
 
-module.exports = { main, formatPredictions, isCausalLM }
+module.exports = { main, formatPredictions, isCausalLM, isClip }
