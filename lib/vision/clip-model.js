@@ -1,0 +1,287 @@
+// @ts-check
+'use strict'
+// A folder `torch-node export` wrote from a CLIPModel or SiglipModel checkpoint (kind 'clip'):
+// its text and image towers, each behind a torch.Batcher so concurrent calls share forwards, the
+// image processor (preprocess.pt, a TorchScript module running the kernels transformers 5's
+// torchvision backend runs) and the logit scale and bias. The zero-shot and image-feature
+// pipelines and /v1/embeddings are built on it. Composed from public APIs (torch.image.load,
+// Tokenizer, AOTModule/ScriptModule, Batcher), so it lives in JS.
+const fs = require('node:fs')
+const path = require('node:path')
+const { codedError, describe } = require('../errors')
+const torch = require('../torch')
+const opt = require('../options')
+
+/** @import { Batcher, Tensor } from '../../index' */
+
+const FORMAT = 'torch-node/clip-model'
+const DEFAULTS = { maxBatchSize: 32, maxDelayMs: 0, maxQueue: 1024 }
+const LOAD_OPTIONS = opt.bag({
+  maxBatchSize: opt.integer({ min: 1 }),
+  maxDelayMs: opt.number({ min: 0, expected: 'a number of milliseconds ≥ 0' }),
+  maxQueue: opt.either(
+    [opt.integer({ min: 1 }), opt.check((v) => v === Infinity, 'Infinity')],
+    'a positive integer or Infinity',
+  ),
+  signal: opt.instance(AbortSignal, 'an AbortSignal'),
+})
+// `data:image/png;base64,...`: an image inline (as OpenAI's and vLLM's image_url take it).
+const DATA_URL = /^data:image\/[\w.+-]+;base64,/
+
+/**
+ * The call options every CLIP call takes.
+ * @typedef {{ signal?: AbortSignal, timeoutMs?: number }} CallOptions
+ */
+const CALL_OPTIONS = {
+  signal: opt.instance(AbortSignal, 'an AbortSignal'),
+  timeoutMs: opt.number({ min: 0, infinite: true, expected: 'a number of milliseconds ≥ 0' }),
+}
+
+/** @param {string} message @param {Function} [caller] */
+const invalid = (message, caller) => codedError('InvalidArg', message, caller)
+
+/**
+ * An image source as torch.image.load takes it: a path, bytes, or a data URL's decoded bytes.
+ * @param {unknown} image @param {string} what @param {Function} [caller]
+ * @returns {string | Uint8Array}
+ */
+function imageSource(image, what, caller) {
+  if (typeof image === 'string') {
+    const match = DATA_URL.exec(image)
+    return match ? Buffer.from(image.slice(match[0].length), 'base64') : image
+  }
+  if (image instanceof Uint8Array) return image
+  throw invalid(
+    `${what}: expected a path, a data:image/...;base64 URL or a Buffer/Uint8Array, got ${describe(image)}`,
+    caller,
+  )
+}
+
+/** `folder/manifest.json` of kind 'clip', or ModelLoadError. @param {string} folder @param {Function} caller */
+function readManifest(folder, caller) {
+  let manifest
+  try {
+    manifest = JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8'))
+  } catch (e) {
+    throw codedError(
+      'ModelLoadError',
+      `${folder}: cannot read manifest.json: ${/** @type {Error} */ (e).message}`,
+      caller,
+    )
+  }
+  if (manifest?.format !== FORMAT || manifest.kind !== 'clip') {
+    throw codedError(
+      'ModelLoadError',
+      `${folder}: manifest.json is not a CLIP or SigLIP export (kind '${manifest?.kind}'); export a CLIPModel or ` +
+        'SiglipModel checkpoint with npx torch-node export',
+      caller,
+    )
+  }
+  return manifest
+}
+
+/** L2 norm of a row, as transformers' _get_vector_norm. @param {ArrayLike<number>} row */
+function norm(row) {
+  let sum = 0
+  for (let i = 0; i < row.length; i++) sum += row[i] * row[i]
+  return Math.sqrt(sum)
+}
+
+/** A Float32Array row divided by its L2 norm. @param {Float32Array} row */
+function normalized(row) {
+  const n = norm(row)
+  return row.map((v) => v / n)
+}
+
+/** The two towers of a CLIP or SigLIP folder. Internal: the pipelines and the server hold one. */
+class ClipModel {
+  /** @type {any} */ #manifest
+  /** @type {any} */ #tokenizer
+  /** @type {any} */ #preprocess
+  /** @type {Batcher} */ #text
+  /** @type {Batcher} */ #image
+  /** @type {any[]} */ #programs
+  #disposed = false
+
+  /**
+   * @param {any} manifest @param {any} tokenizer @param {any} preprocess @param {any} text @param {any} image
+   * @param {typeof DEFAULTS} o
+   */
+  constructor(manifest, tokenizer, preprocess, text, image, o) {
+    this.#manifest = manifest
+    this.#tokenizer = tokenizer
+    this.#preprocess = preprocess
+    this.#programs = [preprocess, text, image]
+    const { Batcher } = torch()
+    const batching = { maxBatchSize: o.maxBatchSize, maxDelayMs: o.maxDelayMs, maxQueue: o.maxQueue, unpad: false }
+    const withMask = manifest.text.inputs.includes('attention_mask')
+    // CLIP: padded to the longest with the mask as the second input (the pooled eos token does not
+    // see padding); SigLIP: every text is already 64 tokens.
+    this.#text = new Batcher(
+      text,
+      withMask ? { ...batching, padValue: manifest.padTokenId, mask: { index: 1, dtype: 'int64' } } : batching,
+    )
+    this.#image = new Batcher(image, batching)
+  }
+
+  /**
+   * Loads `folder` (manifest.json, tokenizer.json, the towers and preprocess.pt).
+   * @param {string} folder @param {unknown} options @param {Function} caller @returns {Promise<ClipModel>}
+   */
+  static async load(folder, options, caller) {
+    if (typeof folder !== 'string') throw invalid(`folder: expected a path, got ${describe(folder)}`, caller)
+    const o = { ...DEFAULTS, ...opt.read(options, LOAD_OPTIONS, 'load: options', caller) }
+    const manifest = readManifest(folder, caller)
+    const { text, AOTModule, ScriptModule } = torch()
+    const signal = o.signal === undefined ? {} : { signal: o.signal }
+    /** @param {{ program: string, programFormat: string }} p */
+    const program = (p) =>
+      p.programFormat === 'pt2'
+        ? AOTModule.load(path.join(folder, p.program), signal)
+        : ScriptModule.load(path.join(folder, p.program), signal)
+    const tokenizer = text.Tokenizer.fromFile(path.join(folder, manifest.tokenizer))
+    const [preprocess, textTower, imageTower] = await Promise.all([
+      ScriptModule.load(path.join(folder, manifest.preprocess), signal),
+      program(manifest.text),
+      program(manifest.image),
+    ])
+    return new ClipModel(manifest, tokenizer, preprocess, textTower, imageTower, o)
+  }
+
+  /** 'clip' (softmax over labels) or 'siglip' (sigmoid of each). @returns {'clip' | 'siglip'} */
+  get family() {
+    return this.#manifest.family
+  }
+
+  /** The embeddings' size. @returns {number} */
+  get dim() {
+    return this.#manifest.dim
+  }
+
+  /** The folder's tokenizer. */
+  get tokenizer() {
+    return this.#tokenizer
+  }
+
+  /** manifest.json as read (a copy). */
+  get manifest() {
+    return structuredClone(this.#manifest)
+  }
+
+  get isDisposed() {
+    return this.#disposed
+  }
+
+  /** Both Batchers' counts. */
+  stats() {
+    return { text: this.#text.stats(), image: this.#image.stats() }
+  }
+
+  /** A tower's Batcher run; `Closed` by dispose() reads `Disposed`. */
+  async #run(batcher, input, call, caller) {
+    try {
+      // an empty bag would read as one more input
+      return await (Object.keys(call).length ? batcher.run(input, call) : batcher.run(input))
+    } catch (e) {
+      if (this.#disposed && /** @type {any} */ (e)?.code === 'Closed') this.#check(caller)
+      throw e
+    }
+  }
+
+  #check(caller) {
+    if (this.#disposed) throw codedError('Disposed', 'the CLIP model was disposed', caller)
+  }
+
+  /**
+   * get_text_features of each text (not normalized), as transformers' zero-shot pipeline tokenizes
+   * them: CLIP to the longest (cut at the model's positions), SigLIP to 64 tokens.
+   * @param {string[]} texts @param {CallOptions} o @param {Function} [caller] @returns {Promise<Float32Array[]>}
+   */
+  async embedTexts(texts, o, caller) {
+    this.#check(caller)
+    const m = this.#manifest
+    const { Tensor } = torch()
+    const fixed = m.textPadding.strategy === 'max_length' ? m.textPadding.length : 0
+    const maxLength = fixed || m.maxSequenceLength
+    const call = {
+      ...(o.signal ? { signal: o.signal } : {}),
+      ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
+    }
+    return Promise.all(
+      texts.map(async (text) => {
+        const ids = this.#tokenizer.encode(text, { maxLength, truncation: true }).ids
+        while (ids.length < fixed) ids.push(m.padTokenId)
+        const input = torch().tensor([ids], { dtype: 'int64' })
+        try {
+          return rowOf(await this.#run(this.#text, input, call, caller), Tensor)
+        } finally {
+          input.dispose()
+        }
+      }),
+    )
+  }
+
+  /**
+   * get_image_features of each image (not normalized): decoded (the decoder's limits apply), then
+   * the checkpoint's processor (preprocess.pt), then the image tower.
+   * @param {Array<string | Uint8Array>} sources @param {CallOptions} o @param {Function} [caller]
+   * @returns {Promise<Float32Array[]>}
+   */
+  async embedImages(sources, o, caller) {
+    this.#check(caller)
+    const { Tensor } = torch()
+    const call = {
+      ...(o.signal ? { signal: o.signal } : {}),
+      ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
+    }
+    return Promise.all(
+      sources.map(async (source) => {
+        const pixels = await this.pixelValues(source, o, caller)
+        const batch = pixels.unsqueeze(0)
+        try {
+          return rowOf(await this.#run(this.#image, batch, call, caller), Tensor)
+        } finally {
+          batch.dispose()
+          pixels.dispose()
+        }
+      }),
+    )
+  }
+
+  /**
+   * The processor's pixel_values of one image, float32 `[3, H, W]` (the caller disposes it).
+   * @param {string | Uint8Array} source @param {CallOptions} o @param {Function} [caller] @returns {Promise<Tensor>}
+   */
+  async pixelValues(source, o, caller) {
+    this.#check(caller)
+    const decoded = await torch().image.load(source, { dtype: 'uint8', layout: 'chw' })
+    try {
+      if (o.signal?.aborted) throw codedError('Aborted', 'the signal was aborted', caller)
+      const run = o.signal ? this.#preprocess.forward(decoded, { signal: o.signal }) : this.#preprocess.forward(decoded)
+      return /** @type {Tensor} */ (await run)
+    } finally {
+      decoded.dispose()
+    }
+  }
+
+  /** Frees the programs once the running batches finish; queued and later calls reject (`Disposed`). */
+  dispose() {
+    if (this.#disposed) return
+    this.#disposed = true
+    Promise.all([this.#text.close(), this.#image.close()]).then(() => {
+      for (const p of this.#programs) p.dispose()
+    })
+  }
+}
+
+/** A `[1, dim]` output as a Float32Array (the tensor disposed). @param {any} out @param {any} Tensor */
+function rowOf(out, Tensor) {
+  if (!(out instanceof Tensor)) throw codedError('ShapeMismatch', `a tower returned ${describe(out)}`)
+  try {
+    return /** @type {Float32Array} */ (out.toTypedArray())
+  } finally {
+    out.dispose()
+  }
+}
+
+module.exports = { ClipModel, CALL_OPTIONS, imageSource, normalized, norm }
