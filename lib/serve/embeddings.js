@@ -4,11 +4,15 @@
 // `{object: 'list', data: [{object: 'embedding', embedding, index}], model, usage}`, the
 // embedding as floats or base64 (the `openai` client's default). Requests that arrive together
 // share forwards (the encoder's Batcher); past its queue the answer is 503 QueueFull at once.
+// A CLIP or SigLIP folder embeds images too, in the texts' space: an `input` item that is a
+// `data:image/...;base64,` URL or an `{type: 'image_url', image_url: {url}}` part, or vLLM's
+// multimodal form, `messages` whose content is one image_url (or text) part each.
 const { HttpError, invalid, show, sendJson, readKeys } = require('./http')
 const torch = require('../torch')
 
 /**
  * @import { Tensor, text } from '../../index'
+ * @import { ImageFeatureExtractionPipeline } from '../vision/image-feature-extraction'
  */
 
 /**
@@ -22,9 +26,12 @@ const torch = require('../torch')
  * @property {(texts: string[]) => Promise<number>} countTokens
  * @property {() => { active: number; queued: number }} stats
  * @property {() => void} dispose
+ * @property {boolean} [images] True: `encode` takes image items too (CLIP, SigLIP).
  */
+/** An `input` item of an image model: a text, or an image's bytes. @typedef {string | { image: Buffer }} Item */
 
-const REQUEST_KEYS = ['input', 'model', 'encoding_format', 'dimensions', 'user']
+const REQUEST_KEYS = ['input', 'messages', 'model', 'encoding_format', 'dimensions', 'user']
+const DATA_URL = /^data:image\/[\w.+-]+;base64,/
 /** Up to this many characters in a request, its tokens are counted on the JS thread. */
 const SYNC_COUNT_CHARS = 16 * 1024
 
@@ -56,6 +63,113 @@ function embeddingModel(name, encoder) {
     },
     dispose: () => encoder.dispose(),
   }
+}
+
+/** An image the decoder refuses is the request's fault: 400 with its code. @param {any} e */
+function badImage(e) {
+  throw e?.code === 'InvalidImage' ? new HttpError(400, 'InvalidImage', e.message) : e
+}
+
+/**
+ * An EmbeddingModel over a CLIP or SigLIP folder's ImageFeatureExtractionPipeline: texts through
+ * the text tower, images through the image tower, in request order; tokens are the texts'.
+ * @param {string} name
+ * @param {ImageFeatureExtractionPipeline} clip
+ * @returns {EmbeddingModel}
+ */
+function clipEmbeddingModel(name, clip) {
+  const isText = (/** @type {Item} */ x) => typeof x === 'string'
+  return {
+    kind: 'embeddings',
+    name,
+    dim: clip.dim,
+    images: true,
+    async encode(items, options) {
+      const all = /** @type {Item[]} */ (/** @type {unknown} */ (items))
+      const texts = /** @type {string[]} */ (all.filter(isText))
+      const images = all.filter((x) => !isText(x)).map((x) => /** @type {{ image: Buffer }} */ (x).image)
+      const [t, i] = await Promise.all([
+        texts.length ? clip.embedText(texts, options) : null,
+        images.length ? clip.run(images, options).catch(badImage) : null,
+      ])
+      const rows = [
+        rowsOf(t ?? new Float32Array(0), texts.length, clip.dim),
+        rowsOf(i ?? new Float32Array(0), images.length, clip.dim),
+      ]
+      const out = new Float32Array(all.length * clip.dim)
+      const next = [0, 0]
+      all.forEach((x, k) => {
+        const side = isText(x) ? 0 : 1
+        out.set(rows[side][next[side]++], k * clip.dim)
+      })
+      return out
+    },
+    async countTokens(items) {
+      const texts = /** @type {string[]} */ (/** @type {unknown[]} */ (items).filter((x) => typeof x === 'string'))
+      const maxLength = clip.maxSequenceLength
+      return texts.reduce((sum, t) => sum + clip.tokenizer.encode(t, { truncation: true, maxLength }).ids.length, 0)
+    },
+    stats() {
+      const { text, image } = clip.stats()
+      return { active: text.inFlight + image.inFlight, queued: text.queued + image.queued }
+    },
+    dispose: () => clip.dispose(),
+  }
+}
+
+/**
+ * An image model's item: a text, an image data URL, or a content part (`{type: 'text', text}`,
+ * `{type: 'image_url', image_url: {url}}`) as vLLM's multimodal embeddings take them.
+ * @param {unknown} item @param {string} where @param {{ maxChars: number }} limits @returns {Item}
+ */
+function readItem(item, where, limits) {
+  if (typeof item === 'string') {
+    const match = DATA_URL.exec(item)
+    if (match) return { image: Buffer.from(item.slice(match[0].length), 'base64') }
+    if (item.length === 0) throw invalid(`${where}: expected a non-empty string`)
+    if (item.length > limits.maxChars)
+      throw invalid(`${where}: at most ${limits.maxChars} characters, got ${item.length}`)
+    return item
+  }
+  const part = /** @type {any} */ (item)
+  if (part !== null && typeof part === 'object' && part.type === 'text')
+    return readItem(part.text, `${where}.text`, limits)
+  if (part !== null && typeof part === 'object' && part.type === 'image_url') {
+    const url = typeof part.image_url === 'string' ? part.image_url : part.image_url?.url
+    if (typeof url !== 'string' || !DATA_URL.test(url)) {
+      throw invalid(`${where}.image_url.url: expected a data:image/...;base64, URL (the server fetches nothing)`)
+    }
+    return readItem(url, where, limits)
+  }
+  throw invalid(
+    `${where}: expected a string, a data:image/...;base64, URL or a {type: 'text' | 'image_url'} part, got ${show(item)}`,
+  )
+}
+
+/**
+ * An image model's items from `input` or vLLM's `messages` (one embedding per message, whose
+ * content is a string or one part).
+ * @param {Record<string, unknown>} b @param {{ maxItems: number; maxChars: number }} limits @returns {Item[]}
+ */
+function readItems(b, limits) {
+  if ((b.input === undefined) === (b.messages === undefined)) {
+    throw invalid("input or messages: give one (input: strings, image data URLs or parts; messages: vLLM's form)")
+  }
+  const list = b.input !== undefined ? (Array.isArray(b.input) ? b.input : [b.input]) : b.messages
+  const name = b.input !== undefined ? 'input' : 'messages'
+  if (!Array.isArray(list) || list.length === 0) throw invalid(`${name}: expected a non-empty array`)
+  if (list.length > limits.maxItems)
+    throw invalid(`${name}: at most ${limits.maxItems} items per request, got ${list.length}`)
+  return list.map((x, i) => {
+    const where = `${name}[${i}]`
+    if (name === 'input') return readItem(x, where, limits)
+    const content = /** @type {any} */ (x)?.content
+    const parts = typeof content === 'string' ? [content] : content
+    if (!Array.isArray(parts) || parts.length !== 1) {
+      throw invalid(`${where}.content: expected a string or one part (CLIP embeds a text or an image, not both)`)
+    }
+    return readItem(parts[0], `${where}.content[0]`, limits)
+  })
 }
 
 /**
@@ -119,8 +233,11 @@ function rowsOf(result, n, dim) {
  */
 async function embeddings(ctx, body, res) {
   const b = readKeys(body, REQUEST_KEYS)
-  if (b.input === undefined) throw invalid('input: required (a string or an array of strings)')
+  if (b.input === undefined && b.messages === undefined) {
+    throw invalid('input: required (a string or an array of strings)')
+  }
   const model = /** @type {EmbeddingModel} */ (ctx.model(b.model, 'embeddings'))
+  if (!model.images && b.messages !== undefined) throw invalid('messages: this model embeds text only; send input')
   const format = b.encoding_format ?? 'float'
   if (format !== 'float' && format !== 'base64') {
     throw invalid(`encoding_format: expected "float" or "base64", got ${show(format)}`)
@@ -130,7 +247,7 @@ async function embeddings(ctx, body, res) {
     throw invalid(`dimensions: this model's embeddings have ${model.dim}, got ${show(b.dimensions)}`)
   }
   if (b.user !== undefined && typeof b.user !== 'string') throw invalid('user: expected a string')
-  const texts = readInput(b.input, ctx.limits)
+  const texts = /** @type {string[]} */ (model.images ? readItems(b, ctx.limits) : readInput(b.input, ctx.limits))
   // A client that hangs up while its texts wait for a batch leaves the queue at once.
   const gone = new AbortController()
   res.on('close', () => {
@@ -154,4 +271,4 @@ async function embeddings(ctx, body, res) {
   })
 }
 
-module.exports = { embeddingModel, embeddings }
+module.exports = { embeddingModel, clipEmbeddingModel, embeddings }

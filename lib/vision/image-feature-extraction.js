@@ -79,6 +79,17 @@ class ImageFeatureExtractionPipeline {
     return this.#model.dim
   }
 
+  /** The folder's tokenizer (`tokenizer.json`), as `embedText` uses it. */
+  get tokenizer() {
+    return this.#model.tokenizer
+  }
+
+  /** The most tokens of a text the text tower sees (longer texts are cut). @returns {number} */
+  get maxSequenceLength() {
+    const m = this.#model.manifest
+    return m.textPadding.strategy === 'max_length' ? m.textPadding.length : m.maxSequenceLength
+  }
+
   /** `'clip'` or `'siglip'`. @returns {'clip' | 'siglip'} */
   get family() {
     return this.#model.family
