@@ -20,9 +20,20 @@ Writes (all generated, under models/golden/, which git ignores), each model a ra
                                  (CrossEncoder.save_pretrained: a modules.json, and
                                  config_sentence_transformers.json's model_type CrossEncoder)
   pipeline/reranker-st6/         exported as TorchScript (the task detected: text-ranking)
+  pipeline/nli-bert[-src]/       BertForSequenceClassification, NLI labels (contradiction, neutral,
+                                 entailment), TorchScript: zero-shot-classification
+  pipeline/nli-distilbert[-src]/ DistilBertForSequenceClassification, ENTAILMENT first (so transformers
+                                 takes the last logit as contradiction), TorchScript
+  pipeline/ner-bert[-src]/       BertForTokenClassification, BIO labels (.pt2)
+  pipeline/ner-distilbert[-src]/ DistilBertForTokenClassification (TorchScript)
+  pipeline/mlm-bert[-src]/       BertForMaskedLM (.pt2)
+  pipeline/mlm-distilbert[-src]/ DistilBertForMaskedLM (TorchScript)
   pipeline/goldens.json          transformers' pipeline('text-classification', ...) of TEXTS and
-                                 PAIRS (default options, top_k=None, each function_to_apply), and
-                                 sentence-transformers' CrossEncoder.rank / predict of QUERY, DOCUMENTS
+                                 PAIRS (default options, top_k=None, each function_to_apply),
+                                 sentence-transformers' CrossEncoder.rank / predict of QUERY, DOCUMENTS,
+                                 and transformers' zero-shot-classification, token-classification (each
+                                 aggregation_strategy; offsets as UTF-16 indices, as JS strings count)
+                                 and fill-mask pipelines of their inputs below
 
 Idempotent: a source is rewritten only when its recipe changes, an export only when its source,
 options or export_text.py changed (the hash in manifest.json), the goldens only when an export
@@ -45,12 +56,43 @@ PROG = "make_pipeline_models.py"
 
 BERT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
             max_position_embeddings=128)
+DISTILBERT = dict(dim=64, n_layers=2, n_heads=4, hidden_dim=128, max_position_embeddings=128)
+NER_LABELS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"]
 MODELS = {
     "sentiment": {"labels": ["NEGATIVE", "NEUTRAL", "POSITIVE"], "problem_type": None, "format": "pt2"},
     "multilabel": {"labels": ["toxic", "insult", "threat", "spam"], "problem_type": "multi_label_classification",
                    "format": "torchscript"},
     "reranker": {"labels": ["LABEL_0"], "problem_type": None, "format": "pt2", "cross_encoder": True},
+    "nli-bert": {"labels": ["contradiction", "neutral", "entailment"], "problem_type": None, "format": "torchscript"},
+    "nli-distilbert": {"labels": ["ENTAILMENT", "NEUTRAL", "CONTRADICTION"], "problem_type": None,
+                       "format": "torchscript", "family": "distilbert"},
+    "ner-bert": {"labels": NER_LABELS, "head": "token", "format": "pt2"},
+    "ner-distilbert": {"labels": NER_LABELS, "head": "token", "format": "torchscript", "family": "distilbert"},
+    "mlm-bert": {"head": "masked", "format": "pt2", "output_bias": 4.0},
+    "mlm-distilbert": {"head": "masked", "format": "torchscript", "family": "distilbert", "output_bias": 4.0},
 }
+ZERO_SHOT_TEXTS = [
+    "The team won the championship after a dramatic final match.",
+    "Parliament passed the new budget bill on Tuesday.",
+    "a",
+    "Ça va ? Très bien — naïve café 👩‍👩‍👧‍👦",
+]
+ZERO_SHOT_LABELS = ["sports", "politics", "cooking", "technology"]
+NER_TEXTS = [
+    "My name is Wolfgang and I live in Berlin.",
+    "Hugging Face Inc. is a company based in New York City, its headquarters are in DUMBO.",
+    "I ❤️ NY 👩‍👩‍👧‍👦 emoji and naïve café in São Paulo",
+    "東京は日本の首都です。",
+    "unbelievably antidisestablishmentarianism",
+    "",
+]
+AGGREGATIONS = ["none", "simple", "first", "average", "max"]
+MASK_TEXTS = [
+    "The capital of France is [MASK].",
+    "I ❤️ [MASK] and naïve café.",
+    "[MASK] is the [MASK] of the world.",
+]
+MASK_TARGETS = ["paris", "london", "the", "city"]
 TEXTS = [
     "I love this library, it is wonderful!",
     "This is the worst movie I have ever seen.",
@@ -100,33 +142,52 @@ def write_json(path, value):
     os.replace(tmp, path)
 
 
+def model_class(recipe):
+    """The transformers class and config class of a recipe: its family (bert, distilbert) and head."""
+    import transformers
+
+    family = {"bert": "Bert", "distilbert": "DistilBert"}[recipe.get("family", "bert")]
+    head = {"sequence": "ForSequenceClassification", "token": "ForTokenClassification",
+            "masked": "ForMaskedLM"}[recipe.get("head", "sequence")]
+    return getattr(transformers, family + head), getattr(transformers, family + "Config")
+
+
 def make_source(folder, recipe, tokenizer_dir):
-    """A Hugging Face folder around a seeded random-weight BertForSequenceClassification."""
+    """A Hugging Face folder around a seeded random-weight model of the recipe's family and head."""
     import torch
-    from transformers import BertConfig, BertForSequenceClassification
 
     marker = os.path.join(folder, "make_pipeline_models.json")
-    recipe = {**recipe, "bert": BERT, "seed": 0}
+    distilbert = recipe.get("family") == "distilbert"
+    recipe = {**recipe, "bert": DISTILBERT if distilbert else BERT, "seed": 0}
     if read_json(marker) == recipe:
         return
-    log(f"{os.path.relpath(folder, ROOT)}: writing a random-weight BertForSequenceClassification")
+    Model, Config = model_class(recipe)
+    log(f"{os.path.relpath(folder, ROOT)}: writing a random-weight {Model.__name__}")
     vocab = len(read_json(os.path.join(tokenizer_dir, "tokenizer.json"))["model"]["vocab"])
-    labels = recipe["labels"]
-    config = BertConfig(vocab_size=vocab, **BERT, num_labels=len(labels), problem_type=recipe["problem_type"],
-                        id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)})
+    labels = recipe.get("labels") or ["LABEL_0", "LABEL_1"]
+    config = Config(vocab_size=vocab, **recipe["bert"], num_labels=len(labels), problem_type=recipe.get("problem_type"),
+                    id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)},
+                    architectures=[Model.__name__])
     if recipe.get("cross_encoder"):
         # What sentence-transformers' CrossEncoder.save_pretrained writes (v4+).
         config.sentence_transformers = {"activation_fn": "torch.nn.modules.activation.Sigmoid", "version": "6.2.0"}
     torch.manual_seed(0)
-    model = BertForSequenceClassification(config).eval()
+    model = Model(config).eval()
     # A random classifier head is near zero; spread it so the labels' scores differ visibly.
     with torch.no_grad():
-        model.classifier.weight.normal_(0, 1.0)
-        model.classifier.bias.normal_(0, 0.5)
+        if hasattr(model, "classifier"):
+            model.classifier.weight.normal_(0, 1.0)
+            model.classifier.bias.normal_(0, 0.5)
+        else:  # a masked LM: a spread output bias makes its candidates' probabilities far from uniform
+            model.get_output_embeddings().bias.normal_(0, recipe["output_bias"])
     shutil.rmtree(folder, ignore_errors=True)
     model.save_pretrained(folder)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
         shutil.copyfile(os.path.join(tokenizer_dir, name), os.path.join(folder, name))
+    if distilbert:
+        # MiniLM's tokenizer makes token_type_ids, which DistilBERT's forward does not take.
+        config_path = os.path.join(folder, "tokenizer_config.json")
+        write_json(config_path, {**read_json(config_path), "model_input_names": ["input_ids", "attention_mask"]})
     write_json(marker, recipe)
 
 
@@ -185,6 +246,65 @@ def ranking_goldens(source):
     }
 
 
+def utf16(text, index):
+    """A Python (code point) index into `text` as a JS string's (UTF-16 code units)."""
+    return len(text[:index].encode("utf-16-le")) // 2
+
+
+def plain(value):
+    """numpy scalars as JSON numbers."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value.item() if hasattr(value, "item") else value
+
+
+def zero_shot_goldens(source):
+    """transformers' pipeline('zero-shot-classification'): defaults, multi_label, a template, one
+    label, labels as a comma-separated string, several sequences at once."""
+    from transformers import pipeline
+
+    classify = pipeline("zero-shot-classification", model=source, device="cpu")
+    return {
+        "default": [classify(t, candidate_labels=ZERO_SHOT_LABELS) for t in ZERO_SHOT_TEXTS],
+        "multiLabel": [classify(t, candidate_labels=ZERO_SHOT_LABELS, multi_label=True) for t in ZERO_SHOT_TEXTS],
+        "template": classify(ZERO_SHOT_TEXTS[0], candidate_labels=ZERO_SHOT_LABELS,
+                             hypothesis_template="The topic of this text is {}."),
+        "oneLabel": classify(ZERO_SHOT_TEXTS[0], candidate_labels=["sports"]),
+        "commaLabels": classify(ZERO_SHOT_TEXTS[1], candidate_labels="sports, politics,cooking"),
+        "batch": classify(ZERO_SHOT_TEXTS[:2], candidate_labels=ZERO_SHOT_LABELS),
+    }
+
+
+def token_goldens(source):
+    """transformers' pipeline('token-classification') of NER_TEXTS under each aggregation_strategy
+    (ignore_labels=[] too, for every token), start and end as UTF-16 indices."""
+    from transformers import pipeline
+
+    ner = pipeline("token-classification", model=source, device="cpu")
+
+    def run(text, **kwargs):
+        return [{**plain(e), "start": utf16(text, e["start"]), "end": utf16(text, e["end"])}
+                for e in ner(text, **kwargs)]
+
+    out = {s: [run(t, aggregation_strategy=s) for t in NER_TEXTS] for s in AGGREGATIONS}
+    out["allLabels"] = [run(t, ignore_labels=[]) for t in NER_TEXTS]
+    return out
+
+
+def fill_mask_goldens(source):
+    """transformers' pipeline('fill-mask'): top 5, top 3 of MASK_TARGETS, a list of texts."""
+    from transformers import pipeline
+
+    fill = pipeline("fill-mask", model=source, device="cpu")
+    return {
+        "default": [plain(fill(t)) for t in MASK_TEXTS],
+        "targets": [plain(fill(t, top_k=3, targets=MASK_TARGETS)) for t in MASK_TEXTS],
+        "batch": plain(fill(MASK_TEXTS[:2], top_k=2)),
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(prog=PROG)
     parser.add_argument("--out", default=os.path.join(HERE, "golden", "pipeline"))
@@ -208,7 +328,9 @@ def main():
 
     path = os.path.join(args.out, "goldens.json")
     have = read_json(path)
-    inputs = {"texts": TEXTS, "pairs": PAIRS, "query": QUERY, "documents": DOCUMENTS}
+    inputs = {"texts": TEXTS, "pairs": PAIRS, "query": QUERY, "documents": DOCUMENTS,
+              "zeroShotTexts": ZERO_SHOT_TEXTS, "zeroShotLabels": ZERO_SHOT_LABELS, "nerTexts": NER_TEXTS,
+              "maskTexts": MASK_TEXTS, "maskTargets": MASK_TARGETS}
     if have and have.get("exportHashes") == hashes and have.get("inputs") == inputs:
         log(f"{os.path.relpath(path, ROOT)}: up to date")
         return
@@ -218,7 +340,7 @@ def main():
 
     torch.manual_seed(0)
     write_json(path, {
-        "source": "transformers pipeline('text-classification', model=dir); sentence-transformers CrossEncoder(dir)",
+        "source": "transformers pipeline(task, model=dir); sentence-transformers CrossEncoder(dir)",
         "transformers": transformers.__version__,
         "sentenceTransformers": sentence_transformers.__version__,
         "exportHashes": hashes,
@@ -226,6 +348,9 @@ def main():
         "sentiment": classification_goldens(os.path.join(args.out, "sentiment-src")),
         "multilabel": classification_goldens(os.path.join(args.out, "multilabel-src")),
         "reranker": ranking_goldens(os.path.join(args.out, "reranker-src")),
+        **{name: zero_shot_goldens(os.path.join(args.out, f"{name}-src")) for name in ("nli-bert", "nli-distilbert")},
+        **{name: token_goldens(os.path.join(args.out, f"{name}-src")) for name in ("ner-bert", "ner-distilbert")},
+        **{name: fill_mask_goldens(os.path.join(args.out, f"{name}-src")) for name in ("mlm-bert", "mlm-distilbert")},
     })
     log(f"{os.path.relpath(path, ROOT)}: written")
 

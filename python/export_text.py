@@ -3,7 +3,8 @@
 
     python export_text.py MODEL_DIR OUT_DIR [--dtype float32|bfloat16|float16]
                           [--format auto|pt2|torchscript] [--max-batch 1024]
-                          [--task auto|feature-extraction|text-classification|text-ranking]
+                          [--task auto|feature-extraction|text-classification|text-ranking|
+                                  token-classification|fill-mask]
 
 Run with your own Python, torch and transformers (`npx torch-node export` runs it for you). It
 writes into OUT_DIR:
@@ -28,6 +29,12 @@ config_sentence_transformers.json says CrossEncoder), any other a sentence encod
 (feature-extraction). A classifier's program returns the logits, float32
 [batch, num_labels]; its manifest (kind 'text-classifier') records the task, the labels, the
 problem_type and the CrossEncoder's activation, which torch.pipeline applies (lib/text/pipeline.js).
+A `*ForTokenClassification` checkpoint (token-classification) returns each token's logits, padded
+to the manifest's maxSequenceLength so that every text has one row of the same width: float32
+[batch, maxSequenceLength * num_labels] (kind 'token-classifier'). A `*ForMaskedLM` one without a
+sentence-transformers modules.json (fill-mask) returns the vocabulary's logits at the first
+`maskSlots` [MASK] tokens of each text, float32 [batch, maskSlots * vocab] (kind 'masked-lm'; zeros
+for slots without a mask).
 
 Works for BERT-family encoders (BERT, MiniLM, BGE, E5, MPNet, RoBERTa, DistilBERT, ...) with no
 per-model code: anything `transformers.AutoModel` loads as an encoder whose first output is the
@@ -59,7 +66,18 @@ LEGACY_POOLING_KEYS = {
     "pooling_mode_weightedmean_tokens": "weightedmean",
     "pooling_mode_lasttoken": "lasttoken",
 }
-TASKS = ("auto", "feature-extraction", "text-classification", "text-ranking")
+TASKS = ("auto", "feature-extraction", "text-classification", "text-ranking", "token-classification", "fill-mask")
+# fill-mask: the [MASK] tokens of one text whose logits the program returns (transformers' pipeline
+# takes any number; a text with more is refused by torch.pipeline).
+MASK_SLOTS = 4
+# The manifest kind of each task's program (lib/text/pipeline.js loads the folder as this kind).
+KINDS = {
+    "feature-extraction": "sentence-encoder",
+    "text-classification": "text-classifier",
+    "text-ranking": "text-classifier",
+    "token-classification": "token-classifier",
+    "fill-mask": "masked-lm",
+}
 # sentence-transformers CrossEncoder's activation_fn (config.json's sentence_transformers entry)
 # as torch.pipeline names it: the scores rerank returns.
 CROSS_ENCODER_ACTIVATIONS = {
@@ -171,7 +189,8 @@ def main(argv):
                              "whose calls cost a little more; for test fixtures")
     parser.add_argument("--task", choices=TASKS, default="auto",
                         help="what the program returns: auto (from config.json's architectures, default), "
-                             "feature-extraction (pooled embeddings), text-classification or text-ranking (logits)")
+                             "feature-extraction (pooled embeddings), text-classification or text-ranking (logits), "
+                             "token-classification (each token's logits), fill-mask (the [MASK] tokens' logits)")
     args = parser.parse_args(argv)
     if args.max_batch < 2:
         fail(2, f"--max-batch: expected an integer ≥ 2, got {args.max_batch}")
@@ -202,14 +221,20 @@ def main(argv):
 def detect_task(asked, model_dir, hf_dir):
     """The task `--task` names, else the one config.json's architectures say (see the docstring)."""
     config = read_json(os.path.join(hf_dir, "config.json"))
-    classifier = any(a.endswith("ForSequenceClassification") for a in config.get("architectures") or [])
+    architectures = config.get("architectures") or []
+    classifier = any(a.endswith("ForSequenceClassification") for a in architectures)
     # sentence-transformers 5+ saves a CrossEncoder with a modules.json (one Transformer) too; its
     # config_sentence_transformers.json says which it is.
     st_path = os.path.join(model_dir, "config_sentence_transformers.json")
     st_cross_encoder = os.path.exists(st_path) and read_json(st_path).get("model_type") == "CrossEncoder"
     st_pipeline = os.path.exists(os.path.join(model_dir, "modules.json")) and not st_cross_encoder
     if asked == "auto":
-        if not classifier or st_pipeline:
+        if st_pipeline:
+            return "feature-extraction"
+        for suffix, task in (("ForTokenClassification", "token-classification"), ("ForMaskedLM", "fill-mask")):
+            if any(a.endswith(suffix) for a in architectures):
+                return task
+        if not classifier:
             return "feature-extraction"
         cross_encoder = st_cross_encoder or "sentence_transformers" in config or "sbert_ce_default_activation_function" in config
         return "text-ranking" if cross_encoder and classifier_labels(config) == 1 else "text-classification"
@@ -244,7 +269,8 @@ def ranking_activation(config, hf_dir):
 def export(args, hf_dir, pooling, normalize, st_config, task="feature-extraction"):
     import torch
     import transformers
-    from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import (AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification,
+                              AutoModelForTokenClassification, AutoTokenizer)
 
     started = time.monotonic()
     torch.manual_seed(0)
@@ -268,8 +294,13 @@ def export(args, hf_dir, pooling, normalize, st_config, task="feature-extraction
     if tokenizer.pad_token_id is None:
         raise Unsupported(f"{hf_dir}: the tokenizer has no padding token")
     dtype = getattr(torch, args.dtype)
+    kind = KINDS[task]
     classifier = task != "feature-extraction"
-    auto_class = AutoModelForSequenceClassification if classifier else AutoModel
+    auto_class = {"sentence-encoder": AutoModel, "text-classifier": AutoModelForSequenceClassification,
+                  "token-classifier": AutoModelForTokenClassification, "masked-lm": AutoModelForMaskedLM}[kind]
+    mask_id = tokenizer.mask_token_id if kind == "masked-lm" else None
+    if kind == "masked-lm" and mask_id is None:
+        raise Unsupported(f"{hf_dir}: fill-mask needs a tokenizer with a mask token")
     model = auto_class.from_pretrained(hf_dir, dtype=dtype).eval()
     for p in model.parameters():
         p.requires_grad_(False)
@@ -291,8 +322,15 @@ def export(args, hf_dir, pooling, normalize, st_config, task="feature-extraction
     if st_config.get("do_lower_case") and not lowercases(tokenizer):
         raise Unsupported(f"{hf_dir}: sentence_bert_config.json asks for do_lower_case on a tokenizer that does not lowercase")
 
-    encoder = ClassifierModule(model, torch) if classifier else SentenceEncoderModule(model, pooling, torch)
-    example = example_inputs(torch, input_names, tokenizer.pad_token_id, config, batch=2, seq=8)
+    if kind == "token-classifier":
+        encoder = TokenLogitsModule(model, max_length, torch)
+    elif kind == "masked-lm":
+        encoder = MaskLogitsModule(model, mask_id, torch)
+    elif classifier:
+        encoder = ClassifierModule(model, torch)
+    else:
+        encoder = SentenceEncoderModule(model, pooling, torch)
+    example = example_inputs(torch, input_names, tokenizer.pad_token_id, config, batch=2, seq=8, mask_id=mask_id)
     with torch.no_grad():
         dim = encoder(*example).shape[-1]
 
@@ -317,7 +355,7 @@ def export(args, hf_dir, pooling, normalize, st_config, task="feature-extraction
             fmt = "torchscript"
 
         # The written program against the eager model on shapes it was not exported with.
-        diff = verify(torch, encoder, check, input_names, tokenizer.pad_token_id, config)
+        diff = verify(torch, encoder, check, input_names, tokenizer.pad_token_id, config, mask_id)
         tolerance = 1e-4 if args.dtype == "float32" else 5e-2
         if not diff <= tolerance:
             raise RuntimeError(f"the exported program differs from the eager model by {diff:.3g} (> {tolerance})")
@@ -327,14 +365,14 @@ def export(args, hf_dir, pooling, normalize, st_config, task="feature-extraction
         manifest = {
             "format": "torch-node/text-model",
             "formatVersion": FORMAT_VERSION,
-            "kind": "text-classifier" if classifier else "sentence-encoder",
+            "kind": kind,
             "program": program,
             "programFormat": fmt,  # 'pt2': torch.AOTModule; 'torchscript': torch.ScriptModule
             "inputs": [{"name": n, "dtype": "int64", "shape": ["batch", "sequence"]} for n in input_names],
             "output": {"name": "logits" if classifier else "sentence_embedding", "dtype": "float32",
                        "shape": ["batch", dim], "dim": dim},
-            **(classifier_fields(config, task, hf_dir) if classifier else {"pooling": pooling}),
-            "poolingInProgram": True,  # the program returns one row per text, not token states
+            **(head_fields(config, task, hf_dir, tokenizer) if classifier else {"pooling": pooling}),
+            "poolingInProgram": True,  # the program returns one row per text (fixed width), not token states
             # L2-normalize by default (sentence-transformers' Normalize module); never logits
             "normalize": normalize and not classifier,
             "maxSequenceLength": max_length,
@@ -359,17 +397,26 @@ def export(args, hf_dir, pooling, normalize, st_config, task="feature-extraction
         replace_folder(tmp, args.out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    what = f"{task}, {dim} logits" if classifier else f"{dim}-dim, pooling {pooling}"
+    what = f"{task}, {dim} logits per text" if classifier else f"{dim}-dim, pooling {pooling}"
     log(f"wrote {args.out_dir} ({fmt}, {what}, max {max_length} tokens) "
         f"in {time.monotonic() - started:.0f} s")
 
 
-def classifier_fields(config, task, hf_dir):
-    """What torch.pipeline needs of a classifier besides the logits: transformers' pipeline picks
-    its default function from problem_type and num_labels; a CrossEncoder's rank its activation."""
+def head_fields(config, task, hf_dir, tokenizer):
+    """What torch.pipeline needs of a head besides the logits: transformers' pipeline picks a
+    classifier's default function from problem_type and num_labels, a CrossEncoder's rank its
+    activation; token-classification tells subwords by the tokenizer model's continuing-subword
+    prefix (transformers' gather_pre_entities); fill-mask needs the mask token."""
+    if task == "fill-mask":
+        return {"task": task, "maskToken": tokenizer.mask_token, "maskTokenId": tokenizer.mask_token_id,
+                "maskSlots": MASK_SLOTS}
+    labels = {"task": task, "labels": [config.id2label[i] for i in range(config.num_labels)]}  # index order
+    if task == "token-classification":
+        model = json.loads(tokenizer.backend_tokenizer.to_str()).get("model") or {}
+        return {**labels, "continuingSubwordPrefix": model.get("continuing_subword_prefix") or None,
+                "unkTokenId": tokenizer.unk_token_id}
     return {
-        "task": task,
-        "labels": [config.id2label[i] for i in range(config.num_labels)],  # id2label, in index order
+        **labels,
         "problemType": config.problem_type,  # None, single_label_classification, multi_label_..., regression
         "rankingActivation": ranking_activation(config, hf_dir),
     }
@@ -429,8 +476,53 @@ def ClassifierModule(model, torch):
     return Classifier().eval()
 
 
-def example_inputs(torch, input_names, pad_id, config, batch, seq, lengths=None):
-    """Right-padded inputs: random ids, the last row shorter than `seq` (unless batch is 1)."""
+def TokenLogitsModule(model, width, torch):
+    """A *ForTokenClassification model's logits, each text's tokens padded (with zeros) to `width`:
+    float32 [batch, width * num_labels], so the program returns one fixed-width row per text as
+    the other heads do (SentenceEncoder's batching)."""
+
+    class TokenLogits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if token_type_ids is not None:
+                kwargs["token_type_ids"] = token_type_ids
+            logits = self.model(**kwargs).logits.float()  # [batch, seq, labels]
+            padded = torch.nn.functional.pad(logits, (0, 0, 0, width - logits.shape[1]))
+            return padded.reshape(logits.shape[0], -1)
+
+    return TokenLogits().eval()
+
+
+def MaskLogitsModule(model, mask_id, torch):
+    """A *ForMaskedLM model's logits at each text's first MASK_SLOTS mask tokens (in order; zeros
+    for slots with no mask): float32 [batch, MASK_SLOTS * vocab]. A one-hot per slot picks the
+    position, so the program has no data-dependent shapes."""
+
+    class MaskLogits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if token_type_ids is not None:
+                kwargs["token_type_ids"] = token_type_ids
+            logits = self.model(**kwargs).logits.float()  # [batch, seq, vocab]
+            is_mask = (input_ids == mask_id) & (attention_mask != 0)
+            rank = torch.cumsum(is_mask.to(torch.int64), dim=1)  # the 1-based slot of each mask
+            slots = [torch.einsum("bs,bsv->bv", (is_mask & (rank == k + 1)).float(), logits) for k in range(MASK_SLOTS)]
+            return torch.cat(slots, dim=1)
+
+    return MaskLogits().eval()
+
+
+def example_inputs(torch, input_names, pad_id, config, batch, seq, lengths=None, mask_id=None):
+    """Right-padded inputs: random ids, the last row shorter than `seq` (unless batch is 1); with
+    `mask_id`, a mask token at position 1 of each row and at 3 of the first."""
     generator = torch.Generator().manual_seed(batch * 1000 + seq)
     vocab = getattr(config, "vocab_size", 1000)
     ids = torch.randint(5, max(6, vocab), (batch, seq), generator=generator, dtype=torch.int64)
@@ -439,6 +531,9 @@ def example_inputs(torch, input_names, pad_id, config, batch, seq, lengths=None)
         lengths = [seq] * batch
         if batch > 1:
             lengths[-1] = max(2, seq // 2)
+    if mask_id is not None:
+        ids[:, 1] = mask_id
+        ids[0, min(3, seq - 1)] = mask_id
     for row, length in enumerate(lengths):
         ids[row, length:] = pad_id
         mask[row, length:] = 0
@@ -477,13 +572,13 @@ def export_torchscript(torch, encoder, example, out):
     return "model.pt", lambda *inputs: loaded(*inputs)
 
 
-def verify(torch, encoder, run, input_names, pad_id, config):
+def verify(torch, encoder, run, input_names, pad_id, config, mask_id=None):
     """Max abs difference between the written program and the eager module on batches of other
     shapes than the example's: a program specialized to the example's sizes fails here."""
     worst = 0.0
     with torch.no_grad():
         for batch, seq in ((3, 13), (1, 5)):
-            inputs = example_inputs(torch, input_names, pad_id, config, batch=batch, seq=seq)
+            inputs = example_inputs(torch, input_names, pad_id, config, batch=batch, seq=seq, mask_id=mask_id)
             got = run(*inputs)
             if isinstance(got, (list, tuple)):
                 got = got[0]

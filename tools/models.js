@@ -127,14 +127,15 @@ const JOBS = [
     weight: 6,
     lazy: true,
   },
-  // torch.pipeline's random-weight classifiers and their transformers / sentence-transformers goldens
-  // (pipeline.test.js, pipeline-server.test.js): three small compiles, so made when the tests first run.
+  // torch.pipeline's random-weight heads (BERT and DistilBERT classifiers, NLI, token classifiers,
+  // masked LMs) and their transformers / sentence-transformers goldens (pipeline*.test.js): four small
+  // compiles and six traces, so made when the tests first run.
   {
     name: 'pipeline',
     script: 'make_pipeline_models.py',
     inputs: ['python'],
     outputs: ['golden/pipeline/goldens.json'],
-    weight: 1,
+    weight: 4,
     lazy: true,
   },
   // Random-weight CLIP and SigLIP folders, their .pt2 exports and transformers' zero-shot pipeline goldens

@@ -1,14 +1,17 @@
 // @ts-check
 'use strict'
-// What the classifier pipelines share (lib/text/text-classification.js, text-ranking.js): texts and
+// What the pipelines over `torch-node export`'s heads share (lib/text/text-classification.js,
+// text-ranking.js, zero-shot-classification.js, token-classification.js, fill-mask.js): texts and
 // text pairs tokenized as transformers' pipeline does (truncated to the manifest's
-// maxSequenceLength), run through the SentenceEncoder's batching (its `rows` hook: a classifier's
-// program returns one row of logits per text), and the functions applied to the logits.
+// maxSequenceLength), run through the SentenceEncoder's batching (its `rows` hook: each head's
+// program returns one fixed-width row of logits per text), the functions applied to the logits,
+// and the getters every pipeline has (EncoderPipeline).
 const { codedError, describe } = require('../errors')
 const opt = require('../options')
 const { internals } = require('./sentence-encoder')
 
-/** @import { text } from '../../index' */
+/** @import { text, Encoding } from '../../index' */
+/** @import { BatcherStats } from '../batcher' */
 /** @typedef {{text: string, textPair?: string}} Pair */
 /** @typedef {{signal?: AbortSignal, timeoutMs?: number}} CallOptions */
 
@@ -41,20 +44,21 @@ function readText(input, what, caller) {
 }
 
 /**
- * The logits of each input, `[inputs.length * labels]` in order. Errors: `Disposed`, `Aborted`,
- * `QueueFull`, `Timeout`, and the tokenizer's.
+ * Each input's encoding (truncated to the model's maxSequenceLength by `truncation`: true is
+ * longest_first; zero-shot-classification cuts only the first text, as transformers does). Errors:
+ * `Disposed`, `Aborted`, and the tokenizer's.
  * @param {text.SentenceEncoder} encoder @param {Pair[]} inputs @param {CallOptions} o @param {string} name
- * @param {Function} caller
- * @returns {Promise<Float32Array>}
+ * @param {Function} caller @param {true | 'only_first'} [truncation]
+ * @returns {Promise<Encoding[]>}
  */
-async function logitsOf(encoder, inputs, o, name, caller) {
+async function encode(encoder, inputs, o, name, caller, truncation = true) {
   if (encoder.isDisposed) throw codedError('Disposed', `${name}: the pipeline was disposed`, caller)
   if (o.signal?.aborted) throw codedError('Aborted', `${name}: the signal was aborted`, caller)
-  if (inputs.length === 0) return new Float32Array(0)
-  const options = { truncation: true, maxLength: encoder.maxSequenceLength }
+  const options = { truncation, maxLength: encoder.maxSequenceLength }
   const tokenizer = encoder.tokenizer
-  /** @type {Array<{ids: ArrayLike<number>, typeIds: ArrayLike<number>}>} */
+  /** @type {Encoding[]} */
   const encodings = new Array(inputs.length)
+  if (inputs.length === 0) return encodings
   try {
     const only = inputs[0]
     if (inputs.length === 1 && only.text.length + (only.textPair?.length ?? 0) <= SYNC_TOKENIZE_CHARS) {
@@ -88,6 +92,18 @@ async function logitsOf(encoder, inputs, o, name, caller) {
     if (e instanceof Error && !e.message.startsWith(name)) e.message = `${name}: ${e.message}`
     throw e
   }
+  return encodings
+}
+
+/**
+ * The program's row for each encoding, `[encodings.length * width]` in order. Errors: `Disposed`,
+ * `Aborted`, `QueueFull`, `Timeout`.
+ * @param {text.SentenceEncoder} encoder @param {Encoding[]} encodings @param {CallOptions} o
+ * @param {string} name
+ * @returns {Promise<Float32Array>}
+ */
+async function rowsOf(encoder, encodings, o, name) {
+  if (encodings.length === 0) return new Float32Array(0)
   const rows = encodings.map((e) => ({ ids: e.ids, typeIds: e.typeIds }))
   try {
     return await internals.rows(encoder, rows, o)
@@ -100,6 +116,16 @@ async function logitsOf(encoder, inputs, o, name, caller) {
     }
     throw e
   }
+}
+
+/**
+ * The logits of each input, `[inputs.length * labels]` in order (`encode`, then `rowsOf`).
+ * @param {text.SentenceEncoder} encoder @param {Pair[]} inputs @param {CallOptions} o @param {string} name
+ * @param {Function} caller @param {true | 'only_first'} [truncation]
+ * @returns {Promise<Float32Array>}
+ */
+async function logitsOf(encoder, inputs, o, name, caller, truncation) {
+  return rowsOf(encoder, await encode(encoder, inputs, o, name, caller, truncation), o, name)
 }
 
 /** @param {number} x */
@@ -128,4 +154,76 @@ function applyFunction(logits, width, fn) {
   })
 }
 
-module.exports = { readText, logitsOf, applyFunction, CALL_OPTIONS, PIPELINE }
+/**
+ * What every pipeline over an exported head has: the folder's tokenizer, its sequence length, the
+ * Batcher's counts, dispose. Subclasses read the encoder through `encoder`.
+ */
+class EncoderPipeline {
+  /** @type {text.SentenceEncoder} */ #encoder
+
+  /**
+   * @param {symbol} token @param {text.SentenceEncoder} encoder @param {string} task
+   * @param {Function} Class the subclass, for the error's stack
+   */
+  constructor(token, encoder, task, Class) {
+    if (token !== PIPELINE) {
+      throw codedError('InvalidArg', `new ${Class.name}(): use await torch.pipeline('${task}', folder)`, Class)
+    }
+    this.#encoder = encoder
+  }
+
+  /**
+   * The loaded program and its batching (for the subclasses).
+   * @protected
+   */
+  get encoder() {
+    return this.#encoder
+  }
+
+  /**
+   * The folder's tokenizer (`tokenizer.json`), as `run` uses it: to count or inspect tokens.
+   * @returns {text.Tokenizer}
+   */
+  get tokenizer() {
+    return this.#encoder.tokenizer
+  }
+
+  /** The most tokens of an input (special tokens included) the model sees; longer ones are truncated. */
+  get maxSequenceLength() {
+    return this.#encoder.maxSequenceLength
+  }
+
+  /** True once `dispose()` was called. */
+  get isDisposed() {
+    return this.#encoder.isDisposed
+  }
+
+  /**
+   * The Batcher's counts.
+   * @returns {BatcherStats}
+   */
+  stats() {
+    return this.#encoder.stats()
+  }
+
+  /** Frees the program; calls waiting reject with `Disposed`. */
+  dispose() {
+    this.#encoder.dispose()
+  }
+
+  [Symbol.dispose]() {
+    this.dispose()
+  }
+}
+
+module.exports = {
+  readText,
+  encode,
+  rowsOf,
+  logitsOf,
+  applyFunction,
+  softmax,
+  EncoderPipeline,
+  CALL_OPTIONS,
+  PIPELINE,
+}

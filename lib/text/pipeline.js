@@ -2,8 +2,9 @@
 'use strict'
 // torch.pipeline(task, folder, options): one entry point over the folders `torch-node export`
 // writes, as transformers' pipeline() and transformers.js' are: the task names the class
-// (feature-extraction, text-classification, text-ranking), the folder's manifest must fit it. The
-// classes share SentenceEncoder's batching (lib/text/sentence-encoder.js).
+// (feature-extraction, text-classification, text-ranking, zero-shot-classification,
+// token-classification, fill-mask), the folder's manifest must fit it. The classes share
+// SentenceEncoder's batching (lib/text/sentence-encoder.js).
 const fs = require('node:fs')
 const path = require('node:path')
 const { codedError, describe } = require('../errors')
@@ -12,17 +13,24 @@ const { PIPELINE } = require('./logits')
 const featureExtraction = require('./feature-extraction')
 const textClassification = require('./text-classification')
 const textRanking = require('./text-ranking')
+const zeroShot = require('./zero-shot-classification')
+const tokenClassification = require('./token-classification')
+const fillMask = require('./fill-mask')
+const { entailmentIndex } = zeroShot
 
 /** @import { SentenceEncoderOptions } from './sentence-encoder' */
 /** @import { FeatureExtractionPipeline } from './feature-extraction' */
 /** @import { TextClassificationPipeline } from './text-classification' */
 /** @import { TextRankingPipeline } from './text-ranking' */
+/** @import { ZeroShotClassificationPipeline } from './zero-shot-classification' */
+/** @import { TokenClassificationPipeline } from './token-classification' */
+/** @import { FillMaskPipeline } from './fill-mask' */
 
 // The public types below become index.d.ts's declarations (tools/lib-typings.js).
 /**
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
- * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction).
- * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank'} PipelineTask
+ * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
+ * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask'} PipelineTask
  */
 /**
  * Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal).
@@ -36,12 +44,19 @@ const TASKS = {
   'feature-extraction': { kind: 'sentence-encoder', Class: featureExtraction.FeatureExtractionPipeline },
   'text-classification': { kind: 'text-classifier', Class: textClassification.TextClassificationPipeline },
   'text-ranking': { kind: 'text-classifier', Class: textRanking.TextRankingPipeline },
+  'zero-shot-classification': { kind: 'text-classifier', Class: zeroShot.ZeroShotClassificationPipeline },
+  'token-classification': { kind: 'token-classifier', Class: tokenClassification.TokenClassificationPipeline },
+  'fill-mask': { kind: 'masked-lm', Class: fillMask.FillMaskPipeline },
 }
+/** task -> the other tasks whose folders serve it too (a reranker's logits classify; an NLI classifier's do zero-shot). */
+/** @type {Record<string, string[]>} */
+const SERVED_BY = { 'text-classification': ['text-ranking'], 'zero-shot-classification': ['text-classification'] }
 /** @type {Record<string, string>} */
 const ALIASES = {
   rerank: 'text-ranking',
   'sentiment-analysis': 'text-classification',
   embeddings: 'feature-extraction',
+  ner: 'token-classification',
 }
 
 /**
@@ -61,14 +76,20 @@ function folderTask(folder) {
 /**
  * A pipeline for `task` over `folder` (written by `npx torch-node export`): `'text-classification'`
  * (a `*ForSequenceClassification` export), `'text-ranking'` or `'rerank'` (a cross-encoder: one
- * logit), `'feature-extraction'` (a sentence encoder). Concurrent `run` calls share forwards.
+ * logit), `'feature-extraction'` (a sentence encoder), `'zero-shot-classification'` (an NLI
+ * classifier: its labels include entailment), `'token-classification'` or `'ner'` (a
+ * `*ForTokenClassification` export), `'fill-mask'` (a `*ForMaskedLM` export). Concurrent `run`
+ * calls share forwards.
  * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
  * @template {PipelineTask} T
  * @param {T} task
  * @param {string} folder
  * @param {PipelineOptions} [options]
  * @returns {Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline
- *   : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : FeatureExtractionPipeline>}
+ *   : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline
+ *   : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline
+ *   : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline
+ *   : T extends 'fill-mask' ? FillMaskPipeline : FeatureExtractionPipeline>}
  */
 async function pipeline(task, folder, options) {
   const name = typeof task === 'string' ? (ALIASES[task] ?? task) : task
@@ -85,7 +106,7 @@ async function pipeline(task, folder, options) {
   }
   const { kind, Class } = TASKS[name]
   const exported = folderTask(folder)
-  if (exported !== undefined && exported !== name && !(name === 'text-classification' && exported === 'text-ranking')) {
+  if (exported !== undefined && exported !== name && !SERVED_BY[name]?.includes(exported)) {
     throw codedError(
       'ModelLoadError',
       `torch.pipeline: ${folder} was exported for ${exported}, not ${name} ` +
@@ -102,7 +123,17 @@ async function pipeline(task, folder, options) {
       pipeline,
     )
   }
-  return new Class(PIPELINE, encoder)
+  if (name === 'zero-shot-classification' && entailmentIndex(/** @type {any} */ (encoder.manifest).labels) === -1) {
+    const labels = /** @type {any} */ (encoder.manifest).labels
+    encoder.dispose()
+    throw codedError(
+      'ModelLoadError',
+      `torch.pipeline: ${folder}: zero-shot-classification takes an NLI classifier (a label starting with ` +
+        `"entail"); this one's labels are ${labels.join(', ')}`,
+      pipeline,
+    )
+  }
+  return new Class(PIPELINE, encoder, folder)
 }
 
 module.exports.pipeline = pipeline

@@ -1,0 +1,195 @@
+'use strict'
+// torch.pipeline's zero-shot-classification, token-classification and fill-mask (issue 50) equal
+// to transformers 5's own pipeline() on the same folders (models/make_pipeline_models.py's goldens:
+// random-weight BERT and DistilBERT heads, some exported as .pt2, some as TorchScript): labels,
+// words and spans exactly (spans as JS string indices, the goldens' converted from Python's code
+// points), scores within 1e-5; concurrent calls batched; options and bad input as coded errors.
+const { describe, test, before, after, beforeEach, afterEach } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const torch = require('..')
+const { coded } = require('./helpers')
+
+const DIR = path.join(__dirname, '..', 'models', 'golden', 'pipeline')
+const GOLDENS = path.join(DIR, 'goldens.json')
+const golden = fs.existsSync(GOLDENS) ? JSON.parse(fs.readFileSync(GOLDENS, 'utf8')) : null
+const SKIP = !golden?.['mlm-bert']
+  ? 'no pipeline models: run `node tools/models.js --lazy` (models/make_pipeline_models.py)'
+  : typeof torch.pipeline !== 'function'
+    ? 'torch.pipeline is not wired in index.js'
+    : false
+const TIMEOUT = { timeout: 120_000 }
+// The issue's bar: scores within 1e-5 of Python's, everything else exactly.
+const TOLERANCE = 1e-5
+
+/** Python's snake_case keys as the pipelines' camelCase. */
+const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
+
+// The largest score difference seen (each test reports its own as a diagnostic).
+let worst = 0
+
+/** `got` equal to Python's `want` (keys camelCased): scores within TOLERANCE, the rest exactly. */
+function assertClose(got, want, what) {
+  if (Array.isArray(want)) {
+    assert.ok(Array.isArray(got), `${what}: expected an array, got ${JSON.stringify(got)}`)
+    assert.equal(got.length, want.length, `${what}: length (${JSON.stringify(got)})`)
+    want.forEach((w, i) => assertClose(got[i], w, `${what}[${i}]`))
+  } else if (want !== null && typeof want === 'object') {
+    const keys = Object.keys(want).map(camel)
+    assert.deepEqual(Object.keys(got).sort(), keys.sort(), `${what}: keys`)
+    for (const [k, v] of Object.entries(want)) assertClose(got[camel(k)], v, `${what}.${camel(k)}`)
+  } else if (typeof want === 'number' && /(score|\])$/.test(what)) {
+    assert.ok(Math.abs(got - want) <= TOLERANCE, `${what}: ${got} vs ${want}`)
+    worst = Math.max(worst, Math.abs(got - want))
+  } else {
+    assert.equal(got, want, what)
+  }
+}
+
+describe('torch.pipeline: zero-shot, token classification, fill-mask', { skip: SKIP }, () => {
+  const g = golden
+  const pipelines = {}
+  before(async () => {
+    const made = await Promise.all(
+      [
+        ['nli-bert', 'zero-shot-classification'],
+        ['nli-distilbert', 'zero-shot-classification'],
+        ['ner-bert', 'token-classification'],
+        ['ner-distilbert', 'ner'],
+        ['mlm-bert', 'fill-mask'],
+        ['mlm-distilbert', 'fill-mask'],
+      ].map(async ([name, task]) => [name, await torch.pipeline(task, path.join(DIR, name))]),
+    )
+    Object.assign(pipelines, Object.fromEntries(made))
+  })
+  after(() => Object.values(pipelines).forEach((p) => p.dispose()))
+  beforeEach(() => (worst = 0))
+  afterEach((t) => t.diagnostic(`largest score difference from Python: ${worst.toExponential(2)}`))
+
+  for (const name of ['nli-bert', 'nli-distilbert']) {
+    test(`zero-shot-classification (${name}): as transformers' pipeline()`, TIMEOUT, async () => {
+      const p = pipelines[name]
+      const want = g[name]
+      const { zeroShotTexts: texts, zeroShotLabels: labels } = g.inputs
+      assert.equal(p.task, 'zero-shot-classification')
+      for (const [i, text] of texts.entries()) {
+        assertClose(await p.run(text, { candidateLabels: labels }), want.default[i], `default[${i}]`)
+        assertClose(await p.run(text, { candidateLabels: labels, multiLabel: true }), want.multiLabel[i], `multi[${i}]`)
+      }
+      const template = 'The topic of this text is {}.'
+      assertClose(
+        await p.run(texts[0], { candidateLabels: labels, hypothesisTemplate: template }),
+        want.template,
+        'template',
+      )
+      assertClose(await p.run(texts[0], { candidateLabels: ['sports'] }), want.oneLabel, 'one label')
+      assertClose(
+        await p.run(texts[1], { candidateLabels: 'sports, politics,cooking' }),
+        want.commaLabels,
+        'comma labels',
+      )
+      assertClose(await p.run(texts.slice(0, 2), { candidateLabels: labels }), want.batch, 'batch')
+    })
+  }
+
+  for (const name of ['ner-bert', 'ner-distilbert']) {
+    test(`token-classification (${name}): every aggregationStrategy as transformers' pipeline()`, TIMEOUT, async () => {
+      const p = pipelines[name]
+      const want = g[name]
+      const texts = g.inputs.nerTexts
+      assert.equal(p.task, 'token-classification')
+      assert.deepEqual(p.labels, ['O', 'B-PER', 'I-PER', 'B-ORG', 'I-ORG', 'B-LOC', 'I-LOC'])
+      for (const strategy of ['none', 'simple', 'first', 'average', 'max']) {
+        const got = await p.run(texts, { aggregationStrategy: strategy })
+        assertClose(got, want[strategy], strategy)
+      }
+      assertClose(await p.run(texts[2], { ignoreLabels: [] }), want.allLabels[2], 'allLabels')
+      // The spans index the JS string: an entity's text is text.slice(start, end).
+      for (const e of await p.run(texts[2], { ignoreLabels: [] })) {
+        assert.ok(e.start <= e.end && e.end <= texts[2].length)
+      }
+    })
+  }
+
+  for (const name of ['mlm-bert', 'mlm-distilbert']) {
+    test(`fill-mask (${name}): topK, targets, several masks as transformers' pipeline()`, TIMEOUT, async () => {
+      const p = pipelines[name]
+      const want = g[name]
+      const { maskTexts: texts, maskTargets: targets } = g.inputs
+      assert.equal(p.task, 'fill-mask')
+      assert.equal(p.maskToken, '[MASK]')
+      for (const [i, text] of texts.entries()) {
+        assertClose(await p.run(text), want.default[i], `default[${i}]`)
+        assertClose(await p.run(text, { topK: 3, targets }), want.targets[i], `targets[${i}]`)
+      }
+      assertClose(await p.run(texts.slice(0, 2), { topK: 2 }), want.batch, 'batch')
+    })
+  }
+
+  test('concurrent calls share forwards and equal the single ones', TIMEOUT, async () => {
+    const ner = pipelines['ner-bert']
+    const texts = g.inputs.nerTexts
+    const alone = await Promise.all(texts.map((t) => ner.run(t, { aggregationStrategy: 'simple' })))
+    const together = await Promise.all(
+      Array.from({ length: 24 }, (_, i) => ner.run(texts[i % texts.length], { aggregationStrategy: 'simple' })),
+    )
+    together.forEach((r, i) => assert.deepEqual(r, alone[i % texts.length]))
+    const zs = pipelines['nli-bert']
+    const labels = g.inputs.zeroShotLabels
+    const results = await Promise.all(g.inputs.zeroShotTexts.map((t) => zs.run(t, { candidateLabels: labels })))
+    results.forEach((r, i) => assertClose(r, g['nli-bert'].default[i], `concurrent[${i}]`))
+  })
+
+  test('bad input and options: coded errors', TIMEOUT, async () => {
+    const zs = pipelines['nli-bert']
+    await assert.rejects(zs.run('a', { candidateLabels: [] }), coded('InvalidArg', /at least one candidate label/))
+    await assert.rejects(zs.run('a', { candidateLabels: ' , ' }), coded('InvalidArg', /at least one candidate label/))
+    await assert.rejects(zs.run('a'), coded('InvalidArg', /candidateLabels/))
+    await assert.rejects(zs.run('', { candidateLabels: ['x'] }), coded('InvalidArg', /one non-empty text/))
+    await assert.rejects(
+      zs.run('a', { candidateLabels: ['x'], hypothesisTemplate: 'no slot' }),
+      coded('InvalidArg', /hypothesisTemplate/),
+    )
+    await assert.rejects(zs.run(['a', 3], { candidateLabels: ['x'] }), coded('InvalidArg', /input\[1\]/))
+    const ner = pipelines['ner-bert']
+    await assert.rejects(ner.run('a', { aggregationStrategy: 'mean' }), coded('InvalidArg', /aggregationStrategy/))
+    await assert.rejects(ner.run(null), coded('InvalidArg', /input: expected a string/))
+    const fill = pipelines['mlm-bert']
+    await assert.rejects(fill.run('no mask here'), coded('InvalidArg', /no mask token \(\[MASK\]\)/))
+    await assert.rejects(
+      fill.run('[MASK] '.repeat(5)),
+      coded('InvalidArg', /5 mask tokens; this export fills at most 4/),
+    )
+    await assert.rejects(fill.run('[MASK]', { topK: 0 }), coded('InvalidArg', /topK/))
+    await assert.rejects(fill.run('[MASK]', { targets: ['   '] }), coded('InvalidArg', /no target is a token/))
+    // A folder of another task, or a classifier without an entailment label.
+    await assert.rejects(
+      torch.pipeline('zero-shot-classification', path.join(DIR, 'sentiment')),
+      coded('ModelLoadError', /NLI classifier/),
+    )
+    await assert.rejects(
+      torch.pipeline('fill-mask', path.join(DIR, 'ner-bert')),
+      coded('ModelLoadError', /exported for token-classification, not fill-mask/),
+    )
+    // A long text is truncated to maxSequenceLength, not refused.
+    const long = 'Berlin '.repeat(2000)
+    assert.equal((await ner.run(long, { ignoreLabels: [] })).length, ner.maxSequenceLength - 2)
+  })
+
+  test('QueueFull past maxQueue, AbortSignal, dispose', TIMEOUT, async () => {
+    const p = await torch.pipeline('fill-mask', path.join(DIR, 'mlm-distilbert'), { maxQueue: 1 })
+    const results = await Promise.allSettled([p.run('a [MASK]'), p.run('b [MASK]'), p.run('c [MASK]')])
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['fulfilled', 'fulfilled', 'rejected'],
+    )
+    assert.equal(results[2].reason.code, 'QueueFull')
+    const ac = new AbortController()
+    ac.abort()
+    await assert.rejects(p.run('x [MASK]', { signal: ac.signal }), coded('Aborted', /FillMaskPipeline\.run/))
+    p.dispose()
+    assert.equal(p.isDisposed, true)
+    await assert.rejects(p.run('x [MASK]'), coded('Disposed', /FillMaskPipeline\.run/))
+  })
+})
