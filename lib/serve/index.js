@@ -264,8 +264,10 @@ async function serve(options) {
     load,
     maxLoaded,
     idleMs,
-    // --max-queue bounds the requests waiting for a load too (the model's default before it loads).
-    maxWaiting: (spec) => spec.options.maxQueue ?? (spec.kind === 'causal-lm' ? 64 : 1024),
+    // As many requests wait for a load as the model takes before QueueFull once loaded: its
+    // sequences (or batch) and its queue (CausalLM's and SentenceEncoder's defaults when not given).
+    maxWaiting: ({ kind, options: o }) =>
+      kind === 'causal-lm' ? (o.maxSequences ?? 4) + (o.maxQueue ?? 64) : (o.maxBatchSize ?? 32) + (o.maxQueue ?? 1024),
     events: {
       load: (name) => metrics.loaded(name),
       loadFailed: (name) => metrics.loadFailed(name),
