@@ -284,4 +284,8 @@ function rowOf(out, Tensor) {
   }
 }
 
-module.exports = { ClipModel, CALL_OPTIONS, imageSource, normalized, norm }
+// One assignment per name: tsc takes a class exported so as a type too (not from an object literal).
+module.exports.ClipModel = ClipModel
+module.exports.CALL_OPTIONS = CALL_OPTIONS
+module.exports.imageSource = imageSource
+module.exports.normalized = normalized
