@@ -83,8 +83,8 @@ const { LIMITS } = require('./requests')
  * @property {string} url `http://host:port`; the OpenAI clients' `baseURL` is `url + '/v1'`.
  * @property {number} port
  * @property {{ close(callback?: () => void): unknown }} server The underlying `http.Server`.
- * @property {Record<string, ServeLoadedModel | undefined>} models The models by name: each loaded one, or
- *   undefined while it is not loaded.
+ * @property {Record<string, ServeLoadedModel>} models The models by name, as loaded now: a model not loaded
+ *   (`lazy`, `maxLoaded`, `idleMs`) reads `undefined` until a request loads it.
  * @property {(options?: { timeoutMs?: number }) => Promise<void>} close Stops accepting requests, lets
  *   those running finish for up to `timeoutMs` (default 10 000), then aborts the rest (a stream gets an error
  *   event and ends), closes the connections and disposes the models.
@@ -243,12 +243,14 @@ async function load(name, { folder, options, kind }) {
 }
 
 /**
- * Loads the model folders (off the event loop) and serves them with OpenAI's API:
+ * Loads the model folders (off the event loop, at start or on demand) and serves them with OpenAI's API:
  * `POST /v1/chat/completions`, `/v1/completions`, `/v1/responses` (OpenAI's Responses API) and
  * `/v1/messages` (Anthropic's Messages API) for causal LMs, `/v1/embeddings` (sentence encoders),
  * `/v1/rerank` and `/v1/score` (rerankers), `/v1/classify` (classifiers); `GET /v1/models`,
- * `/health`, `/metrics`. See docs/serving.md. Errors:
- * `InvalidArg`, `ModelLoadError`, and the listen error (`EADDRINUSE`).
+ * `/health`, `/metrics`. The models load at start unless `lazy` (then each on its first request); a
+ * load that fails at start rejects, one that fails later is a 500 for the requests that waited on it.
+ * See docs/serving.md. Errors: `InvalidArg`, `ModelLoadError` (and a model's own load errors), and the
+ * listen error (`EADDRINUSE`).
  * @param {ServeOptions} options
  * @returns {Promise<OpenAIServer>}
  */
@@ -303,7 +305,7 @@ async function serve(options) {
   const address = /** @type {import('node:net').AddressInfo} */ (server.address())
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
   const close = closer(server, ctx, () => registry.close())
-  /** @type {Record<string, ServeLoadedModel | undefined>} */
+  /** @type {Record<string, ServeLoadedModel>} */
   const models = {}
   for (const entry of registry.entries) {
     Object.defineProperty(models, entry.name, {
