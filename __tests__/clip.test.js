@@ -6,6 +6,7 @@
 // concurrent calls batched; bad input, abort and dispose.
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
+const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
 const torch = require('..')
@@ -165,6 +166,29 @@ describe('clip: bad input, abort, dispose', { skip: SKIP }, () => {
     assert.equal(other.isDisposed, true)
     await assert.rejects(other.run(images[0]), coded('Disposed'))
     await assert.rejects(other.embedText('a'), coded('Disposed'))
+  })
+
+  test('export sends CLIP and SigLIP folders to export_clip.py and refuses what it does not take', () => {
+    const { isClip } = require('../lib/cli')
+    assert.equal(isClip(path.join(DIR, 'clip-src')), true)
+    assert.equal(isClip(path.join(DIR, 'siglip-src')), true)
+    assert.equal(isClip(IMAGES), false)
+    const cli = path.join(__dirname, '..', 'bin', 'torch-node.js')
+    for (const flags of [
+      ['--quantize', 'int8'],
+      ['--dtype', 'bfloat16'],
+      ['--task', 'text-ranking'],
+    ]) {
+      const r = spawnSync(process.execPath, [
+        cli,
+        'export',
+        path.join(DIR, 'clip-src'),
+        path.join(DIR, 'unused'),
+        ...flags,
+      ])
+      assert.equal(r.status, 2, `${flags}: ${r.stderr}`)
+      assert.match(String(r.stderr), /not for CLIP or SigLIP models/)
+    }
   })
 
   test("the template is filled as Python's str.format", () => {

@@ -105,9 +105,8 @@ function clipEmbeddingModel(name, clip) {
       return out
     },
     async countTokens(items) {
-      const texts = /** @type {string[]} */ (/** @type {unknown[]} */ (items).filter((x) => typeof x === 'string'))
-      const maxLength = clip.maxSequenceLength
-      return texts.reduce((sum, t) => sum + clip.tokenizer.encode(t, { truncation: true, maxLength }).ids.length, 0)
+      const all = /** @type {Item[]} */ (/** @type {unknown} */ (items))
+      return clip.countTokens(/** @type {string[]} */ (all.filter(isText)))
     },
     stats() {
       const { text, image } = clip.stats()

@@ -16,6 +16,8 @@ const opt = require('../options')
 
 const FORMAT = 'torch-node/clip-model'
 const DEFAULTS = { maxBatchSize: 32, maxDelayMs: 0, maxQueue: 1024 }
+// A short text is tokenized on the JS thread (a hop to the executor costs more than that).
+const SYNC_TOKENIZE_CHARS = 4096
 const LOAD_OPTIONS = opt.bag({
   maxBatchSize: opt.integer({ min: 1 }),
   maxDelayMs: opt.number({ min: 0, expected: 'a number of milliseconds ≥ 0' }),
@@ -192,6 +194,23 @@ class ClipModel {
     if (this.#disposed) throw codedError('Disposed', 'the CLIP model was disposed', caller)
   }
 
+  /** The most tokens of a text the text tower sees (longer texts are cut). @returns {number} */
+  get maxSequenceLength() {
+    const padding = this.#manifest.textPadding
+    return padding.strategy === 'max_length' ? padding.length : this.#manifest.maxSequenceLength
+  }
+
+  /**
+   * A text's token ids, cut at `maxSequenceLength`; a long text is tokenized on the executor.
+   * @param {string} text @returns {Promise<number[]>}
+   */
+  async tokenize(text) {
+    const options = { maxLength: this.maxSequenceLength, truncation: true }
+    if (text.length <= SYNC_TOKENIZE_CHARS) return this.#tokenizer.encode(text, options).ids
+    const [encoding] = await this.#tokenizer.encodeBatch([text], { ...options, padding: false })
+    return encoding.ids
+  }
+
   /**
    * get_text_features of each text (not normalized), as transformers' zero-shot pipeline tokenizes
    * them: CLIP to the longest (cut at the model's positions), SigLIP to 64 tokens.
@@ -202,14 +221,13 @@ class ClipModel {
     const m = this.#manifest
     const { Tensor } = torch()
     const fixed = m.textPadding.strategy === 'max_length' ? m.textPadding.length : 0
-    const maxLength = fixed || m.maxSequenceLength
     const call = {
       ...(o.signal ? { signal: o.signal } : {}),
       ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
     }
     return Promise.all(
       texts.map(async (text) => {
-        const ids = this.#tokenizer.encode(text, { maxLength, truncation: true }).ids
+        const ids = await this.tokenize(text)
         while (ids.length < fixed) ids.push(m.padTokenId)
         const input = torch().tensor([ids], { dtype: 'int64' })
         try {

@@ -86,8 +86,16 @@ class ImageFeatureExtractionPipeline {
 
   /** The most tokens of a text the text tower sees (longer texts are cut). @returns {number} */
   get maxSequenceLength() {
-    const m = this.#model.manifest
-    return m.textPadding.strategy === 'max_length' ? m.textPadding.length : m.maxSequenceLength
+    return this.#model.maxSequenceLength
+  }
+
+  /**
+   * How many tokens the texts are (each cut at `maxSequenceLength`, special tokens included).
+   * @param {string[]} texts @returns {Promise<number>}
+   */
+  async countTokens(texts) {
+    const counts = await Promise.all(texts.map((t) => this.#model.tokenize(t)))
+    return counts.reduce((sum, ids) => sum + ids.length, 0)
   }
 
   /** `'clip'` or `'siglip'`. @returns {'clip' | 'siglip'} */
