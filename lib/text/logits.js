@@ -188,7 +188,7 @@ class EncoderPipeline {
     return this.#encoder.tokenizer
   }
 
-  /** The most tokens of an input (special tokens included) the model sees; longer ones are truncated. */
+  /** The most tokens of an input (a pair's two texts together, special tokens included) the model sees; longer ones are truncated. */
   get maxSequenceLength() {
     return this.#encoder.maxSequenceLength
   }

@@ -4,13 +4,11 @@
 // folder `torch-node export` wrote from a *ForSequenceClassification checkpoint (kind
 // 'text-classifier'): the program's logits, the function transformers picks from problem_type
 // and the number of labels (or the call's), the top labels. Shapes as transformers.js returns them.
-const { codedError } = require('../errors')
 const opt = require('../options')
-const { readText, logitsOf, applyFunction, CALL_OPTIONS, PIPELINE } = require('./logits')
+const { readText, logitsOf, applyFunction, EncoderPipeline, CALL_OPTIONS } = require('./logits')
 
 /** @import { text } from '../../index' */
 /** @import { TextModelManifest } from './sentence-encoder' */
-/** @import { BatcherStats } from '../batcher' */
 
 // The public types below become index.d.ts's declarations (tools/lib-typings.js).
 /**
@@ -61,8 +59,7 @@ function defaultFunction(manifest, labels) {
  * `npx torch-node export` from a `*ForSequenceClassification` checkpoint. Concurrent `run` calls share
  * forwards. Made with `torch.pipeline('text-classification', folder)`.
  */
-class TextClassificationPipeline {
-  /** @type {text.SentenceEncoder} */ #encoder
+class TextClassificationPipeline extends EncoderPipeline {
   /** @type {string[]} */ #labels
   /** @type {'softmax' | 'sigmoid' | 'none'} */ #function
 
@@ -72,14 +69,7 @@ class TextClassificationPipeline {
    * @param {symbol} token @param {text.SentenceEncoder} encoder
    */
   constructor(token, encoder) {
-    if (token !== PIPELINE) {
-      throw codedError(
-        'InvalidArg',
-        "new TextClassificationPipeline(): use await torch.pipeline('text-classification', folder)",
-        TextClassificationPipeline,
-      )
-    }
-    this.#encoder = encoder
+    super(token, encoder, 'text-classification', TextClassificationPipeline)
     const manifest = /** @type {any} */ (encoder.manifest)
     this.#labels = manifest.labels
     this.#function = defaultFunction(manifest, this.#labels.length)
@@ -107,32 +97,6 @@ class TextClassificationPipeline {
   }
 
   /**
-   * The folder's tokenizer (`tokenizer.json`), as `run` uses it: to count or inspect tokens.
-   * @returns {text.Tokenizer}
-   */
-  get tokenizer() {
-    return this.#encoder.tokenizer
-  }
-
-  /** The most tokens of an input (a pair's two texts together, special tokens included) the model sees. */
-  get maxSequenceLength() {
-    return this.#encoder.maxSequenceLength
-  }
-
-  /** True once `dispose()` was called. */
-  get isDisposed() {
-    return this.#encoder.isDisposed
-  }
-
-  /**
-   * The Batcher's counts.
-   * @returns {BatcherStats}
-   */
-  stats() {
-    return this.#encoder.stats()
-  }
-
-  /**
    * Classifies one input or an array of them. With `topK` 1 (the default), one `{label, score}` per
    * input (a one-element array for one input, as transformers does); otherwise each input's
    * `topK` labels, best first (an array of them per input for an array). Errors: `InvalidArg`,
@@ -153,7 +117,7 @@ class TextClassificationPipeline {
     const o = opt.read(options, RUN_OPTIONS, `${name}: options`, caller)
     const width = this.#labels.length
     const topK = all ? width : Math.min(o.topK ?? 1, width)
-    const logits = await logitsOf(this.#encoder, inputs, o, name, caller)
+    const logits = await logitsOf(this.encoder, inputs, o, name, caller)
     const scores = applyFunction(logits, width, o.functionToApply ?? this.#function)
     const results = scores.map((row) =>
       row
@@ -164,15 +128,6 @@ class TextClassificationPipeline {
     )
     if (topK === 1 && !all) return results.map((r) => r[0])
     return batched ? results : results[0]
-  }
-
-  /** Frees the program; calls waiting reject with `Disposed`. */
-  dispose() {
-    this.#encoder.dispose()
-  }
-
-  [Symbol.dispose]() {
-    this.dispose()
   }
 }
 

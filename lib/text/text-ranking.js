@@ -6,10 +6,9 @@
 // config.json says otherwise), the documents sorted by score.
 const { codedError, describe } = require('../errors')
 const opt = require('../options')
-const { logitsOf, CALL_OPTIONS, PIPELINE } = require('./logits')
+const { logitsOf, EncoderPipeline, CALL_OPTIONS } = require('./logits')
 
 /** @import { text } from '../../index' */
-/** @import { BatcherStats } from '../batcher' */
 
 // The public types below become index.d.ts's declarations (tools/lib-typings.js).
 /**
@@ -42,8 +41,7 @@ const RUN_OPTIONS = opt.bag({ topN: opt.integer({ min: 1 }), returnDocuments: op
  * by `npx torch-node export` from a cross-encoder. Concurrent `run` calls share forwards. Made with
  * `torch.pipeline('text-ranking', folder)`.
  */
-class TextRankingPipeline {
-  /** @type {text.SentenceEncoder} */ #encoder
+class TextRankingPipeline extends EncoderPipeline {
   /** @type {'sigmoid' | 'none'} */ #activation
 
   /**
@@ -52,46 +50,13 @@ class TextRankingPipeline {
    * @param {symbol} token @param {text.SentenceEncoder} encoder
    */
   constructor(token, encoder) {
-    if (token !== PIPELINE) {
-      throw codedError(
-        'InvalidArg',
-        "new TextRankingPipeline(): use await torch.pipeline('text-ranking', folder)",
-        TextRankingPipeline,
-      )
-    }
-    this.#encoder = encoder
+    super(token, encoder, 'text-ranking', TextRankingPipeline)
     this.#activation = /** @type {any} */ (encoder.manifest).rankingActivation === 'none' ? 'none' : 'sigmoid'
   }
 
   /** `'text-ranking'`. */
   get task() {
     return 'text-ranking'
-  }
-
-  /**
-   * The folder's tokenizer (`tokenizer.json`), as `run` uses it: to count or inspect tokens.
-   * @returns {text.Tokenizer}
-   */
-  get tokenizer() {
-    return this.#encoder.tokenizer
-  }
-
-  /** The most tokens of an input (a pair's two texts together, special tokens included) the model sees. */
-  get maxSequenceLength() {
-    return this.#encoder.maxSequenceLength
-  }
-
-  /** True once `dispose()` was called. */
-  get isDisposed() {
-    return this.#encoder.isDisposed
-  }
-
-  /**
-   * The Batcher's counts.
-   * @returns {BatcherStats}
-   */
-  stats() {
-    return this.#encoder.stats()
   }
 
   /**
@@ -124,21 +89,12 @@ class TextRankingPipeline {
     /** @type {RunOptions} */
     const o = opt.read(options, RUN_OPTIONS, `${name}: options`, caller)
     const pairs = docs.map((/** @type {string} */ d) => ({ text: query, textPair: d }))
-    const logits = await logitsOf(this.#encoder, pairs, o, name, caller)
+    const logits = await logitsOf(this.encoder, pairs, o, name, caller)
     const sigmoid = this.#activation === 'sigmoid'
     const ranked = Array.from(logits, (x, index) => ({ index, score: sigmoid ? 1 / (1 + Math.exp(-x)) : x }))
       .sort((a, b) => b.score - a.score)
       .slice(0, o.topN ?? docs.length)
     return o.returnDocuments ? ranked.map((r) => ({ ...r, document: docs[r.index] })) : ranked
-  }
-
-  /** Frees the program; calls waiting reject with `Disposed`. */
-  dispose() {
-    this.#encoder.dispose()
-  }
-
-  [Symbol.dispose]() {
-    this.dispose()
   }
 }
 
