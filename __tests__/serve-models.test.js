@@ -241,3 +241,28 @@ describe('torch.serve eager (the default)', { skip }, () => {
     }
   })
 })
+
+test('a model drained for room takes requests again once room comes another way', async () => {
+  const { log, gates, load, events } = scriptedLoader()
+  const specs = ['a', 'b', 'c'].map((name) => ({ name, kind: 'chat', spec: {} }))
+  const r = new ModelRegistry(specs, { load, maxLoaded: 2, events })
+  const [a, b, c] = specs.map((s) => r.resolve(s.name, 'chat'))
+  const holds = [r.acquire(a), r.acquire(b)]
+  await turn()
+  gates[0].open()
+  gates[1].open()
+  const [releaseA, releaseB] = await Promise.all(holds)
+  const forC = r.acquire(c) // both busy: a (least recently used) drains
+  await turn()
+  assert.equal(a.draining, true)
+  releaseB() // b is idle now: c takes b's room, and a is no longer drained
+  await turn()
+  assert.deepEqual(log, ['load a', 'load b', 'unload b room', 'load c'])
+  assert.equal(a.draining, false)
+  gates[2].open()
+  ;(await forC)()
+  ;(await r.acquire(a))()
+  releaseA()
+  assert.equal(a.state, 'loaded')
+  r.close()
+})

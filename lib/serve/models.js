@@ -156,6 +156,11 @@ class ModelRegistry {
         if (entry.state === 'unloaded') {
           if (this.#occupied() < this.#maxLoaded) {
             this.#startLoad(entry)
+            // Room came another way (an idle unload): a model drained for it takes requests again.
+            if (!this.entries.some((m) => m.state === 'unloaded' && m.waiting > 0)) {
+              for (const m of this.entries) m.draining = false
+              this.#notify()
+            }
             continue
           }
           const idle = this.#leastRecent((m) => m.users === 0 && m.pending === 0)
