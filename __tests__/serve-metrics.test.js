@@ -223,3 +223,37 @@ describe('torch.serve over the tiny LM', { skip }, () => {
     assert.ok(after[sample('vllm:inter_token_latency_seconds_count', 'tiny')] <= completion - N)
   })
 })
+
+describe('prefix-cache counters', { skip }, () => {
+  test('queries are the prompt tokens; hits the tokens the cache held (stats().prefixCache.reusedTokens)', async () => {
+    const { serve } = require('../lib/serve')
+    const s = await serve({ models: { tiny: { folder: LM_DIR, prefixCache: { maxTokens: 2000 } } } })
+    try {
+      const system = 'You are a helpful assistant who answers briefly. '.repeat(3)
+      let prompt = 0
+      for (const content of ['hi', 'hello']) {
+        const res = await fetch(`${s.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({
+            model: 'tiny',
+            messages: [
+              { role: 'system', content: system },
+              { role: 'user', content },
+            ],
+            max_tokens: 2,
+          }),
+        })
+        prompt += (await res.json()).usage.prompt_tokens
+      }
+      const { samples, types } = await scrape(s.url)
+      assert.equal(types['vllm:prefix_cache_hits_total'], 'counter')
+      assert.equal(samples[sample('vllm:prefix_cache_queries_total', 'tiny')], prompt)
+      const hits = samples[sample('vllm:prefix_cache_hits_total', 'tiny')]
+      assert.equal(hits, s.models.tiny.stats().prefixCache.reusedTokens)
+      assert.ok(hits > 0 && hits < prompt, `${hits} of ${prompt}`)
+    } finally {
+      await s.close({ timeoutMs: 1000 })
+    }
+  })
+})
