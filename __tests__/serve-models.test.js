@@ -266,3 +266,37 @@ test('a model drained for room takes requests again once room comes another way'
   assert.equal(a.state, 'loaded')
   r.close()
 })
+
+test('torch-node serve --max-loaded 1: the first loads at start, the other on its first request', { skip }, async () => {
+  const { spawn } = require('node:child_process')
+  const bin = path.join(__dirname, '..', 'bin', 'torch-node.js')
+  const args = ['serve', '--model', `a=${LM_DIR}`, '--model', `b=${LM_DIR}`, '--port', '0', '--max-loaded', '1']
+  const child = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+  try {
+    let out = ''
+    await new Promise((resolve, reject) => {
+      child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)))
+      child.stdout.on('data', (d) => {
+        out += d
+        if (/ b: .*\n/.test(out)) resolve()
+      })
+    })
+    // Eager, as vLLM: the first --max-loaded models load at start, the rest on demand.
+    assert.match(out, / a: \/v1\/chat\/completions, [^\n]*\/v1\/messages\n/)
+    assert.match(out, / b: [^\n]*\(loads on its first request\)\n/)
+    const url = out.match(/listening on (\S+)/)[1]
+    const models = await (await fetch(`${url}/v1/models`)).json()
+    assert.deepEqual(
+      models.data.map((m) => [m.id, m.status.value]),
+      [
+        ['a', 'loaded'],
+        ['b', 'unloaded'],
+      ],
+    )
+  } finally {
+    child.removeAllListeners('exit')
+    const exited = new Promise((resolve) => child.on('exit', resolve))
+    child.kill('SIGTERM')
+    await exited
+  }
+})
