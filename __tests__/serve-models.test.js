@@ -267,36 +267,78 @@ test('a model drained for room takes requests again once room comes another way'
   r.close()
 })
 
-test('torch-node serve --max-loaded 1: the first loads at start, the other on its first request', { skip }, async () => {
-  const { spawn } = require('node:child_process')
-  const bin = path.join(__dirname, '..', 'bin', 'torch-node.js')
-  const args = ['serve', '--model', `a=${LM_DIR}`, '--model', `b=${LM_DIR}`, '--port', '0', '--max-loaded', '1']
-  const child = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
-  try {
-    let out = ''
-    await new Promise((resolve, reject) => {
-      child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)))
-      child.stdout.on('data', (d) => {
-        out += d
-        if (/ b: .*\n/.test(out)) resolve()
+test(
+  'torch-node serve --max-loaded 1: the first loads at start, the other on its first request',
+  { skip },
+  async () => {
+    const { spawn } = require('node:child_process')
+    const bin = path.join(__dirname, '..', 'bin', 'torch-node.js')
+    const args = ['serve', '--model', `a=${LM_DIR}`, '--model', `b=${LM_DIR}`, '--port', '0', '--max-loaded', '1']
+    const child = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+    try {
+      let out = ''
+      await new Promise((resolve, reject) => {
+        child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)))
+        child.stdout.on('data', (d) => {
+          out += d
+          if (/ b: .*\n/.test(out)) resolve()
+        })
       })
+      // Eager, as vLLM: the first --max-loaded models load at start, the rest on demand.
+      assert.match(out, / a: \/v1\/chat\/completions, [^\n]*\/v1\/messages\n/)
+      assert.match(out, / b: [^\n]*\(loads on its first request\)\n/)
+      const url = out.match(/listening on (\S+)/)[1]
+      const models = await (await fetch(`${url}/v1/models`)).json()
+      assert.deepEqual(
+        models.data.map((m) => [m.id, m.status.value]),
+        [
+          ['a', 'loaded'],
+          ['b', 'unloaded'],
+        ],
+      )
+    } finally {
+      child.removeAllListeners('exit')
+      const exited = new Promise((resolve) => child.on('exit', resolve))
+      child.kill('SIGTERM')
+      await exited
+    }
+  },
+)
+
+describe("a model's load options go to its load as they are", { skip }, () => {
+  const ENCODER_DIR = path.join(__dirname, '..', 'models', 'golden', 'text', 'minilm')
+
+  test('an unknown key is refused by the load, naming the keys it takes', async () => {
+    const { serve } = require('../lib/serve')
+    await assert.rejects(serve({ models: { a: { folder: LM_DIR, maxSequence: 2 } } }), (e) => {
+      assert.equal(e.code, 'InvalidArg')
+      assert.match(e.message, /serve: models\["a"\]: .*maxSequence/)
+      assert.match(e.message, /maxSequences/)
+      return true
     })
-    // Eager, as vLLM: the first --max-loaded models load at start, the rest on demand.
-    assert.match(out, / a: \/v1\/chat\/completions, [^\n]*\/v1\/messages\n/)
-    assert.match(out, / b: [^\n]*\(loads on its first request\)\n/)
-    const url = out.match(/listening on (\S+)/)[1]
-    const models = await (await fetch(`${url}/v1/models`)).json()
-    assert.deepEqual(
-      models.data.map((m) => [m.id, m.status.value]),
-      [
-        ['a', 'loaded'],
-        ['b', 'unloaded'],
-      ],
-    )
-  } finally {
-    child.removeAllListeners('exit')
-    const exited = new Promise((resolve) => child.on('exit', resolve))
-    child.kill('SIGTERM')
-    await exited
-  }
+    if (fs.existsSync(path.join(ENCODER_DIR, 'manifest.json'))) {
+      await assert.rejects(serve({ models: { e: { folder: ENCODER_DIR, maxBatch: 2 } } }), { code: 'InvalidArg' })
+    }
+  })
+
+  test('lazily: the first request gets a 500 with that reason, and the server keeps serving', async () => {
+    const { serve } = require('../lib/serve')
+    const s = await serve({ models: { bad: { folder: LM_DIR, maxSequence: 2 }, good: LM_DIR }, lazy: true })
+    try {
+      const ask = (model) =>
+        fetch(`${s.url}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model, prompt: 'hi', max_tokens: 2 }),
+        })
+      const res = await ask('bad')
+      assert.equal(res.status, 500)
+      const { error } = await res.json()
+      assert.equal(error.code, 'ModelLoadError')
+      assert.match(error.message, /"bad" failed to load: .*maxSequence/)
+      assert.equal((await ask('good')).status, 200)
+    } finally {
+      await s.close({ timeoutMs: 1000 })
+    }
+  })
 })
