@@ -1,0 +1,259 @@
+'use strict'
+// The serve soak (issue 52's "done when"): `torch-node serve` with two causal-LM folders and
+// --max-loaded 1 takes a bounded mix of requests at a fixed concurrency — chat streamed and not,
+// forced tool calls, JSON-schema output, the Responses and Messages APIs, clients that disconnect
+// before the first token and mid-stream, and hostile bodies — and must end with no 5xx but 503
+// QueueFull, every sequence free (read from /metrics), and the server's RSS at the end at most
+// 1.15× its RSS after the first 200 requests. Prints one line per phase and a summary; exits 1
+// when a check fails.
+//   node tools/soak.js --model a=/tmp/smollm2 --model b=/tmp/smollm2-int4 [--requests 2000]
+//        [--concurrency 32] [--max-seconds 1800] [--max-tokens 12]
+const { spawn } = require('node:child_process')
+const fs = require('node:fs')
+const path = require('node:path')
+const { setTimeout: sleep } = require('node:timers/promises')
+
+const ROOT = path.join(__dirname, '..')
+
+function parseArgs(argv) {
+  const out = { models: [], requests: 2000, concurrency: 32, maxSeconds: 1800, maxTokens: 12 }
+  for (let i = 0; i < argv.length; i++) {
+    const [key, value] = [argv[i], argv[i + 1]]
+    if (key === '--model') out.models.push(value)
+    else if (key === '--requests') out.requests = Number(value)
+    else if (key === '--concurrency') out.concurrency = Number(value)
+    else if (key === '--max-seconds') out.maxSeconds = Number(value)
+    else if (key === '--max-tokens') out.maxTokens = Number(value)
+    else throw new Error(`unknown argument ${key}`)
+    i++
+  }
+  if (out.models.length < 1) throw new Error('give --model NAME=FOLDER (twice for the --max-loaded 1 swap)')
+  return out
+}
+
+/** The server's resident set in MiB, from /proc. */
+function rssMiB(pid) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)[1]) / 1024
+}
+
+/** Starts `torch-node serve` on a free loopback port; resolves to { child, url }. */
+async function startServer(models) {
+  const args = [path.join(ROOT, 'bin', 'torch-node.js'), 'serve', '--host', '127.0.0.1', '--port', '0']
+  for (const m of models) args.push('--model', m)
+  args.push('--max-loaded', '1', '--max-sequences', '4', '--max-queue', '24')
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+  let log = ''
+  child.stderr.on('data', (d) => (log += d))
+  const url = await new Promise((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (d) => {
+      out += d
+      const m = /listening on (http:\/\/\S+)/.exec(out)
+      if (m) resolve(m[1])
+    })
+    child.once('exit', (code) => reject(new Error(`serve exited with ${code} before listening:\n${log}`)))
+  })
+  return { child, url, log: () => log }
+}
+
+const TOOL = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+}
+const SCHEMA = {
+  type: 'object',
+  properties: { name: { type: 'string' }, age: { type: 'integer' } },
+  required: ['name', 'age'],
+  additionalProperties: false,
+}
+const HOSTILE = [
+  '{"messages": [',
+  '{"messages": "hi", "max_tokens": 4}',
+  '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": -1}',
+  '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1e308}',
+  '{"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}',
+  `{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": ${'{"type":"array","items":'.repeat(200)}{}${'}'.repeat(200)}}}}`,
+  '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {}}]}',
+  '[]',
+  'null',
+]
+
+/** One request of kind `i % KINDS.length`: resolves to its HTTP status (0: aborted by us). */
+function kinds(url, model, maxTokens) {
+  const post = (route, body, signal) =>
+    fetch(`${url}${route}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: typeof body === 'string' ? body : JSON.stringify(body),
+      signal,
+    })
+  const user = (text) => [{ role: 'user', content: text }]
+  const drain = async (res) => {
+    await res.arrayBuffer()
+    return res.status
+  }
+  return [
+    async (m) => drain(await post('/v1/chat/completions', { model: m, messages: user('Hi!'), max_tokens: maxTokens })),
+    async (m) =>
+      drain(
+        await post('/v1/chat/completions', {
+          model: m,
+          messages: user('Tell me a story.'),
+          max_tokens: maxTokens,
+          stream: true,
+        }),
+      ),
+    async (m) =>
+      drain(
+        await post('/v1/chat/completions', {
+          model: m,
+          messages: user('Weather in Paris?'),
+          tools: [TOOL],
+          tool_choice: 'required',
+          max_tokens: 40,
+        }),
+      ),
+    async (m) =>
+      drain(
+        await post('/v1/chat/completions', {
+          model: m,
+          messages: user('John is 31.'),
+          response_format: { type: 'json_schema', json_schema: { name: 'person', schema: SCHEMA } },
+          max_tokens: 40,
+        }),
+      ),
+    async (m) => drain(await post('/v1/responses', { model: m, input: 'Hello', max_output_tokens: maxTokens })),
+    async (m) =>
+      drain(await post('/v1/responses', { model: m, input: 'Hello', max_output_tokens: maxTokens, stream: true })),
+    async (m) => drain(await post('/v1/messages', { model: m, messages: user('Hi'), max_tokens: maxTokens })),
+    async (m) =>
+      drain(await post('/v1/messages', { model: m, messages: user('Hi'), max_tokens: maxTokens, stream: true })),
+    // A client that leaves before the first token.
+    async (m) => {
+      const ac = new AbortController()
+      const req = post(
+        '/v1/chat/completions',
+        { model: m, messages: user('Hi'), max_tokens: 64, stream: true },
+        ac.signal,
+      )
+      ac.abort()
+      return req.then(drain, () => 0)
+    },
+    // A client that leaves after the first chunk of a stream.
+    async (m) => {
+      const ac = new AbortController()
+      try {
+        const res = await post(
+          '/v1/chat/completions',
+          { model: m, messages: user('Count.'), max_tokens: 64, stream: true },
+          ac.signal,
+        )
+        if (res.status !== 200) return drain(res)
+        const reader = res.body.getReader()
+        await reader.read()
+        ac.abort()
+        return 0
+      } catch {
+        return 0
+      }
+    },
+    // Hostile bodies: a 4xx each.
+    async (m, i) => {
+      const body = HOSTILE[i % HOSTILE.length]
+      return drain(await post('/v1/chat/completions', body.replace('{"messages"', `{"model": "${m}", "messages"`)))
+    },
+  ]
+}
+
+/** The value of a metric line `name{...model_name="m"...} v` summed over the models. */
+function metric(text, name) {
+  let sum = 0
+  for (const line of text.split('\n')) {
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) sum += Number(line.split(' ').pop())
+  }
+  return sum
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2))
+  const names = opts.models.map((m) => m.split('=')[0])
+  const started = Date.now()
+  const deadline = started + opts.maxSeconds * 1000
+  const server = await startServer(opts.models)
+  console.log(`[soak] serve on ${server.url} (pid ${server.child.pid}), models ${names.join(', ')}, --max-loaded 1`)
+  const requests = kinds(server.url, names, opts.maxTokens)
+  const statuses = new Map()
+  const bad = []
+  let next = 0
+  let done = 0
+  // RSS once the first 200 requests (a tenth of a shorter run) are answered: the warm baseline.
+  const warmAt = Math.min(200, Math.ceil(opts.requests / 10))
+  let rssWarm = 0
+  const worker = async () => {
+    while (next < opts.requests && Date.now() < deadline) {
+      const i = next++
+      // Models alternate in runs of 25, so --max-loaded 1 swaps while requests are running.
+      const model = names[Math.floor(i / 25) % names.length]
+      const kind = i % requests.length
+      let status
+      try {
+        status = await requests[kind](model, i)
+      } catch (e) {
+        status = `error ${e.cause?.code ?? e.message}`
+      }
+      statuses.set(`${kind}:${status}`, (statuses.get(`${kind}:${status}`) ?? 0) + 1)
+      const hostile = kind === requests.length - 1
+      if (
+        typeof status !== 'number' ||
+        (status >= 500 && status !== 503) ||
+        (hostile && !(status >= 400 && status < 500))
+      ) {
+        bad.push({ i, kind, status })
+      }
+      if (++done === warmAt) rssWarm = rssMiB(server.child.pid)
+      if (done % 250 === 0) console.log(`[soak] ${done} requests, ${((Date.now() - started) / 1000).toFixed(0)} s`)
+    }
+  }
+  await Promise.all(Array.from({ length: opts.concurrency }, worker))
+  // Every sequence free: the gauges at 0 (read until they are, bounded).
+  let metrics = ''
+  for (let t = 0; t < 100; t++) {
+    metrics = await (await fetch(`${server.url}/metrics`)).text()
+    if (metric(metrics, 'vllm:num_requests_running') === 0 && metric(metrics, 'vllm:num_requests_waiting') === 0) break
+    await sleep(100)
+  }
+  const running = metric(metrics, 'vllm:num_requests_running')
+  const waiting = metric(metrics, 'vllm:num_requests_waiting')
+  const rssEnd = rssMiB(server.child.pid)
+  server.child.kill('SIGTERM')
+  const byKind = [...statuses]
+    .sort()
+    .map(([k, n]) => `${k}×${n}`)
+    .join(' ')
+  console.log(`[soak] ${done} requests in ${((Date.now() - started) / 1000).toFixed(0)} s; kind:status×count ${byKind}`)
+  console.log(
+    `[soak] loads ${metric(metrics, 'torch_node_model_loads_total')}, unloads ${metric(metrics, 'torch_node_model_unloads_total')}`,
+  )
+  const ratio = rssEnd / rssWarm
+  console.log(
+    `[soak] RSS after ${warmAt} requests ${rssWarm.toFixed(0)} MiB, at the end ${rssEnd.toFixed(0)} MiB (${ratio.toFixed(3)}×)`,
+  )
+  const failures = []
+  if (done < opts.requests) failures.push(`only ${done} of ${opts.requests} requests within ${opts.maxSeconds} s`)
+  if (bad.length) failures.push(`${bad.length} unexpected answers, first ${JSON.stringify(bad.slice(0, 5))}`)
+  if (running || waiting) failures.push(`sequences not freed: running ${running}, waiting ${waiting}`)
+  if (ratio > 1.15) failures.push(`RSS grew ${ratio.toFixed(3)}× (> 1.15×)`)
+  for (const f of failures) console.log(`[soak] FAIL: ${f}`)
+  if (!failures.length) console.log('[soak] pass')
+  process.exitCode = failures.length ? 1 : 0
+}
+
+main().catch((e) => {
+  console.error(`[soak] ${e.stack}`)
+  process.exitCode = 1
+})
