@@ -144,6 +144,14 @@ describe('clip: bad input, abort, dispose', { skip: SKIP }, () => {
     await assert.rejects(zeroShot.run(bomb, { candidateLabels: ['a'] }), coded('InvalidImage'))
     assert.ok(Date.now() - started < 1000)
     await assert.rejects(ZeroShotImageClassificationPipeline.load(IMAGES), coded('ModelLoadError'))
+    await assert.rejects(
+      ZeroShotImageClassificationPipeline.load(path.join(DIR, 'clip'), { maxBatchSize: 1000 }),
+      coded('InvalidArg', /--max-batch/),
+    )
+    await assert.rejects(
+      ZeroShotImageClassificationPipeline.load(path.join(DIR, 'clip'), { batch: 2 }),
+      coded('InvalidArg'),
+    )
     assert.throws(
       () => new ZeroShotImageClassificationPipeline(Symbol('x'), null),
       coded('InvalidArg', /torch\.pipeline/),

@@ -9,9 +9,11 @@ Writes (all generated, under models/golden/, which git ignores), each model seed
 32 wide, 32×32 images in 8×8 patches, with all-MiniLM-L6-v2's WordPiece tokenizer (no CLIP or
 SigLIP tokenizer ships in a registry package; the text tower pools at [SEP], its eos):
 
-  clip/clip-src/      CLIPModel + CLIPImageProcessor (shortest edge 32, center crop 32, bicubic)
+  clip/clip-src/      CLIPModel + CLIPImageProcessor (shortest edge 32, center crop 32, bicubic;
+                      preprocessor_config.json)
   clip/clip/          that folder exported by python/export_clip.py (.pt2)
-  clip/siglip-src/    SiglipModel + SiglipImageProcessor (32×32, bicubic); the tokenizer gives
+  clip/siglip-src/    SiglipModel + SiglipImageProcessor (32×32, bicubic) saved by SiglipProcessor
+                      (processor_config.json, as transformers 5 writes it); the tokenizer gives
                       input_ids only, as SigLIP's does (the pipeline pads to 64 tokens)
   clip/siglip/        exported (.pt2)
   clip/goldens.json   per model: pipeline('zero-shot-image-classification') of IMAGES with LABELS
@@ -64,11 +66,11 @@ def write_json(path, value):
 
 def make_source(folder, family, tokenizer_dir):
     import torch
-    from transformers import (CLIPConfig, CLIPImageProcessor, CLIPModel, SiglipConfig, SiglipImageProcessor,
-                              SiglipModel)
+    from transformers import (AutoTokenizer, CLIPConfig, CLIPImageProcessor, CLIPModel, SiglipConfig,
+                              SiglipImageProcessor, SiglipModel, SiglipProcessor)
 
     marker = os.path.join(folder, "make_clip_models.json")
-    recipe = {"family": family, "tower": TOWER, "seed": 0, "v": 1}
+    recipe = {"family": family, "tower": TOWER, "seed": 0, "v": 2}
     if read_json(marker) == recipe:
         return
     log(f"{os.path.relpath(folder, ROOT)}: writing a random-weight {family} model")
@@ -85,7 +87,11 @@ def make_source(folder, family, tokenizer_dir):
         input_names = ["input_ids", "attention_mask"]
     else:
         config = SiglipConfig(text_config=text, vision_config=vision)
-        model, processor = SiglipModel(config), SiglipImageProcessor(size={"height": 32, "width": 32})
+        # Saved as transformers 5 saves a processor: processor_config.json (CLIP's folder keeps
+        # the older preprocessor_config.json), so the export reads both.
+        model = SiglipModel(config)
+        processor = SiglipProcessor(image_processor=SiglipImageProcessor(size={"height": 32, "width": 32}),
+                                    tokenizer=AutoTokenizer.from_pretrained(tokenizer_dir))
         input_names = ["input_ids"]
     with torch.no_grad():  # a logit scale and bias that spread the scores visibly
         model.logit_scale.fill_(2.0)
@@ -106,7 +112,7 @@ def export(source, out):
     import export_clip
 
     args = argparse.Namespace(dtype="float32", format="pt2", max_batch=256, fast_compile=True)
-    want = export_clip.source_hash(source, args)
+    want = export_clip.clip_hash(source, args)
     manifest = read_json(os.path.join(out, "manifest.json"))
     if manifest and manifest["source"]["hash"] == want:
         log(f"{os.path.relpath(out, ROOT)}: up to date")

@@ -25,6 +25,7 @@ transformers is missing. Every failure is one line on stderr.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -52,6 +53,15 @@ def fail(status, message):
 
 class Unsupported(Exception):
     """The model cannot be exported by this script (exit 2)."""
+
+
+def clip_hash(model_dir, args):
+    """export_text.source_hash (the folder and the options) with this script's own bytes:
+    make_clip_models.py skips an export whose hash is unchanged."""
+    h = hashlib.sha256(source_hash(model_dir, args).encode())
+    with open(__file__, "rb") as f:
+        h.update(f.read())
+    return h.hexdigest()
 
 
 def family_of(model_dir):
@@ -276,10 +286,12 @@ def export(args, family):
             else {"strategy": "longest"},
             "maxSequenceLength": max_positions,
             "imageSize": image_size,
+            # The batch sizes a .pt2 tower accepts (export --max-batch).
+            "maxBatch": args.max_batch if "pt2" in (text_format, image_format) else None,
             "tokenizer": "tokenizer.json",
             "dtype": "float32",
             "source": {"modelType": model.config.model_type, "architectures": model.config.architectures,
-                       "hash": source_hash(args.model_dir, args)},
+                       "hash": clip_hash(args.model_dir, args)},
             "exportedWith": {"torch": torch.__version__, "transformers": transformers.__version__},
             "checkedMaxAbsDiff": diff,
         }

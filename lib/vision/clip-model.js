@@ -134,6 +134,13 @@ class ClipModel {
     if (typeof folder !== 'string') throw invalid(`folder: expected a path, got ${describe(folder)}`, caller)
     const o = { ...DEFAULTS, ...opt.read(options, LOAD_OPTIONS, 'load: options', caller) }
     const manifest = readManifest(folder, caller)
+    if (Number.isInteger(manifest.maxBatch) && o.maxBatchSize > manifest.maxBatch) {
+      throw invalid(
+        `load: options.maxBatchSize: this folder's towers take batches of at most ${manifest.maxBatch} ` +
+          `(export --max-batch), got ${o.maxBatchSize}`,
+        caller,
+      )
+    }
     const { text, AOTModule, ScriptModule } = torch()
     const signal = o.signal === undefined ? {} : { signal: o.signal }
     /** @param {{ program: string, programFormat: string }} p */
