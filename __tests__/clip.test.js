@@ -156,6 +156,10 @@ describe('clip: bad input, abort, dispose', { skip: SKIP }, () => {
       () => new ZeroShotImageClassificationPipeline(Symbol('x'), null),
       coded('InvalidArg', /torch\.pipeline/),
     )
+    // more labels than the queue holds requests: they go as requests of up to maxBatchSize texts
+    const many = Array.from({ length: 1500 }, (_, i) => `label ${i}${' x'.repeat(i % 7)}`)
+    const ranked = await zeroShot.run(image, { candidateLabels: many })
+    assert.equal(ranked.length, many.length)
     // still serving
     const ok = await zeroShot.run(image, { candidateLabels: ['cat', 'dog', '', 'x'.repeat(100_000)] })
     assert.equal(ok.length, 4)

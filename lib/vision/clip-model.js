@@ -103,6 +103,7 @@ class ClipModel {
   /** @type {Batcher} */ #text
   /** @type {Batcher} */ #image
   /** @type {any[]} */ #programs
+  /** @type {number} */ #maxBatchSize
   #disposed = false
 
   /**
@@ -114,6 +115,7 @@ class ClipModel {
     this.#tokenizer = tokenizer
     this.#preprocess = preprocess
     this.#programs = [preprocess, text, image]
+    this.#maxBatchSize = o.maxBatchSize
     const { Batcher } = torch()
     const batching = { maxBatchSize: o.maxBatchSize, maxDelayMs: o.maxDelayMs, maxQueue: o.maxQueue, unpad: false }
     const withMask = manifest.text.inputs.includes('attention_mask')
@@ -226,51 +228,59 @@ class ClipModel {
   async embedTexts(texts, o, caller) {
     this.#check(caller)
     const m = this.#manifest
-    const { Tensor } = torch()
     const fixed = m.textPadding.strategy === 'max_length' ? m.textPadding.length : 0
-    const call = {
-      ...(o.signal ? { signal: o.signal } : {}),
-      ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
-    }
-    return Promise.all(
-      texts.map(async (text) => {
-        const ids = await this.tokenize(text)
-        while (ids.length < fixed) ids.push(m.padTokenId)
-        const input = torch().tensor([ids], { dtype: 'int64' })
+    const ids = await Promise.all(texts.map((text) => this.tokenize(text)))
+    for (const row of ids) while (row.length < fixed) row.push(m.padTokenId)
+    // Texts of one length go together, up to maxBatchSize a request: a call with thousands of
+    // labels is a few requests (at most one part-filled per length), not thousands in the queue.
+    /** @type {Map<number, number[]>} */
+    const byLength = new Map()
+    ids.forEach((row, i) => byLength.set(row.length, [...(byLength.get(row.length) ?? []), i]))
+    const out = new Array(texts.length)
+    const chunks = [...byLength.values()].flatMap((group) => chunked(group, this.#maxBatchSize))
+    await Promise.all(
+      chunks.map(async (chunk) => {
+        const input = torch().tensor(
+          chunk.map((i) => ids[i]),
+          { dtype: 'int64' },
+        )
         try {
-          return rowOf(await this.#run(this.#text, input, call, caller), Tensor)
+          const rows = rowsOf(await this.#run(this.#text, input, callOf(o), caller), chunk.length, m.dim)
+          chunk.forEach((i, k) => (out[i] = rows[k]))
         } finally {
           input.dispose()
         }
       }),
     )
+    return out
   }
 
   /**
    * get_image_features of each image (not normalized): decoded (the decoder's limits apply), then
-   * the checkpoint's processor (preprocess.pt), then the image tower.
+   * the checkpoint's processor (preprocess.pt), then the image tower; up to maxBatchSize images a
+   * request, one request's images in memory at a time.
    * @param {Array<string | Uint8Array>} sources @param {CallOptions} o @param {Function} [caller]
    * @returns {Promise<Float32Array[]>}
    */
   async embedImages(sources, o, caller) {
     this.#check(caller)
-    const { Tensor } = torch()
-    const call = {
-      ...(o.signal ? { signal: o.signal } : {}),
-      ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
+    const out = []
+    for (const chunk of chunked(sources, this.#maxBatchSize)) {
+      const settled = await Promise.allSettled(chunk.map((source) => this.pixelValues(source, o, caller)))
+      const pixels = settled.flatMap((p) => (p.status === 'fulfilled' ? [p.value] : []))
+      let batch
+      try {
+        const failed = settled.find((p) => p.status === 'rejected')
+        if (failed) throw failed.reason
+        batch = torch().stack(pixels, 0)
+        const rows = rowsOf(await this.#run(this.#image, batch, callOf(o), caller), chunk.length, this.#manifest.dim)
+        out.push(...rows)
+      } finally {
+        batch?.dispose()
+        for (const p of pixels) p.dispose()
+      }
     }
-    return Promise.all(
-      sources.map(async (source) => {
-        const pixels = await this.pixelValues(source, o, caller)
-        const batch = pixels.unsqueeze(0)
-        try {
-          return rowOf(await this.#run(this.#image, batch, call, caller), Tensor)
-        } finally {
-          batch.dispose()
-          pixels.dispose()
-        }
-      }),
-    )
+    return out
   }
 
   /**
@@ -299,13 +309,34 @@ class ClipModel {
   }
 }
 
-/** A `[1, dim]` output as a Float32Array (the tensor disposed). @param {any} out @param {any} Tensor */
-function rowOf(out, Tensor) {
+/**
+ * A tower's `[n, dim]` output as n Float32Array rows (the tensor disposed).
+ * @param {unknown} out @param {number} n @param {number} dim @returns {Float32Array[]}
+ */
+function rowsOf(out, n, dim) {
+  const { Tensor } = torch()
   if (!(out instanceof Tensor)) throw codedError('ShapeMismatch', `a tower returned ${describe(out)}`)
   try {
-    return /** @type {Float32Array} */ (out.toTypedArray())
+    if (out.ndim !== 2 || out.shape[0] !== n || out.shape[1] !== dim) {
+      throw codedError('ShapeMismatch', `a tower returned shape [${out.shape}], expected [${n}, ${dim}]`)
+    }
+    const flat = /** @type {Float32Array} */ (out.toTypedArray())
+    return Array.from({ length: n }, (_, i) => flat.subarray(i * dim, (i + 1) * dim))
   } finally {
     out.dispose()
+  }
+}
+
+/** `list` in runs of at most `size`. @template T @param {T[]} list @param {number} size @returns {T[][]} */
+function chunked(list, size) {
+  return Array.from({ length: Math.ceil(list.length / size) }, (_, i) => list.slice(i * size, (i + 1) * size))
+}
+
+/** A Batcher.run's options bag of a call's options. @param {CallOptions} o */
+function callOf(o) {
+  return {
+    ...(o.signal ? { signal: o.signal } : {}),
+    ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
   }
 }
 
