@@ -6,6 +6,7 @@
 // points), scores within 1e-5; concurrent calls batched; options and bad input as coded errors.
 const { describe, test, before, after, beforeEach, afterEach } = require('node:test')
 const assert = require('node:assert/strict')
+const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
 const torch = require('..')
@@ -177,6 +178,30 @@ describe('torch.pipeline: zero-shot, token classification, fill-mask', { skip: S
     assert.equal((await ner.run(long, { ignoreLabels: [] })).length, ner.maxSequenceLength - 2)
   })
 
+  test('export: the task from architectures; a head the checkpoint lacks refused', (t) => {
+    const manifest = (name) => JSON.parse(fs.readFileSync(path.join(DIR, name, 'manifest.json'), 'utf8'))
+    assert.deepEqual(
+      ['ner-bert', 'mlm-distilbert', 'nli-bert'].map((n) => [manifest(n).task, manifest(n).kind]),
+      [
+        ['token-classification', 'token-classifier'],
+        ['fill-mask', 'masked-lm'],
+        ['text-classification', 'text-classifier'],
+      ],
+    )
+    assert.equal(manifest('ner-bert').output.dim, manifest('ner-bert').maxSequenceLength * 7)
+    assert.equal(manifest('mlm-bert').maskSlots, 4)
+    const python = path.join(__dirname, '..', '.libtorch', 'bin', 'python')
+    if (!fs.existsSync(python)) return t.skip('no .libtorch Python')
+    const script = path.join(__dirname, '..', 'python', 'export_text.py')
+    const out = path.join(DIR, 'never-written')
+    const run = spawnSync(python, [script, path.join(DIR, 'ner-bert-src'), out, '--task', 'fill-mask'], {
+      encoding: 'utf8',
+    })
+    assert.equal(run.status, 2, run.stderr)
+    assert.match(run.stderr, /--task fill-mask takes a \*ForMaskedLM checkpoint .*BertForTokenClassification/)
+    assert.equal(fs.existsSync(out), false)
+  })
+
   test('QueueFull past maxQueue, AbortSignal, dispose', TIMEOUT, async () => {
     const p = await torch.pipeline('fill-mask', path.join(DIR, 'mlm-distilbert'), { maxQueue: 1 })
     const results = await Promise.allSettled([p.run('a [MASK]'), p.run('b [MASK]'), p.run('c [MASK]')])
@@ -192,4 +217,25 @@ describe('torch.pipeline: zero-shot, token classification, fill-mask', { skip: S
     assert.equal(p.isDisposed, true)
     await assert.rejects(p.run('x [MASK]'), coded('Disposed', /FillMaskPipeline\.run/))
   })
+})
+
+test("token strings joined as the tokenizers crate's decoders join them", () => {
+  const { tokensToString } = require('../lib/text/token-strings')
+  const wordPiece = { type: 'WordPiece', prefix: '##', cleanup: true }
+  assert.equal(tokensToString(wordPiece, ['hug', '##ging', 'face', '.']), 'hugging face.')
+  // a leading ## kept; the cleanup is per token, so "do not" stays (Python's tokenizers says the same)
+  assert.equal(tokensToString(wordPiece, ['##ing', 'do', 'not', 'it', "'s", '.']), "##ing do not it's.")
+  assert.equal(tokensToString({ type: 'ByteLevel' }, ['ĠNew', 'ĠYork', 'ĠâĿ', '¤ï¸ı']), ' New York ❤️')
+  const metaspace = { type: 'Metaspace', replacement: '▁', prepend_scheme: 'always' }
+  assert.equal(tokensToString(metaspace, ['▁New', '▁York']), 'New York')
+  const sequence = {
+    type: 'Sequence',
+    decoders: [
+      { type: 'Replace', pattern: { String: '▁' }, content: ' ' },
+      { type: 'Fuse' },
+      { type: 'Strip', content: ' ', start: 1, stop: 0 },
+    ],
+  }
+  assert.equal(tokensToString(sequence, ['▁New', '▁York']), 'New York')
+  assert.equal(tokensToString(null, ['a', 'b']), 'a b') // no decoder: transformers joins with spaces
 })

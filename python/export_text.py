@@ -70,6 +70,8 @@ TASKS = ("auto", "feature-extraction", "text-classification", "text-ranking", "t
 # fill-mask: the [MASK] tokens of one text whose logits the program returns (transformers' pipeline
 # takes any number; a text with more is refused by torch.pipeline).
 MASK_SLOTS = 4
+# The head a task's checkpoint must have (config.json's architectures).
+HEAD_SUFFIXES = {"token-classification": "ForTokenClassification", "fill-mask": "ForMaskedLM"}
 # The manifest kind of each task's program (lib/text/pipeline.js loads the folder as this kind).
 KINDS = {
     "feature-extraction": "sentence-encoder",
@@ -231,7 +233,7 @@ def detect_task(asked, model_dir, hf_dir):
     if asked == "auto":
         if st_pipeline:
             return "feature-extraction"
-        for suffix, task in (("ForTokenClassification", "token-classification"), ("ForMaskedLM", "fill-mask")):
+        for task, suffix in HEAD_SUFFIXES.items():
             if any(a.endswith(suffix) for a in architectures):
                 return task
         if not classifier:
@@ -241,6 +243,11 @@ def detect_task(asked, model_dir, hf_dir):
     if asked != "feature-extraction" and st_pipeline:
         raise Unsupported(f"{model_dir}: --task {asked} takes a Hugging Face *ForSequenceClassification folder, "
                           "not a sentence-transformers pipeline (modules.json)")
+    suffix = HEAD_SUFFIXES.get(asked)
+    if suffix and architectures and not any(a.endswith(suffix) for a in architectures):
+        # AutoModelFor... would load it with a random head and say so only in a warning.
+        raise Unsupported(f"{hf_dir}: --task {asked} takes a *{suffix} checkpoint (one with the head's weights); "
+                          f"config.json's architectures are {', '.join(architectures)}")
     if asked == "text-ranking" and classifier_labels(config) != 1:
         raise Unsupported(f"{hf_dir}: --task text-ranking takes a classifier with one logit (a CrossEncoder), "
                           f"this one has {classifier_labels(config)}")
