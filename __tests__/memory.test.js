@@ -245,7 +245,8 @@ describe('RSS stays bounded over 20,000 temporaries of 1×3×224×224 (child pro
     assert.ok(m.growth < 600, `RSS grew by ${m.growth.toFixed(0)} MiB (>= 600) on two runs`)
   }
 
-  test('with dispose(): no tensor left alive, RSS growth under 600 MiB above the baseline', (t) => bounded(t, 'dispose'))
+  test('with dispose(): no tensor left alive, RSS growth under 600 MiB above the baseline', (t) =>
+    bounded(t, 'dispose'))
 
   test('with tidy: no tensor left alive, RSS growth under 600 MiB above the baseline', (t) => bounded(t, 'tidy'))
 })
