@@ -6,6 +6,7 @@
 const { codedError } = require('../errors')
 const opt = require('../options')
 const { ClipModel, CALL_OPTIONS, imageSource, normalized } = require('./clip-model')
+const { ClipPipeline, LOAD, MODEL } = require('./clip-pipeline')
 
 /** @import { Tensor } from '../../index' */
 
@@ -23,7 +24,6 @@ const { ClipModel, CALL_OPTIONS, imageSource, normalized } = require('./clip-mod
  * @property {number} [timeoutMs] The longest a request may wait in the queue, in milliseconds (then `Timeout`).
  */
 
-const LOAD = Symbol('ImageFeatureExtractionPipeline.load')
 const RUN_OPTIONS = opt.bag({ normalize: opt.boolean, ...CALL_OPTIONS })
 
 /** Rows as one float32 `[n, dim]` tensor. @param {Float32Array[]} rows @param {number} dim @param {boolean} unit */
@@ -38,23 +38,14 @@ function tensorOf(rows, dim, unit) {
  * calls share forwards. Made with `ImageFeatureExtractionPipeline.load(folder)` (or
  * `torch.pipeline('image-feature-extraction', folder)`).
  */
-class ImageFeatureExtractionPipeline {
-  /** @type {ClipModel} */ #model
-
+class ImageFeatureExtractionPipeline extends ClipPipeline {
   /**
    * Throws `InvalidArg`: use `ImageFeatureExtractionPipeline.load(folder)`.
    * @private
    * @param {symbol} token @param {ClipModel} model
    */
   constructor(token, model) {
-    if (token !== LOAD) {
-      throw codedError(
-        'InvalidArg',
-        "new ImageFeatureExtractionPipeline(): use await torch.pipeline('image-feature-extraction', folder)",
-        ImageFeatureExtractionPipeline,
-      )
-    }
-    this.#model = model
+    super(token, model, 'image-feature-extraction')
   }
 
   /**
@@ -65,8 +56,10 @@ class ImageFeatureExtractionPipeline {
    * @returns {Promise<ImageFeatureExtractionPipeline>}
    */
   static async load(folder, options) {
-    const model = await ClipModel.load(folder, options, ImageFeatureExtractionPipeline.load)
-    return new ImageFeatureExtractionPipeline(LOAD, model)
+    return new ImageFeatureExtractionPipeline(
+      LOAD,
+      await ClipModel.load(folder, options, ImageFeatureExtractionPipeline.load),
+    )
   }
 
   /** `'image-feature-extraction'`. */
@@ -74,19 +67,14 @@ class ImageFeatureExtractionPipeline {
     return 'image-feature-extraction'
   }
 
-  /** The embeddings' size. @returns {number} */
-  get dim() {
-    return this.#model.dim
-  }
-
   /** The folder's tokenizer (`tokenizer.json`), as `embedText` uses it. */
   get tokenizer() {
-    return this.#model.tokenizer
+    return this[MODEL].tokenizer
   }
 
   /** The most tokens of a text the text tower sees (longer texts are cut). @returns {number} */
   get maxSequenceLength() {
-    return this.#model.maxSequenceLength
+    return this[MODEL].maxSequenceLength
   }
 
   /**
@@ -94,23 +82,8 @@ class ImageFeatureExtractionPipeline {
    * @param {string[]} texts @returns {Promise<number>}
    */
   async countTokens(texts) {
-    const counts = await Promise.all(texts.map((t) => this.#model.tokenize(t)))
+    const counts = await Promise.all(texts.map((t) => this[MODEL].tokenize(t)))
     return counts.reduce((sum, ids) => sum + ids.length, 0)
-  }
-
-  /** `'clip'` or `'siglip'`. @returns {'clip' | 'siglip'} */
-  get family() {
-    return this.#model.family
-  }
-
-  /** True once `dispose()` was called. */
-  get isDisposed() {
-    return this.#model.isDisposed
-  }
-
-  /** The text and image Batchers' counts. */
-  stats() {
-    return this.#model.stats()
   }
 
   /**
@@ -129,8 +102,8 @@ class ImageFeatureExtractionPipeline {
     )
     if (sources.length === 0) throw codedError('InvalidArg', `${name}: images: expected at least one image`, caller)
     const o = opt.read(options, RUN_OPTIONS, `${name}: options`, caller)
-    const rows = await this.#model.embedImages(sources, o, caller)
-    return tensorOf(rows, this.#model.dim, o.normalize === true)
+    const rows = await this[MODEL].embedImages(sources, o, caller)
+    return tensorOf(rows, this[MODEL].dim, o.normalize === true)
   }
 
   /**
@@ -152,17 +125,8 @@ class ImageFeatureExtractionPipeline {
     })
     if (list.length === 0) throw codedError('InvalidArg', `${name}: texts: expected at least one text`, caller)
     const o = opt.read(options, RUN_OPTIONS, `${name}: options`, caller)
-    const rows = await this.#model.embedTexts(list, o, caller)
-    return tensorOf(rows, this.#model.dim, o.normalize === true)
-  }
-
-  /** Frees the programs; calls waiting reject with `Disposed`. */
-  dispose() {
-    this.#model.dispose()
-  }
-
-  [Symbol.dispose]() {
-    this.dispose()
+    const rows = await this[MODEL].embedTexts(list, o, caller)
+    return tensorOf(rows, this[MODEL].dim, o.normalize === true)
   }
 }
 

@@ -8,6 +8,7 @@
 const { codedError } = require('../errors')
 const opt = require('../options')
 const { ClipModel, CALL_OPTIONS, imageSource, normalized } = require('./clip-model')
+const { ClipPipeline, LOAD, MODEL } = require('./clip-pipeline')
 
 /** @import { ImageSource } from './image-feature-extraction' */
 
@@ -29,7 +30,6 @@ const { ClipModel, CALL_OPTIONS, imageSource, normalized } = require('./clip-mod
  */
 
 const TEMPLATE = 'This is a photo of {}.'
-const LOAD = Symbol('ZeroShotImageClassificationPipeline.load')
 const RUN_OPTIONS = opt.bag(
   {
     candidateLabels: opt.arrayOf(opt.string, 'an array of strings', { min: 1 }),
@@ -68,23 +68,14 @@ function scores(image, texts, manifest) {
  * best. Concurrent `run` calls share forwards of both towers. Made with
  * `ZeroShotImageClassificationPipeline.load(folder)` (or `torch.pipeline('zero-shot-image-classification', folder)`).
  */
-class ZeroShotImageClassificationPipeline {
-  /** @type {ClipModel} */ #model
-
+class ZeroShotImageClassificationPipeline extends ClipPipeline {
   /**
    * Throws `InvalidArg`: use `ZeroShotImageClassificationPipeline.load(folder)`.
    * @private
    * @param {symbol} token @param {ClipModel} model
    */
   constructor(token, model) {
-    if (token !== LOAD) {
-      throw codedError(
-        'InvalidArg',
-        "new ZeroShotImageClassificationPipeline(): use await torch.pipeline('zero-shot-image-classification', folder)",
-        ZeroShotImageClassificationPipeline,
-      )
-    }
-    this.#model = model
+    super(token, model, 'zero-shot-image-classification')
   }
 
   /**
@@ -95,31 +86,15 @@ class ZeroShotImageClassificationPipeline {
    * @returns {Promise<ZeroShotImageClassificationPipeline>}
    */
   static async load(folder, options) {
-    const model = await ClipModel.load(folder, options, ZeroShotImageClassificationPipeline.load)
-    return new ZeroShotImageClassificationPipeline(LOAD, model)
+    return new ZeroShotImageClassificationPipeline(
+      LOAD,
+      await ClipModel.load(folder, options, ZeroShotImageClassificationPipeline.load),
+    )
   }
 
   /** `'zero-shot-image-classification'`. */
   get task() {
     return 'zero-shot-image-classification'
-  }
-
-  /**
-   * `'clip'` (scores are a softmax over the labels) or `'siglip'` (each label's own sigmoid).
-   * @returns {'clip' | 'siglip'}
-   */
-  get family() {
-    return this.#model.family
-  }
-
-  /** True once `dispose()` was called. */
-  get isDisposed() {
-    return this.#model.isDisposed
-  }
-
-  /** The text and image Batchers' counts. */
-  stats() {
-    return this.#model.stats()
   }
 
   /**
@@ -145,29 +120,20 @@ class ZeroShotImageClassificationPipeline {
     const labels = /** @type {string[]} */ (o.candidateLabels)
     const template = o.hypothesisTemplate ?? TEMPLATE
     const [texts, embeddings] = await Promise.all([
-      this.#model.embedTexts(
+      this[MODEL].embedTexts(
         labels.map((l) => fill(template, l)),
         o,
         caller,
       ),
-      this.#model.embedImages(sources, o, caller),
+      this[MODEL].embedImages(sources, o, caller),
     ])
-    const manifest = this.#model.manifest
+    const manifest = this[MODEL].manifest
     const results = embeddings.map((image) =>
       scores(image, texts, manifest)
         .map((score, i) => ({ score, label: labels[i] }))
         .sort((a, b) => b.score - a.score),
     )
     return batched ? results : results[0]
-  }
-
-  /** Frees the programs; calls waiting reject with `Disposed`. */
-  dispose() {
-    this.#model.dispose()
-  }
-
-  [Symbol.dispose]() {
-    this.dispose()
   }
 }
 
