@@ -1,9 +1,10 @@
 'use strict'
 // torch.pipeline's zero-shot-classification, token-classification and fill-mask (issue 50) equal
 // to transformers 5's own pipeline() on the same folders (models/make_pipeline_models.py's goldens:
-// random-weight BERT and DistilBERT heads, some exported as .pt2, some as TorchScript): labels,
-// words and spans exactly (spans as JS string indices, the goldens' converted from Python's code
-// points), scores within 1e-5; concurrent calls batched; options and bad input as coded errors.
+// random-weight BERT, DistilBERT and RoBERTa heads, RoBERTa's with a byte-level BPE tokenizer, some
+// exported as .pt2, some as TorchScript): labels, words and spans exactly (spans as JS string
+// indices, the goldens' converted from Python's code points), scores within 1e-5; concurrent calls
+// batched; options and bad input as coded errors.
 const { describe, test, before, after, beforeEach, afterEach } = require('node:test')
 const assert = require('node:assert/strict')
 const { spawnSync } = require('node:child_process')
@@ -15,7 +16,7 @@ const { coded } = require('./helpers')
 const DIR = path.join(__dirname, '..', 'models', 'golden', 'pipeline')
 const GOLDENS = path.join(DIR, 'goldens.json')
 const golden = fs.existsSync(GOLDENS) ? JSON.parse(fs.readFileSync(GOLDENS, 'utf8')) : null
-const SKIP = !golden?.['mlm-bert']
+const SKIP = !golden?.['mlm-roberta']
   ? 'no pipeline models: run `node tools/models.js --lazy` (models/make_pipeline_models.py)'
   : typeof torch.pipeline !== 'function'
     ? 'torch.pipeline is not wired in index.js'
@@ -60,6 +61,8 @@ describe('torch.pipeline: zero-shot, token classification, fill-mask', { skip: S
         ['ner-distilbert', 'ner'],
         ['mlm-bert', 'fill-mask'],
         ['mlm-distilbert', 'fill-mask'],
+        ['ner-roberta', 'token-classification'],
+        ['mlm-roberta', 'fill-mask'],
       ].map(async ([name, task]) => [name, await torch.pipeline(task, path.join(DIR, name))]),
     )
     Object.assign(pipelines, Object.fromEntries(made))
@@ -94,7 +97,7 @@ describe('torch.pipeline: zero-shot, token classification, fill-mask', { skip: S
     })
   }
 
-  for (const name of ['ner-bert', 'ner-distilbert']) {
+  for (const name of ['ner-bert', 'ner-distilbert', 'ner-roberta']) {
     test(`token-classification (${name}): every aggregationStrategy as transformers' pipeline()`, TIMEOUT, async () => {
       const p = pipelines[name]
       const want = g[name]
@@ -113,13 +116,14 @@ describe('torch.pipeline: zero-shot, token classification, fill-mask', { skip: S
     })
   }
 
-  for (const name of ['mlm-bert', 'mlm-distilbert']) {
+  for (const name of ['mlm-bert', 'mlm-distilbert', 'mlm-roberta']) {
     test(`fill-mask (${name}): topK, targets, several masks as transformers' pipeline()`, TIMEOUT, async () => {
       const p = pipelines[name]
       const want = g[name]
-      const { maskTexts: texts, maskTargets: targets } = g.inputs
+      const { maskTargets: targets } = g.inputs
+      const texts = g.inputs.maskTexts.map((t) => t.replaceAll('[MASK]', p.maskToken))
       assert.equal(p.task, 'fill-mask')
-      assert.equal(p.maskToken, '[MASK]')
+      assert.equal(p.maskToken, name === 'mlm-roberta' ? '<mask>' : '[MASK]')
       for (const [i, text] of texts.entries()) {
         assertClose(await p.run(text), want.default[i], `default[${i}]`)
         assertClose(await p.run(text, { topK: 3, targets }), want.targets[i], `targets[${i}]`)
@@ -226,6 +230,8 @@ test("token strings joined as the tokenizers crate's decoders join them", () => 
   // a leading ## kept; the cleanup is per token, so "do not" stays (Python's tokenizers says the same)
   assert.equal(tokensToString(wordPiece, ['##ing', 'do', 'not', 'it', "'s", '.']), "##ing do not it's.")
   assert.equal(tokensToString({ type: 'ByteLevel' }, ['ĠNew', 'ĠYork', 'ĠâĿ', '¤ï¸ı']), ' New York ❤️')
+  // a token with a character outside GPT-2's byte table (a word already decoded) is its own UTF-8
+  assert.equal(tokensToString({ type: 'ByteLevel' }, [' and', ' café', 'Ġcaf', 'Ã©']), ' and café café')
   const metaspace = { type: 'Metaspace', replacement: '▁', prepend_scheme: 'always' }
   assert.equal(tokensToString(metaspace, ['▁New', '▁York']), 'New York')
   const sequence = {

