@@ -2,16 +2,13 @@
 // /v1/embeddings over a CLIP folder (issue 50): texts and images (data URLs, image_url parts, and
 // vLLM's multimodal `messages`) through the `openai` client from npm and plain fetch, equal to
 // transformers' get_text_features / get_image_features (models/make_clip_models.py's goldens).
-// The handler is built here with clipEmbeddingModel; `torch-node serve` loads kind 'clip' folders
-// the same way once lib/serve/index.js maps them.
+// Served by torch.serve (what `npx torch-node serve --model clip=FOLDER` runs), which reads the
+// folder's manifest kind 'clip'.
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
-const http = require('node:http')
 const path = require('node:path')
-const { createHandler } = require('../lib/serve/app')
-const { clipEmbeddingModel } = require('../lib/serve/embeddings')
-const { ImageFeatureExtractionPipeline } = require('../lib/vision/image-feature-extraction')
+const torch = require('..')
 
 const DIR = path.join(__dirname, '..', 'models', 'golden', 'clip')
 const GOLDENS = path.join(DIR, 'goldens.json')
@@ -23,22 +20,18 @@ const maxDiff = (a, b) => Math.max(...b.map((v, i) => Math.abs(a[i] - v)))
 
 describe('/v1/embeddings with a CLIP model', { skip: SKIP }, () => {
   const goldens = SKIP ? null : JSON.parse(fs.readFileSync(GOLDENS, 'utf8'))
-  let server, url, client, clip
+  let served, url, client
   const image = (i) =>
     `data:image/png;base64,${fs.readFileSync(path.join(__dirname, '..', 'models', 'images', goldens.inputs.images[i])).toString('base64')}`
 
   before(async () => {
-    clip = await ImageFeatureExtractionPipeline.load(path.join(DIR, 'clip'), { maxDelayMs: 2 })
-    const { handle } = createHandler({ models: [clipEmbeddingModel('clip', clip)] })
-    server = http.createServer(handle)
-    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
-    url = `http://127.0.0.1:${server.address().port}/v1`
+    served = await torch.serve({ models: { clip: path.join(DIR, 'clip') }, port: 0, host: '127.0.0.1' })
+    url = `${served.url}/v1`
     const { default: OpenAI } = await import('openai')
     client = new OpenAI({ baseURL: url, apiKey: 'unused', maxRetries: 0 })
   })
   after(async () => {
-    await new Promise((resolve) => server?.close(resolve))
-    clip?.dispose()
+    await served?.close()
   })
 
   test('the openai client: texts and data-URL images in one request, in order', TIMEOUT, async () => {

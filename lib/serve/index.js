@@ -25,7 +25,8 @@ const { createHandler, closer } = require('./app')
 const { Metrics } = require('./metrics')
 const { ModelRegistry } = require('./models')
 const { chatModel } = require('./chat')
-const { embeddingModel } = require('./embeddings')
+const { embeddingModel, clipEmbeddingModel } = require('./embeddings')
+const { ImageFeatureExtractionPipeline } = require('../vision/image-feature-extraction')
 const { classifyModel } = require('./classify')
 const { rerankModel } = require('./rerank')
 const { pipeline } = require('../text/pipeline')
@@ -92,7 +93,7 @@ const { LIMITS } = require('./requests')
 
 // A spec's other keys go to the load of its kind as they are (CausalLM.load takes prefixCache
 // too; ServeModelSpec above is to say so once index.d.ts is regenerated).
-const KINDS = ['causal-lm', 'sentence-encoder', 'text-classifier']
+const KINDS = ['causal-lm', 'sentence-encoder', 'text-classifier', 'clip']
 const limitReader = opt.integer({ min: 1, expected: 'an integer ≥ 1' })
 const SERVE_OPTIONS = opt.bag(
   {
@@ -118,7 +119,8 @@ function kindOf(folder) {
 }
 
 /**
- * What a folder is served as: `chat` (causal LMs), `embeddings` (sentence encoders), `rerank`
+ * What a folder is served as: `chat` (causal LMs), `embeddings` (sentence encoders; CLIP and
+ * SigLIP folders, whose images come as data URLs), `rerank`
  * (cross-encoders exported for text-ranking) or `classify` (other classifiers); null for a kind
  * serve does not serve. Throws what reading its manifest.json throws.
  * @param {string} folder
@@ -127,7 +129,7 @@ function kindOf(folder) {
 function servedKind(folder) {
   const manifest = JSON.parse(fs.readFileSync(nodePath.join(folder, 'manifest.json'), 'utf8'))
   if (manifest?.kind === 'causal-lm') return 'chat'
-  if (manifest?.kind === 'sentence-encoder') return 'embeddings'
+  if (manifest?.kind === 'sentence-encoder' || manifest?.kind === 'clip') return 'embeddings'
   if (manifest?.kind === 'text-classifier') return manifest.task === 'text-ranking' ? 'rerank' : 'classify'
   return null
 }
@@ -191,7 +193,7 @@ function checked(name, spec, caller) {
   if (!KINDS.includes(/** @type {string} */ (kind))) {
     throw codedError(
       'ModelLoadError',
-      `${what}: ${folder}: a ${JSON.stringify(kind)} model; torch-node serve serves causal-lm, sentence-encoder and text-classifier folders`,
+      `${what}: ${folder}: a ${JSON.stringify(kind)} model; torch-node serve serves causal-lm, sentence-encoder, text-classifier and clip folders`,
       caller,
     )
   }
@@ -232,6 +234,12 @@ async function load(name, { folder, options, kind }) {
     }
     const classifier = await pipeline('text-classification', folder, settings).catch((e) => Promise.reject(named(e)))
     return { model: classifier, served: classifyModel(name, classifier) }
+  }
+  if (kind === 'clip') {
+    const clip = await ImageFeatureExtractionPipeline.load(folder, { maxDelayMs: 2, ...options }).catch((e) =>
+      Promise.reject(named(e)),
+    )
+    return { model: clip, served: clipEmbeddingModel(name, clip) }
   }
   const encoder = await text.SentenceEncoder.load(folder, {
     maxBatchSize: 32,
