@@ -4,9 +4,9 @@
 // export` wrote from a *ForMaskedLM checkpoint: the program returns the vocabulary's logits at each
 // text's first `maskSlots` mask tokens (kind 'masked-lm'); softmax, the top k (of the targets when
 // given), and each candidate's sequence decoded as transformers 5's postprocess does.
-const { codedError, describe } = require('../errors')
+const { codedError } = require('../errors')
 const opt = require('../options')
-const { encode, rowsOf, softmax, EncoderPipeline, CALL_OPTIONS } = require('./logits')
+const { encode, rowsOf, softmax, EncoderPipeline, CALL_OPTIONS, readTexts } = require('./logits')
 
 /** @import { text } from '../../index' */
 
@@ -105,14 +105,7 @@ class FillMaskPipeline extends EncoderPipeline {
   async run(input, options) {
     const name = 'FillMaskPipeline.run'
     const caller = this.run
-    const batched = Array.isArray(input)
-    const texts = batched ? Array.from(input) : [input]
-    texts.forEach((t, i) => {
-      if (typeof t !== 'string') {
-        const what = batched ? `input[${i}]` : 'input'
-        throw codedError('InvalidArg', `${name}: ${what}: expected a string, got ${describe(t)}`, caller)
-      }
-    })
+    const { texts, batched } = readTexts(input, name, caller)
     /** @type {RunOptions} */
     const o = opt.read(options, RUN_OPTIONS, `${name}: options`, caller)
     const targets = o.targets === undefined ? undefined : this.#targetIds(o.targets, name, caller)

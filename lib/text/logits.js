@@ -44,6 +44,22 @@ function readText(input, what, caller) {
 }
 
 /**
+ * `input` (a text or an array of texts) checked: the texts, and whether it was an array.
+ * @param {unknown} input @param {string} name @param {Function} caller
+ * @returns {{texts: string[], batched: boolean}}
+ */
+function readTexts(input, name, caller) {
+  const batched = Array.isArray(input)
+  const texts = batched ? Array.from(input) : [input]
+  texts.forEach((t, i) => {
+    if (typeof t !== 'string') {
+      throw invalid(`${name}: ${batched ? `input[${i}]` : 'input'}: expected a string, got ${describe(t)}`, caller)
+    }
+  })
+  return { texts, batched }
+}
+
+/**
  * Each input's encoding (truncated to the model's maxSequenceLength by `truncation`: true is
  * longest_first; zero-shot-classification cuts only the first text, as transformers does). Errors:
  * `Disposed`, `Aborted`, and the tokenizer's.
@@ -218,6 +234,7 @@ class EncoderPipeline {
 
 module.exports = {
   readText,
+  readTexts,
   encode,
   rowsOf,
   logitsOf,

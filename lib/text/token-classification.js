@@ -8,9 +8,8 @@
 // JS string indices (UTF-16), so `text.slice(start, end)` is the entity.
 const fs = require('node:fs')
 const path = require('node:path')
-const { codedError, describe } = require('../errors')
 const opt = require('../options')
-const { encode, rowsOf, softmax, EncoderPipeline, CALL_OPTIONS } = require('./logits')
+const { encode, rowsOf, softmax, EncoderPipeline, CALL_OPTIONS, readTexts } = require('./logits')
 const { tokensToString } = require('./token-strings')
 
 /** @import { text, Encoding } from '../../index' */
@@ -120,14 +119,7 @@ class TokenClassificationPipeline extends EncoderPipeline {
   async run(input, options) {
     const name = 'TokenClassificationPipeline.run'
     const caller = this.run
-    const batched = Array.isArray(input)
-    const texts = batched ? Array.from(input) : [input]
-    texts.forEach((t, i) => {
-      if (typeof t !== 'string') {
-        const what = batched ? `input[${i}]` : 'input'
-        throw codedError('InvalidArg', `${name}: ${what}: expected a string, got ${describe(t)}`, caller)
-      }
-    })
+    const { texts, batched } = readTexts(input, name, caller)
     /** @type {RunOptions} */
     const o = opt.read(options, RUN_OPTIONS, `${name}: options`, caller)
     const strategy = o.aggregationStrategy ?? 'none'

@@ -4,9 +4,9 @@
 // over a folder `torch-node export` wrote from an NLI *ForSequenceClassification checkpoint: each
 // candidate label becomes a hypothesis ("This example is {}.") paired with the text, and the
 // entailment logits say how well each label fits. Post-processing as transformers 5's postprocess.
-const { codedError, describe } = require('../errors')
+const { codedError } = require('../errors')
 const opt = require('../options')
-const { logitsOf, softmax, EncoderPipeline, CALL_OPTIONS } = require('./logits')
+const { logitsOf, softmax, EncoderPipeline, CALL_OPTIONS, readTexts } = require('./logits')
 
 /** @import { text } from '../../index' */
 
@@ -102,14 +102,7 @@ class ZeroShotClassificationPipeline extends EncoderPipeline {
   async run(input, options) {
     const name = 'ZeroShotClassificationPipeline.run'
     const caller = this.run
-    const batched = Array.isArray(input)
-    const texts = batched ? Array.from(input) : [input]
-    texts.forEach((t, i) => {
-      if (typeof t !== 'string') {
-        const what = batched ? `input[${i}]` : 'input'
-        throw codedError('InvalidArg', `${name}: ${what}: expected a string, got ${describe(t)}`, caller)
-      }
-    })
+    const { texts, batched } = readTexts(input, name, caller)
     /** @type {RunOptions} */
     const o = opt.read(options, RUN_OPTIONS, `${name}: options`, caller)
     const labels =
