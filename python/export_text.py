@@ -25,10 +25,11 @@ float32 [batch, dim], not normalized (normalization is a per-call choice in torc
 The task (--task auto) comes from config.json's `architectures`: a `*ForSequenceClassification`
 checkpoint is a classifier (text-classification; text-ranking when it has one logit and is a
 sentence-transformers CrossEncoder: config.json has a `sentence_transformers` entry, or
-config_sentence_transformers.json says CrossEncoder), any other a sentence encoder
-(feature-extraction). A classifier's program returns the logits, float32
-[batch, num_labels]; its manifest (kind 'text-classifier') records the task, the labels, the
-problem_type and the CrossEncoder's activation, which torch.pipeline applies (lib/text/pipeline.js).
+config_sentence_transformers.json says CrossEncoder), `*ForTokenClassification` and `*ForMaskedLM`
+ones as below, any other a sentence encoder (feature-extraction). A classifier's program returns
+the logits, float32 [batch, num_labels]; its manifest (kind 'text-classifier') records the task,
+the labels, the problem_type and the CrossEncoder's activation, which torch.pipeline applies
+(lib/text/pipeline.js).
 A `*ForTokenClassification` checkpoint (token-classification) returns each token's logits, padded
 to the manifest's maxSequenceLength so that every text has one row of the same width: float32
 [batch, maxSequenceLength * num_labels] (kind 'token-classifier'). A `*ForMaskedLM` one without a
@@ -330,11 +331,11 @@ def export(args, hf_dir, pooling, normalize, st_config, task="feature-extraction
         raise Unsupported(f"{hf_dir}: sentence_bert_config.json asks for do_lower_case on a tokenizer that does not lowercase")
 
     if kind == "token-classifier":
-        encoder = TokenLogitsModule(model, max_length, torch)
+        encoder = HeadModule(model, torch, token_rows(max_length, torch))
     elif kind == "masked-lm":
-        encoder = MaskLogitsModule(model, mask_id, torch)
+        encoder = HeadModule(model, torch, mask_rows(mask_id, torch))
     elif classifier:
-        encoder = ClassifierModule(model, torch)
+        encoder = HeadModule(model, torch)
     else:
         encoder = SentenceEncoderModule(model, pooling, torch)
     example = example_inputs(torch, input_names, tokenizer.pad_token_id, config, batch=2, seq=8, mask_id=mask_id)
@@ -450,10 +451,7 @@ def SentenceEncoderModule(model, pooling, torch):
             self.model = model
 
         def forward(self, input_ids, attention_mask, token_type_ids=None):
-            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-            if token_type_ids is not None:
-                kwargs["token_type_ids"] = token_type_ids
-            hidden = self.model(**kwargs)[0]  # last_hidden_state [batch, seq, dim]
+            hidden = run_model(self.model, input_ids, attention_mask, token_type_ids)[0]  # [batch, seq, dim]
             if pooling == "cls":
                 return hidden[:, 0].float()  # right padding: the first token is the real first
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
@@ -466,65 +464,54 @@ def SentenceEncoderModule(model, pooling, torch):
     return SentenceEncoder().eval()
 
 
-def ClassifierModule(model, torch):
-    """A *ForSequenceClassification model's logits, float32 [batch, num_labels]."""
+def run_model(model, input_ids, attention_mask, token_type_ids):
+    """The Hugging Face model's outputs, token_type_ids passed only where the program takes them."""
+    kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if token_type_ids is not None:
+        kwargs["token_type_ids"] = token_type_ids
+    return model(**kwargs)
 
-    class Classifier(torch.nn.Module):
+
+def HeadModule(model, torch, rows=None):
+    """A *ForSequenceClassification / *ForTokenClassification / *ForMaskedLM model's logits in
+    float32, made one fixed-width row per text by `rows(logits, input_ids, attention_mask)` where
+    they have a sequence dimension (SentenceEncoder's batching takes [batch, width])."""
+
+    class Head(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.model = model
 
         def forward(self, input_ids, attention_mask, token_type_ids=None):
-            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-            if token_type_ids is not None:
-                kwargs["token_type_ids"] = token_type_ids
-            return self.model(**kwargs).logits.float()
+            logits = run_model(self.model, input_ids, attention_mask, token_type_ids).logits.float()
+            return logits if rows is None else rows(logits, input_ids, attention_mask)
 
-    return Classifier().eval()
+    return Head().eval()
 
 
-def TokenLogitsModule(model, width, torch):
-    """A *ForTokenClassification model's logits, each text's tokens padded (with zeros) to `width`:
-    float32 [batch, width * num_labels], so the program returns one fixed-width row per text as
-    the other heads do (SentenceEncoder's batching)."""
+def token_rows(width, torch):
+    """Token classification: each text's [seq, labels] logits padded (with zeros) to `width`
+    tokens, float32 [batch, width * num_labels]."""
 
-    class TokenLogits(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
+    def rows(logits, input_ids, attention_mask):
+        padded = torch.nn.functional.pad(logits, (0, 0, 0, width - logits.shape[1]))
+        return padded.reshape(logits.shape[0], -1)
 
-        def forward(self, input_ids, attention_mask, token_type_ids=None):
-            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-            if token_type_ids is not None:
-                kwargs["token_type_ids"] = token_type_ids
-            logits = self.model(**kwargs).logits.float()  # [batch, seq, labels]
-            padded = torch.nn.functional.pad(logits, (0, 0, 0, width - logits.shape[1]))
-            return padded.reshape(logits.shape[0], -1)
-
-    return TokenLogits().eval()
+    return rows
 
 
-def MaskLogitsModule(model, mask_id, torch):
-    """A *ForMaskedLM model's logits at each text's first MASK_SLOTS mask tokens (in order; zeros
-    for slots with no mask): float32 [batch, MASK_SLOTS * vocab]. A one-hot per slot picks the
-    position, so the program has no data-dependent shapes."""
+def mask_rows(mask_id, torch):
+    """Fill-mask: the logits at each text's first MASK_SLOTS mask tokens (in order; zeros for slots
+    with no mask), float32 [batch, MASK_SLOTS * vocab]. A one-hot per slot picks the position, so
+    the program has no data-dependent shapes."""
 
-    class MaskLogits(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
+    def rows(logits, input_ids, attention_mask):
+        is_mask = (input_ids == mask_id) & (attention_mask != 0)
+        rank = torch.cumsum(is_mask.to(torch.int64), dim=1)  # the 1-based slot of each mask
+        slots = [torch.einsum("bs,bsv->bv", (is_mask & (rank == k + 1)).float(), logits) for k in range(MASK_SLOTS)]
+        return torch.cat(slots, dim=1)
 
-        def forward(self, input_ids, attention_mask, token_type_ids=None):
-            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-            if token_type_ids is not None:
-                kwargs["token_type_ids"] = token_type_ids
-            logits = self.model(**kwargs).logits.float()  # [batch, seq, vocab]
-            is_mask = (input_ids == mask_id) & (attention_mask != 0)
-            rank = torch.cumsum(is_mask.to(torch.int64), dim=1)  # the 1-based slot of each mask
-            slots = [torch.einsum("bs,bsv->bv", (is_mask & (rank == k + 1)).float(), logits) for k in range(MASK_SLOTS)]
-            return torch.cat(slots, dim=1)
-
-    return MaskLogits().eval()
+    return rows
 
 
 def example_inputs(torch, input_names, pad_id, config, batch, seq, lengths=None, mask_id=None):
