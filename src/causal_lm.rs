@@ -22,8 +22,9 @@ use serde_json::Value as Json;
 use std::sync::{Arc, Mutex};
 use torch_core::executor;
 use torch_core::generate::constraint::Format;
+use torch_core::generate::decoder::Prompt;
 use torch_core::generate::engine::{Config, Engine, Generation, Output, Schedule, Sink};
-use torch_core::generate::lm::{self, LoadOptions, Model, Prompt};
+use torch_core::generate::lm::{self, LoadOptions, Model};
 use torch_core::generate::request::{Options, Request};
 
 js_options! {
@@ -80,6 +81,11 @@ js_options! {
         /// Lark grammar or a regex, or tool calls; enforced by a token mask at each step. See
         /// docs/generation.md#structured-output.
         response_format "responseFormat": ResponseFormatOpt as "ResponseFormat",
+        /// Report each token's log-probability: the log-softmax of the model's raw logits at its
+        /// step, before the penalty, temperature, top-k/p, min-p or `responseFormat` change them.
+        logprobs "logprobs": bool as "boolean",
+        /// With `logprobs`: the likeliest tokens at each step too, 0 to 20 (default 0).
+        top_logprobs "topLogprobs": u64 as "number",
     }
 }
 
@@ -207,7 +213,8 @@ fn prompt(env: RawEnv, v: Val) -> anyhow::Result<Prompt> {
 pub struct Step(Output);
 
 js_result!(
-    /// `{text, tokens, promptTokens, finishReason?, errorCode?, errorMessage?}`.
+    /// `{text, tokens, promptTokens, logprobs?, finishReason?, errorCode?, errorMessage?}`;
+    /// `logprobs`: per token `{token, logprob, bytes, top: [{token, logprob, bytes}]}`.
     StepJs(Step) as "CausalLMStep",
     |env, s| {
         let s = s.0;
@@ -217,6 +224,26 @@ js_result!(
             ("tokens".to_string(), js::new_number_array(env, &tokens)?),
             ("promptTokens".to_string(), js::new_number(env, s.prompt_tokens as f64)?),
         ];
+        if !s.logprobs.is_empty() {
+            let entry = |token: u32, logprob: f32, bytes: &[u8]| -> anyhow::Result<Vec<(String, Val)>> {
+                let bytes: Vec<f64> = bytes.iter().map(|&b| b as f64).collect();
+                Ok(vec![
+                    ("token".to_string(), js::new_number(env, token as f64)?),
+                    ("logprob".to_string(), js::new_number(env, logprob as f64)?),
+                    ("bytes".to_string(), js::new_number_array(env, &bytes)?),
+                ])
+            };
+            let mut items = Vec::with_capacity(s.logprobs.len());
+            for t in &s.logprobs {
+                let top = (t.top.iter())
+                    .map(|a| js::new_object(env, entry(a.token, a.logprob, &a.bytes)?))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                let mut fields = entry(t.token, t.logprob, &t.bytes)?;
+                fields.push(("top".to_string(), js::new_array(env, top)?));
+                items.push(js::new_object(env, fields)?);
+            }
+            fields.push(("logprobs".to_string(), js::new_array(env, items)?));
+        }
         if let Some(f) = s.finish {
             fields.push(("finishReason".to_string(), js::new_string(env, f.name())?));
         }
@@ -456,6 +483,8 @@ impl JsCausalLM {
                 seed: bag.seed,
                 stop: bag.stop.map(|s| s.0),
                 format: bag.response_format.and_then(|f| f.0),
+                logprobs: bag.logprobs,
+                top_logprobs: bag.top_logprobs,
             })?;
             Ok(JsRequest {
                 start: Mutex::new(Some((prompt, request))),

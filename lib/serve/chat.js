@@ -170,17 +170,30 @@ function chatShape(format, parallel) {
 }
 
 /**
- * One request's generation, streamed or whole.
+ * A token's log-probability as OpenAI writes it (`choices[].logprobs.content[]`).
+ * @param {import('../text/causal-lm').TokenLogprob} e
+ */
+const openaiLogprob = (e) => ({
+  token: e.text,
+  logprob: e.logprob,
+  bytes: e.bytes,
+  top_logprobs: e.top.map((a) => ({ token: a.text, logprob: a.logprob, bytes: a.bytes })),
+})
+
+/**
+ * One request's generation, streamed or whole: `request.n` choices, each its own sequence (choice
+ * i > 0 seeded `seed + i`, so sampled choices differ), their chunks interleaved in a stream.
  * @param {import('./app').Context} ctx
  * @param {import('node:http').ServerResponse} res
  * @param {ChatModel} model
  * @param {any} input
- * @param {{ options: Record<string, any>; stream: boolean; includeUsage: boolean }} request
- * @param {Shape & { calls?: (events: any[]) => any[] }} shape
+ * @param {{ options: Record<string, any>; stream: boolean; includeUsage: boolean; n: number; logprobs?: boolean }} request
+ * @param {() => Shape & { calls?: (events: any[]) => any[] }} makeShape a choice's objects (a chat's
+ *   count its calls)
  * @param {ToolCallFormat | null} format tool calls to parse out of a stream
  * @param {number} startedAt when the request came (performance.now())
  */
-async function generate(ctx, res, model, input, request, shape, format, startedAt) {
+async function generate(ctx, res, model, input, request, makeShape, format, startedAt) {
   // A client that hangs up (while waiting for a slot, or mid-stream) aborts its generation; so
   // does the end of a shutdown's grace period.
   const gone = new AbortController()
@@ -191,10 +204,11 @@ async function generate(ctx, res, model, input, request, shape, format, startedA
   if (res.socket === null || res.socket.destroyed) return
   const stop = () => gone.abort()
   ctx.running.add(stop)
-  const it = model.generate(input, { ...request.options, signal: gone.signal })
+  /** @type {Array<{ it: AsyncGenerator<any, any, undefined>; shape: ReturnType<typeof makeShape> }>} */
+  const choices = []
   const head = {
-    id: `${shape.prefix}-${randomUUID()}`,
-    object: shape.chunkObject,
+    id: `${makeShape().prefix}-${randomUUID()}`,
+    object: makeShape().chunkObject,
     created: Math.floor(Date.now() / 1000),
     model: model.name,
   }
@@ -203,41 +217,97 @@ async function generate(ctx, res, model, input, request, shape, format, startedA
     const marks = piece.tokens.flatMap((t) => (model.markers.has(t) ? [model.markers.get(t)] : []))
     return marks.join('') + piece.text
   }
+  const at = (/** @type {any} */ choice, /** @type {number} */ index) => ({ ...choice, index })
+  const shuttingDown = () => new HttpError(503, 'Unavailable', 'the server is shutting down')
   try {
-    // The first piece before any header, so QueueFull and a too long prompt are still HTTP errors.
-    let r = await it.next()
-    if (!r.done) ctx.metrics.firstToken(model.name, (performance.now() - startedAt) / 1000)
+    for (let i = 0; i < request.n; i++) {
+      const seeded = i === 0 ? request.options : { ...request.options, seed: (request.options.seed ?? 0) + i }
+      choices.push({ it: model.generate(input, { ...seeded, signal: gone.signal }), shape: makeShape() })
+    }
+    // The first pieces before any header, so QueueFull and a too long prompt are still HTTP errors.
+    const firsts = await Promise.all(choices.map((c) => c.it.next()))
+    if (!firsts[0].done) ctx.metrics.firstToken(model.name, (performance.now() - startedAt) / 1000)
     if (gone.signal.aborted) {
-      if (ctx.closing && !res.headersSent) throw new HttpError(503, 'Unavailable', 'the server is shutting down')
+      if (ctx.closing && !res.headersSent) throw shuttingDown()
       return
     }
+    /** @param {Array<{ usage: { promptTokens: number; completionTokens: number } }>} results */
+    const usageOfAll = (results) => {
+      const completionTokens = results.reduce((sum, r) => sum + r.usage.completionTokens, 0)
+      const u = { promptTokens: results[0].usage.promptTokens, completionTokens }
+      ctx.metrics.tokens(model.name, u.promptTokens, u.completionTokens)
+      return usageOf(u)
+    }
     if (!request.stream) {
-      let text = ''
-      for (; !r.done; r = await it.next()) text += withMarkers(r.value)
-      const { finishReason, usage } = r.value
-      ctx.metrics.tokens(model.name, usage.promptTokens, usage.completionTokens)
-      if (finishReason === 'aborted') {
-        if (ctx.closing && !res.headersSent) throw new HttpError(503, 'Unavailable', 'the server is shutting down')
+      const answers = await Promise.all(
+        choices.map(async (c, i) => {
+          let text = ''
+          /** @type {any[]} */
+          const content = []
+          let r = firsts[i]
+          for (; !r.done; r = await c.it.next()) {
+            text += withMarkers(r.value)
+            for (const e of r.value.logprobs ?? []) content.push(openaiLogprob(e))
+          }
+          return { text, content, result: r.value }
+        }),
+      )
+      const usage = usageOfAll(answers.map((a) => a.result))
+      if (answers.some((a) => a.result.finishReason === 'aborted')) {
+        if (ctx.closing && !res.headersSent) throw shuttingDown()
         return
       }
-      const body = { ...head, object: shape.object, choices: [shape.choice(text, finishReason)], usage: usageOf(usage) }
+      const body = {
+        ...head,
+        object: choices[0].shape.object,
+        choices: answers.map(({ text, content, result }, i) => {
+          const choice = at(choices[i].shape.choice(text, result.finishReason), i)
+          if (request.logprobs) choice.logprobs = { content, refusal: null }
+          return choice
+        }),
+        usage,
+      }
       return sendJson(res, 200, body)
     }
     startEvents(res)
-    const calls = format && shape.calls ? new ToolCallStream(format) : null
-    const send = async (/** @type {any[]} */ choices) => {
-      for (const choice of choices) if (!(await sendEvent(res, { ...head, choices: [choice] }))) return false
+    const send = async (/** @type {any[]} */ list) => {
+      for (const choice of list) if (!(await sendEvent(res, { ...head, choices: [choice] }))) return false
       return true
     }
-    if (shape.first && !(await send([shape.first]))) return
-    for (; !r.done; r = await it.next()) {
-      const text = withMarkers(r.value)
-      const choices = calls && shape.calls ? shape.calls(calls.push(text)) : [shape.delta(text)]
-      if (!(await send(choices))) return
+    const first = choices[0].shape.first
+    if (first && !(await send(choices.map((_, i) => at(first, i))))) return
+    /** One choice's chunks; its result, or null when the client went away. */
+    const stream = async (/** @type {(typeof choices)[number]} */ c, /** @type {number} */ i) => {
+      const calls = format && c.shape.calls ? new ToolCallStream(format) : null
+      // Tokens' log-probabilities go on the next chunk of their choice (a tool call's text can
+      // wait for its end before any chunk goes).
+      /** @type {any[]} */
+      const pending = []
+      const out = (/** @type {any[]} */ list) => {
+        const chunks = list.map((x) => at(x, i))
+        if (request.logprobs && pending.length && chunks.length) {
+          chunks[0].logprobs = { content: pending.splice(0), refusal: null }
+        }
+        return chunks
+      }
+      let r = firsts[i]
+      for (; !r.done; r = await c.it.next()) {
+        const text = withMarkers(r.value)
+        for (const e of r.value.logprobs ?? []) pending.push(openaiLogprob(e))
+        const list = calls && c.shape.calls ? c.shape.calls(calls.push(text)) : [c.shape.delta(text)]
+        if (!(await send(out(list)))) return null
+      }
+      const { finishReason } = r.value
+      if (finishReason === 'aborted') return r.value
+      if (calls && c.shape.calls && !(await send(out(c.shape.calls(calls.end({ cut: finishReason === 'length' }))))))
+        return null
+      if (!(await send(out([c.shape.last(finishReason)])))) return null
+      return r.value
     }
-    const { finishReason, usage } = r.value
-    ctx.metrics.tokens(model.name, usage.promptTokens, usage.completionTokens)
-    if (finishReason === 'aborted') {
+    const results = await Promise.all(choices.map(stream))
+    if (results.some((r) => r === null)) return
+    const usage = usageOfAll(/** @type {any[]} */ (results))
+    if (results.some((r) => r.finishReason === 'aborted')) {
       // Cut by the shutdown: said in the stream, in OpenAI's shape, so the client sees an error.
       if (ctx.closing) {
         await sendEvent(res, {
@@ -246,12 +316,12 @@ async function generate(ctx, res, model, input, request, shape, format, startedA
       }
       return void res.end()
     }
-    if (calls && shape.calls && !(await send(shape.calls(calls.end({ cut: finishReason === 'length' }))))) return
-    if (!(await send([shape.last(finishReason)]))) return
-    if (request.includeUsage) await sendEvent(res, { ...head, choices: [], usage: usageOf(usage) })
+    if (request.includeUsage) await sendEvent(res, { ...head, choices: [], usage })
     await sendEvent(res, '[DONE]')
     res.end()
   } catch (e) {
+    // One choice failed: the others end too.
+    gone.abort()
     if (!res.headersSent) throw e
     // Headers are sent: the error goes in the stream, in OpenAI's shape, and the stream ends.
     const error = /** @type {any} */ (e)
@@ -259,7 +329,7 @@ async function generate(ctx, res, model, input, request, shape, format, startedA
     res.end()
   } finally {
     ctx.running.delete(stop)
-    await it.return?.(/** @type {any} */ (undefined))
+    await Promise.all(choices.map((c) => c.it.return?.(/** @type {any} */ (undefined))))
   }
 }
 
@@ -273,6 +343,8 @@ async function generate(ctx, res, model, input, request, shape, format, startedA
 async function chatCompletions(ctx, body, res, startedAt) {
   const b = readKeys(body, R.CHAT_KEYS)
   const request = R.readSampling(b, ctx.limits)
+  const logprobs = R.readLogprobs(b)
+  if (logprobs) request.options = { ...request.options, ...logprobs }
   const model = /** @type {ChatModel} */ (ctx.model(b.model, 'chat'))
   const { messages, plain } = R.readMessages(b.messages, ctx.limits)
   const { tools, parallel, forced } = R.readTools(b, ctx.limits)
@@ -311,7 +383,8 @@ async function chatCompletions(ctx, body, res, startedAt) {
     const chat = genericMessages(messages, tools, { parallel: list, text: forced === null, only })
     input = await model.prompt(chat, null, true)
   } else input = await model.prompt(messages, tools, plain)
-  await generate(ctx, res, model, input, request, chatShape(format, calls), format, startedAt)
+  const chat = { ...request, logprobs: logprobs !== null }
+  await generate(ctx, res, model, input, chat, () => chatShape(format, calls), format, startedAt)
 }
 
 /**
@@ -325,7 +398,7 @@ async function completions(ctx, body, res, startedAt) {
   const b = readKeys(body, R.COMPLETION_KEYS)
   const request = R.readSampling(b, ctx.limits)
   const model = /** @type {ChatModel} */ (ctx.model(b.model, 'chat'))
-  await generate(ctx, res, model, R.readPrompt(b.prompt), request, COMPLETION, null, startedAt)
+  await generate(ctx, res, model, R.readPrompt(b.prompt), request, () => COMPLETION, null, startedAt)
 }
 
 module.exports = { chatModel, chatCompletions, completions }

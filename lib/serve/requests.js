@@ -42,6 +42,8 @@ const SAMPLING_KEYS = [
 ]
 const CHAT_KEYS = [
   'messages',
+  'logprobs',
+  'top_logprobs',
   'max_completion_tokens',
   'tools',
   'tool_choice',
@@ -51,6 +53,10 @@ const CHAT_KEYS = [
 ]
 const COMPLETION_KEYS = ['prompt', ...SAMPLING_KEYS]
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/
+/** The most choices (`n`) of one request: each is a sequence of its own. */
+const MAX_CHOICES = 8
+/** The most alternatives per token (`top_logprobs`), as OpenAI. */
+const MAX_TOP_LOGPROBS = 20
 
 /**
  * Maps OpenAI's sampling fields to CausalLM's generation options.
@@ -99,7 +105,9 @@ function readSampling(b, limits) {
     }
     if (stops.length) options.stop = stops
   }
-  if (b.n !== undefined && b.n !== 1) throw invalid(`n: only 1 is supported, got ${show(b.n)}`)
+  if (b.n !== undefined && !(Number.isInteger(b.n) && b.n >= 1 && b.n <= MAX_CHOICES)) {
+    throw invalid(`n: expected an integer in [1, ${MAX_CHOICES}], got ${show(b.n)}`)
+  }
   if (b.stream !== undefined && typeof b.stream !== 'boolean')
     throw invalid(`stream: expected a boolean, got ${show(b.stream)}`)
   const so = b.stream_options
@@ -115,7 +123,24 @@ function readSampling(b, limits) {
   if (b.user !== undefined && typeof b.user !== 'string') throw invalid('user: expected a string')
   if (b.model !== undefined && typeof b.model !== 'string')
     throw invalid(`model: expected a string, got ${show(b.model)}`)
-  return { options, stream: b.stream === true, includeUsage: so?.include_usage === true }
+  return { options, stream: b.stream === true, includeUsage: so?.include_usage === true, n: b.n ?? 1 }
+}
+
+/**
+ * `logprobs` and `top_logprobs` (chat) as CausalLM's `logprobs`/`topLogprobs`; null when not asked.
+ * @param {Record<string, any>} b the body, its null values dropped
+ * @returns {{ logprobs: true; topLogprobs: number } | null}
+ */
+function readLogprobs(b) {
+  if (b.logprobs !== undefined && typeof b.logprobs !== 'boolean') {
+    throw invalid(`logprobs: expected a boolean, got ${show(b.logprobs)}`)
+  }
+  const top = b.top_logprobs
+  if (top !== undefined && !(Number.isInteger(top) && top >= 0 && top <= MAX_TOP_LOGPROBS)) {
+    throw invalid(`top_logprobs: expected an integer in [0, ${MAX_TOP_LOGPROBS}], got ${show(top)}`)
+  }
+  if (top !== undefined && b.logprobs !== true) throw invalid('top_logprobs: only with logprobs: true')
+  return b.logprobs === true ? { logprobs: true, topLogprobs: top ?? 0 } : null
 }
 
 /**
@@ -348,6 +373,7 @@ module.exports = {
   CHAT_KEYS,
   COMPLETION_KEYS,
   readSampling,
+  readLogprobs,
   readMessages,
   readTools,
   readResponseFormat,

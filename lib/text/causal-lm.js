@@ -59,6 +59,15 @@ function formatJson(format, what, caller) {
   return json
 }
 
+/** A native log-probability entry with its bytes' text (lossy where a token holds part of a character). */
+const spell = (/** @type {any} */ e) => ({
+  token: e.token,
+  text: Buffer.from(e.bytes).toString('utf8'),
+  logprob: e.logprob,
+  bytes: e.bytes,
+})
+const spelled = (/** @type {any} */ e) => ({ ...spell(e), top: e.top.map(spell) })
+
 /** Largest delay setTimeout honours; a longer one would fire at once (TimeoutOverflowWarning). */
 const MAX_TIMER_MS = 2 ** 31 - 1
 
@@ -94,6 +103,23 @@ const MAX_TIMER_MS = 2 ** 31 - 1
 /**
  * A prompt: text, chat messages (rendered by the model's chat template) or token ids.
  * @typedef {string | Array<{ role: string; content: string }> | number[]} GeneratePrompt
+ */
+/**
+ * One generated token's log-probability (options `logprobs`, `topLogprobs`): the log-softmax of the
+ * model's raw logits at its step, before the repetition penalty, temperature, top-k/p, min-p or
+ * `responseFormat` change them (vLLM's default `raw_logprobs`). `text` is `bytes` as UTF-8 (a
+ * byte-level token may hold part of a character: U+FFFD there); `top` the likeliest tokens at that
+ * step, likeliest first (`topLogprobs` of them).
+ * @typedef {object} TokenLogprob
+ * @property {number} token
+ * @property {string} text
+ * @property {number} logprob
+ * @property {number[]} bytes
+ * @property {Array<{ token: number; text: string; logprob: number; bytes: number[] }>} top
+ */
+/**
+ * A piece of a generation: text, its tokens and, with `logprobs`, theirs.
+ * @typedef {{ text: string; tokens: number[]; logprobs?: TokenLogprob[] }} GeneratePiece
  */
 /**
  * Why a generation ended and what it counted.
@@ -237,31 +263,35 @@ class CausalLM {
   // `input`: a string, `[{role, content}]` messages through the chat template, or token ids. Aborting
   // (`signal`, `timeoutMs`) ends the iteration with `finishReason: 'aborted'`.
   /**
-   * Streams `{text, tokens}` pieces (split on whole characters); returns `{finishReason, usage}`.
-   * Bad options throw `InvalidArg` here; `QueueFull` and model errors come from `next()`.
+   * Streams `{text, tokens}` pieces (split on whole characters; with `logprobs`, each token's too);
+   * returns `{finishReason, usage}`. Bad options throw `InvalidArg` here; `QueueFull` and model errors
+   * come from `next()`.
    * @param {GeneratePrompt} input
    * @param {GenerateOptions} [options]
-   * @returns {AsyncGenerator<{ text: string; tokens: number[] }, GenerateResult, undefined>}
+   * @returns {AsyncGenerator<GeneratePiece, GenerateResult, undefined>}
    */
   generate(input, options) {
     return this.#run(this.#prepare(input, options, this.generate))
   }
 
   /**
-   * The whole continuation. Errors: `InvalidArg`, `QueueFull`, `Disposed`.
+   * The whole continuation (with `logprobs`, each token's). Errors: `InvalidArg`, `QueueFull`, `Disposed`.
    * @param {GeneratePrompt} input
    * @param {GenerateOptions} [options]
-   * @returns {Promise<GenerateResult & { text: string; tokens: number[] }>}
+   * @returns {Promise<GenerateResult & GeneratePiece>}
    */
   async complete(input, options) {
     const it = this.#run(this.#prepare(input, options, this.complete))
     let text = ''
     const tokens = []
+    /** @type {TokenLogprob[] | undefined} */
+    let logprobs
     for (;;) {
       const r = await it.next()
-      if (r.done) return { text, tokens, ...r.value }
+      if (r.done) return logprobs ? { text, tokens, logprobs, ...r.value } : { text, tokens, ...r.value }
       text += r.value.text
       for (const t of r.value.tokens) tokens.push(t)
+      if (r.value.logprobs) (logprobs ??= []).push(...r.value.logprobs)
     }
   }
 
@@ -328,7 +358,10 @@ class CausalLM {
           usage.promptTokens = piece.promptTokens
           usage.completionTokens += piece.tokens.length
           if (piece.finishReason) finished = true
-          if (piece.text !== '' || piece.tokens.length > 0) yield { text: piece.text, tokens: piece.tokens }
+          if (piece.text !== '' || piece.tokens.length > 0) {
+            const { text, tokens, logprobs } = piece
+            yield logprobs ? { text, tokens, logprobs: logprobs.map(spelled) } : { text, tokens }
+          }
           if (piece.finishReason) return { finishReason: piece.finishReason, usage }
         }
       } finally {

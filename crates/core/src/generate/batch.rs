@@ -1,24 +1,22 @@
 //! Sequences that share each program call (iteration-level batching), and the cache they share.
 //!
-//! The cache is `2·layers` tensors `[rows, Hkv, C, D]`; sequence i owns row i. A step chooses
+//! The cache is a `KvCache` (`super::kv_cache`); sequence i owns row i. A step chooses
 //! one token for every sequence, lets the ended ones go (the last row's cache moves into the
 //! freed row, so the live rows stay `0..n` and the program's batch is the dense view
 //! `narrow(0, 0, n)`), then runs every remaining sequence's new token through the program in
 //! one call, each at its own position. A new sequence joins between steps: its prompt runs
-//! alone on its row (prefill) and it takes part in the next step. Rows grow as sequences join
-//! (doubling), the capacity C as their positions reach it (by an eighth, at least 32 slots, never
-//! past what a live sequence can reach), the live part copied; the cache is freed when the last
-//! sequence leaves. C grows with the positions, not to each sequence's whole need at once: the
+//! alone on its row (prefill) and it takes part in the next step. The cache's capacity C grows
+//! with the positions, not to each sequence's whole need at once: the
 //! program's attention reads all C slots of every row at each step (masked past its position), so
 //! slots allocated ahead cost time at every step (SmolLM2 int8, 8 rows at position 150: 31 ms a
-//! step with C = 160, 70-78 ms with C = 1024; AMD EPYC Zen 3, 2 threads). Slots of a row past
-//! its sequence's position may hold an earlier sequence's keys: the program's mask never reads
-//! them (token at position p attends to slots `0..=p`).
+//! step with C = 160, 70-78 ms with C = 1024; AMD EPYC Zen 3, 2 threads).
+use super::decoder::{Decoder, Finish};
+use super::kv_cache::KvCache;
 use super::prefix::PrefixCache;
-use super::sequence::{Decoder, Finish, Piece, Sequence};
+use super::sequence::{Piece, Sequence};
 use crate::error::{bail_code, describe, fail, Code};
 use anyhow::Result;
-use tch::{Device, Tensor};
+use tch::Tensor;
 
 /// What a step says about one sequence: new text (and its tokens), and whether it ended
 /// (`finish`, or `error` when its own work failed).
@@ -31,11 +29,7 @@ pub struct Event<T> {
 
 /// Sequences generating together, each tagged with its caller's `T`.
 pub struct Batch<T> {
-    cache: Vec<Tensor>,
-    /// Rows allocated in `cache` (0 while it is freed).
-    rows: usize,
-    /// Slots per row (C).
-    capacity: usize,
+    cache: KvCache,
     entries: Vec<(T, Sequence)>,
     /// The most sequences at once.
     limit: usize,
@@ -53,24 +47,10 @@ pub struct Counts {
     pub prefills: u64,
 }
 
-/// The slots to allocate when `need` are needed and `capacity` are: `capacity` while it is
-/// enough, else at least an eighth more (and 32 slots more), never past `most` (what the live
-/// sequences can reach) unless `need` is, and at least 2 (the programs' smallest context).
-pub(crate) fn grown_capacity(capacity: usize, need: usize, most: usize) -> usize {
-    if need <= capacity {
-        return capacity;
-    }
-    need.max(capacity + (capacity / 8).max(32))
-        .min(most.max(need))
-        .max(2)
-}
-
 impl<T> Batch<T> {
     pub fn new(limit: usize) -> Batch<T> {
         Batch {
-            cache: Vec::new(),
-            rows: 0,
-            capacity: 0,
+            cache: KvCache::default(),
             entries: Vec::new(),
             limit: limit.max(1),
             counts: Counts::default(),
@@ -106,7 +86,7 @@ impl<T> Batch<T> {
 
     /// Cache slots allocated (rows × capacity), for tests and stats.
     pub fn allocated(&self) -> (usize, usize) {
-        (self.rows, self.capacity)
+        self.cache.allocated()
     }
 
     pub fn tags(&self) -> impl Iterator<Item = &T> {
@@ -122,7 +102,7 @@ impl<T> Batch<T> {
         let row = self.entries.len();
         let most = self.most(d).max(seq.capacity(d));
         let logits = self.reserve(d, row + 1, seq.tokens.len(), most).and_then(|()| {
-            let cache = self.views(row, 1)?;
+            let cache = self.cache.views(row, 1)?;
             let reused = match self.prefix.as_mut() {
                 Some(p) => p.restore(&seq.tokens, &cache)?,
                 None => 0,
@@ -182,7 +162,7 @@ impl<T> Batch<T> {
             match seq.choose(d, &mut piece) {
                 Ok(true) if piece.text.is_empty() => {
                     // Tokens that do not complete a character yet: kept for the next piece.
-                    seq.hold(piece.tokens);
+                    seq.hold(piece);
                 }
                 Ok(true) => events.push(Event {
                     tag: tag.clone(),
@@ -247,8 +227,8 @@ impl<T> Batch<T> {
             .map(|(_, s)| s.tokens.len())
             .max()
             .unwrap_or(0);
-        self.reserve(d, self.rows, need, self.most(d))?;
-        let cache = self.views(0, n)?;
+        self.reserve(d, self.cache.rows(), need, self.most(d))?;
+        let cache = self.cache.views(0, n)?;
         // The constrained rows' next masks depend only on the tokens chosen so far: computed on a
         // thread of their own while the program runs (on 2 cores this hides most of their cost).
         let mut constrained: Vec<&mut Sequence> = (self.entries.iter_mut())
@@ -278,15 +258,6 @@ impl<T> Batch<T> {
         Ok(())
     }
 
-    /// Dense views of rows `first..first + count` of every cache tensor.
-    fn views(&self, first: usize, count: usize) -> Result<Vec<Tensor>> {
-        Ok(self
-            .cache
-            .iter()
-            .map(|t| t.f_narrow(0, first as i64, count as i64))
-            .collect::<std::result::Result<_, _>>()?)
-    }
-
     /// Removes `rows` (any order): each freed row takes the last row's sequence and cache. A
     /// failed copy leaves the batch unusable: the caller clears it.
     fn remove_rows(&mut self, mut rows: Vec<usize>) -> Result<Vec<(T, Sequence)>> {
@@ -297,11 +268,8 @@ impl<T> Batch<T> {
         for &i in rows.iter().rev() {
             let last = self.entries.len() - 1;
             if i != last {
-                let used = self.entries[last].1.tokens.len().min(self.capacity) as i64;
-                for t in &self.cache {
-                    let src = t.f_narrow(0, last as i64, 1)?.f_narrow(2, 0, used)?;
-                    t.f_narrow(0, i as i64, 1)?.f_narrow(2, 0, used)?.f_copy_(&src)?;
-                }
+                let used = self.entries[last].1.tokens.len();
+                self.cache.move_row(last, i, used)?;
             }
             out.push(self.entries.swap_remove(i));
         }
@@ -311,9 +279,7 @@ impl<T> Batch<T> {
 
     fn release_if_empty(&mut self) {
         if self.entries.is_empty() {
-            self.cache.clear();
-            self.rows = 0;
-            self.capacity = 0;
+            self.cache.release();
         }
     }
 
@@ -325,32 +291,7 @@ impl<T> Batch<T> {
     /// Makes room for `rows` rows of at least `need` slots (no sequence needing more than
     /// `most`, already within the context), keeping the live rows' cache.
     fn reserve(&mut self, d: &dyn Decoder, rows: usize, need: usize, most: usize) -> Result<()> {
-        if rows <= self.rows && need <= self.capacity {
-            return Ok(());
-        }
-        let new_rows = if rows > self.rows {
-            rows.max(self.rows * 2).min(self.limit)
-        } else {
-            self.rows
-        };
-        let new_capacity = grown_capacity(self.capacity, need, most);
-        let m = d.cache_shape();
-        let shape = [new_rows as i64, m.kv_heads, new_capacity as i64, m.head_dim];
-        let live = self.entries.len() as i64;
-        let mut grown = Vec::with_capacity(2 * m.layers);
-        for i in 0..2 * m.layers {
-            let t = Tensor::f_zeros(shape, (m.dtype, Device::Cpu))?;
-            if let Some(old) = self.cache.get(i).filter(|_| live > 0) {
-                let old = old.f_narrow(0, 0, live)?;
-                t.f_narrow(0, 0, live)?
-                    .f_narrow(2, 0, self.capacity as i64)?
-                    .f_copy_(&old)?;
-            }
-            grown.push(t);
-        }
-        self.cache = grown;
-        self.rows = new_rows;
-        self.capacity = new_capacity;
-        Ok(())
+        let live = self.entries.len();
+        (self.cache).reserve(d.cache_shape(), (rows, self.limit), (need, most), live)
     }
 }

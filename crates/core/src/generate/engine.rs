@@ -20,11 +20,11 @@
 //! its start). So a caller busy starting calls sees the same bound however fast rows free.
 use super::admission::{Admission, Round};
 use super::batch::{Batch, Counts, Event};
+use super::decoder::{Decoder, Finish, Prompt};
 pub use super::lifecycle::{Output, Settled, Sink, State, Transition};
-use super::lm::Prompt;
 use super::prefix::PrefixStats;
 use super::request::Request;
-use super::sequence::{Decoder, Finish, Sequence};
+use super::sequence::Sequence;
 use crate::error::{bail_code, catch_panic, Code};
 use anyhow::Result;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -208,8 +208,11 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
     /// Queues a generation (`QueueFull` past `max_sequences + max_queue`); its pieces go to
     /// `sink`. A long prompt is tokenized on a thread of its own first.
     pub fn start(self: &Arc<Self>, prompt: Prompt, request: Request, sink: S) -> Result<Arc<Generation<S>>> {
-        // A long prompt, or an output format to compile: made ready apart from the rounds.
-        let long = is_long(&prompt, self.config.long_prompt_bytes) || request.format.is_some();
+        // A long prompt, an output format to compile, or log-probabilities to spell (the token
+        // table is built on first use): made ready apart from the rounds.
+        let long = is_long(&prompt, self.config.long_prompt_bytes)
+            || request.format.is_some()
+            || request.logprobs.is_some();
         let g = Arc::new(Generation {
             sink,
             state: Mutex::new(State::Queued),
@@ -466,6 +469,7 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
         let out = Output {
             text: e.piece.text,
             tokens: e.piece.tokens,
+            logprobs: e.piece.logprobs,
             ..Output::default()
         };
         match e.finish {

@@ -8,10 +8,9 @@
 //! nothing past it. A row that read another sequence's keys, or a cache row moved wrongly,
 //! changes the tokens.
 use super::constraint::{Format, Vocabulary};
+use super::decoder::{CacheShape, Decoder, Finish, Prompt};
 use super::engine::{Config, Engine, Generation, Output, Schedule, Sink, State};
-use super::lm::Prompt;
 use super::request::{Defaults, Options, Request};
-use super::sequence::{CacheShape, Decoder, Finish};
 use anyhow::Result;
 use serde_json::Value as Json;
 use std::collections::VecDeque;
@@ -247,7 +246,7 @@ fn generations_that_join_and_leave_at_different_steps_give_their_tokens_alone() 
 
 #[test]
 fn the_cache_grows_with_the_positions_not_to_each_sequences_whole_need() {
-    use super::batch::grown_capacity;
+    use super::kv_cache::grown_capacity;
     assert_eq!(grown_capacity(0, 5, 300), 32);
     assert_eq!(grown_capacity(0, 1, 1), 2);
     assert_eq!(grown_capacity(32, 30, 300), 32, "enough: kept");

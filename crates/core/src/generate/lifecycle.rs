@@ -1,7 +1,8 @@
 //! What the engine and its callers share about one generation: the `Sink` its pieces go to, the
 //! `Output` of a piece, and its lifecycle (`State`, each transition a match arm of `State::on`;
 //! the diagram is in `super::engine`'s module doc).
-use super::sequence::Finish;
+use super::decoder::Finish;
+use super::logprobs::TokenLogprob;
 
 /// Where a generation's output goes (the addon: a JS callback on the caller's thread).
 pub trait Sink: Send + Sync + 'static {
@@ -24,6 +25,8 @@ pub trait Sink: Send + Sync + 'static {
 pub struct Output {
     pub text: String,
     pub tokens: Vec<u32>,
+    /// Each token's log-probability, when the request asked (`super::logprobs`).
+    pub logprobs: Vec<TokenLogprob>,
     pub prompt_tokens: usize,
     pub finish: Option<Finish>,
     pub error: Option<anyhow::Error>,

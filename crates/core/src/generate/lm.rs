@@ -8,8 +8,8 @@
 //! copied per token: a decode step costs the same at position 20 as at 1,000 but for the
 //! attention's reading of the cache.
 use super::constraint::Vocabulary;
+use super::decoder::{CacheShape, Decoder, Prompt};
 use super::request::Defaults;
-use super::sequence::{CacheShape, Decoder};
 use crate::aot::{self, AotModule};
 use crate::cpu::CompiledFor;
 use crate::error::{bail_code, fail, Code};
@@ -86,13 +86,6 @@ impl Manifest {
             kernels: m.get("kernels").map_or_else(|| "{}".to_string(), Json::to_string),
         })
     }
-}
-
-/// What to continue: text, a conversation for the chat template, or token ids.
-pub enum Prompt {
-    Text(String),
-    Messages(Vec<Json>),
-    Ids(Vec<u32>),
 }
 
 pub struct Model {
@@ -249,6 +242,15 @@ impl Decoder for Model {
 
     fn decode(&self, ids: &[u32]) -> Result<String> {
         self.tokenizer.decode(ids, true)
+    }
+
+    fn token_bytes(&self, token: u32) -> Vec<u8> {
+        match self.vocabulary() {
+            Ok(v) => v.token_bytes(token),
+            Err(_) => {
+                (self.tokenizer.decode(&[token], false)).map_or_else(|_| Vec::new(), String::into_bytes)
+            }
+        }
     }
 
     fn vocabulary(&self) -> Result<Arc<Vocabulary>> {
@@ -429,6 +431,71 @@ mod tests {
         for positions in [[0, 2], [-1, 0]] {
             let e = model.run(&[1, 2], &positions, 1, cache(2)).unwrap_err();
             assert!(e.to_string().contains("outside the KV cache's 2 slots"), "{e}");
+        }
+    }
+
+    /// `logprobs` against the log-softmax of the program's logits computed apart: each step's
+    /// context run as one prompt on a fresh cache (not the incremental decode that made the
+    /// tokens), within 1e-4, with the same top-5 tokens.
+    #[test]
+    fn logprobs_are_the_log_softmax_of_the_raw_logits() {
+        let dir = format!("{}/models/golden/lm/llama-tiny", crate::REPO_ROOT);
+        if !Path::new(&dir).join("manifest.json").exists() {
+            eprintln!("skipped: {dir} (npm run models)");
+            return;
+        }
+        let options = LoadOptions {
+            dtype: None,
+            max_context: None,
+            max_sequences: None,
+        };
+        let model = load(&dir, options).unwrap();
+        let prompt = model.prompt_ids(Prompt::Text("The quick brown fox".into())).unwrap();
+        // Sampled with a penalty: the reported numbers are still the raw logits'.
+        let request = Defaults::from_config(&Json::Null)
+            .request(&Options {
+                max_new_tokens: Some(6),
+                temperature: Some(0.7),
+                repetition_penalty: Some(1.3),
+                seed: Some(7),
+                logprobs: Some(true),
+                top_logprobs: Some(5),
+                ..Options::default()
+            })
+            .unwrap();
+        let mut batch: Batch<()> = Batch::new(1);
+        batch.admit(&model, (), Sequence::new(&model, prompt.clone(), request).unwrap()).unwrap();
+        let (mut tokens, mut reported) = (Vec::new(), Vec::new());
+        while !batch.is_empty() {
+            for event in batch.step(&model) {
+                assert!(event.error.is_none());
+                tokens.extend(event.piece.tokens);
+                reported.extend(event.piece.logprobs);
+            }
+        }
+        assert_eq!(tokens.len(), 6);
+        assert_eq!(reported.iter().map(|r| r.token).collect::<Vec<_>>(), tokens);
+        let m = model.cache_shape();
+        for (step, r) in reported.iter().enumerate() {
+            let context: Vec<i64> = prompt.iter().chain(&tokens[..step]).map(|&t| t as i64).collect();
+            let slots = context.len() as i64 + 1;
+            let cache = (0..2 * m.layers)
+                .map(|_| Tensor::zeros([1, m.kv_heads, slots, m.head_dim], (m.dtype, Device::Cpu)))
+                .collect();
+            let positions: Vec<i64> = (0..context.len() as i64).collect();
+            let logits = model.run(&context, &positions, 1, cache).unwrap().remove(0);
+            let max = logits.iter().fold(f64::NEG_INFINITY, |a, &x| a.max(x as f64));
+            let log_z = max + logits.iter().map(|&x| (x as f64 - max).exp()).sum::<f64>().ln();
+            let want = |t: u32| logits[t as usize] as f64 - log_z;
+            assert!((r.logprob as f64 - want(r.token)).abs() < 1e-4, "step {step}");
+            let mut order: Vec<u32> = (0..logits.len() as u32).collect();
+            order.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]));
+            let top: Vec<u32> = r.top.iter().map(|a| a.token).collect();
+            assert_eq!(top, order[..5], "step {step}: the likeliest five");
+            for a in &r.top {
+                assert!((a.logprob as f64 - want(a.token)).abs() < 1e-4, "step {step}");
+                assert_eq!(a.bytes, model.token_bytes(a.token));
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! What one generation asks for: the caller's options (a typed bag, which the addon's
 //! `js_options!` reads from JS) over the model's defaults (`generation_config.json`).
 use super::constraint::Format;
+use super::logprobs::MAX_TOP;
 use super::sample::{self, Params, Sampling};
 use crate::error::{bail_code, Code};
 use anyhow::Result;
@@ -19,6 +20,10 @@ pub struct Options {
     pub stop: Option<Vec<String>>,
     /// What the output must be (a JSON schema, a grammar, tool calls): None for free text.
     pub format: Option<Format>,
+    /// Report each token's log-probability (`super::logprobs`).
+    pub logprobs: Option<bool>,
+    /// And the likeliest tokens at each step, 0 to `logprobs::MAX_TOP` (only with `logprobs`).
+    pub top_logprobs: Option<u64>,
 }
 
 /// The model's defaults, as the numbers users give (an option overrides one of them: a
@@ -41,6 +46,8 @@ pub struct Request {
     pub stop: Vec<String>,
     /// Compiled against the model's vocabulary when the sequence is made (off the JS thread).
     pub format: Option<Format>,
+    /// Each token's log-probability with this many alternatives (None: not reported).
+    pub logprobs: Option<usize>,
 }
 
 impl Defaults {
@@ -84,6 +91,15 @@ impl Defaults {
         if stop.iter().any(String::is_empty) {
             bail_code!(Code::InvalidArg, "options.stop: a stop string may not be empty");
         }
+        let logprobs = match (o.logprobs.unwrap_or(false), o.top_logprobs) {
+            (_, Some(k)) if k > MAX_TOP as u64 => bail_code!(
+                Code::InvalidArg,
+                "options.topLogprobs: expected a whole number in [0, {MAX_TOP}], got {k}"
+            ),
+            (false, Some(_)) => bail_code!(Code::InvalidArg, "options.topLogprobs: only with logprobs: true"),
+            (true, k) => Some(k.unwrap_or(0) as usize),
+            (false, None) => None,
+        };
         Ok(Request {
             params: Params {
                 sampling,
@@ -95,6 +111,7 @@ impl Defaults {
             max_new_tokens: max_new_tokens.min(usize::MAX as u64) as usize,
             stop,
             format: o.format.clone(),
+            logprobs,
         })
     }
 }
@@ -179,5 +196,28 @@ mod tests {
             assert_eq!(code, Code::InvalidArg, "{o:?}");
             assert!(message.contains(says), "{o:?}: {message}");
         }
+    }
+
+    #[test]
+    fn logprobs_with_zero_to_twenty_alternatives() {
+        let d = Defaults::from_config(&Json::Null);
+        let ask = |logprobs, top_logprobs| {
+            d.request(&Options {
+                logprobs,
+                top_logprobs,
+                ..Options::default()
+            })
+        };
+        assert_eq!(ask(None, None).unwrap().logprobs, None);
+        assert_eq!(ask(Some(false), None).unwrap().logprobs, None);
+        assert_eq!(ask(Some(true), None).unwrap().logprobs, Some(0));
+        assert_eq!(ask(Some(true), Some(20)).unwrap().logprobs, Some(20));
+        let e = ask(Some(true), Some(21)).unwrap_err().to_string();
+        assert!(
+            e.contains("options.topLogprobs: expected a whole number in [0, 20], got 21"),
+            "{e}"
+        );
+        let e = ask(None, Some(2)).unwrap_err().to_string();
+        assert!(e.contains("only with logprobs: true"), "{e}");
     }
 }

@@ -1,71 +1,21 @@
-//! One sequence being generated, and the decoder it runs on: its tokens, its sampling and text
-//! state, and the choice of each next token. Its cache is a row of the `Batch` it runs in.
-use super::constraint::{Constraint, Vocabulary};
-use super::lm::Prompt;
+//! One sequence being generated: its tokens, its sampling and text state, and the choice of each
+//! next token. Its cache is a row of the `Batch` it runs in.
+use super::constraint::Constraint;
+use super::decoder::{Decoder, Finish};
+use super::logprobs::{self, Alternative, TokenLogprob};
 use super::request::Request;
 use super::sample::{self, Rng};
 use super::stream::{Detokenizer, Stops};
 use crate::error::{bail_code, Code};
 use anyhow::Result;
-use std::sync::Arc;
-use tch::{Kind, Tensor};
 
-/// The cache a decoder's program reads and writes: `2·layers` tensors `[rows, Hkv, C, D]`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct CacheShape {
-    pub layers: usize,
-    pub kv_heads: i64,
-    pub head_dim: i64,
-    pub dtype: Kind,
-}
-
-/// What the engine needs of a model: one program call, its cache's shape, its tokens. The
-/// exported LM (`super::lm::Model`) is one; the scheduler's unit tests use a tiny fake.
-pub trait Decoder: Send + Sync + 'static {
-    fn cache_shape(&self) -> CacheShape;
-    /// The longest sequence (prompt + output) served.
-    fn max_context(&self) -> usize;
-    fn vocab_size(&self) -> usize;
-    /// The prompt's token ids (a conversation through the chat template).
-    fn tokenize(&self, prompt: Prompt) -> Result<Vec<u32>>;
-    fn is_eos(&self, token: u32) -> bool;
-    /// Decodes tokens (special tokens skipped).
-    fn decode(&self, ids: &[u32]) -> Result<String>;
-    /// One program call: `ids` and `positions` are `[rows, cols]` row-major, `cache` the cache
-    /// tensors' dense views of those rows (written in place). Each row's logits of its last token.
-    fn run(&self, ids: &[i64], positions: &[i64], rows: usize, cache: Vec<Tensor>) -> Result<Vec<Vec<f32>>>;
-    /// The vocabulary output constraints compile against (built on first use, then shared).
-    fn vocabulary(&self) -> Result<Arc<Vocabulary>> {
-        bail_code!(
-            Code::InvalidArg,
-            "responseFormat: this model has no tokenizer to constrain its output with"
-        )
-    }
-}
-
-/// Why a sequence ended.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Finish {
-    Stop,
-    Length,
-    Aborted,
-}
-
-impl Finish {
-    pub fn name(self) -> &'static str {
-        match self {
-            Finish::Stop => "stop",
-            Finish::Length => "length",
-            Finish::Aborted => "aborted",
-        }
-    }
-}
-
-/// Text and the tokens that made it since the last piece.
+/// Text and the tokens that made it since the last piece (with their log-probabilities when the
+/// request asks for them).
 #[derive(Debug, Default, PartialEq)]
 pub struct Piece {
     pub text: String,
     pub tokens: Vec<u32>,
+    pub logprobs: Vec<TokenLogprob>,
 }
 
 pub struct Sequence {
@@ -82,7 +32,7 @@ pub struct Sequence {
     /// A stop string ended it (nothing held back is left to emit).
     matched: bool,
     /// Tokens chosen since the last piece whose text is not complete yet.
-    held: Vec<u32>,
+    held: Piece,
     /// The output's grammar (`Request::format`): masks each choice, ends the sequence when
     /// nothing may follow.
     constraint: Option<Box<Constraint>>,
@@ -115,6 +65,11 @@ impl Sequence {
             Some(format) => Some(Box::new(d.vocabulary()?.compile(format)?.start())),
             None => None,
         };
+        if request.logprobs.is_some() {
+            // The token table `token_bytes` reads, built here (apart from the rounds) on first use;
+            // a decoder without one spells tokens through `decode`.
+            let _ = d.vocabulary();
+        }
         Ok(Sequence {
             constraint,
             rng: Rng::new(request.params.seed),
@@ -126,7 +81,7 @@ impl Sequence {
             detok: Detokenizer::default(),
             finish: None,
             matched: false,
-            held: Vec::new(),
+            held: Piece::default(),
         })
     }
 
@@ -147,6 +102,8 @@ impl Sequence {
     /// `finish` is set and the text held back is flushed into `piece`.
     pub(super) fn choose(&mut self, d: &dyn Decoder, piece: &mut Piece) -> Result<bool> {
         let decode = |ids: &[u32]| d.decode(ids);
+        // The raw logits, before the constraint and the sampler change them (`super::logprobs`).
+        let raw = self.request.logprobs.map(|top| (self.logits.clone(), top));
         if let Some(c) = &mut self.constraint {
             c.apply(&mut self.logits)?;
         }
@@ -165,6 +122,20 @@ impl Sequence {
         };
         self.tokens.push(token);
         piece.tokens.push(token);
+        if let Some((raw, top)) = raw {
+            let (logprob, top) = logprobs::of(&raw, token, top);
+            let top = top.into_iter().map(|(token, logprob)| Alternative {
+                token,
+                logprob,
+                bytes: d.token_bytes(token),
+            });
+            piece.logprobs.push(TokenLogprob {
+                token,
+                logprob,
+                bytes: d.token_bytes(token),
+                top: top.collect(),
+            });
+        }
         let generated = self.tokens.len() - self.prompt_tokens;
         if d.is_eos(token) {
             self.finish = Some(Finish::Stop);
@@ -213,16 +184,19 @@ impl Sequence {
         self.logits = logits;
     }
 
-    /// Keeps tokens that made no text yet for the next piece.
-    pub(super) fn hold(&mut self, tokens: Vec<u32>) {
-        self.held.extend(tokens);
+    /// Keeps tokens that made no text yet (and their log-probabilities) for the next piece.
+    pub(super) fn hold(&mut self, mut piece: Piece) {
+        self.held.tokens.append(&mut piece.tokens);
+        self.held.logprobs.append(&mut piece.logprobs);
     }
 
     /// `piece` with the held tokens before its own.
     pub(super) fn with_held(&mut self, mut piece: Piece) -> Piece {
-        if !self.held.is_empty() {
-            self.held.append(&mut piece.tokens);
-            piece.tokens = std::mem::take(&mut self.held);
+        if !self.held.tokens.is_empty() {
+            self.held.tokens.append(&mut piece.tokens);
+            self.held.logprobs.append(&mut piece.logprobs);
+            piece.tokens = std::mem::take(&mut self.held.tokens);
+            piece.logprobs = std::mem::take(&mut self.held.logprobs);
         }
         piece
     }

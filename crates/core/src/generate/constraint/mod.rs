@@ -46,6 +46,7 @@
 //! The OpenAI shapes are accepted as sent (`json_schema: {name, schema, strict}`); `strict:
 //! false` lets schema keywords llguidance cannot enforce be ignored instead of refused.
 mod format;
+mod json_options;
 mod numbers;
 mod schema;
 mod tools;
@@ -60,7 +61,7 @@ pub use tools::{Tool, ToolCallFormat, ToolChoice, Wrapper};
 
 use crate::error::{bail_code, catch_panic, fail, Code};
 use anyhow::Result;
-use format::with_options;
+use json_options::with_options;
 use llguidance::api::{ParserLimits, TopLevelGrammar};
 use llguidance::toktrie::{SimpleVob, TokEnv};
 use llguidance::{Matcher, ParserFactory};
@@ -149,6 +150,12 @@ impl Vocabulary {
             digits,
             compiled: Mutex::new(VecDeque::new()),
         })
+    }
+
+    /// A token's bytes (a special token's content, without toktrie's marker).
+    pub fn token_bytes(&self, token: u32) -> Vec<u8> {
+        let bytes = self.factory.tok_env().tok_trie().token(token);
+        bytes.strip_prefix(&[0xFF]).unwrap_or(bytes).to_vec()
     }
 
     /// The logits' width the masks have.

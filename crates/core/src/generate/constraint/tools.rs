@@ -7,7 +7,7 @@
 //! each call in `<tool_call>\n...\n</tool_call>`, Mistral writes `[TOOL_CALLS][{...}, {...}]`,
 //! Llama 3.x a bare object with `parameters`, and a template without tools gets llama.cpp's
 //! generic JSON (`{"tool_calls": [...]}`, `{"tool_call": {...}}` or `{"response": "..."}`).
-use super::format::{flag, with_options};
+use super::json_options::{flag, with_options};
 use crate::error::{bail_code, fail, Code};
 use anyhow::Result;
 use serde_json::{json, Map, Value as Json};
