@@ -148,6 +148,16 @@ const JOBS = [
     weight: 2.5,
     lazy: true,
   },
+  // Random-weight DPT, Depth Anything (.pt2, dynamic height and width) and Segformer folders and
+  // transformers' depth-estimation / image-segmentation pipeline goldens (dense-pipelines.test.js).
+  {
+    name: 'dense',
+    script: 'make_dense_models.py',
+    inputs: ['python'],
+    outputs: ['golden/dense/goldens.json'],
+    weight: 1.5,
+    lazy: true,
+  },
 ]
 
 /** Every file under `rel` (a file or folder of the repository), sorted, for hashing. */

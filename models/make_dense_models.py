@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Random-weight depth and segmentation folders, their exports and transformers goldens.
+
+Usage (from the repository root):
+
+    .libtorch/bin/python models/make_dense_models.py [--out models/golden/dense]
+
+Writes (all generated, under models/golden/, which git ignores), each model seeded (0), 16–32 wide,
+1–2 layers, small images:
+
+  dense/<name>-src/   DPTForDepthEstimation (dpt: 32×32 bicubic), DepthAnythingForDepthEstimation
+                      (depth-anything: a DINOv2 backbone, 28×28 keep_aspect_ratio, multiple of 14)
+                      and SegformerForSemanticSegmentation (segformer: 32×32 bilinear, 5 labels),
+                      with their image processors
+  dense/<name>/       that folder exported by python/export_dense.py
+  dense/goldens.json  per model and image of IMAGES: pipeline('depth-estimation') (predicted_depth
+                      float32 and depth uint8, base64) or pipeline('image-segmentation') (label and
+                      mask uint8, base64), and the processor's pixel_values shape
+
+Idempotent: a source is rewritten only when its recipe changes, an export only when its source or
+export_dense.py changed, the goldens only when an export changed.
+"""
+
+import argparse
+import base64
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+EXPORT = os.path.join(ROOT, "python", "export_dense.py")
+PROG = "make_dense_models.py"
+IMAGES = ["chelsea.png", "coffee.png", "astronaut.png"]
+# A trace takes seconds where an AOTInductor compile takes a minute; Depth Anything's input size
+# follows the image's aspect (a trace would keep the example's), so it is a .pt2 with dynamic H, W.
+MODELS = {"dpt": "torchscript", "depth-anything": "pt2", "segformer": "torchscript"}
+LABELS = {0: "background", 1: "cat", 2: "cup", 3: "table", 4: "sky"}
+
+
+def log(message):
+    print(f"{PROG}: {message}", flush=True)
+
+
+def read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(path, value):
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def recipe(name):
+    """(model, image processor) of a random-weight model: tiny, seeded."""
+    import torch
+    from transformers import (DepthAnythingConfig, DepthAnythingForDepthEstimation, Dinov2Config, DPTConfig,
+                              DPTForDepthEstimation, DPTImageProcessor, SegformerConfig,
+                              SegformerForSemanticSegmentation, SegformerImageProcessor)
+
+    torch.manual_seed(0)
+    if name == "dpt":
+        config = DPTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                           image_size=32, patch_size=8, backbone_out_indices=[0, 1], reassemble_factors=[4, 2],
+                           neck_hidden_sizes=[16, 16], fusion_hidden_size=16, head_in_index=-1)
+        return DPTForDepthEstimation(config), DPTImageProcessor(size={"height": 32, "width": 32})
+    if name == "depth-anything":
+        backbone = Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=2,
+                                image_size=28, patch_size=14, out_indices=[1, 2], reshape_hidden_states=False,
+                                apply_layernorm=True)
+        config = DepthAnythingConfig(backbone_config=backbone, reassemble_hidden_size=32, reassemble_factors=[4, 2],
+                                     neck_hidden_sizes=[16, 16], fusion_hidden_size=16,
+                                     head_hidden_size=16)
+        processor = DPTImageProcessor(size={"height": 28, "width": 28}, keep_aspect_ratio=True,
+                                      ensure_multiple_of=14, resample=3)
+        return DepthAnythingForDepthEstimation(config), processor
+    config = SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                             patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2],
+                             decoder_hidden_size=32, num_labels=len(LABELS), id2label=LABELS,
+                             label2id={v: k for k, v in LABELS.items()})
+    return SegformerForSemanticSegmentation(config), SegformerImageProcessor(size={"height": 32, "width": 32})
+
+
+def spread_depth(model, processor):
+    """Scales the depth head's last convolution so that depths are about 1 (random weights give
+    1e-8, where a relative tolerance means nothing)."""
+    import torch
+
+    last = [m for m in model.head.modules() if isinstance(m, torch.nn.Conv2d)][-1]
+    size = processor.size
+    with torch.no_grad():
+        top = model(pixel_values=torch.randn(1, 3, size["height"], size["width"])).predicted_depth.abs().max()
+        last.weight.mul_(1 / top)
+        last.bias.mul_(1 / top)
+
+
+def make_source(folder, name):
+    marker = os.path.join(folder, "make_dense_models.json")
+    want = {"name": name, "seed": 0, "v": 3}
+    if read_json(marker) == want:
+        return
+    log(f"{os.path.relpath(folder, ROOT)}: writing a random-weight {name} model")
+    model, processor = recipe(name)
+    if name != "segformer":
+        spread_depth(model, processor)
+    shutil.rmtree(folder, ignore_errors=True)
+    model.eval().save_pretrained(folder)
+    processor.save_pretrained(folder)
+    write_json(marker, want)
+
+
+def export(source, out, fmt):
+    sys.path.insert(0, os.path.dirname(EXPORT))
+    import export_dense
+
+    args = argparse.Namespace(dtype="float32", format=fmt, max_batch=64, fast_compile=True)
+    want = export_dense.dense_hash(source, args)
+    manifest = read_json(os.path.join(out, "manifest.json"))
+    if manifest and manifest["source"]["hash"] == want:
+        log(f"{os.path.relpath(out, ROOT)}: up to date")
+        return manifest
+    log(f"{os.path.relpath(out, ROOT)}: exporting")
+    subprocess.run([sys.executable, EXPORT, source, out, "--format", fmt, "--max-batch", "64", "--fast-compile"],
+                   check=True)
+    return read_json(os.path.join(out, "manifest.json"))
+
+
+def b64(array):
+    return base64.b64encode(array.tobytes()).decode("ascii")
+
+
+def goldens(source, task):
+    import numpy as np
+    from PIL import Image
+    from transformers import AutoImageProcessor, pipeline
+
+    run = pipeline(task, model=source, device="cpu")
+    processor = AutoImageProcessor.from_pretrained(source)
+    out = []
+    for name in IMAGES:
+        path = os.path.join(HERE, "images", name)
+        pixels = processor(images=Image.open(path), return_tensors="pt")["pixel_values"]
+        entry = {"image": name, "pixelShape": list(pixels.shape), "pixelValues": b64(pixels.numpy())}
+        result = run(path)
+        if task == "depth-estimation":
+            depth = result["predicted_depth"].numpy().astype(np.float32)
+            entry.update(predictedDepthShape=list(depth.shape), predictedDepth=b64(depth),
+                         depth=b64(np.asarray(result["depth"], dtype=np.uint8)))
+        else:
+            entry["segments"] = [{"score": r["score"], "label": r["label"],
+                                  "mask": b64(np.asarray(r["mask"], dtype=np.uint8))} for r in result]
+        out.append(entry)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(prog=PROG)
+    parser.add_argument("--out", default=os.path.join(HERE, "golden", "dense"))
+    args = parser.parse_args()
+    missing = [n for n in ("torch", "transformers", "PIL") if importlib.util.find_spec(n) is None]
+    if missing:
+        log(f"skipped: missing Python packages {', '.join(missing)}")
+        return
+    os.makedirs(args.out, exist_ok=True)
+    hashes, tasks = {}, {}
+    for name, fmt in MODELS.items():
+        source = os.path.join(args.out, f"{name}-src")
+        make_source(source, name)
+        manifest = export(source, os.path.join(args.out, name), fmt)
+        hashes[name], tasks[name] = manifest["source"]["hash"], manifest["kind"]
+    path = os.path.join(args.out, "goldens.json")
+    have = read_json(path)
+    if have and have.get("exportHashes") == hashes and have.get("images") == IMAGES:
+        log(f"{os.path.relpath(path, ROOT)}: up to date")
+        return
+    import transformers
+
+    write_json(path, {
+        "source": "transformers pipeline('depth-estimation' | 'image-segmentation', model=dir)",
+        "transformers": transformers.__version__,
+        "exportHashes": hashes,
+        "images": IMAGES,
+        **{name: {"task": tasks[name], "results": goldens(os.path.join(args.out, f"{name}-src"), tasks[name])}
+           for name in MODELS},
+    })
+    log(f"{os.path.relpath(path, ROOT)}: written")
+
+
+if __name__ == "__main__":
+    main()
