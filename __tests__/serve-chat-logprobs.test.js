@@ -143,7 +143,8 @@ describe('logprobs and n', { skip }, () => {
   })
 
   test('out of range: 400 naming the field', async () => {
-    const chat = (b) => rejection(client.chat.completions.create({ model: NAME, messages: MESSAGES, max_tokens: 2, ...b }))
+    const chat = (b) =>
+      rejection(client.chat.completions.create({ model: NAME, messages: MESSAGES, max_tokens: 2, ...b }))
     for (const [b, pattern] of [
       [{ logprobs: true, top_logprobs: 21 }, /top_logprobs: expected an integer in \[0, 20\], got 21/],
       [{ logprobs: true, top_logprobs: -1 }, /top_logprobs: expected an integer in \[0, 20\], got -1/],

@@ -32,8 +32,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How a generation starts: its prompt, or its sequence once tokenized.
 enum Start {
-    Prompt(Prompt, Request),
-    Ready(Sequence),
+    /// Both boxed: a generation's settings and its sequence are hundreds of bytes, and this
+    /// moves between states.
+    Prompt(Prompt, Box<Request>),
+    Ready(Box<Sequence>),
     Taken,
 }
 
@@ -216,7 +218,7 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
         let g = Arc::new(Generation {
             sink,
             state: Mutex::new(State::Queued),
-            start: Mutex::new(Start::Prompt(prompt, request)),
+            start: Mutex::new(Start::Prompt(prompt, Box::new(request))),
             ready: (!long).into(),
             prompt_tokens: AtomicUsize::new(0),
         });
@@ -253,7 +255,7 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
         };
         match g.sink.scope(|| catch_panic(|| self.prepare(g))) {
             Ok(seq) => {
-                *lock(&g.start) = Start::Ready(seq);
+                *lock(&g.start) = Start::Ready(Box::new(seq));
                 g.ready.store(true, Ordering::SeqCst);
                 self.wake();
             }
@@ -279,7 +281,7 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
         let decoder = self.running_decoder()?;
         let ids = decoder.tokenize(prompt)?;
         g.prompt_tokens.store(ids.len(), Ordering::SeqCst);
-        Sequence::new(&*decoder, ids, request)
+        Sequence::new(&*decoder, ids, *request)
     }
 
     /// Ends a generation: at once while it waits (its last piece sent now), else its row is
@@ -435,7 +437,7 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
                 catch_panic(|| {
                     let start = std::mem::replace(&mut *lock(&g.start), Start::Taken);
                     let seq = match start {
-                        Start::Ready(seq) => seq,
+                        Start::Ready(seq) => *seq,
                         start => {
                             *lock(&g.start) = start;
                             self.prepare(&g)?

@@ -450,7 +450,9 @@ mod tests {
             max_sequences: None,
         };
         let model = load(&dir, options).unwrap();
-        let prompt = model.prompt_ids(Prompt::Text("The quick brown fox".into())).unwrap();
+        let prompt = model
+            .prompt_ids(Prompt::Text("The quick brown fox".into()))
+            .unwrap();
         // Sampled with a penalty: the reported numbers are still the raw logits'.
         let request = Defaults::from_config(&Json::Null)
             .request(&Options {
@@ -464,7 +466,13 @@ mod tests {
             })
             .unwrap();
         let mut batch: Batch<()> = Batch::new(1);
-        batch.admit(&model, (), Sequence::new(&model, prompt.clone(), request).unwrap()).unwrap();
+        batch
+            .admit(
+                &model,
+                (),
+                Sequence::new(&model, prompt.clone(), request).unwrap(),
+            )
+            .unwrap();
         let (mut tokens, mut reported) = (Vec::new(), Vec::new());
         while !batch.is_empty() {
             for event in batch.step(&model) {
