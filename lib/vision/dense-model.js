@@ -1,0 +1,301 @@
+// @ts-check
+'use strict'
+// A folder python/export_dense.py wrote (kind 'depth-estimation' or 'image-segmentation'): the
+// model behind a torch.Batcher, so concurrent calls share forwards (requests whose pixel_values
+// differ in size, as Depth Anything's keep-aspect-ratio processor makes them, go to separate
+// batches), and the checkpoint's image processor and post-processing as TorchScript
+// (preprocess.pt, postprocess.pt: the ATen kernels transformers 5 runs). The depth-estimation and
+// image-segmentation pipelines are built on it, from public APIs only.
+const fs = require('node:fs')
+const path = require('node:path')
+const { codedError, describe } = require('../errors')
+const torch = require('../torch')
+const opt = require('../options')
+const { CALL_OPTIONS, imageSource } = require('./clip-model')
+
+/** @import { Batcher, Tensor } from '../../index' */
+
+const FORMAT = 'torch-node/dense-model'
+const DEFAULTS = { maxBatchSize: 16, maxDelayMs: 0, maxQueue: 1024 }
+const LOAD_OPTIONS = opt.bag({
+  maxBatchSize: opt.integer({ min: 1 }),
+  maxDelayMs: opt.number({ min: 0, expected: 'a number of milliseconds ≥ 0' }),
+  maxQueue: opt.either(
+    [opt.integer({ min: 1 }), opt.check((v) => v === Infinity, 'Infinity')],
+    'a positive integer or Infinity',
+  ),
+  signal: opt.instance(AbortSignal, 'an AbortSignal'),
+})
+
+/** @param {string} message @param {Function} [caller] */
+const invalid = (message, caller) => codedError('InvalidArg', message, caller)
+
+/**
+ * An image as the dense pipelines take it: a path, a data URL, bytes, or a uint8 RGB Tensor
+ * `[3, H, W]` (as `torch.image.load(x, { dtype: 'uint8', layout: 'chw' })` gives).
+ * @param {unknown} image @param {string} what @param {Function} [caller]
+ * @returns {string | Uint8Array | Tensor}
+ */
+function denseSource(image, what, caller) {
+  const { Tensor } = torch()
+  if (!(image instanceof Tensor)) return imageSource(image, what, caller)
+  if (image.dtype !== 'uint8' || image.ndim !== 3 || image.shape[0] !== 3) {
+    throw invalid(`${what}: expected a uint8 RGB Tensor [3, H, W], got ${image.dtype} [${image.shape}]`, caller)
+  }
+  if (image.shape[1] === 0 || image.shape[2] === 0) throw invalid(`${what}: the image is empty`, caller)
+  return image
+}
+
+/**
+ * `folder/manifest.json` of `kind`, or ModelLoadError.
+ * @param {string} folder @param {string} kind @param {Function} caller
+ */
+function readManifest(folder, kind, caller) {
+  let manifest
+  try {
+    manifest = JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8'))
+  } catch (e) {
+    throw codedError(
+      'ModelLoadError',
+      `${folder}: cannot read manifest.json: ${/** @type {Error} */ (e).message}`,
+      caller,
+    )
+  }
+  if (manifest?.format !== FORMAT || manifest.kind !== kind) {
+    throw codedError(
+      'ModelLoadError',
+      `${folder}: manifest.json is not a ${kind} export (kind '${manifest?.kind}'); export a ` +
+        (kind === 'depth-estimation'
+          ? 'DPTForDepthEstimation or DepthAnythingForDepthEstimation'
+          : 'SegformerForSemanticSegmentation') +
+        ' checkpoint with python/export_dense.py',
+      caller,
+    )
+  }
+  return manifest
+}
+
+/** The model, its processor and post-processing. Internal: a pipeline holds one. */
+class DenseModel {
+  /** @type {any} */ #manifest
+  /** @type {any} */ #preprocess
+  /** @type {any} */ #postprocess
+  /** @type {Batcher} */ #batcher
+  /** @type {any[]} */ #programs
+  #maxBatchSize
+  #disposed = false
+
+  /** @param {any} manifest @param {any[]} programs @param {typeof DEFAULTS} o */
+  constructor(manifest, [preprocess, postprocess, model], o) {
+    this.#manifest = manifest
+    this.#preprocess = preprocess
+    this.#postprocess = postprocess
+    this.#programs = [preprocess, postprocess, model]
+    this.#maxBatchSize = o.maxBatchSize
+    const { Batcher } = torch()
+    this.#batcher = new Batcher(model, {
+      maxBatchSize: o.maxBatchSize,
+      maxDelayMs: o.maxDelayMs,
+      maxQueue: o.maxQueue,
+      unpad: false,
+    })
+  }
+
+  /**
+   * Loads `folder` (manifest.json of `kind`, the model, preprocess.pt and postprocess.pt).
+   * @param {string} folder @param {unknown} options @param {string} kind @param {Function} caller
+   * @returns {Promise<DenseModel>}
+   */
+  static async load(folder, options, kind, caller) {
+    if (typeof folder !== 'string') throw invalid(`folder: expected a path, got ${describe(folder)}`, caller)
+    const o = { ...DEFAULTS, ...opt.read(options, LOAD_OPTIONS, 'load: options', caller) }
+    const manifest = readManifest(folder, kind, caller)
+    if (Number.isInteger(manifest.maxBatch) && o.maxBatchSize > manifest.maxBatch) {
+      throw invalid(
+        `load: options.maxBatchSize: this folder's model takes batches of at most ${manifest.maxBatch} ` +
+          `(export --max-batch), got ${o.maxBatchSize}`,
+        caller,
+      )
+    }
+    const { AOTModule, ScriptModule } = torch()
+    const signal = o.signal === undefined ? {} : { signal: o.signal }
+    const file = (/** @type {string} */ name) => path.join(folder, name)
+    const programs = await Promise.all([
+      ScriptModule.load(file(manifest.preprocess), signal),
+      ScriptModule.load(file(manifest.postprocess), signal),
+      manifest.model.programFormat === 'pt2'
+        ? AOTModule.load(file(manifest.model.program), signal)
+        : ScriptModule.load(file(manifest.model.program), signal),
+    ])
+    return new DenseModel(manifest, programs, o)
+  }
+
+  /** manifest.json as read (a copy). */
+  get manifest() {
+    return structuredClone(this.#manifest)
+  }
+
+  get isDisposed() {
+    return this.#disposed
+  }
+
+  /** How many images go to the model at once, at most. */
+  get maxBatchSize() {
+    return this.#maxBatchSize
+  }
+
+  /** The Batcher's counts. */
+  stats() {
+    return this.#batcher.stats()
+  }
+
+  #check(caller) {
+    if (this.#disposed) throw codedError('Disposed', `the ${this.#manifest.kind} model was disposed`, caller)
+  }
+
+  /**
+   * One image through the processor, the model (batched with other calls') and the
+   * post-processing: the depth float32 `[H, W]` or the label ids int32 `[H, W]` at the image's size.
+   * @param {string | Uint8Array | Tensor} source @param {import('./clip-model').CallOptions} o
+   * @param {Function} caller @returns {Promise<Tensor>}
+   */
+  async predict(source, o, caller) {
+    this.#check(caller)
+    const t = torch()
+    const call = o.signal ? [{ signal: o.signal }] : []
+    const owned = []
+    try {
+      const image = source instanceof t.Tensor ? source : await t.image.load(source, { dtype: 'uint8', layout: 'chw' })
+      if (image !== source) owned.push(image)
+      if (o.signal?.aborted) throw codedError('Aborted', 'the signal was aborted', caller)
+      const pixels = /** @type {Tensor} */ (await this.#preprocess.forward(image, ...call))
+      owned.push(pixels)
+      const batch = pixels.unsqueeze(0)
+      owned.push(batch)
+      const output = await this.#run(batch, o, caller)
+      owned.push(output)
+      const row = output.squeeze(0)
+      const size = t.tensor([image.shape[1], image.shape[2]], { dtype: 'int64' })
+      owned.push(row, size)
+      const post = /** @type {Tensor} */ (await this.#postprocess.forward(row, size, ...call))
+      if (post.dtype !== 'int64') return post
+      owned.push(post)
+      return post.to('int32')
+    } finally {
+      for (const x of owned) x.dispose()
+    }
+  }
+
+  /** The Batcher's run; `Closed` by dispose() reads `Disposed`. */
+  async #run(input, o, caller) {
+    const call = {
+      ...(o.signal ? { signal: o.signal } : {}),
+      ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
+    }
+    try {
+      const out = await (Object.keys(call).length ? this.#batcher.run(input, call) : this.#batcher.run(input))
+      if (!(out instanceof torch().Tensor)) throw codedError('ShapeMismatch', `the model returned ${describe(out)}`)
+      return out
+    } catch (e) {
+      if (this.#disposed && /** @type {any} */ (e)?.code === 'Closed') this.#check(caller)
+      throw e
+    }
+  }
+
+  /** Frees the programs once the running batches finish; queued and later calls reject (`Disposed`). */
+  dispose() {
+    if (this.#disposed) return
+    this.#disposed = true
+    this.#batcher.close().then(() => {
+      for (const p of this.#programs) p.dispose()
+    })
+  }
+}
+
+/** The token `load` passes to the constructor: `new` from outside is refused. */
+const LOAD = Symbol('DensePipeline.load')
+/** The key of a pipeline's DenseModel. */
+const MODEL = Symbol('DensePipeline.model')
+
+/** What the depth-estimation and image-segmentation pipelines share: loading, run's loop, disposal. */
+class DensePipeline {
+  /** @type {DenseModel} */ #model
+
+  /**
+   * Throws `InvalidArg`: use the pipeline's static `load(folder)`.
+   * @protected
+   * @param {symbol} token @param {DenseModel} model
+   */
+  constructor(token, model) {
+    if (token !== LOAD) {
+      throw codedError('InvalidArg', `new ${new.target.name}(): use await ${new.target.name}.load(folder)`, new.target)
+    }
+    this.#model = model
+  }
+
+  /** @returns {DenseModel} */
+  get [MODEL]() {
+    return this.#model
+  }
+
+  /** True once `dispose()` was called. */
+  get isDisposed() {
+    return this.#model.isDisposed
+  }
+
+  /** The model Batcher's counts. */
+  stats() {
+    return this.#model.stats()
+  }
+
+  /** Frees the programs once running batches finish; calls waiting and later ones reject with `Disposed`. */
+  dispose() {
+    this.#model.dispose()
+  }
+
+  [Symbol.dispose]() {
+    this.dispose()
+  }
+}
+
+/**
+ * `each(prediction, i)` of every image: checked first, then up to maxBatchSize images in flight
+ * at a time (a call with thousands of images holds a batch of them in memory, not all).
+ * @template T
+ * @param {DenseModel} model @param {unknown} images @param {any} o @param {string} name @param {Function} caller
+ * @param {(prediction: Tensor) => T} each
+ * @returns {Promise<T | T[]>}
+ */
+async function predictAll(model, images, o, name, caller, each) {
+  const batched = Array.isArray(images)
+  const sources = (batched ? Array.from(images) : [images]).map((x, i) =>
+    denseSource(x, batched ? `${name}: images[${i}]` : `${name}: images`, caller),
+  )
+  if (sources.length === 0) throw invalid(`${name}: images: expected at least one image`, caller)
+  const out = []
+  for (let i = 0; i < sources.length; i += model.maxBatchSize) {
+    const chunk = sources.slice(i, i + model.maxBatchSize)
+    const settled = await Promise.allSettled(chunk.map((s) => model.predict(s, o, caller)))
+    const failed = settled.find((p) => p.status === 'rejected')
+    if (failed) {
+      for (const p of settled) if (p.status === 'fulfilled') p.value.dispose()
+      throw failed.reason
+    }
+    for (const p of settled) {
+      const prediction = /** @type {PromiseFulfilledResult<Tensor>} */ (p).value
+      try {
+        out.push(each(prediction))
+      } finally {
+        prediction.dispose()
+      }
+    }
+  }
+  return batched ? out : out[0]
+}
+
+module.exports.DenseModel = DenseModel
+module.exports.DensePipeline = DensePipeline
+module.exports.LOAD = LOAD
+module.exports.MODEL = MODEL
+module.exports.CALL_OPTIONS = CALL_OPTIONS
+module.exports.predictAll = predictAll
