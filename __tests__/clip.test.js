@@ -55,8 +55,11 @@ for (const family of ['clip', 'siglip']) {
     const folder = path.join(DIR, family)
     let zeroShot, features
     before(async () => {
-      zeroShot = await ZeroShotImageClassificationPipeline.load(folder)
-      features = await ImageFeatureExtractionPipeline.load(folder)
+      // The entry users reach: torch.pipeline (the classes' own load is the same).
+      zeroShot = await torch.pipeline('zero-shot-image-classification', folder)
+      features = await torch.pipeline('image-feature-extraction', folder)
+      assert.ok(zeroShot instanceof ZeroShotImageClassificationPipeline)
+      assert.ok(features instanceof ImageFeatureExtractionPipeline)
     })
     after(() => {
       zeroShot?.dispose()

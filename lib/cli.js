@@ -21,7 +21,7 @@ const CLIP_ARCHITECTURES = ['CLIPModel', 'SiglipModel']
 const CAUSAL_SUFFIXES = ['ForCausalLM', 'LMHeadModel']
 const EXPORT_USAGE = `usage: torch-node export <model-dir|model.gguf> <out-folder> [--dtype float32|bfloat16|float16]
          [--format auto|pt2|torchscript] [--max-batch 1024] [--autotune] [--quantize int8|int4|int4-g128]
-         [--task auto|feature-extraction|text-classification|text-ranking]
+         [--task auto|feature-extraction|text-classification|text-ranking|token-classification|fill-mask]
 
 Turns a Hugging Face or sentence-transformers text encoder folder (BERT, MiniLM, BGE, E5, MPNet,
 ...) into a torch-node model folder for torch.text.SentenceEncoder: model.pt2 (torch.export +
@@ -29,6 +29,10 @@ AOTInductor; model.pt, TorchScript, where torch.export fails), tokenizer.json an
 A *ForSequenceClassification checkpoint (or --task text-classification) becomes a classifier
 for torch.pipeline('text-classification'); a sentence-transformers CrossEncoder (one logit), a
 reranker for torch.pipeline('text-ranking') (docs/pipelines.md).
+A *ForTokenClassification checkpoint (or --task token-classification) becomes a token classifier
+for torch.pipeline('token-classification') ('ner'); a *ForMaskedLM one (or --task fill-mask), a
+masked LM for torch.pipeline('fill-mask'). An NLI classifier (a label starting with "entail")
+also serves torch.pipeline('zero-shot-classification').
 A causal language model (config.json's architectures end in ForCausalLM or LMHeadModel: Llama,
 SmolLM, Mistral, Qwen2/3, Gemma 2/3, Phi-3, Granite, OLMo 2, GPT-NeoX, StarCoder2, GPT-2,
 Mixtral, ...), or a GGUF file transformers reads, becomes a folder for torch.text.CausalLM
@@ -101,7 +105,7 @@ const EXPORT_CHOICES = {
   dtype: ['float32', 'bfloat16', 'float16'],
   format: ['auto', 'pt2', 'torchscript'],
   quantize: ['int8', 'int4', 'int4-g32', 'int4-g128'],
-  task: ['auto', 'feature-extraction', 'text-classification', 'text-ranking'],
+  task: ['auto', 'feature-extraction', 'text-classification', 'text-ranking', 'token-classification', 'fill-mask'],
 }
 
 function parseExport(argv) {

@@ -17,6 +17,8 @@ const zeroShot = require('./zero-shot-classification')
 const tokenClassification = require('./token-classification')
 const fillMask = require('./fill-mask')
 const { entailmentIndex } = zeroShot
+const { ZeroShotImageClassificationPipeline } = require('../vision/zero-shot-image-classification')
+const { ImageFeatureExtractionPipeline } = require('../vision/image-feature-extraction')
 
 /** @import { SentenceEncoderOptions } from './sentence-encoder' */
 /** @import { FeatureExtractionPipeline } from './feature-extraction' */
@@ -30,7 +32,7 @@ const { entailmentIndex } = zeroShot
 /**
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
- * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask'} PipelineTask
+ * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction'} PipelineTask
  */
 /**
  * Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal).
@@ -47,6 +49,12 @@ const TASKS = {
   'zero-shot-classification': { kind: 'text-classifier', Class: zeroShot.ZeroShotClassificationPipeline },
   'token-classification': { kind: 'token-classifier', Class: tokenClassification.TokenClassificationPipeline },
   'fill-mask': { kind: 'masked-lm', Class: fillMask.FillMaskPipeline },
+}
+/** Tasks of image models, whose classes load their folders themselves (lib/vision/): task -> the manifest kind, and the load. */
+/** @type {Record<string, {kind: string, load: (folder: string, options?: any) => Promise<any>}>} */
+const IMAGE_TASKS = {
+  'zero-shot-image-classification': { kind: 'clip', load: ZeroShotImageClassificationPipeline.load },
+  'image-feature-extraction': { kind: 'clip', load: ImageFeatureExtractionPipeline.load },
 }
 /** task -> the other tasks whose folders serve it too (a reranker's logits classify; an NLI classifier's do zero-shot). */
 /** @type {Record<string, string[]>} */
@@ -65,9 +73,14 @@ const ALIASES = {
  * @param {string} folder @returns {string | undefined}
  */
 function folderTask(folder) {
+  const manifest = readManifest(folder)
+  return manifest?.kind === 'sentence-encoder' ? 'feature-extraction' : manifest?.task
+}
+
+/** A folder's manifest.json, or undefined where there is none to read (load says why). @param {string} folder */
+function readManifest(folder) {
   try {
-    const manifest = JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8'))
-    return manifest?.kind === 'sentence-encoder' ? 'feature-extraction' : manifest?.task
+    return JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8'))
   } catch {
     return undefined
   }
@@ -78,8 +91,9 @@ function folderTask(folder) {
  * (a `*ForSequenceClassification` export), `'text-ranking'` or `'rerank'` (a cross-encoder: one
  * logit), `'feature-extraction'` (a sentence encoder), `'zero-shot-classification'` (an NLI
  * classifier: its labels include entailment), `'token-classification'` or `'ner'` (a
- * `*ForTokenClassification` export), `'fill-mask'` (a `*ForMaskedLM` export). Concurrent `run`
- * calls share forwards.
+ * `*ForTokenClassification` export), `'fill-mask'` (a `*ForMaskedLM` export),
+ * `'zero-shot-image-classification'` and `'image-feature-extraction'` (a CLIPModel or SiglipModel
+ * export). Concurrent `run` calls share forwards.
  * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
  * @template {PipelineTask} T
  * @param {T} task
@@ -89,20 +103,34 @@ function folderTask(folder) {
  *   : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline
  *   : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline
  *   : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline
- *   : T extends 'fill-mask' ? FillMaskPipeline : FeatureExtractionPipeline>}
+ *   : T extends 'fill-mask' ? FillMaskPipeline
+ *   : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline
+ *   : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : FeatureExtractionPipeline>}
  */
 async function pipeline(task, folder, options) {
   const name = typeof task === 'string' ? (ALIASES[task] ?? task) : task
-  if (typeof name !== 'string' || !Object.hasOwn(TASKS, name)) {
+  if (typeof name !== 'string' || !(Object.hasOwn(TASKS, name) || Object.hasOwn(IMAGE_TASKS, name))) {
+    const known = [...Object.keys(TASKS), ...Object.keys(IMAGE_TASKS), ...Object.keys(ALIASES)]
     throw codedError(
       'InvalidArg',
-      `torch.pipeline: task: expected one of ${[...Object.keys(TASKS), ...Object.keys(ALIASES)].join(', ')}, ` +
-        `got ${describe(task)}`,
+      `torch.pipeline: task: expected one of ${known.join(', ')}, ` + `got ${describe(task)}`,
       pipeline,
     )
   }
   if (typeof folder !== 'string') {
     throw codedError('InvalidArg', `torch.pipeline: folder: expected a path, got ${describe(folder)}`, pipeline)
+  }
+  if (Object.hasOwn(IMAGE_TASKS, name)) {
+    const { kind: want, load } = IMAGE_TASKS[name]
+    const kind = readManifest(folder)?.kind
+    if (kind !== undefined && kind !== want) {
+      throw codedError(
+        'ModelLoadError',
+        `torch.pipeline: ${folder} holds a ${JSON.stringify(kind)} model; ${name} takes a CLIPModel or SiglipModel export`,
+        pipeline,
+      )
+    }
+    return load(folder, options)
   }
   const { kind, Class } = TASKS[name]
   const exported = folderTask(folder)
