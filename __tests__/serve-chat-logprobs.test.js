@@ -142,6 +142,24 @@ describe('logprobs and n', { skip }, () => {
     )
   })
 
+  test('n: a client that hangs up mid-stream frees the slots of all its choices', async () => {
+    const controller = new AbortController()
+    const body = { model: NAME, messages: MESSAGES, max_tokens: 200, temperature: 1, n: 3, stream: true }
+    const stream = await client.chat.completions.create(body, { signal: controller.signal })
+    let chunks = 0
+    try {
+      for await (const chunk of stream) {
+        assert.ok(chunk.choices.every((c) => c.index >= 0 && c.index < 3))
+        if (++chunks === 6) controller.abort()
+      }
+    } catch (e) {
+      assert.equal(e.name, 'APIUserAbortError')
+    }
+    const deadline = Date.now() + 3000
+    while (service.lm.stats().active > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+    assert.deepEqual([service.lm.stats().active, service.lm.stats().queued], [0, 0])
+  })
+
   test('out of range: 400 naming the field', async () => {
     const chat = (b) =>
       rejection(client.chat.completions.create({ model: NAME, messages: MESSAGES, max_tokens: 2, ...b }))
