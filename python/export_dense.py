@@ -208,12 +208,14 @@ def compile_program(torch, module, examples, s, args, out):
                 # min 2: a single patch row or column takes another branch of the model's reshapes.
                 dims[2] = m * Dim("rows", min=2, max=8192 // m)
                 dims[3] = m * Dim("columns", min=2, max=8192 // m)
-            # Strict (dynamo): non-strict export bakes DepthAnything's int(patch_height * patch_size)
-            # into the program. is_tracing() True: DINOv2's interpolate_pos_encoding then always
-            # interpolates (a same-size bicubic resize, the identity) instead of branching on the
-            # example's patch count, which would become a guard on the input's shape.
-            with mock.patch("torch.jit.is_tracing", lambda: True):
-                exported = torch.export.export(module, (first,), dynamic_shapes=(dims,), strict=True)
+            # Height and width dynamic: strict (dynamo), as non-strict export bakes DepthAnything's
+            # int(patch_height * patch_size) into the program; is_tracing() True, so that DINOv2's
+            # interpolate_pos_encoding always interpolates (a same-size bicubic resize is the
+            # identity) instead of branching on the example's patch count, a guard on the shape.
+            # A fixed size: non-strict (dynamo refuses a context manager in DPT's forward).
+            strict = s["keepAspectRatio"]
+            with mock.patch("torch.jit.is_tracing", (lambda: True) if strict else torch.jit.is_tracing):
+                exported = torch.export.export(module, (first,), dynamic_shapes=(dims,), strict=strict)
             log("AOTInductor: compiling the model")
             path = os.path.join(out, "model.pt2")
             configs = {"aot_inductor.compile_wrapper_opt_level": "O0"} if args.fast_compile else None
