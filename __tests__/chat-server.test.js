@@ -148,7 +148,7 @@ describe('examples/chat-server.js with the openai client', { skip }, () => {
       ],
       [{ messages: [{ role: 'user', content: 5 }] }, /messages\[0\]\.content: expected a string, got 5/],
       [{ messages: [{ role: 'user' }] }, /messages\[0\]\.content: expected a string/],
-      [{ n: 2 }, /n: only 1 is supported, got 2/],
+      [{ n: 9 }, /n: expected an integer in \[1, 8\], got 9/],
       [{ frequency_penalty: 0.5 }, /frequency_penalty: not supported \(only 0\)/],
       [{ presence_penalty: 1 }, /presence_penalty: not supported/],
       [{ temperature: 3 }, /temperature: expected a number in \[0, 2\], got 3/],
