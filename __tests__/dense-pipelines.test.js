@@ -1,6 +1,6 @@
 'use strict'
-// depth-estimation and image-segmentation (issue 50): DPT, Depth Anything and Segformer folders
-// python/export_dense.py wrote from random-weight checkpoints, against transformers 5's
+// depth-estimation and image-segmentation (issue 50): DPT, Depth Anything, Segformer and DPT
+// segmentation folders python/export_dense.py wrote from random-weight checkpoints, against transformers 5's
 // pipeline('depth-estimation') / pipeline('image-segmentation') (models/make_dense_models.py's
 // goldens); concurrent calls batched; bad input, abort and dispose.
 const { describe, test, before, after } = require('node:test')
@@ -138,34 +138,36 @@ for (const name of ['dpt', 'depth-anything']) {
   })
 }
 
-describe('segformer: image-segmentation against transformers', { skip: SKIP }, () => {
-  const folder = path.join(DIR, 'segformer')
-  let pipe
-  before(async () => {
-    pipe = await ImageSegmentationPipeline.load(folder)
-  })
-  after(() => pipe?.dispose())
+for (const name of ['segformer', 'dpt-segmentation']) {
+  describe(`${name}: image-segmentation against transformers`, { skip: SKIP }, () => {
+    const folder = path.join(DIR, name)
+    let pipe
+    before(async () => {
+      pipe = await ImageSegmentationPipeline.load(folder)
+    })
+    after(() => pipe?.dispose())
 
-  test('labels and masks equal the pipeline, one image at a time', TIMEOUT, async () => {
-    for (const [i, image] of images.entries()) {
-      assertSegments(await pipe.run(image), goldens.segformer.results[i].segments, 0, goldens.images[i])
-    }
-    assert.equal(pipe.task, 'image-segmentation')
-    assert.equal(pipe.labels['1'], 'cat')
-    const semantic = await pipe.run(images[0], { subtask: 'semantic' })
-    assertSegments(semantic, goldens.segformer.results[0].segments, 0, 'subtask semantic')
-  })
+    test('labels and masks equal the pipeline, one image at a time', TIMEOUT, async () => {
+      for (const [i, image] of images.entries()) {
+        assertSegments(await pipe.run(image), goldens[name].results[i].segments, 0, goldens.images[i])
+      }
+      assert.equal(pipe.task, 'image-segmentation')
+      assert.equal(pipe.labels['1'], 'cat')
+      const semantic = await pipe.run(images[0], { subtask: 'semantic' })
+      assertSegments(semantic, goldens[name].results[0].segments, 0, 'subtask semantic')
+    })
 
-  test('concurrent calls share forwards', TIMEOUT, async () => {
-    const before = pipe.stats().batches ?? 0
-    const outs = await Promise.all(Array.from({ length: 9 }, (_, i) => pipe.run(images[i % 3])))
-    // A batch's convolutions round differently from a single image's: a pixel whose two best
-    // labels tie within that may flip (1 pixel in 262144 measured on astronaut.png).
-    outs.forEach((out, i) => assertSegments(out, goldens.segformer.results[i % 3].segments, 1e-4, `call ${i}`))
-    const stats = pipe.stats()
-    if (stats.batches !== undefined) assert.ok(stats.batches - before < 9, `batches ${stats.batches - before}`)
+    test('concurrent calls share forwards', TIMEOUT, async () => {
+      const before = pipe.stats().batches ?? 0
+      const outs = await Promise.all(Array.from({ length: 9 }, (_, i) => pipe.run(images[i % 3])))
+      // A batch's convolutions round differently from a single image's: a pixel whose two best
+      // labels tie within that may flip (1 pixel in 262144 measured on astronaut.png).
+      outs.forEach((out, i) => assertSegments(out, goldens[name].results[i % 3].segments, 1e-4, `call ${i}`))
+      const stats = pipe.stats()
+      if (stats.batches !== undefined) assert.ok(stats.batches - before < 9, `batches ${stats.batches - before}`)
+    })
   })
-})
+}
 
 describe('dense pipelines: bad input, abort, dispose', { skip: SKIP }, () => {
   let depth, segment

@@ -10,7 +10,8 @@ Writes (all generated, under models/golden/, which git ignores), each model seed
 
   dense/<name>-src/   DPTForDepthEstimation (dpt: 32×32 bicubic), DepthAnythingForDepthEstimation
                       (depth-anything: a DINOv2 backbone, 28×28 keep_aspect_ratio, multiple of 14)
-                      and SegformerForSemanticSegmentation (segformer: 32×32 bilinear, 5 labels),
+                      and SegformerForSemanticSegmentation (segformer: 32×32 bilinear, 5 labels)
+                      and DPTForSemanticSegmentation (dpt-segmentation: 32×32 bicubic, 5 labels),
                       with their image processors
   dense/<name>/       that folder exported by python/export_dense.py
   dense/goldens.json  per model and image of IMAGES: pipeline('depth-estimation') (predicted_depth
@@ -37,7 +38,7 @@ PROG = "make_dense_models.py"
 IMAGES = ["chelsea.png", "coffee.png", "astronaut.png"]
 # A trace takes seconds where an AOTInductor compile takes a minute; Depth Anything's input size
 # follows the image's aspect (a trace would keep the example's), so it is a .pt2 with dynamic H, W.
-MODELS = {"dpt": "torchscript", "depth-anything": "pt2", "segformer": "torchscript"}
+MODELS = {"dpt": "torchscript", "depth-anything": "pt2", "segformer": "torchscript", "dpt-segmentation": "torchscript"}
 LABELS = {0: "background", 1: "cat", 2: "cup", 3: "table", 4: "sky"}
 
 
@@ -65,7 +66,7 @@ def recipe(name):
     """(model, image processor) of a random-weight model: tiny, seeded."""
     import torch
     from transformers import (DepthAnythingConfig, DepthAnythingForDepthEstimation, Dinov2Config, DPTConfig,
-                              DPTForDepthEstimation, DPTImageProcessor, SegformerConfig,
+                              DPTForDepthEstimation, DPTForSemanticSegmentation, DPTImageProcessor, SegformerConfig,
                               SegformerForSemanticSegmentation, SegformerImageProcessor)
 
     torch.manual_seed(0)
@@ -84,10 +85,16 @@ def recipe(name):
         processor = DPTImageProcessor(size={"height": 28, "width": 28}, keep_aspect_ratio=True,
                                       ensure_multiple_of=14, resample=3)
         return DepthAnythingForDepthEstimation(config), processor
+    labels = dict(num_labels=len(LABELS), id2label=LABELS, label2id={v: k for k, v in LABELS.items()})
+    if name == "dpt-segmentation":
+        config = DPTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                           image_size=32, patch_size=8, backbone_out_indices=[0, 1], reassemble_factors=[4, 2],
+                           neck_hidden_sizes=[16, 16], fusion_hidden_size=16, head_in_index=-1,
+                           use_auxiliary_head=False, **labels)
+        return DPTForSemanticSegmentation(config), DPTImageProcessor(size={"height": 32, "width": 32})
     config = SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
                              patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2],
-                             decoder_hidden_size=32, num_labels=len(LABELS), id2label=LABELS,
-                             label2id={v: k for k, v in LABELS.items()})
+                             decoder_hidden_size=32, **labels)
     return SegformerForSemanticSegmentation(config), SegformerImageProcessor(size={"height": 32, "width": 32})
 
 
@@ -111,7 +118,7 @@ def make_source(folder, name):
         return
     log(f"{os.path.relpath(folder, ROOT)}: writing a random-weight {name} model")
     model, processor = recipe(name)
-    if name != "segformer":
+    if name in ("dpt", "depth-anything"):
         spread_depth(model, processor)
     shutil.rmtree(folder, ignore_errors=True)
     model.eval().save_pretrained(folder)

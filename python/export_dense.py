@@ -5,7 +5,7 @@
                            [--fast-compile]
 
 Architectures: DPTForDepthEstimation and DepthAnythingForDepthEstimation (task depth-estimation),
-SegformerForSemanticSegmentation (task image-segmentation, semantic). It writes into OUT_DIR:
+SegformerForSemanticSegmentation and DPTForSemanticSegmentation (task image-segmentation, semantic). It writes into OUT_DIR:
 
   model.pt2 / model.pt  the model: pixel_values float32 [batch, 3, H, W] -> predicted_depth
                         [batch, h, w] (depth) or logits [batch, labels, h, w] (segmentation);
@@ -45,6 +45,7 @@ ARCHITECTURES = {
     "DPTForDepthEstimation": "depth-estimation",
     "DepthAnythingForDepthEstimation": "depth-estimation",
     "SegformerForSemanticSegmentation": "image-segmentation",
+    "DPTForSemanticSegmentation": "image-segmentation",
 }
 FILES = ("model.pt2", "model.pt", "preprocess.pt", "postprocess.pt", "manifest.json")
 

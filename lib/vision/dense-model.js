@@ -67,7 +67,7 @@ function readManifest(folder, kind, caller) {
       `${folder}: manifest.json is not a ${kind} export (kind '${manifest?.kind}'); export a ` +
         (kind === 'depth-estimation'
           ? 'DPTForDepthEstimation or DepthAnythingForDepthEstimation'
-          : 'SegformerForSemanticSegmentation') +
+          : 'SegformerForSemanticSegmentation or DPTForSemanticSegmentation') +
         ' checkpoint with python/export_dense.py',
       caller,
     )

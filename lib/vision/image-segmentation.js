@@ -1,7 +1,7 @@
 // @ts-check
 'use strict'
 // The image-segmentation pipeline (semantic): transformers 5's ImageSegmentationPipeline over a
-// Segformer folder python/export_dense.py wrote. The logits are resized (bilinear) to the image's
+// Segformer or DPT folder python/export_dense.py wrote. The logits are resized (bilinear) to the image's
 // size and argmax'd as post_process_semantic_segmentation does; then one `{score: null, label,
 // mask}` per label present, in label-id order (numpy.unique), each mask 255 where that label won.
 const { codedError } = require('../errors')
@@ -49,8 +49,8 @@ function segments(ids, height, width, id2label) {
 }
 
 /**
- * Semantic segmentation: which label each pixel of an image belongs to (Segformer exported from
- * the transformers checkpoint). Concurrent calls share forwards. Made with
+ * Semantic segmentation: which label each pixel of an image belongs to (Segformer or DPT exported
+ * from the transformers checkpoint). Concurrent calls share forwards. Made with
  * `ImageSegmentationPipeline.load(folder)`.
  */
 class ImageSegmentationPipeline extends DensePipeline {
@@ -64,7 +64,8 @@ class ImageSegmentationPipeline extends DensePipeline {
   }
 
   /**
-   * Loads a folder python/export_dense.py wrote from a SegformerForSemanticSegmentation checkpoint.
+   * Loads a folder python/export_dense.py wrote from a SegformerForSemanticSegmentation or
+   * DPTForSemanticSegmentation checkpoint.
    * Errors: `ModelLoadError`, `InvalidArg`.
    * @param {string} folder
    * @param {DenseLoadOptions} [options]
