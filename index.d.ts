@@ -450,6 +450,33 @@ export type GeneratePrompt = string | Array<{
   content: string;
 }> | number[];
 
+/**
+ * One generated token's log-probability (options `logprobs`, `topLogprobs`): the log-softmax of the
+ * model's raw logits at its step, before the repetition penalty, temperature, top-k/p, min-p or
+ * `responseFormat` change them (vLLM's default `raw_logprobs`). `text` is `bytes` as UTF-8 (a
+ * byte-level token may hold part of a character: U+FFFD there); `top` the likeliest tokens at that
+ * step, likeliest first (`topLogprobs` of them).
+ */
+export interface TokenLogprob {
+  token: number;
+  text: string;
+  logprob: number;
+  bytes: number[];
+  top: Array<{
+    token: number;
+    text: string;
+    logprob: number;
+    bytes: number[];
+  }>;
+}
+
+/** A piece of a generation: text, its tokens and, with `logprobs`, theirs. */
+export interface GeneratePiece {
+  text: string;
+  tokens: number[];
+  logprobs?: TokenLogprob[];
+}
+
 /** Why a generation ended and what it counted. */
 export interface GenerateResult {
   finishReason: 'stop' | 'length' | 'aborted';
@@ -683,18 +710,13 @@ export declare namespace text {
       };
     };
     /**
-     * Streams `{text, tokens}` pieces (split on whole characters); returns `{finishReason, usage}`.
-     * Bad options throw `InvalidArg` here; `QueueFull` and model errors come from `next()`.
+     * Streams `{text, tokens}` pieces (split on whole characters; with `logprobs`, each token's too);
+     * returns `{finishReason, usage}`. Bad options throw `InvalidArg` here; `QueueFull` and model errors
+     * come from `next()`.
      */
-    generate(input: GeneratePrompt, options?: GenerateOptions): AsyncGenerator<{
-      text: string;
-      tokens: number[];
-    }, GenerateResult, undefined>;
-    /** The whole continuation. Errors: `InvalidArg`, `QueueFull`, `Disposed`. */
-    complete(input: GeneratePrompt, options?: GenerateOptions): Promise<GenerateResult & {
-      text: string;
-      tokens: number[];
-    }>;
+    generate(input: GeneratePrompt, options?: GenerateOptions): AsyncGenerator<GeneratePiece, GenerateResult, undefined>;
+    /** The whole continuation (with `logprobs`, each token's). Errors: `InvalidArg`, `QueueFull`, `Disposed`. */
+    complete(input: GeneratePrompt, options?: GenerateOptions): Promise<GenerateResult & GeneratePiece>;
     /**
      * Ends generations in flight (`'aborted'`, as their step ends) and waiting calls (`Disposed`); the model is
      * freed once the last generation has ended.
@@ -704,11 +726,41 @@ export declare namespace text {
   }
 }
 
+/** One candidate for a mask. */
+export interface FillMaskResult {
+  /** Its probability (softmax over the whole vocabulary, targets or not). */
+  score: number;
+  /** Its token id. */
+  token: number;
+  /** The token decoded. */
+  tokenStr: string;
+  /**
+   * The text with the mask replaced, decoded (special tokens left out
+   * when the text has one mask; with several, each mask's candidates fill that mask only).
+   */
+  sequence: string;
+}
+
+/** Options of `FillMaskPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface FillMaskOptions {
+  /** How many candidates per mask, best first. Default 5. */
+  topK?: number;
+  /**
+   * Only these tokens are candidates (a word not in the
+   * vocabulary stands for its first token, as in transformers).
+   */
+  targets?: string[] | string;
+  /** Aborting rejects with `Aborted` while the call's requests are still queued. */
+  signal?: AbortSignal;
+  /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
 /**
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
- * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction).
+ * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
  */
-export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank';
+export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation';
 
 /** Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal). */
 export type PipelineOptions = SentenceEncoderOptions;
@@ -777,6 +829,177 @@ export interface TextRankingOptions {
 }
 
 /**
+ * One token (`aggregationStrategy` 'none': `entity`, `index`) or one group of tokens (the other
+ * strategies: `entityGroup`, the B-/I- prefix dropped).
+ */
+export interface TokenClassificationEntity {
+  /** The token's label (config.json's `id2label`), with 'none'. */
+  entity?: string;
+  /** The group's label without its B-/I- prefix, with the other strategies. */
+  entityGroup?: string;
+  /** The label's probability (a group's: the mean of its tokens' or words'). */
+  score: number;
+  /** The token's position in the model's input (special tokens counted), with 'none'. */
+  index?: number;
+  /** The token, or the group's tokens joined as the tokenizer's decoder joins them. */
+  word: string;
+  /** Where it starts in the text, as a JS string index. */
+  start: number;
+  /** Where it ends (exclusive): `text.slice(start, end)`. */
+  end: number;
+}
+
+/** Options of `TokenClassificationPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface TokenClassificationOptions {
+  /**
+   * transformers':
+   * 'none' (default) one entity per token; 'simple' adjacent tokens of one tag grouped; 'first',
+   * 'average', 'max' each word's label from its first token, its tokens' mean scores or its best
+   * token, then grouped.
+   */
+  aggregationStrategy?: 'none' | 'simple' | 'first' | 'average' | 'max';
+  /** Labels (or groups) left out. Default `['O']`. */
+  ignoreLabels?: string[];
+  /** Aborting rejects with `Aborted` while the call's requests are still queued. */
+  signal?: AbortSignal;
+  /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
+/** One text's labels, best first. */
+export interface ZeroShotClassificationResult {
+  /** The text. */
+  sequence: string;
+  /** The candidate labels, best first. */
+  labels: string[];
+  /** Their scores, in the same order (summing to 1 unless `multiLabel`). */
+  scores: number[];
+}
+
+/** Options of `ZeroShotClassificationPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface ZeroShotClassificationOptions {
+  /**
+   * The labels to choose from: an array, or one string of
+   * comma-separated labels (as transformers takes). Required.
+   */
+  candidateLabels: string[] | string;
+  /**
+   * The hypothesis each label makes, its `{}` replaced by the label
+   * (Python's `str.format`: `{{` and `}}` are braces). Default `'This example is {}.'`.
+   */
+  hypothesisTemplate?: string;
+  /**
+   * Each label scored on its own (entailment against contradiction)
+   * rather than the labels against each other. Default false (true in effect for one label, as in transformers).
+   */
+  multiLabel?: boolean;
+  /** Aborting rejects with `Aborted` while the call's requests are still queued. */
+  signal?: AbortSignal;
+  /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
+/**
+ * An image as the depth and segmentation pipelines take it: a path, a `data:image/...;base64,` URL,
+ * the file's bytes, or a uint8 RGB Tensor `[3, H, W]`.
+ */
+export type DenseImage = ImageSource | Tensor;
+
+/** One image's depth. */
+export interface DepthEstimation {
+  /**
+   * float32 `[H, W]` at the image's size: the model's
+   * predicted_depth resized bicubic (transformers' `predicted_depth`).
+   */
+  predictedDepth: Tensor;
+  /**
+   * uint8 `[H, W]`: `predictedDepth` scaled to 0–255 by its min and max
+   * (transformers' `depth` image, grayscale; `torch.image.encode(depth.expand([3, H, W]), 'png')`
+   * writes it as a PNG).
+   */
+  depth: Tensor;
+}
+
+/** Options of `DepthEstimationPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface DenseRunOptions {
+  /** Aborting rejects with `Aborted` while the call's images are still queued. */
+  signal?: AbortSignal;
+  /** The longest an image may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
+/** Options of `DepthEstimationPipeline.load` and `ImageSegmentationPipeline.load`. */
+export interface DenseLoadOptions {
+  /** The most images in one forward (default 16; at most the export's `--max-batch`). */
+  maxBatchSize?: number;
+  /** How long a forward waits for more images (default 0). */
+  maxDelayMs?: number;
+  /** The most images waiting (default 1024; then `QueueFull`). */
+  maxQueue?: number;
+  /** Aborts the load. */
+  signal?: AbortSignal;
+}
+
+/** An image: a file path, a `data:image/...;base64,` URL, or the file's bytes (JPEG, PNG, WebP, GIF, BMP, TIFF). */
+export type ImageSource = string | Uint8Array;
+
+/** Options of `ImageFeatureExtractionPipeline.run` and `embedText`; any other key is refused (`InvalidArg`). */
+export interface ImageFeatureExtractionOptions {
+  /**
+   * L2-normalize each row (default `false`: get_image_features /
+   * get_text_features as they are; normalized rows make the dot product the cosine similarity).
+   */
+  normalize?: boolean;
+  /** Aborting rejects with `Aborted` while the call's requests are still queued. */
+  signal?: AbortSignal;
+  /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
+/** One label's region of an image. */
+export interface ImageSegment {
+  /** Always `null`: a semantic model scores no segment (as transformers'). */
+  score: null;
+  /** The label's name (the checkpoint's `id2label`). */
+  label: string;
+  /** uint8 `[H, W]` at the image's size: 255 where the label won, else 0. */
+  mask: Tensor;
+}
+
+/** Options of `ImageSegmentationPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface ImageSegmentationOptions {
+  /** The only one a semantic model has (transformers' default for it). */
+  subtask?: 'semantic';
+  /** Aborting rejects with `Aborted` while the call's images are still queued. */
+  signal?: AbortSignal;
+  /** The longest an image may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
+/** A label and its score. */
+export interface ZeroShotImageClassificationLabel {
+  /** One of `candidateLabels`. */
+  label: string;
+  /** CLIP: its softmax probability over the labels; SigLIP: its own sigmoid. */
+  score: number;
+}
+
+/** Options of `ZeroShotImageClassificationPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface ZeroShotImageClassificationOptions {
+  /** The labels to score (at least one). */
+  candidateLabels: string[];
+  /**
+   * The sentence each label goes into at `{}` (default
+   * `'This is a photo of {}.'`, as transformers').
+   */
+  hypothesisTemplate?: string;
+  /** Aborting rejects with `Aborted` while the call's requests are still queued. */
+  signal?: AbortSignal;
+  /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
+/**
  * Sentence embeddings over a folder written by `npx torch-node export` from a text encoder: the
  * `SentenceEncoder` it wraps does the work. Made with `torch.pipeline('feature-extraction', folder)`.
  */
@@ -797,25 +1020,55 @@ export interface FeatureExtractionPipeline {
 }
 
 /**
+ * Masked language modelling (the best tokens for each `[MASK]` of a text) over a folder written by
+ * `npx torch-node export` from a `*ForMaskedLM` checkpoint. Concurrent `run` calls share forwards.
+ * Made with `torch.pipeline('fill-mask', folder)`.
+ */
+export interface FillMaskPipeline extends EncoderPipeline {
+  /** `'fill-mask'`. */
+  get task(): string;
+  /** The mask token (`[MASK]`, `<mask>`) a text marks the blanks with. */
+  get maskToken(): string;
+  /**
+   * Fills the masks of one text or of each text of an array. A text with one mask gives its
+   * candidates, best first; one with several an array of them per mask; an array of texts an
+   * array of those (a one-text array: that text's, as transformers). Errors: `InvalidArg` (a text
+   * without a mask, or with more than the export's `maskSlots`, 4), `QueueFull`, `Aborted`,
+   * `Timeout`, `Disposed`.
+   */
+  run(input: string | string[], options?: FillMaskOptions): Promise<FillMaskResult[] | FillMaskResult[][] | FillMaskResult[][][]>;
+}
+
+/**
+ * What every pipeline over an exported head has: the folder's tokenizer, its sequence length, the
+ * Batcher's counts, dispose. Subclasses read the encoder through `encoder`.
+ */
+export interface EncoderPipeline {
+  /** The folder's tokenizer (`tokenizer.json`), as `run` uses it: to count or inspect tokens. */
+  get tokenizer(): text.Tokenizer;
+  /** The most tokens of an input (a pair's two texts together, special tokens included) the model sees; longer ones are truncated. */
+  get maxSequenceLength(): number;
+  /** True once `dispose()` was called. */
+  get isDisposed(): boolean;
+  /** The Batcher's counts. */
+  stats(): BatcherStats;
+  /** Frees the program; calls waiting reject with `Disposed`. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+/**
  * Text classification (sentiment, topics, NLI with text pairs, ...) over a folder written by
  * `npx torch-node export` from a `*ForSequenceClassification` checkpoint. Concurrent `run` calls share
  * forwards. Made with `torch.pipeline('text-classification', folder)`.
  */
-export interface TextClassificationPipeline {
+export interface TextClassificationPipeline extends EncoderPipeline {
   /** `'text-classification'`. */
   get task(): string;
   /** The labels, in the order of the model's logits (config.json's `id2label`). */
   get labels(): string[];
   /** The function `run` applies unless told (transformers' rule). */
   get functionToApply(): 'softmax' | 'sigmoid' | 'none';
-  /** The folder's tokenizer (`tokenizer.json`), as `run` uses it: to count or inspect tokens. */
-  get tokenizer(): text.Tokenizer;
-  /** The most tokens of an input (a pair's two texts together, special tokens included) the model sees. */
-  get maxSequenceLength(): number;
-  /** True once `dispose()` was called. */
-  get isDisposed(): boolean;
-  /** The Batcher's counts. */
-  stats(): BatcherStats;
   /**
    * Classifies one input or an array of them. With `topK` 1 (the default), one `{label, score}` per
    * input (a one-element array for one input, as transformers does); otherwise each input's
@@ -823,9 +1076,6 @@ export interface TextClassificationPipeline {
    * `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
    */
   run(input: TextClassificationInput | TextClassificationInput[], options?: TextClassificationOptions): Promise<TextClassificationLabel[] | TextClassificationLabel[][]>;
-  /** Frees the program; calls waiting reject with `Disposed`. */
-  dispose(): void;
-  [Symbol.dispose](): void;
 }
 
 /**
@@ -833,34 +1083,198 @@ export interface TextClassificationPipeline {
  * by `npx torch-node export` from a cross-encoder. Concurrent `run` calls share forwards. Made with
  * `torch.pipeline('text-ranking', folder)`.
  */
-export interface TextRankingPipeline {
+export interface TextRankingPipeline extends EncoderPipeline {
   /** `'text-ranking'`. */
   get task(): string;
-  /** The folder's tokenizer (`tokenizer.json`), as `run` uses it: to count or inspect tokens. */
-  get tokenizer(): text.Tokenizer;
-  /** The most tokens of an input (a pair's two texts together, special tokens included) the model sees. */
-  get maxSequenceLength(): number;
-  /** True once `dispose()` was called. */
-  get isDisposed(): boolean;
-  /** The Batcher's counts. */
-  stats(): BatcherStats;
   /**
    * Scores each document against the query; the documents best first (equal scores in their
    * order). Errors: `InvalidArg`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
    */
   run(input: TextRankingInput, options?: TextRankingOptions): Promise<TextRankingResult[]>;
-  /** Frees the program; calls waiting reject with `Disposed`. */
+}
+
+/**
+ * Token classification over a folder written by `npx torch-node export` from a
+ * `*ForTokenClassification` checkpoint. Concurrent `run` calls share forwards. Made with
+ * `torch.pipeline('token-classification', folder)` (or `'ner'`).
+ */
+export interface TokenClassificationPipeline extends EncoderPipeline {
+  /** `'token-classification'`. */
+  get task(): string;
+  /** The labels, in the order of the model's logits (config.json's `id2label`). */
+  get labels(): string[];
+  /**
+   * Labels each token of one text, or of each text of an array: the entities (an array of them per
+   * text for an array), in text order. Errors: `InvalidArg`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
+   */
+  run(input: string | string[], options?: TokenClassificationOptions): Promise<TokenClassificationEntity[] | TokenClassificationEntity[][]>;
+}
+
+/**
+ * Zero-shot text classification (labels chosen per call) over a folder written by
+ * `npx torch-node export` from an NLI `*ForSequenceClassification` checkpoint (its labels include
+ * entailment and contradiction). Concurrent `run` calls share forwards. Made with
+ * `torch.pipeline('zero-shot-classification', folder)`.
+ */
+export interface ZeroShotClassificationPipeline extends EncoderPipeline {
+  /** `'zero-shot-classification'`. */
+  get task(): string;
+  /**
+   * Scores the candidate labels against one text or an array of them: one forward per (text,
+   * label) pair, batched. Returns `{sequence, labels, scores}` (an array of them for an array),
+   * labels best first as transformers sorts them. Errors: `InvalidArg` (no candidate labels, a
+   * template without `{}`), `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
+   */
+  run(input: string | string[], options: ZeroShotClassificationOptions): Promise<ZeroShotClassificationResult | ZeroShotClassificationResult[]>;
+}
+
+export interface ClipPipeline {
+  /** `'clip'` (zero-shot scores are a softmax over the labels) or `'siglip'` (each label's sigmoid). */
+  get family(): 'clip' | 'siglip';
+  /** The embeddings' size. @returns {number} */
+  get dim(): number;
+  /** True once `dispose()` was called. */
+  get isDisposed(): boolean;
+  /** The text and image Batchers' counts. */
+  stats(): {
+    text: BatcherStats;
+    image: BatcherStats;
+  };
+  /** Frees the programs once running batches finish; calls waiting and later ones reject with `Disposed`. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+/** What the depth-estimation and image-segmentation pipelines share: loading, run's loop, disposal. */
+export interface DensePipeline {
+  /** True once `dispose()` was called. */
+  get isDisposed(): boolean;
+  /** The model Batcher's counts. */
+  stats(): BatcherStats;
+  /** Frees the programs once running batches finish; calls waiting and later ones reject with `Disposed`. */
   dispose(): void;
   [Symbol.dispose](): void;
 }
 
 /**
+ * Depth from one image: DPT or Depth Anything exported from the transformers checkpoint. Concurrent
+ * calls share forwards. Made with `DepthEstimationPipeline.load(folder)`.
+ */
+export interface DepthEstimationPipeline extends DensePipeline {
+  /**
+   * Loads a folder python/export_dense.py wrote from a DPTForDepthEstimation or
+   * DepthAnythingForDepthEstimation checkpoint. Errors: `ModelLoadError`, `InvalidArg`.
+   */
+  static load(folder: string, options?: DenseLoadOptions): Promise<DepthEstimationPipeline>;
+  /** `'depth-estimation'`. */
+  get task(): string;
+  /**
+   * The depth of one image (`{predictedDepth, depth}`) or of each of an array of images (an array of
+   * those), as transformers' `pipeline('depth-estimation')`. Errors: `InvalidArg`, `InvalidImage`,
+   * `QueueFull`, `Aborted`, `Timeout`, `Disposed`, `ForwardError`.
+   */
+  run(images: DenseImage | DenseImage[], options?: DenseRunOptions): Promise<DepthEstimation | DepthEstimation[]>;
+}
+
+/**
+ * Image embeddings (and text embeddings in the same space) from a CLIP or SigLIP folder. Concurrent
+ * calls share forwards. Made with `ImageFeatureExtractionPipeline.load(folder)` (or
+ * `torch.pipeline('image-feature-extraction', folder)`).
+ */
+export interface ImageFeatureExtractionPipeline extends ClipPipeline {
+  /**
+   * Loads a folder `npx torch-node export` wrote from a CLIPModel or SiglipModel checkpoint. Options:
+   * `maxBatchSize` (32), `maxDelayMs` (0), `maxQueue` (1024), `signal`. Errors: `ModelLoadError`, `InvalidArg`.
+   */
+  static load(folder: string, options?: {
+    maxBatchSize?: number;
+    maxDelayMs?: number;
+    maxQueue?: number;
+    signal?: AbortSignal;
+  }): Promise<ImageFeatureExtractionPipeline>;
+  /** `'image-feature-extraction'`. */
+  get task(): string;
+  /** The folder's tokenizer (`tokenizer.json`), as `embedText` uses it. */
+  get tokenizer(): any;
+  /** The most tokens of a text the text tower sees (longer texts are cut). @returns {number} */
+  get maxSequenceLength(): number;
+  /** How many tokens the texts are (each cut at `maxSequenceLength`, special tokens included). */
+  countTokens(texts: string[]): Promise<number>;
+  /**
+   * The images' embeddings: a float32 `[n, dim]` tensor, one row per image (n = 1 for one image).
+   * Errors: `InvalidArg`, `InvalidImage`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
+   */
+  run(images: ImageSource | ImageSource[], options?: ImageFeatureExtractionOptions): Promise<Tensor>;
+  /**
+   * The texts' embeddings in the images' space: a float32 `[n, dim]` tensor, tokenized as the
+   * zero-shot pipeline does (CLIP: cut at the model's positions; SigLIP: padded to 64 tokens).
+   * Errors as `run`.
+   */
+  embedText(texts: string | string[], options?: ImageFeatureExtractionOptions): Promise<Tensor>;
+}
+
+/**
+ * Semantic segmentation: which label each pixel of an image belongs to (Segformer or DPT exported
+ * from the transformers checkpoint). Concurrent calls share forwards. Made with
+ * `ImageSegmentationPipeline.load(folder)`.
+ */
+export interface ImageSegmentationPipeline extends DensePipeline {
+  /**
+   * Loads a folder python/export_dense.py wrote from a SegformerForSemanticSegmentation or
+   * DPTForSemanticSegmentation checkpoint.
+   * Errors: `ModelLoadError`, `InvalidArg`.
+   */
+  static load(folder: string, options?: DenseLoadOptions): Promise<ImageSegmentationPipeline>;
+  /** `'image-segmentation'`. */
+  get task(): string;
+  /** The label names by id (the checkpoint's `id2label`). @returns {Record<string, string>} */
+  get labels(): Record<string, string>;
+  /**
+   * The segments of one image (`[{score: null, label, mask}]`, one per label present) or of each of
+   * an array of images (an array of those), as transformers' `pipeline('image-segmentation')`.
+   * Errors: `InvalidArg`, `InvalidImage`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`, `ForwardError`.
+   */
+  run(images: DenseImage | DenseImage[], options?: ImageSegmentationOptions): Promise<ImageSegment[] | ImageSegment[][]>;
+}
+
+/**
+ * Zero-shot image classification with a CLIP or SigLIP model: which of any labels fits an image
+ * best. Concurrent `run` calls share forwards of both towers. Made with
+ * `ZeroShotImageClassificationPipeline.load(folder)` (or `torch.pipeline('zero-shot-image-classification', folder)`).
+ */
+export interface ZeroShotImageClassificationPipeline extends ClipPipeline {
+  /**
+   * Loads a folder `npx torch-node export` wrote from a CLIPModel or SiglipModel checkpoint. Options:
+   * `maxBatchSize` (32), `maxDelayMs` (0), `maxQueue` (1024), `signal`. Errors: `ModelLoadError`, `InvalidArg`.
+   */
+  static load(folder: string, options?: {
+    maxBatchSize?: number;
+    maxDelayMs?: number;
+    maxQueue?: number;
+    signal?: AbortSignal;
+  }): Promise<ZeroShotImageClassificationPipeline>;
+  /** `'zero-shot-image-classification'`. */
+  get task(): string;
+  /**
+   * Scores `candidateLabels` for one image (an array of `{score, label}`, best first; equal scores
+   * keep the labels' order) or for each of an array of images (an array of those). Errors:
+   * `InvalidArg`, `InvalidImage`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
+   */
+  run(images: ImageSource | ImageSource[], options: ZeroShotImageClassificationOptions): Promise<ZeroShotImageClassificationLabel[] | ZeroShotImageClassificationLabel[][]>;
+}
+
+/**
  * A pipeline for `task` over `folder` (written by `npx torch-node export`): `'text-classification'`
  * (a `*ForSequenceClassification` export), `'text-ranking'` or `'rerank'` (a cross-encoder: one
- * logit), `'feature-extraction'` (a sentence encoder). Concurrent `run` calls share forwards.
+ * logit), `'feature-extraction'` (a sentence encoder), `'zero-shot-classification'` (an NLI
+ * classifier: its labels include entailment), `'token-classification'` or `'ner'` (a
+ * `*ForTokenClassification` export), `'fill-mask'` (a `*ForMaskedLM` export),
+ * `'zero-shot-image-classification'` and `'image-feature-extraction'` (a CLIPModel or SiglipModel
+ * export), `'depth-estimation'` (DPT, Depth Anything), `'image-segmentation'` (semantic: Segformer,
+ * DPT). Concurrent `run` calls share forwards.
  * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
  */
-export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : FeatureExtractionPipeline>;
+export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline : T extends 'fill-mask' ? FillMaskPipeline : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : T extends 'depth-estimation' ? DepthEstimationPipeline : T extends 'image-segmentation' ? ImageSegmentationPipeline : FeatureExtractionPipeline>;
 
 /** One class in `torch.vision.classify`'s answer. */
 export interface Classification {
@@ -1153,6 +1567,22 @@ export interface ServeOptions {
   apiKey?: string;
   /** The limits on one request. */
   limits?: ServeLimits;
+  /**
+   * Load every model on its first request rather than at start (default false:
+   * the first `maxLoaded` models load at start, and a failure there rejects `serve`).
+   */
+  lazy?: boolean;
+  /**
+   * Models loaded at once (default: all). A request for another waits until
+   * the least recently used one that runs nothing is unloaded; if all are busy, the least recently used one
+   * takes no new requests until its running ones end.
+   */
+  maxLoaded?: number;
+  /**
+   * Unload a model after this long without requests (default 0: never); the next
+   * request loads it again.
+   */
+  idleMs?: number;
 }
 
 /** A model `torch.serve` loaded: a causal LM, a sentence encoder or a classifier's pipeline. */
@@ -1167,7 +1597,10 @@ export interface OpenAIServer {
   server: {
     close(callback?: () => void): unknown;
   };
-  /** The loaded models by name. */
+  /**
+   * The models by name, as loaded now: a model not loaded
+   * (`lazy`, `maxLoaded`, `idleMs`) reads `undefined` until a request loads it.
+   */
   models: Record<string, ServeLoadedModel>;
   /**
    * Stops accepting requests, lets
@@ -1198,12 +1631,14 @@ export interface ServeLimits {
 }
 
 /**
- * Loads the model folders (off the event loop) and serves them with OpenAI's API:
+ * Loads the model folders (off the event loop, at start or on demand) and serves them with OpenAI's API:
  * `POST /v1/chat/completions`, `/v1/completions`, `/v1/responses` (OpenAI's Responses API) and
  * `/v1/messages` (Anthropic's Messages API) for causal LMs, `/v1/embeddings` (sentence encoders),
  * `/v1/rerank` and `/v1/score` (rerankers), `/v1/classify` (classifiers); `GET /v1/models`,
- * `/health`, `/metrics`. See docs/serving.md. Errors:
- * `InvalidArg`, `ModelLoadError`, and the listen error (`EADDRINUSE`).
+ * `/health`, `/metrics`. The models load at start unless `lazy` (then each on its first request); a
+ * load that fails at start rejects, one that fails later is a 500 for the requests that waited on it.
+ * See docs/serving.md. Errors: `InvalidArg`, `ModelLoadError` (and a model's own load errors), and the
+ * listen error (`EADDRINUSE`).
  */
 export declare function serve(options: ServeOptions): Promise<OpenAIServer>;
 
@@ -1603,6 +2038,13 @@ export interface CausalLMGenerateOptions {
    * docs/generation.md#structured-output.
    */
   responseFormat?: ResponseFormat
+  /**
+   * Report each token's log-probability: the log-softmax of the model's raw logits at its
+   * step, before the penalty, temperature, top-k/p, min-p or `responseFormat` change them.
+   */
+  logprobs?: boolean
+  /** With `logprobs`: the likeliest tokens at each step too, 0 to 20 (default 0). */
+  topLogprobs?: number
 }
 
 /** Options of `torch.text.CausalLM.load`; any other key is refused (`InvalidArg`). */

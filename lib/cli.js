@@ -16,8 +16,22 @@ const EXPORTERS = {
   text: { script: path.join(__dirname, '..', 'python', 'export_text.py'), prefix: 'export_text.py: ' },
   causal: { script: path.join(__dirname, '..', 'python', 'export_causal_lm.py'), prefix: 'export_causal_lm: ' },
   clip: { script: path.join(__dirname, '..', 'python', 'export_clip.py'), prefix: 'export_clip.py: ' },
+  dense: { script: path.join(__dirname, '..', 'python', 'export_dense.py'), prefix: 'export_dense.py: ' },
 }
-const CLIP_ARCHITECTURES = ['CLIPModel', 'SiglipModel']
+// Image models, by config.json's architectures: their exporter and the words of its refusals.
+const IMAGE_EXPORTS = [
+  { exporter: 'clip', architectures: ['CLIPModel', 'SiglipModel'], what: 'CLIP or SigLIP models (float32 towers)' },
+  {
+    exporter: 'dense',
+    architectures: [
+      'DPTForDepthEstimation',
+      'DepthAnythingForDepthEstimation',
+      'SegformerForSemanticSegmentation',
+      'DPTForSemanticSegmentation',
+    ],
+    what: 'depth or segmentation models (float32)',
+  },
+]
 const CAUSAL_SUFFIXES = ['ForCausalLM', 'LMHeadModel']
 const EXPORT_USAGE = `usage: torch-node export <model-dir|model.gguf> <out-folder> [--dtype float32|bfloat16|float16]
          [--format auto|pt2|torchscript] [--max-batch 1024] [--autotune] [--quantize int8|int4|int4-g128]
@@ -48,7 +62,11 @@ scheme's accuracy cost and kernels.
 A CLIPModel or SiglipModel checkpoint becomes a folder for torch.pipeline('zero-shot-image-
 classification') and ('image-feature-extraction'), through python/export_clip.py: its text and
 image towers (text.pt2, image.pt2), the image processor as preprocess.pt, the logit scale and bias
-(--format and --max-batch apply; --dtype float32 only).`
+(--format and --max-batch apply; --dtype float32 only). A depth model (DPTForDepthEstimation,
+DepthAnythingForDepthEstimation) or a semantic segmentation one (SegformerForSemanticSegmentation,
+DPTForSemanticSegmentation) becomes a folder for torch.pipeline('depth-estimation') or
+('image-segmentation') through python/export_dense.py: the model, its image processor and its
+post-processing (the same flags as CLIP's).`
 
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
        torch-node export <model-dir> <out-folder> [--dtype ...]   (torch-node export --help)
@@ -163,21 +181,26 @@ function isCausalLM(modelDir) {
 }
 
 /**
- * True when `modelDir`'s config.json names CLIPModel or SiglipModel in its architectures (the
- * folders python/export_clip.py exports).
+ * The image-model export `modelDir`'s config.json asks for (IMAGE_EXPORTS: CLIP and SigLIP, depth,
+ * segmentation), or undefined.
  */
-function isClip(modelDir) {
+function imageExport(modelDir) {
   try {
     const config = JSON.parse(fs.readFileSync(path.join(modelDir, 'config.json'), 'utf8'))
     const architectures = Array.isArray(config?.architectures) ? config.architectures : []
-    return architectures.some((a) => CLIP_ARCHITECTURES.includes(a))
+    return IMAGE_EXPORTS.find((e) => architectures.some((a) => e.architectures.includes(a)))
   } catch {
-    return false
+    return undefined
   }
 }
 
-/** Flags python/export_clip.py does not take: the first one given, or undefined. */
-function clipRefuses(flags) {
+/** True when `modelDir`'s config.json names CLIPModel or SiglipModel (python/export_clip.py's folders). */
+function isClip(modelDir) {
+  return imageExport(modelDir)?.exporter === 'clip'
+}
+
+/** Flags python/export_clip.py and export_dense.py do not take: the first one given, or undefined. */
+function imageRefuses(flags) {
   const at = flags.indexOf('--dtype')
   if (at !== -1 && flags[at + 1] !== 'float32') return `--dtype ${flags[at + 1]}`
   return ['--autotune', '--quantize', '--task'].find((f) => flags.includes(f))
@@ -223,7 +246,8 @@ function missingPackages(line, python, env) {
 
 /**
  * `torch-node export`: runs python/export_text.py (a causal LM: python/export_causal_lm.py; a
- * CLIP or SigLIP model: python/export_clip.py) with $PYTHON (else python3). Its progress
+ * CLIP or SigLIP model: python/export_clip.py; a depth or segmentation model:
+ * python/export_dense.py) with $PYTHON (else python3). Its progress
  * (stdout) streams through; of its stderr (Python's warnings, then the failure) only the
  * script's own last line is shown, as one line, or the last line of a crash.
  */
@@ -232,13 +256,13 @@ function runExport(args, { stdout, stderr, env }) {
     stderr.write(`torch-node: export: ${args.modelDir}: no such folder\n`)
     return Promise.resolve(2)
   }
-  const clip = isClip(args.modelDir)
-  const exporter = clip ? EXPORTERS.clip : isCausalLM(args.modelDir) ? EXPORTERS.causal : EXPORTERS.text
+  const image = imageExport(args.modelDir)
+  const exporter = image ? EXPORTERS[image.exporter] : isCausalLM(args.modelDir) ? EXPORTERS.causal : EXPORTERS.text
   let flags = args.flags
-  if (clip) {
-    const refused = clipRefuses(flags)
+  if (image) {
+    const refused = imageRefuses(flags)
     if (refused) {
-      stderr.write(`torch-node: export: ${refused}: not for CLIP or SigLIP models (float32 towers)\n`)
+      stderr.write(`torch-node: export: ${refused}: not for ${image.what}\n`)
       return Promise.resolve(2)
     }
     const at = flags.indexOf('--dtype')
@@ -362,4 +386,4 @@ async function main(argv, { stdout = process.stdout, stderr = process.stderr, en
   return failed ? 1 : 0
 }
 
-module.exports = { main, formatPredictions, isCausalLM, isClip }
+module.exports = { main, formatPredictions, isCausalLM, isClip, imageExport }

@@ -278,6 +278,11 @@ function generate(elsewhere, emitted) {
         .replace(/^declare class /, 'export interface ')
         .replace(/^ {4}#private;\n/m, '')
         .replace(/^ {4}(?:\/\*\*(?:(?!\*\/)[\s\S])*\*\/\n {4})?(?:private )?constructor\(.*\);\n/m, '')
+        // Members for subclasses only (`@protected`) or keyed by a symbol only lib/ holds: not the API's.
+        .replace(
+          /^ {4}(?:\/\*\*(?:(?!\*\/)[\s\S])*\*\/\n {4})?(?:protected .*|(?:get )?\[(?!Symbol\.)\w+\].*);\n/gm,
+          '',
+        )
       types.set(name, { text, doc: v.doc, file, fromClass: true })
     }
   }

@@ -98,6 +98,8 @@ function timed(served, metrics, startedAt) {
  * `registry`: the models by name, loaded on demand.
  * @param {{ models?: ServeModel[]; registry?: InstanceType<typeof ModelRegistry>; apiKey?: string;
  *   limits?: import('./requests').ServeLimits; metrics?: InstanceType<typeof Metrics> }} options
+ * @returns {{ handle: (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => Promise<void>;
+ *   ctx: Context; registry: InstanceType<typeof ModelRegistry> }}
  */
 function createHandler({ models = [], registry, apiKey, limits, metrics = new Metrics() }) {
   const known = registry ?? new ModelRegistry(models.map((m) => ({ name: m.name, kind: m.kind, served: m })))

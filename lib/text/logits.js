@@ -13,7 +13,7 @@ const { internals } = require('./sentence-encoder')
 /** @import { text, Encoding } from '../../index' */
 /** @import { BatcherStats } from '../batcher' */
 /** @typedef {{text: string, textPair?: string}} Pair */
-/** @typedef {{signal?: AbortSignal, timeoutMs?: number}} CallOptions */
+/** @typedef {{signal?: AbortSignal, timeoutMs?: number}} PipelineCallOptions */
 
 // The token a pipeline's constructor takes: made only by torch.pipeline (lib/text/pipeline.js).
 const PIPELINE = Symbol('torch.pipeline')
@@ -63,7 +63,7 @@ function readTexts(input, name, caller) {
  * Each input's encoding (truncated to the model's maxSequenceLength by `truncation`: true is
  * longest_first; zero-shot-classification cuts only the first text, as transformers does). Errors:
  * `Disposed`, `Aborted`, and the tokenizer's.
- * @param {text.SentenceEncoder} encoder @param {Pair[]} inputs @param {CallOptions} o @param {string} name
+ * @param {text.SentenceEncoder} encoder @param {Pair[]} inputs @param {PipelineCallOptions} o @param {string} name
  * @param {Function} caller @param {true | 'only_first'} [truncation]
  * @returns {Promise<Encoding[]>}
  */
@@ -114,7 +114,7 @@ async function encode(encoder, inputs, o, name, caller, truncation = true) {
 /**
  * The program's row for each encoding, `[encodings.length * width]` in order. Errors: `Disposed`,
  * `Aborted`, `QueueFull`, `Timeout`.
- * @param {text.SentenceEncoder} encoder @param {Encoding[]} encodings @param {CallOptions} o
+ * @param {text.SentenceEncoder} encoder @param {Encoding[]} encodings @param {PipelineCallOptions} o
  * @param {string} name
  * @returns {Promise<Float32Array>}
  */
@@ -136,7 +136,7 @@ async function rowsOf(encoder, encodings, o, name) {
 
 /**
  * The logits of each input, `[inputs.length * labels]` in order (`encode`, then `rowsOf`).
- * @param {text.SentenceEncoder} encoder @param {Pair[]} inputs @param {CallOptions} o @param {string} name
+ * @param {text.SentenceEncoder} encoder @param {Pair[]} inputs @param {PipelineCallOptions} o @param {string} name
  * @param {Function} caller @param {true | 'only_first'} [truncation]
  * @returns {Promise<Float32Array>}
  */

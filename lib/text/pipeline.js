@@ -19,6 +19,8 @@ const fillMask = require('./fill-mask')
 const { entailmentIndex } = zeroShot
 const { ZeroShotImageClassificationPipeline } = require('../vision/zero-shot-image-classification')
 const { ImageFeatureExtractionPipeline } = require('../vision/image-feature-extraction')
+const { DepthEstimationPipeline } = require('../vision/depth-estimation')
+const { ImageSegmentationPipeline } = require('../vision/image-segmentation')
 
 /** @import { SentenceEncoderOptions } from './sentence-encoder' */
 /** @import { FeatureExtractionPipeline } from './feature-extraction' */
@@ -32,7 +34,7 @@ const { ImageFeatureExtractionPipeline } = require('../vision/image-feature-extr
 /**
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
- * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction'} PipelineTask
+ * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation'} PipelineTask
  */
 /**
  * Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal).
@@ -51,10 +53,28 @@ const TASKS = {
   'fill-mask': { kind: 'masked-lm', Class: fillMask.FillMaskPipeline },
 }
 /** Tasks of image models, whose classes load their folders themselves (lib/vision/): task -> the manifest kind, and the load. */
-/** @type {Record<string, {kind: string, load: (folder: string, options?: any) => Promise<any>}>} */
+/** @type {Record<string, {kind: string, what: string, load: (folder: string, options?: any) => Promise<any>}>} */
 const IMAGE_TASKS = {
-  'zero-shot-image-classification': { kind: 'clip', load: ZeroShotImageClassificationPipeline.load },
-  'image-feature-extraction': { kind: 'clip', load: ImageFeatureExtractionPipeline.load },
+  'zero-shot-image-classification': {
+    kind: 'clip',
+    what: 'a CLIPModel or SiglipModel export',
+    load: ZeroShotImageClassificationPipeline.load,
+  },
+  'image-feature-extraction': {
+    kind: 'clip',
+    what: 'a CLIPModel or SiglipModel export',
+    load: ImageFeatureExtractionPipeline.load,
+  },
+  'depth-estimation': {
+    kind: 'depth-estimation',
+    what: 'a DPT or Depth Anything export',
+    load: DepthEstimationPipeline.load,
+  },
+  'image-segmentation': {
+    kind: 'image-segmentation',
+    what: 'a Segformer or DPT semantic segmentation export',
+    load: ImageSegmentationPipeline.load,
+  },
 }
 /** task -> the other tasks whose folders serve it too (a reranker's logits classify; an NLI classifier's do zero-shot). */
 /** @type {Record<string, string[]>} */
@@ -93,7 +113,8 @@ function readManifest(folder) {
  * classifier: its labels include entailment), `'token-classification'` or `'ner'` (a
  * `*ForTokenClassification` export), `'fill-mask'` (a `*ForMaskedLM` export),
  * `'zero-shot-image-classification'` and `'image-feature-extraction'` (a CLIPModel or SiglipModel
- * export). Concurrent `run` calls share forwards.
+ * export), `'depth-estimation'` (DPT, Depth Anything), `'image-segmentation'` (semantic: Segformer,
+ * DPT). Concurrent `run` calls share forwards.
  * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
  * @template {PipelineTask} T
  * @param {T} task
@@ -105,7 +126,9 @@ function readManifest(folder) {
  *   : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline
  *   : T extends 'fill-mask' ? FillMaskPipeline
  *   : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline
- *   : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : FeatureExtractionPipeline>}
+ *   : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline
+ *   : T extends 'depth-estimation' ? DepthEstimationPipeline
+ *   : T extends 'image-segmentation' ? ImageSegmentationPipeline : FeatureExtractionPipeline>}
  */
 async function pipeline(task, folder, options) {
   const name = typeof task === 'string' ? (ALIASES[task] ?? task) : task
@@ -121,12 +144,12 @@ async function pipeline(task, folder, options) {
     throw codedError('InvalidArg', `torch.pipeline: folder: expected a path, got ${describe(folder)}`, pipeline)
   }
   if (Object.hasOwn(IMAGE_TASKS, name)) {
-    const { kind: want, load } = IMAGE_TASKS[name]
+    const { kind: want, what, load } = IMAGE_TASKS[name]
     const kind = readManifest(folder)?.kind
     if (kind !== undefined && kind !== want) {
       throw codedError(
         'ModelLoadError',
-        `torch.pipeline: ${folder} holds a ${JSON.stringify(kind)} model; ${name} takes a CLIPModel or SiglipModel export`,
+        `torch.pipeline: ${folder} holds a ${JSON.stringify(kind)} model; ${name} takes ${what}`,
         pipeline,
       )
     }

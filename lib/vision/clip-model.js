@@ -32,7 +32,7 @@ const DATA_URL = /^data:image\/[\w.+-]+;base64,/
 
 /**
  * The call options every CLIP call takes.
- * @typedef {{ signal?: AbortSignal, timeoutMs?: number }} CallOptions
+ * @typedef {{ signal?: AbortSignal, timeoutMs?: number }} ImageCallOptions
  */
 const CALL_OPTIONS = {
   signal: opt.instance(AbortSignal, 'an AbortSignal'),
@@ -223,7 +223,7 @@ class ClipModel {
   /**
    * get_text_features of each text (not normalized), as transformers' zero-shot pipeline tokenizes
    * them: CLIP to the longest (cut at the model's positions), SigLIP to 64 tokens.
-   * @param {string[]} texts @param {CallOptions} o @param {Function} [caller] @returns {Promise<Float32Array[]>}
+   * @param {string[]} texts @param {ImageCallOptions} o @param {Function} [caller] @returns {Promise<Float32Array[]>}
    */
   async embedTexts(texts, o, caller) {
     this.#check(caller)
@@ -259,7 +259,7 @@ class ClipModel {
    * get_image_features of each image (not normalized): decoded (the decoder's limits apply), then
    * the checkpoint's processor (preprocess.pt), then the image tower; up to maxBatchSize images a
    * request, one request's images in memory at a time.
-   * @param {Array<string | Uint8Array>} sources @param {CallOptions} o @param {Function} [caller]
+   * @param {Array<string | Uint8Array>} sources @param {ImageCallOptions} o @param {Function} [caller]
    * @returns {Promise<Float32Array[]>}
    */
   async embedImages(sources, o, caller) {
@@ -285,7 +285,7 @@ class ClipModel {
 
   /**
    * The processor's pixel_values of one image, float32 `[3, H, W]` (the caller disposes it).
-   * @param {string | Uint8Array} source @param {CallOptions} o @param {Function} [caller] @returns {Promise<Tensor>}
+   * @param {string | Uint8Array} source @param {ImageCallOptions} o @param {Function} [caller] @returns {Promise<Tensor>}
    */
   async pixelValues(source, o, caller) {
     this.#check(caller)
@@ -332,7 +332,7 @@ function chunked(list, size) {
   return Array.from({ length: Math.ceil(list.length / size) }, (_, i) => list.slice(i * size, (i + 1) * size))
 }
 
-/** A Batcher.run's options bag of a call's options. @param {CallOptions} o */
+/** A Batcher.run's options bag of a call's options. @param {ImageCallOptions} o */
 function callOf(o) {
   return {
     ...(o.signal ? { signal: o.signal } : {}),

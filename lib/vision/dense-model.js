@@ -156,7 +156,7 @@ class DenseModel {
   /**
    * One image through the processor, the model (batched with other calls') and the
    * post-processing: the depth float32 `[H, W]` or the label ids int32 `[H, W]` at the image's size.
-   * @param {string | Uint8Array | Tensor} source @param {import('./clip-model').CallOptions} o
+   * @param {string | Uint8Array | Tensor} source @param {import('./clip-model').ImageCallOptions} o
    * @param {Function} caller @returns {Promise<Tensor>}
    */
   async predict(source, o, caller) {
