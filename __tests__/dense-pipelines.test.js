@@ -238,3 +238,38 @@ describe('dense pipelines: bad input, abort, dispose', { skip: SKIP }, () => {
     assert.match(String(r.stderr), /^export_dense\.py: .*not one of DPTForDepthEstimation/)
   })
 })
+
+describe('torch-node export and torch.pipeline reach the depth and segmentation folders', { skip: SKIP }, () => {
+  test('export sends their checkpoints to export_dense.py and refuses what it does not take', () => {
+    const { imageExport } = require('../lib/cli')
+    for (const name of ['dpt-src', 'depth-anything-src', 'segformer-src', 'dpt-segmentation-src']) {
+      assert.equal(imageExport(path.join(DIR, name))?.exporter, 'dense', name)
+    }
+    assert.equal(imageExport(IMAGES), undefined)
+    const cli = path.join(ROOT, 'bin', 'torch-node.js')
+    for (const flags of [
+      ['--quantize', 'int8'],
+      ['--dtype', 'float16'],
+      ['--task', 'fill-mask'],
+    ]) {
+      const out = path.join(os.tmpdir(), 'torch-node-dense-unused')
+      const r = spawnSync(process.execPath, [cli, 'export', path.join(DIR, 'segformer-src'), out, ...flags])
+      assert.equal(r.status, 2, `${flags}: ${r.stderr}`)
+      assert.match(String(r.stderr), /not for depth or segmentation models/)
+    }
+  })
+
+  test('torch.pipeline: the task names the class; a folder of another task is ModelLoadError', TIMEOUT, async () => {
+    const depth = await torch.pipeline('depth-estimation', path.join(DIR, 'dpt'))
+    const segment = await torch.pipeline('image-segmentation', path.join(DIR, 'segformer'))
+    try {
+      assert.ok(depth instanceof DepthEstimationPipeline)
+      assert.ok(segment instanceof ImageSegmentationPipeline)
+      await assert.rejects(torch.pipeline('depth-estimation', path.join(DIR, 'segformer')), coded('ModelLoadError'))
+      await assert.rejects(torch.pipeline('image-segmentation', path.join(DIR, 'dpt')), coded('ModelLoadError'))
+    } finally {
+      depth.dispose()
+      segment.dispose()
+    }
+  })
+})
