@@ -126,6 +126,8 @@ const COMPLETION = {
  */
 function chatShape(format, parallel) {
   let calls = 0
+  /** A streamed call's index in `tool_calls`, by its id in the ToolCallStream (none: left out). */
+  const indexOf = /** @type {Map<number, number>} */ (new Map())
   const finish = (/** @type {string} */ reason) => (calls > 0 && reason === 'stop' ? 'tool_calls' : reason)
   const chunk = (/** @type {any} */ delta, /** @type {string | null} */ reason = null) => ({
     index: 0,
@@ -154,17 +156,27 @@ function chatShape(format, parallel) {
     first: chunk({ role: 'assistant', content: '' }),
     delta: (text) => chunk({ content: text }),
     last: (finishReason) => chunk({}, finish(finishReason)),
-    // A call goes out as OpenAI streams one: its id and name, then its arguments.
+    // A call goes out as OpenAI streams one: its id and name with arguments '', then its
+    // arguments in fragments as they are generated (ToolCallStream's begin and arguments events);
+    // a call read only whole (not written name first) in one fragment.
     calls: (events) =>
       events.flatMap((e) => {
         if (e.type === 'text') return [chunk({ content: e.text })]
+        const id = /** @type {number} */ (e.id)
+        if (e.type === 'arguments' || (e.type === 'call' && e.streamed)) {
+          const index = indexOf.get(id)
+          if (index === undefined || e.type === 'call') return []
+          return [chunk({ tool_calls: [{ index, function: { arguments: e.text } }] })]
+        }
         if (!parallel && calls > 0) return []
         const index = calls++
-        const { name, arguments: args } = e.call
-        return [
-          chunk({ tool_calls: [{ index, id: callId(format), type: 'function', function: { name, arguments: '' } }] }),
-          chunk({ tool_calls: [{ index, function: { arguments: args } }] }),
-        ]
+        indexOf.set(id, index)
+        const name = e.type === 'begin' ? e.name : e.call.name
+        const begin = chunk({
+          tool_calls: [{ index, id: callId(format), type: 'function', function: { name, arguments: '' } }],
+        })
+        if (e.type === 'begin') return [begin]
+        return [begin, chunk({ tool_calls: [{ index, function: { arguments: e.call.arguments } }] })]
       }),
   }
 }
@@ -278,7 +290,7 @@ async function generate(ctx, res, model, input, request, makeShape, format, star
     if (first && !(await send(choices.map((_, i) => at(first, i))))) return
     /** One choice's chunks; its result, or null when the client went away. */
     const stream = async (/** @type {(typeof choices)[number]} */ c, /** @type {number} */ i) => {
-      const calls = format && c.shape.calls ? new ToolCallStream(format) : null
+      const calls = format && c.shape.calls ? new ToolCallStream(format, { partial: true }) : null
       // Tokens' log-probabilities go on the next chunk of their choice (a tool call's text can
       // wait for its end before any chunk goes).
       /** @type {any[]} */

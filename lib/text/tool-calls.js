@@ -19,7 +19,17 @@
 
 /** @typedef {'hermes' | 'llama3' | 'mistral' | 'generic'} ToolCallFormat */
 /** @typedef {{ name: string; arguments: string }} ToolCall */
-/** @typedef {{ type: 'text'; text: string } | { type: 'call'; call: ToolCall }} ToolCallEvent */
+/**
+ * What a stream of output reads as: text; a call's start (`begin`: its name is known and its
+ * arguments begin), its arguments as they come (`arguments`, fragments that join to the call's
+ * `arguments`), and the call whole (`call`; `streamed`: begin and arguments went out before it).
+ * `id` numbers the calls of one output. Only a stream made with `{ partial: true }` has begin and
+ * arguments events.
+ * @typedef {{ type: 'text'; text: string }
+ *   | { type: 'call'; call: ToolCall; id?: number; streamed?: boolean }
+ *   | { type: 'begin'; id: number; name: string }
+ *   | { type: 'arguments'; id: number; text: string }} ToolCallEvent
+ */
 
 const HERMES_OPEN = '<tool_call>'
 const HERMES_CLOSE = '</tool_call>'
@@ -352,6 +362,164 @@ function genericMessages(messages, tools, { parallel, text, only = null }) {
   return [{ role: 'system', content: system }, ...chat]
 }
 
+const NUMBER = /[-+0-9.eE]+/y
+const LITERAL = /[a-z]+/y
+
+/**
+ * A JSON value's text as `JSON.stringify(JSON.parse(text))` writes it (no whitespace between
+ * tokens, strings' escapes rewritten, numbers as JavaScript prints them), as far as `s` (from `i`,
+ * a `{`) is complete: a number, a literal or an escape that may go on is held back, so what a
+ * longer `s` gives begins with what a shorter one gave (vLLM's streaming tool parsers send such
+ * diffs). `end`: the index after the value's closing brace, -1 until it comes; `bad`: `s` is not
+ * JSON there. Keys stay in the order written (JSON.stringify puts integer-like keys first).
+ * @param {string} s
+ * @param {number} i
+ * @returns {{ text: string; end: number; bad: boolean }}
+ */
+function compactJson(s, i) {
+  let text = ''
+  let depth = 0
+  while (i < s.length) {
+    const c = s[i]
+    if (c === '"') {
+      // A string: its characters re-escaped one code point at a time, held back where cut.
+      let j = i + 1
+      let part = '"'
+      for (;;) {
+        if (j >= s.length) return { text: text + part, end: -1, bad: false }
+        const d = s[j]
+        if (d === '"') break
+        if (d === '\\') {
+          const high = /^\\u[dD][89abAB][0-9a-fA-F]{2}/.test(s.slice(j, j + 6))
+          const size = s[j + 1] === 'u' ? (high ? 12 : 6) : 2
+          if (j + size > s.length) return { text: text + part, end: -1, bad: false }
+          const decoded = parseJson(`"${s.slice(j, j + size)}"`)
+          if (typeof decoded !== 'string') return { text: text + part, end: -1, bad: true }
+          part += JSON.stringify(decoded).slice(1, -1)
+          j += size
+          continue
+        }
+        const code = d.charCodeAt(0)
+        if (code < 0x20) return { text: text + part, end: -1, bad: true }
+        // A surrogate pair stays whole (JSON.stringify escapes a lone half).
+        const pair = code >= 0xd800 && code <= 0xdbff
+        if (pair && j + 1 >= s.length) return { text: text + part, end: -1, bad: false }
+        const ch = pair ? s.slice(j, j + 2) : d
+        part += JSON.stringify(ch).slice(1, -1)
+        j += ch.length
+      }
+      text += `${part}"`
+      i = j + 1
+    } else if (/[-0-9tfn]/.test(c)) {
+      // A number or literal: whole once a character that cannot continue it follows.
+      const word = /[a-z]/.test(c) ? LITERAL : NUMBER
+      word.lastIndex = i
+      const token = /** @type {RegExpExecArray} */ (word.exec(s))[0]
+      if (i + token.length >= s.length) return { text, end: -1, bad: false }
+      const v = parseJson(token)
+      if (v === undefined || (typeof v !== 'number' && typeof v !== 'boolean' && v !== null)) {
+        return { text, end: -1, bad: true }
+      }
+      text += JSON.stringify(v)
+      i += token.length
+    } else if (c === '{' || c === '[') {
+      depth++
+      text += c
+      i++
+    } else if (c === '}' || c === ']') {
+      depth--
+      text += c
+      i++
+      if (depth === 0) return { text, end: i, bad: false }
+    } else if (c === ':' || c === ',') {
+      text += c
+      i++
+    } else if (/\s/.test(c)) i++
+    else return { text, end: -1, bad: true }
+  }
+  return { text, end: -1, bad: false }
+}
+
+/** The index of the first character at or after `i` that is not whitespace. @param {string} s @param {number} i */
+const skipSpace = (s, i) => {
+  while (i < s.length && /\s/.test(s[i])) i++
+  return i
+}
+
+/** A call object's start, as the formats write it: its name, then its arguments' `{`. */
+const CALL_HEAD = /\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"(?:arguments|parameters)"\s*:\s*(?=\{)/y
+
+/** @typedef {{ name: string; arguments: string }} PartialCall the arguments so far, compacted */
+
+/**
+ * The calls seen so far in JSON call objects from `i`: one, or a list (`[` ... `, `) or
+ * llama3's `;`-joined ones. Stops at the first thing that is not a call written name first.
+ * @param {string} s
+ * @param {number} i
+ * @param {',' | ';'} separator
+ * @returns {PartialCall[]}
+ */
+function partialCallsFrom(s, i, separator) {
+  /** @type {PartialCall[]} */
+  const calls = []
+  i = skipSpace(s, i)
+  if (s[i] === '[') i = skipSpace(s, i + 1)
+  for (let n = 0; n < 1024; n++) {
+    CALL_HEAD.lastIndex = i
+    const m = CALL_HEAD.exec(s)
+    if (!m) return calls
+    const name = parseJson(m[1])
+    if (typeof name !== 'string' || name === '') return calls
+    const args = compactJson(s, CALL_HEAD.lastIndex)
+    calls.push({ name, arguments: args.text })
+    if (args.end === -1) return calls
+    i = skipSpace(s, args.end)
+    if (s[i] !== '}') return calls
+    i = skipSpace(s, i + 1)
+    if (s[i] !== separator) return calls
+    i = skipSpace(s, i + 1)
+  }
+  return calls
+}
+
+/**
+ * The calls seen so far in the text where a format's calls are (hermes: inside a block; llama3,
+ * mistral: what follows the answer's start or `[TOOL_CALLS]`; generic: the whole answer).
+ * @param {ToolCallFormat} format
+ * @param {string} s
+ * @returns {PartialCall[]}
+ */
+function partialCalls(format, s) {
+  if (format === 'hermes') return partialCallsFrom(s, 0, ',')
+  if (format === 'llama3') {
+    const at = skipSpace(s, 0)
+    return partialCallsFrom(s, s.startsWith(PYTHON_TAG, at) ? at + PYTHON_TAG.length : at, ';')
+  }
+  if (format === 'generic') {
+    const list = /\s*\{\s*"tool_calls"\s*:\s*(?=\[)/y
+    const one = /\s*\{\s*"tool_call"\s*:\s*(?=\{)/y
+    if (list.exec(s)) return partialCallsFrom(s, list.lastIndex, ',')
+    if (one.exec(s)) return partialCallsFrom(s, one.lastIndex, ',').slice(0, 1)
+    return []
+  }
+  // mistral: a JSON list, or `name[ARGS]{...}` per call, each after a [TOOL_CALLS].
+  const at = skipSpace(s, 0)
+  if (s[at] === '[' || s[at] === '{') return partialCallsFrom(s, at, ',')
+  /** @type {PartialCall[]} */
+  const calls = []
+  for (const part of s.split(MISTRAL_CALLS)) {
+    const argsAt = part.indexOf(MISTRAL_ARGS)
+    if (argsAt === -1) break
+    const name = part.slice(0, argsAt).split(MISTRAL_CALL_ID)[0].trim()
+    const open = skipSpace(part, argsAt + MISTRAL_ARGS.length)
+    if (name === '' || part[open] !== '{') break
+    const args = compactJson(part, open)
+    calls.push({ name, arguments: args.text })
+    if (args.end === -1) break
+  }
+  return calls
+}
+
 /** The length of the longest end of `s` that begins `marker` (text that may be a marker's start). */
 function partialEnd(s, marker) {
   for (let n = Math.min(s.length, marker.length - 1); n > 0; n--) {
@@ -365,6 +533,12 @@ function partialEnd(s, marker) {
  * what may begin a call's marker; a call is passed on once it is complete (hermes: at its
  * `</tool_call>`; llama3, mistral and generic, whose calls end the answer: at `end()`; a generic
  * text answer is passed on as its string is decoded). Whitespace beside calls is dropped.
+ * With `partial`, a call written name first (as every format's grammar writes it) also begins as
+ * soon as its name is known and its arguments start, and its arguments go out as they come,
+ * compacted as the whole call's are; the whole call then follows as `call` with `streamed`.
+ * A streamed call is not taken back: if the rest of it turns out not to parse (only without a
+ * grammar), or max_tokens cuts it, nothing more of it is passed on (the whole answer, not
+ * streamed, would read it as text or drop it).
  */
 class ToolCallStream {
   #format
@@ -381,11 +555,21 @@ class ToolCallStream {
   #calls = 0
   /** The last thing passed on was a call (the text after it starts without its whitespace). */
   #afterCall = false
+  /** Begin and arguments events. */
+  #partial = false
+  /** The calls of the current block (hermes) or tail begun so far: their ids and arguments sent. */
+  #begun = /** @type {Array<{ id: number; arguments: string }>} */ ([])
+  #ids = 0
 
-  /** @param {ToolCallFormat} format */
-  constructor(format) {
+  /**
+   * @param {ToolCallFormat} format
+   * @param {{ partial?: boolean }} [options] `partial`: calls begin, and their arguments stream,
+   *   before they are whole
+   */
+  constructor(format, { partial = false } = {}) {
     if (!Object.hasOwn(MARKERS, format)) throw new TypeError(`ToolCallStream: unknown format ${String(format)}`)
     this.#format = format
+    this.#partial = partial
   }
 
   /**
@@ -434,12 +618,59 @@ class ToolCallStream {
     this.#afterCall = false
   }
 
-  /** @param {ToolCallEvent[]} events @param {ToolCall[]} calls */
+  /**
+   * The calls of a block or tail, whole: those begun get what is left of their arguments.
+   * @param {ToolCallEvent[]} events @param {ToolCall[]} calls
+   */
   #emitCalls(events, calls) {
     this.#space = ''
-    for (const call of calls) events.push({ type: 'call', call })
-    this.#calls += calls.length
+    calls.forEach((call, i) => {
+      const begun = this.#begun[i]
+      if (!begun) return events.push({ type: 'call', call, id: this.#ids++ })
+      const rest = call.arguments.startsWith(begun.arguments) ? call.arguments.slice(begun.arguments.length) : ''
+      if (rest) events.push({ type: 'arguments', id: begun.id, text: rest })
+      events.push({ type: 'call', call, id: begun.id, streamed: true })
+    })
+    this.#calls += Math.max(calls.length, this.#begun.length)
+    this.#begun = []
     this.#afterCall = true
+  }
+
+  /**
+   * Begins the calls seen so far in `region` and sends their new arguments.
+   * @param {ToolCallEvent[]} events @param {string} region
+   */
+  #progress(events, region) {
+    if (!this.#partial) return
+    partialCalls(this.#format, region).forEach((seen, i) => {
+      let begun = this.#begun[i]
+      if (!begun) {
+        this.#space = ''
+        begun = { id: this.#ids++, arguments: '' }
+        this.#begun.push(begun)
+        events.push({ type: 'begin', id: begun.id, name: seen.name })
+      }
+      if (seen.arguments.length > begun.arguments.length && seen.arguments.startsWith(begun.arguments)) {
+        events.push({ type: 'arguments', id: begun.id, text: seen.arguments.slice(begun.arguments.length) })
+        begun.arguments = seen.arguments
+      }
+    })
+  }
+
+  /**
+   * The end of a block or tail whose calls did not parse: its text, unless a call of it was begun
+   * (it is not taken back) or max_tokens cut it.
+   * @param {ToolCallEvent[]} events @param {string} text
+   */
+  #unparsed(events, text) {
+    if (this.#begun.length > 0) {
+      this.#calls += this.#begun.length
+      this.#begun = []
+      this.#space = ''
+      this.#afterCall = true
+      return
+    }
+    if (!this.#cut) this.#text(events, text)
   }
 
   /** One move of the state machine over the buffer. @param {ToolCallEvent[]} events @param {boolean} last */
@@ -493,33 +724,39 @@ class ToolCallStream {
     }
     if (this.#state === 'call') {
       const at = b.indexOf(HERMES_CLOSE)
-      if (at === -1 && !last) return
       const inside = at === -1 ? b : b.slice(0, at)
+      this.#progress(events, inside)
+      if (at === -1 && !last) return
       const calls = callsOfJson(inside)
       if (calls) this.#emitCalls(events, calls)
-      else if (!(at === -1 && this.#cut)) this.#text(events, HERMES_OPEN + inside + (at === -1 ? '' : HERMES_CLOSE))
+      else if (at !== -1 || !this.#cut || this.#begun.length > 0) {
+        this.#unparsed(events, HERMES_OPEN + inside + (at === -1 ? '' : HERMES_CLOSE))
+      }
       this.#buffer = at === -1 ? '' : b.slice(at + HERMES_CLOSE.length)
       this.#state = 'text'
       return
     }
     // 'tail': the calls run to the end of the answer.
+    this.#progress(events, b)
     if (!last) return
     this.#buffer = ''
     this.#state = 'text'
     if (this.#format === 'generic') {
-      for (const e of genericEvents(b, this.#cut)) {
-        if (e.type === 'call') this.#emitCalls(events, [e.call])
-        else this.#text(events, e.text)
-      }
+      const read = genericEvents(b, this.#cut)
+      const calls = read.flatMap((e) => (e.type === 'call' ? [e.call] : []))
+      if (calls.length > 0) return this.#emitCalls(events, calls)
+      if (this.#begun.length > 0) return this.#unparsed(events, b)
+      for (const e of read) if (e.type === 'text') this.#text(events, e.text)
       return
     }
     const calls = this.#format === 'llama3' ? llamaCalls(b) : mistralCalls(b)
     if (calls) return this.#emitCalls(events, calls)
-    if (!this.#cut) return this.#text(events, (this.#format === 'mistral' ? MISTRAL_CALLS : '') + b)
+    if (!this.#cut) return this.#unparsed(events, (this.#format === 'mistral' ? MISTRAL_CALLS : '') + b)
     // Cut: Mistral's list keeps its complete calls; a cut call is dropped.
     const list = this.#format === 'mistral' && b.trimStart().startsWith('[') ? b.trimStart().slice(1) : null
     const read = (list === null ? null : completeItems(list))?.map(callOf) ?? []
     if (read.length > 0 && read.every((c) => c !== null)) this.#emitCalls(events, /** @type {ToolCall[]} */ (read))
+    else this.#unparsed(events, '')
   }
 }
 
