@@ -42,9 +42,10 @@ js_options! {
         /// exported limit).
         max_context "maxContext": u64 as "number",
         /// Keeps prompts' keys and values for later prompts that start the same (a system
-        /// prompt, a chat history): `{maxTokens}` bounds the tokens held (least recently used
-        /// first out; memory: maxTokens × layers × 2 × kv heads × head dim × the dtype's bytes).
-        /// Off by default. See `stats().prefixCache`.
+        /// prompt, a chat history), in a radix tree of 16-token blocks where a shared start is
+        /// held once: `{maxTokens}` bounds the tokens held (least recently used leaves first out;
+        /// memory: maxTokens × layers × 2 × kv heads × head dim × the dtype's bytes). Off by
+        /// default (`torch-node serve` turns it on). See `stats().prefixCache`.
         prefix_cache "prefixCache": PrefixCacheOpt as "{ maxTokens: number }",
     }
 }
@@ -397,6 +398,8 @@ js_result!(
                     ("maxTokens".into(), n(p.max_tokens as f64)?),
                     ("tokens".into(), n(p.tokens as f64)?),
                     ("entries".into(), n(p.entries as f64)?),
+                    ("queries".into(), n(p.queries as f64)?),
+                    ("queriedTokens".into(), n(p.queried_tokens as f64)?),
                     ("hits".into(), n(p.hits as f64)?),
                     ("reusedTokens".into(), n(p.reused_tokens as f64)?),
                     ("evictions".into(), n(p.evictions as f64)?),

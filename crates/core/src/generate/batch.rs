@@ -12,7 +12,7 @@
 //! step with C = 160, 70-78 ms with C = 1024; AMD EPYC Zen 3, 2 threads).
 use super::decoder::{Decoder, Finish};
 use super::kv_cache::KvCache;
-use super::prefix::PrefixCache;
+use super::prefix::{Hold, PrefixCache};
 use super::sequence::{Piece, Sequence};
 use crate::error::{bail_code, describe, fail, Code};
 use anyhow::Result;
@@ -103,22 +103,24 @@ impl<T> Batch<T> {
         let most = self.most(d).max(seq.capacity(d));
         let logits = self.reserve(d, row + 1, seq.tokens.len(), most).and_then(|()| {
             let cache = self.cache.views(row, 1)?;
-            let reused = match self.prefix.as_mut() {
+            let (reused, hold) = match self.prefix.as_mut() {
                 Some(p) => p.restore(&seq.tokens, &cache)?,
-                None => 0,
+                None => (0, Hold::default()),
             };
             let ids: Vec<i64> = seq.tokens[reused..].iter().map(|&t| t as i64).collect();
             let positions: Vec<i64> = (reused as i64..seq.tokens.len() as i64).collect();
-            let mut rows = d.run(
+            let ran = d.run(
                 &ids,
                 &positions,
                 1,
                 cache.iter().map(Tensor::shallow_clone).collect(),
-            )?;
-            if let Some(p) = self.prefix.as_mut() {
-                p.insert(&seq.tokens, &cache)?;
+            );
+            match (self.prefix.as_mut(), &ran) {
+                (Some(p), Ok(_)) => p.insert(&seq.tokens, &cache, hold)?,
+                (Some(p), Err(_)) => p.release(hold),
+                (None, _) => {}
             }
-            rows.pop().ok_or_else(|| fail(Code::Internal, "no logits"))
+            ran?.pop().ok_or_else(|| fail(Code::Internal, "no logits"))
         });
         let logits = match logits {
             Ok(l) => l,

@@ -447,7 +447,11 @@ fn the_prefix_cache_reuses_a_shared_prompt_start_and_gives_the_same_tokens() {
     // The second prompt ran only its own end (and its 19 steps).
     assert_eq!(ran[1], prompts[1].len() - system.len() + 19);
     let p = r.engine.stats().prefix.unwrap();
-    assert_eq!((p.hits, p.reused_tokens, p.entries), (1, system.len() as u64, 2));
+    assert_eq!((p.hits, p.reused_tokens), (1, system.len() as u64));
+    // Stored in whole blocks: the first prompt's 3, split after the shared 2 (the system prompt
+    // ends mid-block), and the second prompt's own third block beside the first's.
+    assert_eq!((p.entries, p.tokens), (3, 4 * super::prefix::BLOCK));
+    assert_eq!(p.queried_tokens as usize, prompts[0].len() + prompts[1].len());
 }
 
 #[test]
