@@ -342,7 +342,10 @@ describe('chat-server: tools on a template without tools (the generic format)', 
     }
   })
 
-  test('cut by max_tokens: the cut call is dropped, never content; finish_reason stays length', async () => {
+  // A streamed call is announced as soon as its name is known (as vLLM streams one), so a call cut
+  // by max_tokens has gone out in part: the stream ends with finish_reason length and the
+  // arguments so far; not streamed, the cut call is dropped.
+  test('cut by max_tokens: never content; finish_reason stays length; not streamed, the cut call is dropped', async () => {
     for (const stream of [false, true]) {
       for (const parallel of [undefined, true]) {
         const body = {
@@ -359,7 +362,13 @@ describe('chat-server: tools on a template without tools (the generic format)', 
         const { message, finish_reason } = res.choices[0]
         assert.equal(finish_reason, 'length')
         assert.ok(!message.content, `content ${JSON.stringify(message.content)}`)
-        for (const call of message.tool_calls ?? []) weatherArgs(call)
+        const calls = message.tool_calls ?? []
+        if (stream && calls.length) {
+          const cut = calls.pop()
+          assert.equal(cut.function.name, 'get_weather')
+          assert.ok(cut.function.arguments.startsWith('{'), cut.function.arguments)
+        }
+        for (const call of calls) weatherArgs(call)
       }
     }
   })
@@ -450,6 +459,79 @@ describe('chat-server: tools on a template without tools (the generic format)', 
     assert.equal(result.steps[0].finishReason, 'tool-calls')
     assert.equal(seen.length, 1)
     assert.ok(['Paris', 'Tokyo'].includes(seen[0].city))
+  })
+
+  test('streamed calls: the arguments come in fragments as generated, joining into the whole call', async () => {
+    const body = { messages: ASK, tools: [WEATHER], tool_choice: 'required', max_tokens: 200, temperature: 0 }
+    const whole = (await client.chat.completions.create(body)).choices[0].message.tool_calls
+    // The chunks as the openai client reads them: OpenAI's delta shape.
+    const deltas = []
+    let finish = null
+    for await (const chunk of await client.chat.completions.create({ ...body, stream: true })) {
+      const choice = chunk.choices[0]
+      for (const d of choice?.delta.tool_calls ?? []) deltas.push(d)
+      finish = choice?.finish_reason ?? finish
+    }
+    assert.equal(finish, 'tool_calls')
+    assert.deepEqual(Object.keys(deltas[0]).sort(), ['function', 'id', 'index', 'type'])
+    assert.deepEqual(deltas[0].function, { name: 'get_weather', arguments: '' })
+    assert.ok(deltas.length > 3, `${deltas.length} deltas`)
+    for (const d of deltas.slice(1)) assert.deepEqual(Object.keys(d).sort(), ['function', 'index'])
+    assert.equal(deltas.map((d) => d.function.arguments).join(''), whole[0].function.arguments)
+    // The client's helpers: argument deltas, the final completion, and runTools running the call.
+    const stream = client.chat.completions.stream(body)
+    const fragments = []
+    stream.on('tool_calls.function.arguments.delta', (e) => fragments.push(e.arguments_delta))
+    const final = await stream.finalChatCompletion()
+    assert.ok(fragments.length > 2)
+    assert.equal(fragments.join(''), whole[0].function.arguments)
+    assert.deepEqual(final.choices[0].message.tool_calls[0].function, whole[0].function)
+    const ran = []
+    const runner = client.chat.completions.runTools(
+      {
+        ...body,
+        stream: true,
+        tools: [
+          {
+            type: 'function',
+            function: { ...WEATHER.function, function: (args) => (ran.push(args), 'sunny'), parse: JSON.parse },
+          },
+        ],
+      },
+      { maxChatCompletions: 2 },
+    )
+    // The tiny model's later turns are not the point: the first turn's call is run.
+    await runner.done().catch((e) => assert.ok(ran.length, e.message))
+    assert.deepEqual(ran[0], JSON.parse(whole[0].function.arguments))
+  })
+
+  test('the AI SDK: streamText with a tool gets tool-input-delta parts', async () => {
+    const { streamText, tool, jsonSchema } = await import('ai')
+    const { createOpenAICompatible } = await import('@ai-sdk/openai-compatible')
+    const provider = createOpenAICompatible({ name: 'torch-node', baseURL: `${url}/v1` })
+    const body = { messages: ASK, tools: [WEATHER], tool_choice: 'required', max_tokens: 200, temperature: 0 }
+    const whole = (await client.chat.completions.create(body)).choices[0].message.tool_calls[0].function
+    const result = streamText({
+      model: provider(NAME),
+      messages: ASK,
+      tools: {
+        get_weather: tool({
+          description: WEATHER.function.description,
+          inputSchema: jsonSchema(WEATHER.function.parameters),
+        }),
+      },
+      toolChoice: 'required',
+      maxOutputTokens: 200,
+      temperature: 0,
+    })
+    const parts = []
+    for await (const part of result.fullStream) parts.push(part)
+    const deltas = parts.filter((p) => p.type === 'tool-input-delta')
+    assert.ok(deltas.length > 2, `${deltas.length} tool-input-delta parts`)
+    assert.equal(deltas.map((p) => p.delta).join(''), whole.arguments)
+    const call = parts.find((p) => p.type === 'tool-call')
+    assert.equal(call.toolName, 'get_weather')
+    assert.deepEqual(call.input, JSON.parse(whole.arguments))
   })
 
   test('JSON-schema numbers: at most 16 digits in a row (the service as it is)', async () => {
