@@ -12,18 +12,14 @@ const fs = require('node:fs')
 const path = require('node:path')
 const torch = require('..')
 const { coded } = require('./helpers')
+const { DIR, GOLDENS, TIMEOUT, TOLERANCE, assertQueueAbortDispose } = require('./pipeline-helpers')
 
-const DIR = path.join(__dirname, '..', 'models', 'golden', 'pipeline')
-const GOLDENS = path.join(DIR, 'goldens.json')
 const golden = fs.existsSync(GOLDENS) ? JSON.parse(fs.readFileSync(GOLDENS, 'utf8')) : null
 const SKIP = !golden?.['mlm-roberta']
   ? 'no pipeline models: run `node tools/models.js --lazy` (models/make_pipeline_models.py)'
   : typeof torch.pipeline !== 'function'
     ? 'torch.pipeline is not wired in index.js'
     : false
-const TIMEOUT = { timeout: 120_000 }
-// The issue's bar: scores within 1e-5 of Python's, everything else exactly.
-const TOLERANCE = 1e-5
 
 /** Python's snake_case keys as the pipelines' camelCase. */
 const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
@@ -208,18 +204,7 @@ describe('torch.pipeline: zero-shot, token classification, fill-mask', { skip: S
 
   test('QueueFull past maxQueue, AbortSignal, dispose', TIMEOUT, async () => {
     const p = await torch.pipeline('fill-mask', path.join(DIR, 'mlm-distilbert'), { maxQueue: 1 })
-    const results = await Promise.allSettled([p.run('a [MASK]'), p.run('b [MASK]'), p.run('c [MASK]')])
-    assert.deepEqual(
-      results.map((r) => r.status),
-      ['fulfilled', 'fulfilled', 'rejected'],
-    )
-    assert.equal(results[2].reason.code, 'QueueFull')
-    const ac = new AbortController()
-    ac.abort()
-    await assert.rejects(p.run('x [MASK]', { signal: ac.signal }), coded('Aborted', /FillMaskPipeline\.run/))
-    p.dispose()
-    assert.equal(p.isDisposed, true)
-    await assert.rejects(p.run('x [MASK]'), coded('Disposed', /FillMaskPipeline\.run/))
+    await assertQueueAbortDispose(p, ['a [MASK]', 'b [MASK]', 'c [MASK]'], 'FillMaskPipeline')
   })
 })
 

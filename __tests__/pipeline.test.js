@@ -13,18 +13,14 @@ const os = require('node:os')
 const path = require('node:path')
 const torch = require('..')
 const { coded } = require('./helpers')
+const { DIR, GOLDENS, TIMEOUT, TOLERANCE, assertQueueAbortDispose } = require('./pipeline-helpers')
 
-const DIR = path.join(__dirname, '..', 'models', 'golden', 'pipeline')
-const GOLDENS = path.join(DIR, 'goldens.json')
 const SENTENCE_ENCODER = path.join(__dirname, '..', 'models', 'golden', 'text', 'mpnet-random')
 const SKIP = !fs.existsSync(GOLDENS)
   ? 'no pipeline models: run `node tools/models.js --lazy` (models/make_pipeline_models.py)'
   : typeof torch.pipeline !== 'function'
     ? 'torch.pipeline is not wired in index.js'
     : false
-const TIMEOUT = { timeout: 120_000 }
-// The issue's bar: scores within 1e-5 of Python's, labels exactly.
-const TOLERANCE = 1e-5
 
 /** `got` and `want` ([{label, score}] or nested) with equal labels and scores within TOLERANCE. */
 function assertScores(got, want, what) {
@@ -211,19 +207,6 @@ describe('torch.pipeline', { skip: SKIP }, () => {
 
   test('QueueFull past maxQueue, AbortSignal, dispose', TIMEOUT, async () => {
     const p = await torch.pipeline('text-classification', path.join(DIR, 'sentiment'), { maxQueue: 1 })
-    // The first runs at once, the second waits in the Batcher, the third finds its queue full.
-    const results = await Promise.allSettled([p.run('running'), p.run('queued'), p.run('refused')])
-    assert.deepEqual(
-      results.map((r) => r.status),
-      ['fulfilled', 'fulfilled', 'rejected'],
-    )
-    assert.equal(results[2].reason.code, 'QueueFull')
-    const ac = new AbortController()
-    ac.abort()
-    await assert.rejects(p.run('x', { signal: ac.signal }), coded('Aborted', /TextClassificationPipeline\.run/))
-    p[Symbol.dispose]()
-    p.dispose()
-    assert.equal(p.isDisposed, true)
-    await assert.rejects(p.run('x'), coded('Disposed', /TextClassificationPipeline\.run: the pipeline was disposed/))
+    await assertQueueAbortDispose(p, ['running', 'queued', 'refused'], 'TextClassificationPipeline')
   })
 })
