@@ -21,6 +21,7 @@ const { ZeroShotImageClassificationPipeline } = require('../vision/zero-shot-ima
 const { ImageFeatureExtractionPipeline } = require('../vision/image-feature-extraction')
 const { DepthEstimationPipeline } = require('../vision/depth-estimation')
 const { ImageSegmentationPipeline } = require('../vision/image-segmentation')
+const { TextGenerationPipeline } = require('./text-generation')
 
 /** @import { SentenceEncoderOptions } from './sentence-encoder' */
 /** @import { FeatureExtractionPipeline } from './feature-extraction' */
@@ -34,7 +35,7 @@ const { ImageSegmentationPipeline } = require('../vision/image-segmentation')
 /**
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
- * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation'} PipelineTask
+ * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'text-generation'} PipelineTask
  */
 /**
  * Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal).
@@ -52,9 +53,9 @@ const TASKS = {
   'token-classification': { kind: 'token-classifier', Class: tokenClassification.TokenClassificationPipeline },
   'fill-mask': { kind: 'masked-lm', Class: fillMask.FillMaskPipeline },
 }
-/** Tasks of image models, whose classes load their folders themselves (lib/vision/): task -> the manifest kind, and the load. */
+/** Tasks whose classes load their folders themselves (image models in lib/vision/, causal LMs): task -> the manifest kind, and the load. */
 /** @type {Record<string, {kind: string, what: string, load: (folder: string, options?: any) => Promise<any>}>} */
-const IMAGE_TASKS = {
+const OWN_LOAD_TASKS = {
   'zero-shot-image-classification': {
     kind: 'clip',
     what: 'a CLIPModel or SiglipModel export',
@@ -75,6 +76,7 @@ const IMAGE_TASKS = {
     what: 'a Segformer or DPT semantic segmentation export',
     load: ImageSegmentationPipeline.load,
   },
+  'text-generation': { kind: 'causal-lm', what: 'a causal-LM export', load: TextGenerationPipeline.load },
 }
 /** task -> the other tasks whose folders serve it too (a reranker's logits classify; an NLI classifier's do zero-shot). */
 /** @type {Record<string, string[]>} */
@@ -114,7 +116,8 @@ function readManifest(folder) {
  * `*ForTokenClassification` export), `'fill-mask'` (a `*ForMaskedLM` export),
  * `'zero-shot-image-classification'` and `'image-feature-extraction'` (a CLIPModel or SiglipModel
  * export), `'depth-estimation'` (DPT, Depth Anything), `'image-segmentation'` (semantic: Segformer,
- * DPT). Concurrent `run` calls share forwards.
+ * DPT), `'text-generation'` (a causal LM: `CausalLM.load`'s options). Concurrent `run` calls share
+ * forwards.
  * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
  * @template {PipelineTask} T
  * @param {T} task
@@ -128,12 +131,13 @@ function readManifest(folder) {
  *   : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline
  *   : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline
  *   : T extends 'depth-estimation' ? DepthEstimationPipeline
- *   : T extends 'image-segmentation' ? ImageSegmentationPipeline : FeatureExtractionPipeline>}
+ *   : T extends 'image-segmentation' ? ImageSegmentationPipeline
+ *   : T extends 'text-generation' ? TextGenerationPipeline : FeatureExtractionPipeline>}
  */
 async function pipeline(task, folder, options) {
   const name = typeof task === 'string' ? (ALIASES[task] ?? task) : task
-  if (typeof name !== 'string' || !(Object.hasOwn(TASKS, name) || Object.hasOwn(IMAGE_TASKS, name))) {
-    const known = [...Object.keys(TASKS), ...Object.keys(IMAGE_TASKS), ...Object.keys(ALIASES)]
+  if (typeof name !== 'string' || !(Object.hasOwn(TASKS, name) || Object.hasOwn(OWN_LOAD_TASKS, name))) {
+    const known = [...Object.keys(TASKS), ...Object.keys(OWN_LOAD_TASKS), ...Object.keys(ALIASES)]
     throw codedError(
       'InvalidArg',
       `torch.pipeline: task: expected one of ${known.join(', ')}, ` + `got ${describe(task)}`,
@@ -143,8 +147,8 @@ async function pipeline(task, folder, options) {
   if (typeof folder !== 'string') {
     throw codedError('InvalidArg', `torch.pipeline: folder: expected a path, got ${describe(folder)}`, pipeline)
   }
-  if (Object.hasOwn(IMAGE_TASKS, name)) {
-    const { kind: want, what, load } = IMAGE_TASKS[name]
+  if (Object.hasOwn(OWN_LOAD_TASKS, name)) {
+    const { kind: want, what, load } = OWN_LOAD_TASKS[name]
     const kind = readManifest(folder)?.kind
     if (kind !== undefined && kind !== want) {
       throw codedError(
