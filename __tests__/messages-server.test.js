@@ -292,8 +292,20 @@ describe('/v1/messages in this process, with @anthropic-ai/sdk', () => {
       messages: [{ role: 'user', content: 'Weather in Paris?' }],
     })
     const deltas = []
-    for await (const e of stream) if (e.type === 'content_block_delta') deltas.push(e.delta.type)
+    const partials = []
+    stream.on('inputJson', (partial, snapshot) => partials.push([partial, snapshot]))
+    const blocks = []
+    for await (const e of stream) {
+      if (e.type === 'content_block_delta') deltas.push(e.delta.type)
+      if (e.type === 'content_block_start' || e.type === 'content_block_stop') blocks.push(e.type)
+    }
     assert.ok(deltas.includes('text_delta') && deltas.includes('input_json_delta'), deltas.join())
+    assert.deepEqual(blocks, ['content_block_start', 'content_block_stop', 'content_block_start', 'content_block_stop'])
+    // The input as generated (the scripted model says 4 characters at a time): several deltas,
+    // the client's snapshot growing to the whole input.
+    assert.ok(partials.length >= 3, `${partials.length} input_json_delta`)
+    assert.equal(partials.map(([p]) => p).join(''), '{"city":"Paris"}')
+    assert.deepEqual(partials.at(-1)[1], { city: 'Paris' })
     const msg = await stream.finalMessage()
     assert.equal(msg.stop_reason, 'tool_use')
     assert.deepEqual(

@@ -246,20 +246,29 @@ describe('/v1/responses in this process, with the openai client', () => {
     assert.deepEqual(messages[2], { role: 'tool', tool_call_id: call.call_id, content: 'sunny' })
   })
 
-  test('function calls streamed: output_item.added, arguments delta and done, item done', async () => {
+  test('function calls streamed: output_item.added, arguments deltas as generated and done, item done', async () => {
+    const whole = await client.responses.create({ model: 'weather', input: 'Weather in Paris?', tools: [WEATHER] })
     const stream = client.responses.stream({ model: 'weather', input: 'Weather in Paris?', tools: [WEATHER] })
     const events = []
     for await (const e of stream) events.push(e)
     const final = await stream.finalResponse()
     const call = final.output.find((i) => i.type === 'function_call')
+    assert.equal(call.arguments, whole.output.find((i) => i.type === 'function_call').arguments)
     assert.deepEqual(JSON.parse(call.arguments), { city: 'Paris' })
-    const ofCall = events.filter((e) => e.item_id === call.id || e.item?.id === call.id).map((e) => e.type)
-    assert.deepEqual(ofCall, [
-      'response.output_item.added',
-      'response.function_call_arguments.delta',
-      'response.function_call_arguments.done',
-      'response.output_item.done',
-    ])
+    const ofCall = events.filter((e) => e.item_id === call.id || e.item?.id === call.id)
+    const deltas = ofCall.filter((e) => e.type === 'response.function_call_arguments.delta')
+    // The scripted model says 4 characters at a time: the arguments come in several deltas.
+    assert.ok(deltas.length >= 3, `${deltas.length} deltas`)
+    assert.equal(deltas.map((e) => e.delta).join(''), call.arguments)
+    assert.deepEqual(
+      ofCall.map((e) => e.type),
+      [
+        'response.output_item.added',
+        ...deltas.map(() => 'response.function_call_arguments.delta'),
+        'response.function_call_arguments.done',
+        'response.output_item.done',
+      ],
+    )
     const added = events.find((e) => e.type === 'response.output_item.added' && e.item.type === 'function_call')
     assert.equal(added.item.arguments, '')
     assert.equal(added.item.status, 'in_progress')
