@@ -6,81 +6,24 @@
 // torchvision backend runs) and the logit scale and bias. The zero-shot and image-feature
 // pipelines and /v1/embeddings are built on it. Composed from public APIs (torch.image.load,
 // Tokenizer, AOTModule/ScriptModule, Batcher), so it lives in JS.
-const fs = require('node:fs')
 const path = require('node:path')
 const { codedError, describe } = require('../errors')
 const torch = require('../torch')
-const opt = require('../options')
+const { readFolder, loadProgram, runBatched } = require('./model-folder')
 
 /** @import { Batcher, Tensor } from '../../index' */
+/** @import { ImageCallOptions } from './model-folder' */
 
-const FORMAT = 'torch-node/clip-model'
 const DEFAULTS = { maxBatchSize: 32, maxDelayMs: 0, maxQueue: 1024 }
+const EXPECT = {
+  format: 'torch-node/clip-model',
+  kind: 'clip',
+  what: 'CLIP or SigLIP',
+  exportHow: 'CLIPModel or SiglipModel checkpoint with npx torch-node export',
+  batchOf: 'towers take',
+}
 // A short text is tokenized on the JS thread (a hop to the executor costs more than that).
 const SYNC_TOKENIZE_CHARS = 4096
-const LOAD_OPTIONS = opt.bag({
-  maxBatchSize: opt.integer({ min: 1 }),
-  maxDelayMs: opt.number({ min: 0, expected: 'a number of milliseconds ≥ 0' }),
-  maxQueue: opt.either(
-    [opt.integer({ min: 1 }), opt.check((v) => v === Infinity, 'Infinity')],
-    'a positive integer or Infinity',
-  ),
-  signal: opt.instance(AbortSignal, 'an AbortSignal'),
-})
-// `data:image/png;base64,...`: an image inline (as OpenAI's and vLLM's image_url take it).
-const DATA_URL = /^data:image\/[\w.+-]+;base64,/
-
-/**
- * The call options every CLIP call takes.
- * @typedef {{ signal?: AbortSignal, timeoutMs?: number }} ImageCallOptions
- */
-const CALL_OPTIONS = {
-  signal: opt.instance(AbortSignal, 'an AbortSignal'),
-  timeoutMs: opt.number({ min: 0, infinite: true, expected: 'a number of milliseconds ≥ 0' }),
-}
-
-/** @param {string} message @param {Function} [caller] */
-const invalid = (message, caller) => codedError('InvalidArg', message, caller)
-
-/**
- * An image source as torch.image.load takes it: a path, bytes, or a data URL's decoded bytes.
- * @param {unknown} image @param {string} what @param {Function} [caller]
- * @returns {string | Uint8Array}
- */
-function imageSource(image, what, caller) {
-  if (typeof image === 'string') {
-    const match = DATA_URL.exec(image)
-    return match ? Buffer.from(image.slice(match[0].length), 'base64') : image
-  }
-  if (image instanceof Uint8Array) return image
-  throw invalid(
-    `${what}: expected a path, a data:image/...;base64 URL or a Buffer/Uint8Array, got ${describe(image)}`,
-    caller,
-  )
-}
-
-/** `folder/manifest.json` of kind 'clip', or ModelLoadError. @param {string} folder @param {Function} caller */
-function readManifest(folder, caller) {
-  let manifest
-  try {
-    manifest = JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8'))
-  } catch (e) {
-    throw codedError(
-      'ModelLoadError',
-      `${folder}: cannot read manifest.json: ${/** @type {Error} */ (e).message}`,
-      caller,
-    )
-  }
-  if (manifest?.format !== FORMAT || manifest.kind !== 'clip') {
-    throw codedError(
-      'ModelLoadError',
-      `${folder}: manifest.json is not a CLIP or SigLIP export (kind '${manifest?.kind}'); export a CLIPModel or ` +
-        'SiglipModel checkpoint with npx torch-node export',
-      caller,
-    )
-  }
-  return manifest
-}
 
 /** L2 norm of a row, as transformers' _get_vector_norm. @param {ArrayLike<number>} row */
 function norm(row) {
@@ -133,28 +76,13 @@ class ClipModel {
    * @param {string} folder @param {unknown} options @param {Function} caller @returns {Promise<ClipModel>}
    */
   static async load(folder, options, caller) {
-    if (typeof folder !== 'string') throw invalid(`folder: expected a path, got ${describe(folder)}`, caller)
-    const o = { ...DEFAULTS, ...opt.read(options, LOAD_OPTIONS, 'load: options', caller) }
-    const manifest = readManifest(folder, caller)
-    if (Number.isInteger(manifest.maxBatch) && o.maxBatchSize > manifest.maxBatch) {
-      throw invalid(
-        `load: options.maxBatchSize: this folder's towers take batches of at most ${manifest.maxBatch} ` +
-          `(export --max-batch), got ${o.maxBatchSize}`,
-        caller,
-      )
-    }
-    const { text, AOTModule, ScriptModule } = torch()
-    const signal = o.signal === undefined ? {} : { signal: o.signal }
-    /** @param {{ program: string, programFormat: string }} p */
-    const program = (p) =>
-      p.programFormat === 'pt2'
-        ? AOTModule.load(path.join(folder, p.program), signal)
-        : ScriptModule.load(path.join(folder, p.program), signal)
+    const { manifest, o, signal } = readFolder(folder, options, DEFAULTS, EXPECT, caller)
+    const { text, ScriptModule } = torch()
     const tokenizer = text.Tokenizer.fromFile(path.join(folder, manifest.tokenizer))
     const [preprocess, textTower, imageTower] = await Promise.all([
       ScriptModule.load(path.join(folder, manifest.preprocess), signal),
-      program(manifest.text),
-      program(manifest.image),
+      loadProgram(folder, manifest.text, signal),
+      loadProgram(folder, manifest.image, signal),
     ])
     return new ClipModel(manifest, tokenizer, preprocess, textTower, imageTower, o)
   }
@@ -189,14 +117,14 @@ class ClipModel {
   }
 
   /** A tower's Batcher run; `Closed` by dispose() reads `Disposed`. */
-  async #run(batcher, input, call, caller) {
-    try {
-      // an empty bag would read as one more input
-      return await (Object.keys(call).length ? batcher.run(input, call) : batcher.run(input))
-    } catch (e) {
-      if (this.#disposed && /** @type {any} */ (e)?.code === 'Closed') this.#check(caller)
-      throw e
-    }
+  #run(batcher, input, o, caller) {
+    return runBatched(
+      batcher,
+      input,
+      o,
+      () => this.#disposed,
+      () => this.#check(caller),
+    )
   }
 
   #check(caller) {
@@ -245,7 +173,7 @@ class ClipModel {
           { dtype: 'int64' },
         )
         try {
-          const rows = rowsOf(await this.#run(this.#text, input, callOf(o), caller), chunk.length, m.dim)
+          const rows = rowsOf(await this.#run(this.#text, input, o, caller), chunk.length, m.dim)
           chunk.forEach((i, k) => (out[i] = rows[k]))
         } finally {
           input.dispose()
@@ -273,7 +201,7 @@ class ClipModel {
         const failed = settled.find((p) => p.status === 'rejected')
         if (failed) throw failed.reason
         batch = torch().stack(pixels, 0)
-        const rows = rowsOf(await this.#run(this.#image, batch, callOf(o), caller), chunk.length, this.#manifest.dim)
+        const rows = rowsOf(await this.#run(this.#image, batch, o, caller), chunk.length, this.#manifest.dim)
         out.push(...rows)
       } finally {
         batch?.dispose()
@@ -332,16 +260,6 @@ function chunked(list, size) {
   return Array.from({ length: Math.ceil(list.length / size) }, (_, i) => list.slice(i * size, (i + 1) * size))
 }
 
-/** A Batcher.run's options bag of a call's options. @param {ImageCallOptions} o */
-function callOf(o) {
-  return {
-    ...(o.signal ? { signal: o.signal } : {}),
-    ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
-  }
-}
-
 // One assignment per name: tsc takes a class exported so as a type too (not from an object literal).
 module.exports.ClipModel = ClipModel
-module.exports.CALL_OPTIONS = CALL_OPTIONS
-module.exports.imageSource = imageSource
 module.exports.normalized = normalized

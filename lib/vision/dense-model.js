@@ -6,26 +6,20 @@
 // batches), and the checkpoint's image processor and post-processing as TorchScript
 // (preprocess.pt, postprocess.pt: the ATen kernels transformers 5 runs). The depth-estimation and
 // image-segmentation pipelines are built on it, from public APIs only.
-const fs = require('node:fs')
 const path = require('node:path')
 const { codedError, describe } = require('../errors')
 const torch = require('../torch')
-const opt = require('../options')
-const { CALL_OPTIONS, imageSource } = require('./clip-model')
+const { imageSource, readImages, readFolder, loadProgram, runBatched } = require('./model-folder')
 
 /** @import { Batcher, Tensor } from '../../index' */
+/** @import { ImageCallOptions } from './model-folder' */
 
-const FORMAT = 'torch-node/dense-model'
 const DEFAULTS = { maxBatchSize: 16, maxDelayMs: 0, maxQueue: 1024 }
-const LOAD_OPTIONS = opt.bag({
-  maxBatchSize: opt.integer({ min: 1 }),
-  maxDelayMs: opt.number({ min: 0, expected: 'a number of milliseconds ≥ 0' }),
-  maxQueue: opt.either(
-    [opt.integer({ min: 1 }), opt.check((v) => v === Infinity, 'Infinity')],
-    'a positive integer or Infinity',
-  ),
-  signal: opt.instance(AbortSignal, 'an AbortSignal'),
-})
+/** What each kind's manifest must say, and which checkpoints export to it. */
+const EXPORTS = {
+  'depth-estimation': 'DPTForDepthEstimation or DepthAnythingForDepthEstimation',
+  'image-segmentation': 'SegformerForSemanticSegmentation or DPTForSemanticSegmentation',
+}
 
 /** @param {string} message @param {Function} [caller] */
 const invalid = (message, caller) => codedError('InvalidArg', message, caller)
@@ -44,35 +38,6 @@ function denseSource(image, what, caller) {
   }
   if (image.shape[1] === 0 || image.shape[2] === 0) throw invalid(`${what}: the image is empty`, caller)
   return image
-}
-
-/**
- * `folder/manifest.json` of `kind`, or ModelLoadError.
- * @param {string} folder @param {string} kind @param {Function} caller
- */
-function readManifest(folder, kind, caller) {
-  let manifest
-  try {
-    manifest = JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8'))
-  } catch (e) {
-    throw codedError(
-      'ModelLoadError',
-      `${folder}: cannot read manifest.json: ${/** @type {Error} */ (e).message}`,
-      caller,
-    )
-  }
-  if (manifest?.format !== FORMAT || manifest.kind !== kind) {
-    throw codedError(
-      'ModelLoadError',
-      `${folder}: manifest.json is not a ${kind} export (kind '${manifest?.kind}'); export a ` +
-        (kind === 'depth-estimation'
-          ? 'DPTForDepthEstimation or DepthAnythingForDepthEstimation'
-          : 'SegformerForSemanticSegmentation or DPTForSemanticSegmentation') +
-        ' checkpoint with python/export_dense.py',
-      caller,
-    )
-  }
-  return manifest
 }
 
 /** The model, its processor and post-processing. Internal: a pipeline holds one. */
@@ -107,25 +72,19 @@ class DenseModel {
    * @returns {Promise<DenseModel>}
    */
   static async load(folder, options, kind, caller) {
-    if (typeof folder !== 'string') throw invalid(`folder: expected a path, got ${describe(folder)}`, caller)
-    const o = { ...DEFAULTS, ...opt.read(options, LOAD_OPTIONS, 'load: options', caller) }
-    const manifest = readManifest(folder, kind, caller)
-    if (Number.isInteger(manifest.maxBatch) && o.maxBatchSize > manifest.maxBatch) {
-      throw invalid(
-        `load: options.maxBatchSize: this folder's model takes batches of at most ${manifest.maxBatch} ` +
-          `(export --max-batch), got ${o.maxBatchSize}`,
-        caller,
-      )
+    const expect = {
+      format: 'torch-node/dense-model',
+      kind,
+      what: kind,
+      exportHow: `${EXPORTS[/** @type {keyof typeof EXPORTS} */ (kind)]} checkpoint with python/export_dense.py`,
+      batchOf: 'model takes',
     }
-    const { AOTModule, ScriptModule } = torch()
-    const signal = o.signal === undefined ? {} : { signal: o.signal }
-    const file = (/** @type {string} */ name) => path.join(folder, name)
+    const { manifest, o, signal } = readFolder(folder, options, DEFAULTS, expect, caller)
+    const { ScriptModule } = torch()
     const programs = await Promise.all([
-      ScriptModule.load(file(manifest.preprocess), signal),
-      ScriptModule.load(file(manifest.postprocess), signal),
-      manifest.model.programFormat === 'pt2'
-        ? AOTModule.load(file(manifest.model.program), signal)
-        : ScriptModule.load(file(manifest.model.program), signal),
+      ScriptModule.load(path.join(folder, manifest.preprocess), signal),
+      ScriptModule.load(path.join(folder, manifest.postprocess), signal),
+      loadProgram(folder, manifest.model, signal),
     ])
     return new DenseModel(manifest, programs, o)
   }
@@ -156,7 +115,7 @@ class DenseModel {
   /**
    * One image through the processor, the model (batched with other calls') and the
    * post-processing: the depth float32 `[H, W]` or the label ids int32 `[H, W]` at the image's size.
-   * @param {string | Uint8Array | Tensor} source @param {import('./clip-model').ImageCallOptions} o
+   * @param {string | Uint8Array | Tensor} source @param {ImageCallOptions} o
    * @param {Function} caller @returns {Promise<Tensor>}
    */
   async predict(source, o, caller) {
@@ -188,18 +147,15 @@ class DenseModel {
 
   /** The Batcher's run; `Closed` by dispose() reads `Disposed`. */
   async #run(input, o, caller) {
-    const call = {
-      ...(o.signal ? { signal: o.signal } : {}),
-      ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
-    }
-    try {
-      const out = await (Object.keys(call).length ? this.#batcher.run(input, call) : this.#batcher.run(input))
-      if (!(out instanceof torch().Tensor)) throw codedError('ShapeMismatch', `the model returned ${describe(out)}`)
-      return out
-    } catch (e) {
-      if (this.#disposed && /** @type {any} */ (e)?.code === 'Closed') this.#check(caller)
-      throw e
-    }
+    const out = await runBatched(
+      this.#batcher,
+      input,
+      o,
+      () => this.#disposed,
+      () => this.#check(caller),
+    )
+    if (!(out instanceof torch().Tensor)) throw codedError('ShapeMismatch', `the model returned ${describe(out)}`)
+    return out
   }
 
   /** Frees the programs once the running batches finish; queued and later calls reject (`Disposed`). */
@@ -267,11 +223,7 @@ class DensePipeline {
  * @returns {Promise<T | T[]>}
  */
 async function predictAll(model, images, o, name, caller, each) {
-  const batched = Array.isArray(images)
-  const sources = (batched ? Array.from(images) : [images]).map((x, i) =>
-    denseSource(x, batched ? `${name}: images[${i}]` : `${name}: images`, caller),
-  )
-  if (sources.length === 0) throw invalid(`${name}: images: expected at least one image`, caller)
+  const { batched, sources } = readImages(images, name, caller, denseSource)
   const out = []
   for (let i = 0; i < sources.length; i += model.maxBatchSize) {
     const chunk = sources.slice(i, i + model.maxBatchSize)
@@ -297,5 +249,4 @@ module.exports.DenseModel = DenseModel
 module.exports.DensePipeline = DensePipeline
 module.exports.LOAD = LOAD
 module.exports.MODEL = MODEL
-module.exports.CALL_OPTIONS = CALL_OPTIONS
 module.exports.predictAll = predictAll

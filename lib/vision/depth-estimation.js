@@ -6,7 +6,8 @@
 // 0–255 by its min and max, as the pipeline's PIL image is made (numpy float32, then uint8).
 const opt = require('../options')
 const torch = require('../torch')
-const { DenseModel, DensePipeline, LOAD, MODEL, CALL_OPTIONS, predictAll } = require('./dense-model')
+const { DenseModel, DensePipeline, LOAD, MODEL, predictAll } = require('./dense-model')
+const { CALL_OPTIONS } = require('./model-folder')
 
 /** @import { Tensor } from '../../index' */
 /** @import { ImageSource } from './image-feature-extraction' */

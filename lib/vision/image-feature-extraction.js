@@ -5,7 +5,8 @@
 // text embeddings of the same folder (get_text_features) in the same space, for search by text.
 const { codedError } = require('../errors')
 const opt = require('../options')
-const { ClipModel, CALL_OPTIONS, imageSource, normalized } = require('./clip-model')
+const { ClipModel, normalized } = require('./clip-model')
+const { CALL_OPTIONS, imageSource, readImages } = require('./model-folder')
 const { ClipPipeline, LOAD, MODEL } = require('./clip-pipeline')
 
 /** @import { Tensor } from '../../index' */
@@ -96,11 +97,7 @@ class ImageFeatureExtractionPipeline extends ClipPipeline {
   async run(images, options) {
     const name = 'ImageFeatureExtractionPipeline.run'
     const caller = this.run
-    const batched = Array.isArray(images)
-    const sources = (batched ? Array.from(images) : [images]).map((x, i) =>
-      imageSource(x, batched ? `${name}: images[${i}]` : `${name}: images`, caller),
-    )
-    if (sources.length === 0) throw codedError('InvalidArg', `${name}: images: expected at least one image`, caller)
+    const { sources } = readImages(images, name, caller, imageSource)
     const o = opt.read(options, RUN_OPTIONS, `${name}: options`, caller)
     const rows = await this[MODEL].embedImages(sources, o, caller)
     return tensorOf(rows, this[MODEL].dim, o.normalize === true)

@@ -7,7 +7,8 @@
 const { codedError } = require('../errors')
 const opt = require('../options')
 const torch = require('../torch')
-const { DenseModel, DensePipeline, LOAD, MODEL, CALL_OPTIONS, predictAll } = require('./dense-model')
+const { DenseModel, DensePipeline, LOAD, MODEL, predictAll } = require('./dense-model')
+const { CALL_OPTIONS } = require('./model-folder')
 
 /** @import { Tensor } from '../../index' */
 /** @import { DenseImage, DenseLoadOptions } from './depth-estimation' */

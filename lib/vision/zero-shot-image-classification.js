@@ -7,7 +7,8 @@
 // (+ logit_bias for SigLIP), then a softmax over the labels (CLIP) or a sigmoid of each (SigLIP).
 const { codedError } = require('../errors')
 const opt = require('../options')
-const { ClipModel, CALL_OPTIONS, imageSource, normalized } = require('./clip-model')
+const { ClipModel, normalized } = require('./clip-model')
+const { CALL_OPTIONS, imageSource, readImages } = require('./model-folder')
 const { ClipPipeline, LOAD, MODEL } = require('./clip-pipeline')
 
 /** @import { ImageSource } from './image-feature-extraction' */
@@ -108,11 +109,7 @@ class ZeroShotImageClassificationPipeline extends ClipPipeline {
   async run(images, options) {
     const name = 'ZeroShotImageClassificationPipeline.run'
     const caller = this.run
-    const batched = Array.isArray(images)
-    const sources = (batched ? Array.from(images) : [images]).map((x, i) =>
-      imageSource(x, batched ? `${name}: images[${i}]` : `${name}: images`, caller),
-    )
-    if (sources.length === 0) throw codedError('InvalidArg', `${name}: images: expected at least one image`, caller)
+    const { batched, sources } = readImages(images, name, caller, imageSource)
     if (options === undefined) {
       throw codedError('InvalidArg', `${name}: options.candidateLabels: expected labels to score, got none`, caller)
     }
