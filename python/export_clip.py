@@ -24,53 +24,30 @@ Exit status: 0 written; 1 the export failed; 2 bad arguments or an unsupported m
 transformers is missing. Every failure is one line on stderr.
 """
 
-import argparse
-import hashlib
-import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# Shared helpers (read-only use): progress lines, failures, the folder hash, the tokenizer copy.
-from export_text import TOKENIZER_FILES, copy_tokenizer, log, missing_packages, source_hash  # noqa: E402
+from export_common import (Unsupported, compile_pt2, image_processor_base, image_processor_basics, log, parser, read_config,  # noqa: E402
+                           run, staged_folder, trace, with_script, write_manifest)
+from export_text import TOKENIZER_FILES, copy_tokenizer, source_hash  # noqa: E402
 
 FORMAT_VERSION = 1
 PROG = "export_clip.py"
 ARCHITECTURES = {"CLIPModel": "clip", "SiglipModel": "siglip"}
-# PIL resample codes (the processor config's `resample`) as F.interpolate modes.
-RESAMPLE = {2: "bilinear", 3: "bicubic"}
 # transformers 5's ZeroShotImageClassificationPipeline.preprocess: SigLIP pads to 64 tokens.
 SIGLIP_TEXT_LENGTH = 64
 
 
-def fail(status, message):
-    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
-    sys.exit(status)
-
-
-class Unsupported(Exception):
-    """The model cannot be exported by this script (exit 2)."""
-
-
 def clip_hash(model_dir, args):
-    """export_text.source_hash (the folder and the options) with this script's own bytes:
-    make_clip_models.py skips an export whose hash is unchanged."""
-    h = hashlib.sha256(source_hash(model_dir, args).encode())
-    with open(__file__, "rb") as f:
-        h.update(f.read())
-    return h.hexdigest()
+    """The folder, the options and this script: make_clip_models.py skips an unchanged export."""
+    return with_script(source_hash(model_dir, args), __file__)
 
 
 def family_of(model_dir):
     """'clip' or 'siglip' from config.json's architectures (or model_type), else Unsupported."""
-    path = os.path.join(model_dir, "config.json")
-    if not os.path.exists(path):
-        raise Unsupported(f"{model_dir}: no config.json (expected a Hugging Face model folder)")
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f)
+    config = read_config(model_dir)
     for name in config.get("architectures") or []:
         if name in ARCHITECTURES:
             return ARCHITECTURES[name]
@@ -81,31 +58,20 @@ def family_of(model_dir):
 
 def processor_settings(processor):
     """The image processor's resolved settings, as the preprocessing program applies them."""
-    name = type(processor).__name__
-    if getattr(processor, "backend", "torchvision") != "torchvision" and not name.endswith("Fast"):
-        log(f"note: {name} is PIL-backed; the export reproduces transformers' torchvision backend")
-    resample = int(processor.resample) if processor.do_resize else 3
-    if resample not in RESAMPLE:
-        raise Unsupported(f"{name}: resample {processor.resample} is not bilinear or bicubic")
+    name, resample, normalization = image_processor_basics(processor)
     size = dict(processor.size) if processor.do_resize else {}
     size = {k: v for k, v in size.items() if v is not None}
     if processor.do_resize and not ("shortest_edge" in size and len(size) == 1 or {"height", "width"} == set(size)):
         raise Unsupported(f"{name}: size {size} (supported: shortest_edge, or height and width)")
     crop = {k: v for k, v in dict(processor.crop_size or {}).items() if v is not None}
-    mean, std = processor.image_mean, processor.image_std
-    as3 = lambda v: [float(x) for x in (v if isinstance(v, (list, tuple)) else [v] * 3)]  # noqa: E731
     return {
         "processor": name,
         "doResize": bool(processor.do_resize),
         "size": size,
-        "resample": RESAMPLE[resample],
+        "resample": resample,
         "doCenterCrop": bool(getattr(processor, "do_center_crop", False)),
         "cropSize": crop,
-        "doRescale": bool(processor.do_rescale),
-        "rescaleFactor": float(processor.rescale_factor),
-        "doNormalize": bool(processor.do_normalize),
-        "imageMean": as3(mean) if mean is not None else None,
-        "imageStd": as3(std) if std is not None else None,
+        **normalization,
     }
 
 
@@ -116,23 +82,13 @@ def Preprocess(torch, s):
     height, width = (int(s["size"].get("height", 0)), int(s["size"].get("width", 0))) if s["doResize"] else (0, 0)
     crop_h, crop_w = (int(s["cropSize"]["height"]), int(s["cropSize"]["width"])) if s["doCenterCrop"] else (0, 0)
     mode = s["resample"]
-    # _fuse_mean_std_and_rescale_factor: mean and std scaled by 1 / rescale_factor in float32.
-    fused = s["doRescale"] and s["doNormalize"]
-    mean = torch.tensor(s["imageMean"] or [0.0] * 3)
-    std = torch.tensor(s["imageStd"] or [1.0] * 3)
-    if fused:
-        mean, std = mean * (1.0 / s["rescaleFactor"]), std * (1.0 / s["rescaleFactor"])
 
-    class ImageProcessor(torch.nn.Module):
+    class ImageProcessor(image_processor_base(torch, s)):
         def __init__(self):
             super().__init__()
-            self.register_buffer("mean", mean.view(-1, 1, 1))
-            self.register_buffer("std", std.view(-1, 1, 1))
             self.shortest, self.height, self.width = shortest, height, width
             self.crop_h, self.crop_w = crop_h, crop_w
             self.do_resize, self.do_crop = s["doResize"], s["doCenterCrop"]
-            self.do_rescale, self.do_normalize = s["doRescale"], s["doNormalize"]
-            self.rescale_factor = s["rescaleFactor"]
             self.mode = mode
 
         def forward(self, image: torch.Tensor) -> torch.Tensor:
@@ -158,12 +114,7 @@ def Preprocess(torch, s):
                     h, w = x.shape[-2], x.shape[-1]
                 top, left = int((h - self.crop_h) / 2.0), int((w - self.crop_w) / 2.0)
                 x = x[:, :, top:top + self.crop_h, left:left + self.crop_w]
-            x = x[0]
-            if self.do_normalize:
-                return (x.to(torch.float32) - self.mean) / self.std
-            if self.do_rescale:
-                return x * self.rescale_factor
-            return x.to(torch.float32)
+            return self.finish(x[0])
 
     return ImageProcessor().eval()
 
@@ -195,21 +146,13 @@ def compile_program(torch, module, example, dynamic, name, args, out):
         try:
             exported = torch.export.export(module, example, dynamic_shapes=dynamic, strict=False)
             log(f"AOTInductor: compiling the {name} tower")
-            started = time.monotonic()
-            path = os.path.join(out, f"{name}.pt2")
-            configs = {"aot_inductor.compile_wrapper_opt_level": "O0"} if args.fast_compile else None
-            torch._inductor.aoti_compile_and_package(exported, package_path=path, inductor_configs=configs)
-            log(f"AOTInductor: {name} compiled in {time.monotonic() - started:.0f} s")
-            runner = torch._inductor.aoti_load_package(path)
-            return f"{name}.pt2", "pt2", runner
+            return f"{name}.pt2", "pt2", compile_pt2(torch, exported, os.path.join(out, f"{name}.pt2"), args.fast_compile)
         except Exception as e:  # noqa: BLE001 - reported, then the fallback
             if args.format == "pt2":
                 raise
             log(f"torch.export of the {name} tower failed ({type(e).__name__}); falling back to TorchScript")
     log(f"torch.jit.trace: the {name} tower")
-    traced = torch.jit.trace(module, example, check_trace=False, strict=False)
-    traced.save(os.path.join(out, f"{name}.pt"))
-    return f"{name}.pt", "torchscript", torch.jit.load(os.path.join(out, f"{name}.pt"))
+    return f"{name}.pt", "torchscript", trace(torch, module, example, os.path.join(out, f"{name}.pt"))
 
 
 def export(args, family):
@@ -241,10 +184,8 @@ def export(args, family):
     batch = Dim("batch", min=1, max=args.max_batch)
     sequence = Dim("sequence", min=1, max=max_positions)
 
-    parent = os.path.dirname(os.path.abspath(args.out_dir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".export-", dir=parent)
-    try:
+    files = ("text.pt2", "text.pt", "image.pt2", "image.pt", "preprocess.pt", "manifest.json", *TOKENIZER_FILES)
+    with staged_folder(args.out_dir, files) as tmp:
         log("torch.jit.script: the image processor")
         torch.jit.script(Preprocess(torch, settings)).save(os.path.join(tmp, "preprocess.pt"))
         with torch.no_grad():
@@ -295,46 +236,16 @@ def export(args, family):
             "exportedWith": {"torch": torch.__version__, "transformers": transformers.__version__},
             "checkedMaxAbsDiff": diff,
         }
-        with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2)
-            f.write("\n")
-        os.makedirs(args.out_dir, exist_ok=True)
-        for name in ("text.pt2", "text.pt", "image.pt2", "image.pt", "preprocess.pt", "manifest.json",
-                     *TOKENIZER_FILES):
-            if os.path.exists(os.path.join(args.out_dir, name)):
-                os.remove(os.path.join(args.out_dir, name))
-        for name in os.listdir(tmp):
-            os.replace(os.path.join(tmp, name), os.path.join(args.out_dir, name))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        write_manifest(tmp, manifest)
     log(f"wrote {args.out_dir} ({family}, {text_format}/{image_format}, {dim}-dim) "
         f"in {time.monotonic() - started:.0f} s")
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog=PROG, description="Export a CLIP or SigLIP model to a torch-node folder.")
-    parser.add_argument("model_dir", help="a Hugging Face CLIPModel or SiglipModel folder")
-    parser.add_argument("out_dir", help="the torch-node model folder to write")
-    parser.add_argument("--format", choices=("auto", "pt2", "torchscript"), default="auto",
-                        help="auto: .pt2, TorchScript where torch.export fails (default)")
-    parser.add_argument("--max-batch", type=int, default=256, help="largest batch the .pt2 accepts (default 256)")
-    parser.add_argument("--fast-compile", action="store_true",
-                        help="compile the .pt2's C++ wrapper at -O0: a quicker export; for test fixtures")
-    args = parser.parse_args(argv)
+    args = parser(PROG, "Export a CLIP or SigLIP model to a torch-node folder.",
+                  "a Hugging Face CLIPModel or SiglipModel folder", max_batch=256).parse_args(argv)
     args.dtype = "float32"  # source_hash's options
-    if args.max_batch < 2:
-        fail(2, f"--max-batch: expected an integer ≥ 2, got {args.max_batch}")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    missing = missing_packages()
-    if missing:
-        fail(3, f"missing Python packages: {', '.join(missing)} (install: {sys.executable} -m pip install {' '.join(missing)})")
-    try:
-        export(args, family_of(args.model_dir))
-    except Unsupported as e:
-        fail(2, str(e))
-    except Exception as e:  # the one line the CLI shows
-        first = str(e).strip().split("\n")[0]
-        fail(1, f"export failed: {type(e).__name__}: {first}")
+    run(PROG, args, lambda: export(args, family_of(args.model_dir)))
 
 
 if __name__ == "__main__":

@@ -23,21 +23,15 @@ Exit status: 0 written; 1 the export failed; 2 bad arguments or an unsupported m
 transformers is missing. Every failure is one line on stderr.
 """
 
-import argparse
-import hashlib
-import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# Shared helpers (read-only use): progress lines, the missing packages, the folder hash, the
-# processor's settings as export_clip reads them.
-from export_clip import RESAMPLE, Unsupported  # noqa: E402
-from export_text import log, missing_packages, source_hash  # noqa: E402
+from export_common import (Unsupported, compile_pt2, image_processor_base, image_processor_basics, log, parser, read_config,  # noqa: E402
+                           run, staged_folder, trace, with_script, write_manifest)
+from export_text import source_hash  # noqa: E402
 
 FORMAT_VERSION = 1
 PROG = "export_dense.py"
@@ -50,26 +44,14 @@ ARCHITECTURES = {
 FILES = ("model.pt2", "model.pt", "preprocess.pt", "postprocess.pt", "manifest.json")
 
 
-def fail(status, message):
-    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
-    sys.exit(status)
-
-
 def dense_hash(model_dir, args):
-    """export_text.source_hash with this script's bytes: make_dense_models.py skips an unchanged export."""
-    h = hashlib.sha256(source_hash(model_dir, args).encode())
-    with open(__file__, "rb") as f:
-        h.update(f.read())
-    return h.hexdigest()
+    """The folder, the options and this script: make_dense_models.py skips an unchanged export."""
+    return with_script(source_hash(model_dir, args), __file__)
 
 
 def task_of(model_dir):
     """(task, architecture) from config.json's architectures, else Unsupported."""
-    path = os.path.join(model_dir, "config.json")
-    if not os.path.exists(path):
-        raise Unsupported(f"{model_dir}: no config.json (expected a Hugging Face model folder)")
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f)
+    config = read_config(model_dir)
     for name in config.get("architectures") or []:
         if name in ARCHITECTURES:
             return ARCHITECTURES[name], name
@@ -79,30 +61,20 @@ def task_of(model_dir):
 
 def processor_settings(processor):
     """The image processor's resolved settings (DPTImageProcessor, SegformerImageProcessor)."""
-    name = type(processor).__name__
-    if getattr(processor, "backend", "torchvision") != "torchvision" and not name.endswith("Fast"):
-        log(f"note: {name} is PIL-backed; the export reproduces transformers' torchvision backend")
-    resample = int(processor.resample) if processor.do_resize else 3
-    if resample not in RESAMPLE:
-        raise Unsupported(f"{name}: resample {processor.resample} is not bilinear or bicubic")
+    name, resample, normalization = image_processor_basics(processor)
     size = {k: v for k, v in dict(processor.size or {}).items() if v is not None}
     if processor.do_resize and {"height", "width"} != set(size):
         raise Unsupported(f"{name}: size {size} (supported: height and width)")
     if getattr(processor, "do_center_crop", False) or getattr(processor, "do_pad", False):
         raise Unsupported(f"{name}: do_center_crop / do_pad are not supported")
-    as3 = lambda v: [float(x) for x in (v if isinstance(v, (list, tuple)) else [v] * 3)]  # noqa: E731
     return {
         "processor": name,
         "doResize": bool(processor.do_resize),
         "size": size,
-        "resample": RESAMPLE[resample],
+        "resample": resample,
         "keepAspectRatio": bool(getattr(processor, "keep_aspect_ratio", False)),
         "ensureMultipleOf": int(getattr(processor, "ensure_multiple_of", 1) or 1),
-        "doRescale": bool(processor.do_rescale),
-        "rescaleFactor": float(processor.rescale_factor),
-        "doNormalize": bool(processor.do_normalize),
-        "imageMean": as3(processor.image_mean) if processor.image_mean is not None else None,
-        "imageStd": as3(processor.image_std) if processor.image_std is not None else None,
+        **normalization,
     }
 
 
@@ -111,20 +83,13 @@ def Preprocess(torch, s):
     import math
 
     F = torch.nn.functional
-    mean = torch.tensor(s["imageMean"] or [0.0] * 3)
-    std = torch.tensor(s["imageStd"] or [1.0] * 3)
-    if s["doRescale"] and s["doNormalize"]:  # _fuse_mean_std_and_rescale_factor, in float32
-        mean, std = mean * (1.0 / s["rescaleFactor"]), std * (1.0 / s["rescaleFactor"])
 
-    class ImageProcessor(torch.nn.Module):
+    class ImageProcessor(image_processor_base(torch, s)):
         def __init__(self):
             super().__init__()
-            self.register_buffer("mean", mean.view(-1, 1, 1))
-            self.register_buffer("std", std.view(-1, 1, 1))
             self.height, self.width = int(s["size"].get("height", 0)), int(s["size"].get("width", 0))
             self.keep_aspect_ratio, self.multiple = s["keepAspectRatio"], s["ensureMultipleOf"]
-            self.do_resize, self.do_rescale, self.do_normalize = s["doResize"], s["doRescale"], s["doNormalize"]
-            self.rescale_factor = s["rescaleFactor"]
+            self.do_resize = s["doResize"]
             self.mode = s["resample"]
 
         def constrain(self, val: float) -> int:
@@ -153,12 +118,7 @@ def Preprocess(torch, s):
                 if nh != h or nw != w:
                     # torchvision resize_image: uint8 stays uint8 on CPU (the native antialiased kernel).
                     x = F.interpolate(x, size=[nh, nw], mode=self.mode, align_corners=False, antialias=True)
-            x = x[0]
-            if self.do_normalize:
-                return (x.to(torch.float32) - self.mean) / self.std
-            if self.do_rescale:
-                return x * self.rescale_factor
-            return x.to(torch.float32)
+            return self.finish(x[0])
 
     return ImageProcessor().eval()
 
@@ -218,18 +178,13 @@ def compile_program(torch, module, examples, s, args, out):
             with mock.patch("torch.jit.is_tracing", (lambda: True) if strict else torch.jit.is_tracing):
                 exported = torch.export.export(module, (first,), dynamic_shapes=(dims,), strict=strict)
             log("AOTInductor: compiling the model")
-            path = os.path.join(out, "model.pt2")
-            configs = {"aot_inductor.compile_wrapper_opt_level": "O0"} if args.fast_compile else None
-            torch._inductor.aoti_compile_and_package(exported, package_path=path, inductor_configs=configs)
-            return "model.pt2", "pt2", torch._inductor.aoti_load_package(path)
+            return "model.pt2", "pt2", compile_pt2(torch, exported, os.path.join(out, "model.pt2"), args.fast_compile)
         except Exception as e:  # noqa: BLE001 - reported, then the fallback
             if args.format == "pt2":
                 raise
             log(f"torch.export failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); falling back to TorchScript")
     log("torch.jit.trace: the model")
-    traced = torch.jit.trace(module, (first,), check_trace=False, strict=False)
-    traced.save(os.path.join(out, "model.pt"))
-    return "model.pt", "torchscript", torch.jit.load(os.path.join(out, "model.pt"))
+    return "model.pt", "torchscript", trace(torch, module, (first,), os.path.join(out, "model.pt"))
 
 
 def export(args, task, architecture):
@@ -254,10 +209,7 @@ def export(args, task, architecture):
               for h, w in ((300, 451), (500, 333), (64, 64))}
     examples = [torch.randn(b, *shape, generator=gen) for b, shape in zip((2, 1, 3), sorted(shapes))]
 
-    parent = os.path.dirname(os.path.abspath(args.out_dir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".export-", dir=parent)
-    try:
+    with staged_folder(args.out_dir, FILES) as tmp:
         preprocess.save(os.path.join(tmp, "preprocess.pt"))
         torch.jit.script(Postprocess(torch, task)).save(os.path.join(tmp, "postprocess.pt"))
         with torch.no_grad():
@@ -293,45 +245,15 @@ def export(args, task, architecture):
             "exportedWith": {"torch": torch.__version__, "transformers": transformers.__version__},
             "checkedMaxAbsDiff": diff,
         }
-        with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2)
-            f.write("\n")
-        os.makedirs(args.out_dir, exist_ok=True)
-        for name in FILES:
-            if os.path.exists(os.path.join(args.out_dir, name)):
-                os.remove(os.path.join(args.out_dir, name))
-        for name in os.listdir(tmp):
-            os.replace(os.path.join(tmp, name), os.path.join(args.out_dir, name))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        write_manifest(tmp, manifest)
     log(f"wrote {args.out_dir} ({task}, {fmt}) in {time.monotonic() - started:.0f} s")
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog=PROG, description="Export a depth or segmentation model to a torch-node folder.")
-    parser.add_argument("model_dir", help="a Hugging Face DPT, Depth Anything or Segformer folder")
-    parser.add_argument("out_dir", help="the torch-node model folder to write")
-    parser.add_argument("--format", choices=("auto", "pt2", "torchscript"), default="auto",
-                        help="auto: .pt2, TorchScript where torch.export fails (default)")
-    parser.add_argument("--max-batch", type=int, default=64, help="largest batch the .pt2 accepts (default 64)")
-    parser.add_argument("--fast-compile", action="store_true",
-                        help="compile the .pt2's C++ wrapper at -O0: a quicker export; for test fixtures")
-    args = parser.parse_args(argv)
+    args = parser(PROG, "Export a depth or segmentation model to a torch-node folder.",
+                  "a Hugging Face DPT, Depth Anything or Segformer folder", max_batch=64).parse_args(argv)
     args.dtype = "float32"  # source_hash's options
-    if args.max_batch < 2:
-        fail(2, f"--max-batch: expected an integer ≥ 2, got {args.max_batch}")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    missing = missing_packages()
-    if missing:
-        fail(3, f"missing Python packages: {', '.join(missing)} (install: {sys.executable} -m pip install {' '.join(missing)})")
-    try:
-        task, architecture = task_of(args.model_dir)
-        export(args, task, architecture)
-    except Unsupported as e:
-        fail(2, str(e))
-    except Exception as e:  # the one line the CLI shows
-        first = str(e).strip().split("\n")[0]
-        fail(1, f"export failed: {type(e).__name__}: {first}")
+    run(PROG, args, lambda: export(args, *task_of(args.model_dir)))
 
 
 if __name__ == "__main__":

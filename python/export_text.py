@@ -43,16 +43,18 @@ last hidden state. Exit status: 0 written; 1 the export failed; 2 bad arguments 
 model; 3 torch or transformers is missing. Every failure is one line on stderr.
 """
 
-import argparse
 import hashlib
-import importlib.util
 import inspect
 import json
 import os
 import shutil
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_common  # noqa: E402
+from export_common import (Unsupported, compile_pt2, log, parser, run, staged_folder, trace,  # noqa: E402
+                           write_manifest)
 
 FORMAT_VERSION = 1
 PROG = "export_text.py"
@@ -88,25 +90,6 @@ CROSS_ENCODER_ACTIVATIONS = {
     "torch.nn.modules.linear.Identity": "none",
 }
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-
-
-class Unsupported(Exception):
-    """The model cannot be exported by this script (exit 2)."""
-
-
-def log(message):
-    """Progress goes to stdout; stderr carries failures (one line) and Python's own warnings."""
-    print(message, flush=True)
-
-
-def fail(status, message):
-    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
-    sys.exit(status)
-
-
-def missing_packages():
-    """The packages this script needs that the running Python lacks."""
-    return [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
 
 
 def read_json(path):
@@ -163,8 +146,9 @@ def source_hash(model_dir, args):
     if getattr(args, "task", "auto") != "auto":
         options.append(args.task)
     h = hashlib.sha256(json.dumps(options).encode())
-    with open(__file__, "rb") as f:
-        h.update(f.read())
+    for script in (__file__, export_common.__file__):
+        with open(script, "rb") as f:
+            h.update(f.read())
     for root, dirs, files in os.walk(model_dir):
         dirs.sort()
         for name in sorted(files):
@@ -180,45 +164,24 @@ def source_hash(model_dir, args):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog=PROG, description="Export a text encoder to a torch-node model folder.")
-    parser.add_argument("model_dir", help="a Hugging Face or sentence-transformers model folder")
-    parser.add_argument("out_dir", help="the torch-node model folder to write")
-    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="weights and compute dtype (default float32)")
-    parser.add_argument("--format", choices=("auto", "pt2", "torchscript"), default="auto",
-                        help="auto: .pt2, TorchScript where torch.export fails (default)")
-    parser.add_argument("--max-batch", type=int, default=1024, help="largest batch the .pt2 accepts (default 1024)")
-    parser.add_argument("--fast-compile", action="store_true",
-                        help="compile the .pt2's C++ wrapper at -O0 (the kernels as usual): a quicker export "
-                             "whose calls cost a little more; for test fixtures")
-    parser.add_argument("--task", choices=TASKS, default="auto",
-                        help="what the program returns: auto (from config.json's architectures, default), "
-                             "feature-extraction (pooled embeddings), text-classification or text-ranking (logits), "
-                             "token-classification (each token's logits), fill-mask (the [MASK] tokens' logits)")
-    args = parser.parse_args(argv)
-    if args.max_batch < 2:
-        fail(2, f"--max-batch: expected an integer ≥ 2, got {args.max_batch}")
+    p = parser(PROG, "Export a text encoder to a torch-node model folder.",
+               "a Hugging Face or sentence-transformers model folder", max_batch=1024)
+    p.add_argument("--dtype", choices=DTYPES, default="float32", help="weights and compute dtype (default float32)")
+    p.add_argument("--task", choices=TASKS, default="auto",
+                   help="what the program returns: auto (from config.json's architectures, default), "
+                        "feature-extraction (pooled embeddings), text-classification or text-ranking (logits), "
+                        "token-classification (each token's logits), fill-mask (the [MASK] tokens' logits)")
+    args = p.parse_args(argv)
 
-    # transformers' and torch's warnings about the model (unused weights, deprecations) are noise
-    # here: the check against the eager model below is what says the export is right.
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    missing = missing_packages()
-    if missing:
-        fail(3, f"missing Python packages: {', '.join(missing)} (install: {sys.executable} -m pip install {' '.join(missing)})")
-    try:
-        hf_dir, pooling, normalize, st_config = describe_folder(args.model_dir)
-    except Unsupported as e:
-        fail(2, str(e))
-    except (OSError, ValueError) as e:
-        fail(2, f"{args.model_dir}: cannot read the model folder: {e}")
-
-    try:
+    def export_folder():
+        try:
+            hf_dir, pooling, normalize, st_config = describe_folder(args.model_dir)
+        except (OSError, ValueError) as e:
+            raise Unsupported(f"{args.model_dir}: cannot read the model folder: {e}") from e
         task = detect_task(args.task, args.model_dir, hf_dir)
         export(args, hf_dir, pooling, normalize, st_config, task)
-    except Unsupported as e:
-        fail(2, str(e))
-    except Exception as e:  # the one line the CLI shows; the traceback helps nobody there
-        first = str(e).strip().split("\n")[0]
-        fail(1, f"export failed: {type(e).__name__}: {first}")
+
+    run(PROG, args, export_folder)
 
 
 def detect_task(asked, model_dir, hf_dir):
@@ -342,10 +305,7 @@ def export(args, hf_dir, pooling, normalize, st_config, task="feature-extraction
     with torch.no_grad():
         dim = encoder(*example).shape[-1]
 
-    parent = os.path.dirname(os.path.abspath(args.out_dir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".export-", dir=parent)
-    try:
+    with staged_folder(args.out_dir, ("model.pt2", "model.pt", "manifest.json", *TOKENIZER_FILES)) as tmp:
         program, fmt, check, export_error = None, None, None, None
         if args.format in ("auto", "pt2"):
             try:
@@ -399,12 +359,7 @@ def export(args, hf_dir, pooling, normalize, st_config, task="feature-extraction
         }
         if export_error is not None:
             manifest["exportError"] = export_error
-        with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2)
-            f.write("\n")
-        replace_folder(tmp, args.out_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        write_manifest(tmp, manifest)
     what = f"{task}, {dim} logits per text" if classifier else f"{dim}-dim, pooling {pooling}"
     log(f"wrote {args.out_dir} ({fmt}, {what}, max {max_length} tokens) "
         f"in {time.monotonic() - started:.0f} s")
@@ -547,22 +502,14 @@ def export_pt2(torch, encoder, example, input_names, max_batch, max_positions, o
     with torch.no_grad():
         exported = torch.export.export(encoder, example, dynamic_shapes=dynamic_shapes, strict=False)
     log("AOTInductor: compiling (about a minute on 2 cores)")
-    started = time.monotonic()
-    path = os.path.join(out, "model.pt2")
-    configs = {"aot_inductor.compile_wrapper_opt_level": "O0"} if fast_compile else None
-    torch._inductor.aoti_compile_and_package(exported, package_path=path, inductor_configs=configs)
-    log(f"AOTInductor: compiled in {time.monotonic() - started:.0f} s")
-    runner = torch._inductor.aoti_load_package(path)
+    runner = compile_pt2(torch, exported, os.path.join(out, "model.pt2"), fast_compile)
     return "model.pt2", lambda *inputs: runner(*inputs)
 
 
 def export_torchscript(torch, encoder, example, out):
     log("torch.jit.trace")
     with torch.no_grad():
-        traced = torch.jit.trace(encoder, example, check_trace=False, strict=False)
-    path = os.path.join(out, "model.pt")
-    traced.save(path)
-    loaded = torch.jit.load(path)
+        loaded = trace(torch, encoder, example, os.path.join(out, "model.pt"))
     return "model.pt", lambda *inputs: loaded(*inputs)
 
 
@@ -593,17 +540,6 @@ def copy_tokenizer(hf_dir, tokenizer, out):
             shutil.copyfile(path, os.path.join(out, name))
     if not os.path.exists(os.path.join(out, "tokenizer.json")):
         tokenizer.backend_tokenizer.save(os.path.join(out, "tokenizer.json"))
-
-
-def replace_folder(tmp, out_dir):
-    """Moves the written files into out_dir, replacing what an earlier export left there."""
-    os.makedirs(out_dir, exist_ok=True)
-    for name in ("model.pt2", "model.pt", "manifest.json", *TOKENIZER_FILES):
-        target = os.path.join(out_dir, name)
-        if os.path.exists(target):
-            os.remove(target)
-    for name in os.listdir(tmp):
-        os.replace(os.path.join(tmp, name), os.path.join(out_dir, name))
 
 
 if __name__ == "__main__":

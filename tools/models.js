@@ -101,7 +101,7 @@ const JOBS = [
   {
     name: 'text',
     script: 'make_text_models.py',
-    inputs: ['python'],
+    inputs: ['python', 'models/fixture_common.py'],
     outputs: ['golden/text/minilm.golden.json'],
     weight: 3,
   },
@@ -133,7 +133,7 @@ const JOBS = [
   {
     name: 'pipeline',
     script: 'make_pipeline_models.py',
-    inputs: ['python'],
+    inputs: ['python', 'models/fixture_common.py'],
     outputs: ['golden/pipeline/goldens.json'],
     weight: 4,
     lazy: true,
@@ -143,7 +143,7 @@ const JOBS = [
   {
     name: 'clip',
     script: 'make_clip_models.py',
-    inputs: ['python'],
+    inputs: ['python', 'models/fixture_common.py'],
     outputs: ['golden/clip/goldens.json'],
     weight: 2.5,
     lazy: true,
@@ -153,7 +153,7 @@ const JOBS = [
   {
     name: 'dense',
     script: 'make_dense_models.py',
-    inputs: ['python'],
+    inputs: ['python', 'models/fixture_common.py'],
     outputs: ['golden/dense/goldens.json'],
     weight: 1.5,
     lazy: true,
