@@ -1069,9 +1069,13 @@ describe('npx torch-node serve: usage and load errors', () => {
       b: { folder: './b', maxSequences: 2, prefixCache: { maxTokens: 4096 } },
     })
     assert.deepEqual(parse(['--model', 'a=./a']).models, { a: { folder: './a' } })
+    // Not given: torch.serve's default (on); 0 turns it off.
+    assert.deepEqual(parse(['--model', 'a=./a', '--prefix-cache', '0']).models, {
+      a: { folder: './a', prefixCache: { maxTokens: 0 } },
+    })
     assert.throws(
-      () => parse(['--model', 'a=./a', '--prefix-cache', '0']),
-      /--prefix-cache: expected an integer ≥ 1, got 0/,
+      () => parse(['--model', 'a=./a', '--prefix-cache=-1']),
+      /--prefix-cache: expected an integer ≥ 0, got -1/,
     )
   })
 

@@ -19,8 +19,9 @@ is read from its manifest.json.
   --api-key           /v1/* requests must send Authorization: Bearer KEY (or $TORCH_NODE_API_KEY)
   --max-sequences     causal LMs: sequences generating at once (default 4)
   --max-queue         requests waiting per model before 503 QueueFull (LMs 64, encoders 1024)
-  --prefix-cache      causal LMs: keep prompts' keys and values, up to TOKENS in all, for later
-                      prompts that start the same (a system prompt, a chat history; default off)
+  --prefix-cache      causal LMs: keep prompts' keys and values, up to TOKENS in all (a shared
+                      start held once), for later prompts that start the same (a system prompt, a
+                      chat history; default 8192, 0: off; SmolLM2-135M fp32: 45 KiB a token)
   --lazy              load each model on its first request (default: at start, as vLLM does)
   --max-loaded        models loaded at once (default: all); another's request unloads the least
                       recently used one that runs nothing, or waits for it to finish
@@ -75,7 +76,8 @@ function parse(argv) {
   if (!v.model?.length) throw new UsageError('--model NAME=FOLDER: at least one model to serve')
   const maxSequences = integer(v['max-sequences'], '--max-sequences', 1)
   const maxQueue = integer(v['max-queue'], '--max-queue', 0)
-  const prefixTokens = integer(v['prefix-cache'], '--prefix-cache', 1)
+  // Not given: torch.serve's default (on); 0 turns it off.
+  const prefixTokens = integer(v['prefix-cache'], '--prefix-cache', 0)
   /** @type {Record<string, any>} */
   const models = {}
   for (const m of v.model) {

@@ -55,7 +55,8 @@ const { LIMITS } = require('./requests')
  * @property {number} [maxBatchSize] Sentence encoders and classifiers: texts per forward (default 32).
  * @property {number} [maxDelayMs] Sentence encoders and classifiers: how long a batch waits to fill (default 2).
  * @property {{ maxTokens: number }} [prefixCache] Causal LMs: keep prompts' keys and values, up to `maxTokens`
- *   in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; default off).
+ *   in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; on in `torch.serve` with
+ *   `maxTokens: 8192` unless given; `{ maxTokens: 0 }` turns it off).
  */
 /**
  * Options of `torch.serve`; any other key is refused (`InvalidArg`).
@@ -94,6 +95,11 @@ const { LIMITS } = require('./requests')
 // A spec's other keys go to the load of its kind as they are (CausalLM.load takes prefixCache
 // too; ServeModelSpec above is to say so once index.d.ts is regenerated).
 const KINDS = ['causal-lm', 'sentence-encoder', 'text-classifier', 'clip']
+// A server's chats share system prompts and histories, so its LMs keep a prefix cache unless told
+// not to (vLLM's is on by default too). 8,192 tokens: one chat at SmolLM2's whole context, or ten
+// turns of ten chats over a 1,000-token system prompt; 360 MiB in fp32, 180 MiB in bf16 for
+// SmolLM2-135M (docs/generation.md#prefix-cache-measured has the sizes and figures).
+const PREFIX_CACHE_TOKENS = 8192
 const limitReader = opt.integer({ min: 1, expected: 'an integer ≥ 1' })
 const SERVE_OPTIONS = opt.bag(
   {
@@ -215,7 +221,8 @@ async function load(name, { folder, options, kind }) {
     return e
   }
   if (kind === 'causal-lm') {
-    const lm = await text.CausalLM.load(folder, options).catch((e) => Promise.reject(named(e)))
+    const settings = { prefixCache: { maxTokens: PREFIX_CACHE_TOKENS }, ...options }
+    const lm = await text.CausalLM.load(folder, settings).catch((e) => Promise.reject(named(e)))
     try {
       const tokenizer = text.Tokenizer.fromFile(folder)
       return { model: lm, served: withinContext(chatModel(name, lm, tokenizer), lm, tokenizer) }

@@ -249,12 +249,13 @@ class CausalLM {
   /**
    * Sequences generating and calls waiting; `steps` (decode steps, one program call each for all the sequences
    * then generating), `rows` (the sequences they carried: `rows / steps` is the mean batch) and `prefills`
-   * (prompts run); with the `prefixCache` load option, `prefixCache`: the tokens held (`tokens`, in `entries`
-   * prompts, at most `maxTokens`), the prompts that reused a prefix (`hits`), the tokens they did not run
-   * (`reusedTokens`) and the prompts dropped to stay within the bound (`evictions`).
+   * (prompts run); with the `prefixCache` load option, `prefixCache`: the tokens held (`tokens`, each shared
+   * start once, in `entries` spans of whole 16-token blocks, at most `maxTokens`), the prompts looked up
+   * (`queries`) and their tokens (`queriedTokens`), the prompts that reused a prefix (`hits`), the tokens they
+   * did not run (`reusedTokens`) and the spans dropped to stay within the bound (`evictions`).
    * @returns {{ active: number; queued: number; maxSequences: number; steps: number; rows: number;
-   *   prefills: number; prefixCache?: { maxTokens: number; tokens: number; entries: number; hits: number;
-   *   reusedTokens: number; evictions: number } }}
+   *   prefills: number; prefixCache?: { maxTokens: number; tokens: number; entries: number; queries: number;
+   *   queriedTokens: number; hits: number; reusedTokens: number; evictions: number } }}
    */
   stats() {
     return call(this.#native.stats, this.#native, [], 'CausalLM.stats')
