@@ -56,7 +56,7 @@ function streamed(format, pieces, cut = false) {
 }
 
 const WEATHER =
-  '{"name": "get_weather", "arguments": {"city": "Paris, \\"FR\\" \\u00e9 😀", "days": 3, "hourly": true, "at": [1.50, -0, 2e3, null], "more": {"x": {}}}}'
+  '{"name": "get_weather", "arguments": {"city": "Paris, \\"FR\\" \\u00e9 😀", "days": 3, "hourly": true, "at": [1.50, -0, 2e3, null], "more": {"x": {}, "note": "a\\nb\\/c\\t\\ud83d\\ude00"}}}'
 const PLAIN = '{"name": "f", "arguments": {}}'
 
 /** @type {Array<[string, ToolCallFormat, string]>} */

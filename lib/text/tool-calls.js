@@ -2,7 +2,9 @@
 'use strict'
 // Tool calls in a causal LM's output, in the formats chat templates teach their models, turned
 // into OpenAI's `tool_calls` ({name, arguments: a JSON string}) — whole (`parseToolCalls`) or as
-// the text streams in (`ToolCallStream`), for torch-node serve (lib/serve/chat.js).
+// the text streams in (`ToolCallStream`; with `partial`, a call begins once its name is known and
+// its arguments stream as they are generated, as vLLM's tool parsers stream them), for torch-node
+// serve (lib/serve/chat.js).
 //   hermes   `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, one block per call:
 //            Qwen2.5/Qwen3, Hermes, SmolLM3; SmolLM2 writes a JSON list in one block.
 //   llama3   the whole answer is `{"name": ..., "parameters": {...}}` (after `<|python_tag|>`
@@ -363,6 +365,8 @@ function genericMessages(messages, tools, { parallel, text, only = null }) {
 }
 
 const NUMBER = /[-+0-9.eE]+/y
+// eslint-disable-next-line no-control-regex -- JSON.stringify escapes control characters
+const PLAIN_RUN = /[^"\\\u0000-\u001f\ud800-\udfff]+/y
 const LITERAL = /[a-z]+/y
 
 /**
@@ -387,6 +391,13 @@ function compactJson(s, i) {
       let part = '"'
       for (;;) {
         if (j >= s.length) return { text: text + part, end: -1, bad: false }
+        // A run of characters JSON.stringify leaves as they are, copied at once.
+        PLAIN_RUN.lastIndex = j
+        if (PLAIN_RUN.test(s)) {
+          part += s.slice(j, PLAIN_RUN.lastIndex)
+          j = PLAIN_RUN.lastIndex
+          continue
+        }
         const d = s[j]
         if (d === '"') break
         if (d === '\\') {
@@ -434,7 +445,7 @@ function compactJson(s, i) {
     } else if (c === ':' || c === ',') {
       text += c
       i++
-    } else if (/\s/.test(c)) i++
+    } else if (c === ' ' || c === '\n' || c === '\t' || c === '\r') i++
     else return { text, end: -1, bad: true }
   }
   return { text, end: -1, bad: false }
