@@ -63,7 +63,7 @@ async function main() {
     const count = Number(n)
     const at = (i) => inputs[(Number(seed) + i) % inputs.length]
     if (cmd === 'profile') {
-      if (!c.pipe?.tokenizer) {
+      if (!c.pipe?.tokenizer || inputs === IMAGES) {
         console.log('null')
         continue
       }

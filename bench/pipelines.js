@@ -135,11 +135,11 @@ async function main() {
     '',
     `- CPU: ${cpu.model} (vendor ${cpu.vendor}), ${cpu.cores} cores; load average at start ${load.map((x) => x.toFixed(1)).join(' / ')} (1/5/15 min)`,
     `- Node ${process.version}, torch-node ${require('../package.json').version}, @huggingface/transformers ${transformersJs}`,
-    `- threads: ${config.threads}; rounds: ${config.rounds} (medians of interleaved rounds); one at a time: ${config.one} calls; concurrent: ${config.many} calls from 64 callers`,
+    `- threads: ${config.threads}; rounds: ${config.rounds} (medians of interleaved rounds); one at a time: ${config.one} calls; concurrent: ${config.many} calls from ${Math.min(64, config.many)} callers`,
     '',
-    '## Calls/s, one sentence per call (bench/text-sentences.json)',
+    '## Calls/s, one input per call (a sentence of bench/text-sentences.json, or an image of models/images)',
     '',
-    '| task (checkpoint) | contender | one at a time | 64 concurrent |',
+    `| task (checkpoint) | contender | one at a time | ${Math.min(64, config.many)} concurrent |`,
     '|---|---|---|---|',
   ]
   const ratio = (a, b) => (b ? `${(a / b).toFixed(2)}×` : 'n/a')
@@ -153,7 +153,7 @@ async function main() {
     const ours = by['torch-node']
     if (!ours) continue
     notes.push(
-      `- ${t.task}: torch-node / transformers.js: one ${ratio(ours.one, by['transformers.js']?.one)} (target ≥ 1.0×), 64 concurrent ${ratio(ours.many, by['transformers.js']?.many)} (target ≥ 2×); torch-node / Python: one ${ratio(ours.one, by['Python transformers']?.one)}, 64 concurrent ${ratio(ours.many, by['Python transformers']?.many)} (${rounds} rounds)`,
+      `- ${t.task}: torch-node / transformers.js: one ${ratio(ours.one, by['transformers.js']?.one)} (target ≥ 1.0×), ${Math.min(64, config.many)} concurrent ${ratio(ours.many, by['transformers.js']?.many)} (target ≥ 2× at 64); torch-node / Python: one ${ratio(ours.one, by['Python transformers']?.one)}, ${Math.min(64, config.many)} concurrent ${ratio(ours.many, by['Python transformers']?.many)} (${rounds} rounds)`,
     )
     if (profile)
       notes.push(
