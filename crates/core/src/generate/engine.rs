@@ -155,7 +155,14 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
                 closed: false,
             }),
             batch: Mutex::new(Batch::new(config.max_sequences).with_prefix_cache(config.prefix_cache_tokens)),
-            counts: Mutex::new((Counts::default(), None)),
+            // The prefix cache's bound shows before the first round.
+            counts: Mutex::new((
+                Counts::default(),
+                (config.prefix_cache_tokens > 0).then(|| PrefixStats {
+                    max_tokens: config.prefix_cache_tokens,
+                    ..PrefixStats::default()
+                }),
+            )),
             decoder: Mutex::new(Some(decoder)),
             config,
             schedule,
