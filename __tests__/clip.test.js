@@ -128,6 +128,26 @@ describe('clip: bad input, abort, dispose', { skip: SKIP }, () => {
   })
   after(() => zeroShot?.dispose())
 
+  test('callers scoring the same labels share their text embeddings (the text tower runs once)', TIMEOUT, async () => {
+    const other = await ZeroShotImageClassificationPipeline.load(path.join(DIR, 'clip'))
+    try {
+      const labels = ['a cat', 'a dog', 'a car']
+      const alone = await other.run(images[0], { candidateLabels: labels })
+      const all = await Promise.all(images.map((image) => other.run(image, { candidateLabels: labels })))
+      // Equal but for the image tower's batch (a batched matmul rounds apart).
+      assert.deepEqual(
+        all[0].map((r) => r.label),
+        alone.map((r) => r.label),
+      )
+      all[0].forEach((r, i) => assert.ok(Math.abs(r.score - alone[i].score) < 1e-5))
+      assert.equal(other.stats().text.rows, labels.length)
+      await other.run(images[1], { candidateLabels: ['a cat', 'a boat'] })
+      assert.equal(other.stats().text.rows, labels.length + 1)
+    } finally {
+      other.dispose()
+    }
+  })
+
   test('coded errors: labels, images, options, folders', TIMEOUT, async () => {
     const image = images[0]
     await assert.rejects(zeroShot.run(image), coded('InvalidArg', /candidateLabels/))

@@ -31,6 +31,8 @@ const { ClipPipeline, LOAD, MODEL } = require('./clip-pipeline')
  */
 
 const TEMPLATE = 'This is a photo of {}.'
+/** The most hypotheses whose text embeddings a pipeline keeps (ViT-B/32: 2 KiB each, 8 MiB in all). */
+const TEXT_CACHE = 4096
 const RUN_OPTIONS = opt.bag(
   {
     candidateLabels: opt.arrayOf(opt.string, 'an array of strings', { min: 1 }),
@@ -80,6 +82,44 @@ class ZeroShotImageClassificationPipeline extends ClipPipeline {
   }
 
   /**
+   * The hypotheses' text embeddings, shared by calls: callers that score the same labels (the
+   * usual case) run the text tower once for them, not once each. A promise per hypothesis, most
+   * recently used last, at most TEXT_CACHE; one that fails is forgotten.
+   * @type {Map<string, Promise<Float32Array>>}
+   */
+  #texts = new Map()
+
+  /**
+   * @param {string[]} hypotheses @param {Function} caller @returns {Promise<Float32Array[]>}
+   */
+  #embedHypotheses(hypotheses, caller) {
+    const missing = [...new Set(hypotheses.filter((h) => !this.#texts.has(h)))]
+    if (missing.length > 0) {
+      // Without the call's signal or timeout: the embeddings serve other callers too (a caller's
+      // abort still rejects its own call through the image tower's request).
+      const pending = this[MODEL].embedTexts(missing, {}, caller)
+      missing.forEach((h, i) =>
+        this.#texts.set(
+          h,
+          pending.then((rows) => rows[i]),
+        ),
+      )
+      pending.catch(() => missing.forEach((h) => this.#texts.delete(h)))
+    }
+    const out = hypotheses.map((h) => {
+      const row = /** @type {Promise<Float32Array>} */ (this.#texts.get(h))
+      this.#texts.delete(h)
+      this.#texts.set(h, row)
+      return row
+    })
+    for (const h of this.#texts.keys()) {
+      if (this.#texts.size <= TEXT_CACHE) break
+      this.#texts.delete(h)
+    }
+    return Promise.all(out)
+  }
+
+  /**
    * Loads a folder `npx torch-node export` wrote from a CLIPModel or SiglipModel checkpoint. Options:
    * `maxBatchSize` (32), `maxDelayMs` (0), `maxQueue` (1024), `signal`. Errors: `ModelLoadError`, `InvalidArg`.
    * @param {string} folder
@@ -117,9 +157,8 @@ class ZeroShotImageClassificationPipeline extends ClipPipeline {
     const labels = /** @type {string[]} */ (o.candidateLabels)
     const template = o.hypothesisTemplate ?? TEMPLATE
     const [texts, embeddings] = await Promise.all([
-      this[MODEL].embedTexts(
+      this.#embedHypotheses(
         labels.map((l) => fill(template, l)),
-        o,
         caller,
       ),
       this[MODEL].embedImages(sources, o, caller),
