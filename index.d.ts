@@ -689,9 +689,10 @@ export declare namespace text {
     /**
      * Sequences generating and calls waiting; `steps` (decode steps, one program call each for all the sequences
      * then generating), `rows` (the sequences they carried: `rows / steps` is the mean batch) and `prefills`
-     * (prompts run); with the `prefixCache` load option, `prefixCache`: the tokens held (`tokens`, in `entries`
-     * prompts, at most `maxTokens`), the prompts that reused a prefix (`hits`), the tokens they did not run
-     * (`reusedTokens`) and the prompts dropped to stay within the bound (`evictions`).
+     * (prompts run); with the `prefixCache` load option, `prefixCache`: the tokens held (`tokens`, each shared
+     * start once, in `entries` spans of whole 16-token blocks, at most `maxTokens`), the prompts looked up
+     * (`queries`) and their tokens (`queriedTokens`), the prompts that reused a prefix (`hits`), the tokens they
+     * did not run (`reusedTokens`) and the spans dropped to stay within the bound (`evictions`).
      */
     stats(): {
       active: number;
@@ -704,6 +705,8 @@ export declare namespace text {
         maxTokens: number;
         tokens: number;
         entries: number;
+        queries: number;
+        queriedTokens: number;
         hits: number;
         reusedTokens: number;
         evictions: number;
@@ -760,7 +763,7 @@ export interface FillMaskOptions {
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
  */
-export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation';
+export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'text-generation';
 
 /** Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal). */
 export type PipelineOptions = SentenceEncoderOptions;
@@ -799,6 +802,30 @@ export interface TextClassificationOptions {
   /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
   timeoutMs?: number;
 }
+
+/** A chat message as transformers' text-generation pipeline takes and returns it. */
+export interface TextGenerationMessage {
+  role: string;
+  content: string;
+}
+
+/**
+ * One answer: for a string prompt the text (the prompt and its continuation, or the continuation
+ * alone with `returnFullText: false`); for messages the conversation with the assistant's turn appended
+ * (the turn alone with `returnFullText: false`).
+ */
+export interface TextGenerationResult {
+  generatedText: string | TextGenerationMessage[];
+}
+
+/**
+ * `run`'s options: CausalLM's generation options (`maxNewTokens`, `temperature`, `topK`, `topP`,
+ * `minP`, `repetitionPenalty`, `seed`, `stop`, `responseFormat`, `signal`, `timeoutMs`) and
+ * `returnFullText` (default true, as transformers).
+ */
+export type TextGenerationOptions = GenerateOptions & {
+  returnFullText?: boolean;
+};
 
 /** What `TextRankingPipeline.run` ranks. */
 export interface TextRankingInput {
@@ -1078,6 +1105,23 @@ export interface TextClassificationPipeline extends EncoderPipeline {
   run(input: TextClassificationInput | TextClassificationInput[], options?: TextClassificationOptions): Promise<TextClassificationLabel[] | TextClassificationLabel[][]>;
 }
 
+export interface TextGenerationPipeline {
+  /** Loads a causal-LM folder with `CausalLM.load`'s options. Errors: `ModelLoadError`, `InvalidArg`. */
+  static load(folder: string, options?: CausalLMOptions): Promise<TextGenerationPipeline>;
+  /** `'text-generation'`. */
+  get task(): string;
+  /** The CausalLM underneath: `generate` (streaming), `stats()`, `program`, its tokenizer. */
+  get model(): text.CausalLM;
+  /**
+   * Continues a string, or answers chat messages; an array of prompts (strings, or conversations)
+   * gives an array of answers, generated concurrently. Errors: `InvalidArg`, `QueueFull`, `Disposed`.
+   */
+  run(input: string | TextGenerationMessage[] | Array<string | TextGenerationMessage[]>, options?: TextGenerationOptions): Promise<TextGenerationResult[] | TextGenerationResult[][]>;
+  /** Frees the model; generations running end with `finishReason: 'aborted'`. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
 /**
  * Reranking (a query against candidate documents, as a search's second stage) over a folder written
  * by `npx torch-node export` from a cross-encoder. Concurrent `run` calls share forwards. Made with
@@ -1271,10 +1315,11 @@ export interface ZeroShotImageClassificationPipeline extends ClipPipeline {
  * `*ForTokenClassification` export), `'fill-mask'` (a `*ForMaskedLM` export),
  * `'zero-shot-image-classification'` and `'image-feature-extraction'` (a CLIPModel or SiglipModel
  * export), `'depth-estimation'` (DPT, Depth Anything), `'image-segmentation'` (semantic: Segformer,
- * DPT). Concurrent `run` calls share forwards.
+ * DPT), `'text-generation'` (a causal LM: `CausalLM.load`'s options). Concurrent `run` calls share
+ * forwards.
  * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
  */
-export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline : T extends 'fill-mask' ? FillMaskPipeline : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : T extends 'depth-estimation' ? DepthEstimationPipeline : T extends 'image-segmentation' ? ImageSegmentationPipeline : FeatureExtractionPipeline>;
+export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline : T extends 'fill-mask' ? FillMaskPipeline : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : T extends 'depth-estimation' ? DepthEstimationPipeline : T extends 'image-segmentation' ? ImageSegmentationPipeline : T extends 'text-generation' ? TextGenerationPipeline : FeatureExtractionPipeline>;
 
 /** One class in `torch.vision.classify`'s answer. */
 export interface Classification {
@@ -1545,7 +1590,8 @@ export interface ServeModelSpec {
   maxDelayMs?: number;
   /**
    * Causal LMs: keep prompts' keys and values, up to `maxTokens`
-   * in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; default off).
+   * in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; on in `torch.serve` with
+   * `maxTokens: 8192` unless given; `{ maxTokens: 0 }` turns it off).
    */
   prefixCache?: {
     maxTokens: number;
@@ -2068,9 +2114,10 @@ export interface CausalLMOptions {
   maxContext?: number
   /**
    * Keeps prompts' keys and values for later prompts that start the same (a system
-   * prompt, a chat history): `{maxTokens}` bounds the tokens held (least recently used
-   * first out; memory: maxTokens × layers × 2 × kv heads × head dim × the dtype's bytes).
-   * Off by default. See `stats().prefixCache`.
+   * prompt, a chat history), in a radix tree of 16-token blocks where a shared start is
+   * held once: `{maxTokens}` bounds the tokens held (least recently used leaves first out;
+   * memory: maxTokens × layers × 2 × kv heads × head dim × the dtype's bytes). Off by
+   * default (`torch-node serve` turns it on). See `stats().prefixCache`.
    */
   prefixCache?: { maxTokens: number }
 }
