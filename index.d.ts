@@ -955,18 +955,6 @@ export interface DenseRunOptions {
   timeoutMs?: number;
 }
 
-/** Options of `DepthEstimationPipeline.load` and `ImageSegmentationPipeline.load`. */
-export interface DenseLoadOptions {
-  /** The most images in one forward (default 16; at most the export's `--max-batch`). */
-  maxBatchSize?: number;
-  /** How long a forward waits for more images (default 0). */
-  maxDelayMs?: number;
-  /** The most images waiting (default 1024; then `QueueFull`). */
-  maxQueue?: number;
-  /** Aborts the load. */
-  signal?: AbortSignal;
-}
-
 /** An image: a file path, a `data:image/...;base64,` URL, or the file's bytes (JPEG, PNG, WebP, GIF, BMP, TIFF). */
 export type ImageSource = string | Uint8Array;
 
@@ -1106,8 +1094,6 @@ export interface TextClassificationPipeline extends EncoderPipeline {
 }
 
 export interface TextGenerationPipeline {
-  /** Loads a causal-LM folder with `CausalLM.load`'s options. Errors: `ModelLoadError`, `InvalidArg`. */
-  static load(folder: string, options?: CausalLMOptions): Promise<TextGenerationPipeline>;
   /** `'text-generation'`. */
   get task(): string;
   /** The CausalLM underneath: `generate` (streaming), `stats()`, `program`, its tokenizer. */
@@ -1205,11 +1191,6 @@ export interface DensePipeline {
  * calls share forwards. Made with `DepthEstimationPipeline.load(folder)`.
  */
 export interface DepthEstimationPipeline extends DensePipeline {
-  /**
-   * Loads a folder python/export_dense.py wrote from a DPTForDepthEstimation or
-   * DepthAnythingForDepthEstimation checkpoint. Errors: `ModelLoadError`, `InvalidArg`.
-   */
-  static load(folder: string, options?: DenseLoadOptions): Promise<DepthEstimationPipeline>;
   /** `'depth-estimation'`. */
   get task(): string;
   /**
@@ -1226,16 +1207,6 @@ export interface DepthEstimationPipeline extends DensePipeline {
  * `torch.pipeline('image-feature-extraction', folder)`).
  */
 export interface ImageFeatureExtractionPipeline extends ClipPipeline {
-  /**
-   * Loads a folder `npx torch-node export` wrote from a CLIPModel or SiglipModel checkpoint. Options:
-   * `maxBatchSize` (32), `maxDelayMs` (0), `maxQueue` (1024), `signal`. Errors: `ModelLoadError`, `InvalidArg`.
-   */
-  static load(folder: string, options?: {
-    maxBatchSize?: number;
-    maxDelayMs?: number;
-    maxQueue?: number;
-    signal?: AbortSignal;
-  }): Promise<ImageFeatureExtractionPipeline>;
   /** `'image-feature-extraction'`. */
   get task(): string;
   /** The folder's tokenizer (`tokenizer.json`), as `embedText` uses it. */
@@ -1263,12 +1234,6 @@ export interface ImageFeatureExtractionPipeline extends ClipPipeline {
  * `ImageSegmentationPipeline.load(folder)`.
  */
 export interface ImageSegmentationPipeline extends DensePipeline {
-  /**
-   * Loads a folder python/export_dense.py wrote from a SegformerForSemanticSegmentation or
-   * DPTForSemanticSegmentation checkpoint.
-   * Errors: `ModelLoadError`, `InvalidArg`.
-   */
-  static load(folder: string, options?: DenseLoadOptions): Promise<ImageSegmentationPipeline>;
   /** `'image-segmentation'`. */
   get task(): string;
   /** The label names by id (the checkpoint's `id2label`). @returns {Record<string, string>} */
@@ -1287,16 +1252,6 @@ export interface ImageSegmentationPipeline extends DensePipeline {
  * `ZeroShotImageClassificationPipeline.load(folder)` (or `torch.pipeline('zero-shot-image-classification', folder)`).
  */
 export interface ZeroShotImageClassificationPipeline extends ClipPipeline {
-  /**
-   * Loads a folder `npx torch-node export` wrote from a CLIPModel or SiglipModel checkpoint. Options:
-   * `maxBatchSize` (32), `maxDelayMs` (0), `maxQueue` (1024), `signal`. Errors: `ModelLoadError`, `InvalidArg`.
-   */
-  static load(folder: string, options?: {
-    maxBatchSize?: number;
-    maxDelayMs?: number;
-    maxQueue?: number;
-    signal?: AbortSignal;
-  }): Promise<ZeroShotImageClassificationPipeline>;
   /** `'zero-shot-image-classification'`. */
   get task(): string;
   /**

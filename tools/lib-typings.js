@@ -278,9 +278,11 @@ function generate(elsewhere, emitted) {
         .replace(/^declare class /, 'export interface ')
         .replace(/^ {4}#private;\n/m, '')
         .replace(/^ {4}(?:\/\*\*(?:(?!\*\/)[\s\S])*\*\/\n {4})?(?:private )?constructor\(.*\);\n/m, '')
-        // Members for subclasses only (`@protected`) or keyed by a symbol only lib/ holds: not the API's.
+        // Static members (an interface has none: these classes are reached through torch.pipeline), members
+        // for subclasses only (`@protected`) or keyed by a symbol only lib/ holds: not the API's.
+        .replace(/^ {4}(?:\/\*\*(?:(?!\*\/)[\s\S])*\*\/\n {4})?static [^\n]*\{\n(?: {8}[^\n]*\n)* {4}\}[^\n]*;\n/gm, '')
         .replace(
-          /^ {4}(?:\/\*\*(?:(?!\*\/)[\s\S])*\*\/\n {4})?(?:protected .*|(?:get )?\[(?!Symbol\.)\w+\].*);\n/gm,
+          /^ {4}(?:\/\*\*(?:(?!\*\/)[\s\S])*\*\/\n {4})?(?:protected .*|static .*|(?:get )?\[(?!Symbol\.)\w+\].*);\n/gm,
           '',
         )
       types.set(name, { text, doc: v.doc, file, fromClass: true })
