@@ -406,20 +406,26 @@ mod tests {
         }
     }
 
-    /// A position outside the cache's slots is refused before the program writes there.
-    #[test]
-    fn a_position_outside_the_cache_is_refused() {
+    /// The tiny random Llama of `npm run models`, loaded with the folder's defaults; None (the test
+    /// skips, saying why) where the models were not made.
+    fn llama_tiny() -> Option<Model> {
         let dir = format!("{}/models/golden/lm/llama-tiny", crate::REPO_ROOT);
         if !Path::new(&dir).join("manifest.json").exists() {
             eprintln!("skipped: {dir} (npm run models)");
-            return;
+            return None;
         }
         let options = LoadOptions {
             dtype: None,
             max_context: None,
             max_sequences: None,
         };
-        let model = load(&dir, options).unwrap();
+        Some(load(&dir, options).unwrap())
+    }
+
+    /// A position outside the cache's slots is refused before the program writes there.
+    #[test]
+    fn a_position_outside_the_cache_is_refused() {
+        let Some(model) = llama_tiny() else { return };
         let m = model.cache_shape();
         let cache = |slots: i64| -> Vec<Tensor> {
             let shape = [1, m.kv_heads, slots, m.head_dim];
@@ -439,17 +445,7 @@ mod tests {
     /// tokens), within 1e-4, with the same top-5 tokens.
     #[test]
     fn logprobs_are_the_log_softmax_of_the_raw_logits() {
-        let dir = format!("{}/models/golden/lm/llama-tiny", crate::REPO_ROOT);
-        if !Path::new(&dir).join("manifest.json").exists() {
-            eprintln!("skipped: {dir} (npm run models)");
-            return;
-        }
-        let options = LoadOptions {
-            dtype: None,
-            max_context: None,
-            max_sequences: None,
-        };
-        let model = load(&dir, options).unwrap();
+        let Some(model) = llama_tiny() else { return };
         let prompt = model
             .prompt_ids(Prompt::Text("The quick brown fox".into()))
             .unwrap();
