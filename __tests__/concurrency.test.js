@@ -65,13 +65,18 @@ describe('concurrency and sustained load', () => {
     for (const outs of runs) assert.deepEqual(outs, serial)
   })
 
-  test('10,000 async forwards: RSS grows less than 5% after warm-up (child process)', () => {
+  test('10,000 async forwards: no tensor left alive, RSS grows less than 5% after warm-up (child process)', () => {
     const code = `
       const torch = require(${JSON.stringify(ROOT)})
       ;(async () => {
         const m = await torch.ScriptModule.load(${JSON.stringify(MLP)})
         const x = torch.rand([64, 4])
-        const round = async (n) => { for (let i = 0; i < n; i += 100) await Promise.all(Array.from({ length: 100 }, () => m.forward(x))) }
+        const round = async (n) => {
+          for (let i = 0; i < n; i += 100) {
+            const outs = await Promise.all(Array.from({ length: 100 }, () => m.forward(x)))
+            for (const o of outs) o.dispose()
+          }
+        }
         // Warm-up: allocator pools, the executor and JS queue, JIT caches; RSS levels off after
         // about 10,000 calls (measured: +6.0 MiB at 10k, +8.3 at 30k, +8.9 from 40k to 60k).
         await round(10000)
@@ -79,15 +84,23 @@ describe('concurrency and sustained load', () => {
         const warm = process.memoryUsage().rss
         await round(10000)
         global.gc()
-        console.log(JSON.stringify({ warm, after: process.memoryUsage().rss }))
+        console.log(JSON.stringify({ warm, after: process.memoryUsage().rss, live: torch.memory() }))
       })()`
-    const r = spawnSync(process.execPath, ['--expose-gc', '-e', code], { encoding: 'utf8', timeout: 180_000 })
-    assert.equal(r.status, 0, r.stderr)
-    const { warm, after } = JSON.parse(r.stdout.trim().split('\n').pop())
-    const growth = (after - warm) / warm
+    const measure = () => {
+      const r = spawnSync(process.execPath, ['--expose-gc', '-e', code], { encoding: 'utf8', timeout: 180_000 })
+      assert.equal(r.status, 0, r.stderr)
+      const { warm, after, live } = JSON.parse(r.stdout.trim().split('\n').pop())
+      return { growth: (after - warm) / warm, warm, after, live }
+    }
+    // A leak is told exactly by the live tensors (only `x` is left). RSS also carries what the
+    // native allocator keeps, which moved +7.6% once under CI's load (Node 26; quiet runs
+    // +1..3%): the bound must hold on one of two runs.
+    let m = measure()
+    assert.deepEqual(m.live, { tensors: 1, bytes: 64 * 4 * 4 }, 'tensors left alive')
+    if (m.growth >= 0.05) m = measure()
     assert.ok(
-      growth < 0.05,
-      `RSS grew ${(growth * 100).toFixed(1)}% (${(warm / 2 ** 20).toFixed(0)} -> ${(after / 2 ** 20).toFixed(0)} MiB)`,
+      m.growth < 0.05,
+      `RSS grew ${(m.growth * 100).toFixed(1)}% (${(m.warm / 2 ** 20).toFixed(0)} -> ${(m.after / 2 ** 20).toFixed(0)} MiB) on two runs`,
     )
   })
 })
