@@ -7,7 +7,7 @@ const { parseArgs } = require('node:util')
 
 const USAGE = `usage: torch-node serve --model NAME=FOLDER [--model NAME=FOLDER ...] [--host 127.0.0.1]
          [--port 8000] [--api-key KEY] [--max-sequences N] [--max-queue N] [--prefix-cache TOKENS]
-         [--lazy] [--max-loaded N] [--idle SECONDS] [--shutdown-timeout 10]
+         [--lazy] [--max-loaded N] [--max-memory SIZE] [--idle SECONDS] [--shutdown-timeout 10]
 
 Serves torch-node model folders (\`npx torch-node export\`) with OpenAI's API: causal LMs on
 /v1/chat/completions, /v1/completions, /v1/responses and Anthropic's /v1/messages, sentence encoders
@@ -25,6 +25,10 @@ is read from its manifest.json.
   --lazy              load each model on its first request (default: at start, as vLLM does)
   --max-loaded        models loaded at once (default: all); another's request unloads the least
                       recently used one that runs nothing, or waits for it to finish
+  --max-memory        the models loaded at once take at most SIZE (512MiB, 4GiB, 4GB; a bare number
+                      is MiB), each counted as its folder's files plus its prefix cache's bound;
+                      a load that would pass it first unloads the least recently used models that
+                      run nothing; a model larger than SIZE alone is a 500 ModelTooLarge
   --idle              unload a model after SECONDS without requests (default: never); the next
                       request loads it again
   --shutdown-timeout  seconds that requests running get to finish after SIGTERM (default 10)
@@ -38,6 +42,22 @@ const ROUTES = {
 }
 
 class UsageError extends Error {}
+
+const SIZE_UNITS = { '': 2 ** 20, mib: 2 ** 20, gib: 2 ** 30, tib: 2 ** 40, mb: 1e6, gb: 1e9, tb: 1e12 }
+
+/**
+ * A size in bytes: a number with MiB, GiB, TiB (binary), MB, GB, TB (decimal), or none (MiB).
+ * @param {string | undefined} value @param {string} flag
+ */
+function size(value, flag) {
+  if (value === undefined) return undefined
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value)
+  const unit = m && SIZE_UNITS[/** @type {keyof typeof SIZE_UNITS} */ (m[2].toLowerCase())]
+  const bytes = m && unit ? Math.floor(Number(m[1]) * unit) : NaN
+  if (!(bytes >= 1) || !Number.isSafeInteger(bytes))
+    throw new UsageError(`${flag}: expected a size such as 512MiB, 4GiB or 4GB, got ${value}`)
+  return bytes
+}
 
 /** @param {string} value @param {string} flag @param {number} min */
 function integer(value, flag, min) {
@@ -64,6 +84,7 @@ function parse(argv) {
         'shutdown-timeout': { type: 'string', default: '10' },
         lazy: { type: 'boolean' },
         'max-loaded': { type: 'string' },
+        'max-memory': { type: 'string' },
         idle: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -99,6 +120,7 @@ function parse(argv) {
     throw new UsageError(`--shutdown-timeout: expected seconds ≥ 0, got ${v['shutdown-timeout']}`)
   const apiKey = v['api-key'] ?? (process.env.TORCH_NODE_API_KEY || undefined)
   const maxLoaded = integer(v['max-loaded'], '--max-loaded', 1)
+  const maxMemory = size(v['max-memory'], '--max-memory')
   const idleSeconds = v.idle === undefined ? 0 : Number(v.idle)
   if (!(idleSeconds >= 0)) throw new UsageError(`--idle: expected seconds ≥ 0, got ${v.idle}`)
   return {
@@ -109,6 +131,7 @@ function parse(argv) {
     shutdownMs: shutdownSeconds * 1000,
     ...(v.lazy && { lazy: true }),
     ...(maxLoaded !== undefined && { maxLoaded }),
+    ...(maxMemory !== undefined && { maxMemory }),
     ...(idleSeconds > 0 && { idleMs: Math.round(idleSeconds * 1000) }),
   }
 }
@@ -144,8 +167,8 @@ async function main(argv) {
   }
   let server
   try {
-    const { models, host, port, apiKey, lazy, maxLoaded, idleMs } = o
-    server = await serve({ models, host, port, apiKey, lazy, maxLoaded, idleMs })
+    const { models, host, port, apiKey, lazy, maxLoaded, maxMemory, idleMs } = o
+    server = await serve({ models, host, port, apiKey, lazy, maxLoaded, maxMemory, idleMs })
   } catch (e) {
     const err = /** @type {any} */ (e)
     process.stderr.write(`torch-node serve: ${err.code || 'Error'}: ${String(err.message).split('\n')[0]}\n`)

@@ -74,6 +74,10 @@ const { LIMITS } = require('./requests')
  *   takes no new requests until its running ones end.
  * @property {number} [idleMs] Unload a model after this long without requests (default 0: never); the next
  *   request loads it again.
+ * @property {number} [maxMemory] Bytes the models loaded at once may take (default: no bound), counting each as
+ *   its folder's files plus, for a causal LM, its prefix cache's bound in keys and values. Before a load that
+ *   would pass it, the least recently used models that run nothing are unloaded (a busy one drains first); a
+ *   model larger than it alone is a 500 `ModelTooLarge`.
  */
 /**
  * A model `torch.serve` loaded: a causal LM, a sentence encoder or a classifier's pipeline.
@@ -111,6 +115,7 @@ const SERVE_OPTIONS = opt.bag(
     lazy: opt.check((v) => typeof v === 'boolean', 'true or false'),
     maxLoaded: limitReader,
     idleMs: opt.integer({ min: 0, expected: 'milliseconds ≥ 0 (0: never)' }),
+    maxMemory: opt.integer({ min: 1, expected: 'bytes ≥ 1' }),
   },
   { required: ['models'] },
 )
@@ -138,6 +143,39 @@ function servedKind(folder) {
   if (manifest?.kind === 'sentence-encoder' || manifest?.kind === 'clip') return 'embeddings'
   if (manifest?.kind === 'text-classifier') return manifest.task === 'text-ranking' ? 'rerank' : 'classify'
   return null
+}
+
+const DTYPE_BYTES = { float32: 4, float16: 2, bfloat16: 2 }
+
+/**
+ * What a model counts against `maxMemory`, in bytes: its folder's files (the weights, which its
+ * load holds in memory, dominate) and, for a causal LM, its prefix cache's bound in keys and
+ * values (2 × layers × KV heads × head size × the dtype's bytes a token). Read from the folder,
+ * not measured as RSS at load: it is known before the load (so room is made first), and exact
+ * where an RSS delta would also count the requests running meanwhile and the allocator's pages.
+ * The running sequences' KV caches are not counted (they grow with the requests).
+ * @param {{ folder: string; options: Record<string, any>; kind: string }} spec
+ * @returns {number}
+ */
+function sizeOf({ folder, options, kind }) {
+  let bytes = 0
+  /** @param {string} dir @param {number} depth */
+  const walk = (dir, depth) => {
+    for (const d of fs.readdirSync(dir, { withFileTypes: true })) {
+      const at = nodePath.join(dir, d.name)
+      if (d.isFile()) bytes += fs.statSync(at).size
+      else if (d.isDirectory() && depth < 4) walk(at, depth + 1)
+    }
+  }
+  walk(folder, 0)
+  if (kind === 'causal-lm') {
+    const m = JSON.parse(fs.readFileSync(nodePath.join(folder, 'manifest.json'), 'utf8'))
+    const dtype = /** @type {keyof typeof DTYPE_BYTES} */ (options.dtype ?? m.dtype)
+    const perToken = 2 * m.layers * m.kv_heads * m.head_dim * (DTYPE_BYTES[dtype] ?? 4)
+    const tokens = options.prefixCache?.maxTokens ?? PREFIX_CACHE_TOKENS
+    if (Number.isFinite(perToken) && Number.isFinite(tokens)) bytes += perToken * tokens
+  }
+  return bytes
 }
 
 /**
@@ -271,15 +309,17 @@ async function load(name, { folder, options, kind }) {
  */
 async function serve(options) {
   const o = opt.read(options, SERVE_OPTIONS, 'serve: options', serve)
-  const { host = '127.0.0.1', port = 0, maxLoaded = Infinity, idleMs = 0 } = o
+  const { host = '127.0.0.1', port = 0, maxLoaded = Infinity, idleMs = 0, maxMemory = Infinity } = o
   const specs = Object.entries(o.models).map(([name, spec]) => {
     const c = checked(name, spec, serve)
     return { name, spec: c, kind: /** @type {import('./models').ServedKind} */ (servedKind(c.folder)) }
   })
-  const metrics = new Metrics()
+  const metrics = new Metrics({ maxMemory })
   const registry = new ModelRegistry(specs, {
     load,
     maxLoaded,
+    maxMemory,
+    sizeOf,
     idleMs,
     // As many requests wait for a load as the model takes before QueueFull once loaded: its
     // sequences (or batch) and its queue (CausalLM's and SentenceEncoder's defaults when not given).
@@ -291,10 +331,17 @@ async function serve(options) {
       unload: (name, reason, served) => metrics.unloaded(name, reason, served),
     },
   })
-  // Eager by default, as vLLM and llama-server: the first maxLoaded models load now, and a
-  // failure is serve's (the server does not start). Held and released, so --idle counts from now.
+  // Eager by default, as vLLM and llama-server: the first models that fit maxLoaded and maxMemory
+  // load now (the first always: one larger than maxMemory alone rejects), and a failure is serve's
+  // (the server does not start). Held and released, so --idle counts from now.
   if (!o.lazy) {
-    const now = registry.entries.slice(0, maxLoaded)
+    const now = []
+    let bytes = 0
+    for (const e of registry.entries) {
+      if (now.length === maxLoaded || (now.length > 0 && bytes + e.bytes > maxMemory)) break
+      now.push(e)
+      bytes += e.bytes
+    }
     const held = await Promise.allSettled(now.map((e) => registry.acquire(e)))
     for (const r of held) if (r.status === 'fulfilled') r.value()
     const failed = held.find((r) => r.status === 'rejected')

@@ -67,6 +67,7 @@ class Histogram {
  * @property {'unloaded' | 'loading' | 'loaded'} state
  * @property {{ stats(): Record<string, any> } | null} served null while not loaded
  * @property {number} waiting requests waiting for it to load or for room
+ * @property {number} [bytes] what it counts against the memory budget while loaded or loading
  */
 
 /** A map's count plus one. @param {Map<string, number>} map @param {string} key @param {number} [n] */
@@ -93,6 +94,12 @@ class Metrics {
   /** @type {Map<string, number>} prefix-cache tokens reused by models since unloaded (counters stay monotonic) */
   #reusedBefore = new Map()
   inFlight = 0
+  #maxMemory
+
+  /** @param {{ maxMemory?: number }} [options] the models' memory budget in bytes, if any */
+  constructor({ maxMemory = Infinity } = {}) {
+    this.#maxMemory = maxMemory
+  }
 
   /** @param {string} route @param {number} status */
   request(route, status) {
@@ -192,6 +199,20 @@ class Metrics {
     const kvHelp = 'KV cache usage, 0 to 1: the share of the sequences (each up to maxContext tokens) in use.'
     perLm('vllm:kv_cache_usage_perc', 'gauge', kvHelp, usage)
     perLm('vllm:gpu_cache_usage_perc', 'gauge', `${kvHelp} (vLLM's name before 0.10)`, usage)
+    // The same in tokens, where the engine counts them: the prefix cache's (running sequences'
+    // keys and values are not in CausalLM.stats()).
+    perLm(
+      'torch_node_prefix_cache_tokens',
+      'gauge',
+      'Tokens whose keys and values the prefix cache holds now (a shared start once).',
+      (s) => s?.prefixCache?.tokens,
+    )
+    perLm(
+      'torch_node_prefix_cache_max_tokens',
+      'gauge',
+      "The prefix cache's bound in tokens (--prefix-cache).",
+      (s) => s?.prefixCache?.maxTokens,
+    )
     perLm('vllm:prompt_tokens_total', 'counter', 'Prompt tokens read.', (_, m) => this.#tokens.get(m.name)?.in ?? 0)
     perLm('vllm:generation_tokens_total', 'counter', 'Tokens generated.', (_, m) => this.#tokens.get(m.name)?.out ?? 0)
     const reused = (/** @type {any} */ s, /** @type {ModelState} */ m) =>
@@ -242,6 +263,19 @@ class Metrics {
     head('torch_node_model_loaded', 'gauge', 'Whether a model is loaded (1) or not (0; loading is 0).')
     for (const { m } of stats)
       lines.push(`torch_node_model_loaded${labelsOf({ model: m.name })} ${+(m.state === 'loaded')}`)
+    head(
+      'torch_node_model_memory_bytes',
+      'gauge',
+      'What a model loaded or loading counts against --max-memory: its files and its prefix cache bound.',
+    )
+    for (const { m } of stats)
+      lines.push(
+        `torch_node_model_memory_bytes${labelsOf({ model: m.name })} ${m.state === 'unloaded' ? 0 : (m.bytes ?? 0)}`,
+      )
+    if (Number.isFinite(this.#maxMemory)) {
+      head('torch_node_max_memory_bytes', 'gauge', 'The memory budget of the models loaded at once (--max-memory).')
+      lines.push(`torch_node_max_memory_bytes ${this.#maxMemory}`)
+    }
     head('torch_node_model_loads_total', 'counter', 'Loads of a model that succeeded.')
     for (const { m } of stats)
       lines.push(`torch_node_model_loads_total${labelsOf({ model: m.name })} ${this.#loads.get(m.name) ?? 0}`)

@@ -2,7 +2,10 @@
 'use strict'
 // The models of torch-node serve by name, loaded on demand: a model loads on its first request
 // (concurrent first requests wait on one load), and is unloaded after `idleMs` without requests
-// or when `maxLoaded` needs room for another — the least recently used one that runs nothing.
+// or when `maxLoaded` or the memory budget `maxMemory` needs room for another — the least recently
+// used one that runs nothing. A model's memory is its folder's size in bytes (`sizeOf`), known
+// before it loads, so room is made before the load rather than found wanting after it; a model
+// larger than the budget alone is a 500 `ModelTooLarge` naming both sizes, and nothing unloads.
 // When every loaded model is busy, the least recently used one drains: it takes no new requests,
 // and once its last one ends it is unloaded and the waiting load starts (llama-swap's way; a
 // request never gets a 503 for a busy model, only past `maxQueue` waiting requests). A load that
@@ -29,8 +32,12 @@ const { HttpError, show } = require('./http')
  * @property {number} pending requests waiting on its load
  * @property {number} waiting requests waiting for it (load, room or drain), `pending` included
  * @property {number} lastUsed
+ * @property {number} bytes what it counts against `maxMemory` (0 for a model the caller loaded)
  * @property {NodeJS.Timeout | null} idleTimer
  */
+
+/** Bytes as MiB, for messages. @param {number} bytes */
+const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`
 
 const KIND_ROUTES = {
   chat: '/v1/chat/completions, /v1/completions, /v1/responses and /v1/messages',
@@ -48,6 +55,7 @@ class ModelRegistry {
   #closed = false
   #load
   #maxLoaded
+  #maxMemory
   #idleMs
   #maxWaiting
   #events
@@ -58,13 +66,27 @@ class ModelRegistry {
    * @param {object} [options]
    * @param {(name: string, spec: any) => Promise<{ served: ServeModel; model: unknown }>} [options.load]
    * @param {number} [options.maxLoaded] models loaded at once (default: all)
+   * @param {number} [options.maxMemory] bytes the models loaded or loading may take in all, by `sizeOf`
+   *   (default: no bound)
+   * @param {(spec: any) => number} [options.sizeOf] a model's bytes, from its spec (default 0)
    * @param {number} [options.idleMs] unload a model after this long without requests (default 0: never)
    * @param {(spec: any) => number} [options.maxWaiting] requests that may wait for a model's load or room
    *   before 503 `QueueFull` (default 64)
    * @param {{ load?(name: string): void; loadFailed?(name: string): void;
    *   unload?(name: string, reason: string, model: ServeModel): void }} [options.events]
    */
-  constructor(models, { load, maxLoaded = Infinity, idleMs = 0, maxWaiting = () => 64, events = {} } = {}) {
+  constructor(
+    models,
+    {
+      load,
+      maxLoaded = Infinity,
+      maxMemory = Infinity,
+      sizeOf = () => 0,
+      idleMs = 0,
+      maxWaiting = () => 64,
+      events = {},
+    } = {},
+  ) {
     for (const m of models) {
       this.#entries.set(m.name, {
         name: m.name,
@@ -79,11 +101,13 @@ class ModelRegistry {
         pending: 0,
         waiting: 0,
         lastUsed: 0,
+        bytes: m.served ? 0 : sizeOf(m.spec),
         idleTimer: null,
       })
     }
     this.#load = load
     this.#maxLoaded = maxLoaded
+    this.#maxMemory = maxMemory
     this.#idleMs = idleMs
     this.#maxWaiting = maxWaiting
     this.#events = events
@@ -123,13 +147,21 @@ class ModelRegistry {
 
   /**
    * Holds a model for one request, loading it (or making room for it) first; resolves to the
-   * release, to call once the request is done. Errors: 500 `ModelLoadError`, 503 `QueueFull`
-   * past `maxWaiting`, 503 `Unavailable` once closed.
+   * release, to call once the request is done. Errors: 500 `ModelLoadError`, 500 `ModelTooLarge`
+   * (larger than `maxMemory` alone), 503 `QueueFull` past `maxWaiting`, 503 `Unavailable` once closed.
    * @param {Entry} entry
    * @returns {Promise<() => void>}
    */
   async acquire(entry) {
     if (entry.state === 'loaded' && !entry.draining) return this.#hold(entry)
+    if (entry.bytes > this.#maxMemory) {
+      throw new HttpError(
+        500,
+        'ModelTooLarge',
+        `model ${JSON.stringify(entry.name)} takes ${mib(entry.bytes)} (its folder's files), more than the ` +
+          `memory budget of ${mib(this.#maxMemory)} (maxMemory, --max-memory) alone`,
+      )
+    }
     if (entry.waiting >= this.#maxWaiting(entry.spec)) {
       throw new HttpError(
         503,
@@ -154,7 +186,7 @@ class ModelRegistry {
           return this.#hold(entry)
         }
         if (entry.state === 'unloaded') {
-          if (this.#occupied() < this.#maxLoaded) {
+          if (this.#fits(entry)) {
             this.#startLoad(entry)
             // Room came another way (an idle unload): a model drained for it takes requests again.
             if (!this.entries.some((m) => m.state === 'unloaded' && m.waiting > 0)) {
@@ -214,9 +246,21 @@ class ModelRegistry {
     }
   }
 
-  /** Models loaded or loading. */
-  #occupied() {
-    return this.entries.filter((m) => m.state !== 'unloaded').length
+  /** Whether `entry` may start loading now: within `maxLoaded` and `maxMemory`. @param {Entry} entry */
+  #fits(entry) {
+    const occupied = this.entries.filter((m) => m.state !== 'unloaded')
+    const bytes = occupied.reduce((sum, m) => sum + m.bytes, 0)
+    return occupied.length < this.#maxLoaded && bytes + entry.bytes <= this.#maxMemory
+  }
+
+  /** Bytes of the models loaded or loading, by `sizeOf`. */
+  get bytes() {
+    return this.entries.reduce((sum, m) => sum + (m.state === 'unloaded' ? 0 : m.bytes), 0)
+  }
+
+  /** The memory budget in bytes (Infinity: none). */
+  get maxMemory() {
+    return this.#maxMemory
   }
 
   /**
