@@ -1,0 +1,336 @@
+"""Export a Hugging Face LLaVA checkpoint (LlavaForConditionalGeneration) into a torch-node
+causal-LM folder that also takes images.
+
+    python export_vlm.py MODEL_DIR OUT_DIR [--max-context N] [--max-batch N]
+
+Writes OUT_DIR/ as export_causal_lm.py does (model.pt2, tokenizer files with the processor's
+chat template, generation_config.json, manifest.json of kind "causal-lm"), plus:
+
+  vision.pt       the vision tower and the multi-modal projector (TorchScript, traced):
+                  pixel_values float32 [B, 3, S, S] -> the decoder's input embeddings of the
+                  image tokens, float32 [B, N, hidden] (transformers' get_image_features: the
+                  config's vision_feature_layer(s) and vision_feature_select_strategy);
+  preprocess.pt   the checkpoint's image processor (CLIPImageProcessor) as export_clip.py
+                  scripts it: uint8 RGB [3, h, w] -> pixel_values [3, S, S], the kernels
+                  transformers 5's torchvision backend runs.
+
+The decoder program is export_causal_lm's step with two more inputs:
+
+    logits = model(input_ids [B, T], positions [B, T], image_embeds [B, T, hidden] float32,
+                   image_mask [B, T] bool, past.0.key, ..., past.{L-1}.value)
+
+where image_mask[b, t] the token's input embedding is image_embeds[b, t] (an image token),
+elsewhere the embedding table's row of input_ids[b, t]. Decode steps pass a [B, 1, hidden] zero
+tensor and a false mask: a gather and a select more than a text LM's step. The manifest's
+"vision" says the image token id, the tokens per image (N: transformers' LlavaProcessor expands
+each image token to N), the processor's settings and the programs. float32 only.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_causal_lm as lm  # noqa: E402
+from export_causal_lm import ExportError  # noqa: E402
+
+ARCHITECTURES = ("LlavaForConditionalGeneration",)
+
+
+def is_vlm(model_dir):
+    """True when config.json names an architecture this script exports (lib/cli.js's dispatch)."""
+    try:
+        config = lm.read_config(model_dir)
+    except ExportError:
+        return False
+    return any(a in ARCHITECTURES for a in config.get("architectures") or [])
+
+
+def text_model(vlm):
+    """The decoder as transformers' own causal-LM class of its text config, holding the VLM's
+    language model and head (the same tensors: nothing copied)."""
+    import transformers
+
+    config = vlm.config.text_config
+    lm.causal_lm_class(config)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    model.model = vlm.model.language_model
+    model.lm_head = vlm.lm_head
+    model.generation_config = vlm.generation_config
+    return model
+
+
+def vision_module(vlm):
+    """pixel_values [B, 3, S, S] -> [B, N, hidden]: LlavaModel.get_image_features without its
+    per-image list (a traced program keeps the batch dimension)."""
+    import torch
+
+    config = vlm.config
+    layer = config.vision_feature_layer
+    strategy = config.vision_feature_select_strategy
+
+    class Vision(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tower, self.projector = vlm.model.vision_tower, vlm.model.multi_modal_projector
+
+        def forward(self, pixel_values):
+            states = self.tower(pixel_values, output_hidden_states=True, return_dict=True).hidden_states
+            layers = [layer] if isinstance(layer, int) else list(layer)
+            picked = [states[i][:, 1:] if strategy == "default" else states[i] for i in layers]
+            return self.projector(torch.cat(picked, dim=-1)).float()
+
+    return Vision().eval()
+
+
+def step_module(model):
+    """export_causal_lm's step, with the image embeddings placed at the image tokens."""
+    import torch
+
+    class Step(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.base, self.head = model.base_model, model.get_output_embeddings()
+            object.__setattr__(self, "lm", model)
+
+        def forward(self, input_ids, positions, image_embeds, image_mask, *cache):
+            # The image token's id may lie past the embedding table (LLaVA's does in some
+            # checkpoints): its rows read row 0, then take the image's embedding.
+            embeds = self.lm.get_input_embeddings()(torch.where(image_mask, 0, input_ids))
+            embeds = torch.where(image_mask.unsqueeze(-1), image_embeds.to(embeds.dtype), embeds)
+            lm.StepState.positions = positions
+            try:
+                out = self.lm(inputs_embeds=embeds, position_ids=positions,
+                              past_key_values=lm.CallerCache(list(cache), positions), use_cache=True,
+                              logits_to_keep=1)
+            finally:
+                lm.StepState.positions = None
+            return out.logits[:, -1].float()
+
+    return Step().eval()
+
+
+def export_program(layout, step, hidden, max_context, max_batch, path, compile_options=None):
+    import torch
+    from torch.export import Dim
+
+    batch, seq, capacity = 2, 3, 8
+    ids = torch.zeros(batch, seq, dtype=torch.long)
+    positions = torch.arange(seq).repeat(batch, 1)
+    embeds = torch.zeros(batch, seq, hidden)
+    mask = torch.zeros(batch, seq, dtype=torch.bool)
+    cache = lm.new_cache(layout, batch, capacity, torch.float32)
+    b = Dim("batch", min=1, max=max_batch)
+    t = Dim("seq", min=1, max=max_context)
+    c = Dim("context", min=2, max=max_context)
+    dynamic = ({0: b, 1: t}, {0: b, 1: t}, {0: b, 1: t}, {0: b, 1: t}, tuple({0: b, 2: c} for _ in cache))
+    with torch.no_grad():
+        program = torch.export.export(step, (ids, positions, embeds, mask, *cache), dynamic_shapes=dynamic)
+    torch._inductor.aoti_compile_and_package(program, package_path=path, inductor_configs=compile_options or None)
+
+
+def check_ids(config, tokens_per_image):
+    """A prompt [1, T]: 3 random tokens, one image's tokens, 4 random tokens."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    vocab = config.text_config.vocab_size
+    pick = lambda n: torch.randint(0, vocab, (1, n), generator=g)  # noqa: E731
+    pre, post = pick(3), pick(4)
+    pre[pre == config.image_token_id], post[post == config.image_token_id] = 0, 0
+    image = torch.full((1, tokens_per_image), config.image_token_id)
+    return torch.cat([pre, image, post], 1)
+
+
+def check(what, step, vision, layout, hidden, vlm, pixels, ids, log):
+    """The program (prefill of `ids` with one image, then two greedy decodes) against
+    transformers' LlavaForConditionalGeneration forward on the same tokens: max logit difference."""
+    import torch
+
+    with torch.no_grad():
+        features = vision(pixels)[0]
+        mask = ids == vlm.config.image_token_id
+        embeds = torch.zeros(1, ids.shape[1], hidden)
+        embeds[mask] = features
+        cache = lm.new_cache(layout, 1, ids.shape[1] + 4, torch.float32)
+        got = [step(ids, torch.arange(ids.shape[1]).view(1, -1), embeds, mask, *cache)]
+        seq = ids
+        for _ in range(2):
+            token = got[-1].argmax(-1).view(1, 1)
+            seq = torch.cat([seq, token], 1)
+            at = torch.tensor([[seq.shape[1] - 1]])
+            got.append(step(token, at, torch.zeros(1, 1, hidden), torch.zeros(1, 1, dtype=torch.bool), *cache))
+        # transformers' default attention for the reference (the decoder's modules are shared).
+        text = vlm.model.language_model
+        own = text.config._attn_implementation
+        text.set_attn_implementation("sdpa")
+        try:
+            want = vlm(input_ids=seq, pixel_values=pixels).logits[0, -3:].float()
+        finally:
+            text.set_attn_implementation(own)
+    worst = (torch.cat(got) - want).abs().max().item()
+    log(f"{what}: vs transformers' LlavaForConditionalGeneration, a prefill with one image and two decodes: "
+        f"max logit difference {worst:.2g} (tolerance {lm.FP32_TOLERANCE:g})")
+    if not worst <= lm.FP32_TOLERANCE:
+        raise ExportError(f"{what}: the exported program does not match transformers (max logit difference {worst:.3g})")
+    return worst
+
+
+def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compile_options=None):
+    """Exports `model_dir` into `out_dir`; returns the manifest."""
+    import torch
+    import transformers
+
+    import decode_gemv
+    from export_clip import Preprocess, processor_settings
+
+    if not is_vlm(model_dir):
+        raise ExportError(f"{model_dir}: not a vision-language model this exporter knows ({', '.join(ARCHITECTURES)})")
+    log(f"{os.path.basename(os.path.normpath(model_dir))}: reading the model with transformers")
+    vlm = transformers.LlavaForConditionalGeneration.from_pretrained(model_dir, dtype="float32").eval()
+    for p in vlm.parameters():
+        p.requires_grad_(False)
+    processor = transformers.AutoProcessor.from_pretrained(model_dir)
+    settings = processor_settings(processor.image_processor)
+    size = int(vlm.config.vision_config.image_size)
+    vision = vision_module(vlm)
+    with torch.no_grad():
+        tokens_per_image = int(vision(torch.zeros(1, 3, size, size)).shape[1])
+    # The processor's own count (processing_llava.py): the program must make that many.
+    probe = processor(text=processor.image_token, images=torch.zeros(3, size, size, dtype=torch.uint8),
+                      return_tensors="pt")
+    expanded = int((probe["input_ids"] == vlm.config.image_token_id).sum())
+    if expanded != tokens_per_image:
+        raise ExportError(f"the processor expands an image to {expanded} tokens, the vision tower makes {tokens_per_image}")
+
+    model = text_model(vlm)
+    hidden = int(model.config.hidden_size)
+    one_row = decode_gemv.wrap(model)
+    one_row_kernel = decode_gemv.one_row_kernel()
+    lm.StepState.attention_in_float32 = False
+    lm.register_attention()
+    model.set_attn_implementation(lm.ATTENTION)
+    layout = lm.shapes(model)
+    layers, heads, kv_heads, head_dim = layout
+    limit = lm.max_positions(model.config)
+    max_context = min(max_context or limit or 2048, limit or max_context or 2048)
+    os.makedirs(out_dir, exist_ok=True)
+
+    step = step_module(model)
+    g = torch.Generator().manual_seed(0)
+    pixels = torch.randn(1, 3, size, size, generator=g)
+    ids = check_ids(vlm.config, tokens_per_image)
+    check("self-check (eager step)", step, vision, layout, hidden, vlm, pixels, ids, log)
+
+    log("vision.pt: torch.jit.trace of the vision tower and projector; preprocess.pt: torch.jit.script")
+    with torch.no_grad():
+        traced = torch.jit.trace(vision, (torch.randn(2, 3, size, size, generator=g),), check_trace=False)
+    traced.save(os.path.join(out_dir, "vision.pt"))
+    torch.jit.script(Preprocess(torch, settings)).save(os.path.join(out_dir, "preprocess.pt"))
+    vision_run = torch.jit.load(os.path.join(out_dir, "vision.pt"))
+    with torch.no_grad():
+        px = torch.randn(3, 3, size, size, generator=g)
+        vision_diff = (vision_run(px) - vision(px)).abs().max().item()
+    if not vision_diff <= 1e-4:
+        raise ExportError(f"vision.pt differs from the eager tower by {vision_diff:.3g} (> 1e-4)")
+
+    started = time.time()
+    package = os.path.join(out_dir, "model.pt2")
+    log(f"model.pt2: torch.export + AOTInductor compile, {lm.compile_estimate(model, None, False)} (no output until it ends)")
+    export_program(layout, step, hidden, max_context, max_batch, package, compile_options)
+    log(f"model.pt2: torch.export + AOTInductor in {time.time() - started:.0f} s")
+    runner = torch._inductor.aoti_load_package(package)
+    worst = check("compiled check (model.pt2 + vision.pt)", lambda *a: runner(*a), vision_run, layout, hidden, vlm,
+                  pixels, ids, log)
+    model.set_attn_implementation("sdpa")
+    # (the default again: models/make_vlm_models.py's goldens run the same model object)
+
+    tokenizer = lm.write_tokenizer(model_dir, out_dir)
+    template = getattr(processor, "chat_template", None) or getattr(tokenizer, "chat_template", None)
+    if template:
+        tokenizer.chat_template = template
+        tokenizer.save_pretrained(out_dir)
+    vlm.generation_config.save_pretrained(out_dir)
+    cache = [f"past.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
+    manifest = {
+        "kind": "causal-lm",
+        "format": 1,
+        "program": "model.pt2",
+        "architecture": type(vlm).__name__,
+        "source": "transformers",
+        "model_type": vlm.config.model_type,
+        "dtype": "float32",
+        "vocab_size": model.config.vocab_size,
+        "layers": layers,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "max_context": max_context,
+        "max_batch": max_batch,
+        "autotuned": False,
+        "one_row_layers": one_row,
+        "one_row_kernel": one_row_kernel if one_row else None,
+        "kernels": lm.kernels(None, one_row_kernel if one_row else None, "float32"),
+        "compiled_for": lm.compiled_for(),
+        "dtype_reason": "float32 (the only dtype export_vlm.py makes)",
+        "quantization": None,
+        "check": {"max_logit_difference": float(f"{worst:.3g}"), "tolerance": lm.FP32_TOLERANCE,
+                  "basis": "fp32 tolerance, a prompt with one image against LlavaForConditionalGeneration"},
+        "unused_constants": [],
+        "sliding_window": lm.sliding_window(model.config),
+        "eos_token_ids": lm.eos_ids(model, tokenizer),
+        "bos_token_id": tokenizer.bos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+        "chat_template": bool(template),
+        "inputs": ["input_ids", "positions", "image_embeds", "image_mask", *cache],
+        "outputs": ["logits"],
+        "cache": {
+            "layout": ["batch", "kv_heads", "context", "head_dim"],
+            "dtype": "float32",
+            "attention_dtype": "float32",
+            "update": "in place at positions[b, t]; token (b, t) attends to slots 0..=positions[b, t]",
+        },
+        "vision": {
+            "program": "vision.pt",
+            "programFormat": "torchscript",
+            "preprocess": "preprocess.pt",
+            "imageProcessor": settings,
+            "imageSize": size,
+            "imageToken": processor.image_token,
+            "imageTokenId": int(vlm.config.image_token_id),
+            "tokensPerImage": tokens_per_image,
+            "hidden": hidden,
+            "visionFeatureLayer": vlm.config.vision_feature_layer,
+            "visionFeatureSelectStrategy": vlm.config.vision_feature_select_strategy,
+            "checkedMaxAbsDiff": vision_diff,
+        },
+    }
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    return manifest
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("model_dir")
+    p.add_argument("out_dir")
+    p.add_argument("--max-context", type=int, default=None, help="longest sequence (default: the model's)")
+    p.add_argument("--max-batch", type=int, default=64, help="most sequences in one step")
+    args = p.parse_args(argv)
+    missing = lm.missing_packages()
+    if missing:
+        print(f"export_vlm: missing Python packages: {', '.join(missing)} "
+              f"(install: {sys.executable} -m pip install {' '.join(missing)})", file=sys.stderr)
+        return 3
+    try:
+        export(args.model_dir, args.out_dir, args.max_context, args.max_batch)
+    except ExportError as e:
+        print(f"export_vlm: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
