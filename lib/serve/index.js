@@ -36,6 +36,7 @@ const { LIMITS } = require('./requests')
 /**
  * @import { text } from '../../index'
  * @import { ServeLimits } from './requests'
+ * @import { GenerateOptions } from '../text/causal-lm'
  * @import { TextClassificationPipeline } from '../text/text-classification'
  * @import { TextRankingPipeline } from '../text/text-ranking'
  */
@@ -191,7 +192,7 @@ function sizeOf({ folder, options, kind }) {
  */
 function withinContext(served, lm, tokenizer) {
   const generate = served.generate
-  /** @param {any} input @param {any} options */
+  /** @param {any} input @param {GenerateOptions} [options] (`maxNewTokens`: index.d.ts's CausalLMGenerateOptions) */
   async function* checked(input, options) {
     const wanted = options?.maxNewTokens
     if (wanted !== undefined) {

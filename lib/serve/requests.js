@@ -58,13 +58,20 @@ const MAX_CHOICES = 8
 /** The most alternatives per token (`top_logprobs`), as OpenAI. */
 const MAX_TOP_LOGPROBS = 20
 
+/** @import { GenerateOptions } from '../text/causal-lm' */
+
 /**
- * Maps OpenAI's sampling fields to CausalLM's generation options.
+ * Maps OpenAI's sampling fields to CausalLM's generation options. The options' names and types are
+ * declared once, by the native bag (`GenerateBag` in src/causal_lm.rs, index.d.ts's
+ * `CausalLMGenerateOptions`): `options` is typed by it here, so a name it lacks fails the type check
+ * (`npm run lint:types`), and the native bag checks the values again. (Handed on as a plain record:
+ * chat.js adds the tools' options to it.)
  * @param {Record<string, any>} b the body, its null values dropped
  * @param {Required<ServeLimits>} limits
+ * @returns {{ options: Record<string, any>; stream: boolean; includeUsage: boolean; n: number }}
  */
 function readSampling(b, limits) {
-  /** @type {Record<string, any>} */
+  /** @type {GenerateOptions} */
   const options = {}
   /** @param {string} key @param {number} min @param {number} max @param {boolean} [lowOpen] */
   const number = (key, min, max, lowOpen = false) => {
@@ -83,6 +90,7 @@ function readSampling(b, limits) {
   if (b.max_tokens !== undefined && b.max_completion_tokens !== undefined && b.max_tokens !== b.max_completion_tokens) {
     throw invalid('max_tokens and max_completion_tokens differ: send one of them')
   }
+  // OpenAI's two names of CausalLM's maxNewTokens.
   const maxNewTokens = b.max_completion_tokens ?? b.max_tokens
   if (maxNewTokens !== undefined) options.maxNewTokens = maxNewTokens
   const temperature = number('temperature', 0, 2)
