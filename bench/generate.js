@@ -12,12 +12,15 @@
 // decodes greedily. Rows: one stream, tokens/s; 8 concurrent streams, total tokens/s (torch-node:
 // 8 concurrent generate() calls; node-llama-cpp: 8 sequences of one context), with torch-node's
 // event-loop p99 lag meanwhile; time to first token of a ~500-token prompt; each child's peak
-// RSS beside weights + KV cache. Rounds are interleaved; medians. Writes bench/generate-results.md.
+// RSS beside weights + KV cache; then the prefix cache over 10 chats × 8 turns sharing a 1,000-token
+// system prompt (bench/prefix-cache.js: later turns' time to first token against ≥ 5×, the system
+// prompt held once). Rounds are interleaved; medians. Writes bench/generate-results.md.
 // The first run prepares, once, under models/golden/bench-lm/ (git-ignored): the HF folder, the
 // GGUF files, the prompts (bench/generate_child.py prepare), the export (minutes), and installs
 // bench/peers. It is not part of `npm run models`.
 //   node bench/generate.js [--rounds 3] [--tokens 128] [--streams 8] [--threads <cores>]
 //                          [--timeout 600] [--autotune 1|0] [--out bench/generate-results.md]
+//                          [--prefix-model <folder>] [--off-chats 10]
 // --autotune 1 (default): torch-node's folder is exported with --autotune (tuned C++ GEMMs; twice
 // the weights' memory), 0: the default export.
 const { spawn, execFileSync } = require('node:child_process')
@@ -44,7 +47,17 @@ const QUANTIZED = { int8: 'Q8_0', int4: 'Q4_0' }
 const PEERS = path.join(__dirname, 'peers')
 const MAX_CONTEXT = 1024
 
-const opt = options(['rounds', 'tokens', 'streams', 'threads', 'timeout', 'autotune', 'out'])
+const opt = options([
+  'rounds',
+  'tokens',
+  'streams',
+  'threads',
+  'timeout',
+  'autotune',
+  'out',
+  'prefix-model',
+  'off-chats',
+])
 const cpu = machine.cpuinfo()
 const config = {
   rounds: Number(opt.rounds ?? 3),
@@ -427,6 +440,25 @@ async function main() {
       },
     )
     out.push(apps.slice(apps.indexOf('\n## ')))
+    // Issue 52's multi-turn figures: 10 chats × 8 turns over one 1,000-token system prompt, later
+    // turns' time to first token with the prefix cache and without (target ≥ 5×), the system
+    // prompt's keys and values held once (bench/prefix-cache.js, its own process). --prefix-model:
+    // a folder with room for them (the bench's export holds 1,024 tokens: the prompt is cut to fit).
+    const prefixFolder = path.resolve(opt['prefix-model'] ?? exported('float32'))
+    log(`the prefix cache over multi-turn chats (bench/prefix-cache.js ${prefixFolder})`)
+    const prefixArgs = [path.join(__dirname, 'prefix-cache.js'), prefixFolder, '--off-chats', opt['off-chats'] ?? '10']
+    let prefix
+    try {
+      prefix = execFileSync(process.execPath, prefixArgs, {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'inherit'],
+        env,
+      })
+    } catch (e) {
+      prefix = `${e.stdout ?? ''}(targets not met: exit ${e.status})\n`
+    }
+    console.log(prefix)
+    out.push('', '## Prefix cache over multi-turn chats (bench/prefix-cache.js)', '', '```', prefix.trimEnd(), '```')
     writeResults(config.out, `${out.join('\n')}\n`, (performance.now() - t0) / 1e3)
   } finally {
     for (const p of Object.values(peers)) {
