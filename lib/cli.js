@@ -17,6 +17,7 @@ const EXPORTERS = {
   causal: { script: path.join(__dirname, '..', 'python', 'export_causal_lm.py'), prefix: 'export_causal_lm: ' },
   clip: { script: path.join(__dirname, '..', 'python', 'export_clip.py'), prefix: 'export_clip.py: ' },
   dense: { script: path.join(__dirname, '..', 'python', 'export_dense.py'), prefix: 'export_dense.py: ' },
+  vision: { script: path.join(__dirname, '..', 'python', 'export_vision.py'), prefix: 'export_vision.py: ' },
 }
 // Image models, by config.json's architectures: their exporter and the words of its refusals.
 const IMAGE_EXPORTS = [
@@ -30,6 +31,13 @@ const IMAGE_EXPORTS = [
       'DPTForSemanticSegmentation',
     ],
     what: 'depth or segmentation models (float32)',
+  },
+  {
+    exporter: 'vision',
+    architectures: ['DetrForObjectDetection', 'YolosForObjectDetection'],
+    // any *ForImageClassification: export_vision.py checks the program against the eager model
+    suffixes: ['ForImageClassification'],
+    what: 'image classifiers or object detectors (float32)',
   },
 ]
 const CAUSAL_SUFFIXES = ['ForCausalLM', 'LMHeadModel']
@@ -66,7 +74,10 @@ image towers (text.pt2, image.pt2), the image processor as preprocess.pt, the lo
 DepthAnythingForDepthEstimation) or a semantic segmentation one (SegformerForSemanticSegmentation,
 DPTForSemanticSegmentation) becomes a folder for torch.pipeline('depth-estimation') or
 ('image-segmentation') through python/export_dense.py: the model, its image processor and its
-post-processing (the same flags as CLIP's).`
+post-processing (the same flags as CLIP's). A *ForImageClassification checkpoint (ViT, ConvNeXt,
+...) or an object detector (DetrForObjectDetection, YolosForObjectDetection) becomes a folder for
+torch.pipeline('image-classification') or ('object-detection') through python/export_vision.py
+(the same flags).`
 
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
        torch-node export <model-dir> <out-folder> [--dtype ...]   (torch-node export --help)
@@ -182,13 +193,14 @@ function isCausalLM(modelDir) {
 
 /**
  * The image-model export `modelDir`'s config.json asks for (IMAGE_EXPORTS: CLIP and SigLIP, depth,
- * segmentation), or undefined.
+ * segmentation, image classification, object detection), or undefined.
  */
 function imageExport(modelDir) {
   try {
     const config = JSON.parse(fs.readFileSync(path.join(modelDir, 'config.json'), 'utf8'))
     const architectures = Array.isArray(config?.architectures) ? config.architectures : []
-    return IMAGE_EXPORTS.find((e) => architectures.some((a) => e.architectures.includes(a)))
+    const fits = (e, a) => e.architectures.includes(a) || Boolean(e.suffixes?.some((s) => String(a).endsWith(s)))
+    return IMAGE_EXPORTS.find((e) => architectures.some((a) => fits(e, a)))
   } catch {
     return undefined
   }
@@ -199,7 +211,7 @@ function isClip(modelDir) {
   return imageExport(modelDir)?.exporter === 'clip'
 }
 
-/** Flags python/export_clip.py and export_dense.py do not take: the first one given, or undefined. */
+/** Flags python/export_clip.py, export_dense.py and export_vision.py do not take: the first one given, or undefined. */
 function imageRefuses(flags) {
   const at = flags.indexOf('--dtype')
   if (at !== -1 && flags[at + 1] !== 'float32') return `--dtype ${flags[at + 1]}`
@@ -247,7 +259,8 @@ function missingPackages(line, python, env) {
 /**
  * `torch-node export`: runs python/export_text.py (a causal LM: python/export_causal_lm.py; a
  * CLIP or SigLIP model: python/export_clip.py; a depth or segmentation model:
- * python/export_dense.py) with $PYTHON (else python3). Its progress
+ * python/export_dense.py; an image classifier or detector: python/export_vision.py) with $PYTHON
+ * (else python3). Its progress
  * (stdout) streams through; of its stderr (Python's warnings, then the failure) only the
  * script's own last line is shown, as one line, or the last line of a crash.
  */

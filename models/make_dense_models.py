@@ -35,7 +35,10 @@ log = logger(PROG)
 IMAGES = ["chelsea.png", "coffee.png", "astronaut.png"]
 # A trace takes seconds where an AOTInductor compile takes a minute; Depth Anything's input size
 # follows the image's aspect (a trace would keep the example's), so it is a .pt2 with dynamic H, W.
-MODELS = {"dpt": "torchscript", "depth-anything": "pt2", "segformer": "torchscript", "dpt-segmentation": "torchscript"}
+MODELS = {"dpt": "torchscript", "depth-anything": "pt2", "segformer": "torchscript", "dpt-segmentation": "torchscript",
+          "vit": "torchscript", "convnext": "torchscript", "detr": "torchscript", "yolos": "torchscript"}
+# The image classifiers and detectors go through python/export_vision.py, the rest export_dense.py.
+VISION = ("vit", "convnext", "detr", "yolos")
 LABELS = {0: "background", 1: "cat", 2: "cup", 3: "table", 4: "sky"}
 
 
@@ -63,6 +66,8 @@ def recipe(name):
                                       ensure_multiple_of=14, resample=3)
         return DepthAnythingForDepthEstimation(config), processor
     labels = dict(num_labels=len(LABELS), id2label=LABELS, label2id={v: k for k, v in LABELS.items()})
+    if name in VISION:
+        return vision_recipe(name, labels)
     if name == "dpt-segmentation":
         config = DPTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                            image_size=32, patch_size=8, backbone_out_indices=[0, 1], reassemble_factors=[4, 2],
@@ -73,6 +78,34 @@ def recipe(name):
                              patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2],
                              decoder_hidden_size=32, **labels)
     return SegformerForSemanticSegmentation(config), SegformerImageProcessor(size={"height": 32, "width": 32})
+
+
+def vision_recipe(name, labels):
+    """An image classifier (ViT: 32×32 bilinear; ConvNeXt: shortest_edge 32 and crop_pct) or a detector
+    (DETR with a ResNet backbone, YOLOS: shortest_edge 32, longest_edge 48, 10 queries)."""
+    from transformers import (ConvNextConfig, ConvNextForImageClassification, ConvNextImageProcessor, DetrConfig,
+                              DetrForObjectDetection, DetrImageProcessor, ResNetConfig, ViTConfig,
+                              ViTForImageClassification, ViTImageProcessor, YolosConfig, YolosForObjectDetection,
+                              YolosImageProcessor)
+
+    if name == "vit":
+        config = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                           image_size=32, patch_size=8, **labels)
+        return ViTForImageClassification(config), ViTImageProcessor(size={"height": 32, "width": 32})
+    if name == "convnext":
+        config = ConvNextConfig(hidden_sizes=[8, 16], depths=[1, 1], num_stages=2, **labels)
+        return ConvNextForImageClassification(config), ConvNextImageProcessor(size={"shortest_edge": 32})
+    size = {"shortest_edge": 32, "longest_edge": 48}
+    if name == "detr":
+        backbone = ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], out_features=["stage2"])
+        config = DetrConfig(use_timm_backbone=False, backbone_config=backbone, use_pretrained_backbone=False,
+                            d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                            decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_queries=10,
+                            **labels)
+        return DetrForObjectDetection(config), DetrImageProcessor(size=size)
+    config = YolosConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                         image_size=[32, 48], patch_size=8, num_detection_tokens=10, **labels)
+    return YolosForObjectDetection(config), YolosImageProcessor(size=size)
 
 
 def spread_depth(model, processor):
@@ -103,14 +136,67 @@ def make_source(folder, name):
     write_json(marker, want)
 
 
-def export(source, out, fmt):
+def export(name, source, out, fmt):
     args = argparse.Namespace(dtype="float32", format=fmt, max_batch=64, fast_compile=True)
-    want = exporter("export_dense").dense_hash(source, args)
-    return export_folder(log, "export_dense", source, out, want, ["--format", fmt, "--max-batch", "64", "--fast-compile"])
+    script = "export_vision" if name in VISION else "export_dense"
+    module = exporter(script)
+    want = (module.vision_hash if name in VISION else module.dense_hash)(source, args)
+    return export_folder(log, script, source, out, want, ["--format", fmt, "--max-batch", "64", "--fast-compile"])
 
 
 def b64(array):
     return base64.b64encode(array.tobytes()).decode("ascii")
+
+
+# The classifiers and detectors also read a JPEG and an RGBA PNG (written here: coffee.png with an
+# alpha ramp), which transformers converts to RGB, dropping the alpha (write_rgba).
+VISION_IMAGES = ["chelsea.png", "coffee.png", "chelsea.jpg", "rgba.png"]
+# Per call of the classifiers and detectors: the pipeline's keyword arguments (camelCase in the goldens).
+VISION_CALLS = {
+    "image-classification": [{}, {"top_k": 2, "function_to_apply": "sigmoid"}, {"top_k": 9, "function_to_apply": "none"}],
+    "object-detection": [{}, {"threshold": 0.0}, {"threshold": 0.12}],
+}
+
+
+def image_path(out, name):
+    return os.path.join(out, name) if name in ("rgba.png", "chelsea-jpg-pil.png") else os.path.join(HERE, "images", name)
+
+
+def write_rgba(out):
+    """out/rgba.png: coffee.png (cropped to 64×48) with alpha from 0 at the left to 255 at the right;
+    out/chelsea-jpg-pil.png: chelsea.jpg as PIL decodes it."""
+    import numpy as np
+    from PIL import Image
+
+    # chelsea.jpg as PIL (libjpeg) decodes it, losslessly: JPEG decoders may differ by a step.
+    decoded = image_path(out, "chelsea-jpg-pil.png")
+    if not os.path.exists(decoded):
+        Image.open(image_path(out, "chelsea.jpg")).convert("RGB").save(decoded)
+    path = image_path(out, "rgba.png")
+    if os.path.exists(path):
+        return
+    rgb = np.asarray(Image.open(image_path(out, "coffee.png")).convert("RGB"))[100:148, 200:264]
+    alpha = np.tile(np.linspace(0, 255, rgb.shape[1]).astype(np.uint8), (rgb.shape[0], 1))
+    Image.fromarray(np.dstack([rgb, alpha]), "RGBA").save(path)
+
+
+def vision_goldens(source, task, out):
+    """Per image: the processor's pixel_values and pipeline(task)'s answer to each of VISION_CALLS."""
+    from PIL import Image
+    from transformers import AutoImageProcessor, pipeline
+
+    run = pipeline(task, model=source, device="cpu")
+    processor = AutoImageProcessor.from_pretrained(source)
+    camel = {"top_k": "topK", "function_to_apply": "functionToApply", "threshold": "threshold"}
+    entries = []
+    for name in VISION_IMAGES:
+        path = image_path(out, name)
+        pixels = processor(images=Image.open(path).convert("RGB"), return_tensors="pt")["pixel_values"]
+        calls = [{"options": {camel[k]: v for k, v in kwargs.items()}, "result": run(path, **kwargs)}
+                 for kwargs in VISION_CALLS[task]]
+        entries.append({"image": name, "pixelShape": list(pixels.shape), "pixelValues": b64(pixels.numpy()),
+                        "calls": calls})
+    return entries
 
 
 def goldens(source, task):
@@ -150,10 +236,12 @@ def main():
     for name, fmt in MODELS.items():
         source = os.path.join(args.out, f"{name}-src")
         make_source(source, name)
-        manifest = export(source, os.path.join(args.out, name), fmt)
+        manifest = export(name, source, os.path.join(args.out, name), fmt)
         hashes[name], tasks[name] = manifest["source"]["hash"], manifest["kind"]
+    write_rgba(args.out)
     path = os.path.join(args.out, "goldens.json")
-    if up_to_date(log, path, {"exportHashes": hashes, "images": IMAGES}):
+    if up_to_date(log, path, {"exportHashes": hashes, "images": IMAGES, "visionImages": VISION_IMAGES,
+                              "visionCalls": VISION_CALLS}):
         return
     import transformers
 
@@ -162,8 +250,13 @@ def main():
         "transformers": transformers.__version__,
         "exportHashes": hashes,
         "images": IMAGES,
+        "visionImages": VISION_IMAGES,
+        "visionCalls": VISION_CALLS,
         **{name: {"task": tasks[name], "results": goldens(os.path.join(args.out, f"{name}-src"), tasks[name])}
-           for name in MODELS},
+           for name in MODELS if name not in VISION},
+        **{name: {"task": tasks[name], "results": vision_goldens(os.path.join(args.out, f"{name}-src"), tasks[name],
+                                                                args.out)}
+           for name in VISION},
     })
     log(f"{os.path.relpath(path, ROOT)}: written")
 

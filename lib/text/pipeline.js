@@ -21,6 +21,8 @@ const { ZeroShotImageClassificationPipeline } = require('../vision/zero-shot-ima
 const { ImageFeatureExtractionPipeline } = require('../vision/image-feature-extraction')
 const { DepthEstimationPipeline } = require('../vision/depth-estimation')
 const { ImageSegmentationPipeline } = require('../vision/image-segmentation')
+const { ImageClassificationPipeline } = require('../vision/image-classification')
+const { ObjectDetectionPipeline } = require('../vision/object-detection')
 const { TextGenerationPipeline } = require('./text-generation')
 
 /** @import { SentenceEncoderOptions } from './sentence-encoder' */
@@ -35,7 +37,7 @@ const { TextGenerationPipeline } = require('./text-generation')
 /**
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
- * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'text-generation'} PipelineTask
+ * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'text-generation'} PipelineTask
  */
 /**
  * Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal).
@@ -75,6 +77,16 @@ const OWN_LOAD_TASKS = {
     kind: 'image-segmentation',
     what: 'a Segformer or DPT semantic segmentation export',
     load: ImageSegmentationPipeline.load,
+  },
+  'image-classification': {
+    kind: 'image-classification',
+    what: 'a *ForImageClassification export (python/export_vision.py)',
+    load: ImageClassificationPipeline.load,
+  },
+  'object-detection': {
+    kind: 'object-detection',
+    what: 'a DETR or YOLOS export (python/export_vision.py)',
+    load: ObjectDetectionPipeline.load,
   },
   'text-generation': { kind: 'causal-lm', what: 'a causal-LM export', load: TextGenerationPipeline.load },
 }
@@ -116,7 +128,10 @@ function readManifest(folder) {
  * `*ForTokenClassification` export), `'fill-mask'` (a `*ForMaskedLM` export),
  * `'zero-shot-image-classification'` and `'image-feature-extraction'` (a CLIPModel or SiglipModel
  * export), `'depth-estimation'` (DPT, Depth Anything), `'image-segmentation'` (semantic: Segformer,
- * DPT), `'text-generation'` (a causal LM: `CausalLM.load`'s options). Concurrent `run` calls share
+ * DPT), `'image-classification'` (a `*ForImageClassification` export: ViT, ConvNeXt, ...),
+ * `'object-detection'` (DETR, YOLOS), `'text-generation'` (a causal LM: `CausalLM.load`'s options).
+ * (torchvision classifiers and detectors are ScriptModules: `torch.vision.classify`, `ScriptModule`.)
+ * Concurrent `run` calls share
  * forwards.
  * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
  * @template {PipelineTask} T
@@ -132,6 +147,8 @@ function readManifest(folder) {
  *   : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline
  *   : T extends 'depth-estimation' ? DepthEstimationPipeline
  *   : T extends 'image-segmentation' ? ImageSegmentationPipeline
+ *   : T extends 'image-classification' ? ImageClassificationPipeline
+ *   : T extends 'object-detection' ? ObjectDetectionPipeline
  *   : T extends 'text-generation' ? TextGenerationPipeline : FeatureExtractionPipeline>}
  */
 async function pipeline(task, folder, options) {

@@ -1,11 +1,13 @@
 // @ts-check
 'use strict'
-// A folder python/export_dense.py wrote (kind 'depth-estimation' or 'image-segmentation'): the
+// A folder python/export_dense.py or python/export_vision.py wrote (kind 'depth-estimation',
+// 'image-segmentation', 'image-classification' or 'object-detection'): the
 // model behind a torch.Batcher, so concurrent calls share forwards (requests whose pixel_values
 // differ in size, as Depth Anything's keep-aspect-ratio processor makes them, go to separate
 // batches), and the checkpoint's image processor and post-processing as TorchScript
 // (preprocess.pt, postprocess.pt: the ATen kernels transformers 5 runs). The depth-estimation and
-// image-segmentation pipelines are built on it, from public APIs only.
+// image-segmentation, image-classification and object-detection pipelines are built on it, from
+// public APIs only.
 const path = require('node:path')
 const { codedError, describe } = require('../errors')
 const torch = require('../torch')
@@ -17,8 +19,11 @@ const { imageSource, readImages, readFolder, loadProgram, runBatched } = require
 const DEFAULTS = { maxBatchSize: 16, maxDelayMs: 0, maxQueue: 1024 }
 /** What each kind's manifest must say, and which checkpoints export to it. */
 const EXPORTS = {
-  'depth-estimation': 'DPTForDepthEstimation or DepthAnythingForDepthEstimation',
-  'image-segmentation': 'SegformerForSemanticSegmentation or DPTForSemanticSegmentation',
+  'depth-estimation': 'DPTForDepthEstimation or DepthAnythingForDepthEstimation checkpoint with python/export_dense.py',
+  'image-segmentation':
+    'SegformerForSemanticSegmentation or DPTForSemanticSegmentation checkpoint with python/export_dense.py',
+  'image-classification': '*ForImageClassification checkpoint with python/export_vision.py',
+  'object-detection': 'DetrForObjectDetection or YolosForObjectDetection checkpoint with python/export_vision.py',
 }
 
 /** @param {string} message @param {Function} [caller] */
@@ -76,7 +81,7 @@ class DenseModel {
       format: 'torch-node/dense-model',
       kind,
       what: kind,
-      exportHow: `${EXPORTS[/** @type {keyof typeof EXPORTS} */ (kind)]} checkpoint with python/export_dense.py`,
+      exportHow: EXPORTS[/** @type {keyof typeof EXPORTS} */ (kind)],
       batchOf: 'model takes',
     }
     const { manifest, o, signal } = readFolder(folder, options, DEFAULTS, expect, caller)
@@ -114,7 +119,8 @@ class DenseModel {
 
   /**
    * One image through the processor, the model (batched with other calls') and the
-   * post-processing: the depth float32 `[H, W]` or the label ids int32 `[H, W]` at the image's size.
+   * post-processing: the depth float32 `[H, W]` or the label ids int32 `[H, W]` at the image's size,
+   * the logits float32 `[labels]` (classification), the detections float32 `[queries, 6]`.
    * @param {string | Uint8Array | Tensor} source @param {ImageCallOptions} o
    * @param {Function} caller @returns {Promise<Tensor>}
    */
