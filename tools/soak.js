@@ -7,7 +7,10 @@
 // 1.15× its RSS after the first 200 requests. Prints one line per phase and a summary; exits 1
 // when a check fails.
 //   node tools/soak.js --model a=/tmp/smollm2 --model b=/tmp/smollm2-int4 [--requests 2000]
-//        [--concurrency 32] [--max-seconds 1800] [--max-tokens 12]
+//        [--concurrency 32] [--max-seconds 1800] [--max-tokens 12] [--tool-tokens 40] [--swap-every 25]
+// --max-tokens bounds the free-text requests, --tool-tokens the forced tool calls and JSON-schema
+// outputs (cut ones end with finish `length`, still a 200); --swap-every: requests in a row for one
+// model before the next model's (so --max-loaded 1 swaps while requests run).
 const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
@@ -16,7 +19,15 @@ const { setTimeout: sleep } = require('node:timers/promises')
 const ROOT = path.join(__dirname, '..')
 
 function parseArgs(argv) {
-  const out = { models: [], requests: 2000, concurrency: 32, maxSeconds: 1800, maxTokens: 12 }
+  const out = {
+    models: [],
+    requests: 2000,
+    concurrency: 32,
+    maxSeconds: 1800,
+    maxTokens: 12,
+    toolTokens: 40,
+    swapEvery: 25,
+  }
   for (let i = 0; i < argv.length; i++) {
     const [key, value] = [argv[i], argv[i + 1]]
     if (key === '--model') out.models.push(value)
@@ -24,6 +35,8 @@ function parseArgs(argv) {
     else if (key === '--concurrency') out.concurrency = Number(value)
     else if (key === '--max-seconds') out.maxSeconds = Number(value)
     else if (key === '--max-tokens') out.maxTokens = Number(value)
+    else if (key === '--tool-tokens') out.toolTokens = Number(value)
+    else if (key === '--swap-every') out.swapEvery = Number(value)
     else throw new Error(`unknown argument ${key}`)
     i++
   }
@@ -83,8 +96,11 @@ const HOSTILE = [
   'null',
 ]
 
+/** 5xx answers by `status code` (503 QueueFull is expected under load; any other is a failure). */
+const serverErrors = new Map()
+
 /** One request of kind `i % KINDS.length`: resolves to its HTTP status (0: aborted by us). */
-function kinds(url, model, maxTokens) {
+function kinds(url, maxTokens, toolTokens) {
   const post = (route, body, signal) =>
     fetch(`${url}${route}`, {
       method: 'POST',
@@ -94,7 +110,16 @@ function kinds(url, model, maxTokens) {
     })
   const user = (text) => [{ role: 'user', content: text }]
   const drain = async (res) => {
-    await res.arrayBuffer()
+    const body = await res.text()
+    if (res.status >= 500) {
+      let code = '?'
+      try {
+        code = JSON.parse(body).error?.code ?? code
+      } catch {}
+      const key = `${res.status} ${code}`
+      serverErrors.set(key, (serverErrors.get(key) ?? 0) + 1)
+      if (res.status !== 503 || code !== 'QueueFull') console.log(`[soak] ${key}: ${body.slice(0, 300)}`)
+    }
     return res.status
   }
   return [
@@ -115,7 +140,7 @@ function kinds(url, model, maxTokens) {
           messages: user('Weather in Paris?'),
           tools: [TOOL],
           tool_choice: 'required',
-          max_tokens: 40,
+          max_tokens: toolTokens,
         }),
       ),
     async (m) =>
@@ -124,7 +149,7 @@ function kinds(url, model, maxTokens) {
           model: m,
           messages: user('John is 31.'),
           response_format: { type: 'json_schema', json_schema: { name: 'person', schema: SCHEMA } },
-          max_tokens: 40,
+          max_tokens: toolTokens,
         }),
       ),
     async (m) => drain(await post('/v1/responses', { model: m, input: 'Hello', max_output_tokens: maxTokens })),
@@ -185,8 +210,12 @@ async function main() {
   const started = Date.now()
   const deadline = started + opts.maxSeconds * 1000
   const server = await startServer(opts.models)
-  console.log(`[soak] serve on ${server.url} (pid ${server.child.pid}), models ${names.join(', ')}, --max-loaded 1`)
-  const requests = kinds(server.url, names, opts.maxTokens)
+  console.log(
+    `[soak] serve on ${server.url} (pid ${server.child.pid}), models ${names.join(', ')}, --max-loaded 1, ` +
+      `--max-sequences 4, --max-queue 24; ${opts.requests} requests at concurrency ${opts.concurrency}, max_tokens ` +
+      `${opts.maxTokens} (tools and schemas ${opts.toolTokens}), models swapped every ${opts.swapEvery} requests`,
+  )
+  const requests = kinds(server.url, opts.maxTokens, opts.toolTokens)
   const statuses = new Map()
   const bad = []
   let next = 0
@@ -197,8 +226,8 @@ async function main() {
   const worker = async () => {
     while (next < opts.requests && Date.now() < deadline) {
       const i = next++
-      // Models alternate in runs of 25, so --max-loaded 1 swaps while requests are running.
-      const model = names[Math.floor(i / 25) % names.length]
+      // Models alternate in runs of --swap-every, so --max-loaded 1 swaps while requests are running.
+      const model = names[Math.floor(i / opts.swapEvery) % names.length]
       const kind = i % requests.length
       let status
       try {
@@ -215,7 +244,10 @@ async function main() {
       ) {
         bad.push({ i, kind, status })
       }
-      if (++done === warmAt) rssWarm = rssMiB(server.child.pid)
+      if (++done === warmAt) {
+        rssWarm = rssMiB(server.child.pid)
+        console.log(`[soak] RSS after ${warmAt} requests: ${rssWarm.toFixed(0)} MiB`)
+      }
       if (done % 250 === 0) console.log(`[soak] ${done} requests, ${((Date.now() - started) / 1000).toFixed(0)} s`)
     }
   }
@@ -239,6 +271,15 @@ async function main() {
   console.log(
     `[soak] loads ${metric(metrics, 'torch_node_model_loads_total')}, unloads ${metric(metrics, 'torch_node_model_unloads_total')}`,
   )
+  const queueFull = serverErrors.get('503 QueueFull') ?? 0
+  const other5xx = [...serverErrors].filter(([k]) => k !== '503 QueueFull')
+  console.log(
+    `[soak] 5xx other than 503 QueueFull: ${other5xx.reduce((n, [, c]) => n + c, 0)}` +
+      `${other5xx.length ? ` (${other5xx.map(([k, n]) => `${k}×${n}`).join(', ')})` : ''}; 503 QueueFull: ${queueFull}`,
+  )
+  console.log(
+    `[soak] at the end: running ${running}, waiting ${waiting} (every sequence free: ${!running && !waiting})`,
+  )
   const ratio = rssEnd / rssWarm
   console.log(
     `[soak] RSS after ${warmAt} requests ${rssWarm.toFixed(0)} MiB, at the end ${rssEnd.toFixed(0)} MiB (${ratio.toFixed(3)}×)`,
@@ -246,6 +287,8 @@ async function main() {
   const failures = []
   if (done < opts.requests) failures.push(`only ${done} of ${opts.requests} requests within ${opts.maxSeconds} s`)
   if (bad.length) failures.push(`${bad.length} unexpected answers, first ${JSON.stringify(bad.slice(0, 5))}`)
+  if (other5xx.length)
+    failures.push(`5xx other than 503 QueueFull: ${other5xx.map(([k, n]) => `${k}×${n}`).join(', ')}`)
   if (running || waiting) failures.push(`sequences not freed: running ${running}, waiting ${waiting}`)
   if (ratio > 1.15) failures.push(`RSS grew ${ratio.toFixed(3)}× (> 1.15×)`)
   for (const f of failures) console.log(`[soak] FAIL: ${f}`)
