@@ -88,12 +88,16 @@ for (const [name, Class] of Object.entries(PIPELINES)) {
       assert.equal(pipe.task, goldens[name].task)
     })
 
-    test('a JPEG read by our decoder: the same labels, scores within its decoding difference', TIMEOUT, async () => {
+    test('a JPEG read by our decoder: the same labels, scores near', TIMEOUT, async (t) => {
+      if (goldens[name].task !== 'image-classification') return t.skip('a detector: see the decoding test below')
       const want = goldens[name].results.find((r) => !EXACT(r.image))
       const [call] = want.calls.filter((c) => Object.keys(c.options).length > 0)
       const got = await pipe.run(imagePath(want.image), call.options)
-      assert.equal(got.length, call.result.length)
-      // Measured: ≤ 1.5e-3 on these random-weight models (pixels differ by ≤ 4 steps of 255).
+      assert.deepEqual(
+        got.map((g) => g.label),
+        call.result.map((r) => r.label),
+      )
+      // Measured: ≤ 1.5e-3 on these random-weight classifiers (pixels differ by ≤ 4 steps of 255).
       got.forEach((g, i) => assert.ok(Math.abs(g.score - call.result[i].score) <= 5e-3, `[${i}] ${g.score}`))
     })
 
@@ -118,6 +122,21 @@ for (const [name, Class] of Object.entries(PIPELINES)) {
 }
 
 describe('image classification and detection: bad input, abort, dispose', { skip: SKIP }, () => {
+  test("chelsea.jpg: the image crate's decoding is within 4 steps of PIL's (libjpeg) at ≤ 15% of values", async () => {
+    const ours = (await torch.image.load(path.join(IMAGES, 'chelsea.jpg'), { dtype: 'uint8' })).toTypedArray()
+    const pil = (await torch.image.load(imagePath('chelsea-jpg-pil.png'), { dtype: 'uint8' })).toTypedArray()
+    assert.equal(ours.length, pil.length)
+    let most = 0
+    let count = 0
+    for (let i = 0; i < ours.length; i++) {
+      const d = Math.abs(ours[i] - pil[i])
+      most = Math.max(most, d)
+      if (d) count++
+    }
+    // Measured: 4 steps at most, 12.6% of the values (docs/vision-pipelines.md).
+    assert.ok(most <= 4 && count <= 0.15 * ours.length, `by ${most} at ${count} of ${ours.length}`)
+  })
+
   test('coded errors: images, options, folders', TIMEOUT, async () => {
     const classify = await ImageClassificationPipeline.load(path.join(DIR, 'vit'))
     const detect = await ObjectDetectionPipeline.load(path.join(DIR, 'detr'))
