@@ -112,6 +112,29 @@ describe('torch.pipeline: zero-shot, token classification, fill-mask', { skip: S
     })
   }
 
+  for (const name of ['ner-bert', 'ner-distilbert', 'ner-roberta']) {
+    test(
+      `token-classification (${name}): stride over a text past maxSequenceLength as transformers'`,
+      TIMEOUT,
+      async () => {
+        const p = pipelines[name]
+        const text = g.inputs.nerLong
+        // the text needs more than one window, else stride would test nothing
+        assert.ok(p.tokenizer.encode(text, { truncation: false }).ids.length > p.maxSequenceLength)
+        for (const [i, [strategy, stride, ignore]] of g.inputs.nerStrides.entries()) {
+          const options = { aggregationStrategy: strategy, stride, ...(ignore ? { ignoreLabels: ignore } : {}) }
+          assertClose(await p.run(text, options), g[name].stride[i], `stride ${JSON.stringify(options)}`)
+        }
+        // concurrent and batched calls: the same
+        const [a, b] = await Promise.all(
+          [0, 1].map(() => p.run([text, text], { aggregationStrategy: 'simple', stride: g.inputs.nerStrides[0][1] })),
+        )
+        assertClose(a[1], g[name].stride[0], 'batched')
+        assertClose(b[0], g[name].stride[0], 'concurrent')
+      },
+    )
+  }
+
   for (const name of ['mlm-bert', 'mlm-distilbert', 'mlm-roberta']) {
     test(`fill-mask (${name}): topK, targets, several masks as transformers' pipeline()`, TIMEOUT, async () => {
       const p = pipelines[name]
@@ -172,6 +195,17 @@ describe('torch.pipeline: zero-shot, token classification, fill-mask', { skip: S
     await assert.rejects(
       torch.pipeline('fill-mask', path.join(DIR, 'ner-bert')),
       coded('ModelLoadError', /exported for token-classification, not fill-mask/),
+    )
+    await assert.rejects(ner.run('a', { stride: 4 }), coded('InvalidArg', /stride: .*other than 'none'/))
+    await assert.rejects(
+      ner.run('a', { stride: 126, aggregationStrategy: 'simple' }),
+      coded('InvalidArg', /less than 126/),
+    )
+    await assert.rejects(ner.run('a', { stride: -1, aggregationStrategy: 'simple' }), coded('InvalidArg', /stride/))
+    // A short text with stride: one window, as without
+    assert.deepEqual(
+      await ner.run(g.inputs.nerTexts[1], { stride: 8, aggregationStrategy: 'simple' }),
+      await ner.run(g.inputs.nerTexts[1], { aggregationStrategy: 'simple' }),
     )
     // A long text is truncated to maxSequenceLength, not refused.
     const long = 'Berlin '.repeat(2000)

@@ -98,6 +98,12 @@ NER_TEXTS = [
     "",
 ]
 AGGREGATIONS = ["none", "simple", "first", "average", "max"]
+# Longer than the exports' 128 tokens: token classification's `stride` labels it in windows.
+NER_LONG = " ".join([NER_TEXTS[0], NER_TEXTS[1], NER_TEXTS[2], NER_TEXTS[4]] * 4)
+# (strategy, stride, ignore_labels) of each stride golden.
+# Lists, not tuples: the goldens' stamp compares them with their JSON.
+NER_STRIDES = [["simple", 16, None], ["first", 16, None], ["average", 50, None], ["max", 16, None],
+               ["simple", 50, []]]
 MASK_TEXTS = [
     "The capital of France is [MASK].",
     "I ❤️ [MASK] and naïve café.",
@@ -292,12 +298,16 @@ def zero_shot_goldens(source):
     }
 
 
-def token_goldens(source):
+def token_goldens(source, max_length):
     """transformers' pipeline('token-classification') of NER_TEXTS under each aggregation_strategy
-    (ignore_labels=[] too, for every token), start and end as UTF-16 indices."""
-    from transformers import pipeline
+    (ignore_labels=[] too, for every token), and of NER_LONG with each of NER_STRIDES (the
+    tokenizer's model_max_length set to the export's `max_length`, as the windows are cut to it),
+    start and end as UTF-16 indices."""
+    from transformers import AutoTokenizer, pipeline
 
     ner = pipeline("token-classification", model=source, device="cpu")
+    windowed = pipeline("token-classification", model=source, device="cpu",
+                        tokenizer=AutoTokenizer.from_pretrained(source, model_max_length=max_length))
 
     def run(text, **kwargs):
         return [{**plain(e), "start": utf16(text, e["start"]), "end": utf16(text, e["end"])}
@@ -305,6 +315,12 @@ def token_goldens(source):
 
     out = {s: [run(t, aggregation_strategy=s) for t in NER_TEXTS] for s in AGGREGATIONS}
     out["allLabels"] = [run(t, ignore_labels=[]) for t in NER_TEXTS]
+    out["stride"] = []
+    for strategy, stride, ignore in NER_STRIDES:
+        kwargs = {} if ignore is None else {"ignore_labels": ignore}
+        entities = windowed(NER_LONG, aggregation_strategy=strategy, stride=stride, **kwargs)
+        out["stride"].append([{**plain(e), "start": utf16(NER_LONG, e["start"]), "end": utf16(NER_LONG, e["end"])}
+                              for e in entities])
     return out
 
 
@@ -347,7 +363,7 @@ def main():
     path = os.path.join(args.out, "goldens.json")
     inputs = {"texts": TEXTS, "pairs": PAIRS, "query": QUERY, "documents": DOCUMENTS,
               "zeroShotTexts": ZERO_SHOT_TEXTS, "zeroShotLabels": ZERO_SHOT_LABELS, "nerTexts": NER_TEXTS,
-              "maskTexts": MASK_TEXTS, "maskTargets": MASK_TARGETS}
+              "nerLong": NER_LONG, "nerStrides": NER_STRIDES, "maskTexts": MASK_TEXTS, "maskTargets": MASK_TARGETS}
     if up_to_date(log, path, {"exportHashes": hashes, "inputs": inputs}):
         return
     import sentence_transformers
@@ -365,7 +381,8 @@ def main():
         "multilabel": classification_goldens(os.path.join(args.out, "multilabel-src")),
         "reranker": ranking_goldens(os.path.join(args.out, "reranker-src")),
         **{name: zero_shot_goldens(os.path.join(args.out, f"{name}-src")) for name in ("nli-bert", "nli-distilbert")},
-        **{name: token_goldens(os.path.join(args.out, f"{name}-src"))
+        **{name: token_goldens(os.path.join(args.out, f"{name}-src"),
+                               read_json(os.path.join(args.out, name, "manifest.json"))["maxSequenceLength"])
            for name in ("ner-bert", "ner-distilbert", "ner-roberta")},
         **{name: fill_mask_goldens(os.path.join(args.out, f"{name}-src"))
            for name in ("mlm-bert", "mlm-distilbert", "mlm-roberta")},

@@ -8,6 +8,7 @@
 // JS string indices (UTF-16), so `text.slice(start, end)` is the entity.
 const fs = require('node:fs')
 const path = require('node:path')
+const { codedError } = require('../errors')
 const opt = require('../options')
 const { encode, rowsOf, softmax, EncoderPipeline, CALL_OPTIONS, readTexts } = require('./logits')
 const { tokensToString } = require('./token-strings')
@@ -35,10 +36,15 @@ const { tokensToString } = require('./token-strings')
  *   'average', 'max' each word's label from its first token, its tokens' mean scores or its best
  *   token, then grouped.
  * @property {string[]} [ignoreLabels] Labels (or groups) left out. Default `['O']`.
+ * @property {number} [stride] Label all of a text longer than the model's `maxSequenceLength`, as
+ *   transformers' `stride`: windows of `maxSequenceLength` tokens (special tokens included), each
+ *   overlapping the last by `stride` tokens, their entities merged (of overlapping ones the longer,
+ *   then the higher score). Not with aggregationStrategy 'none'. Without it a text is truncated.
  * @property {AbortSignal} [signal] Aborting rejects with `Aborted` while the call's requests are still queued.
  * @property {number} [timeoutMs] The longest a request may wait in the queue, in milliseconds (then `Timeout`).
  */
-/** @typedef {{aggregationStrategy?: 'none' | 'simple' | 'first' | 'average' | 'max', ignoreLabels?: string[], signal?: AbortSignal, timeoutMs?: number}} RunOptions */
+/** @typedef {{aggregationStrategy?: 'none' | 'simple' | 'first' | 'average' | 'max', ignoreLabels?: string[], stride?: number, signal?: AbortSignal, timeoutMs?: number}} RunOptions */
+/** @typedef {Pick<Encoding, 'ids' | 'typeIds' | 'tokens' | 'offsets' | 'specialTokensMask'>} Window */
 /** @typedef {{word: string, scores: number[], start: number, end: number, index: number, isSubword: boolean}} PreEntity */
 /** @typedef {{entity: string, score: number, index?: number, word: string, start: number, end: number}} Entity */
 
@@ -46,6 +52,7 @@ const STRATEGIES = /** @type {const} */ (['none', 'simple', 'first', 'average', 
 const RUN_OPTIONS = opt.bag({
   aggregationStrategy: opt.oneOf([...STRATEGIES]),
   ignoreLabels: opt.arrayOf(opt.string, 'labels'),
+  stride: opt.integer({ min: 0 }),
   ...CALL_OPTIONS,
 })
 
@@ -67,6 +74,61 @@ function tagOf(name) {
   if (name.startsWith('B-')) return ['B', name.slice(2)]
   if (name.startsWith('I-')) return ['I', name.slice(2)]
   return ['I', name]
+}
+
+/**
+ * A text's whole encoding cut as the tokenizers crate's truncation with `stride` and overflowing
+ * tokens cuts it: the content (between the `specials` special tokens the template adds, `before`
+ * of them first) in windows of `length` tokens, each starting `length - stride` after the last,
+ * until one reaches the end; each window between the same special tokens.
+ * @param {Encoding} full @param {number} specials @param {number} length @param {number} stride
+ * @returns {Window[]}
+ */
+function windowsOf(full, specials, length, stride) {
+  let before = 0
+  while (before < specials && full.specialTokensMask[before]) before++
+  const end = full.ids.length - (specials - before)
+  const content = end - before
+  if (content <= length) return [full]
+  /** @type {(a: any[], from: number, to: number) => any[]} */
+  const cut = (a, from, to) => [...a.slice(0, before), ...a.slice(before + from, before + to), ...a.slice(end)]
+  const windows = []
+  for (let start = 0; ; start += length - stride) {
+    const stop = Math.min(start + length, content)
+    windows.push({
+      ids: cut(full.ids, start, stop),
+      typeIds: cut(full.typeIds, start, stop),
+      tokens: cut(full.tokens, start, stop),
+      offsets: cut(full.offsets, start, stop),
+      specialTokensMask: cut(full.specialTokensMask, start, stop),
+    })
+    if (stop === content) return windows
+  }
+}
+
+/**
+ * transformers' aggregate_overlapping_entities: by start; of entities that overlap, the longer one,
+ * then the higher score.
+ * @param {TokenClassificationEntity[]} entities @returns {TokenClassificationEntity[]}
+ */
+function mergeOverlapping(entities) {
+  if (entities.length === 0) return entities
+  // stable, as Python's sorted
+  const sorted = [...entities].sort((a, b) => a.start - b.start)
+  const out = []
+  let previous = sorted[0]
+  for (const e of sorted) {
+    if (previous.start <= e.start && e.start < previous.end) {
+      const length = e.end - e.start
+      const previousLength = previous.end - previous.start
+      if (length > previousLength || (length === previousLength && e.score > previous.score)) previous = e
+    } else {
+      out.push(previous)
+      previous = e
+    }
+  }
+  out.push(previous)
+  return out
 }
 
 /**
@@ -124,27 +186,76 @@ class TokenClassificationPipeline extends EncoderPipeline {
     const o = opt.read(options, RUN_OPTIONS, `${name}: options`, caller)
     const strategy = o.aggregationStrategy ?? 'none'
     const ignore = o.ignoreLabels ?? ['O']
-    const encodings = await encode(
-      this.encoder,
-      texts.map((text) => ({ text })),
-      o,
-      name,
-      caller,
-    )
-    const rows = await rowsOf(this.encoder, encodings, o, name)
+    const windowed = o.stride !== undefined ? this.#windows(texts, strategy, o, name, caller) : undefined
+    /** @type {Window[][]} */
+    const windows = windowed
+      ? await windowed
+      : (
+          await encode(
+            this.encoder,
+            texts.map((text) => ({ text })),
+            o,
+            name,
+            caller,
+          )
+        ).map((e) => [e])
+    // rowsOf reads ids and typeIds only
+    const rows = await rowsOf(this.encoder, /** @type {any} */ (windows.flat()), o, name)
     const rowWidth = this.encoder.dim
+    let at = 0
     const results = texts.map((text, t) => {
-      const row = rows.subarray(t * rowWidth, (t + 1) * rowWidth)
-      const entities = this.#aggregate(this.#preEntities(text, encodings[t], row), strategy)
-      return entities.map(this.#publicEntity).filter((e) => !ignore.includes(e.entity ?? e.entityGroup ?? ''))
+      const entities = windows[t].flatMap((window) => {
+        const row = rows.subarray(at * rowWidth, ++at * rowWidth)
+        return this.#aggregate(this.#preEntities(text, window, row), strategy)
+          .map(this.#publicEntity)
+          .filter((e) => !ignore.includes(e.entity ?? e.entityGroup ?? ''))
+      })
+      return windows[t].length > 1 ? mergeOverlapping(entities) : entities
     })
     return batched ? results : results[0]
   }
 
   /**
+   * Each text's windows for `stride` (windowsOf over its untruncated encoding); InvalidArg as
+   * transformers refuses: with aggregationStrategy 'none', or a stride the windows cannot step over.
+   * @param {string[]} texts @param {string} strategy @param {RunOptions} o @param {string} name
+   * @param {Function} caller @returns {Promise<Window[][]>}
+   */
+  async #windows(texts, strategy, o, name, caller) {
+    const stride = /** @type {number} */ (o.stride)
+    if (strategy === 'none') {
+      throw codedError(
+        'InvalidArg',
+        `${name}: options.stride: labels all of a long text, which needs an aggregationStrategy other than 'none'`,
+        caller,
+      )
+    }
+    const specials = this.encoder.tokenizer.encode('').ids.length
+    const length = this.encoder.maxSequenceLength - specials
+    if (stride >= length) {
+      throw codedError(
+        'InvalidArg',
+        `${name}: options.stride: expected less than ${length} (maxSequenceLength ${this.encoder.maxSequenceLength} ` +
+          `less ${specials} special tokens), got ${stride}`,
+        caller,
+      )
+    }
+    const full = await encode(
+      this.encoder,
+      texts.map((text) => ({ text })),
+      o,
+      name,
+      caller,
+      // untruncated (logits.js' encode passes truncation on to the tokenizer)
+      /** @type {any} */ (false),
+    )
+    return full.map((e) => windowsOf(e, specials, length, stride))
+  }
+
+  /**
    * transformers' gather_pre_entities: each non-special token's word, scores (softmax), offsets and
    * whether it continues a word.
-   * @param {string} text @param {Encoding} encoding @param {Float32Array} row @returns {PreEntity[]}
+   * @param {string} text @param {Window} encoding @param {Float32Array} row @returns {PreEntity[]}
    */
   #preEntities(text, encoding, row) {
     const width = this.#labels.length
