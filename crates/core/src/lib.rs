@@ -21,6 +21,7 @@ pub mod aot_inputs;
 pub mod aot_pages;
 pub mod archive;
 pub mod args;
+pub mod audio;
 pub mod cpu;
 pub mod device;
 pub mod dtype;
