@@ -103,20 +103,26 @@ impl<T> Batch<T> {
         let most = self.most(d).max(seq.capacity(d));
         let logits = self.reserve(d, row + 1, seq.tokens.len(), most).and_then(|()| {
             let cache = self.cache.views(row, 1)?;
+            // An image prompt's image tokens are keyed by the images' content (`prefix_key`).
+            let key = seq.prefix_key();
             let (reused, hold) = match self.prefix.as_mut() {
-                Some(p) => p.restore(&seq.tokens, &cache)?,
+                Some(p) => p.restore(&key, &cache)?,
                 None => (0, Hold::default()),
             };
             let ids: Vec<i64> = seq.tokens[reused..].iter().map(|&t| t as i64).collect();
             let positions: Vec<i64> = (reused as i64..seq.tokens.len() as i64).collect();
-            let ran = d.run(
-                &ids,
-                &positions,
-                1,
-                cache.iter().map(Tensor::shallow_clone).collect(),
-            );
+            let rows = cache.iter().map(Tensor::shallow_clone).collect();
+            let ran = match &seq.images {
+                Some(images) => {
+                    let (start, n) = (reused as i64, ids.len() as i64);
+                    let embeds = images.embeds.f_narrow(0, start, n)?;
+                    let mask = images.mask.f_narrow(0, start, n)?;
+                    d.run_images(&ids, &positions, rows, (&embeds, &mask))
+                }
+                None => d.run(&ids, &positions, 1, rows),
+            };
             match (self.prefix.as_mut(), &ran) {
-                (Some(p), Ok(_)) => p.insert(&seq.tokens, &cache, hold)?,
+                (Some(p), Ok(_)) => p.insert(&key, &cache, hold)?,
                 (Some(p), Err(_)) => p.release(hold),
                 (None, _) => {}
             }
@@ -130,6 +136,7 @@ impl<T> Batch<T> {
             }
         };
         seq.set_logits(logits);
+        seq.images = None; // placed in the cache: their memory goes
         self.entries.push((tag, seq));
         self.counts.prefills += 1;
         Ok(())

@@ -9,11 +9,29 @@ use serde_json::Value as Json;
 use std::sync::Arc;
 use tch::{Kind, Tensor};
 
-/// What to continue: text, a conversation for the chat template, or token ids.
+/// What to continue: text, a conversation for the chat template, token ids, or a conversation
+/// with images: each `{"type": "image"}` part of its messages' content takes the next of
+/// `images`, the image processor's `pixel_values` `[3, S, S]` float32.
 pub enum Prompt {
     Text(String),
     Messages(Vec<Json>),
     Ids(Vec<u32>),
+    Multimodal(Vec<Json>, Vec<Tensor>),
+}
+
+/// A prompt's image tokens' input embeddings, for its prefill: `embeds [T, hidden]` (float32,
+/// zero at the text tokens) and `mask [T]` (bool, true at the image tokens), over the prompt's T
+/// tokens; `hash`, of the images' pixels, for whatever keys KV by content.
+pub struct Images {
+    pub embeds: Tensor,
+    pub mask: Tensor,
+    pub hash: u64,
+}
+
+/// A tokenized prompt: its ids and, where it has images, their embeddings.
+pub struct Prepared {
+    pub ids: Vec<u32>,
+    pub images: Option<Images>,
 }
 
 /// The cache a decoder's program reads and writes: `2·layers` tensors `[rows, Hkv, C, D]`.
@@ -40,6 +58,32 @@ pub trait Decoder: Send + Sync + 'static {
     /// by default its decoded text's.
     fn token_bytes(&self, token: u32) -> Vec<u8> {
         self.decode(&[token]).map(String::into_bytes).unwrap_or_default()
+    }
+    /// The prompt's ids and image embeddings (`Prompt::Multimodal`, which a decoder without
+    /// a vision program refuses: `InvalidArg`).
+    fn prepare(&self, prompt: Prompt) -> Result<Prepared> {
+        if let Prompt::Multimodal(..) = prompt {
+            bail_code!(
+                Code::InvalidArg,
+                "this model takes no images (its folder has no vision program)"
+            );
+        }
+        Ok(Prepared {
+            ids: self.tokenize(prompt)?,
+            images: None,
+        })
+    }
+    /// A prefill on one row with image embeddings (`Images` narrowed to `positions`' tokens:
+    /// `[cols, hidden]` and `[cols]`); only decoders whose `prepare` made `Images` take it.
+    fn run_images(
+        &self,
+        ids: &[i64],
+        positions: &[i64],
+        cache: Vec<Tensor>,
+        images: (&Tensor, &Tensor),
+    ) -> Result<Vec<Vec<f32>>> {
+        let _ = (ids, positions, cache, images);
+        bail_code!(Code::Internal, "this model takes no image embeddings")
     }
     /// One program call: `ids` and `positions` are `[rows, cols]` row-major, `cache` the cache
     /// tensors' dense views of those rows (written in place). Each row's logits of its last token.

@@ -133,7 +133,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 fn is_long(prompt: &Prompt, limit: usize) -> bool {
     match prompt {
         Prompt::Text(text) => text.len() > limit,
-        Prompt::Messages(messages) => {
+        Prompt::Messages(messages) | Prompt::Multimodal(messages, _) => {
             let bytes: usize = messages
                 .iter()
                 .filter_map(|m| m["content"].as_str())
@@ -286,9 +286,9 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
             bail_code!(Code::Internal, "the generation was started twice");
         };
         let decoder = self.running_decoder()?;
-        let ids = decoder.tokenize(prompt)?;
-        g.prompt_tokens.store(ids.len(), Ordering::SeqCst);
-        Sequence::new(&*decoder, ids, *request)
+        let prepared = decoder.prepare(prompt)?;
+        g.prompt_tokens.store(prepared.ids.len(), Ordering::SeqCst);
+        Ok(Sequence::new(&*decoder, prepared.ids, *request)?.with_images(prepared.images))
     }
 
     /// Ends a generation: at once while it waits (its last piece sent now), else its row is

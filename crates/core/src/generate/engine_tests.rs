@@ -50,7 +50,7 @@ impl Decoder for Fake {
         match prompt {
             Prompt::Text(t) => Ok(t.bytes().map(u32::from).collect()),
             Prompt::Ids(ids) => Ok(ids),
-            Prompt::Messages(_) => anyhow::bail!("no template"),
+            Prompt::Messages(_) | Prompt::Multimodal(..) => anyhow::bail!("no template"),
         }
     }
     fn is_eos(&self, token: u32) -> bool {

@@ -8,7 +8,7 @@
 //! copied per token: a decode step costs the same at position 20 as at 1,000 but for the
 //! attention's reading of the cache.
 use super::constraint::Vocabulary;
-use super::decoder::{CacheShape, Decoder, Prompt};
+use super::decoder::{CacheShape, Decoder, Images, Prepared, Prompt};
 use super::request::Defaults;
 use crate::aot::{self, AotModule};
 use crate::cpu::CompiledFor;
@@ -45,6 +45,43 @@ pub struct Manifest {
     /// What the linear layers multiply through (`manifest.json`'s `kernels`, as JSON text; the
     /// empty object where the manifest predates it).
     pub kernels: String,
+    /// A vision-language export's image side (`python/export_vlm.py`); None for a text LM.
+    pub vision: Option<VisionManifest>,
+}
+
+/// `manifest.json`'s `vision`: the program taking images and how the prompt holds them.
+#[derive(Clone, Debug)]
+pub struct VisionManifest {
+    /// `vision.pt`: pixel_values `[B, 3, S, S]` -> image-token embeddings `[B, N, hidden]`.
+    pub program: String,
+    pub image_size: i64,
+    pub image_token_id: u32,
+    /// N: each image token of the rendered chat becomes N (as transformers' processor expands it).
+    pub tokens_per_image: usize,
+    pub hidden: i64,
+}
+
+impl VisionManifest {
+    fn parse(v: &Json) -> Result<Option<VisionManifest>> {
+        if v.is_null() {
+            return Ok(None);
+        }
+        let int = |k: &str| {
+            v[k].as_u64().ok_or_else(|| {
+                fail(
+                    Code::ModelLoadError,
+                    format!("manifest.json: 'vision.{k}' is missing"),
+                )
+            })
+        };
+        Ok(Some(VisionManifest {
+            program: v["program"].as_str().unwrap_or("vision.pt").to_string(),
+            image_size: int("imageSize")? as i64,
+            image_token_id: int("imageTokenId")? as u32,
+            tokens_per_image: int("tokensPerImage")? as usize,
+            hidden: int("hidden")? as i64,
+        }))
+    }
 }
 
 impl Manifest {
@@ -84,12 +121,15 @@ impl Manifest {
             compiled_for: CompiledFor::from_manifest(&m),
             quantization: m["quantization"]["scheme"].as_str().map(str::to_string),
             kernels: m.get("kernels").map_or_else(|| "{}".to_string(), Json::to_string),
+            vision: VisionManifest::parse(&m["vision"])?,
         })
     }
 }
 
 pub struct Model {
     program: AotModule,
+    /// The vision tower and projector (a vision-language export), TorchScript.
+    vision: Option<tch::CModule>,
     pub tokenizer: Tokenizer,
     pub manifest: Manifest,
     pub defaults: Defaults,
@@ -153,8 +193,23 @@ pub fn load(folder: &str, options: LoadOptions) -> Result<Model> {
     let program = aot::load(&dir.join("model.pt2").to_string_lossy(), Device::Cpu)?;
     // An optimization only: where the loader cannot list its constants, they all stay.
     let _ = program.release_unread_constants(&manifest.unused_constants);
+    let vision = match &manifest.vision {
+        Some(v) => {
+            let path = dir.join(&v.program);
+            let module = tch::CModule::load_on_device(&path, Device::Cpu).map_err(|e| {
+                let first = e.to_string().lines().next().unwrap_or_default().to_string();
+                fail(
+                    Code::ModelLoadError,
+                    format!("cannot load '{}': {first}", path.display()),
+                )
+            })?;
+            Some(module)
+        }
+        None => None,
+    };
     Ok(Model {
         program,
+        vision,
         tokenizer,
         manifest,
         defaults,
@@ -184,11 +239,12 @@ fn within(
 }
 
 impl Model {
+    /// The prompt's token ids (an image prompt's before its image tokens are expanded).
     pub fn prompt_ids(&self, prompt: Prompt) -> Result<Vec<u32>> {
         let text = match prompt {
             Prompt::Ids(ids) => return Ok(ids),
             Prompt::Text(t) => return Ok(self.tokenizer.encode((t, None), true, None)?.ids),
-            Prompt::Messages(messages) => {
+            Prompt::Messages(messages) | Prompt::Multimodal(messages, _) => {
                 let Some(template) = self.tokenizer.config().chat_template.as_deref() else {
                     bail_code!(
                         Code::InvalidArg,
@@ -210,6 +266,144 @@ impl Model {
         };
         // As transformers' apply_chat_template(tokenize=True): the template wrote the specials.
         Ok(self.tokenizer.encode((text, None), false, None)?.ids)
+    }
+}
+
+/// The FNV-1a hash of the images' float32 pixels (their shapes included).
+fn pixels_hash(pixels: &[Tensor]) -> Result<u64> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for p in pixels {
+        for d in p.size() {
+            eat(&d.to_le_bytes());
+        }
+        let flat = Vec::<f32>::try_from(p.f_contiguous()?.f_view([-1])?)?;
+        flat.iter().for_each(|x| eat(&x.to_le_bytes()));
+    }
+    Ok(h)
+}
+
+impl Model {
+    /// A chat with images: rendered, tokenized, each image token expanded to the manifest's
+    /// `tokensPerImage`, the images run through the vision program (one call for all of them)
+    /// and their embeddings placed at those tokens.
+    fn prepare_images(&self, messages: Vec<Json>, pixels: Vec<Tensor>) -> Result<Prepared> {
+        let (Some(v), Some(program)) = (&self.manifest.vision, &self.vision) else {
+            bail_code!(
+                Code::InvalidArg,
+                "this model takes no images: its folder has no vision program (export a LLaVA \
+                 checkpoint with python/export_vlm.py)"
+            );
+        };
+        let s = v.image_size;
+        for (i, p) in pixels.iter().enumerate() {
+            if p.size() != [3, s, s] || p.kind() != Kind::Float {
+                bail_code!(
+                    Code::InvalidArg,
+                    "image {i}: expected pixel_values float32 [3, {s}, {s}] (the model's image processor's), got {:?} {:?}",
+                    p.kind(),
+                    p.size()
+                );
+            }
+        }
+        let n_images = pixels.len();
+        let ids = self.prompt_ids(Prompt::Multimodal(messages, Vec::new()))?;
+        let found = ids.iter().filter(|&&t| t == v.image_token_id).count();
+        if found != n_images {
+            bail_code!(
+                Code::InvalidArg,
+                "the chat has {n_images} image(s) but its rendered prompt has {found} image token(s) (a message's \
+                 text holding the image token, or a chat template that drops image parts)"
+            );
+        }
+        let hash = pixels_hash(&pixels)?;
+        let features = if n_images == 0 {
+            Tensor::zeros(
+                [0, v.tokens_per_image as i64, v.hidden],
+                (Kind::Float, Device::Cpu),
+            )
+        } else {
+            let batch = Tensor::f_stack(&pixels, 0)?;
+            let out = tch::no_grad(|| program.forward_ts(&[batch]))?;
+            out.f_to_kind(Kind::Float)?
+        };
+        if features.size() != [n_images as i64, v.tokens_per_image as i64, v.hidden] {
+            bail_code!(
+                Code::Internal,
+                "the vision program returned {:?}, expected [{n_images}, {}, {}]",
+                features.size(),
+                v.tokens_per_image,
+                v.hidden
+            );
+        }
+        let mut expanded = Vec::with_capacity(ids.len() + n_images * v.tokens_per_image);
+        let mut mask = Vec::with_capacity(expanded.capacity());
+        for &t in &ids {
+            let image = t == v.image_token_id;
+            let n = if image { v.tokens_per_image } else { 1 };
+            expanded.extend(std::iter::repeat_n(t, n));
+            mask.extend(std::iter::repeat_n(image, n));
+        }
+        let mask = Tensor::f_from_slice(&mask)?;
+        let mut embeds = Tensor::f_zeros([expanded.len() as i64, v.hidden], (Kind::Float, Device::Cpu))?;
+        let rows = features.f_reshape([-1, v.hidden])?;
+        let _ = embeds.f_index_put_(&[Some(mask.shallow_clone())], &rows, false)?;
+        Ok(Prepared {
+            ids: expanded,
+            images: Some(Images { embeds, mask, hash }),
+        })
+    }
+
+    /// The program call; a vision-language program also takes `images` (`[rows, cols, hidden]`
+    /// embeddings and a `[rows, cols]` mask: zeros and false for text-only steps).
+    fn call(
+        &self,
+        ids: &[i64],
+        positions: &[i64],
+        rows: usize,
+        cache: Vec<Tensor>,
+        images: Option<(&Tensor, &Tensor)>,
+    ) -> Result<Vec<Vec<f32>>> {
+        let rows = rows.max(1) as i64;
+        let cols = ids.len() as i64 / rows;
+        // The program writes each token's key and value into the cache at its position: a
+        // position outside the cache's slots is refused here, before any write.
+        let slots = cache.first().map_or(0, |t| t.size().get(2).copied().unwrap_or(0));
+        if let Some(p) = positions.iter().find(|&&p| p < 0 || p >= slots) {
+            bail_code!(
+                Code::Internal,
+                "position {p} is outside the KV cache's {slots} slots"
+            );
+        }
+        let mut inputs = vec![
+            Tensor::f_from_slice(ids)?.f_view([rows, cols])?,
+            Tensor::f_from_slice(positions)?.f_view([rows, cols])?,
+        ];
+        if let Some(v) = &self.manifest.vision {
+            match images {
+                Some((embeds, mask)) => {
+                    inputs.push(embeds.f_reshape([rows, cols, v.hidden])?);
+                    inputs.push(mask.f_reshape([rows, cols])?);
+                }
+                None => {
+                    inputs.push(Tensor::f_zeros(
+                        [rows, cols, v.hidden],
+                        (Kind::Float, Device::Cpu),
+                    )?);
+                    inputs.push(Tensor::f_zeros([rows, cols], (Kind::Bool, Device::Cpu))?);
+                }
+            }
+        }
+        inputs.extend(cache);
+        let out = self.program.run(inputs)?;
+        let logits = out.first().context("the program returned no logits")?;
+        let flat = Vec::<f32>::try_from(logits.f_to_kind(Kind::Float)?.f_view([-1])?)?;
+        let vocab = flat.len() / rows as usize;
+        Ok(flat.chunks(vocab.max(1)).map(<[f32]>::to_vec).collect())
     }
 }
 
@@ -263,28 +457,41 @@ impl Decoder for Model {
         built.clone().map_err(|(code, message)| fail(code, message))
     }
 
-    fn run(&self, ids: &[i64], positions: &[i64], rows: usize, cache: Vec<Tensor>) -> Result<Vec<Vec<f32>>> {
-        let rows = rows.max(1) as i64;
-        let cols = ids.len() as i64 / rows;
-        // The program writes each token's key and value into the cache at its position: a
-        // position outside the cache's slots is refused here, before any write.
-        let slots = cache.first().map_or(0, |t| t.size().get(2).copied().unwrap_or(0));
-        if let Some(p) = positions.iter().find(|&&p| p < 0 || p >= slots) {
-            bail_code!(
-                Code::Internal,
-                "position {p} is outside the KV cache's {slots} slots"
-            );
+    fn prepare(&self, prompt: Prompt) -> Result<Prepared> {
+        let ids = match prompt {
+            Prompt::Multimodal(messages, pixels) => return self.prepare_images(messages, pixels),
+            prompt => self.prompt_ids(prompt)?,
+        };
+        // A text prompt holding the image token has no image to put there (transformers
+        // refuses it too).
+        if let Some(v) = &self.manifest.vision {
+            if ids.contains(&v.image_token_id) {
+                bail_code!(
+                    Code::InvalidArg,
+                    "the prompt holds the image token (id {}) but no image: pass images as {{type: 'image'}} \
+                     parts of a message's content",
+                    v.image_token_id
+                );
+            }
         }
-        let mut inputs = vec![
-            Tensor::f_from_slice(ids)?.f_view([rows, cols])?,
-            Tensor::f_from_slice(positions)?.f_view([rows, cols])?,
-        ];
-        inputs.extend(cache);
-        let out = self.program.run(inputs)?;
-        let logits = out.first().context("the program returned no logits")?;
-        let flat = Vec::<f32>::try_from(logits.f_to_kind(Kind::Float)?.f_view([-1])?)?;
-        let vocab = flat.len() / rows as usize;
-        Ok(flat.chunks(vocab.max(1)).map(<[f32]>::to_vec).collect())
+        Ok(Prepared { ids, images: None })
+    }
+
+    fn run_images(
+        &self,
+        ids: &[i64],
+        positions: &[i64],
+        cache: Vec<Tensor>,
+        images: (&Tensor, &Tensor),
+    ) -> Result<Vec<Vec<f32>>> {
+        if self.manifest.vision.is_none() {
+            bail_code!(Code::Internal, "this model takes no image embeddings");
+        }
+        self.call(ids, positions, 1, cache, Some(images))
+    }
+
+    fn run(&self, ids: &[i64], positions: &[i64], rows: usize, cache: Vec<Tensor>) -> Result<Vec<Vec<f32>>> {
+        self.call(ids, positions, rows, cache, None)
     }
 }
 
@@ -420,6 +627,163 @@ mod tests {
             max_sequences: None,
         };
         Some(load(&dir, options).unwrap())
+    }
+
+    /// The tiny LLaVA of models/make_vlm_models.py against transformers' greedy generate: the
+    /// expanded prompt ids, then the same new ids (or a split where Python's top-2 logits were
+    /// within 1e-4), each case alone and all three sharing steps (the image prompts batched
+    /// with the text-only one). Skipped when the fixture was not made.
+    #[test]
+    fn llava_greedy_matches_transformers_goldens() {
+        let root = format!("{}/models/golden/vlm", crate::REPO_ROOT);
+        let Ok(golden) = std::fs::read(format!("{root}/llava-tiny.golden.json")) else {
+            eprintln!("skipped: {root}/llava-tiny.golden.json (models/make_vlm_models.py)");
+            return;
+        };
+        let golden: Json = serde_json::from_slice(&golden).unwrap();
+        let options = LoadOptions {
+            dtype: None,
+            max_context: None,
+            max_sequences: None,
+        };
+        let model = load(&format!("{root}/llava-tiny"), options).unwrap();
+        let cases = golden["cases"].as_array().unwrap();
+        let ids_of = |v: &Json| -> Vec<u32> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect()
+        };
+        let sequence = |case: &Json| -> Sequence {
+            let pixels: Vec<Tensor> = (case["pixel_values"].as_array().unwrap().iter())
+                .map(|p| {
+                    let flat: Vec<f32> = p
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_f64().unwrap() as f32)
+                        .collect();
+                    Tensor::from_slice(&flat).view([3, 32, 32])
+                })
+                .collect();
+            let messages = case["messages"].as_array().unwrap().clone();
+            let prepared = match pixels.is_empty() {
+                true => model.prepare(Prompt::Messages(messages)).unwrap(),
+                false => model.prepare(Prompt::Multimodal(messages, pixels)).unwrap(),
+            };
+            assert_eq!(
+                prepared.ids,
+                ids_of(&case["input_ids"]),
+                "{}: prompt ids",
+                case["name"]
+            );
+            let request = Defaults::from_config(&Json::Null)
+                .request(&Options {
+                    max_new_tokens: golden["new_tokens"].as_u64(),
+                    ..Options::default()
+                })
+                .unwrap();
+            Sequence::new(&model, prepared.ids, request)
+                .unwrap()
+                .with_images(prepared.images)
+        };
+        let run = |seqs: Vec<Sequence>, limit: usize| -> Vec<Vec<u32>> {
+            let mut batch: Batch<usize> = Batch::new(limit).with_prefix_cache(1024);
+            let mut out = vec![Vec::new(); seqs.len()];
+            for (k, s) in seqs.into_iter().enumerate() {
+                batch.admit(&model, k, s).unwrap();
+            }
+            while !batch.is_empty() {
+                for event in batch.step(&model) {
+                    assert!(event.error.is_none());
+                    out[event.tag].extend(&event.piece.tokens);
+                }
+            }
+            out
+        };
+        let alone: Vec<Vec<u32>> = cases
+            .iter()
+            .map(|c| run(vec![sequence(c)], 1).remove(0))
+            .collect();
+        let together = run(cases.iter().map(sequence).collect(), 3);
+        for ((case, a), t) in cases.iter().zip(&alone).zip(&together) {
+            for (label, got) in [("alone", a), ("batched", t)] {
+                let want = ids_of(&case["output_ids"]);
+                if let Some(at) = want.iter().zip(got).position(|(x, y)| x != y) {
+                    let gap = case["top2_gaps"][at].as_f64().unwrap();
+                    assert!(
+                        gap < 1e-4,
+                        "{} {label}: token {at} differs, top-2 gap {gap}",
+                        case["name"]
+                    );
+                } else {
+                    assert_eq!(&want, got, "{} {label}", case["name"]);
+                }
+            }
+        }
+        // The same images again hit the prefix cache (keyed by their pixels); other pixels do not.
+        let mut batch: Batch<usize> = Batch::new(1).with_prefix_cache(1024);
+        batch.admit(&model, 0, sequence(&cases[0])).unwrap();
+        batch.clear();
+        batch.admit(&model, 0, sequence(&cases[0])).unwrap();
+        let reused = batch.prefix_cache().unwrap().stats().reused_tokens;
+        assert!(
+            reused >= 32,
+            "the same image's blocks were not reused: {reused} tokens"
+        );
+        batch.clear();
+        // The first case's chat with the second case's first image (the coffee).
+        let mut other = cases[0].clone();
+        other["pixel_values"] = Json::Array(vec![cases[1]["pixel_values"][0].clone()]);
+        other["input_ids"] = cases[0]["input_ids"].clone();
+        let seq = sequence(&other);
+        batch.admit(&model, 0, seq).unwrap();
+        let after = batch.prefix_cache().unwrap().stats().reused_tokens;
+        // Only the text before the image may match: nothing of the image.
+        let image = golden["image_token_id"].as_u64().unwrap() as u32;
+        let before = ids_of(&cases[0]["input_ids"])
+            .iter()
+            .position(|&t| t == image)
+            .unwrap() as u64;
+        assert!(
+            after - reused <= before,
+            "another image's tokens reused the first one's keys"
+        );
+    }
+
+    /// Images given to a text LM, a wrong pixel shape and an image-count mismatch: InvalidArg.
+    #[test]
+    fn bad_image_prompts_are_refused() {
+        let messages = |content: Json| vec![serde_json::json!({"role": "user", "content": content})];
+        let image = || Tensor::zeros([3, 32, 32], (Kind::Float, Device::Cpu));
+        let parts = serde_json::json!([{"type": "image"}, {"type": "text", "text": "hi"}]);
+        if let Some(text_lm) = llama_tiny() {
+            let e = text_lm
+                .prepare(Prompt::Multimodal(messages(parts.clone()), vec![image()]))
+                .err()
+                .unwrap();
+            assert!(e.to_string().contains("takes no images"), "{e}");
+        }
+        let dir = format!("{}/models/golden/vlm/llava-tiny", crate::REPO_ROOT);
+        if !Path::new(&dir).join("manifest.json").exists() {
+            eprintln!("skipped: {dir} (models/make_vlm_models.py)");
+            return;
+        }
+        let options = LoadOptions {
+            dtype: None,
+            max_context: None,
+            max_sequences: None,
+        };
+        let model = load(&dir, options).unwrap();
+        let code = |p: Prompt| crate::error::describe(&model.prepare(p).err().unwrap());
+        let wrong = Tensor::zeros([3, 16, 32], (Kind::Float, Device::Cpu));
+        let (c, m) = code(Prompt::Multimodal(messages(parts.clone()), vec![wrong]));
+        assert!(c == Code::InvalidArg && m.contains("[3, 32, 32]"), "{m}");
+        let (c, m) = code(Prompt::Multimodal(messages(parts), vec![image(), image()]));
+        assert!(c == Code::InvalidArg && m.contains("2 image(s)"), "{m}");
+        let (c, m) = code(Prompt::Messages(messages(Json::String("look: <image>".into()))));
+        assert!(c == Code::InvalidArg && m.contains("image token"), "{m}");
     }
 
     /// A position outside the cache's slots is refused before the program writes there.

@@ -1,7 +1,7 @@
 //! One sequence being generated: its tokens, its sampling and text state, and the choice of each
 //! next token. Its cache is a row of the `Batch` it runs in.
 use super::constraint::Constraint;
-use super::decoder::{Decoder, Finish};
+use super::decoder::{Decoder, Finish, Images};
 use super::logprobs::{self, Alternative, TokenLogprob};
 use super::request::Request;
 use super::sample::{self, Rng};
@@ -36,6 +36,8 @@ pub struct Sequence {
     /// The output's grammar (`Request::format`): masks each choice, ends the sequence when
     /// nothing may follow.
     constraint: Option<Box<Constraint>>,
+    /// The prompt's image embeddings, until its prefill has run.
+    pub(super) images: Option<Images>,
 }
 
 impl Sequence {
@@ -82,7 +84,32 @@ impl Sequence {
             finish: None,
             matched: false,
             held: Piece::default(),
+            images: None,
         })
+    }
+
+    /// With the prompt's image embeddings (`Decoder::prepare`'s), placed at its prefill.
+    pub fn with_images(mut self, images: Option<Images>) -> Sequence {
+        self.images = images;
+        self
+    }
+
+    /// The ids the prefix cache keys the prompt by: its tokens, but at an image token a key of
+    /// the images' content hash and the position (above any vocabulary: bit 31 set), so that
+    /// keys and values are reused only for the same images at the same places.
+    pub(super) fn prefix_key(&self) -> std::borrow::Cow<'_, [u32]> {
+        let Some(images) = &self.images else {
+            return std::borrow::Cow::Borrowed(&self.tokens);
+        };
+        let mask = Vec::<bool>::try_from(&images.mask).unwrap_or_default();
+        let key = self.tokens.iter().enumerate().map(|(i, &t)| match mask.get(i) {
+            Some(true) => {
+                let mixed = images.hash ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                0x8000_0000 | (mixed ^ (mixed >> 32)) as u32
+            }
+            _ => t,
+        });
+        std::borrow::Cow::Owned(key.collect())
     }
 
     /// The cache slots it needs in all: prompt and new tokens, within the context.
