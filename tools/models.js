@@ -158,6 +158,16 @@ const JOBS = [
     weight: 1.5,
     lazy: true,
   },
+  // A random-weight Whisper folder, its TorchScript export (python/export_whisper.py: two traces, no
+  // compile) and transformers' feature-extractor and generate goldens (speech.test.js).
+  {
+    name: 'whisper',
+    script: 'make_whisper_models.py',
+    inputs: ['python/export_whisper.py', 'python/export_common.py', 'models/fixture_common.py'],
+    outputs: ['golden/whisper/goldens.json'],
+    weight: 1,
+    lazy: true,
+  },
 ]
 
 /** Every file under `rel` (a file or folder of the repository), sorted, for hashing. */

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""A random-weight Whisper folder, its export and transformers goldens for the speech tests.
+
+Usage (from the repository root):
+
+    .libtorch/bin/python models/make_whisper_models.py [--out models/golden/whisper]
+
+Writes (generated, under models/golden/, which git ignores), seeded (0):
+
+  whisper/tokenizer/     a byte-level BPE trained here on a fixed text (no Whisper tokenizer ships
+                         in a registry package), with Whisper's special tokens in Whisper's order:
+                         <|endoftext|>, <|startoftranscript|>, the 99 language tokens, <|translate|>,
+                         <|transcribe|>, <|startoflm|>, <|startofprev|>, <|nospeech|>,
+                         <|notimestamps|>, then the 1501 timestamps <|0.00|> .. <|30.00|>
+  whisper/src/           WhisperForConditionalGeneration (2+2 layers, 64 wide, 80 mels),
+                         WhisperFeatureExtractor, generation_config.json (lang_to_id, task_to_id,
+                         suppress_tokens, begin_suppress_tokens, no_timestamps_token_id)
+  whisper/model/         that folder exported by python/export_whisper.py
+  whisper/speech.wav     models/fixtures/audio's signal as 16-bit PCM at 16 kHz (the FLAC, MP3 and
+                         Ogg/Vorbis copies are committed there: no encoder ships with this Python)
+  whisper/speech44k.wav  the same signal at 44.1 kHz, stereo (the resampling test)
+  whisper/speech.features.f32   WhisperFeatureExtractor(speech.wav) [80, 3000] float32
+  whisper/goldens.json   WhisperForConditionalGeneration.generate on speech.wav: greedy tokens and
+                         text for several language / task settings, the detected language
+
+`--audio-fixtures` rewrites models/fixtures/audio/speech.{flac,mp3,ogg} (needs `soundfile`).
+"""
+
+import argparse
+import os
+import sys
+import wave
+
+from fixture_common import HERE, ROOT, exporter, logger, read_json, up_to_date, write_json
+from fixture_common import export as export_folder
+
+PROG = "make_whisper_models.py"
+log = logger(PROG)
+RATE = 16000
+LANGS = None  # transformers' LANGUAGES, in Whisper's token order (filled on use)
+CORPUS = ["the quick brown fox jumps over the lazy dog", "speech to text with whisper, from the checkpoint",
+          "un deux trois quatre cinq", "hello world, how are you today?"]
+CASES = [
+    {"language": "en", "task": "transcribe"},
+    {"language": "fr", "task": "translate"},
+    {"language": "german", "task": None},
+    {"language": None, "task": None},
+    {"language": None, "task": "transcribe"},
+]
+MAX_NEW_TOKENS = 12
+
+
+def speech_like(rate=RATE, seconds=1.5):
+    """A deterministic 1.5 s test signal: two gliding tones under an envelope and a little noise,
+    quantized to 16 bits (what a WAV holds)."""
+    import numpy as np
+
+    t = np.arange(int(rate * seconds)) / rate
+    env = 0.5 * (1 - np.cos(2 * np.pi * t / seconds))
+    x = 0.3 * np.sin(2 * np.pi * (220 * t + 150 * t * t)) + 0.15 * np.sin(2 * np.pi * 1300 * t) * env
+    x += 0.01 * np.random.RandomState(0).randn(t.size)
+    return (np.round(x * 32767) / 32768).astype(np.float32)
+
+
+def write_wav(path, x, rate, channels=1):
+    import numpy as np
+
+    data = np.repeat((np.asarray(x) * 32768).round().clip(-32768, 32767).astype("<i2")[:, None], channels, 1)
+    with wave.open(path, "wb") as w:
+        w.setnchannels(channels)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(data.tobytes())
+
+
+def make_tokenizer(folder):
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.models.whisper.tokenization_whisper import LANGUAGES
+
+    if os.path.isfile(os.path.join(folder, "tokenizer.json")):
+        return
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(CORPUS * 4, trainer)
+    specials = (["<|endoftext|>", "<|startoftranscript|>"] + [f"<|{code}|>" for code in LANGUAGES]
+                + ["<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>",
+                   "<|notimestamps|>"])
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+    tok.add_tokens([AddedToken(f"<|{i * 0.02:.2f}|>", normalized=False) for i in range(1501)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
+                                   pad_token="<|endoftext|>", unk_token="<|endoftext|>")
+    os.makedirs(folder, exist_ok=True)
+    fast.save_pretrained(folder)
+
+
+def make_source(folder, tokenizer_dir):
+    import torch
+    from transformers import (AutoTokenizer, GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
+                              WhisperForConditionalGeneration)
+    from transformers.models.whisper.tokenization_whisper import LANGUAGES
+
+    marker = os.path.join(folder, "make_whisper_models.json")
+    recipe = {"seed": 0, "v": 1}
+    if read_json(marker) == recipe:
+        return
+    log(f"{os.path.relpath(folder, ROOT)}: writing a random-weight Whisper model")
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    ids = lambda s: tok.convert_tokens_to_ids(s)  # noqa: E731
+    eos, sot = ids("<|endoftext|>"), ids("<|startoftranscript|>")
+    config = WhisperConfig(vocab_size=len(tok), num_mel_bins=80, d_model=64, encoder_layers=2, decoder_layers=2,
+                           encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
+                           decoder_ffn_dim=128, max_source_positions=1500, max_target_positions=64,
+                           decoder_start_token_id=sot, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos,
+                           init_std=0.2)
+    torch.manual_seed(0)
+    model = WhisperForConditionalGeneration(config).eval()
+    model.save_pretrained(folder)
+    WhisperFeatureExtractor(feature_size=80).save_pretrained(folder)
+    for name in os.listdir(tokenizer_dir):
+        with open(os.path.join(tokenizer_dir, name), "rb") as src, open(os.path.join(folder, name), "wb") as dst:
+            dst.write(src.read())
+    gen = GenerationConfig(
+        decoder_start_token_id=sot, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos, max_length=64,
+        is_multilingual=True, no_timestamps_token_id=ids("<|notimestamps|>"),
+        lang_to_id={f"<|{c}|>": ids(f"<|{c}|>") for c in LANGUAGES},
+        task_to_id={"translate": ids("<|translate|>"), "transcribe": ids("<|transcribe|>")},
+        suppress_tokens=[3, 5, 8, 13, 21, 34, 55], begin_suppress_tokens=[ids("Ġ"), eos],
+    )
+    gen.save_pretrained(folder)
+    write_json(marker, recipe)
+
+
+def goldens(src, out_dir, wav_path, manifest):
+    import numpy as np
+    import torch
+    from transformers import AutoFeatureExtractor, AutoTokenizer, WhisperForConditionalGeneration
+
+    path = os.path.join(out_dir, "goldens.json")
+    stamp = {"exportHash": manifest["source"]["hash"], "v": 1}
+    if up_to_date(log, path, stamp) and os.path.exists(os.path.join(out_dir, "speech.features.f32")):
+        return
+    extractor = AutoFeatureExtractor.from_pretrained(src)
+    tok = AutoTokenizer.from_pretrained(src)
+    model = WhisperForConditionalGeneration.from_pretrained(src).eval()
+    with wave.open(wav_path) as w:
+        audio = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
+    features = extractor(audio, sampling_rate=RATE, return_tensors="pt").input_features
+    features[0].numpy().astype("<f4").tofile(os.path.join(out_dir, "speech.features.f32"))
+    timestamp_begin = manifest["tokens"]["timestampBegin"]
+    cases = []
+    for case in CASES:
+        with torch.no_grad():
+            out = model.generate(features, language=case["language"], task=case["task"],
+                                 max_new_tokens=MAX_NEW_TOKENS, return_dict_in_generate=True, output_scores=True)
+        sequence = out.sequences[0].tolist()
+        gap = min(float((s[0].topk(2).values[0] - s[0].topk(2).values[1]).item()) for s in out.scores)
+        text_ids = [t for t in sequence if t < timestamp_begin]
+        cases.append(dict(case, sequence=sequence, text=tok.decode(text_ids, skip_special_tokens=True),
+                          smallestTop2Gap=gap))
+        log(f"{case}: {sequence} (top-2 gap >= {gap:.3g})")
+    write_json(path, dict(stamp, maxNewTokens=MAX_NEW_TOKENS, cases=cases,
+                          featuresShape=list(features.shape[1:])))
+
+
+def main():
+    p = argparse.ArgumentParser(prog=PROG)
+    p.add_argument("--out", default=os.path.join(HERE, "golden", "whisper"))
+    p.add_argument("--audio-fixtures", action="store_true")
+    args = p.parse_args()
+    if args.audio_fixtures:
+        import soundfile as sf
+
+        for ext, kw in (("flac", {}), ("mp3", {}), ("ogg", {"subtype": "VORBIS"})):
+            sf.write(os.path.join(HERE, "fixtures", "audio", f"speech.{ext}"), speech_like(), RATE, **kw)
+        return
+    os.makedirs(args.out, exist_ok=True)
+    wav_path = os.path.join(args.out, "speech.wav")
+    write_wav(wav_path, speech_like(), RATE)
+    write_wav(os.path.join(args.out, "speech44k.wav"), speech_like(44100), 44100, channels=2)
+    make_tokenizer(os.path.join(args.out, "tokenizer"))
+    src = os.path.join(args.out, "src")
+    make_source(src, os.path.join(args.out, "tokenizer"))
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    want = exporter("export_whisper").whisper_hash(src, argparse.Namespace(format="torchscript"))
+    manifest = export_folder(log, "export_whisper", src, os.path.join(args.out, "model"), want, [])
+    goldens(src, args.out, wav_path, manifest)
+
+
+if __name__ == "__main__":
+    main()
