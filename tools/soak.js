@@ -114,7 +114,11 @@ function kinds(url, maxTokens, toolTokens) {
     if (res.status >= 500) {
       let code = '?'
       try {
-        code = JSON.parse(body).error?.code ?? code
+        const { error } = JSON.parse(body)
+        // Anthropic's shape (/v1/messages) has no code: its overloaded_error is QueueFull, or
+        // Unavailable, whose message says the server is shutting down.
+        const anthropic = error?.type === 'overloaded_error' && !/shutting down/.test(error.message)
+        code = error?.code ?? (anthropic ? 'QueueFull' : (error?.type ?? code))
       } catch {}
       const key = `${res.status} ${code}`
       serverErrors.set(key, (serverErrors.get(key) ?? 0) + 1)
@@ -220,8 +224,8 @@ async function main() {
   const bad = []
   let next = 0
   let done = 0
-  // RSS once the first 200 requests (a tenth of a shorter run) are answered: the warm baseline.
-  const warmAt = Math.min(200, Math.ceil(opts.requests / 10))
+  // RSS once the first 200 requests (a third of a shorter run) are answered: the warm baseline.
+  const warmAt = Math.min(200, Math.ceil(opts.requests / 3))
   let rssWarm = 0
   const worker = async () => {
     while (next < opts.requests && Date.now() < deadline) {
