@@ -32,3 +32,4 @@ impl Audio {
         self.samples.len() as f64 / f64::from(self.sample_rate)
     }
 }
+pub mod whisper;
