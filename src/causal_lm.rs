@@ -179,27 +179,35 @@ fn prompt(env: RawEnv, v: Val) -> anyhow::Result<Prompt> {
         return Ok(Prompt::Ids(ids.collect::<anyhow::Result<_>>()?));
     }
     if !items.is_empty() && kinds.iter().all(|&k| k == Js::napi_object) {
-        let message = |(i, &m): (usize, &Val)| -> anyhow::Result<Option<Json>> {
-            let field = |key: &str| -> anyhow::Result<Option<String>> {
-                match js::property(env, m, key)? {
-                    Some(s) if js::type_of(env, s)? == Js::napi_string => {
-                        text(env, s, &format!("{what}[{i}].{key}")).map(Some)
-                    }
-                    _ => Ok(None),
+        let mut images = Vec::new();
+        let mut message = |(i, &m): (usize, &Val)| -> anyhow::Result<Option<Json>> {
+            let role = match js::property(env, m, "role")? {
+                Some(s) if js::type_of(env, s)? == Js::napi_string => {
+                    text(env, s, &format!("{what}[{i}].role"))?
                 }
+                _ => return Ok(None),
             };
-            Ok(match (field("role")?, field("content")?) {
-                (Some(role), Some(content)) => Some(serde_json::json!({"role": role, "content": content})),
-                _ => None,
-            })
+            let content = match js::property(env, m, "content")? {
+                Some(s) if js::type_of(env, s)? == Js::napi_string => {
+                    Json::String(text(env, s, &format!("{what}[{i}].content"))?)
+                }
+                Some(list) if js::is_array(env, list)? => {
+                    content_parts(env, list, &format!("{what}[{i}].content"), &mut images)?
+                }
+                _ => return Ok(None),
+            };
+            Ok(Some(serde_json::json!({"role": role, "content": content})))
         };
         let messages = items
             .iter()
             .enumerate()
-            .map(message)
+            .map(&mut message)
             .collect::<anyhow::Result<Option<Vec<_>>>>()?;
         if let Some(messages) = messages {
-            return Ok(Prompt::Messages(messages));
+            return Ok(match images.is_empty() {
+                true => Prompt::Messages(messages),
+                false => Prompt::Multimodal(messages, images),
+            });
         }
     }
     bail_code!(
@@ -207,6 +215,61 @@ fn prompt(env: RawEnv, v: Val) -> anyhow::Result<Prompt> {
         "{what}: expected a string, an array of {{role, content}} messages or of token ids, got {}",
         js::describe(env, v)
     )
+}
+
+/// A message's content parts: `{type: 'text', text}` and `{type: 'image', image}` (`image`: the
+/// image processor's pixel_values Tensor, copied into `images`; the part becomes
+/// `{type: 'image'}` for the chat template). Text-only parts are joined into one string, the
+/// content every chat template takes.
+fn content_parts(env: RawEnv, list: Val, what: &str, images: &mut Vec<tch::Tensor>) -> anyhow::Result<Json> {
+    let mut parts = Vec::new();
+    for (k, part) in js::elements(env, list)?.into_iter().enumerate() {
+        let at = format!("{what}[{k}]");
+        let kind = match js::type_of(env, part)? == Js::napi_object {
+            true => js::property(env, part, "type")?,
+            false => None,
+        };
+        let kind = match kind {
+            Some(t) if js::type_of(env, t)? == Js::napi_string => text(env, t, &format!("{at}.type"))?,
+            _ => bail_code!(
+                Code::InvalidArg,
+                "{at}: expected {{type: 'text', text}} or {{type: 'image', image}}, got {}",
+                js::describe(env, part)
+            ),
+        };
+        match kind.as_str() {
+            "text" => {
+                let t = js::property(env, part, "text")?;
+                let t = match t {
+                    Some(t) if js::type_of(env, t)? == Js::napi_string => {
+                        text(env, t, &format!("{at}.text"))?
+                    }
+                    _ => bail_code!(Code::InvalidArg, "{at}.text: expected a string"),
+                };
+                parts.push(serde_json::json!({"type": "text", "text": t}));
+            }
+            "image" => {
+                let Some(image) = js::property(env, part, "image")? else {
+                    bail_code!(
+                        Code::InvalidArg,
+                        "{at}.image: expected the image's pixel_values Tensor"
+                    );
+                };
+                let pixels = crate::tensor::operands::shared(env, image, &format!("{at}.image"))?;
+                images.push(pixels.f_detach()?.f_to_dtype(pixels.kind(), false, true)?);
+                parts.push(serde_json::json!({"type": "image"}));
+            }
+            other => bail_code!(
+                Code::InvalidArg,
+                "{at}.type: expected 'text' or 'image', got '{other}'"
+            ),
+        }
+    }
+    if parts.iter().all(|p| p["type"] == "text") {
+        let joined: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+        return Ok(Json::String(joined));
+    }
+    Ok(Json::Array(parts))
 }
 
 /// What a piece sends to JS: text and its tokens, and on the last piece why it ended (or the

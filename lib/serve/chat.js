@@ -60,6 +60,11 @@ function chatModel(name, lm, tokenizer) {
     markers,
     async prompt(messages, tools, plain) {
       if (plain && !tools) return messages // CausalLM renders it (a long one off the event loop)
+      // A chat with images stays messages: CausalLM decodes the images, renders the chat and expands
+      // the image tokens (the context is then checked natively: a prompt past it is InvalidArg).
+      if (messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p?.type === 'image'))) {
+        return messages
+      }
       /** @type {Record<string, any>} */
       const options = { addGenerationPrompt: true }
       if (tools && toolsVariable === 'tools') options.tools = tools
@@ -358,8 +363,15 @@ async function chatCompletions(ctx, body, res, startedAt) {
   const logprobs = R.readLogprobs(b)
   if (logprobs) request.options = { ...request.options, ...logprobs }
   const model = /** @type {ChatModel} */ (ctx.model(b.model, 'chat'))
-  const { messages, plain } = R.readMessages(b.messages, ctx.limits)
+  const images = imagesOf(b.messages)
+  const read = R.readMessages(images ? images.textOnly : b.messages, ctx.limits)
+  const { plain } = read
   const { tools, parallel, forced } = R.readTools(b, ctx.limits)
+  if (images && (tools || !plain)) {
+    throw new HttpError(400, 'InvalidArg', 'messages: image_url parts are not served with tools or tool calls yet')
+  }
+  // The read messages with the image parts back where they were (CausalLM decodes them).
+  const messages = images ? read.messages.map((m, i) => images.parts.get(i) ?? m) : read.messages
   const responseFormat = R.readResponseFormat(b.response_format)
   if (forced && responseFormat) {
     throw new HttpError(400, 'InvalidArg', 'response_format: not with a forced tool_choice (the answer is tool calls)')
@@ -411,6 +423,50 @@ async function completions(ctx, body, res, startedAt) {
   const request = R.readSampling(b, ctx.limits)
   const model = /** @type {ChatModel} */ (ctx.model(b.model, 'chat'))
   await generate(ctx, res, model, R.readPrompt(b.prompt), request, () => COMPLETION, null, startedAt)
+}
+
+// `data:image/png;base64,...` (and jpeg, webp, gif: what torch.image.load decodes).
+const DATA_URL = /^data:image\/[\w.+-]+;base64,/
+
+/**
+ * OpenAI's `image_url` content parts (`{type: 'image_url', image_url: {url}}`, or `image_url` the URL
+ * itself) in `messages`, as CausalLM's image parts: `parts`, message index -> the message with its
+ * content as `[{type: 'text', text} | {type: 'image', image: Buffer}]`; `textOnly`, the messages
+ * with those parts left out (for requests.js's checks). Null when no message has one. Only data:
+ * URLs: the server fetches nothing (an http(s) URL is a 400).
+ * @param {unknown} messages
+ * @returns {{ parts: Map<number, Record<string, any>>; textOnly: unknown[] } | null}
+ */
+function imagesOf(messages) {
+  if (!Array.isArray(messages)) return null
+  const isImage = (/** @type {any} */ p) => p !== null && typeof p === 'object' && p.type === 'image_url'
+  if (!messages.some((m) => Array.isArray(m?.content) && m.content.some(isImage))) return null
+  /** @type {Map<number, Record<string, any>>} */
+  const parts = new Map()
+  const textOnly = messages.map((m, i) => {
+    if (!Array.isArray(m?.content) || !m.content.some(isImage)) return m
+    if (m.role !== 'user') {
+      throw new HttpError(400, 'InvalidArg', `messages[${i}]: image_url parts only in user messages`)
+    }
+    const content = m.content.map((/** @type {any} */ p, /** @type {number} */ j) => {
+      if (!isImage(p)) return p
+      const url = typeof p.image_url === 'string' ? p.image_url : p.image_url?.url
+      const where = `messages[${i}].content[${j}].image_url`
+      if (typeof url !== 'string') throw new HttpError(400, 'InvalidArg', `${where}: expected {url: string}`)
+      const match = DATA_URL.exec(url)
+      if (!match) {
+        throw new HttpError(
+          400,
+          'InvalidArg',
+          `${where}: only data:image/...;base64 URLs are served (this server fetches no http(s) URL), got ${JSON.stringify(url.slice(0, 40))}`,
+        )
+      }
+      return { type: 'image', image: Buffer.from(url.slice(match[0].length), 'base64') }
+    })
+    parts.set(i, { role: m.role, content })
+    return { ...m, content: content.filter((/** @type {any} */ p) => p.type !== 'image') }
+  })
+  return { parts, textOnly }
 }
 
 module.exports = { chatModel, chatCompletions, completions }

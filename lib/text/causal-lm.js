@@ -7,9 +7,13 @@
 // side reads the prompt and the options and owns the one queue (`maxSequences`, then `maxQueue`
 // waiting, then QueueFull); this file turns the pieces into an async iterator and owns
 // `signal`/`timeoutMs`. JS because the native class stays internal (an async iterator is plain JS).
+const fs = require('node:fs')
+const path = require('node:path')
 const { loadAddon } = require('../addon')
 const { codedError, describe } = require('../errors')
 const opt = require('../options')
+const torch = require('../torch')
+const { imageSource } = require('../vision/model-folder')
 
 const native = loadAddon()
 const FAILED = native._failed
@@ -101,8 +105,18 @@ const MAX_TIMER_MS = 2 ** 31 - 1
  *   | { type: 'tool_calls'; tools: Array<{ type: 'function'; function: { name: string; description?: string; parameters?: object; strict?: boolean } }>; toolChoice: 'auto' | 'required' | { type: 'function'; function: { name: string } }; format: 'hermes' | 'llama3' | 'mistral' | 'generic'; parallel?: boolean }} ResponseFormat
  */
 /**
- * A prompt: text, chat messages (rendered by the model's chat template) or token ids.
- * @typedef {string | Array<{ role: string; content: string }> | number[]} GeneratePrompt
+ * An image in a message's content: a path, a `data:image/...;base64,` URL, the file's bytes (PNG, JPEG,
+ * WebP, ...: torch.image.load's formats and limits), or a uint8 RGB Tensor `[3, h, w]`.
+ * @typedef {string | Uint8Array | import('../../index').Tensor} ChatImage
+ */
+/**
+ * A part of a message's content: text, or an image (a vision-language model's: python/export_vlm.py).
+ * @typedef {{ type: 'text'; text: string } | { type: 'image'; image: ChatImage }} ContentPart
+ */
+/**
+ * A prompt: text, chat messages (rendered by the model's chat template; a vision-language model's
+ * messages may hold images as content parts) or token ids.
+ * @typedef {string | Array<{ role: string; content: string | ContentPart[] }> | number[]} GeneratePrompt
  */
 /**
  * One generated token's log-probability (options `logprobs`, `topLogprobs`): the log-softmax of the
@@ -149,6 +163,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1
 class CausalLM {
   #native
   #info
+  /** @type {any} the image processor (preprocess.pt) of a vision-language folder, else null */
+  #preprocess = null
   /** @type {Set<() => void>} aborts of the generations in flight */
   #running = new Set()
   #disposed = false
@@ -185,6 +201,16 @@ class CausalLM {
       throw e
     }
     const lm = new CausalLM(LOAD, handle)
+    const vision = readVision(folder)
+    if (vision) {
+      const { ScriptModule } = torch()
+      try {
+        lm.#preprocess = await ScriptModule.load(path.join(folder, vision.preprocess))
+      } catch (e) {
+        handle.dispose()
+        throw codedError('ModelLoadError', `CausalLM.load: ${/** @type {Error} */ (e).message}`, caller)
+      }
+    }
     const { dtype, nativeBf16 } = lm.program
     if (dtype === 'bfloat16' && !nativeBf16) {
       process.emitWarning(
@@ -239,6 +265,11 @@ class CausalLM {
       kernels: Object.fromEntries(Object.entries(kernels).map(([k, v]) => [k, { oneRow: v.one_row, rows: v.rows }])),
       nativeBf16: native.cpu.hasNativeBf16(),
     }
+  }
+
+  /** Whether the model takes images in its messages (a folder python/export_vlm.py wrote). */
+  get acceptsImages() {
+    return this.#preprocess !== null
   }
 
   /** True once `dispose()` was called. */
@@ -308,12 +339,76 @@ class CausalLM {
     const { signal, timeoutMs, ...rest } = options ?? {}
     opt.read({ signal, timeoutMs }, CALL_OPTIONS, `${what}: options`, caller)
     if (rest.responseFormat !== undefined) rest.responseFormat = formatJson(rest.responseFormat, what, caller)
-    const request = call(this.#native.prepare, this.#native, [prompt, rest], what, caller)
+    const images = imageParts(prompt, what, caller)
+    if (images.length === 0) {
+      const request = call(this.#native.prepare, this.#native, [prompt, rest], what, caller)
+      return { request, signal, timeoutMs }
+    }
+    if (!this.#preprocess) {
+      throw codedError(
+        'InvalidArg',
+        `${what}: this model takes no images (a text-only export; a LLaVA checkpoint exported with ` +
+          'python/export_vlm.py does)',
+        caller,
+      )
+    }
+    // The images are decoded and processed (off this thread) when the generation starts.
+    const request = async () => {
+      const pixels = await Promise.all(images.map((p) => this.#pixelValues(p.image, p.what, signal)))
+      try {
+        const withPixels = prompt.map((/** @type {any} */ m, /** @type {number} */ i) => {
+          if (!Array.isArray(m?.content)) return m
+          const content = m.content.map((/** @type {any} */ part, /** @type {number} */ k) => {
+            const at = images.findIndex((p) => p.message === i && p.part === k)
+            return at < 0 ? part : { type: 'image', image: pixels[at] }
+          })
+          return { role: m.role, content }
+        })
+        return call(this.#native.prepare, this.#native, [withPixels, rest], what)
+      } finally {
+        for (const p of pixels) p.dispose()
+      }
+    }
     return { request, signal, timeoutMs }
   }
 
+  /**
+   * An image's pixel_values (the folder's image processor over the decoded uint8 RGB image); InvalidArg
+   * for what is not an image (torch.image.load's errors for undecodable bytes or too many pixels).
+   * @param {unknown} image @param {string} what @param {AbortSignal} [signal]
+   */
+  async #pixelValues(image, what, signal) {
+    const { Tensor, image: images } = torch()
+    let decoded
+    if (image instanceof Tensor) {
+      if (image.dtype !== 'uint8' || image.ndim !== 3 || image.shape[0] !== 3) {
+        throw codedError(
+          'InvalidArg',
+          `${what}: expected a uint8 RGB Tensor [3, h, w], got ${image.dtype} [${image.shape}]`,
+        )
+      }
+      decoded = image
+    } else {
+      try {
+        decoded = await images.load(imageSource(image, what), { dtype: 'uint8', layout: 'chw' })
+      } catch (e) {
+        // Undecodable bytes or an image past the decoder's pixel limit (InvalidImage) are a bad argument
+        // here; a missing file keeps its IoError.
+        const code = /** @type {any} */ (e)?.code
+        if (!code) throw e
+        throw codedError(code === 'InvalidImage' ? 'InvalidArg' : code, `${what}: ${/** @type {Error} */ (e).message}`)
+      }
+    }
+    try {
+      if (signal?.aborted) throw codedError('Aborted', `${what}: the signal was aborted`)
+      return /** @type {import('../../index').Tensor} */ (await this.#preprocess.forward(decoded))
+    } finally {
+      if (decoded !== image) decoded.dispose()
+    }
+  }
+
   /** One generation: its pieces as they come, then `{finishReason, usage}`. */
-  async *#run({ request, signal, timeoutMs }) {
+  async *#run({ request: prepared, signal, timeoutMs }) {
     const usage = { promptTokens: 0, completionTokens: 0 }
     const timer = new AbortController()
     const timeout =
@@ -322,6 +417,8 @@ class CausalLM {
     try {
       // A generator made before dispose() and first read after it.
       if (this.#disposed) throw codedError('Disposed', 'CausalLM.generate: this model was disposed')
+      if (stopped()) return { finishReason: 'aborted', usage }
+      const request = typeof prepared === 'function' ? await prepared() : prepared
       if (stopped()) return { finishReason: 'aborted', usage }
       /** @type {any[]} */
       const pieces = []
@@ -385,12 +482,46 @@ class CausalLM {
     if (this.#disposed) return
     this.#disposed = true
     this.#native.dispose()
+    this.#preprocess?.dispose()
     for (const abort of this.#running) abort()
   }
 
   [Symbol.dispose]() {
     this.dispose()
   }
+}
+
+/**
+ * manifest.json's `vision` (a folder python/export_vlm.py wrote), else null.
+ * @param {string} folder @returns {{ preprocess: string } | null}
+ */
+function readVision(folder) {
+  try {
+    return JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8')).vision ?? null
+  } catch {
+    return null // the native load read it already: nothing to add
+  }
+}
+
+/**
+ * The image parts of a chat prompt: where each is and what to call it in a message.
+ * @param {unknown} prompt @param {string} what @param {Function} caller
+ * @returns {Array<{ message: number; part: number; image: unknown; what: string }>}
+ */
+function imageParts(prompt, what, caller) {
+  const out = []
+  if (!Array.isArray(prompt)) return out
+  prompt.forEach((m, i) => {
+    if (!Array.isArray(m?.content)) return
+    m.content.forEach((/** @type {any} */ part, /** @type {number} */ k) => {
+      if (part?.type !== 'image') return
+      if (part.image === undefined || part.image === null) {
+        throw codedError('InvalidArg', `${what}: prompt[${i}].content[${k}].image: expected an image`, caller)
+      }
+      out.push({ message: i, part: k, image: part.image, what: `${what}: prompt[${i}].content[${k}].image` })
+    })
+  })
+  return out
 }
 
 module.exports = { CausalLM }
