@@ -135,6 +135,12 @@ for (const name of ['dpt', 'depth-anything']) {
       const stats = pipe.stats()
       if (stats.batches !== undefined) assert.ok(stats.batches - before < 15, `batches ${stats.batches - before}`)
     })
+
+    test('an RGBA PNG and a JPEG (as PIL decodes it) as the pipeline converts them to RGB', TIMEOUT, async () => {
+      const extra = goldens[name].extraResults
+      assert.equal(extra?.length, 2, 'goldens with extraResults: rerun models/make_dense_models.py')
+      for (const want of extra) assertDepth(await pipe.run(path.join(DIR, want.image)), want, exact, want.image)
+    })
   })
 }
 
@@ -155,6 +161,11 @@ for (const name of ['segformer', 'dpt-segmentation']) {
       assert.equal(pipe.labels['1'], 'cat')
       const semantic = await pipe.run(images[0], { subtask: 'semantic' })
       assertSegments(semantic, goldens[name].results[0].segments, 0, 'subtask semantic')
+      // an RGBA PNG (alpha dropped, as PIL's convert('RGB')) and a JPEG as PIL decodes it
+      assert.equal(goldens[name].extraResults?.length, 2)
+      for (const want of goldens[name].extraResults) {
+        assertSegments(await pipe.run(path.join(DIR, want.image)), want.segments, 0, want.image)
+      }
     })
 
     test('concurrent calls share forwards', TIMEOUT, async () => {

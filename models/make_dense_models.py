@@ -12,14 +12,22 @@ Writes (all generated, under models/golden/, which git ignores), each model seed
                       (depth-anything: a DINOv2 backbone, 28×28 keep_aspect_ratio, multiple of 14)
                       and SegformerForSemanticSegmentation (segformer: 32×32 bilinear, 5 labels)
                       and DPTForSemanticSegmentation (dpt-segmentation: 32×32 bicubic, 5 labels),
-                      with their image processors
-  dense/<name>/       that folder exported by python/export_dense.py
-  dense/goldens.json  per model and image of IMAGES: pipeline('depth-estimation') (predicted_depth
-                      float32 and depth uint8, base64) or pipeline('image-segmentation') (label and
-                      mask uint8, base64), and the processor's pixel_values shape
+                      with their image processors; ViTForImageClassification (vit: 32×32) and
+                      ConvNextForImageClassification (convnext: shortest_edge 32, crop_pct),
+                      DetrForObjectDetection (detr: a ResNet backbone) and YolosForObjectDetection
+                      (yolos), both shortest_edge 32 / longest_edge 48, 10 queries, 5 labels
+  dense/<name>/       that folder exported by python/export_dense.py (the classifiers and detectors:
+                      python/export_vision.py)
+  dense/rgba.png, dense/chelsea-jpg-pil.png
+                      an RGBA PNG, and chelsea.jpg as PIL decodes it (write_rgba)
+  dense/goldens.json  per model and image of IMAGES (results) and of DENSE_EXTRA_IMAGES
+                      (extraResults): pipeline('depth-estimation') (predicted_depth float32 and
+                      depth uint8, base64) or pipeline('image-segmentation') (label and mask uint8,
+                      base64), and the processor's pixel_values; per classifier and detector and
+                      image of VISION_IMAGES: the pipeline's answer to each of VISION_CALLS
 
 Idempotent: a source is rewritten only when its recipe changes, an export only when its source or
-export_dense.py changed, the goldens only when an export changed.
+its export script changed, the goldens only when an export or an input list changed.
 """
 
 import argparse
@@ -219,17 +227,21 @@ def vision_goldens(source, task, out):
     return entries
 
 
-def goldens(source, task):
+# The depth and segmentation models also read these (write_rgba): an RGBA PNG, and a JPEG as PIL decodes it.
+DENSE_EXTRA_IMAGES = ["rgba.png", "chelsea-jpg-pil.png"]
+
+
+def goldens(source, task, images=None, out=None):
     import numpy as np
     from PIL import Image
     from transformers import AutoImageProcessor, pipeline
 
     run = pipeline(task, model=source, device="cpu")
     processor = AutoImageProcessor.from_pretrained(source)
-    out = []
-    for name in IMAGES:
-        path = os.path.join(HERE, "images", name)
-        pixels = processor(images=Image.open(path), return_tensors="pt")["pixel_values"]
+    entries = []
+    for name in images or IMAGES:
+        path = image_path(out, name) if out else os.path.join(HERE, "images", name)
+        pixels = processor(images=Image.open(path).convert("RGB"), return_tensors="pt")["pixel_values"]
         entry = {"image": name, "pixelShape": list(pixels.shape), "pixelValues": b64(pixels.numpy())}
         result = run(path)
         if task == "depth-estimation":
@@ -239,8 +251,8 @@ def goldens(source, task):
         else:
             entry["segments"] = [{"score": r["score"], "label": r["label"],
                                   "mask": b64(np.asarray(r["mask"], dtype=np.uint8))} for r in result]
-        out.append(entry)
-    return out
+        entries.append(entry)
+    return entries
 
 
 def main():
@@ -261,7 +273,7 @@ def main():
     write_rgba(args.out)
     path = os.path.join(args.out, "goldens.json")
     if up_to_date(log, path, {"exportHashes": hashes, "images": IMAGES, "visionImages": VISION_IMAGES,
-                              "visionCalls": VISION_CALLS}):
+                              "visionCalls": VISION_CALLS, "denseExtraImages": DENSE_EXTRA_IMAGES}):
         return
     import transformers
 
@@ -272,7 +284,10 @@ def main():
         "images": IMAGES,
         "visionImages": VISION_IMAGES,
         "visionCalls": VISION_CALLS,
-        **{name: {"task": tasks[name], "results": goldens(os.path.join(args.out, f"{name}-src"), tasks[name])}
+        "denseExtraImages": DENSE_EXTRA_IMAGES,
+        **{name: {"task": tasks[name], "results": goldens(os.path.join(args.out, f"{name}-src"), tasks[name]),
+                  "extraResults": goldens(os.path.join(args.out, f"{name}-src"), tasks[name], DENSE_EXTRA_IMAGES,
+                                          args.out)}
            for name in MODELS if name not in VISION},
         **{name: {"task": tasks[name], "results": vision_goldens(os.path.join(args.out, f"{name}-src"), tasks[name],
                                                                 args.out)}
