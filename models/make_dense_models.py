@@ -181,13 +181,16 @@ def b64(array):
 VISION_IMAGES = ["chelsea.png", "coffee.png", "chelsea.jpg", "rgba.png"]
 # Per call of the classifiers and detectors: the pipeline's keyword arguments (camelCase in the goldens).
 VISION_CALLS = {
-    "image-classification": [{}, {"top_k": 2, "function_to_apply": "sigmoid"}, {"top_k": 9, "function_to_apply": "none"}],
+    "image-classification": [{}, {"top_k": 2, "function_to_apply": "sigmoid"},
+                             {"top_k": 9, "function_to_apply": "none"}],
     "object-detection": [{}, {"threshold": 0.0}, {"threshold": 0.9}],
 }
 
 
 def image_path(out, name):
-    return os.path.join(out, name) if name in ("rgba.png", "chelsea-jpg-pil.png") else os.path.join(HERE, "images", name)
+    """The images write_rgba makes lie in `out`; the rest are models/images'."""
+    generated = name in ("rgba.png", "chelsea-jpg-pil.png")
+    return os.path.join(out, name) if generated else os.path.join(HERE, "images", name)
 
 
 def write_rgba(out):
