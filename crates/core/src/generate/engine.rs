@@ -3,8 +3,9 @@
 //!
 //! Each round runs as one job of the executor (`Schedule`): it frees the rows of aborted
 //! generations, admits waiting ones (`super::admission` decides which; each prompt is
-//! tokenized and run there, so a chat template never blocks JS; a prompt over 16 KiB is
-//! tokenized ahead on a thread of its own, so it stalls no step), runs one step for every
+//! tokenized and run there, so a chat template never blocks JS; a prompt over 16 KiB, or one
+//! with images (their vision program), is made ahead on a thread of its own, so it stalls no
+//! step), runs one step for every
 //! sequence, hands each generation's new text to its `Sink`, and schedules the next round; each
 //! job goes to the back of the executor's queue, so other work takes turns with the steps.
 //!
@@ -133,7 +134,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 fn is_long(prompt: &Prompt, limit: usize) -> bool {
     match prompt {
         Prompt::Text(text) => text.len() > limit,
-        Prompt::Messages(messages) | Prompt::Multimodal(messages, _) => {
+        // Images run through the vision program as the prompt is made: apart, so no step waits.
+        Prompt::Multimodal(..) => true,
+        Prompt::Messages(messages) => {
             let bytes: usize = messages
                 .iter()
                 .filter_map(|m| m["content"].as_str())
