@@ -267,7 +267,10 @@ class CausalLM {
     }
   }
 
-  /** Whether the model takes images in its messages (a folder python/export_vlm.py wrote). */
+  /**
+   * Whether the model takes images in its messages (a folder python/export_vlm.py wrote).
+   * @returns {boolean}
+   */
   get acceptsImages() {
     return this.#preprocess !== null
   }
@@ -354,8 +357,11 @@ class CausalLM {
     }
     // The images are decoded and processed (off this thread) when the generation starts.
     const request = async () => {
-      const pixels = await Promise.all(images.map((p) => this.#pixelValues(p.image, p.what, signal)))
+      const settled = await Promise.allSettled(images.map((p) => this.#pixelValues(p.image, p.what)))
+      const pixels = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []))
       try {
+        const failed = settled.find((r) => r.status === 'rejected')
+        if (failed) throw failed.reason
         const withPixels = prompt.map((/** @type {any} */ m, /** @type {number} */ i) => {
           if (!Array.isArray(m?.content)) return m
           const content = m.content.map((/** @type {any} */ part, /** @type {number} */ k) => {
@@ -375,9 +381,9 @@ class CausalLM {
   /**
    * An image's pixel_values (the folder's image processor over the decoded uint8 RGB image); InvalidArg
    * for what is not an image (torch.image.load's errors for undecodable bytes or too many pixels).
-   * @param {unknown} image @param {string} what @param {AbortSignal} [signal]
+   * @param {unknown} image @param {string} what
    */
-  async #pixelValues(image, what, signal) {
+  async #pixelValues(image, what) {
     const { Tensor, image: images } = torch()
     let decoded
     if (image instanceof Tensor) {
@@ -389,8 +395,9 @@ class CausalLM {
       }
       decoded = image
     } else {
+      const source = imageSource(image, what)
       try {
-        decoded = await images.load(imageSource(image, what), { dtype: 'uint8', layout: 'chw' })
+        decoded = await images.load(source, { dtype: 'uint8', layout: 'chw' })
       } catch (e) {
         // Undecodable bytes or an image past the decoder's pixel limit (InvalidImage) are a bad argument
         // here; a missing file keeps its IoError.
@@ -400,7 +407,6 @@ class CausalLM {
       }
     }
     try {
-      if (signal?.aborted) throw codedError('Aborted', `${what}: the signal was aborted`)
       return /** @type {import('../../index').Tensor} */ (await this.#preprocess.forward(decoded))
     } finally {
       if (decoded !== image) decoded.dispose()
