@@ -21,6 +21,7 @@ pub mod image;
 pub mod ivalue;
 pub mod napi;
 pub mod script_module;
+pub mod speech;
 pub mod text;
 
 /// Node reads this at load time. `NAPI_VERSION_EXPERIMENTAL` makes Node run finalizers during

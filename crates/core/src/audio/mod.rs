@@ -33,3 +33,58 @@ impl Audio {
     }
 }
 pub mod whisper;
+
+#[cfg(test)]
+mod tests {
+    use super::mel::{log_mel, MelSettings};
+    use super::*;
+    use std::path::Path;
+
+    /// (max, mean) |difference| of the features of `file` from `want`.
+    fn diff(file: &Path, want: &[f32]) -> (f32, f32) {
+        let audio = decode(std::fs::read(file).unwrap(), &Limits::default())
+            .unwrap()
+            .at_rate(16000)
+            .unwrap();
+        let got = log_mel(&audio.samples, &MelSettings::default()).unwrap();
+        let got: Vec<f32> = Vec::<f32>::try_from(got.flatten(0, -1)).unwrap();
+        assert_eq!(got.len(), want.len());
+        let d: Vec<f32> = got.iter().zip(want).map(|(a, b)| (a - b).abs()).collect();
+        (
+            d.iter().copied().fold(0.0, f32::max),
+            d.iter().sum::<f32>() / d.len() as f32,
+        )
+    }
+
+    /// models/golden/whisper (the `whisper` fixture job): WhisperFeatureExtractor's features of
+    /// speech.wav, against ours of the WAV and of the committed FLAC (lossless: within 1e-5), and
+    /// of the MP3 and Ogg/Vorbis copies (lossy codecs: the bound is the codec's, not ours).
+    #[test]
+    fn features_equal_whisper_feature_extractor() {
+        let dir = Path::new(crate::REPO_ROOT).join("models/golden/whisper");
+        let Ok(bytes) = std::fs::read(dir.join("speech.features.f32")) else {
+            eprintln!("skipped: run `node tools/models.js --lazy` (the whisper job) first");
+            return;
+        };
+        let want: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let fixtures = Path::new(crate::REPO_ROOT).join("models/fixtures/audio");
+        let [wav, flac, mp3, ogg, resampled] = [
+            dir.join("speech.wav"),
+            fixtures.join("speech.flac"),
+            fixtures.join("speech.mp3"),
+            fixtures.join("speech.ogg"),
+            dir.join("speech44k.wav"),
+        ]
+        .map(|f| diff(&f, &want));
+        eprintln!("(max, mean) |diff|: wav {wav:?} flac {flac:?} mp3 {mp3:?} ogg {ogg:?} 44.1k stereo {resampled:?}");
+        assert!(wav.0 <= 1e-5 && flac.0 <= 1e-5, "wav {wav:?} flac {flac:?}");
+        // Lossy codecs and resampling: what moves is the quietest bins near the -8 floor (log10
+        // magnifies them), so the bound is on the mean.
+        for (name, d) in [("mp3", mp3), ("ogg", ogg), ("44.1k", resampled)] {
+            assert!(d.1 < 0.05, "{name}: {d:?}");
+        }
+    }
+}

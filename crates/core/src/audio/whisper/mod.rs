@@ -40,6 +40,8 @@ pub struct Settings {
     pub max_length: usize,
     /// The decoder's learned positions.
     pub max_target_positions: usize,
+    /// generation_config's `num_beams` (1 where absent).
+    pub num_beams: usize,
     pub vocab_size: i64,
     pub layers: i64,
     pub heads: i64,
@@ -124,6 +126,7 @@ impl Settings {
             forced_decoder_ids: forced,
             max_length: usize_of(manifest, "maxLength")?,
             max_target_positions: usize_of(manifest, "maxTargetPositions")?,
+            num_beams: manifest.get("numBeams").and_then(Value::as_u64).unwrap_or(1) as usize,
             vocab_size: int(manifest, "vocabSize")?,
             layers: int(manifest, "layers")?,
             heads: int(manifest, "heads")?,

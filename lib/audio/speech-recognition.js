@@ -1,0 +1,125 @@
+// @ts-check
+'use strict'
+// SpeechRecognitionPipeline: speech to text with Whisper, from a folder written by
+// python/export_whisper.py. The work is native (src/speech.rs over crates/core/src/audio/): the
+// audio file is decoded (WAV, FLAC, MP3, Ogg/Vorbis), down-mixed, resampled to 16 kHz, turned into
+// Whisper's log-mel features and decoded greedily on torch-node's executor, off the event loop.
+// This file checks the options and turns the native failure sentinel into a thrown coded error.
+const fs = require('node:fs')
+const path = require('node:path')
+const { loadAddon } = require('../addon')
+const { codedError, describe } = require('../errors')
+const opt = require('../options')
+
+const native = loadAddon()
+const FAILED = native._failed
+
+/** Calls a native method; its reported failure is thrown from here (src/napi/outcome.rs says why). */
+function call(impl, self, args, where, caller) {
+  const r = Reflect.apply(impl, self, args)
+  if (r !== FAILED) return r
+  const [code, detail] = native._takeError()
+  if (code === null) throw detail
+  throw codedError(code, `${where}: ${detail}`, caller)
+}
+
+const LOAD = Symbol('SpeechRecognitionPipeline.load')
+const MODEL = Symbol('model')
+
+const RUN_OPTIONS = opt.bag({
+  language: opt.string,
+  task: opt.oneOf(['transcribe', 'translate']),
+  maxNewTokens: opt.integer({ min: 1, max: 4096 }),
+  maxDurationS: opt.number({ min: 0.001, expected: 'a number of seconds > 0' }),
+  numBeams: opt.integer({ min: 1, max: 1, expected: '1 (beam search is not built yet: docs/speech.md)' }),
+  returnTimestamps: opt.oneOf([false]),
+  signal: opt.instance(AbortSignal, 'an AbortSignal'),
+})
+
+/**
+ * Speech to text (Whisper): `automatic-speech-recognition` as transformers' pipeline, greedy.
+ * Made with `SpeechRecognitionPipeline.load(folder)`.
+ */
+class SpeechRecognitionPipeline {
+  /**
+   * Throws `InvalidArg`: use `SpeechRecognitionPipeline.load(folder)`.
+   * @private
+   * @param {symbol} token @param {any} model
+   */
+  constructor(token, model) {
+    if (token !== LOAD) {
+      throw codedError(
+        'InvalidArg',
+        'SpeechRecognitionPipeline: use SpeechRecognitionPipeline.load(folder)',
+        SpeechRecognitionPipeline,
+      )
+    }
+    this[MODEL] = model
+  }
+
+  /**
+   * Loads a folder python/export_whisper.py wrote from a WhisperForConditionalGeneration
+   * checkpoint. Errors: `ModelLoadError`, `InvalidArg`.
+   * @param {string} folder
+   * @param {{}} [options] none yet (CPU, float32)
+   * @returns {Promise<SpeechRecognitionPipeline>}
+   */
+  static async load(folder, options) {
+    const where = 'SpeechRecognitionPipeline.load'
+    if (typeof folder !== 'string')
+      throw codedError(
+        'InvalidArg',
+        `${where}: folder: expected a string, got ${describe(folder)}`,
+        SpeechRecognitionPipeline.load,
+      )
+    opt.read(options, {}, `${where}: options`, SpeechRecognitionPipeline.load)
+    const manifest = path.join(folder, 'manifest.json')
+    if (!fs.existsSync(manifest))
+      throw codedError(
+        'ModelLoadError',
+        `${where}: no manifest.json in '${folder}' (export with python/export_whisper.py)`,
+        SpeechRecognitionPipeline.load,
+      )
+    const model = call(native.SpeechModel._open, native.SpeechModel, [folder], where, SpeechRecognitionPipeline.load)
+    return new SpeechRecognitionPipeline(LOAD, model)
+  }
+
+  /** `'automatic-speech-recognition'`. */
+  get task() {
+    return 'automatic-speech-recognition'
+  }
+
+  /** The rate `Float32Array` input must be at (16000). */
+  get samplingRate() {
+    return this[MODEL].samplingRate
+  }
+
+  /**
+   * Transcribes (or translates) `audio`: an encoded file (a Buffer or Uint8Array of WAV, FLAC, MP3
+   * or Ogg/Vorbis, or a path to one) or mono samples at `samplingRate` (a Float32Array). The first
+   * 30 s are read. `{ text, tokens, language }`: the text, the decoder's sequence (prompt first, as
+   * transformers' `generate` returns it) and the language used (given or detected). Errors:
+   * `InvalidArg` (bad options, undecodable audio: "invalid audio: ..."), `Aborted`, `ForwardError`.
+   * @param {Buffer | Uint8Array | string | Float32Array} audio
+   * @param {{language?: string, task?: 'transcribe' | 'translate', maxNewTokens?: number,
+   *   maxDurationS?: number, numBeams?: 1, returnTimestamps?: false, signal?: AbortSignal}} [options]
+   * @returns {Promise<{text: string, tokens: number[], language: string | null}>}
+   */
+  async run(audio, options) {
+    const where = 'SpeechRecognitionPipeline.run'
+    const o = opt.read(options, RUN_OPTIONS, `${where}: options`, this.run)
+    if (!(typeof audio === 'string' || audio instanceof Uint8Array || audio instanceof Float32Array)) {
+      throw codedError(
+        'InvalidArg',
+        `${where}: audio: expected a Buffer, a path or a Float32Array, got ${describe(audio)}`,
+        this.run,
+      )
+    }
+    const m = this[MODEL]
+    const args = [audio, o.language, o.task, o.maxNewTokens, o.maxDurationS, o.signal]
+    const result = await call(m._transcribe, m, args, where, this.run)
+    return result
+  }
+}
+
+module.exports = { SpeechRecognitionPipeline }

@@ -1,0 +1,186 @@
+//! `SpeechModel` (glue over `torch_core::audio`): a Whisper folder (python/export_whisper.py) and
+//! `transcribe`, which decodes, resamples, extracts features and decodes tokens on the executor.
+//! lib/audio/speech-recognition.js is the user's class over it.
+use crate::error::{bail_code, guard, Code};
+use crate::napi::js::{self, Val};
+use crate::napi::outcome::Outcome;
+use crate::napi::task::{self, abort_flag, prepare, Promise};
+use napi::bindgen_prelude::Unknown;
+use napi::{Env, JsValue};
+use napi_derive::napi;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use torch_core::args::Source;
+use torch_core::audio::whisper::{self, Task, Transcript, Whisper};
+use torch_core::audio::{self, Limits};
+
+/// A Whisper speech-to-text model loaded from a torch-node speech folder.
+#[napi(js_name = "SpeechModel")]
+pub struct JsSpeechModel {
+    model: Arc<Mutex<Whisper>>,
+    sampling_rate: u32,
+    num_beams: u32,
+}
+
+/// What `transcribe` reads before the work starts.
+enum Input {
+    Encoded(Source),
+    Samples(Vec<f32>),
+}
+
+struct Request {
+    input: Input,
+    options: whisper::Options,
+    limits: Limits,
+}
+
+fn read_input(env: &Env, v: Val) -> anyhow::Result<Input> {
+    let raw = env.raw();
+    let samples = js::with_typed_array(raw, v, |view| {
+        if view.type_name != "Float32Array" {
+            return Ok(None);
+        }
+        Ok(Some(
+            view.bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+        ))
+    })?
+    .flatten();
+    match samples {
+        Some(s) => Ok(Input::Samples(s)),
+        None => Ok(Input::Encoded(js::source(raw, v, "audio", "an audio file's")?)),
+    }
+}
+
+fn finish(env: js::Env, t: Transcript) -> anyhow::Result<Val> {
+    let sequence: Vec<f64> = t.sequence.iter().map(|&x| x as f64).collect();
+    let language = match &t.language {
+        Some(l) => js::new_string(env, l)?,
+        None => js::null(env)?,
+    };
+    js::new_object(
+        env,
+        vec![
+            ("text".to_string(), js::new_string(env, &t.text)?),
+            ("tokens".to_string(), js::new_number_array(env, &sequence)?),
+            ("language".to_string(), language),
+        ],
+    )
+}
+
+#[napi]
+impl JsSpeechModel {
+    /// @internal Loads `folder` (written by python/export_whisper.py): the manifest, the encoder
+    /// and decoder-step TorchScript programs and the tokenizer, on the CPU
+    /// (`SpeechRecognitionPipeline.load` calls it).
+    #[napi(js_name = "_open", skip_typescript)]
+    pub fn open(folder: String) -> Outcome<JsSpeechModel> {
+        guard(|| {
+            let model = Whisper::load(Path::new(&folder))?;
+            let sampling_rate = model.settings.features.sampling_rate;
+            let num_beams = model.settings.num_beams as u32;
+            Ok(JsSpeechModel {
+                model: Arc::new(Mutex::new(model)),
+                sampling_rate,
+                num_beams,
+            })
+        })
+        .into()
+    }
+
+    /// The rate the model's features are computed at (16000 for Whisper).
+    #[napi(getter)]
+    pub fn sampling_rate(&self) -> u32 {
+        self.sampling_rate
+    }
+
+    /// generation_config's `num_beams` (what transformers' pipeline would use).
+    #[napi(getter)]
+    pub fn checkpoint_num_beams(&self) -> u32 {
+        self.num_beams
+    }
+
+    /// @internal What `SpeechRecognitionPipeline.run` calls (its options checked there): `audio` an
+    /// encoded file (Buffer, Uint8Array or path) or 16 kHz mono samples (Float32Array); resolves to
+    /// `{ text, tokens, language }`. `signal` rejects with `Aborted` while the call is queued.
+    #[napi(skip_typescript, js_name = "_transcribe")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn transcribe(
+        &self,
+        env: Env,
+        audio: Unknown<'_>,
+        language: Option<String>,
+        task: Option<String>,
+        max_new_tokens: Option<u32>,
+        max_duration_s: Option<f64>,
+        signal: Option<Unknown<'_>>,
+    ) -> Outcome<Promise> {
+        let model = self.model.clone();
+        let audio = audio.raw();
+        let signal = signal.map(|s| s.raw());
+        guard(|| {
+            let prepared = prepare(|| {
+                let task = match task.as_deref() {
+                    None => None,
+                    Some("transcribe") => Some(Task::Transcribe),
+                    Some("translate") => Some(Task::Translate),
+                    Some(other) => bail_code!(
+                        Code::InvalidArg,
+                        "task: expected 'transcribe' or 'translate', got '{other}'"
+                    ),
+                };
+                let limits = match max_duration_s {
+                    Some(s) if s.is_finite() && s > 0.0 => Limits { max_seconds: s },
+                    Some(s) => bail_code!(
+                        Code::InvalidArg,
+                        "maxDurationS: expected a positive number, got {s}"
+                    ),
+                    None => Limits::default(),
+                };
+                let options = whisper::Options {
+                    language,
+                    task,
+                    max_new_tokens: max_new_tokens.map(|n| n as usize),
+                };
+                let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
+                Ok((
+                    Request {
+                        input: read_input(&env, audio)?,
+                        options,
+                        limits,
+                    },
+                    abort,
+                ))
+            })?;
+            task::spawn(
+                env.raw(),
+                "transcribe",
+                prepared,
+                move |r: Request| {
+                    let model = model.lock().unwrap_or_else(|p| p.into_inner());
+                    let rate = model.settings.features.sampling_rate;
+                    let samples = match r.input {
+                        Input::Samples(s) => s,
+                        Input::Encoded(source) => {
+                            let bytes = match source {
+                                Source::Bytes(b) => b,
+                                Source::Path(p) => std::fs::read(&p).map_err(|e| {
+                                    crate::error::fail(
+                                        Code::InvalidArg,
+                                        format!("cannot read audio '{p}': {e}"),
+                                    )
+                                })?,
+                            };
+                            audio::decode(bytes, &r.limits)?.at_rate(rate)?.samples
+                        }
+                    };
+                    whisper::transcribe(&model, &samples, &r.options, &|| false)
+                },
+                finish,
+            )
+        })
+        .into()
+    }
+}
