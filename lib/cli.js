@@ -18,9 +18,15 @@ const EXPORTERS = {
   clip: { script: path.join(__dirname, '..', 'python', 'export_clip.py'), prefix: 'export_clip.py: ' },
   dense: { script: path.join(__dirname, '..', 'python', 'export_dense.py'), prefix: 'export_dense.py: ' },
   vision: { script: path.join(__dirname, '..', 'python', 'export_vision.py'), prefix: 'export_vision.py: ' },
+  vlm: { script: path.join(__dirname, '..', 'python', 'export_vlm.py'), prefix: 'export_vlm: ' },
 }
 // Image models, by config.json's architectures: their exporter and the words of its refusals.
 const IMAGE_EXPORTS = [
+  {
+    exporter: 'vlm',
+    architectures: ['LlavaForConditionalGeneration'],
+    what: 'vision-language models (LLaVA, float32)',
+  },
   { exporter: 'clip', architectures: ['CLIPModel', 'SiglipModel'], what: 'CLIP or SigLIP models (float32 towers)' },
   {
     exporter: 'dense',
@@ -77,7 +83,9 @@ DPTForSemanticSegmentation) becomes a folder for torch.pipeline('depth-estimatio
 post-processing (the same flags as CLIP's). A *ForImageClassification checkpoint (ViT, ConvNeXt,
 ...) or an object detector (DetrForObjectDetection, YolosForObjectDetection) becomes a folder for
 torch.pipeline('image-classification') or ('object-detection') through python/export_vision.py
-(the same flags).`
+(the same flags). A LlavaForConditionalGeneration checkpoint becomes a torch.text.CausalLM folder
+that takes images in the chat (docs/multimodal.md), through python/export_vlm.py: the decoder, the
+vision tower and projector (vision.pt) and the image processor (float32; --max-batch applies).`
 
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
        torch-node export <model-dir> <out-folder> [--dtype ...]   (torch-node export --help)
@@ -273,7 +281,8 @@ function runExport(args, { stdout, stderr, env }) {
   const exporter = image ? EXPORTERS[image.exporter] : isCausalLM(args.modelDir) ? EXPORTERS.causal : EXPORTERS.text
   let flags = args.flags
   if (image) {
-    const refused = imageRefuses(flags)
+    const refused =
+      imageRefuses(flags) ?? (image.exporter === 'vlm' && flags.includes('--format') ? '--format' : undefined)
     if (refused) {
       stderr.write(`torch-node: export: ${refused}: not for ${image.what}\n`)
       return Promise.resolve(2)
