@@ -150,6 +150,21 @@ mod tests {
     }
 
     #[test]
+    fn the_128_mel_bank_of_large_v3_matches_too() {
+        // mel_filter_bank(201, 128, 0, 8000, 16000, "slaney", "slaney"): its sum and row 150's
+        // largest entry, at mel 116.
+        let s = MelSettings {
+            n_mels: 128,
+            ..MelSettings::default()
+        };
+        let f = mel_filters(&s);
+        let sum: f64 = f.iter().sum();
+        assert!((sum - 3.1909855285406996).abs() < 1e-12, "{sum}");
+        assert!((f[150 * 128 + 116] - 0.006443682645083771).abs() < 1e-15);
+        assert_eq!(log_mel(&[0.1; 400], &s).unwrap().size(), vec![128, 3000]);
+    }
+
+    #[test]
     fn features_are_80_by_3000_and_silence_is_flat() {
         let features = log_mel(&[0.0; 1000], &MelSettings::default()).unwrap();
         assert_eq!(features.size(), vec![80, 3000]);
