@@ -33,7 +33,11 @@ pub fn language_id(s: &Settings, language: &str) -> Result<i64> {
         format!("<|{lower}|>")
     };
     s.lang_to_id.get(&token).copied().ok_or_else(|| {
-        fail(Code::InvalidArg, format!("language '{language}' is not one this model knows (a code such as 'en', or a name such as 'english')"))
+        let hint = "a code such as 'en', or a name such as 'english'";
+        fail(
+            Code::InvalidArg,
+            format!("language '{language}' is not one this model knows ({hint})"),
+        )
     })
 }
 
