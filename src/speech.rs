@@ -14,8 +14,9 @@ use torch_core::args::Source;
 use torch_core::audio::whisper::{self, Task, Transcript, Whisper};
 use torch_core::audio::{self, Limits};
 
-/// A Whisper speech-to-text model loaded from a torch-node speech folder.
-#[napi(js_name = "SpeechModel")]
+/// @internal A Whisper speech-to-text model loaded from a torch-node speech folder;
+/// `SpeechRecognitionPipeline` (lib/audio/speech-recognition.js) wraps it.
+#[napi(js_name = "_SpeechModel")]
 pub struct JsSpeechModel {
     model: Arc<Mutex<Whisper>>,
     sampling_rate: u32,

@@ -80,7 +80,7 @@ class SpeechRecognitionPipeline {
         `${where}: no manifest.json in '${folder}' (export with python/export_whisper.py)`,
         SpeechRecognitionPipeline.load,
       )
-    const model = call(native.SpeechModel._open, native.SpeechModel, [folder], where, SpeechRecognitionPipeline.load)
+    const model = call(native._SpeechModel._open, native._SpeechModel, [folder], where, SpeechRecognitionPipeline.load)
     return new SpeechRecognitionPipeline(LOAD, model)
   }
 
