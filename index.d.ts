@@ -444,10 +444,28 @@ export type ResponseFormat = {
   parallel?: boolean;
 };
 
-/** A prompt: text, chat messages (rendered by the model's chat template) or token ids. */
+/**
+ * An image in a message's content: a path, a `data:image/...;base64,` URL, the file's bytes (PNG, JPEG,
+ * WebP, ...: torch.image.load's formats and limits), or a uint8 RGB Tensor `[3, h, w]`.
+ */
+export type ChatImage = string | Uint8Array | Tensor;
+
+/** A part of a message's content: text, or an image (a vision-language model's: python/export_vlm.py). */
+export type ContentPart = {
+  type: 'text';
+  text: string;
+} | {
+  type: 'image';
+  image: ChatImage;
+};
+
+/**
+ * A prompt: text, chat messages (rendered by the model's chat template; a vision-language model's
+ * messages may hold images as content parts) or token ids.
+ */
 export type GeneratePrompt = string | Array<{
   role: string;
-  content: string;
+  content: string | ContentPart[];
 }> | number[];
 
 /**
@@ -684,6 +702,8 @@ export declare namespace text {
      * float32).
      */
     get program(): ProgramInfo;
+    /** Whether the model takes images in its messages (a folder python/export_vlm.py wrote). */
+    get acceptsImages(): boolean;
     /** True once `dispose()` was called. */
     get isDisposed(): boolean;
     /**
@@ -763,7 +783,7 @@ export interface FillMaskOptions {
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
  */
-export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'text-generation';
+export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'text-generation' | 'automatic-speech-recognition';
 
 /** Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal). */
 export type PipelineOptions = SentenceEncoderOptions;
@@ -887,6 +907,13 @@ export interface TokenClassificationOptions {
   aggregationStrategy?: 'none' | 'simple' | 'first' | 'average' | 'max';
   /** Labels (or groups) left out. Default `['O']`. */
   ignoreLabels?: string[];
+  /**
+   * Label all of a text longer than the model's `maxSequenceLength`, as
+   * transformers' `stride`: windows of `maxSequenceLength` tokens (special tokens included), each
+   * overlapping the last by `stride` tokens, their entities merged (of overlapping ones the longer,
+   * then the higher score). Not with aggregationStrategy 'none'. Without it a text is truncated.
+   */
+  stride?: number;
   /** Aborting rejects with `Aborted` while the call's requests are still queued. */
   signal?: AbortSignal;
   /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
@@ -955,6 +982,32 @@ export interface DenseRunOptions {
   timeoutMs?: number;
 }
 
+/** One label of an image, as transformers' image-classification pipeline answers it. */
+export interface ImageClassificationLabel {
+  /** The label's name (the checkpoint's `id2label`). */
+  label: string;
+  /** Its score after `functionToApply`. */
+  score: number;
+}
+
+/** Options of `ImageClassificationPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface ImageClassificationOptions {
+  /**
+   * How many labels per image, best first (default 5, at most the model's
+   * label count, as transformers').
+   */
+  topK?: number;
+  /**
+   * Default as transformers' pipeline:
+   * `'none'` for `problem_type` regression, `'sigmoid'` for multi-label or one label, else `'softmax'`.
+   */
+  functionToApply?: 'softmax' | 'sigmoid' | 'none';
+  /** Aborting rejects with `Aborted` while the call's images are still queued. */
+  signal?: AbortSignal;
+  /** The longest an image may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
 /** An image: a file path, a `data:image/...;base64,` URL, or the file's bytes (JPEG, PNG, WebP, GIF, BMP, TIFF). */
 export type ImageSource = string | Uint8Array;
 
@@ -985,6 +1038,34 @@ export interface ImageSegment {
 export interface ImageSegmentationOptions {
   /** The only one a semantic model has (transformers' default for it). */
   subtask?: 'semantic';
+  /** Aborting rejects with `Aborted` while the call's images are still queued. */
+  signal?: AbortSignal;
+  /** The longest an image may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
+/** A detection's box in the image's pixels (integers, truncated as transformers' pipeline does). */
+export interface DetectionBox {
+  xmin: number;
+  ymin: number;
+  xmax: number;
+  ymax: number;
+}
+
+/** One object found in an image, as transformers' object-detection pipeline answers it. */
+export interface DetectedObject {
+  /** The class's probability (softmax over the classes and "no object"). */
+  score: number;
+  /** The class's name (the checkpoint's `id2label`). */
+  label: string;
+  /** Where it is. */
+  box: DetectionBox;
+}
+
+/** Options of `ObjectDetectionPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface ObjectDetectionOptions {
+  /** Keep the objects scoring above it (default 0.5, as transformers'). */
+  threshold?: number;
   /** Aborting rejects with `Aborted` while the call's images are still queued. */
   signal?: AbortSignal;
   /** The longest an image may wait in the queue, in milliseconds (then `Timeout`). */
@@ -1202,6 +1283,26 @@ export interface DepthEstimationPipeline extends DensePipeline {
 }
 
 /**
+ * Image classification with a transformers checkpoint (ViT, ConvNeXt, DeiT, BEiT, Swin, ...
+ * exported with python/export_vision.py). Concurrent calls share forwards. Made with
+ * `ImageClassificationPipeline.load(folder)` or `torch.pipeline('image-classification', folder)`.
+ */
+export interface ImageClassificationPipeline extends DensePipeline {
+  /** `'image-classification'`. */
+  get task(): string;
+  /** The labels, in the order of the model's logits (config.json's `id2label`). @returns {string[]} */
+  get labels(): string[];
+  /** The function `run` applies unless told (transformers' rule). @returns {'softmax' | 'sigmoid' | 'none'} */
+  get functionToApply(): 'softmax' | 'sigmoid' | 'none';
+  /**
+   * The `topK` labels of one image, best first (`[{label, score}]`), or of each of an array of
+   * images (an array of those), as transformers' `pipeline('image-classification')`.
+   * Errors: `InvalidArg`, `InvalidImage`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`, `ForwardError`.
+   */
+  run(images: DenseImage | DenseImage[], options?: ImageClassificationOptions): Promise<ImageClassificationLabel[] | ImageClassificationLabel[][]>;
+}
+
+/**
  * Image embeddings (and text embeddings in the same space) from a CLIP or SigLIP folder. Concurrent
  * calls share forwards. Made with `ImageFeatureExtractionPipeline.load(folder)` (or
  * `torch.pipeline('image-feature-extraction', folder)`).
@@ -1247,6 +1348,24 @@ export interface ImageSegmentationPipeline extends DensePipeline {
 }
 
 /**
+ * Object detection with a transformers checkpoint (DETR, YOLOS exported with
+ * python/export_vision.py). Concurrent calls share forwards. Made with
+ * `ObjectDetectionPipeline.load(folder)` or `torch.pipeline('object-detection', folder)`.
+ */
+export interface ObjectDetectionPipeline extends DensePipeline {
+  /** `'object-detection'`. */
+  get task(): string;
+  /** The class names by id (the checkpoint's `id2label`). @returns {Record<string, string>} */
+  get labels(): Record<string, string>;
+  /**
+   * The objects of one image (`[{score, label, box}]`, in the model's query order) or of each of an
+   * array of images (an array of those), as transformers' `pipeline('object-detection')`.
+   * Errors: `InvalidArg`, `InvalidImage`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`, `ForwardError`.
+   */
+  run(images: DenseImage | DenseImage[], options?: ObjectDetectionOptions): Promise<DetectedObject[] | DetectedObject[][]>;
+}
+
+/**
  * Zero-shot image classification with a CLIP or SigLIP model: which of any labels fits an image
  * best. Concurrent `run` calls share forwards of both towers. Made with
  * `ZeroShotImageClassificationPipeline.load(folder)` (or `torch.pipeline('zero-shot-image-classification', folder)`).
@@ -1270,11 +1389,61 @@ export interface ZeroShotImageClassificationPipeline extends ClipPipeline {
  * `*ForTokenClassification` export), `'fill-mask'` (a `*ForMaskedLM` export),
  * `'zero-shot-image-classification'` and `'image-feature-extraction'` (a CLIPModel or SiglipModel
  * export), `'depth-estimation'` (DPT, Depth Anything), `'image-segmentation'` (semantic: Segformer,
- * DPT), `'text-generation'` (a causal LM: `CausalLM.load`'s options). Concurrent `run` calls share
+ * DPT), `'image-classification'` (a `*ForImageClassification` export: ViT, ConvNeXt, ...),
+ * `'object-detection'` (DETR, YOLOS), `'text-generation'` (a causal LM: `CausalLM.load`'s options),
+ * `'automatic-speech-recognition'` (a WhisperForConditionalGeneration export: speech to text).
+ * (torchvision classifiers and detectors are ScriptModules: `torch.vision.classify`, `ScriptModule`.)
+ * Concurrent `run` calls share
  * forwards.
  * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
  */
-export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline : T extends 'fill-mask' ? FillMaskPipeline : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : T extends 'depth-estimation' ? DepthEstimationPipeline : T extends 'image-segmentation' ? ImageSegmentationPipeline : T extends 'text-generation' ? TextGenerationPipeline : FeatureExtractionPipeline>;
+export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline : T extends 'fill-mask' ? FillMaskPipeline : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : T extends 'depth-estimation' ? DepthEstimationPipeline : T extends 'image-segmentation' ? ImageSegmentationPipeline : T extends 'image-classification' ? ImageClassificationPipeline : T extends 'object-detection' ? ObjectDetectionPipeline : T extends 'text-generation' ? TextGenerationPipeline : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline : FeatureExtractionPipeline>;
+
+/** Speech: Whisper speech to text (docs/speech.md). */
+export declare namespace audio {
+  /**
+   * Speech to text (Whisper): `automatic-speech-recognition` as transformers' pipeline, greedy.
+   * Made with `SpeechRecognitionPipeline.load(folder)`.
+   */
+  export class SpeechRecognitionPipeline {
+    /** Throws `InvalidArg`: use `SpeechRecognitionPipeline.load(folder)`. */
+    private constructor();
+    /**
+     * Loads a folder python/export_whisper.py wrote from a WhisperForConditionalGeneration
+     * checkpoint. Errors: `ModelLoadError`, `InvalidArg`.
+     */
+    static load(folder: string, options?: {}): Promise<SpeechRecognitionPipeline>;
+    /** `'automatic-speech-recognition'`. */
+    get task(): 'automatic-speech-recognition';
+    /** The rate `Float32Array` input must be at (16000). */
+    get samplingRate(): number;
+    /**
+     * Transcribes (or translates) `audio`: an encoded file (a Buffer or Uint8Array of WAV, FLAC, MP3
+     * or Ogg/Vorbis, or a path to one) or mono samples at `samplingRate` (a Float32Array). The first
+     * 30 s are read. `{ text, tokens, language }`: the text, the decoder's sequence (prompt first, as
+     * transformers' `generate` returns it) and the language used (given or detected). Errors:
+     * `InvalidArg` (bad options, undecodable audio: "invalid audio: ..."), `Aborted`, `ForwardError`.
+     */
+    run(audio: Uint8Array | string | Float32Array, options?: {
+      language?: string;
+      task?: 'transcribe' | 'translate';
+      maxNewTokens?: number;
+      maxDurationS?: number;
+      numBeams?: 1;
+      returnTimestamps?: false;
+      signal?: AbortSignal;
+    }): Promise<{
+      text: string;
+      tokens: number[];
+      language: string | null;
+    }>;
+    /**
+     * Lets the model's programs go: they are freed once no `run` in flight holds them (at once when
+     * none runs); later calls throw `Disposed`. Calling it again does nothing.
+     */
+    dispose(): void;
+  }
+}
 
 /** One class in `torch.vision.classify`'s answer. */
 export interface Classification {
@@ -1584,6 +1753,13 @@ export interface ServeOptions {
    * request loads it again.
    */
   idleMs?: number;
+  /**
+   * Bytes the models loaded at once may take (default: no bound), counting each as
+   * its folder's files plus, for a causal LM, its prefix cache's bound in keys and values. Before a load that
+   * would pass it, the least recently used models that run nothing are unloaded (a busy one drains first); a
+   * model larger than it alone is a 500 `ModelTooLarge`.
+   */
+  maxMemory?: number;
 }
 
 /** A model `torch.serve` loaded: a causal LM, a sentence encoder or a classifier's pipeline. */

@@ -270,6 +270,7 @@ const INTERNAL = new Set([
   '_CausalLM',
   '_GenerateRequest',
   '_Generation',
+  '_SpeechModel',
 ])
 const exported = {}
 for (const [name, value] of Object.entries(native)) {
@@ -306,6 +307,8 @@ Object.assign(exported, { ragged, padSequence }, require('./lib/batcher'))
 exported.text.SentenceEncoder = require('./lib/text/sentence-encoder').SentenceEncoder
 // torch.text.CausalLM (lib/text/causal-lm.js): the native decode loop behind an async iterator.
 exported.text.CausalLM = require('./lib/text/causal-lm').CausalLM
+// torch.audio.SpeechRecognitionPipeline (lib/audio/speech-recognition.js): Whisper speech to text.
+exported.audio = { SpeechRecognitionPipeline: require('./lib/audio/speech-recognition').SpeechRecognitionPipeline }
 // torch.pipeline(task, folder) (lib/text/pipeline.js): transformers' pipeline() over exported folders.
 exported.pipeline = require('./lib/text/pipeline').pipeline
 Object.assign(exported, require('./lib/oip'))

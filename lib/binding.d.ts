@@ -47,6 +47,28 @@ export interface Binding extends Omit<PublicExports, 'ScriptModule' | 'AOTModule
     /** Loads a causal-LM folder with its `CausalLMOptions` (read natively). */
     load(folder: string, options: unknown): Promise<NativeCausalLM> | Failed
   }
+  /** `torch.audio.SpeechRecognitionPipeline`'s native half (src/speech.rs). */
+  readonly _SpeechModel: {
+    /** Opens a python/export_whisper.py folder. */
+    _open(folder: string): NativeSpeechModel | Failed
+  }
+}
+
+/** A loaded Whisper model (src/speech.rs). */
+export interface NativeSpeechModel {
+  /** The rate its features are computed at (16000). */
+  readonly samplingRate: number
+  /** generation_config's `num_beams`. */
+  readonly checkpointNumBeams: number
+  /** Decodes `audio` and transcribes it: `{text, tokens, language}`. */
+  _transcribe(
+    audio: string | Uint8Array | Float32Array,
+    language: string | undefined,
+    task: string | undefined,
+    maxNewTokens: number | undefined,
+    maxDurationS: number | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<{ text: string; tokens: number[]; language: string | null }> | Failed
 }
 
 /** A loaded causal LM (src/causal_lm.rs): the core's engine behind it. */

@@ -19,9 +19,15 @@ const EXPORTERS = {
   dense: { script: path.join(__dirname, '..', 'python', 'export_dense.py'), prefix: 'export_dense.py: ' },
   vision: { script: path.join(__dirname, '..', 'python', 'export_vision.py'), prefix: 'export_vision.py: ' },
   vlm: { script: path.join(__dirname, '..', 'python', 'export_vlm.py'), prefix: 'export_vlm: ' },
+  whisper: { script: path.join(__dirname, '..', 'python', 'export_whisper.py'), prefix: 'export_whisper.py: ' },
 }
 // Image models, by config.json's architectures: their exporter and the words of its refusals.
 const IMAGE_EXPORTS = [
+  {
+    exporter: 'whisper',
+    architectures: ['WhisperForConditionalGeneration'],
+    what: 'Whisper speech recognition (TorchScript, float32)',
+  },
   {
     exporter: 'vlm',
     architectures: ['LlavaForConditionalGeneration'],
@@ -85,7 +91,10 @@ post-processing (the same flags as CLIP's). A *ForImageClassification checkpoint
 torch.pipeline('image-classification') or ('object-detection') through python/export_vision.py
 (the same flags). A LlavaForConditionalGeneration checkpoint becomes a torch.text.CausalLM folder
 that takes images in the chat (docs/multimodal.md), through python/export_vlm.py: the decoder, the
-vision tower and projector (vision.pt) and the image processor (float32; --max-batch applies).`
+vision tower and projector (vision.pt) and the image processor (float32; --max-batch applies). A
+WhisperForConditionalGeneration checkpoint becomes a folder for torch.pipeline('automatic-speech-
+recognition') (docs/speech.md) through python/export_whisper.py: encoder.pt and decoder.pt
+(TorchScript, float32).`
 
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
        torch-node export <model-dir> <out-folder> [--dtype ...]   (torch-node export --help)

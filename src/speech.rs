@@ -92,13 +92,13 @@ impl JsSpeechModel {
     }
 
     /// The rate the model's features are computed at (16000 for Whisper).
-    #[napi(getter)]
+    #[napi(getter, skip_typescript)]
     pub fn sampling_rate(&self) -> u32 {
         self.sampling_rate
     }
 
     /// generation_config's `num_beams` (what transformers' pipeline would use).
-    #[napi(getter)]
+    #[napi(getter, skip_typescript)]
     pub fn checkpoint_num_beams(&self) -> u32 {
         self.num_beams
     }

@@ -39,6 +39,12 @@ const ENTRIES = [
   { file: 'lib/text/sentence-encoder.js', namespace: 'text', exports: ['SentenceEncoder'] },
   { file: 'lib/text/causal-lm.js', namespace: 'text', exports: ['CausalLM'] },
   { file: 'lib/text/pipeline.js', exports: ['pipeline'] },
+  {
+    file: 'lib/audio/speech-recognition.js',
+    namespace: 'audio',
+    exports: ['SpeechRecognitionPipeline'],
+    doc: 'Speech: Whisper speech to text (docs/speech.md).',
+  },
   // `handWritten`: public, but declared in index.d.ts's hand-written part. tsc writes a CommonJS export
   // that is neither a function nor a class as a bare type in its `module.exports` object, without its doc.
   // (`vision.loadOps` is index.js's.)

@@ -148,14 +148,15 @@ const JOBS = [
     weight: 2.5,
     lazy: true,
   },
-  // Random-weight DPT, Depth Anything (.pt2, dynamic height and width) and Segformer folders and
-  // transformers' depth-estimation / image-segmentation pipeline goldens (dense-pipelines.test.js).
+  // Random-weight DPT, Depth Anything (.pt2, dynamic height and width), Segformer, ViT, ConvNeXt, DETR
+  // and YOLOS folders and transformers' depth-estimation / image-segmentation / image-classification /
+  // object-detection pipeline goldens (dense-pipelines.test.js, vision-pipelines.test.js).
   {
     name: 'dense',
     script: 'make_dense_models.py',
     inputs: ['python', 'models/fixture_common.py'],
     outputs: ['golden/dense/goldens.json'],
-    weight: 1.5,
+    weight: 2.5,
     lazy: true,
   },
   // A random-weight Whisper folder, its TorchScript export (python/export_whisper.py: two traces, no
@@ -166,6 +167,17 @@ const JOBS = [
     inputs: ['python/export_whisper.py', 'python/export_common.py', 'models/fixture_common.py'],
     outputs: ['golden/whisper/goldens.json'],
     weight: 1,
+    lazy: true,
+  },
+  // A tiny random-weight LLaVA (CLIP tower + Llama) exported by python/export_vlm.py and transformers'
+  // greedy goldens with images (vlm*.test.js): one small compile (~46 s on 2 cores).
+  {
+    name: 'vlm',
+    script: 'make_vlm_models.py',
+    after: ['lm'],
+    inputs: ['python'],
+    outputs: ['golden/vlm/llava-tiny.golden.json'],
+    weight: 1.5,
     lazy: true,
   },
 ]

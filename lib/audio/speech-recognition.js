@@ -25,6 +25,7 @@ function call(impl, self, args, where, caller) {
 
 const LOAD = Symbol('SpeechRecognitionPipeline.load')
 const MODEL = Symbol('model')
+const RATE = Symbol('samplingRate')
 
 const RUN_OPTIONS = opt.bag({
   language: opt.string,
@@ -55,6 +56,7 @@ class SpeechRecognitionPipeline {
       )
     }
     this[MODEL] = model
+    this[RATE] = model.samplingRate
   }
 
   /**
@@ -84,14 +86,20 @@ class SpeechRecognitionPipeline {
     return new SpeechRecognitionPipeline(LOAD, model)
   }
 
-  /** `'automatic-speech-recognition'`. */
+  /**
+   * `'automatic-speech-recognition'`.
+   * @returns {'automatic-speech-recognition'}
+   */
   get task() {
     return 'automatic-speech-recognition'
   }
 
-  /** The rate `Float32Array` input must be at (16000). */
+  /**
+   * The rate `Float32Array` input must be at (16000).
+   * @returns {number}
+   */
   get samplingRate() {
-    return this[MODEL].samplingRate
+    return this[RATE]
   }
 
   /**
@@ -100,7 +108,7 @@ class SpeechRecognitionPipeline {
    * 30 s are read. `{ text, tokens, language }`: the text, the decoder's sequence (prompt first, as
    * transformers' `generate` returns it) and the language used (given or detected). Errors:
    * `InvalidArg` (bad options, undecodable audio: "invalid audio: ..."), `Aborted`, `ForwardError`.
-   * @param {Buffer | Uint8Array | string | Float32Array} audio
+   * @param {Uint8Array | string | Float32Array} audio
    * @param {{language?: string, task?: 'transcribe' | 'translate', maxNewTokens?: number,
    *   maxDurationS?: number, numBeams?: 1, returnTimestamps?: false, signal?: AbortSignal}} [options]
    * @returns {Promise<{text: string, tokens: number[], language: string | null}>}
@@ -116,10 +124,19 @@ class SpeechRecognitionPipeline {
       )
     }
     const m = this[MODEL]
+    if (m === null) throw codedError('Disposed', `${where}: the pipeline was disposed`, this.run)
     const args = [audio, o.language, o.task, o.maxNewTokens, o.maxDurationS, o.signal]
     const result = await call(m._transcribe, m, args, where, this.run)
     return result
   }
+
+  /**
+   * Lets the model's programs go: they are freed once no `run` in flight holds them (at once when
+   * none runs); later calls throw `Disposed`. Calling it again does nothing.
+   */
+  dispose() {
+    this[MODEL] = null
+  }
 }
 
-module.exports = { SpeechRecognitionPipeline }
+module.exports.SpeechRecognitionPipeline = SpeechRecognitionPipeline

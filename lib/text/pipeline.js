@@ -24,6 +24,7 @@ const { ImageSegmentationPipeline } = require('../vision/image-segmentation')
 const { ImageClassificationPipeline } = require('../vision/image-classification')
 const { ObjectDetectionPipeline } = require('../vision/object-detection')
 const { TextGenerationPipeline } = require('./text-generation')
+const { SpeechRecognitionPipeline } = require('../audio/speech-recognition')
 
 /** @import { SentenceEncoderOptions } from './sentence-encoder' */
 /** @import { FeatureExtractionPipeline } from './feature-extraction' */
@@ -32,12 +33,13 @@ const { TextGenerationPipeline } = require('./text-generation')
 /** @import { ZeroShotClassificationPipeline } from './zero-shot-classification' */
 /** @import { TokenClassificationPipeline } from './token-classification' */
 /** @import { FillMaskPipeline } from './fill-mask' */
+/** @import { audio } from '../../index' */
 
 // The public types below become index.d.ts's declarations (tools/lib-typings.js).
 /**
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
- * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'text-generation'} PipelineTask
+ * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'text-generation' | 'automatic-speech-recognition'} PipelineTask
  */
 /**
  * Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal).
@@ -89,6 +91,11 @@ const OWN_LOAD_TASKS = {
     load: ObjectDetectionPipeline.load,
   },
   'text-generation': { kind: 'causal-lm', what: 'a causal-LM export', load: TextGenerationPipeline.load },
+  'automatic-speech-recognition': {
+    kind: 'whisper',
+    what: 'a WhisperForConditionalGeneration export (python/export_whisper.py)',
+    load: SpeechRecognitionPipeline.load,
+  },
 }
 /** task -> the other tasks whose folders serve it too (a reranker's logits classify; an NLI classifier's do zero-shot). */
 /** @type {Record<string, string[]>} */
@@ -129,7 +136,8 @@ function readManifest(folder) {
  * `'zero-shot-image-classification'` and `'image-feature-extraction'` (a CLIPModel or SiglipModel
  * export), `'depth-estimation'` (DPT, Depth Anything), `'image-segmentation'` (semantic: Segformer,
  * DPT), `'image-classification'` (a `*ForImageClassification` export: ViT, ConvNeXt, ...),
- * `'object-detection'` (DETR, YOLOS), `'text-generation'` (a causal LM: `CausalLM.load`'s options).
+ * `'object-detection'` (DETR, YOLOS), `'text-generation'` (a causal LM: `CausalLM.load`'s options),
+ * `'automatic-speech-recognition'` (a WhisperForConditionalGeneration export: speech to text).
  * (torchvision classifiers and detectors are ScriptModules: `torch.vision.classify`, `ScriptModule`.)
  * Concurrent `run` calls share
  * forwards.
@@ -149,7 +157,8 @@ function readManifest(folder) {
  *   : T extends 'image-segmentation' ? ImageSegmentationPipeline
  *   : T extends 'image-classification' ? ImageClassificationPipeline
  *   : T extends 'object-detection' ? ObjectDetectionPipeline
- *   : T extends 'text-generation' ? TextGenerationPipeline : FeatureExtractionPipeline>}
+ *   : T extends 'text-generation' ? TextGenerationPipeline
+ *   : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline : FeatureExtractionPipeline>}
  */
 async function pipeline(task, folder, options) {
   const name = typeof task === 'string' ? (ALIASES[task] ?? task) : task
