@@ -14,10 +14,11 @@ const { classify } = require('./classify')
 const { rerank, score } = require('./rerank')
 const responses = require('./responses')
 const messages = require('./messages')
+const audio = require('./audio')
 
 /**
  * @typedef {import('./chat').ChatModel | import('./embeddings').EmbeddingModel | import('./classify').ClassifyModel
- *   | import('./rerank').RerankModel} ServeModel
+ *   | import('./rerank').RerankModel | import('./audio').SpeechModel} ServeModel
  * @typedef {Required<import('./requests').ServeLimits>} Limits
  */
 
@@ -29,11 +30,12 @@ const messages = require('./messages')
  * @property {Set<() => void>} running aborts of the generations in flight
  * @property {boolean} closing a shutdown began: new requests get 503
  * @property {InstanceType<typeof responses.ResponseStore>} responses kept for previous_response_id
- * @property {(name: unknown, kind: 'chat' | 'embeddings' | 'classify' | 'rerank') => ServeModel} model the model a
+ * @property {(name: unknown, kind: import('./models').ServedKind) => ServeModel} model the model a
  *   request names
  */
 
 // `kind`: the kind of model a route's body names (`model`), loaded before the route runs.
+// `read`: the body's reader when it is not JSON (the audio routes' multipart/form-data).
 const ROUTES = {
   'POST /v1/chat/completions': { limit: 'maxBodyBytes', kind: 'chat', run: chat.chatCompletions },
   'POST /v1/completions': { limit: 'maxBodyBytes', kind: 'chat', run: chat.completions },
@@ -53,6 +55,8 @@ const ROUTES = {
   'POST /v2/rerank': { limit: 'maxEmbeddingsBodyBytes', kind: 'rerank', run: rerank },
   'POST /rerank': { limit: 'maxEmbeddingsBodyBytes', kind: 'rerank', run: rerank },
   'POST /v1/score': { limit: 'maxEmbeddingsBodyBytes', kind: 'rerank', run: score },
+  'POST /v1/audio/transcriptions': { read: audio.readForm, kind: 'audio', run: audio.transcriptions },
+  'POST /v1/audio/translations': { read: audio.readForm, kind: 'audio', run: audio.translations },
 }
 const STORED = '/v1/responses/'
 
@@ -208,7 +212,8 @@ function createHandler({ models = [], registry, apiKey, limits, metrics = new Me
           throw new HttpError(405, 'MethodNotAllowed', `${path}: use ${known.split(' ')[0]}`, { allow: 'POST' })
         throw new HttpError(404, 'NotFound', `no route ${req.method} ${path}`)
       }
-      const body = await readJson(req, ctx.limits[/** @type {keyof Limits} */ (route.limit)])
+      const { read, limit } = /** @type {{ read?: typeof audio.readForm; limit?: keyof Limits }} */ (route)
+      const body = read ? await read(req) : await readJson(req, ctx.limits[/** @type {keyof Limits} */ (limit)])
       // The model the body names is loaded (or waited for) and held while the route runs. A body
       // that names none the route accepts goes on as it is: the route says what is wrong with it.
       /** @type {import('./models').Entry | null} */
@@ -217,7 +222,7 @@ function createHandler({ models = [], registry, apiKey, limits, metrics = new Me
         entry = known.resolve(/** @type {any} */ (body)?.model, /** @type {ServeModel['kind']} */ (route.kind))
       } catch {}
       release = entry ? await known.acquire(entry) : null
-      await route.run(requestContext(startedAt), body, res, startedAt)
+      await route.run(requestContext(startedAt), /** @type {any} */ (body), res, startedAt)
     } catch (e) {
       const own = /** @type {{ sendError?: typeof sendError } | null} */ (route)?.sendError
       ;(own ?? sendError)(res, e)

@@ -11,14 +11,15 @@ const USAGE = `usage: torch-node serve --model NAME=FOLDER [--model NAME=FOLDER 
 
 Serves torch-node model folders (\`npx torch-node export\`) with OpenAI's API: causal LMs on
 /v1/chat/completions, /v1/completions, /v1/responses and Anthropic's /v1/messages, sentence encoders
-on /v1/embeddings, rerankers on /v1/rerank and /v1/score, classifiers on /v1/classify; GET /v1/models,
-/health and /metrics (Prometheus). NAME is what clients send as \`model\`; the kind of each folder
+on /v1/embeddings, rerankers on /v1/rerank and /v1/score, classifiers on /v1/classify, Whisper on
+/v1/audio/transcriptions and /v1/audio/translations; GET /v1/models, /health and /metrics (Prometheus). NAME is what clients send as \`model\`; the kind of each folder
 is read from its manifest.json.
   --host              the address to bind (0.0.0.0 to face the network)
   --port              0: any free one; the first line printed says which
   --api-key           /v1/* requests must send Authorization: Bearer KEY (or $TORCH_NODE_API_KEY)
   --max-sequences     causal LMs: sequences generating at once (default 4)
-  --max-queue         requests waiting per model before 503 QueueFull (LMs 64, encoders 1024)
+  --max-queue         requests waiting per model before 503 QueueFull (LMs 64, encoders 1024,
+                      Whisper 64 past the one running)
   --prefix-cache      causal LMs: keep prompts' keys and values, up to TOKENS in all (a shared
                       start held once), for later prompts that start the same (a system prompt, a
                       chat history; default 8192, 0: off; SmolLM2-135M fp32: 45 KiB a token)
@@ -39,6 +40,7 @@ const ROUTES = {
   embeddings: '/v1/embeddings',
   classify: '/v1/classify',
   rerank: '/v1/rerank, /v1/score',
+  audio: '/v1/audio/transcriptions, /v1/audio/translations',
 }
 
 class UsageError extends Error {}

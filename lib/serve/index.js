@@ -3,8 +3,9 @@
 // torch.serve: an OpenAI-compatible server over torch-node model folders (what `npx torch-node
 // serve` runs, lib/serve/cli.js) — causal LMs on /v1/chat/completions, /v1/completions and
 // /v1/responses, sentence encoders on /v1/embeddings, classifiers on /v1/classify and
-// cross-encoders on /v1/rerank and /v1/score (docs/pipelines.md), in one process, on node:http. See
-// docs/serving.md.
+// cross-encoders on /v1/rerank and /v1/score (docs/pipelines.md), Whisper on
+// /v1/audio/transcriptions and /v1/audio/translations (docs/speech.md), in one process, on
+// node:http. See docs/serving.md.
 //   app.js         routes, API key, model lookup, metrics
 //   models.js      the models by name, loaded on demand, unloaded when idle or for room
 //   chat.js        chat and completions over torch.text.CausalLM (tools: lib/text/tool-calls.js)
@@ -12,6 +13,7 @@
 //   embeddings.js  embeddings over torch.text.SentenceEncoder
 //   classify.js    classification over torch.pipeline('text-classification')
 //   rerank.js      reranking and scores over torch.pipeline('text-ranking')
+//   audio.js       speech to text over torch.pipeline('automatic-speech-recognition'); multipart bodies
 //   requests.js    what a request may say, checked; the limits
 //   http.js        JSON bodies, errors in OpenAI's shape, server-sent events
 //   metrics.js     GET /metrics (Prometheus)
@@ -29,6 +31,8 @@ const { embeddingModel, clipEmbeddingModel } = require('./embeddings')
 const { ImageFeatureExtractionPipeline } = require('../vision/image-feature-extraction')
 const { classifyModel } = require('./classify')
 const { rerankModel } = require('./rerank')
+const { speechModel } = require('./audio')
+const { SpeechRecognitionPipeline } = require('../audio/speech-recognition')
 const { pipeline } = require('../text/pipeline')
 const { HttpError } = require('./http')
 const { LIMITS } = require('./requests')
@@ -52,9 +56,11 @@ const { LIMITS } = require('./requests')
  * @property {'float32' | 'bfloat16' | 'float16'} [dtype]
  * @property {number} [maxSequences] Causal LMs: sequences generating at once.
  * @property {number} [maxContext] Causal LMs: the most tokens of a sequence.
- * @property {number} [maxQueue] Requests waiting before `QueueFull` (HTTP 503).
+ * @property {number} [maxQueue] Requests waiting before `QueueFull` (HTTP 503); Whisper: requests in flight
+ *   past 1 + `maxQueue` (default 64).
  * @property {number} [maxBatchSize] Sentence encoders and classifiers: texts per forward (default 32).
  * @property {number} [maxDelayMs] Sentence encoders and classifiers: how long a batch waits to fill (default 2).
+ * @property {number} [maxNewTokens] Whisper: at most this many tokens a transcript (default: the folder's bound).
  * @property {{ maxTokens: number }} [prefixCache] Causal LMs: keep prompts' keys and values, up to `maxTokens`
  *   in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; on in `torch.serve` with
  *   `maxTokens: 8192` unless given; `{ maxTokens: 0 }` turns it off).
@@ -81,8 +87,9 @@ const { LIMITS } = require('./requests')
  *   model larger than it alone is a 500 `ModelTooLarge`.
  */
 /**
- * A model `torch.serve` loaded: a causal LM, a sentence encoder or a classifier's pipeline.
- * @typedef {text.CausalLM | text.SentenceEncoder | TextClassificationPipeline | TextRankingPipeline} ServeLoadedModel
+ * A model `torch.serve` loaded: a causal LM, a sentence encoder, a classifier's or Whisper's pipeline.
+ * @typedef {text.CausalLM | text.SentenceEncoder | TextClassificationPipeline | TextRankingPipeline
+ *   | SpeechRecognitionPipeline} ServeLoadedModel
  */
 /**
  * A running `torch.serve` server.
@@ -99,7 +106,7 @@ const { LIMITS } = require('./requests')
 
 // A spec's other keys go to the load of its kind as they are (CausalLM.load takes prefixCache
 // too; ServeModelSpec above is to say so once index.d.ts is regenerated).
-const KINDS = ['causal-lm', 'sentence-encoder', 'text-classifier', 'clip']
+const KINDS = ['causal-lm', 'sentence-encoder', 'text-classifier', 'clip', 'whisper']
 // A server's chats share system prompts and histories, so its LMs keep a prefix cache unless told
 // not to (vLLM's is on by default too). 8,192 tokens: one chat at SmolLM2's whole context, or ten
 // turns of ten chats over a 1,000-token system prompt; 360 MiB in fp32, 180 MiB in bf16 for
@@ -133,7 +140,7 @@ function kindOf(folder) {
 /**
  * What a folder is served as: `chat` (causal LMs), `embeddings` (sentence encoders; CLIP and
  * SigLIP folders, whose images come as data URLs), `rerank`
- * (cross-encoders exported for text-ranking) or `classify` (other classifiers); null for a kind
+ * (cross-encoders exported for text-ranking), `classify` (other classifiers) or `audio` (Whisper); null for a kind
  * serve does not serve. Throws what reading its manifest.json throws.
  * @param {string} folder
  * @returns {import('./models').ServedKind | null}
@@ -143,6 +150,7 @@ function servedKind(folder) {
   if (manifest?.kind === 'causal-lm') return 'chat'
   if (manifest?.kind === 'sentence-encoder' || manifest?.kind === 'clip') return 'embeddings'
   if (manifest?.kind === 'text-classifier') return manifest.task === 'text-ranking' ? 'rerank' : 'classify'
+  if (manifest?.kind === 'whisper') return 'audio'
   return null
 }
 
@@ -238,7 +246,7 @@ function checked(name, spec, caller) {
   if (!KINDS.includes(/** @type {string} */ (kind))) {
     throw codedError(
       'ModelLoadError',
-      `${what}: ${folder}: a ${JSON.stringify(kind)} model; torch-node serve serves causal-lm, sentence-encoder, text-classifier and clip folders`,
+      `${what}: ${folder}: a ${JSON.stringify(kind)} model; torch-node serve serves causal-lm, sentence-encoder, text-classifier, clip and whisper folders`,
       caller,
     )
   }
@@ -281,6 +289,12 @@ async function load(name, { folder, options, kind }) {
     const classifier = await pipeline('text-classification', folder, settings).catch((e) => Promise.reject(named(e)))
     return { model: classifier, served: classifyModel(name, classifier) }
   }
+  if (kind === 'whisper') {
+    // maxNewTokens and maxQueue are the server's (per request, in flight); the rest goes to the load.
+    const { maxNewTokens, maxQueue, ...rest } = options
+    const asr = await SpeechRecognitionPipeline.load(folder, rest).catch((e) => Promise.reject(named(e)))
+    return { model: asr, served: speechModel(name, asr, { maxNewTokens, maxQueue }) }
+  }
   if (kind === 'clip') {
     const clip = await ImageFeatureExtractionPipeline.load(folder, { maxDelayMs: 2, ...options }).catch((e) =>
       Promise.reject(named(e)),
@@ -300,7 +314,8 @@ async function load(name, { folder, options, kind }) {
  * Loads the model folders (off the event loop, at start or on demand) and serves them with OpenAI's API:
  * `POST /v1/chat/completions`, `/v1/completions`, `/v1/responses` (OpenAI's Responses API) and
  * `/v1/messages` (Anthropic's Messages API) for causal LMs, `/v1/embeddings` (sentence encoders),
- * `/v1/rerank` and `/v1/score` (rerankers), `/v1/classify` (classifiers); `GET /v1/models`,
+ * `/v1/rerank` and `/v1/score` (rerankers), `/v1/classify` (classifiers), `/v1/audio/transcriptions` and
+ * `/v1/audio/translations` (Whisper, multipart/form-data); `GET /v1/models`,
  * `/health`, `/metrics`. The models load at start unless `lazy` (then each on its first request); a
  * load that fails at start rejects, one that fails later is a 500 for the requests that waited on it.
  * See docs/serving.md. Errors: `InvalidArg`, `ModelLoadError` (and a model's own load errors), and the
@@ -325,7 +340,9 @@ async function serve(options) {
     // As many requests wait for a load as the model takes before QueueFull once loaded: its
     // sequences (or batch) and its queue (CausalLM's and SentenceEncoder's defaults when not given).
     maxWaiting: ({ kind, options: o }) =>
-      kind === 'causal-lm' ? (o.maxSequences ?? 4) + (o.maxQueue ?? 64) : (o.maxBatchSize ?? 32) + (o.maxQueue ?? 1024),
+      kind === 'causal-lm' || kind === 'whisper'
+        ? (o.maxSequences ?? (kind === 'whisper' ? 1 : 4)) + (o.maxQueue ?? 64)
+        : (o.maxBatchSize ?? 32) + (o.maxQueue ?? 1024),
     events: {
       load: (name) => metrics.loaded(name),
       loadFailed: (name) => metrics.loadFailed(name),

@@ -1,0 +1,278 @@
+// @ts-check
+'use strict'
+// POST /v1/audio/transcriptions and /v1/audio/translations of torch-node serve over a
+// torch.pipeline('automatic-speech-recognition') (Whisper, greedy, one 30 s window): OpenAI's
+// multipart/form-data request (`file`, `model`, `language`, `prompt`, `response_format`,
+// `temperature`, `timestamp_granularities[]`) and its answers: json `{text}`, text, verbose_json
+// `{task, language, text}`. What is not built is refused (400), never ignored: a prompt,
+// temperature above 0, timestamps (srt, vtt, timestamp_granularities[]), audio over 30 s. The body
+// is read whole under `MAX_AUDIO_BODY_BYTES` (OpenAI's 25 MB) and parsed by `readForm`, bounded in
+// parts and header bytes; a malformed one is a 400 `InvalidArg`.
+const { codedError } = require('../errors')
+const { HttpError, invalid, show, sendJson } = require('./http')
+
+/** @import { SpeechRecognitionPipeline } from '../audio/speech-recognition' */
+
+/**
+ * What the audio routes need of a model (`speechModel` makes one from a pipeline).
+ * @typedef {object} SpeechModel
+ * @property {'audio'} kind
+ * @property {string} name
+ * @property {(audio: Buffer, options: { language?: string; task: 'transcribe' | 'translate';
+ *   signal: AbortSignal }) => Promise<{ text: string; language: string | null }>} transcribe
+ * @property {() => { active: number; queued: number }} stats
+ * @property {() => void} dispose
+ */
+
+/** A request body's bytes at most: OpenAI's limit on an upload (25 MB) and a little for the fields. */
+const MAX_AUDIO_BODY_BYTES = 25 * 1024 * 1024 + 64 * 1024
+const MAX_PARTS = 16
+const MAX_HEADER_BYTES = 4096
+const MAX_FIELD_BYTES = 4096
+/** The pipeline reads one 30 s window; longer audio is refused rather than cut. */
+const MAX_DURATION_S = 30
+const FORMATS = ['json', 'text', 'verbose_json', 'srt', 'vtt']
+const FIELDS = {
+  transcriptions: [
+    'file',
+    'model',
+    'language',
+    'prompt',
+    'response_format',
+    'temperature',
+    'timestamp_granularities[]',
+  ],
+  // OpenAI's translations take no language: the audio's is detected, the text is English.
+  translations: ['file', 'model', 'prompt', 'response_format', 'temperature'],
+}
+
+/**
+ * The served form of a speech pipeline. `maxNewTokens`: at most this many tokens a transcript
+ * (the folder's own bound when not given); `maxQueue`: requests in flight past 1 + `maxQueue`
+ * get 503 `QueueFull` (default 64). Throws `InvalidArg` for options out of range.
+ * @param {string} name
+ * @param {SpeechRecognitionPipeline} asr
+ * @param {{ maxNewTokens?: number; maxQueue?: number }} [options]
+ * @returns {SpeechModel}
+ */
+function speechModel(name, asr, { maxNewTokens, maxQueue = 64 } = {}) {
+  const where = `serve: models[${JSON.stringify(name)}]`
+  if (maxNewTokens !== undefined && !(Number.isInteger(maxNewTokens) && maxNewTokens >= 1 && maxNewTokens <= 4096)) {
+    throw codedError('InvalidArg', `${where}: maxNewTokens: expected an integer 1..4096, got ${show(maxNewTokens)}`)
+  }
+  if (!(Number.isInteger(maxQueue) && maxQueue >= 0)) {
+    throw codedError('InvalidArg', `${where}: maxQueue: expected an integer ≥ 0, got ${show(maxQueue)}`)
+  }
+  let active = 0
+  return {
+    kind: 'audio',
+    name,
+    async transcribe(audio, { language, task, signal }) {
+      if (active > maxQueue) {
+        throw new HttpError(503, 'QueueFull', `model ${JSON.stringify(name)}: ${active} requests in flight already`)
+      }
+      active++
+      try {
+        const options = { task, signal, maxDurationS: MAX_DURATION_S, maxNewTokens }
+        return await asr.run(audio, language === undefined ? options : { ...options, language })
+      } finally {
+        active--
+      }
+    },
+    stats: () => ({ active, queued: 0 }),
+    dispose: () => asr.dispose(),
+  }
+}
+
+/**
+ * The body of a multipart/form-data request: its fields by name (`timestamp_granularities[]` and
+ * other `[]` names as arrays) and its one file as `{filename, data}`. Read whole under `limit`
+ * bytes (413 `PayloadTooLarge`); 400 `InvalidArg` for another content type, a missing or broken
+ * boundary, more than `MAX_PARTS` parts, a part's headers over `MAX_HEADER_BYTES`, a field over
+ * `MAX_FIELD_BYTES`, a repeated field or a second file.
+ * @param {import('node:http').IncomingMessage} req
+ * @param {number} [limit]
+ * @returns {Promise<Record<string, any>>}
+ */
+async function readForm(req, limit = MAX_AUDIO_BODY_BYTES) {
+  const type = req.headers['content-type'] ?? ''
+  const match = /^multipart\/form-data\s*;(?:.*;)?\s*boundary=(?:"([^"]{1,70})"|([^\s;"]{1,70}))/i.exec(type)
+  if (!match) {
+    req.resume()
+    throw invalid(`the body must be multipart/form-data with a boundary (OpenAI's audio API), got ${show(type)}`)
+  }
+  const body = await readBody(req, limit)
+  return parseForm(body, match[1] ?? match[2])
+}
+
+/** The body's bytes, refused past `limit` as readJson does. @param {import('node:http').IncomingMessage} req @param {number} limit */
+function readBody(req, limit) {
+  return new Promise((resolve, reject) => {
+    const tooLarge = () => new HttpError(413, 'PayloadTooLarge', `the body is over the limit of ${limit} bytes`)
+    if (Number(req.headers['content-length']) > limit) {
+      req.resume()
+      return reject(tooLarge())
+    }
+    /** @type {Buffer[] | null} */
+    let chunks = []
+    let size = 0
+    req.on('data', (c) => {
+      size += c.length
+      if (size > limit && chunks) {
+        chunks = null
+        reject(tooLarge())
+      } else chunks?.push(c)
+    })
+    req.on('end', () => chunks && resolve(Buffer.concat(chunks)))
+    req.on('error', reject)
+  })
+}
+
+/**
+ * Parses a multipart/form-data body (RFC 7578): parts between `--boundary` lines, each with
+ * headers, a blank line and its content; the last delimiter ends in `--`.
+ * @param {Buffer} body
+ * @param {string} boundary
+ * @returns {Record<string, any>}
+ */
+function parseForm(body, boundary) {
+  const broken = (/** @type {string} */ why) => invalid(`the multipart/form-data body is malformed: ${why}`)
+  const delimiter = Buffer.from(`\r\n--${boundary}`)
+  // The first delimiter may open the body (no CRLF before it) or follow a preamble.
+  let at = body.subarray(0, delimiter.length - 2).equals(delimiter.subarray(2)) ? delimiter.length - 2 : -1
+  if (at < 0) {
+    const first = body.indexOf(delimiter)
+    if (first < 0) throw broken('no boundary line')
+    at = first + delimiter.length
+  }
+  /** @type {Record<string, any>} */
+  const form = {}
+  for (let parts = 0; ; parts++) {
+    // After a delimiter: `--` ends the body, CRLF starts a part.
+    if (body[at] === 0x2d && body[at + 1] === 0x2d) break
+    if (body[at] !== 0x0d || body[at + 1] !== 0x0a) throw broken('a boundary line not followed by CRLF')
+    if (parts === MAX_PARTS) throw broken(`more than ${MAX_PARTS} parts`)
+    const start = at + 2
+    const headEnd = body.indexOf('\r\n\r\n', start)
+    if (headEnd < 0 || headEnd - start > MAX_HEADER_BYTES) {
+      throw broken(
+        headEnd < 0
+          ? 'a part without a blank line after its headers'
+          : `a part's headers over ${MAX_HEADER_BYTES} bytes`,
+      )
+    }
+    const end = body.indexOf(delimiter, headEnd + 4)
+    if (end < 0) throw broken('the last part is not closed by a boundary line')
+    addPart(form, body.toString('latin1', start, headEnd), body.subarray(headEnd + 4, end), broken)
+    at = end + delimiter.length
+  }
+  return form
+}
+
+/**
+ * Adds one part to `form` by its Content-Disposition's name (and filename: the file).
+ * @param {Record<string, any>} form
+ * @param {string} head the part's headers (latin1, as bytes)
+ * @param {Buffer} content
+ * @param {(why: string) => Error} broken
+ */
+function addPart(form, head, content, broken) {
+  const disposition = head.split('\r\n').find((line) => /^content-disposition\s*:/i.test(line))
+  if (!disposition || !/:\s*form-data\s*(;|$)/i.test(disposition))
+    throw broken('a part without Content-Disposition: form-data')
+  const param = (/** @type {string} */ key) => {
+    const m = new RegExp(`;\\s*${key}="((?:[^"\\\\]|\\\\.)*)"|;\\s*${key}=([^;\\s"]+)`, 'i').exec(disposition)
+    if (!m) return undefined
+    const raw = m[1] !== undefined ? m[1].replace(/\\(.)/g, '$1') : m[2]
+    return Buffer.from(raw, 'latin1').toString('utf8')
+  }
+  const name = param('name')
+  if (!name) throw broken('a part without a name')
+  const filename = param('filename')
+  if (filename !== undefined) {
+    if (name !== 'file') throw invalid(`${show(name)}: a file; the audio goes in "file", the other fields are text`)
+    if (form.file !== undefined) throw invalid('file: one file per request')
+    form.file = { filename, data: content }
+    return
+  }
+  if (content.length > MAX_FIELD_BYTES) throw invalid(`${show(name)}: at most ${MAX_FIELD_BYTES} bytes`)
+  const value = content.toString('utf8')
+  if (name.endsWith('[]')) (form[name] ??= []).push(value)
+  else if (Object.hasOwn(form, name)) throw invalid(`${show(name)}: given twice`)
+  else form[name] = value
+}
+
+/**
+ * The request's fields, checked; what is not built is a 400 naming it.
+ * @param {Record<string, any>} form
+ * @param {'transcriptions' | 'translations'} route
+ */
+function readRequest(form, route) {
+  const unknown = Object.keys(form).filter((k) => !FIELDS[route].includes(k))
+  if (unknown.length) {
+    throw invalid(`unknown field ${show(unknown[0])}: accepted fields are ${FIELDS[route].join(', ')}`)
+  }
+  if (form.file === undefined) throw invalid('file: required (the audio: WAV, FLAC, MP3 or Ogg/Vorbis)')
+  if (typeof form.file !== 'object') throw invalid('file: expected a file part (with a filename), got a text field')
+  const format = form.response_format ?? 'json'
+  if (!FORMATS.includes(format))
+    throw invalid(`response_format: expected one of ${FORMATS.join(', ')}, got ${show(format)}`)
+  if (format === 'srt' || format === 'vtt') {
+    throw invalid(
+      `response_format: ${format} needs timestamps, which this server does not make yet (json, text or verbose_json)`,
+    )
+  }
+  if (form.prompt !== undefined && form.prompt !== '') {
+    throw invalid('prompt: not supported (Whisper prompting is not built yet); send none')
+  }
+  if (form.temperature !== undefined && !(form.temperature.trim() !== '' && Number(form.temperature) === 0)) {
+    throw invalid(`temperature: only 0 is supported (greedy decoding), got ${show(form.temperature)}`)
+  }
+  const granularities = form['timestamp_granularities[]'] ?? []
+  if (granularities.length) {
+    throw invalid(`timestamp_granularities[]: ${show(granularities[0])} timestamps are not made yet; send none`)
+  }
+  const language = form.language === undefined || form.language === '' ? undefined : form.language
+  return { audio: /** @type {Buffer} */ (form.file.data), format, language }
+}
+
+/**
+ * The route of `task`: POST /v1/audio/transcriptions ('transcribe') or /v1/audio/translations
+ * ('translate': into English, the language detected).
+ * @param {'transcribe' | 'translate'} task
+ */
+function audioRoute(task) {
+  const route = task === 'transcribe' ? 'transcriptions' : 'translations'
+  /**
+   * @param {import('./app').Context} ctx
+   * @param {Record<string, any>} form what `readForm` read
+   * @param {import('node:http').ServerResponse} res
+   */
+  return async function audio(ctx, form, res) {
+    const { audio, format, language } = readRequest(form, route)
+    const model = /** @type {SpeechModel} */ (ctx.model(form.model, 'audio'))
+    // A client that hangs up stops its transcription (while it waits for the executor).
+    const gone = new AbortController()
+    res.on('close', () => {
+      if (!res.writableEnded) gone.abort()
+    })
+    const result = await model.transcribe(audio, { language, task, signal: gone.signal })
+    if (format === 'text') {
+      const body = Buffer.from(`${result.text}\n`)
+      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': body.length })
+      return void res.end(body)
+    }
+    if (format === 'json') return sendJson(res, 200, { text: result.text })
+    // The audio's duration is not known here (the decoder does not report it): left out, not guessed.
+    sendJson(res, 200, { task, language: result.language, text: result.text })
+  }
+}
+
+module.exports = {
+  speechModel,
+  readForm,
+  parseForm,
+  transcriptions: audioRoute('transcribe'),
+  translations: audioRoute('translate'),
+  MAX_AUDIO_BODY_BYTES,
+}
