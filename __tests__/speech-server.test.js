@@ -206,8 +206,20 @@ describe('/v1/audio with a Whisper model', { skip: SKIP }, () => {
     const two = form(fs.readFileSync(WAV))
     two.append('file', new Blob([fs.readFileSync(WAV)]), 'again.wav')
     await refused(await post(two), 400, 'InvalidArg', /one file per request/)
+    const proto = '--XyZ\r\ncontent-disposition: form-data; name="__proto__"\r\n\r\n{}\r\n--XyZ--\r\n'
+    await refused(await post(proto, 'transcriptions', multipart), 400, 'InvalidArg', /unknown field "__proto__"/)
     // 26 MiB: past OpenAI's 25 MB, refused by its length before it is read.
     await refused(await post(form(Buffer.alloc(26 * 2 ** 20))), 413, 'PayloadTooLarge', /over the limit/)
+  })
+
+  test("a Whisper spec's own options are checked at start", TIMEOUT, async () => {
+    for (const bad of [{ maxNewTokens: 0 }, { maxQueue: -1 }, { dtype: 'float16' }]) {
+      await assert.rejects(torch.serve({ models: { w: { folder: MODEL, ...bad } } }), (e) => {
+        assert.equal(e.code, 'InvalidArg')
+        assert.match(e.message, new RegExp(`serve: models\\["w"\\]: .*${Object.keys(bad)[0]}`))
+        return true
+      })
+    }
   })
 
   test('GET /v1/models lists it; the CLI names its routes', TIMEOUT, async () => {

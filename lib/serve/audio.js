@@ -56,7 +56,7 @@ const FIELDS = {
  * @returns {SpeechModel}
  */
 function speechModel(name, asr, { maxNewTokens, maxQueue = 64 } = {}) {
-  const where = `serve: models[${JSON.stringify(name)}]`
+  const where = `serve: models[${JSON.stringify(name)}]` // as index.js names a model's load errors
   if (maxNewTokens !== undefined && !(Number.isInteger(maxNewTokens) && maxNewTokens >= 1 && maxNewTokens <= 4096)) {
     throw codedError('InvalidArg', `${where}: maxNewTokens: expected an integer 1..4096, got ${show(maxNewTokens)}`)
   }
@@ -145,8 +145,9 @@ function parseForm(body, boundary) {
     if (first < 0) throw broken('no boundary line')
     at = first + delimiter.length
   }
+  // No prototype: a part named `__proto__` is a field as any other (refused as unknown).
   /** @type {Record<string, any>} */
-  const form = {}
+  const form = Object.create(null)
   for (let parts = 0; ; parts++) {
     // After a delimiter: `--` ends the body, CRLF starts a part.
     if (body[at] === 0x2d && body[at + 1] === 0x2d) break

@@ -293,7 +293,12 @@ async function load(name, { folder, options, kind }) {
     // maxNewTokens and maxQueue are the server's (per request, in flight); the rest goes to the load.
     const { maxNewTokens, maxQueue, ...rest } = options
     const asr = await SpeechRecognitionPipeline.load(folder, rest).catch((e) => Promise.reject(named(e)))
-    return { model: asr, served: speechModel(name, asr, { maxNewTokens, maxQueue }) }
+    try {
+      return { model: asr, served: speechModel(name, asr, { maxNewTokens, maxQueue }) }
+    } catch (e) {
+      asr.dispose()
+      throw e
+    }
   }
   if (kind === 'clip') {
     const clip = await ImageFeatureExtractionPipeline.load(folder, { maxDelayMs: 2, ...options }).catch((e) =>
@@ -339,10 +344,13 @@ async function serve(options) {
     idleMs,
     // As many requests wait for a load as the model takes before QueueFull once loaded: its
     // sequences (or batch) and its queue (CausalLM's and SentenceEncoder's defaults when not given).
+    // Whisper's: the one running and its queue (a bad maxQueue is its load's to refuse, not a 503).
     maxWaiting: ({ kind, options: o }) =>
-      kind === 'causal-lm' || kind === 'whisper'
-        ? (o.maxSequences ?? (kind === 'whisper' ? 1 : 4)) + (o.maxQueue ?? 64)
-        : (o.maxBatchSize ?? 32) + (o.maxQueue ?? 1024),
+      kind === 'whisper'
+        ? 1 + (Number.isInteger(o.maxQueue) && o.maxQueue >= 0 ? o.maxQueue : 64)
+        : kind === 'causal-lm'
+          ? (o.maxSequences ?? 4) + (o.maxQueue ?? 64)
+          : (o.maxBatchSize ?? 32) + (o.maxQueue ?? 1024),
     events: {
       load: (name) => metrics.loaded(name),
       loadFailed: (name) => metrics.loadFailed(name),
