@@ -1706,12 +1706,17 @@ export interface ServeModelSpec {
   maxSequences?: number;
   /** Causal LMs: the most tokens of a sequence. */
   maxContext?: number;
-  /** Requests waiting before `QueueFull` (HTTP 503). */
+  /**
+   * Requests waiting before `QueueFull` (HTTP 503); Whisper: requests in flight
+   * past 1 + `maxQueue` (default 64).
+   */
   maxQueue?: number;
   /** Sentence encoders and classifiers: texts per forward (default 32). */
   maxBatchSize?: number;
   /** Sentence encoders and classifiers: how long a batch waits to fill (default 2). */
   maxDelayMs?: number;
+  /** Whisper: at most this many tokens a transcript (default: the folder's bound). */
+  maxNewTokens?: number;
   /**
    * Causal LMs: keep prompts' keys and values, up to `maxTokens`
    * in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; on in `torch.serve` with
@@ -1762,8 +1767,8 @@ export interface ServeOptions {
   maxMemory?: number;
 }
 
-/** A model `torch.serve` loaded: a causal LM, a sentence encoder or a classifier's pipeline. */
-export type ServeLoadedModel = text.CausalLM | text.SentenceEncoder | TextClassificationPipeline | TextRankingPipeline;
+/** A model `torch.serve` loaded: a causal LM, a sentence encoder, a classifier's or Whisper's pipeline. */
+export type ServeLoadedModel = text.CausalLM | text.SentenceEncoder | TextClassificationPipeline | TextRankingPipeline | audio.SpeechRecognitionPipeline;
 
 /** A running `torch.serve` server. */
 export interface OpenAIServer {
@@ -1811,7 +1816,8 @@ export interface ServeLimits {
  * Loads the model folders (off the event loop, at start or on demand) and serves them with OpenAI's API:
  * `POST /v1/chat/completions`, `/v1/completions`, `/v1/responses` (OpenAI's Responses API) and
  * `/v1/messages` (Anthropic's Messages API) for causal LMs, `/v1/embeddings` (sentence encoders),
- * `/v1/rerank` and `/v1/score` (rerankers), `/v1/classify` (classifiers); `GET /v1/models`,
+ * `/v1/rerank` and `/v1/score` (rerankers), `/v1/classify` (classifiers), `/v1/audio/transcriptions` and
+ * `/v1/audio/translations` (Whisper, multipart/form-data); `GET /v1/models`,
  * `/health`, `/metrics`. The models load at start unless `lazy` (then each on its first request); a
  * load that fails at start rejects, one that fails later is a 500 for the requests that waited on it.
  * See docs/serving.md. Errors: `InvalidArg`, `ModelLoadError` (and a model's own load errors), and the

@@ -38,7 +38,7 @@ const { HttpError } = require('./http')
 const { LIMITS } = require('./requests')
 
 /**
- * @import { text } from '../../index'
+ * @import { text, audio } from '../../index'
  * @import { ServeLimits } from './requests'
  * @import { GenerateOptions } from '../text/causal-lm'
  * @import { TextClassificationPipeline } from '../text/text-classification'
@@ -89,7 +89,7 @@ const { LIMITS } = require('./requests')
 /**
  * A model `torch.serve` loaded: a causal LM, a sentence encoder, a classifier's or Whisper's pipeline.
  * @typedef {text.CausalLM | text.SentenceEncoder | TextClassificationPipeline | TextRankingPipeline
- *   | SpeechRecognitionPipeline} ServeLoadedModel
+ *   | audio.SpeechRecognitionPipeline} ServeLoadedModel
  */
 /**
  * A running `torch.serve` server.
