@@ -4,8 +4,9 @@
 // torch.pipeline('automatic-speech-recognition') (Whisper, greedy, one 30 s window): OpenAI's
 // multipart/form-data request (`file`, `model`, `language`, `prompt`, `response_format`,
 // `temperature`, `timestamp_granularities[]`) and its answers: json `{text}`, text, verbose_json
-// `{task, language, text}`. What is not built is refused (400), never ignored: a prompt,
-// temperature above 0, timestamps (srt, vtt, timestamp_granularities[]), audio over 30 s. The body
+// `{task, language, text}` (`language` the lower-case name, "english", as OpenAI gives it). What
+// is not built is refused (400), never ignored: a prompt, temperature above 0, timestamps (srt,
+// vtt, timestamp_granularities[], which the AI SDK sends unless told none), audio over 30 s. The body
 // is read whole under `MAX_AUDIO_BODY_BYTES` (OpenAI's 25 MB) and parsed by `readForm`, bounded in
 // parts and header bytes; a malformed one is a 400 `InvalidArg`.
 const { codedError } = require('../errors')
@@ -45,6 +46,31 @@ const FIELDS = {
   // OpenAI's translations take no language: the audio's is detected, the text is English.
   translations: ['file', 'model', 'prompt', 'response_format', 'temperature'],
 }
+
+/**
+ * Whisper's languages, code -> the lower-case name OpenAI's verbose_json gives as `language`
+ * (transformers' LANGUAGES, `_` for a space; clients such as the AI SDK map the name back to the
+ * code). A code not listed (a model with other languages) is given as it is.
+ */
+const LANGUAGE_NAMES = new Map(
+  `
+en:english zh:chinese de:german es:spanish ru:russian ko:korean fr:french ja:japanese pt:portuguese
+tr:turkish pl:polish ca:catalan nl:dutch ar:arabic sv:swedish it:italian id:indonesian hi:hindi
+fi:finnish vi:vietnamese he:hebrew uk:ukrainian el:greek ms:malay cs:czech ro:romanian da:danish
+hu:hungarian ta:tamil no:norwegian th:thai ur:urdu hr:croatian bg:bulgarian lt:lithuanian la:latin
+mi:maori ml:malayalam cy:welsh sk:slovak te:telugu fa:persian lv:latvian bn:bengali sr:serbian
+az:azerbaijani sl:slovenian kn:kannada et:estonian mk:macedonian br:breton eu:basque is:icelandic
+hy:armenian ne:nepali mn:mongolian bs:bosnian kk:kazakh sq:albanian sw:swahili gl:galician
+mr:marathi pa:punjabi si:sinhala km:khmer sn:shona yo:yoruba so:somali af:afrikaans oc:occitan
+ka:georgian be:belarusian tg:tajik sd:sindhi gu:gujarati am:amharic yi:yiddish lo:lao uz:uzbek
+fo:faroese ht:haitian_creole ps:pashto tk:turkmen nn:nynorsk mt:maltese sa:sanskrit lb:luxembourgish
+my:myanmar bo:tibetan tl:tagalog mg:malagasy as:assamese tt:tatar haw:hawaiian ln:lingala ha:hausa
+ba:bashkir jw:javanese su:sundanese yue:cantonese
+`
+    .trim()
+    .split(/\s+/)
+    .map((pair) => /** @type {[string, string]} */ (pair.replace('_', ' ').split(':'))),
+)
 
 /**
  * The served form of a speech pipeline. `maxNewTokens`: at most this many tokens a transcript
@@ -265,7 +291,9 @@ function audioRoute(task) {
     }
     if (format === 'json') return sendJson(res, 200, { text: result.text })
     // The audio's duration is not known here (the decoder does not report it): left out, not guessed.
-    sendJson(res, 200, { task, language: result.language, text: result.text })
+    // The language as OpenAI names it ("english"), not its code.
+    const name = result.language === null ? null : (LANGUAGE_NAMES.get(result.language) ?? result.language)
+    sendJson(res, 200, { task, language: name, text: result.text })
   }
 }
 
@@ -276,4 +304,5 @@ module.exports = {
   transcriptions: audioRoute('transcribe'),
   translations: audioRoute('translate'),
   MAX_AUDIO_BODY_BYTES,
+  LANGUAGE_NAMES,
 }

@@ -433,7 +433,7 @@ const DATA_URL = /^data:image\/[\w.+-]+;base64,/
  * itself) in `messages`, as CausalLM's image parts: `parts`, message index -> the message with its
  * content as `[{type: 'text', text} | {type: 'image', image: Buffer}]`; `textOnly`, the messages
  * with those parts left out (for requests.js's checks). Null when no message has one. Only data:
- * URLs: the server fetches nothing (an http(s) URL is a 400).
+ * URLs: the server fetches nothing (an http(s) URL is a 400); `detail` only "auto" (or none).
  * @param {unknown} messages
  * @returns {{ parts: Map<number, Record<string, any>>; textOnly: unknown[] } | null}
  */
@@ -453,6 +453,11 @@ function imagesOf(messages) {
       const url = typeof p.image_url === 'string' ? p.image_url : p.image_url?.url
       const where = `messages[${i}].content[${j}].image_url`
       if (typeof url !== 'string') throw new HttpError(400, 'InvalidArg', `${where}: expected {url: string}`)
+      // OpenAI's low/high change what the model sees; here each image is read at its processor's size.
+      const detail = typeof p.image_url === 'string' ? undefined : p.image_url.detail
+      if (detail !== undefined && detail !== null && detail !== 'auto') {
+        throw new HttpError(400, 'InvalidArg', `${where}.detail: only "auto" is served, got ${JSON.stringify(detail)}`)
+      }
       const match = DATA_URL.exec(url)
       if (!match) {
         throw new HttpError(

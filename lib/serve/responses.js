@@ -131,7 +131,8 @@ class ResponseStore {
 
 /**
  * Text content parts, joined: a string, or parts of the given types (`input_text`,
- * `output_text`, `refusal`); images and files are refused, this server's models read text.
+ * `output_text`, `refusal`); images and files are refused (a user message's images go through
+ * `chatParts`).
  * @param {unknown} content
  * @param {string[]} types
  * @param {string} where
@@ -150,6 +151,34 @@ function readText(content, types, where) {
       return text
     })
     .join('')
+}
+
+const isInputImage = (/** @type {any} */ p) => p !== null && typeof p === 'object' && p.type === 'input_image'
+
+/**
+ * A user message's `input_text` and `input_image` parts as chat completions' `text` and
+ * `image_url` parts, which chat.js checks and decodes as /v1/chat/completions' own (data: URLs
+ * only; `detail` "auto" only). An image by `file_id` is refused: this server keeps no files.
+ * @param {any[]} content
+ * @param {string} where
+ */
+function chatParts(content, where) {
+  return content.map((part, j) => {
+    if (isInputImage(part)) {
+      if (typeof part.image_url !== 'string') {
+        throw invalid(
+          `${where}[${j}].image_url: expected a data:image/...;base64 URL (file_id is not served), got ${show(part.image_url)}`,
+        )
+      }
+      const detail = part.detail === undefined || part.detail === null ? {} : { detail: part.detail }
+      return { type: 'image_url', image_url: { url: part.image_url, ...detail } }
+    }
+    if (part?.type !== 'input_text') {
+      throw invalid(`${where}[${j}].type: expected input_text or input_image, got ${show(part?.type)}`)
+    }
+    if (typeof part.text !== 'string') throw invalid(`${where}[${j}]: expected its text as a string`)
+    return { type: 'text', text: part.text }
+  })
 }
 
 /**
@@ -191,8 +220,9 @@ function readInput(input, store, callIds) {
         throw invalid(`${where}.role: expected one of ${MESSAGE_ROLES.join(', ')}, got ${show(item.role)}`)
       }
       const types = item.role === 'assistant' ? ['output_text', 'refusal'] : ['input_text']
-      const text = readText(item.content, types, `${where}.content`)
-      messages.push({ role: item.role, content: text })
+      const images = item.role === 'user' && Array.isArray(item.content) && item.content.some(isInputImage)
+      const text = images ? '' : readText(item.content, types, `${where}.content`)
+      messages.push({ role: item.role, content: images ? chatParts(item.content, `${where}.content`) : text })
       const content = typeof item.content === 'string' ? [{ type: types[0], text }] : item.content
       items.push({ id: id ?? newId('msg'), type, role: item.role, status: 'completed', content })
     } else if (type === 'function_call') {
