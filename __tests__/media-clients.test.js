@@ -135,6 +135,60 @@ describe('images in the chat through the AI SDK and LangChain', { skip: NO_VLM }
     for (const c of cases) assert.equal((await generate(model, c)).text, c.text_out, c.name)
   })
 
+  test('images not served on /v1/responses and /v1/chat/completions: 400 naming the part', TIMEOUT, async () => {
+    const c = cases[0]
+    const url = `data:image/png;base64,${png(c.images[0]).toString('base64')}`
+    const post = async (route, body) => {
+      const res = await fetch(`${baseURL}/${route}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'llava', max_output_tokens: 2, ...body }),
+      })
+      return { status: res.status, body: await res.json() }
+    }
+    const input = (part) => ({ input: [{ role: 'user', content: [part, { type: 'input_text', text: 'hi' }] }] })
+    const refusals = [
+      [
+        input({ type: 'input_image', image_url: 'https://example.com/cat.png' }),
+        /input\[0\]\.content\[0\]: only data:image/,
+      ],
+      [
+        input({ type: 'input_image', file_id: 'file-abc' }),
+        /input\[0\]\.content\[0\]\.image_url: .*file_id is not served/,
+      ],
+      [input({ type: 'input_image', image_url: url, detail: 'low' }), /input\[0\]\.content\[0\]\.detail: only "auto"/],
+      [
+        input({ type: 'input_file', file_data: url }),
+        /input\[0\]\.content\[0\]\.type: expected input_text.*got "input_file"/,
+      ],
+      [
+        { input: [{ role: 'user', content: [{ type: 'input_image', image_url: url }, { type: 'input_file' }] }] },
+        /input\[0\]\.content\[1\]\.type: expected input_text or input_image, got "input_file"/,
+      ],
+      [
+        { input: [{ role: 'system', content: [{ type: 'input_image', image_url: url }] }, 'hi'] },
+        /input\[0\]\.content\[0\]\.type: expected input_text/,
+      ],
+    ]
+    for (const [body, message] of refusals) {
+      const got = await post('responses', body)
+      assert.equal(got.status, 400, JSON.stringify(got.body))
+      assert.equal(got.body.error.code, 'InvalidArg')
+      assert.match(got.body.error.message, message)
+    }
+    const low = await post('chat/completions', {
+      max_output_tokens: undefined,
+      max_tokens: 2,
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url, detail: 'low' } }] }],
+    })
+    assert.equal(low.status, 400)
+    assert.match(low.body.error.message, /messages\[0\]\.content\[0\]\.image_url\.detail: only "auto"/)
+    // detail "auto" is what is done; the server goes on serving.
+    const auto = await post('responses', input({ type: 'input_image', image_url: url, detail: 'auto' }))
+    assert.equal(auto.status, 200, JSON.stringify(auto.body))
+    assert.equal(auto.body.output[0].content[0].type, 'output_text')
+  })
+
   test("LangChain's ChatOpenAI: image_url parts in a HumanMessage", TIMEOUT, async () => {
     const { ChatOpenAI } = await import('@langchain/openai')
     const { HumanMessage } = await import('@langchain/core/messages')

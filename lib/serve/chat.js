@@ -448,30 +448,41 @@ function imagesOf(messages) {
     if (m.role !== 'user') {
       throw new HttpError(400, 'InvalidArg', `messages[${i}]: image_url parts only in user messages`)
     }
-    const content = m.content.map((/** @type {any} */ p, /** @type {number} */ j) => {
-      if (!isImage(p)) return p
-      const url = typeof p.image_url === 'string' ? p.image_url : p.image_url?.url
-      const where = `messages[${i}].content[${j}].image_url`
-      if (typeof url !== 'string') throw new HttpError(400, 'InvalidArg', `${where}: expected {url: string}`)
-      // OpenAI's low/high change what the model sees; here each image is read at its processor's size.
-      const detail = typeof p.image_url === 'string' ? undefined : p.image_url.detail
-      if (detail !== undefined && detail !== null && detail !== 'auto') {
-        throw new HttpError(400, 'InvalidArg', `${where}.detail: only "auto" is served, got ${JSON.stringify(detail)}`)
-      }
-      const match = DATA_URL.exec(url)
-      if (!match) {
-        throw new HttpError(
-          400,
-          'InvalidArg',
-          `${where}: only data:image/...;base64 URLs are served (this server fetches no http(s) URL), got ${JSON.stringify(url.slice(0, 40))}`,
-        )
-      }
-      return { type: 'image', image: Buffer.from(url.slice(match[0].length), 'base64') }
-    })
+    const content = m.content.map((/** @type {any} */ p, /** @type {number} */ j) =>
+      isImage(p) ? { type: 'image', image: imageBytes(p.image_url, `messages[${i}].content[${j}].image_url`) } : p,
+    )
     parts.set(i, { role: m.role, content })
     return { ...m, content: content.filter((/** @type {any} */ p) => p.type !== 'image') }
   })
   return { parts, textOnly }
 }
 
-module.exports = { chatModel, chatCompletions, completions }
+/**
+ * The bytes of an `image_url` part's image: `image_url` the URL or `{url, detail}`. 400
+ * `InvalidArg` naming `where` unless a data:image/...;base64 URL (the server fetches nothing) and
+ * `detail` "auto" or none (OpenAI's low and high change what the model sees; here each image is
+ * read at its processor's one size).
+ * @param {unknown} imageUrl
+ * @param {string} where
+ * @returns {Buffer}
+ */
+function imageBytes(imageUrl, where) {
+  const given = /** @type {any} */ (imageUrl)
+  const url = typeof given === 'string' ? given : given?.url
+  if (typeof url !== 'string') throw new HttpError(400, 'InvalidArg', `${where}: expected {url: string}`)
+  const detail = typeof given === 'string' ? undefined : given.detail
+  if (detail !== undefined && detail !== null && detail !== 'auto') {
+    throw new HttpError(400, 'InvalidArg', `${where}.detail: only "auto" is served, got ${JSON.stringify(detail)}`)
+  }
+  const match = DATA_URL.exec(url)
+  if (!match) {
+    throw new HttpError(
+      400,
+      'InvalidArg',
+      `${where}: only data:image/...;base64 URLs are served (this server fetches no http(s) URL), got ${JSON.stringify(url.slice(0, 40))}`,
+    )
+  }
+  return Buffer.from(url.slice(match[0].length), 'base64')
+}
+
+module.exports = { chatModel, chatCompletions, completions, imageBytes }

@@ -157,8 +157,8 @@ const isInputImage = (/** @type {any} */ p) => p !== null && typeof p === 'objec
 
 /**
  * A user message's `input_text` and `input_image` parts as chat completions' `text` and
- * `image_url` parts, which chat.js checks and decodes as /v1/chat/completions' own (data: URLs
- * only; `detail` "auto" only). An image by `file_id` is refused: this server keeps no files.
+ * `image_url` parts, checked by chat.js's `imageBytes` as /v1/chat/completions' own (data: URLs
+ * only; `detail` "auto" or none). An image by `file_id` is refused: this server keeps no files.
  * @param {any[]} content
  * @param {string} where
  */
@@ -170,8 +170,9 @@ function chatParts(content, where) {
           `${where}[${j}].image_url: expected a data:image/...;base64 URL (file_id is not served), got ${show(part.image_url)}`,
         )
       }
-      const detail = part.detail === undefined || part.detail === null ? {} : { detail: part.detail }
-      return { type: 'image_url', image_url: { url: part.image_url, ...detail } }
+      const imageUrl = { url: part.image_url, detail: part.detail }
+      chat.imageBytes(imageUrl, `${where}[${j}]`) // checked here, to name the input's part
+      return { type: 'image_url', image_url: imageUrl }
     }
     if (part?.type !== 'input_text') {
       throw invalid(`${where}[${j}].type: expected input_text or input_image, got ${show(part?.type)}`)
