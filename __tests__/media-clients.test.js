@@ -133,6 +133,16 @@ describe('images in the chat through the AI SDK and LangChain', { skip: NO_VLM }
     const { createOpenAI } = await import('@ai-sdk/openai')
     const model = createOpenAI({ baseURL, apiKey: 'unused' })('llava')
     for (const c of cases) assert.equal((await generate(model, c)).text, c.text_out, c.name)
+    // Streamed: the same text in Responses' events.
+    const c = cases[0]
+    const stream = ai.streamText({
+      model,
+      messages: aiMessages(c),
+      temperature: 0,
+      maxOutputTokens: golden.new_tokens,
+      maxRetries: 0,
+    })
+    assert.equal(await stream.text, c.text_out)
   })
 
   test('images not served on /v1/responses and /v1/chat/completions: 400 naming the part', TIMEOUT, async () => {
@@ -187,6 +197,10 @@ describe('images in the chat through the AI SDK and LangChain', { skip: NO_VLM }
     const auto = await post('responses', input({ type: 'input_image', image_url: url, detail: 'auto' }))
     assert.equal(auto.status, 200, JSON.stringify(auto.body))
     assert.equal(auto.body.output[0].content[0].type, 'output_text')
+    // The next turn replays the stored conversation, its image included.
+    const next = await post('responses', { previous_response_id: auto.body.id, input: 'and?' })
+    assert.equal(next.status, 200, JSON.stringify(next.body))
+    assert.ok(next.body.usage.input_tokens > auto.body.usage.input_tokens + auto.body.usage.output_tokens)
   })
 
   test("LangChain's ChatOpenAI: image_url parts in a HumanMessage", TIMEOUT, async () => {
