@@ -130,7 +130,7 @@ describe('/v1/audio with a Whisper model', { skip: SKIP }, () => {
       response_format: 'verbose_json',
     })
     // No duration: the decoder does not report it, and none is made up.
-    assert.deepEqual({ ...verbose }, { task: 'transcribe', language: 'en', text: want.text })
+    assert.deepEqual({ ...verbose }, { task: 'transcribe', language: 'english', text: want.text })
     const translated = await post(form(fs.readFileSync(WAV), { response_format: 'verbose_json' }), 'translations')
     const t = await translated.json()
     assert.equal(t.task, 'translate')
