@@ -43,6 +43,7 @@ export const {
   image,
   vision,
   text,
+  audio,
   Batcher,
   ragged,
   padSequence,

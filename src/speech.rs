@@ -2,9 +2,11 @@
 //! `transcribe`, which decodes, resamples, extracts features and decodes tokens on the executor.
 //! lib/audio/speech-recognition.js is the user's class over it.
 use crate::error::{bail_code, guard, Code};
+use crate::napi::convert::Arg;
 use crate::napi::js::{self, Val};
 use crate::napi::outcome::Outcome;
 use crate::napi::task::{self, abort_flag, prepare, Promise};
+use crate::text::text;
 use napi::bindgen_prelude::Unknown;
 use napi::{Env, JsValue};
 use napi_derive::napi;
@@ -77,8 +79,10 @@ impl JsSpeechModel {
     /// and decoder-step TorchScript programs and the tokenizer, on the CPU
     /// (`SpeechRecognitionPipeline.load` calls it).
     #[napi(js_name = "_open", skip_typescript)]
-    pub fn open(folder: String) -> Outcome<JsSpeechModel> {
+    pub fn open(folder: Arg) -> Outcome<JsSpeechModel> {
         guard(|| {
+            let f = folder.raw();
+            let folder = text(f.env, f.val, "folder")?;
             let model = Whisper::load(Path::new(&folder))?;
             let sampling_rate = model.settings.features.sampling_rate;
             let num_beams = model.settings.num_beams as u32;
