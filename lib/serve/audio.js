@@ -10,7 +10,7 @@
 // is read whole under `MAX_AUDIO_BODY_BYTES` (OpenAI's 25 MB) and parsed by `readForm`, bounded in
 // parts and header bytes; a malformed one is a 400 `InvalidArg`.
 const { codedError } = require('../errors')
-const { HttpError, invalid, show, sendJson } = require('./http')
+const { HttpError, invalid, show, sendJson, readBody } = require('./http')
 
 /** @import { SpeechRecognitionPipeline } from '../audio/speech-recognition' */
 
@@ -129,29 +129,6 @@ async function readForm(req, limit = MAX_AUDIO_BODY_BYTES) {
   }
   const body = await readBody(req, limit)
   return parseForm(body, match[1] ?? match[2])
-}
-
-/** The body's bytes, refused past `limit` as readJson does. @param {import('node:http').IncomingMessage} req @param {number} limit */
-function readBody(req, limit) {
-  return new Promise((resolve, reject) => {
-    const tooLarge = () => new HttpError(413, 'PayloadTooLarge', `the body is over the limit of ${limit} bytes`)
-    if (Number(req.headers['content-length']) > limit) {
-      req.resume()
-      return reject(tooLarge())
-    }
-    /** @type {Buffer[] | null} */
-    let chunks = []
-    let size = 0
-    req.on('data', (c) => {
-      size += c.length
-      if (size > limit && chunks) {
-        chunks = null
-        reject(tooLarge())
-      } else chunks?.push(c)
-    })
-    req.on('end', () => chunks && resolve(Buffer.concat(chunks)))
-    req.on('error', reject)
-  })
 }
 
 /**

@@ -40,13 +40,13 @@ function show(v) {
 }
 
 /**
- * The body parsed as JSON, refused past `limit` bytes (413 at once when Content-Length says so,
- * else as soon as the bytes pass it) and when it is not JSON (400 InvalidJSON).
+ * The body's bytes, refused past `limit` (413 at once when Content-Length says so, else as soon as
+ * the bytes pass it).
  * @param {import('node:http').IncomingMessage} req
  * @param {number} limit
- * @returns {Promise<unknown>}
+ * @returns {Promise<Buffer>}
  */
-function readJson(req, limit) {
+function readBody(req, limit) {
   return new Promise((resolve, reject) => {
     const tooLarge = () => new HttpError(413, 'PayloadTooLarge', `the body is over the limit of ${limit} bytes`)
     // Past the limit the rest is read and dropped, and the connection stays open: closing it while
@@ -66,16 +66,25 @@ function readJson(req, limit) {
         reject(tooLarge())
       } else chunks?.push(c)
     })
-    req.on('end', () => {
-      if (!chunks) return
-      try {
-        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')))
-      } catch (e) {
-        reject(new HttpError(400, 'InvalidJSON', `the body is not JSON: ${/** @type {Error} */ (e).message}`))
-      }
-    })
+    req.on('end', () => chunks && resolve(Buffer.concat(chunks)))
     req.on('error', reject)
   })
+}
+
+/**
+ * The body parsed as JSON, refused past `limit` bytes (as `readBody`) and when it is not JSON
+ * (400 InvalidJSON).
+ * @param {import('node:http').IncomingMessage} req
+ * @param {number} limit
+ * @returns {Promise<unknown>}
+ */
+async function readJson(req, limit) {
+  const body = await readBody(req, limit)
+  try {
+    return JSON.parse(body.toString('utf8'))
+  } catch (e) {
+    throw new HttpError(400, 'InvalidJSON', `the body is not JSON: ${/** @type {Error} */ (e).message}`)
+  }
 }
 
 /**
@@ -176,6 +185,7 @@ function authorization(req) {
 }
 
 module.exports = {
+  readBody,
   HttpError,
   invalid,
   show,
