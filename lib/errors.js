@@ -45,4 +45,21 @@ function describe(value) {
   return native._describe(value, name)
 }
 
-module.exports = { codedError, describe }
+/**
+ * Calls a native method that reports failure by returning the addon's sentinel
+ * (src/napi/outcome.rs says why): its result, or its stashed error thrown from here as a coded
+ * error whose message starts with `where` (an exception user code threw is rethrown as it is).
+ * @param {Function} impl @param {unknown} self @param {unknown[]} args @param {string} where
+ * @param {Function} [caller] where the stack trace starts
+ * @returns {any}
+ */
+function callNative(impl, self, args, where, caller) {
+  native ??= require('./addon').loadAddon()
+  const r = Reflect.apply(impl, self, args)
+  if (r !== native._failed) return r
+  const [code, detail] = native._takeError()
+  if (code === null) throw detail
+  throw codedError(code, `${where}: ${detail}`, caller)
+}
+
+module.exports = { codedError, describe, callNative }

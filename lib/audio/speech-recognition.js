@@ -8,20 +8,10 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { loadAddon } = require('../addon')
-const { codedError, describe } = require('../errors')
+const { codedError, describe, callNative: call } = require('../errors')
 const opt = require('../options')
 
 const native = loadAddon()
-const FAILED = native._failed
-
-/** Calls a native method; its reported failure is thrown from here (src/napi/outcome.rs says why). */
-function call(impl, self, args, where, caller) {
-  const r = Reflect.apply(impl, self, args)
-  if (r !== FAILED) return r
-  const [code, detail] = native._takeError()
-  if (code === null) throw detail
-  throw codedError(code, `${where}: ${detail}`, caller)
-}
 
 const LOAD = Symbol('SpeechRecognitionPipeline.load')
 const MODEL = Symbol('model')
