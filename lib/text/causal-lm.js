@@ -459,8 +459,17 @@ class CausalLM {
           if (piece.finishReason) return { finishReason: piece.finishReason, usage }
         }
       } finally {
-        // Ended early (break, abort): stop the steps and free the cache now.
-        if (!finished) generation.abort()
+        // Ended early (break, abort): stop the steps and free the cache now, then wait for the
+        // engine's last piece (at most one step away), so the slot is free when this ends.
+        if (!finished) {
+          generation.abort()
+          while (!pieces.some((p) => p.finishReason || p.errorCode)) {
+            await new Promise((resolve) => {
+              wake = () => resolve(undefined)
+            })
+          }
+          wake = null
+        }
         this.#running.delete(abort)
         signal?.removeEventListener('abort', abort)
         timer.signal.removeEventListener('abort', abort)
