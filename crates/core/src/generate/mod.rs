@@ -3,7 +3,7 @@
 //! RNG), `stream` (decoded text in pieces that end on UTF-8 boundaries; stop strings matched
 //! across tokens and never emitted), `request` (a generation's options over the model's
 //! defaults), `decoder` (the model contract: `Decoder`, `Prompt`, `Finish`), `sequence` (one
-//! sequence and the choice of its tokens), `logprobs` (what each token's log-probability was), `lm` (the model folder), `batch` (sequences sharing
+//! sequence and the choice of its tokens), `logprobs` (what each token's log-probability was), `lm` (the model folder), `vision` (a vision-language folder's image side), `batch` (sequences sharing
 //! each program call: iteration-level batching), `kv_cache` (the cache they share), `prefix`
 //! (prompts' keys and values reused by later prompts), `constraint` (structured output: a token
 //! mask per sequence), `admission` (which waiting generations join, and `QueueFull`), `engine`
@@ -27,3 +27,4 @@ pub mod request;
 pub mod sample;
 pub mod sequence;
 pub mod stream;
+pub mod vision;
