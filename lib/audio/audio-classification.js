@@ -1,0 +1,203 @@
+// @ts-check
+'use strict'
+// The audio-classification pipeline over a folder python/export_audio.py wrote (Wav2Vec2, HuBERT,
+// WavLM *ForSequenceClassification): transformers 5's AudioClassificationPipeline. The feature
+// extractor (Wav2Vec2FeatureExtractor: zero-mean unit-variance) runs as TorchScript (preprocess.pt),
+// the model as a traced TorchScript program, both on torch-node's executor; then softmax, sigmoid or
+// nothing over the logits, and the topK labels, best first.
+const fs = require('node:fs')
+const path = require('node:path')
+const { codedError, describe } = require('../errors')
+const opt = require('../options')
+const torch = require('../torch')
+const { applyFunction } = require('../text/logits')
+
+/** @import { Tensor, ScriptModule } from '../../index' */
+
+// The public types below become index.d.ts's declarations (tools/lib-typings.js).
+/**
+ * One label of a clip, as transformers' audio-classification pipeline answers it.
+ * @typedef {object} AudioClassificationLabel
+ * @property {string} label The label's name (the checkpoint's `id2label`).
+ * @property {number} score Its score after `functionToApply`.
+ */
+/**
+ * Options of `AudioClassificationPipeline.run`; any other key is refused (`InvalidArg`).
+ * @typedef {object} AudioClassificationOptions
+ * @property {number} [topK] How many labels, best first (default 5, at most the model's label count,
+ *   as transformers').
+ * @property {'softmax' | 'sigmoid' | 'none'} [functionToApply] Default as transformers' pipeline:
+ *   `'none'` for `problem_type` regression, `'sigmoid'` for multi-label, else `'softmax'`.
+ * @property {AbortSignal} [signal] Aborting rejects with `Aborted` before the model has run.
+ */
+/**
+ * Options of `AudioClassificationPipeline.load`.
+ * @typedef {object} AudioClassificationLoadOptions
+ * @property {AbortSignal} [signal] Aborting rejects the load with `Aborted`.
+ */
+
+const RUN_OPTIONS = opt.bag({
+  topK: opt.integer({ min: 1 }),
+  functionToApply: opt.oneOf(['softmax', 'sigmoid', 'none']),
+  signal: opt.instance(AbortSignal, 'an AbortSignal'),
+})
+const LOAD_OPTIONS = opt.bag({ signal: opt.instance(AbortSignal, 'an AbortSignal') })
+const LOAD = Symbol('AudioClassificationPipeline.load')
+
+/** @param {string} message @param {Function} [caller] */
+const invalid = (message, caller) => codedError('InvalidArg', message, caller)
+
+/**
+ * Audio classification with a transformers checkpoint (Wav2Vec2, HuBERT, WavLM
+ * `*ForSequenceClassification` exported with python/export_audio.py). Made with
+ * `AudioClassificationPipeline.load(folder)`.
+ */
+class AudioClassificationPipeline {
+  /** @type {any} */ #manifest
+  /** @type {ScriptModule} */ #preprocess
+  /** @type {ScriptModule} */ #model
+  /** @type {string[]} */ #labels
+  /** @type {'softmax' | 'sigmoid' | 'none'} */ #function
+  #disposed = false
+
+  /**
+   * Throws `InvalidArg`: use `AudioClassificationPipeline.load(folder)`.
+   * @private
+   * @param {symbol} token @param {any} manifest @param {ScriptModule} preprocess @param {ScriptModule} model
+   */
+  constructor(token, manifest, preprocess, model) {
+    if (token !== LOAD)
+      throw invalid('new AudioClassificationPipeline(): use await AudioClassificationPipeline.load(folder)')
+    this.#manifest = manifest
+    this.#preprocess = preprocess
+    this.#model = model
+    this.#labels = Array.from({ length: manifest.numLabels }, (_, i) => manifest.id2label?.[String(i)] ?? `LABEL_${i}`)
+    const problem = manifest.problemType
+    this.#function =
+      problem === 'regression' ? 'none' : problem === 'multi_label_classification' ? 'sigmoid' : 'softmax'
+  }
+
+  /**
+   * Loads a folder python/export_audio.py wrote. Errors: `ModelLoadError`, `InvalidArg`, `Aborted`.
+   * @param {string} folder
+   * @param {AudioClassificationLoadOptions} [options]
+   * @returns {Promise<AudioClassificationPipeline>}
+   */
+  static async load(folder, options) {
+    const load = AudioClassificationPipeline.load
+    if (typeof folder !== 'string') throw invalid(`folder: expected a path, got ${describe(folder)}`, load)
+    const o = opt.read(options, LOAD_OPTIONS, 'load: options', load)
+    let manifest
+    try {
+      manifest = JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8'))
+    } catch (e) {
+      const why = /** @type {Error} */ (e).message
+      throw codedError('ModelLoadError', `${folder}: cannot read manifest.json: ${why}`, load)
+    }
+    if (manifest?.format !== 'torch-node/audio-model' || manifest.kind !== 'audio-classification') {
+      throw codedError(
+        'ModelLoadError',
+        `${folder}: manifest.json is not an audio-classification export (kind '${manifest?.kind}'); export a ` +
+          'Wav2Vec2ForSequenceClassification checkpoint with python/export_audio.py',
+        load,
+      )
+    }
+    const { ScriptModule } = torch()
+    const signal = o.signal ? [{ signal: o.signal }] : []
+    const [preprocess, model] = await Promise.all([
+      ScriptModule.load(path.join(folder, manifest.preprocess), ...signal),
+      ScriptModule.load(path.join(folder, manifest.model.program), ...signal),
+    ])
+    return new AudioClassificationPipeline(LOAD, manifest, preprocess, model)
+  }
+
+  /** `'audio-classification'`. */
+  get task() {
+    return 'audio-classification'
+  }
+
+  /** The labels, in the order of the model's logits (config.json's `id2label`). @returns {string[]} */
+  get labels() {
+    return [...this.#labels]
+  }
+
+  /** The sampling rate the model's samples are at (Hz; 16000 for Wav2Vec2). */
+  get samplingRate() {
+    return this.#manifest.samplingRate
+  }
+
+  /** The function `run` applies unless told (transformers' rule). @returns {'softmax' | 'sigmoid' | 'none'} */
+  get functionToApply() {
+    return this.#function
+  }
+
+  /** True once `dispose()` was called. */
+  get isDisposed() {
+    return this.#disposed
+  }
+
+  /**
+   * The `topK` labels of a clip, best first (`[{label, score}]`), as transformers'
+   * `pipeline('audio-classification')`: `audio` is mono float32 samples at `samplingRate` Hz, at
+   * least the model's shortest input (45 samples for a tiny Wav2Vec2, 400 for wav2vec2-base), all finite.
+   * Errors: `InvalidArg` (bad options or audio), `Aborted`, `Disposed`, `ForwardError`.
+   * @param {Float32Array} audio
+   * @param {AudioClassificationOptions} [options]
+   * @returns {Promise<AudioClassificationLabel[]>}
+   */
+  async run(audio, options) {
+    const name = 'AudioClassificationPipeline.run'
+    const o = opt.read(options, RUN_OPTIONS, `${name}: options`, this.run)
+    if (!(audio instanceof Float32Array)) {
+      throw invalid(
+        `${name}: audio: expected a Float32Array of ${this.samplingRate} Hz samples, got ${describe(audio)}`,
+        this.run,
+      )
+    }
+    if (audio.length === 0) throw invalid(`${name}: audio: the clip is empty (0 samples)`, this.run)
+    const shortest = this.#manifest.minSamples ?? 1
+    if (audio.length < shortest) {
+      throw invalid(`${name}: audio: ${audio.length} samples; the model takes at least ${shortest}`, this.run)
+    }
+    if (!audio.every(Number.isFinite)) throw invalid(`${name}: audio: a sample is NaN or infinite`, this.run)
+    if (this.#disposed) throw codedError('Disposed', 'the audio-classification model was disposed', this.run)
+    if (o.signal?.aborted) throw codedError('Aborted', 'the signal was aborted', this.run)
+    const { fromBuffer } = torch()
+    const call = o.signal ? [{ signal: o.signal }] : []
+    const owned = []
+    try {
+      const samples = fromBuffer(audio, [audio.length])
+      owned.push(samples)
+      const values = /** @type {Tensor} */ (await this.#preprocess.forward(samples, ...call))
+      owned.push(values)
+      const logits = /** @type {Tensor} */ (await this.#model.forward(values, ...call))
+      owned.push(logits)
+      const width = this.#labels.length
+      const fn = o.functionToApply ?? this.#function
+      const [scores] = applyFunction(/** @type {Float32Array} */ (logits.toTypedArray()), width, fn)
+      return (
+        scores
+          .map((score, i) => ({ label: this.#labels[i], score }))
+          // best first; equal scores keep the labels' order (as torch.topk does on ties here)
+          .sort((a, b) => b.score - a.score)
+          .slice(0, Math.min(o.topK ?? 5, width))
+      )
+    } finally {
+      for (const x of owned) x.dispose()
+    }
+  }
+
+  /** Frees the programs; a call running finishes, later ones reject with `Disposed`. */
+  dispose() {
+    if (this.#disposed) return
+    this.#disposed = true
+    this.#preprocess.dispose()
+    this.#model.dispose()
+  }
+
+  [Symbol.dispose]() {
+    this.dispose()
+  }
+}
+
+module.exports.AudioClassificationPipeline = AudioClassificationPipeline
