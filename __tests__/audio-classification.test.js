@@ -1,8 +1,9 @@
 'use strict'
-// audio-classification (issue 50): a Wav2Vec2ForSequenceClassification folder python/export_audio.py
-// wrote from a random-weight checkpoint, against transformers 5's pipeline('audio-classification')
-// (models/make_audio_models.py's goldens): input_values within 1e-6, labels in order, scores within
-// 1e-5 for every topK / functionToApply call; coded errors for bad audio and options.
+// audio-classification (issue 50): Wav2Vec2ForSequenceClassification and ASTForAudioClassification
+// folders python/export_audio.py wrote from random-weight checkpoints, against transformers 5's
+// pipeline('audio-classification') (models/make_audio_models.py's goldens): input_values within 1e-6
+// (Wav2Vec2's normalization; AST's log-mel filter banks), labels in order, scores within 1e-5 for
+// every topK / functionToApply call; coded errors for bad audio and options.
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -21,83 +22,91 @@ const FEATURE_TOLERANCE = 1e-6
 const TIMEOUT = { timeout: 120_000 }
 
 const goldens = SKIP ? null : JSON.parse(fs.readFileSync(GOLDENS, 'utf8'))
-const results = SKIP ? [] : goldens.wav2vec2.results
 const floats = (b64) => {
   const bytes = Buffer.from(b64, 'base64')
   return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length))
 }
 
-describe('wav2vec2: audio-classification against transformers', { skip: SKIP }, () => {
-  const folder = path.join(DIR, 'wav2vec2')
-  let pipe
-  before(async () => {
-    pipe = await AudioClassificationPipeline.load(folder)
-  })
-  after(() => pipe?.dispose())
+// name -> the shortest clip the model takes (Wav2Vec2: its convolutions' receptive field; AST: one frame)
+const MODELS = { wav2vec2: 45, ast: 400 }
 
-  test('input_values equal Wav2Vec2FeatureExtractor', TIMEOUT, async () => {
-    const preprocess = await torch.ScriptModule.load(path.join(folder, 'preprocess.pt'))
-    for (const want of results) {
-      const samples = floats(want.samples)
-      const values = await preprocess.forward(torch.fromBuffer(samples, [samples.length]))
-      assert.deepEqual(values.shape, [1, samples.length])
-      const expected = floats(want.inputValues)
-      const got = values.toTypedArray()
-      let diff = 0
-      for (let i = 0; i < expected.length; i++) diff = Math.max(diff, Math.abs(got[i] - expected[i]))
-      assert.ok(diff <= FEATURE_TOLERANCE, `${want.clip}: input_values differ by ${diff}`)
-      values.dispose()
-    }
-    preprocess.dispose()
-  })
+for (const [name, shortest] of Object.entries(MODELS)) {
+  describe(`${name}: audio-classification against transformers`, { skip: SKIP }, () => {
+    const folder = path.join(DIR, name)
+    const results = SKIP ? [] : goldens[name].results
+    let pipe
+    before(async () => {
+      pipe = await AudioClassificationPipeline.load(folder)
+    })
+    after(() => pipe?.dispose())
 
-  test('every topK and functionToApply equals the pipeline', TIMEOUT, async () => {
-    assert.equal(pipe.task, 'audio-classification')
-    assert.deepEqual(pipe.labels, ['yes', 'no', 'up', 'down'])
-    assert.equal(pipe.samplingRate, 16000)
-    for (const want of results) {
-      for (const call of want.calls) {
-        const got = await pipe.run(floats(want.samples), call.options)
-        const what = `${want.clip} ${JSON.stringify(call.options)}`
+    test('input_values equal Wav2Vec2FeatureExtractor', TIMEOUT, async () => {
+      const preprocess = await torch.ScriptModule.load(path.join(folder, 'preprocess.pt'))
+      for (const want of results) {
+        const samples = floats(want.samples)
+        const values = await preprocess.forward(torch.fromBuffer(samples, [samples.length]))
+        const expected = floats(want.inputValues)
+        assert.equal(values.numel(), expected.length)
+        const got = values.toTypedArray()
+        let diff = 0
+        for (let i = 0; i < expected.length; i++) diff = Math.max(diff, Math.abs(got[i] - expected[i]))
+        assert.ok(diff <= FEATURE_TOLERANCE, `${want.clip}: input_values differ by ${diff}`)
+        values.dispose()
+      }
+      preprocess.dispose()
+    })
+
+    test('every topK and functionToApply equals the pipeline', TIMEOUT, async () => {
+      assert.equal(pipe.task, 'audio-classification')
+      assert.deepEqual(pipe.labels, ['yes', 'no', 'up', 'down'])
+      assert.equal(pipe.samplingRate, 16000)
+      for (const want of results) {
+        for (const call of want.calls) {
+          const got = await pipe.run(floats(want.samples), call.options)
+          const what = `${want.clip} ${JSON.stringify(call.options)}`
+          assert.deepEqual(
+            got.map((r) => r.label),
+            call.result.map((r) => r.label),
+            `${what}: labels`,
+          )
+          got.forEach((r, i) => {
+            const d = Math.abs(r.score - call.result[i].score)
+            assert.ok(d <= SCORE_TOLERANCE, `${what}: ${r.label} ${r.score} vs ${call.result[i].score}`)
+          })
+        }
+      }
+    })
+
+    test('concurrent calls each get their own answer', TIMEOUT, async () => {
+      const outs = await Promise.all(results.map((want) => pipe.run(floats(want.samples))))
+      outs.forEach((got, i) =>
         assert.deepEqual(
           got.map((r) => r.label),
-          call.result.map((r) => r.label),
-          `${what}: labels`,
-        )
-        got.forEach((r, i) => {
-          const d = Math.abs(r.score - call.result[i].score)
-          assert.ok(d <= SCORE_TOLERANCE, `${what}: ${r.label} ${r.score} vs ${call.result[i].score}`)
-        })
-      }
-    }
-  })
+          results[i].calls[0].result.map((r) => r.label),
+        ),
+      )
+    })
 
-  test('concurrent calls each get their own answer', TIMEOUT, async () => {
-    const outs = await Promise.all(results.map((want) => pipe.run(floats(want.samples))))
-    outs.forEach((got, i) =>
-      assert.deepEqual(
-        got.map((r) => r.label),
-        results[i].calls[0].result.map((r) => r.label),
-      ),
-    )
+    test('coded errors: not audio, empty or too short audio, NaN, bad options, disposed', TIMEOUT, async () => {
+      const samples = floats(results[0].samples)
+      await assert.rejects(pipe.run('clip.wav'), coded('InvalidArg', /Float32Array/))
+      await assert.rejects(pipe.run([0.1, 0.2]), coded('InvalidArg', /Float32Array/))
+      await assert.rejects(pipe.run(new Float32Array(0)), coded('InvalidArg', /empty/))
+      await assert.rejects(
+        pipe.run(new Float32Array(shortest - 1)),
+        coded('InvalidArg', new RegExp(`at least ${shortest}`)),
+      )
+      await assert.rejects(pipe.run(new Float32Array(shortest).fill(NaN)), coded('InvalidArg', /NaN/))
+      await assert.rejects(pipe.run(samples, { topK: 0 }), coded('InvalidArg', /topK/))
+      await assert.rejects(pipe.run(samples, { functionToApply: 'tanh' }), coded('InvalidArg', /functionToApply/))
+      await assert.rejects(pipe.run(samples, { threshold: 0.5 }), coded('InvalidArg', /threshold/))
+      const aborted = AbortSignal.abort()
+      await assert.rejects(pipe.run(samples, { signal: aborted }), coded('Aborted'))
+      await assert.rejects(AudioClassificationPipeline.load(path.join(DIR, 'nowhere')), coded('ModelLoadError'))
+      const other = await AudioClassificationPipeline.load(folder)
+      other.dispose()
+      await assert.rejects(other.run(samples), coded('Disposed'))
+      assert.throws(() => new AudioClassificationPipeline(), coded('InvalidArg', /load/))
+    })
   })
-
-  test('coded errors: not audio, empty or too short audio, NaN, bad options, disposed', TIMEOUT, async () => {
-    const samples = floats(results[0].samples)
-    await assert.rejects(pipe.run('clip.wav'), coded('InvalidArg', /Float32Array/))
-    await assert.rejects(pipe.run([0.1, 0.2]), coded('InvalidArg', /Float32Array/))
-    await assert.rejects(pipe.run(new Float32Array(0)), coded('InvalidArg', /empty/))
-    await assert.rejects(pipe.run(new Float32Array(10)), coded('InvalidArg', /at least 45/))
-    await assert.rejects(pipe.run(new Float32Array(100).fill(NaN)), coded('InvalidArg', /NaN/))
-    await assert.rejects(pipe.run(samples, { topK: 0 }), coded('InvalidArg', /topK/))
-    await assert.rejects(pipe.run(samples, { functionToApply: 'tanh' }), coded('InvalidArg', /functionToApply/))
-    await assert.rejects(pipe.run(samples, { threshold: 0.5 }), coded('InvalidArg', /threshold/))
-    const aborted = AbortSignal.abort()
-    await assert.rejects(pipe.run(samples, { signal: aborted }), coded('Aborted'))
-    await assert.rejects(AudioClassificationPipeline.load(path.join(DIR, 'nowhere')), coded('ModelLoadError'))
-    const other = await AudioClassificationPipeline.load(folder)
-    other.dispose()
-    await assert.rejects(other.run(samples), coded('Disposed'))
-    assert.throws(() => new AudioClassificationPipeline(), coded('InvalidArg', /load/))
-  })
-})
+}

@@ -1,8 +1,9 @@
 // @ts-check
 'use strict'
 // The audio-classification pipeline over a folder python/export_audio.py wrote (Wav2Vec2, HuBERT,
-// WavLM *ForSequenceClassification): transformers 5's AudioClassificationPipeline. The feature
-// extractor (Wav2Vec2FeatureExtractor: zero-mean unit-variance) runs as TorchScript (preprocess.pt),
+// WavLM *ForSequenceClassification, ASTForAudioClassification): transformers 5's
+// AudioClassificationPipeline. The feature extractor (Wav2Vec2FeatureExtractor: zero-mean
+// unit-variance; ASTFeatureExtractor: log-mel filter banks) runs as TorchScript (preprocess.pt),
 // the model as a traced TorchScript program, both on torch-node's executor; then softmax, sigmoid or
 // nothing over the logits, and the topK labels, best first.
 const fs = require('node:fs')
@@ -49,7 +50,7 @@ const invalid = (message, caller) => codedError('InvalidArg', message, caller)
 
 /**
  * Audio classification with a transformers checkpoint (Wav2Vec2, HuBERT, WavLM
- * `*ForSequenceClassification` exported with python/export_audio.py). Made with
+ * `*ForSequenceClassification`, `ASTForAudioClassification` exported with python/export_audio.py). Made with
  * `AudioClassificationPipeline.load(folder)`.
  */
 class AudioClassificationPipeline {
@@ -98,7 +99,7 @@ class AudioClassificationPipeline {
       throw codedError(
         'ModelLoadError',
         `${folder}: manifest.json is not an audio-classification export (kind '${manifest?.kind}'); export a ` +
-          'Wav2Vec2ForSequenceClassification checkpoint with python/export_audio.py',
+          'Wav2Vec2ForSequenceClassification or ASTForAudioClassification checkpoint with python/export_audio.py',
         load,
       )
     }
@@ -139,7 +140,7 @@ class AudioClassificationPipeline {
   /**
    * The `topK` labels of a clip, best first (`[{label, score}]`), as transformers'
    * `pipeline('audio-classification')`: `audio` is mono float32 samples at `samplingRate` Hz, at
-   * least the model's shortest input (45 samples for a tiny Wav2Vec2, 400 for wav2vec2-base), all finite.
+   * least the model's shortest input (400 samples for wav2vec2-base and for AST), all finite.
    * Errors: `InvalidArg` (bad options or audio), `Aborted`, `Disposed`, `ForwardError`.
    * @param {Float32Array} audio
    * @param {AudioClassificationOptions} [options]
