@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turns a Hugging Face audio classifier into a torch-node folder for torch-node's audio-classification pipeline.
 
-    python export_audio.py MODEL_DIR OUT_DIR [--format torchscript]
+    python export_audio.py MODEL_DIR OUT_DIR [--format auto|torchscript]
 
 Architectures: Wav2Vec2ForSequenceClassification, HubertForSequenceClassification and
 WavLMForSequenceClassification (a Wav2Vec2FeatureExtractor: raw 16 kHz samples in), and
@@ -25,12 +25,13 @@ Exit status: 0 written; 1 the export failed; 2 bad arguments or an unsupported m
 transformers is missing. Every failure is one line on stderr.
 """
 
+import argparse
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export_common import Unsupported, log, parser, read_config, run, staged_folder, trace, with_script, write_manifest  # noqa: E402
+from export_common import Unsupported, log, read_config, run, staged_folder, trace, with_script, write_manifest  # noqa: E402
 from export_text import source_hash  # noqa: E402
 
 FORMAT_VERSION = 1
@@ -202,12 +203,14 @@ def export(args, architecture):
 
 
 def main(argv):
-    args = parser(PROG, "Export an audio classifier to a torch-node folder.",
-                  "a Hugging Face Wav2Vec2, HuBERT, WavLM or AST classifier folder", max_batch=64).parse_args(argv)
-    if args.format == "pt2":
-        print(f"{PROG}: --format pt2 is not supported (the model is traced: TorchScript)", file=sys.stderr)
-        sys.exit(2)
-    args.dtype = "float32"  # source_hash's options
+    p = argparse.ArgumentParser(prog=PROG, description="Export an audio classifier to a torch-node folder.")
+    p.add_argument("model_dir", help="a Hugging Face Wav2Vec2, HuBERT, WavLM or AST classifier folder")
+    p.add_argument("out_dir", help="the torch-node model folder to write")
+    p.add_argument("--format", choices=("auto", "torchscript"), default="auto",
+                   help="auto: TorchScript, the one format (the model is traced; one clip per forward)")
+    args = p.parse_args(argv)
+    # source_hash's options; run() checks max_batch, which a one-clip program has no use for
+    args.dtype, args.format, args.max_batch, args.fast_compile = "float32", "torchscript", 64, False
     run(PROG, args, lambda: export(args, architecture_of(args.model_dir)))
 
 
