@@ -13,7 +13,8 @@ Writes (all generated, under models/golden/, which git ignores):
   segmentation/mask2former/      that folder exported by python/export_dense.py (TorchScript)
   segmentation/goldens.json      per image of IMAGES: the processor's pixel_values and
                                  pipeline('image-segmentation')'s answer to each of CALLS
-                                 (label, score, mask uint8 base64)
+                                 (label, score, mask uint8 base64); astronaut.png gives three
+                                 panoptic segments, two with the thresholds moved
 
 Idempotent: the source is rewritten only when its recipe changes, the export only when its source
 or python/export_dense.py changed, the goldens only when the export or the inputs changed.
@@ -29,7 +30,7 @@ from fixture_common import export as export_folder
 
 PROG = "make_segmentation_models.py"
 log = logger(PROG)
-IMAGES = ["chelsea.png", "coffee.png"]
+IMAGES = ["chelsea.png", "coffee.png", "astronaut.png"]
 LABELS = {0: "background", 1: "cat", 2: "cup", 3: "table", 4: "sky"}
 # The pipeline's keyword arguments per call (camelCase in the goldens): its defaults (panoptic,
 # threshold 0.9), each subtask, and the thresholds moved.
