@@ -47,6 +47,18 @@ CASES = [
      "messages": [{"role": "user", "content": "Tell me a story about the sea."}]},
 ]
 FIXTURE_COMPILE = {"aot_inductor.compile_wrapper_opt_level": "O0"}
+GEMMA3 = "gemma3-tiny"
+# Gemma 3's chat template, cut to what the fixture's chats use: an image part writes
+# <start_of_image>, which Gemma3Processor expands to "\n\n<start_of_image>" + N soft tokens +
+# "<end_of_image>\n\n".
+GEMMA3_TEMPLATE = (
+    "{% for message in messages %}<start_of_turn>{{ 'model' if message['role'] == 'assistant' else message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for part in message['content'] %}{% if part['type'] == 'image' %}<start_of_image>"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+GEMMA3_SPECIALS = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"}
 
 
 def log(message):
@@ -98,12 +110,63 @@ def make_source(folder):
     tokenizer.save_pretrained(folder)
 
 
+def make_gemma3_source(folder):
+    """Gemma3ForConditionalGeneration: a 2-layer SigLIP tower on 32x32 images in 4x4 patches (64
+    patches, average-pooled 2x2 to 16 image tokens), a 2-layer Gemma 3 decoder (one sliding layer
+    with an 8-token window, one full), seeded random weights."""
+    import torch
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(TOKENIZER)
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<start_of_turn>", "<end_of_turn>",
+                                                                *GEMMA3_SPECIALS.values()]})
+    tokenizer = transformers.AutoTokenizer.from_pretrained(_saved(tokenizer, folder), extra_special_tokens=GEMMA3_SPECIALS)
+    ids = {k: tokenizer.convert_tokens_to_ids(v) for k, v in GEMMA3_SPECIALS.items()}
+    eot = tokenizer.convert_tokens_to_ids("<end_of_turn>")
+    text = transformers.Gemma3TextConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=172, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, max_position_embeddings=MAX_CONTEXT, sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=16, initializer_range=0.5,
+        bos_token_id=1, eos_token_id=[2, eot], pad_token_id=0)
+    vision = transformers.SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                             num_attention_heads=2, image_size=32, patch_size=4)
+    config = transformers.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=16,
+                                       boi_token_index=ids["boi_token"], eoi_token_index=ids["eoi_token"],
+                                       image_token_index=ids["image_token"], tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = transformers.Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():  # a wide spread, so that greedy steps have clear winners
+        for name, p in model.named_parameters():
+            if p.dim() == 2:
+                p.normal_(0, 0.5 if "language_model" in name or "lm_head" in name else 0.2)
+            elif "norm" in name and "language_model" in name:
+                p.normal_(0, 1.0)
+        # Gemma scales the embeddings by sqrt(hidden): narrower rows, or the residual stream is
+        # the token's own row and greedy repeats the prompt's last token.
+        model.model.language_model.embed_tokens.weight.normal_(0, 0.05)
+    model.generation_config = transformers.GenerationConfig(bos_token_id=1, eos_token_id=[2, eot], pad_token_id=0,
+                                                            do_sample=False)
+    model.save_pretrained(folder)
+    images = transformers.Gemma3ImageProcessor(size={"height": 32, "width": 32})
+    processor = transformers.Gemma3Processor(image_processor=images, tokenizer=tokenizer, image_seq_length=16,
+                                             chat_template=GEMMA3_TEMPLATE)
+    processor.save_pretrained(folder)
+    tokenizer.chat_template = GEMMA3_TEMPLATE
+    tokenizer.save_pretrained(folder)
+
+
+def _saved(tokenizer, folder):
+    os.makedirs(folder, exist_ok=True)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def goldens(folder):
     import torch
     import transformers
     from PIL import Image
 
-    model = transformers.LlavaForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval()
+    model = transformers.AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
     processor = transformers.AutoProcessor.from_pretrained(folder)
     cases = []
     for case in CASES:
@@ -130,24 +193,25 @@ def main():
     args = p.parse_args()
     if not os.path.isfile(os.path.join(TOKENIZER, "tokenizer.json")):
         sys.exit(f"make_vlm_models.py: {TOKENIZER} is missing (make_lm_models.py makes it first)")
-    src, out = os.path.join(args.out, f"{NAME}-src"), os.path.join(args.out, NAME)
     digest = source_hash()
-    stamp = os.path.join(out, ".source-hash")
-    if os.path.isfile(stamp) and open(stamp).read() == digest:
-        log(f"{NAME}: up to date")
-        return
-    shutil.rmtree(src, ignore_errors=True)
-    shutil.rmtree(out, ignore_errors=True)
-    make_source(src)
-    import export_vlm
+    for name, make in ((NAME, make_source), (GEMMA3, make_gemma3_source)):
+        src, out = os.path.join(args.out, f"{name}-src"), os.path.join(args.out, name)
+        stamp = os.path.join(out, ".source-hash")
+        if os.path.isfile(stamp) and open(stamp).read() == digest:
+            log(f"{name}: up to date")
+            continue
+        shutil.rmtree(src, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+        make(src)
+        import export_vlm
 
-    export_vlm.export(src, out, max_context=MAX_CONTEXT, max_batch=8,
-                      log=lambda m: log(f"{NAME}: {m}"), compile_options=FIXTURE_COMPILE)
-    with open(os.path.join(args.out, f"{NAME}.golden.json"), "w") as f:
-        json.dump(goldens(src), f)
-    with open(stamp, "w") as f:
-        f.write(digest)
-    log(f"{NAME}: written")
+        export_vlm.export(src, out, max_context=MAX_CONTEXT, max_batch=8,
+                          log=lambda m, name=name: log(f"{name}: {m}"), compile_options=FIXTURE_COMPILE)
+        with open(os.path.join(args.out, f"{name}.golden.json"), "w") as f:
+            json.dump(goldens(src), f)
+        with open(stamp, "w") as f:
+            f.write(digest)
+        log(f"{name}: written")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_causal_lm as lm  # noqa: E402
 from export_causal_lm import ExportError  # noqa: E402
 
-ARCHITECTURES = ("LlavaForConditionalGeneration",)
+ARCHITECTURES = ("LlavaForConditionalGeneration", "Gemma3ForConditionalGeneration")
+# Families whose image tokens attend to each other both ways during prefill (Gemma 3:
+# token_type_ids -> create_masks_for_vision_model's blockwise overlay).
+BIDIRECTIONAL_IMAGES = ("gemma3",)
+IMAGE_ATTENTION = "torch_node_image_blocks"
 
 
 def is_vlm(model_dir):
@@ -67,6 +71,8 @@ def vision_module(vlm):
     import torch
 
     config = vlm.config
+    if config.model_type == "gemma3":
+        return Gemma3Vision(vlm).eval()
     layer = config.vision_feature_layer
     strategy = config.vision_feature_select_strategy
 
@@ -84,8 +90,72 @@ def vision_module(vlm):
     return Vision().eval()
 
 
-def step_module(model):
-    """export_causal_lm's step, with the image embeddings placed at the image tokens."""
+def Gemma3Vision(vlm):
+    """Gemma3Model.get_image_features: the SigLIP tower's last hidden state, average-pooled to
+    mm_tokens_per_image, RMS-normed and projected (Gemma3MultiModalProjector)."""
+    import torch
+
+    class Vision(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tower, self.projector = vlm.model.vision_tower, vlm.model.multi_modal_projector
+
+        def forward(self, pixel_values):
+            states = self.tower(pixel_values=pixel_values, return_dict=True).last_hidden_state
+            return self.projector(states).float()
+
+    return Vision()
+
+
+class ImageBlocks:
+    """The step's reach per token, `[B, T]` (set by Step.forward around the model's forward):
+    the last position of the token's run of image tokens in this call, its own position for any
+    other token. None: plain causal attention (LLaVA)."""
+
+    reach = None
+
+
+def image_block_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+                          sliding_window=None, softcap=None, **kwargs):
+    """export_causal_lm's caller_cache_attention with Gemma 3's image blocks: token (b, t) attends
+    to slots 0..=reach[b, t] (an image token also to the rest of its image, transformers'
+    blockwise overlay on the causal mask), and on a sliding layer only to slots
+    > positions[b, t] - window (transformers: AND(sliding_window, OR(causal, blockwise)))."""
+    import torch
+
+    positions, reach = lm.StepState.positions, ImageBlocks.reach
+    if reach is None:  # no image blocks (export_causal_lm's shape probe)
+        return lm.caller_cache_attention(module, query, key, value, attention_mask, scaling, dropout,
+                                         sliding_window, softcap, **kwargs)
+    if softcap is not None:
+        raise ExportError("attention-logit soft-capping with image blocks is not supported")
+    window = sliding_window if sliding_window is not None else getattr(module, "sliding_window", None)
+    slots = torch.arange(key.shape[2], device=query.device).view(1, 1, -1)
+    allowed = slots <= reach.unsqueeze(-1)
+    if window is not None:
+        allowed = allowed & (slots > positions.unsqueeze(-1) - window)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=allowed.unsqueeze(1), scale=scaling, enable_gqa=query.shape[1] != key.shape[1])
+    return out.transpose(1, 2).contiguous(), None
+
+
+def image_reach(positions, image_mask):
+    """ImageBlocks.reach: for each image token the position of the last token of its run (its
+    image: the processor writes each image's tokens together, framed by text tokens)."""
+    import torch
+
+    # The first text token at or after each token (a reversed running minimum; no slicing, which
+    # would make torch.export guard the sequence length), one before it; the call's last position
+    # where the image runs to the end.
+    text_at = torch.where(image_mask, torch.full_like(positions, 2**62), positions)
+    next_text = torch.cummin(text_at.flip(1), 1).values.flip(1)
+    reach = torch.minimum(next_text - 1, positions.amax(1, keepdim=True))
+    return torch.where(image_mask, reach, positions)
+
+
+def step_module(model, bidirectional=False):
+    """export_causal_lm's step, with the image embeddings placed at the image tokens; with
+    `bidirectional` (Gemma 3) each image's tokens also attend to each other (image_block_attention)."""
     import torch
 
     class Step(torch.nn.Module):
@@ -100,12 +170,13 @@ def step_module(model):
             embeds = self.lm.get_input_embeddings()(torch.where(image_mask, 0, input_ids))
             embeds = torch.where(image_mask.unsqueeze(-1), image_embeds.to(embeds.dtype), embeds)
             lm.StepState.positions = positions
+            ImageBlocks.reach = image_reach(positions, image_mask) if bidirectional else None
             try:
                 out = self.lm(inputs_embeds=embeds, position_ids=positions,
                               past_key_values=lm.CallerCache(list(cache), positions), use_cache=True,
                               logits_to_keep=1)
             finally:
-                lm.StepState.positions = None
+                lm.StepState.positions = ImageBlocks.reach = None
             return out.logits[:, -1].float()
 
     return Step().eval()
@@ -143,9 +214,53 @@ def check_ids(config, tokens_per_image):
     return torch.cat([pre, image, post], 1)
 
 
+def bidirectional(vlm):
+    return vlm.config.model_type in BIDIRECTIONAL_IMAGES
+
+
+def mask_to_types(ids, vlm):
+    """The processor's token_type_ids (Gemma 3): 1 at the image tokens."""
+    return (ids == vlm.config.image_token_id).long()
+
+
+def expansion(processor, vlm, size):
+    """What the processor writes for each image token of the rendered chat, as ids: the rendered
+    one-image chat tokenized as is against the processor's input_ids for it. The difference must
+    be the template's image token replaced by a prefix, N image tokens and a suffix, with the
+    text around it tokenized the same (else this export could not reproduce the processor's ids
+    from the template's tokens)."""
+    import torch
+
+    tokenizer = processor.tokenizer
+    template_token = processor.image_token
+    template_id = tokenizer.convert_tokens_to_ids(template_token)
+    image_id = int(vlm.config.image_token_id)
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Look: "}, {"type": "image"},
+                                             {"type": "text", "text": " What is it?"}]}]
+    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    plain = tokenizer(text, add_special_tokens=False)["input_ids"]
+    full = processor(text=text, images=[torch.zeros(3, size, size, dtype=torch.uint8)], add_special_tokens=False,
+                     return_tensors="pt")["input_ids"][0].tolist()
+    if plain.count(template_id) != 1:
+        raise ExportError(f"the chat template writes {plain.count(template_id)} '{template_token}' tokens for one image")
+    at = plain.index(template_id)
+    before, after = plain[:at], plain[at + 1:]
+    middle = full[at:len(full) - len(after)]
+    if full[:at] != before or full[len(full) - len(after):] != after or image_id not in middle:
+        raise ExportError(f"the processor's expansion of '{template_token}' changes the tokens around it "
+                          f"(the template's ids {plain}, the processor's {full}): not supported")
+    first = middle.index(image_id)
+    n = middle.count(image_id)
+    if middle[first:first + n] != [image_id] * n:
+        raise ExportError(f"the processor's image tokens are not contiguous: {middle}")
+    return {"templateToken": template_token, "templateTokenId": template_id, "prefix": middle[:first],
+            "suffix": middle[first + n:], "imageTokens": n}
+
+
 def check(what, step, vision, layout, hidden, vlm, pixels, ids, log):
     """The program (prefill of `ids` with one image, then two greedy decodes) against
-    transformers' LlavaForConditionalGeneration forward on the same tokens: max logit difference."""
+    transformers' forward on the same tokens (Gemma 3: with the processor's token_type_ids): max
+    logit difference."""
     import torch
 
     with torch.no_grad():
@@ -166,11 +281,12 @@ def check(what, step, vision, layout, hidden, vlm, pixels, ids, log):
         own = text.config._attn_implementation
         text.set_attn_implementation("sdpa")
         try:
-            want = vlm(input_ids=seq, pixel_values=pixels).logits[0, -3:].float()
+            extra = {"token_type_ids": mask_to_types(seq, vlm)} if bidirectional(vlm) else {}
+            want = vlm(input_ids=seq, pixel_values=pixels, **extra).logits[0, -3:].float()
         finally:
             text.set_attn_implementation(own)
     worst = (torch.cat(got) - want).abs().max().item()
-    log(f"{what}: vs transformers' LlavaForConditionalGeneration, a prefill with one image and two decodes: "
+    log(f"{what}: vs transformers' {type(vlm).__name__}, a prefill with one image and two decodes: "
         f"max logit difference {worst:.2g} (tolerance {lm.FP32_TOLERANCE:g})")
     if not worst <= lm.FP32_TOLERANCE:
         raise ExportError(f"{what}: the exported program does not match transformers (max logit difference {worst:.3g})")
@@ -188,10 +304,13 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
     if not is_vlm(model_dir):
         raise ExportError(f"{model_dir}: not a vision-language model this exporter knows ({', '.join(ARCHITECTURES)})")
     log(f"{os.path.basename(os.path.normpath(model_dir))}: reading the model with transformers")
-    vlm = transformers.LlavaForConditionalGeneration.from_pretrained(model_dir, dtype="float32").eval()
+    architecture = next(a for a in lm.read_config(model_dir)["architectures"] if a in ARCHITECTURES)
+    vlm = getattr(transformers, architecture).from_pretrained(model_dir, dtype="float32").eval()
     for p in vlm.parameters():
         p.requires_grad_(False)
     processor = transformers.AutoProcessor.from_pretrained(model_dir)
+    if getattr(processor.image_processor, "do_pan_and_scan", None):
+        raise ExportError("the image processor has do_pan_and_scan on: pan-and-scan crops are not supported")
     settings = processor_settings(processor.image_processor)
     size = int(vlm.config.vision_config.image_size)
     vision = vision_module(vlm)
@@ -204,20 +323,25 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
     if expanded != tokens_per_image:
         raise ExportError(f"the processor expands an image to {expanded} tokens, the vision tower makes {tokens_per_image}")
 
+    expand = expansion(processor, vlm, size)
+    if expand["imageTokens"] != tokens_per_image:
+        raise ExportError(f"the processor writes {expand['imageTokens']} image tokens, the vision tower makes {tokens_per_image}")
+
     model = text_model(vlm)
     hidden = int(model.config.hidden_size)
     one_row = decode_gemv.wrap(model)
     one_row_kernel = decode_gemv.one_row_kernel()
     lm.StepState.attention_in_float32 = False
     lm.register_attention()
-    model.set_attn_implementation(lm.ATTENTION)
+    transformers.AttentionInterface.register(IMAGE_ATTENTION, image_block_attention)
+    model.set_attn_implementation(IMAGE_ATTENTION if bidirectional(vlm) else lm.ATTENTION)
     layout = lm.shapes(model)
     layers, heads, kv_heads, head_dim = layout
     limit = lm.max_positions(model.config)
     max_context = min(max_context or limit or 2048, limit or max_context or 2048)
     os.makedirs(out_dir, exist_ok=True)
 
-    step = step_module(model)
+    step = step_module(model, bidirectional(vlm))
     g = torch.Generator().manual_seed(0)
     pixels = torch.randn(1, 3, size, size, generator=g)
     ids = check_ids(vlm.config, tokens_per_image)
@@ -276,7 +400,7 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
         "dtype_reason": "float32 (the only dtype export_vlm.py makes)",
         "quantization": None,
         "check": {"max_logit_difference": float(f"{worst:.3g}"), "tolerance": lm.FP32_TOLERANCE,
-                  "basis": "fp32 tolerance, a prompt with one image against LlavaForConditionalGeneration"},
+                  "basis": f"fp32 tolerance, a prompt with one image against {architecture}"},
         "unused_constants": [],
         "sliding_window": lm.sliding_window(model.config),
         "eos_token_ids": lm.eos_ids(model, tokenizer),
@@ -300,9 +424,11 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
             "imageToken": processor.image_token,
             "imageTokenId": int(vlm.config.image_token_id),
             "tokensPerImage": tokens_per_image,
+            "expansion": {k: v for k, v in expand.items() if k != "imageTokens"},
+            "bidirectionalImages": bidirectional(vlm),
             "hidden": hidden,
-            "visionFeatureLayer": vlm.config.vision_feature_layer,
-            "visionFeatureSelectStrategy": vlm.config.vision_feature_select_strategy,
+            "visionFeatureLayer": getattr(vlm.config, "vision_feature_layer", None),
+            "visionFeatureSelectStrategy": getattr(vlm.config, "vision_feature_select_strategy", None),
             "checkedMaxAbsDiff": vision_diff,
         },
     }

@@ -28,3 +28,5 @@ pub mod sample;
 pub mod sequence;
 pub mod stream;
 pub mod vision;
+#[cfg(test)]
+mod vlm_tests;

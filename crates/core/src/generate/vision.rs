@@ -14,10 +14,23 @@ pub struct VisionManifest {
     /// `vision.pt`: pixel_values `[B, 3, S, S]` -> image-token embeddings `[B, N, hidden]`.
     pub program: String,
     pub image_size: i64,
+    /// The id at which the program takes an image's embeddings (N of them per image).
     pub image_token_id: u32,
-    /// N: each image token of the rendered chat becomes N (as transformers' processor expands it).
+    /// N: each image is N image tokens (as transformers' processor expands it).
     pub tokens_per_image: usize,
     pub hidden: i64,
+    /// How the processor expands the token the chat template writes for an image (`expansion`).
+    pub expansion: Expansion,
+}
+
+/// `vision.expansion`: each `template_token_id` of the rendered, tokenized chat becomes
+/// `prefix`, N × `image_token_id`, `suffix` (LLaVA: `<image>` -> N × `<image>`; Gemma 3:
+/// `<start_of_image>` -> "\n\n<start_of_image>", N × `<image_soft_token>`, "<end_of_image>\n\n").
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expansion {
+    pub template_token_id: u32,
+    pub prefix: Vec<u32>,
+    pub suffix: Vec<u32>,
 }
 
 impl VisionManifest {
@@ -34,14 +47,86 @@ impl VisionManifest {
                 )
             })
         };
+        let image_token_id = int("imageTokenId")? as u32;
+        let e = &v["expansion"];
+        let ids = |k: &str| -> Result<Vec<u32>> {
+            match &e[k] {
+                Json::Null => Ok(Vec::new()),
+                Json::Array(a) => a
+                    .iter()
+                    .map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()))
+                    .collect::<Option<Vec<u32>>>()
+                    .ok_or_else(|| bad(k)),
+                _ => Err(bad(k)),
+            }
+        };
+        // Written before `expansion` existed (LLaVA): the image token itself, N times.
+        let expansion = Expansion {
+            template_token_id: match &e["templateTokenId"] {
+                Json::Null => image_token_id,
+                t => t
+                    .as_u64()
+                    .and_then(|x| u32::try_from(x).ok())
+                    .ok_or_else(|| bad("templateTokenId"))?,
+            },
+            prefix: ids("prefix")?,
+            suffix: ids("suffix")?,
+        };
         Ok(Some(VisionManifest {
             program: v["program"].as_str().unwrap_or("vision.pt").to_string(),
             image_size: int("imageSize")? as i64,
-            image_token_id: int("imageTokenId")? as u32,
+            image_token_id,
             tokens_per_image: int("tokensPerImage")? as usize,
             hidden: int("hidden")? as i64,
+            expansion,
         }))
     }
+
+    /// The rendered chat's ids with each template image token expanded, and the image mask
+    /// (true at the N image tokens of each image). The ids must hold `images` template tokens and
+    /// no image token of their own.
+    pub fn expand(&self, ids: &[u32], images: usize) -> Result<(Vec<u32>, Vec<bool>)> {
+        let e = &self.expansion;
+        let found = ids.iter().filter(|&&t| t == e.template_token_id).count();
+        if found != images {
+            bail_code!(
+                Code::InvalidArg,
+                "the chat has {images} image(s) but its rendered prompt has {found} image token(s) (a message's \
+                 text holding the image token, or a chat template that drops image parts)"
+            );
+        }
+        if e.template_token_id != self.image_token_id && ids.contains(&self.image_token_id) {
+            bail_code!(
+                Code::InvalidArg,
+                "the prompt's text holds the image placeholder token (id {}): only images make it",
+                self.image_token_id
+            );
+        }
+        let per = e.prefix.len() + self.tokens_per_image + e.suffix.len();
+        let mut expanded = Vec::with_capacity(ids.len() + images * per);
+        let mut mask = Vec::with_capacity(expanded.capacity());
+        for &t in ids {
+            if t != e.template_token_id {
+                expanded.push(t);
+                mask.push(false);
+                continue;
+            }
+            expanded.extend(&e.prefix);
+            expanded.extend(std::iter::repeat_n(self.image_token_id, self.tokens_per_image));
+            expanded.extend(&e.suffix);
+            mask.extend(std::iter::repeat_n(false, e.prefix.len()));
+            mask.extend(std::iter::repeat_n(true, self.tokens_per_image));
+            mask.extend(std::iter::repeat_n(false, e.suffix.len()));
+        }
+        Ok((expanded, mask))
+    }
+}
+
+fn bad(k: &str) -> anyhow::Error {
+    fail(
+        Code::ModelLoadError,
+        format!("manifest.json: 'vision.expansion.{k}' is not a token id (list)"),
+    )
 }
 
 /// The loaded image side: its manifest and its program.
@@ -64,8 +149,8 @@ impl Vision {
         Ok(Vision { manifest, program })
     }
 
-    /// A chat with images, rendered and tokenized (`ids`, one image token per image): each image
-    /// token expanded to the manifest's `tokensPerImage`, the images run through the vision
+    /// A chat with images, rendered and tokenized (`ids`, one template image token per image):
+    /// each template image token expanded as the manifest's `expansion` says, the images run through the vision
     /// program (one call for all of them) and their embeddings placed at those tokens.
     pub fn prepare(&self, ids: Vec<u32>, pixels: Vec<Tensor>) -> Result<Prepared> {
         let v = &self.manifest;
@@ -81,14 +166,7 @@ impl Vision {
             }
         }
         let n_images = pixels.len();
-        let found = ids.iter().filter(|&&t| t == v.image_token_id).count();
-        if found != n_images {
-            bail_code!(
-                Code::InvalidArg,
-                "the chat has {n_images} image(s) but its rendered prompt has {found} image token(s) (a message's \
-                 text holding the image token, or a chat template that drops image parts)"
-            );
-        }
+        let (expanded, mask) = v.expand(&ids, n_images)?;
         let hash = pixels_hash(&pixels)?;
         let features = if n_images == 0 {
             Tensor::zeros(
@@ -108,14 +186,6 @@ impl Vision {
                 v.tokens_per_image,
                 v.hidden
             );
-        }
-        let mut expanded = Vec::with_capacity(ids.len() + n_images * v.tokens_per_image);
-        let mut mask = Vec::with_capacity(expanded.capacity());
-        for &t in &ids {
-            let image = t == v.image_token_id;
-            let n = if image { v.tokens_per_image } else { 1 };
-            expanded.extend(std::iter::repeat_n(t, n));
-            mask.extend(std::iter::repeat_n(image, n));
         }
         let mask = Tensor::f_from_slice(&mask)?;
         let mut embeds = Tensor::f_zeros([expanded.len() as i64, v.hidden], (Kind::Float, Device::Cpu))?;

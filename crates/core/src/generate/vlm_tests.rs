@@ -1,0 +1,190 @@
+//! Vision-language exports beyond LLaVA (whose goldens run in lm.rs): the manifest's image-token
+//! expansion, and the tiny Gemma 3 of models/make_vlm_models.py against transformers' greedy
+//! generate.
+use super::batch::Batch;
+use super::decoder::{Chat, Decoder, Prompt};
+use super::lm::{load, LoadOptions, Model};
+use super::request::{Defaults, Options};
+use super::sequence::Sequence;
+use super::vision::{Expansion, VisionManifest};
+use crate::error::Code;
+use serde_json::{json, Value as Json};
+use tch::Tensor;
+
+fn manifest(v: Json) -> VisionManifest {
+    VisionManifest::parse(&v).unwrap().unwrap()
+}
+
+fn code(e: &anyhow::Error) -> Option<Code> {
+    Some(crate::error::describe(e).0)
+}
+
+/// A manifest without `expansion` (LLaVA's before it existed) expands the image token itself;
+/// Gemma 3's frames the N image tokens with its prefix and suffix, the mask true only at them.
+#[test]
+fn expansion_is_read_from_the_manifest() {
+    let llava = manifest(json!({"imageSize": 32, "imageTokenId": 9, "tokensPerImage": 3, "hidden": 4}));
+    assert_eq!(
+        llava.expansion,
+        Expansion {
+            template_token_id: 9,
+            prefix: vec![],
+            suffix: vec![]
+        }
+    );
+    let (ids, mask) = llava.expand(&[1, 9, 2], 1).unwrap();
+    assert_eq!(ids, [1, 9, 9, 9, 2]);
+    assert_eq!(mask, [false, true, true, true, false]);
+
+    let gemma = manifest(
+        json!({"imageSize": 32, "imageTokenId": 404, "tokensPerImage": 2, "hidden": 4,
+        "expansion": {"templateTokenId": 402, "prefix": [201, 201, 402], "suffix": [403, 201, 201]}}),
+    );
+    let (ids, mask) = gemma.expand(&[7, 402, 8, 402], 2).unwrap();
+    let one = [201, 201, 402, 404, 404, 403, 201, 201];
+    assert_eq!(ids, [&[7][..], &one, &[8], &one].concat());
+    let framed = [false, false, false, true, true, false, false, false];
+    assert_eq!(mask, [&[false][..], &framed, &[false], &framed].concat());
+}
+
+/// A count mismatch, the placeholder token written as text, and a malformed expansion.
+#[test]
+fn bad_expansions_are_refused() {
+    let gemma = manifest(
+        json!({"imageSize": 32, "imageTokenId": 404, "tokensPerImage": 2, "hidden": 4,
+        "expansion": {"templateTokenId": 402, "prefix": [402], "suffix": [403]}}),
+    );
+    let e = gemma.expand(&[402, 402], 1).unwrap_err();
+    assert_eq!(code(&e), Some(Code::InvalidArg), "{e}");
+    assert!(e.to_string().contains("1 image(s)"), "{e}");
+    let e = gemma.expand(&[402, 404], 1).unwrap_err();
+    assert_eq!(code(&e), Some(Code::InvalidArg), "{e}");
+    assert!(e.to_string().contains("placeholder"), "{e}");
+    for bad in [
+        json!({"prefix": "x"}),
+        json!({"suffix": [-1]}),
+        json!({"templateTokenId": "a"}),
+    ] {
+        let v =
+            json!({"imageSize": 32, "imageTokenId": 1, "tokensPerImage": 2, "hidden": 4, "expansion": bad});
+        let e = VisionManifest::parse(&v).unwrap_err();
+        assert_eq!(code(&e), Some(Code::ModelLoadError), "{e}");
+    }
+}
+
+/// A golden case's prompt prepared as the engine does, checked against the processor's ids.
+fn sequence(model: &Model, golden: &Json, case: &Json, size: i64) -> Sequence {
+    let pixels: Vec<Tensor> = (case["pixel_values"].as_array().unwrap().iter())
+        .map(|p| {
+            let flat: Vec<f32> = (p.as_array().unwrap().iter())
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect();
+            Tensor::from_slice(&flat).view([3, size, size])
+        })
+        .collect();
+    let messages = case["messages"].as_array().unwrap().clone();
+    let prepared = match pixels.is_empty() {
+        true => model.prepare(Prompt::Messages(Chat::new(messages))),
+        false => model.prepare(Prompt::Multimodal(Chat::new(messages), pixels)),
+    }
+    .unwrap();
+    assert_eq!(
+        prepared.ids,
+        ids_of(&case["input_ids"]),
+        "{}: prompt ids",
+        case["name"]
+    );
+    let request = Defaults::from_config(&Json::Null)
+        .request(&Options {
+            max_new_tokens: golden["new_tokens"].as_u64(),
+            ..Options::default()
+        })
+        .unwrap();
+    Sequence::new(model, prepared.ids, request)
+        .unwrap()
+        .with_images(prepared.images)
+}
+
+fn ids_of(v: &Json) -> Vec<u32> {
+    (v.as_array().unwrap().iter())
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// Runs `seqs` to the end in one batch of `limit` rows; each one's new ids.
+fn run(model: &Model, batch: &mut Batch<usize>, seqs: Vec<Sequence>) -> Vec<Vec<u32>> {
+    let mut out = vec![Vec::new(); seqs.len()];
+    for (k, s) in seqs.into_iter().enumerate() {
+        batch.admit(model, k, s).unwrap();
+    }
+    while !batch.is_empty() {
+        for event in batch.step(model) {
+            assert!(event.error.is_none());
+            out[event.tag].extend(&event.piece.tokens);
+        }
+    }
+    out
+}
+
+/// The golden's new ids, or a split where Python's top-2 logits were within 1e-4.
+fn assert_matches(case: &Json, got: &[u32], label: &str) {
+    let want = ids_of(&case["output_ids"]);
+    if let Some(at) = want.iter().zip(got).position(|(x, y)| x != y) {
+        let gap = case["top2_gaps"][at].as_f64().unwrap();
+        assert!(
+            gap < 1e-4,
+            "{} {label}: token {at} differs, top-2 gap {gap}",
+            case["name"]
+        );
+    } else {
+        assert_eq!(&want, got, "{} {label}", case["name"]);
+    }
+}
+
+/// The tiny Gemma 3 of models/make_vlm_models.py against transformers' greedy generate (with
+/// the processor's token_type_ids: each image's tokens attend to each other both ways, its
+/// sliding layer's 8-token window shorter than an image): the expanded prompt ids, then the
+/// same new ids, each case alone, all three batched, and an image prompt again from the prefix
+/// cache. Skipped when the fixture was not made.
+#[test]
+fn gemma3_greedy_matches_transformers_goldens() {
+    let root = format!("{}/models/golden/vlm", crate::REPO_ROOT);
+    let Ok(golden) = std::fs::read(format!("{root}/gemma3-tiny.golden.json")) else {
+        eprintln!("skipped: {root}/gemma3-tiny.golden.json (models/make_vlm_models.py)");
+        return;
+    };
+    let golden: Json = serde_json::from_slice(&golden).unwrap();
+    let options = LoadOptions {
+        dtype: None,
+        max_context: None,
+        max_sequences: None,
+    };
+    let model = load(&format!("{root}/gemma3-tiny"), options).unwrap();
+    let cases = golden["cases"].as_array().unwrap();
+    assert!(cases
+        .iter()
+        .any(|c| !c["pixel_values"].as_array().unwrap().is_empty()));
+    for case in cases {
+        let mut batch = Batch::new(1);
+        let got = run(&model, &mut batch, vec![sequence(&model, &golden, case, 32)]);
+        assert_matches(case, &got[0], "alone");
+    }
+    let mut batch = Batch::new(3);
+    let seqs = cases.iter().map(|c| sequence(&model, &golden, c, 32)).collect();
+    for (case, got) in cases.iter().zip(run(&model, &mut batch, seqs)) {
+        assert_matches(case, &got, "batched");
+    }
+    // Admitted twice: the second prefill reuses the first one's blocks (ending inside the
+    // image or after it) and still generates the same.
+    let mut batch = Batch::new(1).with_prefix_cache(1024);
+    for round in 0..2 {
+        let got = run(&model, &mut batch, vec![sequence(&model, &golden, &cases[0], 32)]);
+        assert_matches(&cases[0], &got[0], &format!("round {round}"));
+        batch.clear();
+    }
+    let reused = batch.prefix_cache().unwrap().stats().reused_tokens;
+    assert!(
+        reused >= 16,
+        "the same image's blocks were not reused: {reused} tokens"
+    );
+}
