@@ -7,6 +7,8 @@
         a persistent sentence-transformers child; one request per stdin line, one reply line:
             one N SEED     -> ms for N encode() calls of one sentence each
             batch N SEED   -> ms for N encode() calls of 16 sentences each (batch_size=16)
+            many N SEED    -> ms for N encode() calls of 64 sentences each (batch_size=64): Python
+                              has no concurrent callers; one batch of 64 is its best case
             quit
         The sentences are bench/text-sentences.json's, as on the Node side.
 """
@@ -57,6 +59,9 @@ def serve(model_dir, threads):
         for i in range(n):
             if cmd == "one":
                 model.encode(sentences[(seed + i) % len(sentences)])
+            elif cmd == "many":
+                start = ((seed + i) * 64) % (len(sentences) - 64)
+                model.encode(sentences[start:start + 64], batch_size=64)
             else:
                 start = ((seed + i) * 16) % (len(sentences) - 16)
                 model.encode(sentences[start:start + 16], batch_size=16)
