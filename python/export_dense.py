@@ -6,12 +6,13 @@
 
 Architectures: DPTForDepthEstimation and DepthAnythingForDepthEstimation (task depth-estimation),
 SegformerForSemanticSegmentation and DPTForSemanticSegmentation (task image-segmentation, semantic),
-Mask2FormerForUniversalSegmentation (task image-segmentation: panoptic, instance and semantic). It
+Mask2FormerForUniversalSegmentation and DetrForSegmentation (task image-segmentation: panoptic,
+instance and semantic; a fixed processor size {height, width}). It
 writes into OUT_DIR:
 
   model.pt2 / model.pt  the model: pixel_values float32 [batch, 3, H, W] -> predicted_depth
                         [batch, h, w] (depth) or logits [batch, labels, h, w] (segmentation), or
-                        (Mask2Former) class_queries_logits and masks_queries_logits side by side:
+                        (Mask2Former, DETR) the class logits and mask logits side by side:
                         [batch, queries, labels + 1 + h * w];
   preprocess.pt         the checkpoint's image processor as TorchScript: uint8 RGB [3, h, w] ->
                         pixel_values [3, H, W], the ATen kernels transformers 5's torchvision
@@ -21,11 +22,11 @@ writes into OUT_DIR:
                         (output [h, w] or [labels, h, w], size int64 [2]) -> the depth resized
                         bicubic to the image's size (post_process_depth_estimation), or the
                         argmax of the logits resized bilinear (post_process_semantic_segmentation);
-                        Mask2Former: the output row flattened, then the image's height and width
+                        Mask2Former, DETR: the output row flattened, then the image's height and width
                         (the options come after it, in segments.pt);
-  segments.pt           Mask2Former only: (that row, subtask, threshold, mask_threshold,
+  segments.pt           Mask2Former and DETR only: (that row, subtask, threshold, mask_threshold,
                         overlap_mask_area_threshold) -> (segment ids int32 [H, W], segments float64
-                        [n, 3]: id, label id, score), Mask2FormerImageProcessor's
+                        [n, 3]: id, label id, score), Mask2FormerImageProcessor's (DetrImageProcessor's)
                         post_process_panoptic_segmentation / post_process_instance_segmentation /
                         post_process_semantic_segmentation (then the segments are empty and the
                         ids are label ids) as TorchScript;
@@ -53,9 +54,18 @@ ARCHITECTURES = {
     "SegformerForSemanticSegmentation": "image-segmentation",
     "DPTForSemanticSegmentation": "image-segmentation",
     "Mask2FormerForUniversalSegmentation": "image-segmentation",
+    "DetrForSegmentation": "image-segmentation",
 }
 # Models with class and mask queries (panoptic, instance and semantic), post-processed by segments.pt.
-UNIVERSAL = ("Mask2FormerForUniversalSegmentation",)
+UNIVERSAL = ("Mask2FormerForUniversalSegmentation", "DetrForSegmentation")
+# The thresholds each subtask's post-processing reads (DETR's instance is its panoptic without fusing;
+# Mask2Former's ranks the class scores and reads only `threshold`); the pipeline refuses the others.
+READS = {
+    "Mask2FormerForUniversalSegmentation": {"panoptic": ["threshold", "maskThreshold", "overlapMaskAreaThreshold"],
+                                            "instance": ["threshold"], "semantic": []},
+    "DetrForSegmentation": {"panoptic": ["threshold", "maskThreshold", "overlapMaskAreaThreshold"],
+                            "instance": ["threshold", "maskThreshold", "overlapMaskAreaThreshold"], "semantic": []},
+}
 FILES = ("model.pt2", "model.pt", "preprocess.pt", "postprocess.pt", "segments.pt", "manifest.json")
 
 
@@ -81,7 +91,9 @@ def processor_settings(processor):
     size = {k: v for k, v in dict(processor.size or {}).items() if v is not None}
     if processor.do_resize and {"height", "width"} != set(size):
         raise Unsupported(f"{name}: size {size} (supported: height and width)")
-    if getattr(processor, "do_center_crop", False) or getattr(processor, "do_pad", False):
+    # DETR pads each image to the largest of its batch: one image (the pipeline's), the identity.
+    padding = getattr(processor, "do_pad", False) and not (name.startswith("Detr") and "height" in size)
+    if getattr(processor, "do_center_crop", False) or padding:
         raise Unsupported(f"{name}: do_center_crop / do_pad are not supported")
     return {
         "processor": name,
@@ -171,10 +183,11 @@ def Postprocess(torch, task):
     return (Depth() if task == "depth-estimation" else Segmentation()).eval()
 
 
-def Segments(torch, queries, labels, mask_height, mask_width):
-    """Mask2FormerImageProcessor's post-processing of one image, scripted: the same ATen calls in the
-    same order (the 384×384 upsampling, topk(sorted=False), the bilinear and nearest resizes), so ids
-    and scores are transformers'. `labels` excludes the null class."""
+def Segments(torch, queries, labels, mask_height, mask_width, family):
+    """Mask2FormerImageProcessor's (family "mask2former") or DetrImageProcessor's ("detr") post-processing
+    of one image, scripted: the same ATen calls in the same order (Mask2Former's 384×384 upsampling,
+    topk(sorted=False), the bilinear and nearest resizes), so ids and scores are transformers'.
+    `labels` excludes the null class."""
     from typing import List, Tuple
 
     F = torch.nn.functional
@@ -184,6 +197,7 @@ def Segments(torch, queries, labels, mask_height, mask_width):
             super().__init__()
             self.queries, self.labels = queries, labels
             self.mask_height, self.mask_width = mask_height, mask_width
+            self.mask2former = family == "mask2former"
 
         def forward(self, packed: torch.Tensor, subtask: str, threshold: float, mask_threshold: float,
                     overlap_mask_area_threshold: float) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -193,10 +207,12 @@ def Segments(torch, queries, labels, mask_height, mask_width):
             target = [int(packed[n]), int(packed[n + 1])]
             class_queries_logits = row[:, :, : self.labels + 1]
             masks = row[:, :, self.labels + 1:].reshape(1, self.queries, self.mask_height, self.mask_width)
-            masks = F.interpolate(masks, size=[384, 384], mode="bilinear", align_corners=False)
+            if self.mask2former:
+                # "Scale back to preprocessed image size - (384, 384) for all models"
+                masks = F.interpolate(masks, size=[384, 384], mode="bilinear", align_corners=False)
             if subtask == "semantic":
                 return self.semantic(class_queries_logits, masks, target)
-            if subtask == "instance":
+            if subtask == "instance" and self.mask2former:
                 return self.instance(class_queries_logits[0], masks[0], target, threshold)
             return self.panoptic(class_queries_logits, masks, target, threshold, mask_threshold,
                                  overlap_mask_area_threshold)
@@ -275,6 +291,14 @@ def Segments(torch, queries, labels, mask_height, mask_width):
     return Segments().eval()
 
 
+def queries_of(out):
+    """(class logits [batch, queries, labels + 1], mask logits [batch, queries, h, w]) of Mask2Former's
+    or DETR's output."""
+    if hasattr(out, "class_queries_logits"):
+        return out.class_queries_logits, out.masks_queries_logits
+    return out.logits, out.pred_masks
+
+
 def wrapped(torch, model, task):
     class Model(torch.nn.Module):
         def __init__(self):
@@ -285,8 +309,8 @@ def wrapped(torch, model, task):
             out = self.model(pixel_values=pixel_values)
             if task == "universal":
                 # One tensor for the Batcher: the class logits, then each query's mask logits.
-                masks = out.masks_queries_logits
-                return torch.cat([out.class_queries_logits, masks.flatten(2)], dim=-1).float()
+                class_logits, masks = queries_of(out)
+                return torch.cat([class_logits, masks.flatten(2)], dim=-1).float()
             return (out.predicted_depth if task == "depth-estimation" else out.logits).float()
 
     return Model().eval()
@@ -328,7 +352,7 @@ def export(args, task, architecture):
     import torch
     import transformers
     from transformers import (AutoImageProcessor, AutoModelForDepthEstimation, AutoModelForSemanticSegmentation,
-                              AutoModelForUniversalSegmentation)
+                              AutoModelForUniversalSegmentation, DetrForSegmentation)
 
     started = time.monotonic()
     log(f"loading {args.model_dir} ({architecture})")
@@ -336,6 +360,8 @@ def export(args, task, architecture):
     head = "universal" if architecture in UNIVERSAL else task
     auto = {"depth-estimation": AutoModelForDepthEstimation, "universal": AutoModelForUniversalSegmentation}.get(
         head, AutoModelForSemanticSegmentation)
+    if architecture == "DetrForSegmentation":
+        auto = DetrForSegmentation
     model = auto.from_pretrained(args.model_dir, dtype=torch.float32).eval()
     for p in model.parameters():
         p.requires_grad_(False)
@@ -357,11 +383,13 @@ def export(args, task, architecture):
         if head == "universal":
             with torch.no_grad():
                 out = model(pixel_values=examples[0][:1])
-            queries, mask_height, mask_width = out.masks_queries_logits.shape[1:]
-            universal = {"queries": int(queries), "labels": int(out.class_queries_logits.shape[-1] - 1),
-                         "maskHeight": int(mask_height), "maskWidth": int(mask_width)}
+            class_logits, mask_logits = queries_of(out)
+            queries, mask_height, mask_width = mask_logits.shape[1:]
+            family = "detr" if architecture == "DetrForSegmentation" else "mask2former"
+            universal = {"family": family, "queries": int(queries), "labels": int(class_logits.shape[-1] - 1),
+                         "maskHeight": int(mask_height), "maskWidth": int(mask_width), "reads": READS[architecture]}
             segments = Segments(torch, universal["queries"], universal["labels"], universal["maskHeight"],
-                                universal["maskWidth"])
+                                universal["maskWidth"], family)
             torch.jit.script(segments).save(os.path.join(tmp, "segments.pt"))
         with torch.no_grad():
             file, fmt, run = compile_program(torch, module, examples, settings, args, tmp)
@@ -408,7 +436,7 @@ def export(args, task, architecture):
 
 def main(argv):
     args = parser(PROG, "Export a depth or segmentation model to a torch-node folder.",
-                  "a Hugging Face DPT, Depth Anything, Segformer or Mask2Former folder", max_batch=64).parse_args(argv)
+                  "a Hugging Face DPT, Depth Anything, Segformer, Mask2Former or DETR segmentation folder", max_batch=64).parse_args(argv)
     args.dtype = "float32"  # source_hash's options
     run(PROG, args, lambda: export(args, *task_of(args.model_dir)))
 

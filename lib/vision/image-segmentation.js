@@ -59,7 +59,10 @@ const RUN_OPTIONS = opt.bag({
 })
 /** The pipeline's defaults of the thresholds (transformers 5's ImageSegmentationPipeline.postprocess). */
 const THRESHOLDS = { threshold: 0.9, maskThreshold: 0.5, overlapMaskAreaThreshold: 0.5 }
-/** The thresholds each subtask's post-processing reads; transformers ignores the others, we refuse them. */
+/**
+ * The thresholds each subtask's post-processing reads (the manifest's `universal.reads`; this, Mask2Former's,
+ * for a folder that predates it); transformers ignores the others, we refuse them.
+ */
 const READS = { panoptic: Object.keys(THRESHOLDS), instance: ['threshold'], semantic: [] }
 
 /**
@@ -178,8 +181,9 @@ class ImageSegmentationPipeline extends DensePipeline {
         this.run,
       )
     }
+    const reads = this[MODEL].manifest.universal?.reads ?? READS
     for (const key of Object.keys(THRESHOLDS)) {
-      if (o[key] !== undefined && !READS[subtask].includes(key)) {
+      if (o[key] !== undefined && !reads[subtask].includes(key)) {
         throw codedError('InvalidArg', `${name}: options.${key}: the ${subtask} subtask does not read it`, this.run)
       }
     }
