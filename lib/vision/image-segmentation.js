@@ -4,8 +4,8 @@
 // python/export_dense.py wrote. Segformer, DPT (semantic): the logits are resized (bilinear) to the
 // image's size and argmax'd as post_process_semantic_segmentation does (postprocess.pt); then one
 // `{score: null, label, mask}` per label present, in label-id order (numpy.unique), each mask 255
-// where that label won. Mask2Former (panoptic, instance, semantic): postprocess.pt hands back the
-// query logits and the image's size, and segments.pt runs Mask2FormerImageProcessor's
+// where that label won. Mask2Former, DETR (panoptic, instance, semantic): postprocess.pt hands back the
+// query logits and the image's size, and segments.pt runs Mask2FormerImageProcessor's (DetrImageProcessor's)
 // post_process_<subtask>_segmentation with the call's thresholds; then one `{score, label, mask}` per
 // segment, in its order, each mask 255 where the segment map holds its id.
 const path = require('node:path')
@@ -66,18 +66,28 @@ const THRESHOLDS = { threshold: 0.9, maskThreshold: 0.5, overlapMaskAreaThreshol
 const READS = { panoptic: Object.keys(THRESHOLDS), instance: ['threshold'], semantic: [] }
 
 /**
+ * uint8 `[height, width]`: 255 where `ids` holds `id`, as the pipeline's `(segmentation == id) * 255`.
+ * @param {Int32Array} ids @param {number} id @param {number} height @param {number} width
+ * @returns {Tensor}
+ */
+function maskOf(ids, id, height, width) {
+  const mask = new Uint8Array(ids.length)
+  for (let i = 0; i < ids.length; i++) if (ids[i] === id) mask[i] = 255
+  return torch().fromBuffer(mask, [height, width])
+}
+
+/**
  * One segment per label id present in `ids` (ascending), as the pipeline's semantic branch.
  * @param {Int32Array} ids @param {number} height @param {number} width @param {Record<string, string>} id2label
  * @returns {ImageSegment[]}
  */
 function segments(ids, height, width, id2label) {
   const present = [...new Set(ids)].sort((a, b) => a - b)
-  const { fromBuffer } = torch()
-  return present.map((id) => {
-    const mask = new Uint8Array(ids.length)
-    for (let i = 0; i < ids.length; i++) if (ids[i] === id) mask[i] = 255
-    return { score: null, label: id2label[String(id)] ?? `LABEL_${id}`, mask: fromBuffer(mask, [height, width]) }
-  })
+  return present.map((id) => ({
+    score: null,
+    label: id2label[String(id)] ?? `LABEL_${id}`,
+    mask: maskOf(ids, id, height, width),
+  }))
 }
 
 /**
@@ -87,26 +97,26 @@ function segments(ids, height, width, id2label) {
  * @returns {ImageSegment[]}
  */
 function scoredSegments(ids, table, height, width, id2label) {
-  const { fromBuffer } = torch()
   const out = []
   for (let row = 0; row + 2 < table.length; row += 3) {
     const [id, label, score] = [table[row], table[row + 1], table[row + 2]]
-    const mask = new Uint8Array(ids.length)
-    for (let i = 0; i < ids.length; i++) if (ids[i] === id) mask[i] = 255
-    // transformers rounds with round(score, 6); toFixed rounds the exact binary value too
-    const named = id2label[String(label)] ?? `LABEL_${label}`
-    out.push({ score: Number(score.toFixed(6)), label: named, mask: fromBuffer(mask, [height, width]) })
+    out.push({
+      // transformers rounds with round(score, 6); toFixed rounds the exact binary value too
+      score: Number(score.toFixed(6)),
+      label: id2label[String(label)] ?? `LABEL_${label}`,
+      mask: maskOf(ids, id, height, width),
+    })
   }
   return out
 }
 
 /**
- * Image segmentation: semantic (Segformer, DPT), or panoptic, instance and semantic (Mask2Former),
- * exported from the transformers checkpoint. Concurrent calls share forwards. Made with
+ * Image segmentation: semantic (Segformer, DPT), or panoptic, instance and semantic (Mask2Former,
+ * DETR), exported from the transformers checkpoint. Concurrent calls share forwards. Made with
  * `ImageSegmentationPipeline.load(folder)`.
  */
 class ImageSegmentationPipeline extends DensePipeline {
-  /** @type {any} segments.pt (Mask2Former), else null */ #segments
+  /** @type {any} segments.pt (Mask2Former, DETR), else null */ #segments
 
   /**
    * Throws `InvalidArg`: use `ImageSegmentationPipeline.load(folder)`.
@@ -120,7 +130,7 @@ class ImageSegmentationPipeline extends DensePipeline {
 
   /**
    * Loads a folder python/export_dense.py wrote from a SegformerForSemanticSegmentation,
-   * DPTForSemanticSegmentation or Mask2FormerForUniversalSegmentation checkpoint.
+   * DPTForSemanticSegmentation, Mask2FormerForUniversalSegmentation or DetrForSegmentation checkpoint.
    * Errors: `ModelLoadError`, `InvalidArg`.
    * @param {string} folder
    * @param {DenseLoadOptions} [options]
@@ -141,7 +151,7 @@ class ImageSegmentationPipeline extends DensePipeline {
 
   /**
    * The subtasks this model answers, its default first: `['semantic']` (Segformer, DPT) or
-   * `['panoptic', 'instance', 'semantic']` (Mask2Former).
+   * `['panoptic', 'instance', 'semantic']` (Mask2Former, DETR).
    * @returns {SegmentationSubtask[]}
    */
   get subtasks() {
