@@ -20,7 +20,7 @@
 //                      [--also NAME=DIR,...] [--out bench/text-results.md]
 // --also adds torch-node rows, interleaved with the others: NAME=DIR for another exported folder,
 // NAME=DIR@2x1 with the executor set to 2 instances × 1 intra-op thread (setInstances, setNumThreads),
-// NAME=DIR@1x2:passive with OMP_WAIT_POLICY=PASSIVE too. Default: 2x1=models/golden/text/minilm@2x1.
+// NAME=DIR@1x2:passive with OMP_WAIT_POLICY=PASSIVE too. Default: the folder at 2x1 and at 1x2:passive.
 // The load average before and after is written beside the figures (the machine may be shared).
 const { spawn, execFileSync } = require('node:child_process')
 const fs = require('node:fs')
@@ -51,9 +51,11 @@ const config = {
   one: Number(opt.one ?? 40),
   batches: Number(opt.batches ?? 8),
   many: Number(opt.many ?? 2),
-  // Beside the default executor (1 instance × cores threads): 2 instances × 1 thread, the shape
-  // docs/text.md recommends for an embeddings service on a shared machine.
-  also: (opt.also ?? '2x1=models/golden/text/minilm@2x1').split(',').map((pair) => pair.split('=')),
+  // Beside the default executor (1 instance × cores threads, libgomp's active waiting): 2 instances
+  // × 1 thread, and OMP_WAIT_POLICY=PASSIVE, the two settings docs/text.md gives for a shared machine.
+  also: (opt.also ?? '2x1=models/golden/text/minilm@2x1,passive=models/golden/text/minilm@1x2:passive')
+    .split(',')
+    .map((pair) => pair.split('=')),
   duration: Number(opt.duration ?? 15),
   connections: Number(opt.connections ?? 16),
   threads: Number(opt.threads ?? cpu.cores),
@@ -306,6 +308,7 @@ async function main() {
     const ours = by['torch-node fp32']
     const peer = by['transformers.js']
     if (ours) {
+      out.push('')
       const best = peer && Math.max(peer.batch, peer.many)
       for (const r of rows.filter((x) => x.name.startsWith('torch-node')))
         out.push(

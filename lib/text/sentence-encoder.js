@@ -12,6 +12,7 @@
 // queued or running) a lone request skips the Batcher's timer and runs at once: one call at a
 // time pays no batching delay, and requests that arrive meanwhile collect into the next batch.
 // Composed from public APIs (Tokenizer, AOTModule/ScriptModule, Batcher, fromBuffer), so JS.
+// Speed, where the time goes and the executor shape for a shared machine: docs/text.md#speed.
 const fs = require('node:fs')
 const path = require('node:path')
 const { codedError, describe } = require('../errors')
