@@ -77,6 +77,19 @@ for (const [name, shortest] of Object.entries(MODELS)) {
       }
     })
 
+    test('an array of clips gives an array of answers', TIMEOUT, async () => {
+      const clips = results.map((want) => floats(want.samples))
+      const many = await pipe.run(clips, { topK: 2 })
+      many.forEach((got, i) =>
+        assert.deepEqual(
+          got.map((r) => r.label),
+          results[i].calls[1].result.map((r) => r.label),
+        ),
+      )
+      await assert.rejects(pipe.run([]), coded('InvalidArg', /at least one clip/))
+      await assert.rejects(pipe.run([clips[0], 'x.wav']), coded('InvalidArg', /audio\[1\]: expected a Float32Array/))
+    })
+
     test('concurrent calls each get their own answer', TIMEOUT, async () => {
       const outs = await Promise.all(results.map((want) => pipe.run(floats(want.samples))))
       outs.forEach((got, i) =>

@@ -138,36 +138,54 @@ class AudioClassificationPipeline {
   }
 
   /**
-   * The `topK` labels of a clip, best first (`[{label, score}]`), as transformers'
-   * `pipeline('audio-classification')`: `audio` is mono float32 samples at `samplingRate` Hz, at
-   * least the model's shortest input (400 samples for wav2vec2-base and for AST), all finite.
+   * The `topK` labels of a clip, best first (`[{label, score}]`), or of each of an array of clips
+   * (an array of those), as transformers' `pipeline('audio-classification')`: a clip is mono float32
+   * samples at `samplingRate` Hz, at least the model's shortest input (400 samples for
+   * wav2vec2-base and for AST), all finite; every clip is checked before any runs.
    * Errors: `InvalidArg` (bad options or audio), `Aborted`, `Disposed`, `ForwardError`.
-   * @param {Float32Array} audio
+   * @param {Float32Array | Float32Array[]} audio
    * @param {AudioClassificationOptions} [options]
-   * @returns {Promise<AudioClassificationLabel[]>}
+   * @returns {Promise<AudioClassificationLabel[] | AudioClassificationLabel[][]>}
    */
   async run(audio, options) {
     const name = 'AudioClassificationPipeline.run'
     const o = opt.read(options, RUN_OPTIONS, `${name}: options`, this.run)
-    if (!(audio instanceof Float32Array)) {
-      throw invalid(
-        `${name}: audio: expected a Float32Array of ${this.samplingRate} Hz samples, got ${describe(audio)}`,
-        this.run,
-      )
-    }
-    if (audio.length === 0) throw invalid(`${name}: audio: the clip is empty (0 samples)`, this.run)
-    const shortest = this.#manifest.minSamples ?? 1
-    if (audio.length < shortest) {
-      throw invalid(`${name}: audio: ${audio.length} samples; the model takes at least ${shortest}`, this.run)
-    }
-    if (!audio.every(Number.isFinite)) throw invalid(`${name}: audio: a sample is NaN or infinite`, this.run)
+    const batched = Array.isArray(audio)
+    const clips = batched ? Array.from(audio) : [audio]
+    if (clips.length === 0) throw invalid(`${name}: audio: expected at least one clip`, this.run)
+    clips.forEach((clip, i) => this.#check(clip, batched ? `${name}: audio[${i}]` : `${name}: audio`))
     if (this.#disposed) throw codedError('Disposed', 'the audio-classification model was disposed', this.run)
-    if (o.signal?.aborted) throw codedError('Aborted', 'the signal was aborted', this.run)
-    const { fromBuffer } = torch()
+    const out = []
+    for (const clip of clips) {
+      if (o.signal?.aborted) throw codedError('Aborted', 'the signal was aborted', this.run)
+      out.push(await this.#classify(clip, o))
+    }
+    return batched ? out : out[0]
+  }
+
+  /** InvalidArg unless `clip` is a clip the model takes. @param {unknown} clip @param {string} what */
+  #check(clip, what) {
+    if (!(clip instanceof Float32Array)) {
+      const got = describe(clip)
+      throw invalid(`${what}: expected a Float32Array of ${this.samplingRate} Hz samples, got ${got}`, this.run)
+    }
+    if (clip.length === 0) throw invalid(`${what}: the clip is empty (0 samples)`, this.run)
+    const shortest = this.#manifest.minSamples ?? 1
+    if (clip.length < shortest) {
+      throw invalid(`${what}: ${clip.length} samples; the model takes at least ${shortest}`, this.run)
+    }
+    if (!clip.every(Number.isFinite)) throw invalid(`${what}: a sample is NaN or infinite`, this.run)
+  }
+
+  /**
+   * One checked clip through the feature extractor and the model, then the labels.
+   * @param {Float32Array} clip @param {any} o @returns {Promise<AudioClassificationLabel[]>}
+   */
+  async #classify(clip, o) {
     const call = o.signal ? [{ signal: o.signal }] : []
     const owned = []
     try {
-      const samples = fromBuffer(audio, [audio.length])
+      const samples = torch().fromBuffer(clip, [clip.length])
       owned.push(samples)
       const values = /** @type {Tensor} */ (await this.#preprocess.forward(samples, ...call))
       owned.push(values)
