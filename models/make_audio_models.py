@@ -34,7 +34,7 @@ log = logger(PROG)
 LABELS = {0: "yes", 1: "no", 2: "up", 3: "down"}
 MODELS = ("wav2vec2", "ast")
 # Seeded clips: (name, samples, kind): a noisy tone, loud noise, the shortest input the model takes.
-CLIPS = [("tone", 16000, "tone"), ("noise", 23456, "noise"), ("short", 400, "noise")]
+CLIPS = [["tone", 16000, "tone"], ["noise", 23456, "noise"], ["short", 400, "noise"]]
 CALLS = [{}, {"top_k": 2}, {"top_k": 9, "function_to_apply": "sigmoid"}, {"function_to_apply": "none"}]
 CAMEL = {"top_k": "topK", "function_to_apply": "functionToApply"}
 
