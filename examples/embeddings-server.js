@@ -8,6 +8,7 @@
 // service answers 503 QueueFull at once. docs/serving.md has the fields and limits.
 //   MODEL_DIR=models/golden/text/minilm node examples/embeddings-server.js
 //                      (PORT, HOST, MODEL_NAME, MAX_BATCH_SIZE, MAX_DELAY_MS, MAX_QUEUE, DTYPE)
+//   On a machine shared with other CPU work start it with TORCH_NODE_INSTANCES=2 (2 instances × 1 thread): docs/text.md#speed
 //   curl -s localhost:3000/v1/embeddings -H 'content-type: application/json' \
 //        -d '{"input": ["a sentence", "another"], "model": "minilm"}'
 const path = require('node:path')
