@@ -295,32 +295,46 @@ describe('serve in this process: tool calls with the openai client and the AI SD
     }
   })
 
-  test('chatModel: tools reach the template as it reads them (tools, or SmolLM3 xml_tools); markers found', async () => {
+  test('chatModel: the chat and its tools go to CausalLM unrendered; max_tokens strict; markers found', async () => {
     const { chatModel } = require('../lib/serve/chat')
-    const seen = []
-    // A Tokenizer's part that chatModel uses; special tokens decode to nothing.
+    // A Tokenizer's part that chatModel reads at load; special tokens decode to nothing.
     const tokenizer = (chatTemplate, specials = {}) => ({
       chatTemplate,
       tokenToId: (t) => specials[t] ?? null,
       decode: () => '',
-      applyChatTemplate: (messages, options) => {
-        seen.push(options)
-        return 'rendered'
-      },
-      encodeBatch: async (texts, options) => {
-        assert.deepEqual([texts, options], [['rendered'], { addSpecialTokens: false }])
-        return [{ ids: [1, 2, 3] }]
-      },
     })
-    const lm = {}
-    const smol = chatModel('s', lm, tokenizer('{%- if xml_tools %}{{ xml_tools }}{% endif %}<tool_call>'))
-    assert.equal(smol.toolFormat, 'hermes')
-    assert.deepEqual(await smol.prompt(ASK, [WEATHER], true), [1, 2, 3])
-    assert.deepEqual(seen.at(-1), { addGenerationPrompt: true, variables: { xml_tools: [WEATHER.function] } })
+    const calls = []
+    const lm = {
+      async *generate(input, options) {
+        calls.push({ input, options })
+        if (options.maxNewTokens > 100) {
+          const e = new Error("CausalLM.generate: 'maxNewTokens' is too large: 101. This model's maximum context")
+          throw Object.assign(e, { code: 'InvalidArg' })
+        }
+        yield { text: 'x', tokens: [1] }
+        return { finishReason: 'stop', usage: { promptTokens: 3, completionTokens: 1 } }
+      },
+      tokenize: async (input, options) => (calls.push({ input, options }), [1, 2, 3]),
+    }
     const qwen = chatModel('q', lm, tokenizer('{%- if tools %}{{ tools | tojson }}{% endif %}<tool_call>'))
-    await qwen.prompt(ASK, [WEATHER], true)
-    assert.deepEqual(seen.at(-1), { addGenerationPrompt: true, tools: [WEATHER] })
-    assert.equal(await qwen.prompt(ASK, null, true), ASK) // no tools, no tool turns: CausalLM renders it
+    assert.equal(qwen.toolFormat, 'hermes')
+    assert.equal(await qwen.prompt(ASK, [WEATHER], true), ASK) // CausalLM renders it, tools and all
+    const drain = async (it) => {
+      while (!(await it.next()).done);
+    }
+    await drain(qwen.generate(ASK, { tools: [WEATHER], maxNewTokens: 4 }))
+    assert.deepEqual(calls.at(-1), { input: ASK, options: { tools: [WEATHER], maxNewTokens: 4, strictContext: true } })
+    await drain(qwen.generate(ASK, { temperature: 0 }))
+    assert.deepEqual(calls.at(-1).options, { temperature: 0 }) // no max_tokens: the model's default, cut at the context
+    await assert.rejects(drain(qwen.generate(ASK, { maxNewTokens: 101 })), {
+      status: 400,
+      code: 'InvalidArg',
+      message: /^'max_tokens' is too large: 101\. This model's maximum context$/,
+    })
+    assert.deepEqual(await qwen.tokenize(ASK, [WEATHER]), [1, 2, 3])
+    assert.deepEqual(calls.at(-1), { input: ASK, options: { tools: [WEATHER] } })
+    const smol3 = chatModel('s', lm, tokenizer('{%- if xml_tools %}{{ xml_tools }}{% endif %}<tool_call>'))
+    assert.equal(smol3.toolFormat, 'hermes')
     const mistral = chatModel('m', lm, tokenizer('{% if tools %}{% endif %}[TOOL_CALLS]', { '[TOOL_CALLS]': 9 }))
     assert.equal(mistral.toolFormat, 'mistral')
     assert.deepEqual([...mistral.markers], [[9, '[TOOL_CALLS]']])

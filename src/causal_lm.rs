@@ -11,7 +11,7 @@ use crate::napi::lifecycle;
 use crate::napi::options::{js_options, OptionValue};
 use crate::napi::outcome::{js_result, Outcome};
 use crate::napi::queue::{self, JsQueue, Running};
-use crate::napi::task::Promise;
+use crate::napi::task::{self, Promise};
 use crate::napi::warnings;
 use crate::text::text;
 use napi::bindgen_prelude::{Function, FunctionRef};
@@ -22,10 +22,11 @@ use serde_json::Value as Json;
 use std::sync::{Arc, Mutex};
 use torch_core::executor;
 use torch_core::generate::constraint::Format;
-use torch_core::generate::decoder::Prompt;
+use torch_core::generate::decoder::{Chat, Prompt};
 use torch_core::generate::engine::{Config, Engine, Generation, Output, Schedule, Sink};
 use torch_core::generate::lm::{self, LoadOptions, Model};
 use torch_core::generate::request::{Options, Request};
+use torch_core::text::chat_template;
 
 js_options! {
     /// Options of `torch.text.CausalLM.load`; any other key is refused (`InvalidArg`).
@@ -87,6 +88,76 @@ js_options! {
         logprobs "logprobs": bool as "boolean",
         /// With `logprobs`: the likeliest tokens at each step too, 0 to 20 (default 0).
         top_logprobs "topLogprobs": u64 as "number",
+        /// With a chat prompt: the tools its chat template describes to the model (OpenAI's
+        /// function tools), rendered natively as transformers' `apply_chat_template(messages,
+        /// tools=tools)`; a template that reads no tools refuses them (`InvalidArg`).
+        tools "tools": ToolsOpt as "ChatTool[]",
+        /// A prompt and `maxNewTokens` that together pass the context are `InvalidArg` (vLLM's
+        /// 400) rather than cut at the context (`finishReason: 'length'`).
+        strict_context "strictContext": bool as "boolean",
+    }
+}
+
+js_options! {
+    /// Options of `CausalLM.tokenize`; any other key is refused (`InvalidArg`).
+    pub struct TokenizeBag as JsTokenizeOptions "CausalLMTokenizeOptions" {
+        /// With a chat prompt: the tools its chat template describes (as `generate`'s).
+        tools "tools": ToolsOpt as "ChatTool[]",
+    }
+}
+
+/// `tools`, as the JS wrapper passes them: their JSON text (read once there, as
+/// `responseFormat`), checked here.
+pub struct ToolsOpt(Vec<Json>);
+
+impl OptionValue for ToolsOpt {
+    fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {
+        let value = parse_json(&String::read(env, v, what)?, what)?;
+        Ok(ToolsOpt(Chat::tools_from_json(value, what)?))
+    }
+}
+
+/// JSON text the JS wrapper wrote (`what` names it): `InvalidArg` when it does not parse.
+fn parse_json(json: &str, what: &str) -> anyhow::Result<Json> {
+    serde_json::from_str(json).map_err(|e| {
+        let why = match e.to_string().contains("recursion limit") {
+            true => "nested more than 128 levels deep".to_string(),
+            false => format!("not JSON ({e})"),
+        };
+        crate::error::fail(Code::InvalidArg, format!("{what}: {why}"))
+    })
+}
+
+/// `prompt` with `tools` for its chat template: only a chat takes them, and only a template
+/// that reads them (checked here, at once, rather than when the prompt is rendered).
+fn with_tools(model: &Model, prompt: Prompt, tools: Option<ToolsOpt>) -> anyhow::Result<Prompt> {
+    let Some(ToolsOpt(tools)) = tools else {
+        return Ok(prompt);
+    };
+    let template = model.tokenizer.config().chat_template.as_deref();
+    if template.and_then(chat_template::tools_variable).is_none() {
+        bail_code!(
+            Code::InvalidArg,
+            "options.tools: this model's chat template does not render tools (torch-node serve \
+             describes them in the generic tool format instead)"
+        );
+    }
+    match prompt {
+        Prompt::Messages(chat) => Ok(Prompt::Messages(Chat {
+            tools: Some(tools),
+            ..chat
+        })),
+        Prompt::Multimodal(chat, images) => Ok(Prompt::Multimodal(
+            Chat {
+                tools: Some(tools),
+                ..chat
+            },
+            images,
+        )),
+        _ => bail_code!(
+            Code::InvalidArg,
+            "options.tools: only with a chat prompt (an array of messages)"
+        ),
     }
 }
 
@@ -96,14 +167,7 @@ pub struct ResponseFormatOpt(Option<Format>);
 
 impl OptionValue for ResponseFormatOpt {
     fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {
-        let json = String::read(env, v, what)?;
-        let value: Json = serde_json::from_str(&json).map_err(|e| {
-            let why = match e.to_string().contains("recursion limit") {
-                true => "nested more than 128 levels deep".to_string(),
-                false => format!("not JSON ({e})"),
-            };
-            crate::error::fail(Code::InvalidArg, format!("{what}: {why}"))
-        })?;
+        let value = parse_json(&String::read(env, v, what)?, what)?;
         Ok(ResponseFormatOpt(Format::from_json(&value)?))
     }
 }
@@ -205,8 +269,8 @@ fn prompt(env: RawEnv, v: Val) -> anyhow::Result<Prompt> {
             .collect::<anyhow::Result<Option<Vec<_>>>>()?;
         if let Some(messages) = messages {
             return Ok(match images.is_empty() {
-                true => Prompt::Messages(messages),
-                false => Prompt::Multimodal(messages, images),
+                true => Prompt::Messages(Chat::new(messages)),
+                false => Prompt::Multimodal(Chat::new(messages), images),
             });
         }
     }
@@ -270,6 +334,22 @@ fn content_parts(env: RawEnv, list: Val, what: &str, images: &mut Vec<tch::Tenso
         return Ok(Json::String(joined));
     }
     Ok(Json::Array(parts))
+}
+
+/// The prompt `prepare` and `tokenize` read: `chat`'s JSON text when given, else `prompt`.
+fn read_prompt(prompt_arg: Arg, chat: Option<Arg>) -> anyhow::Result<Prompt> {
+    let p = prompt_arg.raw();
+    let Some(chat) = chat
+        .map(|c| c.raw())
+        .filter(|c| !js::is_nullish(c.env, c.val).unwrap_or(true))
+    else {
+        return prompt(p.env, p.val);
+    };
+    let what = "prompt";
+    let value = parse_json(&text(chat.env, chat.val, what)?, what)?;
+    Ok(Prompt::Messages(Chat::new(Chat::messages_from_json(
+        value, what,
+    )?)))
 }
 
 /// What a piece sends to JS: text and its tokens, and on the last piece why it ended (or the
@@ -531,14 +611,16 @@ impl JsCausalLM {
     }
 
     /// @internal Reads and checks a generation's prompt and options (`InvalidArg` at once).
+    /// `chat`: the messages as JSON text (a chat without images: every key of each message
+    /// reaches the template, tool calls and tool results too), read instead of `prompt`.
     #[napi(skip_typescript)]
-    pub fn prepare(&self, prompt_arg: Arg, options: Arg) -> Outcome<JsRequest> {
+    pub fn prepare(&self, prompt_arg: Arg, options: Arg, chat: Option<Arg>) -> Outcome<JsRequest> {
         guard(|| {
             let model = self.engine.decoder()?;
-            let p = prompt_arg.raw();
-            let prompt = prompt(p.env, p.val)?;
+            let prompt = read_prompt(prompt_arg, chat)?;
             let o = options.raw();
-            let bag = GenerateBag::read(o.env, Some(o.val), "options")?;
+            let mut bag = GenerateBag::read(o.env, Some(o.val), "options")?;
+            let prompt = with_tools(&model, prompt, bag.tools.take())?;
             let request = model.defaults.request(&Options {
                 max_new_tokens: bag.max_new_tokens,
                 temperature: bag.temperature,
@@ -551,6 +633,7 @@ impl JsCausalLM {
                 format: bag.response_format.and_then(|f| f.0),
                 logprobs: bag.logprobs,
                 top_logprobs: bag.top_logprobs,
+                strict_context: bag.strict_context,
             })?;
             Ok(JsRequest {
                 start: Mutex::new(Some((prompt, request))),
@@ -590,6 +673,32 @@ impl JsCausalLM {
             })
         })
         .into()
+    }
+
+    /// @internal The prompt's token ids as `generate` would run them (a chat rendered with its
+    /// tools), made on the executor: a Promise of a Uint32Array. Arguments as `prepare`'s.
+    #[napi(skip_typescript)]
+    pub fn tokenize(&self, env: Env, prompt_arg: Arg, options: Arg, chat: Option<Arg>) -> Outcome<Promise> {
+        let raw = env.raw();
+        Outcome::of(|| {
+            let prepared = task::prepare(|| {
+                let model = self.engine.decoder()?;
+                let prompt = read_prompt(prompt_arg, chat)?;
+                let o = options.raw();
+                let bag = TokenizeBag::read(o.env, Some(o.val), "options")?;
+                let prompt = with_tools(&model, prompt, bag.tools)?;
+                Ok(((model, prompt), None))
+            })?;
+            guard(|| {
+                task::spawn(
+                    raw,
+                    "CausalLM.tokenize",
+                    prepared,
+                    |(model, prompt)| model.prompt_ids(prompt),
+                    |env, ids| js::new_u32_array(env, &ids),
+                )
+            })
+        })
     }
 
     /// @internal What the engine holds and has run.

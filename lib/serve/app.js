@@ -36,9 +36,15 @@ const audio = require('./audio')
 
 // `kind`: the kind of model a route's body names (`model`), loaded before the route runs.
 // `read`: the body's reader when it is not JSON (the audio routes' multipart/form-data).
+// `check`: what the route refuses of a body without its model, run before the model is acquired.
 const ROUTES = {
-  'POST /v1/chat/completions': { limit: 'maxBodyBytes', kind: 'chat', run: chat.chatCompletions },
-  'POST /v1/completions': { limit: 'maxBodyBytes', kind: 'chat', run: chat.completions },
+  'POST /v1/chat/completions': {
+    limit: 'maxBodyBytes',
+    kind: 'chat',
+    run: chat.chatCompletions,
+    check: chat.checkChat,
+  },
+  'POST /v1/completions': { limit: 'maxBodyBytes', kind: 'chat', run: chat.completions, check: chat.checkCompletion },
   'POST /v1/responses': { limit: 'maxBodyBytes', kind: 'chat', run: responses.create },
   // Anthropic's Messages API: its errors in Anthropic's shape.
   'POST /v1/messages': { limit: 'maxBodyBytes', kind: 'chat', run: messages.create, sendError: messages.sendError },
@@ -221,6 +227,10 @@ function createHandler({ models = [], registry, apiKey, limits, metrics = new Me
       try {
         entry = known.resolve(/** @type {any} */ (body)?.model, /** @type {ServeModel['kind']} */ (route.kind))
       } catch {}
+      // A malformed body is its 4xx now, not after a wait for the model (a 503 QueueFull while many
+      // requests wait for it to load).
+      const { check } = /** @type {{ check?: (body: unknown, limits: Limits) => void }} */ (route)
+      if (entry && check) check(body, ctx.limits)
       release = entry ? await known.acquire(entry) : null
       await route.run(requestContext(startedAt), /** @type {any} */ (body), res, startedAt)
     } catch (e) {

@@ -2,20 +2,14 @@
 'use strict'
 // POST /v1/chat/completions and /v1/completions of torch-node serve over a torch.text.CausalLM:
 // OpenAI's chat.completion / text_completion objects, or with `stream: true` server-sent events
-// of chunks ending with `data: [DONE]`; tools rendered through the model's chat template and the
-// model's tool calls parsed into `tool_calls` (lib/text/tool-calls.js). A template without tools
-// gets llama.cpp's generic format: the tools in the system turn, the answer constrained to JSON.
+// of chunks ending with `data: [DONE]`; tools rendered through the model's chat template (natively,
+// off the event loop: CausalLM's `tools` option) and the model's tool calls parsed into `tool_calls`
+// (lib/text/tool-calls.js). A template without tools gets llama.cpp's generic format: the tools in
+// the system turn, the answer constrained to JSON.
 const { randomUUID } = require('node:crypto')
 const { HttpError, sendJson, sendEvent, startEvents, readKeys } = require('./http')
 const R = require('./requests')
-const {
-  formatOf,
-  toolsVariableOf,
-  parseToolCalls,
-  ToolCallStream,
-  genericMessages,
-  MARKERS,
-} = require('../text/tool-calls')
+const { formatOf, parseToolCalls, ToolCallStream, genericMessages, MARKERS } = require('../text/tool-calls')
 
 /**
  * @import { ToolCallFormat } from '../text/tool-calls'
@@ -31,8 +25,12 @@ const {
  *   served in the generic format)
  * @property {Map<number, string>} markers special tokens that decode to nothing but mark tool calls
  * @property {(messages: Array<Record<string, any>>, tools: Array<Record<string, any>> | null, plain: boolean)
- *   => Promise<any>} prompt the input of `generate` for a chat
- * @property {text.CausalLM['generate']} generate
+ *   => Promise<any>} prompt the input of `generate` for a chat: its messages (the model renders them,
+ *   with `options.tools`, natively)
+ * @property {(messages: Array<Record<string, any>>, tools: Array<Record<string, any>> | null) => Promise<number[]>}
+ *   tokenize a chat's prompt ids as `generate` runs them (made off the event loop)
+ * @property {text.CausalLM['generate']} generate with `maxNewTokens`, a prompt that leaves fewer slots
+ *   of the context is a 400 naming both (vLLM's words)
  * @property {() => { active: number; queued: number }} stats
  * @property {() => void} dispose
  */
@@ -40,12 +38,12 @@ const {
 /**
  * @param {string} name
  * @param {text.CausalLM} lm
- * @param {text.Tokenizer} tokenizer the folder's tokenizer: renders chats with tools
+ * @param {text.Tokenizer} tokenizer the folder's tokenizer, read at load: its chat template's tool format
+ *   and the special tokens that mark tool calls
  * @returns {ChatModel}
  */
 function chatModel(name, lm, tokenizer) {
   const toolFormat = formatOf(tokenizer.chatTemplate)
-  const toolsVariable = toolsVariableOf(tokenizer.chatTemplate)
   /** @type {Map<number, string>} */
   const markers = new Map()
   for (const marker of toolFormat ? MARKERS[toolFormat] : []) {
@@ -58,30 +56,37 @@ function chatModel(name, lm, tokenizer) {
     name,
     toolFormat,
     markers,
-    async prompt(messages, tools, plain) {
-      if (plain && !tools) return messages // CausalLM renders it (a long one off the event loop)
-      // A chat with images stays messages: CausalLM decodes the images, renders the chat and expands
-      // the image tokens (the context is then checked natively: a prompt past it is InvalidArg).
-      if (messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p?.type === 'image'))) {
-        return messages
+    // The chat (its tools in generate's options) goes to CausalLM as it is: rendered and tokenized
+    // natively, off the event loop; a chat with images has its images decoded and expanded there.
+    prompt: async (messages) => messages,
+    tokenize: (messages, tools) => lm.tokenize(messages, tools ? { tools: /** @type {any} */ (tools) } : undefined),
+    async *generate(input, options) {
+      // A request's max_tokens must fit beside its prompt (known once the model has tokenized it).
+      const strict = options?.maxNewTokens === undefined ? options : { ...options, strictContext: true }
+      try {
+        return yield* lm.generate(input, strict)
+      } catch (e) {
+        throw tooLarge(e)
       }
-      /** @type {Record<string, any>} */
-      const options = { addGenerationPrompt: true }
-      if (tools && toolsVariable === 'tools') options.tools = tools
-      // SmolLM3 reads functions from xml_tools (transformers: apply_chat_template(xml_tools=...)).
-      if (tools && toolsVariable === 'xml_tools') options.variables = { xml_tools: tools.map((t) => t.function) }
-      const text = tokenizer.applyChatTemplate(messages, options)
-      // As transformers' apply_chat_template(tokenize=True): the template wrote the special tokens.
-      const [encoding] = await tokenizer.encodeBatch([text], { addSpecialTokens: false })
-      return Array.from(encoding.ids)
     },
-    generate: (input, options) => lm.generate(input, options),
     stats: () => lm.stats(),
     dispose() {
       lm.dispose()
       tokenizer.dispose()
     },
   }
+}
+
+/**
+ * CausalLM's `strictContext` refusal as OpenAI's parameter names it (vLLM's 400); any other error
+ * as it is.
+ * @param {unknown} e
+ */
+function tooLarge(e) {
+  const error = /** @type {any} */ (e)
+  const at = typeof error?.message === 'string' ? error.message.indexOf("'maxNewTokens' is too large: ") : -1
+  if (error?.code !== 'InvalidArg' || at < 0) return e
+  return new HttpError(400, 'InvalidArg', `'max_tokens'${error.message.slice(at + "'maxNewTokens'".length)}`)
 }
 
 const usageOf = (/** @type {{ promptTokens: number; completionTokens: number }} */ u) => ({
@@ -351,6 +356,40 @@ async function generate(ctx, res, model, input, request, makeShape, format, star
 }
 
 /**
+ * What POST /v1/chat/completions refuses of a body before its model is needed: every reader the
+ * route runs on it (so a malformed body is its 400 at once, not after waiting for the model to
+ * load). Throws the route's HttpError.
+ * @param {unknown} body
+ * @param {Required<import('./requests').ServeLimits>} limits
+ */
+function checkChat(body, limits) {
+  const b = readKeys(body, R.CHAT_KEYS)
+  R.readSampling(b, limits)
+  R.readLogprobs(b)
+  const images = imagesOf(b.messages)
+  const { plain } = R.readMessages(images ? images.textOnly : b.messages, limits)
+  const { tools, forced } = R.readTools(b, limits)
+  if (images && (tools || !plain)) {
+    throw new HttpError(400, 'InvalidArg', 'messages: image_url parts are not served with tools or tool calls yet')
+  }
+  const responseFormat = R.readResponseFormat(b.response_format)
+  if (forced && responseFormat) {
+    throw new HttpError(400, 'InvalidArg', 'response_format: not with a forced tool_choice (the answer is tool calls)')
+  }
+}
+
+/**
+ * What POST /v1/completions refuses of a body before its model is needed (see `checkChat`).
+ * @param {unknown} body
+ * @param {Required<import('./requests').ServeLimits>} limits
+ */
+function checkCompletion(body, limits) {
+  const b = readKeys(body, R.COMPLETION_KEYS)
+  R.readSampling(b, limits)
+  R.readPrompt(b.prompt)
+}
+
+/**
  * POST /v1/chat/completions
  * @param {import('./app').Context} ctx
  * @param {unknown} body
@@ -370,6 +409,7 @@ async function chatCompletions(ctx, body, res, startedAt) {
   if (images && (tools || !plain)) {
     throw new HttpError(400, 'InvalidArg', 'messages: image_url parts are not served with tools or tool calls yet')
   }
+  // (checkChat runs these readers before the model is acquired: keep the two in step.)
   // The read messages with the image parts back where they were (CausalLM decodes them).
   const messages = images ? read.messages.map((m, i) => images.parts.get(i) ?? m) : read.messages
   const responseFormat = R.readResponseFormat(b.response_format)
@@ -406,7 +446,11 @@ async function chatCompletions(ctx, body, res, startedAt) {
     const list = tools !== null && calls && !named
     const chat = genericMessages(messages, tools, { parallel: list, text: forced === null, only })
     input = await model.prompt(chat, null, true)
-  } else input = await model.prompt(messages, tools, plain)
+  } else {
+    input = await model.prompt(messages, tools, plain)
+    // The model's template renders the tools (natively, as the chat starts).
+    if (tools) request.options = { ...request.options, tools }
+  }
   const chat = { ...request, logprobs: logprobs !== null }
   await generate(ctx, res, model, input, chat, () => chatShape(format, calls), format, startedAt)
 }
@@ -485,4 +529,4 @@ function imageBytes(imageUrl, where) {
   return Buffer.from(url.slice(match[0].length), 'base64')
 }
 
-module.exports = { chatModel, chatCompletions, completions, imageBytes }
+module.exports = { chatModel, chatCompletions, completions, checkChat, checkCompletion, imageBytes }

@@ -517,11 +517,11 @@ async function countTokens(ctx, body, res) {
   const { tools: chatTools } = R.readTools({ tools, tool_choice: choice }, ctx.limits)
   let ids
   try {
-    ids = await model.prompt(chatMessages, model.toolFormat ? chatTools : null, false)
+    ids = await model.tokenize(chatMessages, model.toolFormat ? chatTools : null)
   } catch (e) {
     throw renamed(e)
   }
-  sendJson(res, 200, { input_tokens: Array.isArray(ids) ? ids.length : 0 })
+  sendJson(res, 200, { input_tokens: ids.length })
 }
 
 const ERROR_TYPES = {

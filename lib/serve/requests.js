@@ -83,7 +83,8 @@ function readSampling(b, limits) {
     return v
   }
   for (const key of ['max_tokens', 'max_completion_tokens']) {
-    if (b[key] !== undefined && !(Number.isInteger(b[key]) && b[key] >= 1)) {
+    // A safe integer (what the model reads exactly), so that 1e308 is a 400 before the model is needed.
+    if (b[key] !== undefined && !(Number.isSafeInteger(b[key]) && b[key] >= 1)) {
       throw invalid(`${key}: expected an integer ≥ 1, got ${show(b[key])}`)
     }
   }
@@ -360,8 +361,29 @@ function readResponseFormat(format) {
   if (typeof f !== 'object' || Array.isArray(f))
     throw invalid(`response_format: expected an object, got ${show(format)}`)
   if (f.type === 'text') return null
+  // As the model reads it (serde's limit): deeper is refused here, before the model is needed.
+  if (depth(f) > MAX_DEPTH) throw invalid(`response_format: nested more than ${MAX_DEPTH} levels deep`)
   if (f.type === 'json_object' || f.type === 'json_schema') return f
   throw invalid(`response_format: expected {type: 'text' | 'json_object' | 'json_schema'}, got ${show(format)}`)
+}
+
+/** The deepest JSON the model reads (serde_json's recursion limit). */
+const MAX_DEPTH = 128
+
+/**
+ * How deeply `v` nests (a parsed JSON body: no cycles), counted to just past `MAX_DEPTH`.
+ * @param {unknown} v
+ * @param {number} [at]
+ * @returns {number}
+ */
+function depth(v, at = 0) {
+  if (v === null || typeof v !== 'object' || at > MAX_DEPTH) return at
+  let most = at + 1
+  for (const x of Object.values(v)) {
+    most = Math.max(most, depth(x, at + 1))
+    if (most > MAX_DEPTH) break
+  }
+  return most
 }
 
 /**

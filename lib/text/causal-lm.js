@@ -27,8 +27,7 @@ const STRINGIFY_FAILURE =
   /^(TypeError: (Converting circular structure to JSON|Do not know how to serialize a BigInt)|RangeError: Maximum call stack size exceeded)/
 
 /**
- * `responseFormat` as its JSON text, read once here (a getter's or a Proxy's throw stays the
- * caller's own; a cycle or a BigInt is InvalidArg): the native side parses and checks it.
+ * `responseFormat` as its JSON text (`jsonText`): the native side parses and checks it.
  * @param {unknown} format
  * @param {string} what
  * @param {Function} caller
@@ -41,16 +40,38 @@ function formatJson(format, what, caller) {
       caller,
     )
   }
-  let json
+  return jsonText(format, `${what}: options.responseFormat`, caller)
+}
+
+/**
+ * A value as JSON text, read once here (a getter's or a Proxy's throw stays the caller's own; a
+ * cycle or a BigInt is InvalidArg naming `what`): the native side parses and checks it.
+ * @param {unknown} value
+ * @param {string} what
+ * @param {Function} caller
+ */
+function jsonText(value, what, caller) {
   try {
-    json = JSON.stringify(format)
+    return JSON.stringify(value)
   } catch (e) {
     // JSON.stringify's own failures (V8's words): a cycle, a BigInt, nested too deep for the
     // stack. Anything else (a getter's or toJSON's throw, even a TypeError) stays the caller's.
     if (!(e instanceof Error) || !STRINGIFY_FAILURE.test(`${e.constructor.name}: ${e.message}`)) throw e
-    throw codedError('InvalidArg', `${what}: options.responseFormat: not JSON (${e.message.split('\n')[0]})`, caller)
+    throw codedError('InvalidArg', `${what}: not JSON (${e.message.split('\n')[0]})`, caller)
   }
-  return json
+}
+
+/**
+ * A chat without images as its messages' JSON text (every key of each message reaches the chat
+ * template natively: tool calls, tool results), or undefined for any other prompt.
+ * @param {unknown} prompt
+ * @param {string} what
+ * @param {Function} caller
+ */
+function chatJson(prompt, what, caller) {
+  const isMessage = (/** @type {unknown} */ m) => m !== null && typeof m === 'object' && !Array.isArray(m)
+  if (!Array.isArray(prompt) || prompt.length === 0 || !prompt.every(isMessage)) return undefined
+  return jsonText(prompt, `${what}: prompt`, caller)
 }
 
 /** A native log-probability entry with its bytes' text (lossy where a token holds part of a character). */
@@ -93,6 +114,11 @@ const MAX_TIMER_MS = 2 ** 31 - 1
  *   | { type: 'grammar'; grammar: string }
  *   | { type: 'regex'; pattern: string }
  *   | { type: 'tool_calls'; tools: Array<{ type: 'function'; function: { name: string; description?: string; parameters?: object; strict?: boolean } }>; toolChoice: 'auto' | 'required' | { type: 'function'; function: { name: string } }; format: 'hermes' | 'llama3' | 'mistral' | 'generic'; parallel?: boolean }} ResponseFormat
+ */
+/**
+ * A tool a chat template describes to the model (option `tools`): OpenAI's function tool, its
+ * `parameters` a JSON schema.
+ * @typedef {{ type: 'function'; function: { name: string; description?: string; parameters?: object; strict?: boolean } }} ChatTool
  */
 /**
  * An image in a message's content: a path, a `data:image/...;base64,` URL, the file's bytes (PNG, JPEG,
@@ -320,6 +346,33 @@ class CausalLM {
     }
   }
 
+  /**
+   * The prompt's token ids as `generate` runs them: text with the tokenizer's special tokens, a chat
+   * through the chat template (with `options.tools` where it renders tools), made off the event loop
+   * (for counting a prompt before generating it). A chat with images is `InvalidArg` (its image tokens
+   * are expanded as it is generated). Errors: `InvalidArg`, `Disposed`.
+   * @param {GeneratePrompt} input
+   * @param {{ tools?: ChatTool[] }} [options]
+   * @returns {Promise<number[]>}
+   */
+  async tokenize(input, options) {
+    const caller = this.tokenize
+    const what = 'CausalLM.tokenize'
+    if (this.#disposed) throw codedError('Disposed', 'CausalLM: this model was disposed', caller)
+    if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options))) {
+      throw codedError('InvalidArg', `${what}: options: expected an options object, got ${describe(options)}`, caller)
+    }
+    const prompt = Array.isArray(input) ? Array.from(input) : input
+    const rest = { ...options }
+    if (rest.tools !== undefined) rest.tools = jsonText(rest.tools, `${what}: options.tools`, caller)
+    if (imageParts(prompt, what, caller).length > 0) {
+      throw codedError('InvalidArg', `${what}: a chat with images is tokenized as it is generated`, caller)
+    }
+    const chat = chatJson(prompt, what, caller)
+    const args = chat === undefined ? [prompt, rest] : [null, rest, chat]
+    return Array.from(await call(this.#native.tokenize, this.#native, args, what, caller))
+  }
+
   /** Reads a call's arguments (the native side checks the prompt and its options): throws InvalidArg. */
   #prepare(input, options, caller) {
     if (this.#disposed) throw codedError('Disposed', 'CausalLM: this model was disposed', caller)
@@ -332,9 +385,13 @@ class CausalLM {
     const { signal, timeoutMs, ...rest } = options ?? {}
     opt.read({ signal, timeoutMs }, CALL_OPTIONS, `${what}: options`, caller)
     if (rest.responseFormat !== undefined) rest.responseFormat = formatJson(rest.responseFormat, what, caller)
+    if (rest.tools !== undefined) rest.tools = jsonText(rest.tools, `${what}: options.tools`, caller)
     const images = imageParts(prompt, what, caller)
     if (images.length === 0) {
-      const request = call(this.#native.prepare, this.#native, [prompt, rest], what, caller)
+      // A chat goes as JSON text: rendered (and tokenized) natively, off this thread, when it starts.
+      const chat = chatJson(prompt, what, caller)
+      const args = chat === undefined ? [prompt, rest] : [null, rest, chat]
+      const request = call(this.#native.prepare, this.#native, args, what, caller)
       return { request, signal, timeoutMs }
     }
     if (!this.#preprocess) {

@@ -14,9 +14,134 @@ use tch::{Kind, Tensor};
 /// `images`, the image processor's `pixel_values` `[3, S, S]` float32.
 pub enum Prompt {
     Text(String),
-    Messages(Vec<Json>),
+    Messages(Chat),
     Ids(Vec<u32>),
-    Multimodal(Vec<Json>, Vec<Tensor>),
+    Multimodal(Chat, Vec<Tensor>),
+}
+
+/// A conversation for the chat template: its messages (`{role, content, ...}`: tool calls and
+/// tool results as OpenAI writes them, which the template reads) and the tools (OpenAI's
+/// `{type: 'function', function: {name, description?, parameters?}}`) the template describes
+/// to the model, rendered with the generation prompt as transformers'
+/// `apply_chat_template(messages, tools=tools, add_generation_prompt=True)`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Chat {
+    pub messages: Vec<Json>,
+    pub tools: Option<Vec<Json>>,
+}
+
+impl Chat {
+    /// A conversation without tools.
+    pub fn new(messages: Vec<Json>) -> Chat {
+        Chat {
+            messages,
+            tools: None,
+        }
+    }
+
+    /// The bytes its template reads, about (the engine tokenizes a large one apart).
+    pub fn size(&self) -> usize {
+        let text = |v: &Json| match v {
+            Json::String(s) => s.len(),
+            Json::Null => 0,
+            v => v.to_string().len(),
+        };
+        let messages: usize = self.messages.iter().map(|m| text(&m["content"])).sum();
+        messages
+            + self
+                .tools
+                .iter()
+                .flatten()
+                .map(|t| t.to_string().len())
+                .sum::<usize>()
+    }
+
+    /// Checks messages given as JSON (`what` names them in errors): each an object with a string
+    /// `role` and a `content` that is a string, a list of `{type: 'text', text}` parts (joined
+    /// into one string, the content every template takes), or null/absent beside `tool_calls`.
+    /// `InvalidArg` otherwise.
+    pub fn messages_from_json(messages: Json, what: &str) -> Result<Vec<Json>> {
+        let Json::Array(list) = messages else {
+            bail_code!(
+                Code::InvalidArg,
+                "{what}: expected an array of {{role, content}} messages"
+            );
+        };
+        if list.is_empty() {
+            bail_code!(Code::InvalidArg, "{what}: expected at least one message");
+        }
+        list.into_iter()
+            .enumerate()
+            .map(|(i, m)| message(m, &format!("{what}[{i}]")))
+            .collect()
+    }
+
+    /// Checks `tools` (`what` names them): an array of `{type: 'function', function: {name,
+    /// description?, parameters?}}`, `name` a non-empty string, `parameters` an object.
+    pub fn tools_from_json(tools: Json, what: &str) -> Result<Vec<Json>> {
+        let Json::Array(list) = tools else {
+            bail_code!(
+                Code::InvalidArg,
+                "{what}: expected an array of {{type: 'function', function: {{name, parameters}}}}"
+            );
+        };
+        for (i, tool) in list.iter().enumerate() {
+            let f = &tool["function"];
+            if tool["type"] != "function" || !f.is_object() {
+                bail_code!(
+                    Code::InvalidArg,
+                    "{what}[{i}]: expected {{type: 'function', function: {{name, parameters}}}}"
+                );
+            }
+            if !f["name"].as_str().is_some_and(|n| !n.is_empty()) {
+                bail_code!(
+                    Code::InvalidArg,
+                    "{what}[{i}].function.name: expected a non-empty string"
+                );
+            }
+            if !(f["parameters"].is_null() || f["parameters"].is_object()) {
+                bail_code!(
+                    Code::InvalidArg,
+                    "{what}[{i}].function.parameters: expected a JSON schema object"
+                );
+            }
+        }
+        Ok(list)
+    }
+}
+
+/// One message, checked (see `Chat::messages_from_json`).
+fn message(m: Json, what: &str) -> Result<Json> {
+    let Json::Object(mut map) = m else {
+        bail_code!(Code::InvalidArg, "{what}: expected a {{role, content}} object");
+    };
+    if !map.get("role").is_some_and(Json::is_string) {
+        bail_code!(Code::InvalidArg, "{what}.role: expected a string");
+    }
+    let calls = map.get("tool_calls").is_some_and(|c| !c.is_null());
+    let content = match map.remove("content") {
+        Some(Json::String(s)) => Json::String(s),
+        None | Some(Json::Null) if calls => Json::Null,
+        Some(Json::Array(parts)) => {
+            let mut joined = String::new();
+            for (k, part) in parts.iter().enumerate() {
+                match (&part["type"], &part["text"]) {
+                    (Json::String(t), Json::String(text)) if t == "text" => joined.push_str(text),
+                    _ => bail_code!(
+                        Code::InvalidArg,
+                        "{what}.content[{k}]: expected {{type: 'text', text}}"
+                    ),
+                }
+            }
+            Json::String(joined)
+        }
+        _ => bail_code!(
+            Code::InvalidArg,
+            "{what}.content: expected a string or an array of text parts"
+        ),
+    };
+    map.insert("content".into(), content);
+    Ok(Json::Object(map))
 }
 
 /// A prompt's image tokens' input embeddings, for its prefill: `embeds [T, hidden]` (float32,

@@ -136,14 +136,7 @@ fn is_long(prompt: &Prompt, limit: usize) -> bool {
         Prompt::Text(text) => text.len() > limit,
         // Images run through the vision program as the prompt is made: apart, so no step waits.
         Prompt::Multimodal(..) => true,
-        Prompt::Messages(messages) => {
-            let bytes: usize = messages
-                .iter()
-                .filter_map(|m| m["content"].as_str())
-                .map(str::len)
-                .sum();
-            bytes > limit
-        }
+        Prompt::Messages(chat) => chat.size() > limit,
         Prompt::Ids(_) => false,
     }
 }
@@ -291,6 +284,7 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
         let decoder = self.running_decoder()?;
         let prepared = decoder.prepare(prompt)?;
         g.prompt_tokens.store(prepared.ids.len(), Ordering::SeqCst);
+        request.check_context(prepared.ids.len(), decoder.max_context())?;
         Ok(Sequence::new(&*decoder, prepared.ids, *request)?.with_images(prepared.images))
     }
 

@@ -8,13 +8,13 @@
 //! copied per token: a decode step costs the same at position 20 as at 1,000 but for the
 //! attention's reading of the cache.
 use super::constraint::Vocabulary;
-use super::decoder::{CacheShape, Decoder, Prepared, Prompt};
+use super::decoder::{CacheShape, Chat, Decoder, Prepared, Prompt};
 use super::request::Defaults;
 use super::vision::{Vision, VisionManifest};
 use crate::aot::{self, AotModule};
 use crate::cpu::CompiledFor;
 use crate::error::{bail_code, fail, Code};
-use crate::text::chat_template::{self, ChatInput};
+use crate::text::chat_template::{self, ChatInput, ToolsVariable};
 use crate::text::tokenizer::Tokenizer;
 use anyhow::{Context, Result};
 use serde_json::Value as Json;
@@ -195,28 +195,47 @@ fn within(
 }
 
 impl Model {
-    /// The prompt's token ids (an image prompt's before its image tokens are expanded).
+    /// The prompt's token ids (an image prompt's before its image tokens are expanded). A chat
+    /// with tools hands them to the template where it reads them (`tools`, or SmolLM3's
+    /// `xml_tools`: the functions alone); a template that reads no tools refuses them
+    /// (`InvalidArg`: `torch-node serve` writes such a chat in the generic tool format instead).
     pub fn prompt_ids(&self, prompt: Prompt) -> Result<Vec<u32>> {
         let text = match prompt {
             Prompt::Ids(ids) => return Ok(ids),
             Prompt::Text(t) => return Ok(self.tokenizer.encode((t, None), true, None)?.ids),
-            Prompt::Messages(messages) | Prompt::Multimodal(messages, _) => {
+            Prompt::Messages(chat) | Prompt::Multimodal(chat, _) => {
                 let Some(template) = self.tokenizer.config().chat_template.as_deref() else {
                     bail_code!(
                         Code::InvalidArg,
                         "this model has no chat template: pass a string prompt"
                     );
                 };
-                let variables = self.tokenizer.config().special.iter();
+                let specials = self.tokenizer.config().special.iter();
+                let mut variables: Vec<(String, Json)> = specials
+                    .map(|(r, t)| (r.to_string(), Json::String(t.clone())))
+                    .collect();
+                let tools = match (chat.tools, chat_template::tools_variable(template)) {
+                    (None, _) => None,
+                    (Some(tools), Some(ToolsVariable::Tools)) => Some(Json::Array(tools)),
+                    (Some(tools), Some(ToolsVariable::XmlTools)) => {
+                        // transformers: apply_chat_template(xml_tools=[t["function"] for t in tools])
+                        let functions = tools.into_iter().map(|mut t| t["function"].take());
+                        variables.push(("xml_tools".into(), Json::Array(functions.collect())));
+                        None
+                    }
+                    (Some(_), None) => bail_code!(
+                        Code::InvalidArg,
+                        "options.tools: this model's chat template does not render tools (torch-node \
+                         serve describes them in the generic tool format instead)"
+                    ),
+                };
                 chat_template::render(ChatInput {
                     template,
-                    messages,
-                    tools: None,
+                    messages: chat.messages,
+                    tools,
                     documents: None,
                     add_generation_prompt: true,
-                    variables: variables
-                        .map(|(r, t)| (r.to_string(), Json::String(t.clone())))
-                        .collect(),
+                    variables,
                 })?
             }
         };
@@ -227,7 +246,7 @@ impl Model {
 
 impl Model {
     /// A chat with images: rendered and tokenized here, expanded and embedded by the vision side.
-    fn prepare_images(&self, messages: Vec<Json>, pixels: Vec<Tensor>) -> Result<Prepared> {
+    fn prepare_images(&self, chat: Chat, pixels: Vec<Tensor>) -> Result<Prepared> {
         let Some(vision) = &self.vision else {
             bail_code!(
                 Code::InvalidArg,
@@ -235,7 +254,7 @@ impl Model {
                  checkpoint with python/export_vlm.py)"
             );
         };
-        let ids = self.prompt_ids(Prompt::Multimodal(messages, Vec::new()))?;
+        let ids = self.prompt_ids(Prompt::Multimodal(chat, Vec::new()))?;
         vision.prepare(ids, pixels)
     }
 
@@ -340,7 +359,7 @@ impl Decoder for Model {
 
     fn prepare(&self, prompt: Prompt) -> Result<Prepared> {
         let ids = match prompt {
-            Prompt::Multimodal(messages, pixels) => return self.prepare_images(messages, pixels),
+            Prompt::Multimodal(chat, pixels) => return self.prepare_images(chat, pixels),
             prompt => self.prompt_ids(prompt)?,
         };
         // A text prompt holding the image token has no image to put there (transformers
@@ -422,7 +441,7 @@ mod tests {
                 };
                 let prompt = match (case["prompt"].as_str(), case["messages"].as_array()) {
                     (Some(t), _) => Prompt::Text(t.to_string()),
-                    (_, Some(m)) => Prompt::Messages(m.clone()),
+                    (_, Some(m)) => Prompt::Messages(Chat::new(m.clone())),
                     _ => unreachable!(),
                 };
                 let prompt = model.prompt_ids(prompt).unwrap();
@@ -550,8 +569,10 @@ mod tests {
                 .collect();
             let messages = case["messages"].as_array().unwrap().clone();
             let prepared = match pixels.is_empty() {
-                true => model.prepare(Prompt::Messages(messages)).unwrap(),
-                false => model.prepare(Prompt::Multimodal(messages, pixels)).unwrap(),
+                true => model.prepare(Prompt::Messages(Chat::new(messages))).unwrap(),
+                false => model
+                    .prepare(Prompt::Multimodal(Chat::new(messages), pixels))
+                    .unwrap(),
             };
             assert_eq!(
                 prepared.ids,
@@ -636,7 +657,8 @@ mod tests {
     /// Images given to a text LM, a wrong pixel shape and an image-count mismatch: InvalidArg.
     #[test]
     fn bad_image_prompts_are_refused() {
-        let messages = |content: Json| vec![serde_json::json!({"role": "user", "content": content})];
+        let messages =
+            |content: Json| Chat::new(vec![serde_json::json!({"role": "user", "content": content})]);
         let image = || Tensor::zeros([3, 32, 32], (Kind::Float, Device::Cpu));
         let parts = serde_json::json!([{"type": "image"}, {"type": "text", "text": "hi"}]);
         if let Some(text_lm) = llama_tiny() {

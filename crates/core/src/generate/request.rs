@@ -24,6 +24,9 @@ pub struct Options {
     pub logprobs: Option<bool>,
     /// And the likeliest tokens at each step, 0 to `logprobs::MAX_TOP` (only with `logprobs`).
     pub top_logprobs: Option<u64>,
+    /// A prompt and a given `max_new_tokens` that together pass the context are refused
+    /// (`Request::check_context`) rather than cut at the context.
+    pub strict_context: Option<bool>,
 }
 
 /// The model's defaults, as the numbers users give (an option overrides one of them: a
@@ -48,6 +51,25 @@ pub struct Request {
     pub format: Option<Format>,
     /// Each token's log-probability with this many alternatives (None: not reported).
     pub logprobs: Option<usize>,
+    /// Refuse a prompt that leaves fewer than `max_new_tokens` slots of the context.
+    pub strict_context: bool,
+}
+
+impl Request {
+    /// With `strict_context`, a prompt of `prompt_tokens` that leaves fewer than
+    /// `max_new_tokens` of `max_context` is `InvalidArg`, worded as vLLM's 400 (a prompt that
+    /// fills the context alone is the sequence's own error, naming the prompt).
+    pub fn check_context(&self, prompt_tokens: usize, max_context: usize) -> Result<()> {
+        let (n, c, p) = (self.max_new_tokens, max_context, prompt_tokens);
+        if self.strict_context && p < c && p.saturating_add(n) > c {
+            bail_code!(
+                Code::InvalidArg,
+                "'maxNewTokens' is too large: {n}. This model's maximum context length is {c} \
+                 tokens and your request has {p} input tokens ({n} > {c} - {p})"
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Defaults {
@@ -112,6 +134,8 @@ impl Defaults {
             stop,
             format: o.format.clone(),
             logprobs,
+            // Only a given maxNewTokens: the default is the model's, within its context.
+            strict_context: o.strict_context.unwrap_or(false) && o.max_new_tokens.is_some(),
         })
     }
 }
@@ -219,5 +243,33 @@ mod tests {
         );
         let e = ask(None, Some(2)).unwrap_err().to_string();
         assert!(e.contains("only with logprobs: true"), "{e}");
+    }
+
+    #[test]
+    fn a_strict_context_refuses_a_prompt_and_max_new_tokens_past_it() {
+        let d = Defaults::from_config(&Json::Null);
+        let ask = |max_new_tokens, strict_context| {
+            d.request(&Options {
+                max_new_tokens,
+                strict_context,
+                ..Options::default()
+            })
+            .unwrap()
+        };
+        let strict = ask(Some(100), Some(true));
+        assert!(strict.check_context(156, 256).is_ok());
+        let e = strict.check_context(157, 256).unwrap_err();
+        let (code, message) = crate::error::describe(&e);
+        assert_eq!(code, Code::InvalidArg);
+        assert_eq!(
+            message,
+            "'maxNewTokens' is too large: 100. This model's maximum context length is 256 tokens and \
+             your request has 157 input tokens (100 > 256 - 157)"
+        );
+        // A prompt past the context alone is the sequence's error; without strictness, or
+        // without a given maxNewTokens (the model's default), the context cuts the output.
+        assert!(strict.check_context(256, 256).is_ok());
+        assert!(ask(Some(100), None).check_context(200, 256).is_ok());
+        assert!(ask(None, Some(true)).check_context(200, 256).is_ok());
     }
 }

@@ -52,6 +52,79 @@ pub fn render(input: ChatInput<'_>) -> anyhow::Result<String> {
         .map_err(|e| fail(Code::InvalidArg, format!("chat template: {}", describe(&e))))
 }
 
+/// Where a chat template reads the tools it describes to the model: `tools` (transformers'
+/// `apply_chat_template(tools=...)`, OpenAI's `{type, function}` objects) or SmolLM3's
+/// `xml_tools` (the functions alone, without the `{type, function}` around each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolsVariable {
+    Tools,
+    XmlTools,
+}
+
+/// The variable `template` reads tools from, by its code (its `{% %}` and `{{ }}` blocks with
+/// their string literals blanked: a template's text, "<tools></tools> XML tags", names no
+/// variable); None when it reads neither (tools given to it would be dropped). The same test as
+/// lib/text/tool-calls.js's `toolsVariableOf`.
+pub fn tools_variable(template: &str) -> Option<ToolsVariable> {
+    let code = template_code(template);
+    if names_variable(&code, "tools") {
+        return Some(ToolsVariable::Tools);
+    }
+    names_variable(&code, "xml_tools").then_some(ToolsVariable::XmlTools)
+}
+
+/// A template's `{% %}` and `{{ }}` blocks, joined by spaces, string literals as `""`.
+fn template_code(template: &str) -> String {
+    let mut blocks = String::new();
+    let mut rest = template;
+    while let Some(at) = rest.find('{') {
+        let close = match rest[at..].as_bytes().get(1) {
+            Some(b'%') => "%}",
+            Some(b'{') => "}}",
+            _ => {
+                rest = &rest[at + 1..];
+                continue;
+            }
+        };
+        let Some(end) = rest[at + 2..].find(close) else {
+            break;
+        };
+        blocks.push_str(&rest[at..at + 2 + end + 2]);
+        blocks.push(' ');
+        rest = &rest[at + 2 + end + 2..];
+    }
+    let mut code = String::with_capacity(blocks.len());
+    let mut chars = blocks.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' && c != '\'' {
+            code.push(c);
+            continue;
+        }
+        code.push_str("\"\"");
+        while let Some(d) = chars.next() {
+            match d {
+                '\\' => {
+                    chars.next();
+                }
+                d if d == c => break,
+                _ => {}
+            }
+        }
+    }
+    code
+}
+
+/// Whether `code` names `name` as a variable: not after a word character or a `.`, not
+/// followed by a word character.
+fn names_variable(code: &str, name: &str) -> bool {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    code.match_indices(name).any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        let after = code[at + name.len()..].chars().next();
+        !before.is_some_and(|c| word(c) || c == '.') && !after.is_some_and(word)
+    })
+}
+
 /// A minijinja error in one line: what `raise_exception` said, or the kind, detail and line.
 fn describe(e: &Error) -> String {
     let detail = e.detail().unwrap_or("");
@@ -571,5 +644,34 @@ mod tests {
             "29 Feb 2024 13:05:09 Thursday 060"
         );
         assert_eq!(strftime("%Y-%m-%d", 0).unwrap(), "1970-01-01");
+    }
+
+    #[test]
+    fn the_tools_variable_is_read_from_the_templates_code() {
+        let cases = [
+            (
+                "{%- if tools %}{{ tools | tojson }}{% endif %}<tool_call>",
+                Some(ToolsVariable::Tools),
+            ),
+            (
+                "{%- if xml_tools %}{{ xml_tools }}{% endif %}<tool_call>",
+                Some(ToolsVariable::XmlTools),
+            ),
+            (
+                "{% if tools is not none %}{{- '<|python_tag|>' }}{% endif %}",
+                Some(ToolsVariable::Tools),
+            ),
+            // Text that only mentions tools names no variable; nor does an attribute or a longer name.
+            ("{{ \"<tools></tools> XML tags\" }} tools", None),
+            (
+                "{{ 'it\\'s tools' }}{{ message.tools }}{{ my_tools }}{{ toolset }}",
+                None,
+            ),
+            ("{% for m in messages %}{{ m['content'] }}{% endfor %}", None),
+            ("{{ unclosed tools", None),
+        ];
+        for (template, want) in cases {
+            assert_eq!(tools_variable(template), want, "{template}");
+        }
     }
 }
