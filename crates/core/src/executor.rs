@@ -57,8 +57,9 @@ struct Executor {
 }
 
 static EXECUTOR: OnceLock<Executor> = OnceLock::new();
-/// libtorch's default intra-op thread count, read before any JS thread was set to one.
-static CORES: OnceLock<usize> = OnceLock::new();
+/// The default intra-op threads before instances divide them (`default_threads`), read before
+/// any JS thread was set to one.
+static CORES: OnceLock<TeamDefault> = OnceLock::new();
 /// Runs first on each instance thread (the glue installs libtorch's per-thread warning handler).
 static ON_START: OnceLock<fn()> = OnceLock::new();
 
@@ -147,12 +148,82 @@ fn lock() -> MutexGuard<'static, State> {
     executor().state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn cores() -> usize {
-    *CORES.get_or_init(|| tch::get_num_threads().max(1) as usize)
+/// Where the default team size comes from (`default_threads`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefaultFrom {
+    /// libtorch's default: the cores the affinity mask allows.
+    Affinity,
+    /// The cgroup CPU quota, lower than the affinity mask's cores (`cgroup::usable`).
+    Quota,
+    /// The user's `OMP_NUM_THREADS`, which libtorch's default already is.
+    OmpNumThreads,
 }
 
-/// Runs on each JS thread as the addon loads: records libtorch's default thread count (once
-/// per process, before changing anything) and gives this thread one intra-op thread, so that
+impl DefaultFrom {
+    /// The name `torch.cpu.limits()` reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            DefaultFrom::Affinity => "affinity",
+            DefaultFrom::Quota => "quota",
+            DefaultFrom::OmpNumThreads => "OMP_NUM_THREADS",
+        }
+    }
+}
+
+/// The executor's default intra-op threads (divided by the instances) and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TeamDefault {
+    /// Intra-op threads, before `instances` divide them.
+    pub threads: usize,
+    /// What set them.
+    pub from: DefaultFrom,
+}
+
+/// The default team size: libtorch's default (`OMP_NUM_THREADS` where the user set it, else the
+/// affinity mask's cores) capped by the cores the cgroup quota leaves (`usable`), except where
+/// the user set `OMP_NUM_THREADS`: an explicit setting wins. `setNumThreads` wins over both.
+pub fn default_threads(libtorch: usize, omp_num_threads: bool, usable: usize) -> TeamDefault {
+    let libtorch = libtorch.max(1);
+    if omp_num_threads {
+        return TeamDefault {
+            threads: libtorch,
+            from: DefaultFrom::OmpNumThreads,
+        };
+    }
+    if usable.max(1) < libtorch {
+        return TeamDefault {
+            threads: usable.max(1),
+            from: DefaultFrom::Quota,
+        };
+    }
+    TeamDefault {
+        threads: libtorch,
+        from: DefaultFrom::Affinity,
+    }
+}
+
+/// Whether `OMP_NUM_THREADS` holds a count libgomp takes (its first entry, a positive integer).
+fn omp_num_threads_set() -> bool {
+    std::env::var("OMP_NUM_THREADS").is_ok_and(|v| {
+        let first = v.split(',').next().unwrap_or_default().trim();
+        first.parse::<usize>().is_ok_and(|n| n > 0)
+    })
+}
+
+/// The executor's default team size and why, decided once as the addon loads.
+pub fn team_default() -> TeamDefault {
+    *CORES.get_or_init(|| {
+        let usable = crate::cgroup::usable().usable;
+        default_threads(tch::get_num_threads() as usize, omp_num_threads_set(), usable)
+    })
+}
+
+fn cores() -> usize {
+    team_default().threads
+}
+
+/// Runs on each JS thread as the addon loads: decides the default team size (once per process,
+/// before changing anything: `team_default`) and gives this thread one intra-op thread, so that
 /// tensor methods called from JS never start an OpenMP team beside the executor's.
 pub fn init_js_thread() {
     cores();
@@ -294,6 +365,16 @@ mod tests {
     use std::time::Duration;
 
     // One test: the executor is process-global, and cargo runs tests in parallel.
+    #[test]
+    fn the_quota_caps_the_default_unless_the_user_set_omp_num_threads() {
+        let d = |threads, from| TeamDefault { threads, from };
+        assert_eq!(default_threads(64, false, 2), d(2, DefaultFrom::Quota));
+        assert_eq!(default_threads(2, false, 2), d(2, DefaultFrom::Affinity));
+        assert_eq!(default_threads(2, false, 64), d(2, DefaultFrom::Affinity));
+        assert_eq!(default_threads(8, true, 2), d(8, DefaultFrom::OmpNumThreads));
+        assert_eq!(default_threads(0, false, 0), d(1, DefaultFrom::Affinity));
+    }
+
     #[test]
     fn runs_work_on_its_instances_in_order_and_survives_panics() {
         let caller = std::thread::current().id();

@@ -22,6 +22,7 @@ pub mod aot_pages;
 pub mod archive;
 pub mod args;
 pub mod audio;
+pub mod cgroup;
 pub mod cpu;
 pub mod device;
 pub mod dtype;
