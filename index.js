@@ -308,7 +308,10 @@ exported.text.SentenceEncoder = require('./lib/text/sentence-encoder').SentenceE
 // torch.text.CausalLM (lib/text/causal-lm.js): the native decode loop behind an async iterator.
 exported.text.CausalLM = require('./lib/text/causal-lm').CausalLM
 // torch.audio.SpeechRecognitionPipeline (lib/audio/speech-recognition.js): Whisper speech to text.
-exported.audio = { SpeechRecognitionPipeline: require('./lib/audio/speech-recognition').SpeechRecognitionPipeline }
+exported.audio = {
+  SpeechRecognitionPipeline: require('./lib/audio/speech-recognition').SpeechRecognitionPipeline,
+  AudioClassificationPipeline: require('./lib/audio/audio-classification').AudioClassificationPipeline,
+}
 // torch.pipeline(task, folder) (lib/text/pipeline.js): transformers' pipeline() over exported folders.
 exported.pipeline = require('./lib/text/pipeline').pipeline
 Object.assign(exported, require('./lib/oip'))

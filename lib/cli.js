@@ -20,6 +20,7 @@ const EXPORTERS = {
   vision: { script: path.join(__dirname, '..', 'python', 'export_vision.py'), prefix: 'export_vision.py: ' },
   vlm: { script: path.join(__dirname, '..', 'python', 'export_vlm.py'), prefix: 'export_vlm: ' },
   whisper: { script: path.join(__dirname, '..', 'python', 'export_whisper.py'), prefix: 'export_whisper.py: ' },
+  audio: { script: path.join(__dirname, '..', 'python', 'export_audio.py'), prefix: 'export_audio.py: ' },
 }
 // Image models, by config.json's architectures: their exporter and the words of its refusals.
 const IMAGE_EXPORTS = [
@@ -27,6 +28,16 @@ const IMAGE_EXPORTS = [
     exporter: 'whisper',
     architectures: ['WhisperForConditionalGeneration'],
     what: 'Whisper speech recognition (TorchScript, float32)',
+  },
+  {
+    exporter: 'audio',
+    architectures: [
+      'Wav2Vec2ForSequenceClassification',
+      'HubertForSequenceClassification',
+      'WavLMForSequenceClassification',
+      'ASTForAudioClassification',
+    ],
+    what: 'audio classifiers (TorchScript, float32)',
   },
   {
     exporter: 'vlm',
@@ -41,6 +52,8 @@ const IMAGE_EXPORTS = [
       'DepthAnythingForDepthEstimation',
       'SegformerForSemanticSegmentation',
       'DPTForSemanticSegmentation',
+      'Mask2FormerForUniversalSegmentation',
+      'DetrForSegmentation',
     ],
     what: 'depth or segmentation models (float32)',
   },
@@ -94,6 +107,10 @@ that takes images in the chat (docs/multimodal.md), through python/export_vlm.py
 vision tower and projector (vision.pt) and the image processor (float32; --max-batch applies). A
 WhisperForConditionalGeneration checkpoint becomes a folder for torch.pipeline('automatic-speech-
 recognition') (docs/speech.md) through python/export_whisper.py: encoder.pt and decoder.pt
+(TorchScript, float32). A Mask2FormerForUniversalSegmentation or DetrForSegmentation checkpoint
+also goes through python/export_dense.py (panoptic, instance and semantic segmentation). A
+Wav2Vec2, HuBERT or WavLM *ForSequenceClassification or an ASTForAudioClassification checkpoint
+becomes a folder for torch.pipeline('audio-classification') through python/export_audio.py
 (TorchScript, float32).`
 
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]

@@ -159,6 +159,26 @@ const JOBS = [
     weight: 2.5,
     lazy: true,
   },
+  // A random-weight Mask2Former and DetrForSegmentation exported by python/export_dense.py (two traces) and
+  // transformers' image-segmentation goldens per subtask (segmentation-subtasks.test.js).
+  {
+    name: 'segmentation',
+    script: 'make_segmentation_models.py',
+    inputs: ['python/export_dense.py', 'python/export_common.py', 'python/export_text.py', 'models/fixture_common.py'],
+    outputs: ['golden/segmentation/goldens.json'],
+    weight: 1,
+    lazy: true,
+  },
+  // Random-weight Wav2Vec2 and AST audio classifiers exported by python/export_audio.py (two traces) and
+  // transformers' audio-classification goldens (audio-classification.test.js).
+  {
+    name: 'audio',
+    script: 'make_audio_models.py',
+    inputs: ['python/export_audio.py', 'python/export_common.py', 'python/export_text.py', 'models/fixture_common.py'],
+    outputs: ['golden/audio/goldens.json'],
+    weight: 1,
+    lazy: true,
+  },
   // A random-weight Whisper folder, its TorchScript export (python/export_whisper.py: two traces, no
   // compile) and transformers' feature-extractor and generate goldens (speech.test.js).
   {

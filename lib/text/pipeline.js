@@ -25,6 +25,7 @@ const { ImageClassificationPipeline } = require('../vision/image-classification'
 const { ObjectDetectionPipeline } = require('../vision/object-detection')
 const { TextGenerationPipeline } = require('./text-generation')
 const { SpeechRecognitionPipeline } = require('../audio/speech-recognition')
+const { AudioClassificationPipeline } = require('../audio/audio-classification')
 
 /** @import { SentenceEncoderOptions } from './sentence-encoder' */
 /** @import { FeatureExtractionPipeline } from './feature-extraction' */
@@ -39,7 +40,7 @@ const { SpeechRecognitionPipeline } = require('../audio/speech-recognition')
 /**
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
- * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'text-generation' | 'automatic-speech-recognition'} PipelineTask
+ * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'text-generation' | 'automatic-speech-recognition' | 'audio-classification'} PipelineTask
  */
 /**
  * Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal).
@@ -77,7 +78,7 @@ const OWN_LOAD_TASKS = {
   },
   'image-segmentation': {
     kind: 'image-segmentation',
-    what: 'a Segformer or DPT semantic segmentation export',
+    what: 'a Segformer, DPT, Mask2Former or DETR segmentation export',
     load: ImageSegmentationPipeline.load,
   },
   'image-classification': {
@@ -95,6 +96,11 @@ const OWN_LOAD_TASKS = {
     kind: 'whisper',
     what: 'a WhisperForConditionalGeneration export (python/export_whisper.py)',
     load: SpeechRecognitionPipeline.load,
+  },
+  'audio-classification': {
+    kind: 'audio-classification',
+    what: 'a Wav2Vec2 / HuBERT / WavLM *ForSequenceClassification or ASTForAudioClassification export (python/export_audio.py)',
+    load: AudioClassificationPipeline.load,
   },
 }
 /** task -> the other tasks whose folders serve it too (a reranker's logits classify; an NLI classifier's do zero-shot). */
@@ -158,7 +164,8 @@ function readManifest(folder) {
  *   : T extends 'image-classification' ? ImageClassificationPipeline
  *   : T extends 'object-detection' ? ObjectDetectionPipeline
  *   : T extends 'text-generation' ? TextGenerationPipeline
- *   : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline : FeatureExtractionPipeline>}
+ *   : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline
+ *   : T extends 'audio-classification' ? audio.AudioClassificationPipeline : FeatureExtractionPipeline>}
  */
 async function pipeline(task, folder, options) {
   const name = typeof task === 'string' ? (ALIASES[task] ?? task) : task

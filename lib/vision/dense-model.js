@@ -21,7 +21,7 @@ const DEFAULTS = { maxBatchSize: 16, maxDelayMs: 0, maxQueue: 1024 }
 const EXPORTS = {
   'depth-estimation': 'DPTForDepthEstimation or DepthAnythingForDepthEstimation checkpoint with python/export_dense.py',
   'image-segmentation':
-    'SegformerForSemanticSegmentation or DPTForSemanticSegmentation checkpoint with python/export_dense.py',
+    'SegformerForSemanticSegmentation, DPTForSemanticSegmentation, Mask2FormerForUniversalSegmentation or DetrForSegmentation checkpoint with python/export_dense.py',
   'image-classification': '*ForImageClassification checkpoint with python/export_vision.py',
   'object-detection': 'DetrForObjectDetection or YolosForObjectDetection checkpoint with python/export_vision.py',
 }
