@@ -223,38 +223,50 @@ def mask_to_types(ids, vlm):
     return (ids == vlm.config.image_token_id).long()
 
 
-def expansion(processor, vlm, size):
-    """What the processor writes for each image token of the rendered chat, as ids: the rendered
-    one-image chat tokenized as is against the processor's input_ids for it. The difference must
-    be the template's image token replaced by a prefix, N image tokens and a suffix, with the
-    text around it tokenized the same (else this export could not reproduce the processor's ids
-    from the template's tokens)."""
+def expansion(processor, vlm, size, tokens_per_image):
+    """What the processor writes for each image token of the rendered chat. As text (`text`):
+    Gemma3Processor's "\\n\\n<start_of_image>" + N soft tokens + "<end_of_image>\\n\\n", LLaVA's
+    N image tokens; checked: the rendered chat with each template image token replaced by it,
+    tokenized, is the processor's input_ids. As ids (`prefix`, N image ids, `suffix` in place of
+    the template token's id), where that is exact (`tokenLevel`): the template's ids, so
+    expanded, are the processor's on probe chats. It is not where the tokenizer merges the
+    replacement's edges with the text around it (Gemma's "\\n" runs): then only the text
+    expansion reproduces the processor."""
     import torch
 
     tokenizer = processor.tokenizer
     template_token = processor.image_token
     template_id = tokenizer.convert_tokens_to_ids(template_token)
     image_id = int(vlm.config.image_token_id)
-    messages = [{"role": "user", "content": [{"type": "text", "text": "Look: "}, {"type": "image"},
-                                             {"type": "text", "text": " What is it?"}]}]
-    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    plain = tokenizer(text, add_special_tokens=False)["input_ids"]
-    full = processor(text=text, images=[torch.zeros(3, size, size, dtype=torch.uint8)], add_special_tokens=False,
-                     return_tensors="pt")["input_ids"][0].tolist()
-    if plain.count(template_id) != 1:
-        raise ExportError(f"the chat template writes {plain.count(template_id)} '{template_token}' tokens for one image")
-    at = plain.index(template_id)
-    before, after = plain[:at], plain[at + 1:]
-    middle = full[at:len(full) - len(after)]
-    if full[:at] != before or full[len(full) - len(after):] != after or image_id not in middle:
-        raise ExportError(f"the processor's expansion of '{template_token}' changes the tokens around it "
-                          f"(the template's ids {plain}, the processor's {full}): not supported")
+    replacement = getattr(processor, "full_image_sequence", None) or template_token * tokens_per_image
+    image = torch.zeros(3, size, size, dtype=torch.uint8)
+    encode = lambda t: tokenizer(t, add_special_tokens=False)["input_ids"]  # noqa: E731
+    middles = []
+    for parts in ([{"type": "text", "text": "Look: "}, {"type": "image"}, {"type": "text", "text": " What is it?"}],
+                  [{"type": "image"}, {"type": "text", "text": "What is it?"}]):
+        text = processor.apply_chat_template([{"role": "user", "content": parts}], tokenize=False,
+                                             add_generation_prompt=True)
+        plain = encode(text)
+        full = processor(text=text, images=[image], add_special_tokens=False, return_tensors="pt")["input_ids"][0]
+        full = full.tolist()
+        if plain.count(template_id) != 1:
+            raise ExportError(f"the chat template writes {plain.count(template_id)} '{template_token}' tokens for one image")
+        if encode(text.replace(template_token, replacement)) != full:
+            raise ExportError(f"the processor's expansion of '{template_token}' is not {replacement!r}")
+        at = plain.index(template_id)
+        before, after = plain[:at], plain[at + 1:]
+        exact = full[:at] == before and full[len(full) - len(after):] == after
+        middles.append(full[at:len(full) - len(after)] if exact else None)
+    middle = encode(replacement)
+    if middle.count(image_id) != tokens_per_image:
+        raise ExportError(f"the processor writes {middle.count(image_id)} image tokens, the vision tower makes "
+                          f"{tokens_per_image}")
     first = middle.index(image_id)
-    n = middle.count(image_id)
-    if middle[first:first + n] != [image_id] * n:
+    if middle[first:first + tokens_per_image] != [image_id] * tokens_per_image:
         raise ExportError(f"the processor's image tokens are not contiguous: {middle}")
-    return {"templateToken": template_token, "templateTokenId": template_id, "prefix": middle[:first],
-            "suffix": middle[first + n:], "imageTokens": n}
+    return {"templateToken": template_token, "templateTokenId": template_id, "text": replacement,
+            "prefix": middle[:first], "suffix": middle[first + tokens_per_image:],
+            "tokenLevel": all(m == middle for m in middles)}
 
 
 def check(what, step, vision, layout, hidden, vlm, pixels, ids, log):
@@ -323,9 +335,7 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
     if expanded != tokens_per_image:
         raise ExportError(f"the processor expands an image to {expanded} tokens, the vision tower makes {tokens_per_image}")
 
-    expand = expansion(processor, vlm, size)
-    if expand["imageTokens"] != tokens_per_image:
-        raise ExportError(f"the processor writes {expand['imageTokens']} image tokens, the vision tower makes {tokens_per_image}")
+    expand = expansion(processor, vlm, size, tokens_per_image)
 
     model = text_model(vlm)
     hidden = int(model.config.hidden_size)
@@ -424,7 +434,7 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
             "imageToken": processor.image_token,
             "imageTokenId": int(vlm.config.image_token_id),
             "tokensPerImage": tokens_per_image,
-            "expansion": {k: v for k, v in expand.items() if k != "imageTokens"},
+            "expansion": expand,
             "bidirectionalImages": bidirectional(vlm),
             "hidden": hidden,
             "visionFeatureLayer": getattr(vlm.config, "vision_feature_layer", None),

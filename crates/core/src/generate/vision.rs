@@ -31,6 +31,11 @@ pub struct Expansion {
     pub template_token_id: u32,
     pub prefix: Vec<u32>,
     pub suffix: Vec<u32>,
+    /// The template token's text and what the processor writes in its place (`expand_text`).
+    pub text: Option<(String, String)>,
+    /// The ids expansion is exact (the tokenizer merges nothing across the replacement's edges);
+    /// when false only `expand_text` before tokenizing reproduces the processor's ids.
+    pub token_level: bool,
 }
 
 impl VisionManifest {
@@ -71,6 +76,11 @@ impl VisionManifest {
             },
             prefix: ids("prefix")?,
             suffix: ids("suffix")?,
+            text: match (e["templateToken"].as_str(), e["text"].as_str()) {
+                (Some(t), Some(r)) if !t.is_empty() => Some((t.to_string(), r.to_string())),
+                _ => None,
+            },
+            token_level: e["tokenLevel"].as_bool().unwrap_or(true),
         };
         Ok(Some(VisionManifest {
             program: v["program"].as_str().unwrap_or("vision.pt").to_string(),
@@ -82,24 +92,55 @@ impl VisionManifest {
         }))
     }
 
-    /// The rendered chat's ids with each template image token expanded, and the image mask
-    /// (true at the N image tokens of each image). The ids must hold `images` template tokens and
-    /// no image token of their own.
+    /// The rendered chat with each template image token replaced by what the processor writes
+    /// there (transformers' processors expand the text, then tokenize): tokenized, the
+    /// processor's `input_ids`, which `expand` then takes as they are. Unchanged without a text
+    /// expansion in the manifest.
+    pub fn expand_text(&self, rendered: &str) -> String {
+        match &self.expansion.text {
+            Some((token, text)) => rendered.replace(token.as_str(), text),
+            None => rendered.to_string(),
+        }
+    }
+
+    /// The rendered chat's ids with each image's tokens in place, and the image mask (true at
+    /// the N image tokens of each image). Ids tokenized from `expand_text`'s text hold them
+    /// already (`images` × N image tokens): taken as they are. Else the ids hold `images`
+    /// template tokens and no image token, and each template token is expanded by ids (refused
+    /// where the manifest says that is not exact).
     pub fn expand(&self, ids: &[u32], images: usize) -> Result<(Vec<u32>, Vec<bool>)> {
         let e = &self.expansion;
+        let n = self.tokens_per_image;
+        let placed = ids.iter().filter(|&&t| t == self.image_token_id).count();
+        let expanded_already = match e.template_token_id == self.image_token_id {
+            true => placed == images * n && n > 1,
+            false => placed > 0,
+        };
+        if expanded_already {
+            if placed != images * n {
+                bail_code!(
+                    Code::InvalidArg,
+                    "the chat has {images} image(s) but its prompt has {placed} image placeholder token(s) \
+                     (expected {}: the text holds the placeholder token?)",
+                    images * n
+                );
+            }
+            let mask = ids.iter().map(|&t| t == self.image_token_id).collect();
+            return Ok((ids.to_vec(), mask));
+        }
+        if !e.token_level && images > 0 {
+            bail_code!(
+                Code::InvalidArg,
+                "this model's image tokens must be expanded in the rendered text before tokenizing \
+                 (its tokenizer merges them with the text around them)"
+            );
+        }
         let found = ids.iter().filter(|&&t| t == e.template_token_id).count();
         if found != images {
             bail_code!(
                 Code::InvalidArg,
                 "the chat has {images} image(s) but its rendered prompt has {found} image token(s) (a message's \
                  text holding the image token, or a chat template that drops image parts)"
-            );
-        }
-        if e.template_token_id != self.image_token_id && ids.contains(&self.image_token_id) {
-            bail_code!(
-                Code::InvalidArg,
-                "the prompt's text holds the image placeholder token (id {}): only images make it",
-                self.image_token_id
             );
         }
         let per = e.prefix.len() + self.tokens_per_image + e.suffix.len();

@@ -29,7 +29,9 @@ fn expansion_is_read_from_the_manifest() {
         Expansion {
             template_token_id: 9,
             prefix: vec![],
-            suffix: vec![]
+            suffix: vec![],
+            text: None,
+            token_level: true,
         }
     );
     let (ids, mask) = llava.expand(&[1, 9, 2], 1).unwrap();
@@ -45,6 +47,37 @@ fn expansion_is_read_from_the_manifest() {
     assert_eq!(ids, [&[7][..], &one, &[8], &one].concat());
     let framed = [false, false, false, true, true, false, false, false];
     assert_eq!(mask, [&[false][..], &framed, &[false], &framed].concat());
+}
+
+/// The text expansion (what transformers' processors do), whose ids `expand` takes as they are;
+/// an export whose ids expansion is not exact refuses unexpanded ids.
+#[test]
+fn text_expansion_and_expanded_ids() {
+    let gemma = manifest(
+        json!({"imageSize": 32, "imageTokenId": 404, "tokensPerImage": 2, "hidden": 4,
+        "expansion": {"templateToken": "<boi>", "templateTokenId": 402, "text": "\n\n<boi><s><s><eoi>\n\n",
+                      "prefix": [201, 201, 402], "suffix": [403, 201, 201], "tokenLevel": false}}),
+    );
+    assert_eq!(
+        gemma.expand_text("user\n<boi>Hi <boi>"),
+        "user\n\n\n<boi><s><s><eoi>\n\nHi \n\n<boi><s><s><eoi>\n\n"
+    );
+    // As a tokenizer merging "\n" runs makes them: taken as they are.
+    let ids = [5, 202, 402, 404, 404, 403, 201, 201, 6];
+    let (got, mask) = gemma.expand(&ids, 1).unwrap();
+    assert_eq!(got, ids);
+    assert_eq!(mask, ids.map(|t| t == 404));
+    let e = gemma.expand(&[5, 402, 6], 1).unwrap_err();
+    assert_eq!(code(&e), Some(Code::InvalidArg), "{e}");
+    assert!(e.to_string().contains("expanded in the rendered text"), "{e}");
+    // LLaVA's: N image tokens already there, or one to expand.
+    let llava = manifest(
+        json!({"imageSize": 32, "imageTokenId": 9, "tokensPerImage": 3, "hidden": 4,
+        "expansion": {"templateToken": "<image>", "templateTokenId": 9, "text": "<image><image><image>"}}),
+    );
+    assert_eq!(llava.expand(&[1, 9, 9, 9, 2], 1).unwrap().0, [1, 9, 9, 9, 2]);
+    assert_eq!(llava.expand(&[1, 9, 2], 1).unwrap().0, [1, 9, 9, 9, 2]);
+    assert!(llava.expand(&[1, 9, 9, 2], 1).is_err());
 }
 
 /// A count mismatch, the placeholder token written as text, and a malformed expansion.
