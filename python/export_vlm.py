@@ -1,5 +1,5 @@
-"""Export a Hugging Face LLaVA checkpoint (LlavaForConditionalGeneration) into a torch-node
-causal-LM folder that also takes images.
+"""Export a Hugging Face vision-language checkpoint (LlavaForConditionalGeneration,
+Gemma3ForConditionalGeneration) into a torch-node causal-LM folder that also takes images.
 
     python export_vlm.py MODEL_DIR OUT_DIR [--max-context N] [--max-batch N]
 
@@ -10,7 +10,8 @@ chat template, generation_config.json, manifest.json of kind "causal-lm"), plus:
                   pixel_values float32 [B, 3, S, S] -> the decoder's input embeddings of the
                   image tokens, float32 [B, N, hidden] (transformers' get_image_features: the
                   config's vision_feature_layer(s) and vision_feature_select_strategy);
-  preprocess.pt   the checkpoint's image processor (CLIPImageProcessor) as export_clip.py
+  preprocess.pt   the checkpoint's image processor (CLIPImageProcessor, Gemma3ImageProcessor
+                  without pan-and-scan) as export_clip.py
                   scripts it: uint8 RGB [3, h, w] -> pixel_values [3, S, S], the kernels
                   transformers 5's torchvision backend runs.
 
@@ -21,9 +22,11 @@ The decoder program is export_causal_lm's step with two more inputs:
 
 where image_mask[b, t] the token's input embedding is image_embeds[b, t] (an image token),
 elsewhere the embedding table's row of input_ids[b, t]. Decode steps pass a [B, 1, hidden] zero
-tensor and a false mask: a gather and a select more than a text LM's step. The manifest's
-"vision" says the image token id, the tokens per image (N: transformers' LlavaProcessor expands
-each image token to N), the processor's settings and the programs. float32 only.
+tensor and a false mask: a gather and a select more than a text LM's step. Gemma 3's step also
+lets each image's tokens attend to each other (image_block_attention). The manifest's "vision"
+says the image token ids, the tokens per image (N), what the processor writes for the template's
+image token (`expansion`, as text and as ids), the processor's settings and the programs.
+float32 only.
 """
 import argparse
 import json
