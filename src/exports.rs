@@ -21,7 +21,8 @@ pub fn manual_seed(seed: Int) -> Outcome<()> {
 
 /// Sets how many intra-op threads (one OpenMP team) each executor instance gives a call:
 /// `forward`, `runMethod`, loads and image work run on the executor (see `setInstances`).
-/// Default: the cores libtorch sees ÷ instances. Tensor methods called directly from JS run
+/// Default: the usable cores ÷ instances (`torch.cpu.limits()`: the affinity mask's cores,
+/// capped by a container's CPU quota, or `OMP_NUM_THREADS`). Tensor methods called directly from JS run
 /// on the calling thread with one thread, so they never add a team beside the executor's.
 #[napi]
 pub fn set_num_threads(n: Num) -> Outcome<()> {
@@ -252,6 +253,45 @@ pub mod cpu {
     #[napi]
     pub fn has_native_bf16() -> bool {
         ffi::cpu_has_native_bf16()
+    }
+
+    /// The CPUs this process may use and how the executor's default team size was chosen
+    /// (`torch.cpu.limits()`).
+    #[napi(object)]
+    pub struct CpuLimits {
+        /// The cores the process's affinity mask allows (`taskset`, Docker's `--cpuset-cpus`):
+        /// what libtorch and Node's `os.availableParallelism()` count.
+        pub affinity: u32,
+        /// The cgroup CPU quota in CPUs (Docker's `--cpus`, Kubernetes' `limits.cpu`): the
+        /// smallest along the process's cgroup path, v2 `cpu.max` or v1 `cpu.cfs_quota_us`;
+        /// absent where there is none.
+        pub quota: Option<f64>,
+        /// The cgroup file that set `quota`.
+        pub quota_file: Option<String>,
+        /// min(affinity, ⌈quota⌉): the cores worth running threads on.
+        pub usable_cores: u32,
+        /// The executor's default intra-op threads before instances divide them (what
+        /// `getNumThreads()` is with one instance and no `setNumThreads`).
+        pub default_threads: u32,
+        /// What set `defaultThreads`: `'quota'` (lower than the affinity mask), `'affinity'`, or
+        /// `'OMP_NUM_THREADS'` (the user's, which wins over the quota). `setNumThreads` wins over all.
+        pub default_from: String,
+    }
+
+    /// The CPUs this process may use (affinity mask, cgroup quota) and the executor's default
+    /// team size they gave, read once as the addon loads: see docs/speed.md#containers.
+    #[napi]
+    pub fn limits() -> CpuLimits {
+        let limit = torch_core::cgroup::usable();
+        let team = torch_core::executor::team_default();
+        CpuLimits {
+            affinity: limit.affinity as u32,
+            quota: limit.quota.as_ref().map(|q| q.cpus),
+            quota_file: limit.quota.as_ref().map(|q| q.file.clone()),
+            usable_cores: limit.usable as u32,
+            default_threads: team.threads as u32,
+            default_from: team.from.name().to_string(),
+        }
     }
 
     /// How often one kernel of torch-node's own ops ran (`torch.cpu.kernelCalls()`).
