@@ -189,15 +189,15 @@ const JOBS = [
     weight: 1,
     lazy: true,
   },
-  // A tiny random-weight LLaVA (CLIP tower + Llama) exported by python/export_vlm.py and transformers'
-  // greedy goldens with images (vlm*.test.js): one small compile (~46 s on 2 cores).
+  // Tiny random-weight LLaVA (CLIP + Llama) and Gemma 3 (SigLIP + Gemma 3) exported by python/export_vlm.py
+  // and transformers' greedy goldens with images (vlm*.test.js): two small compiles (~70 s each on 2 cores).
   {
     name: 'vlm',
     script: 'make_vlm_models.py',
     after: ['lm'],
     inputs: ['python'],
-    outputs: ['golden/vlm/llava-tiny.golden.json'],
-    weight: 1.5,
+    outputs: ['golden/vlm/llava-tiny.golden.json', 'golden/vlm/gemma3-tiny.golden.json'],
+    weight: 3,
     lazy: true,
   },
 ]
