@@ -93,7 +93,7 @@ impl Chat {
                     "{what}[{i}]: expected {{type: 'function', function: {{name, parameters}}}}"
                 );
             }
-            if !f["name"].as_str().is_some_and(|n| !n.is_empty()) {
+            if f["name"].as_str().is_none_or(str::is_empty) {
                 bail_code!(
                     Code::InvalidArg,
                     "{what}[{i}].function.name: expected a non-empty string"

@@ -78,7 +78,7 @@ fn template_code(template: &str) -> String {
     let mut blocks = String::new();
     let mut rest = template;
     while let Some(at) = rest.find('{') {
-        let close = match rest[at..].as_bytes().get(1) {
+        let close = match rest.as_bytes().get(at + 1) {
             Some(b'%') => "%}",
             Some(b'{') => "}}",
             _ => {
