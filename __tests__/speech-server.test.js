@@ -3,7 +3,9 @@
 // through the `openai` client from npm and plain fetch: the text equals what
 // torch.pipeline('automatic-speech-recognition') gives on the same file, and transformers'
 // generate (models/make_whisper_models.py's goldens, 12 new tokens, the model's random weights);
-// what is not built (prompt, temperature > 0, timestamps) and broken bodies are 4xx with codes, and
+// srt, vtt and verbose_json segments on the second test model (ts-model, timestamps allowed) equal
+// the pipeline's chunks, which equal transformers' (timestamps.json, speech.test.js); what is not
+// built (prompt, temperature > 0, word timestamps) and broken bodies are 4xx with codes, and
 // the server keeps serving after each. Served by torch.serve, what `npx torch-node serve --model
 // whisper=FOLDER` runs (its start-up line is checked too).
 const { describe, test, before, after } = require('node:test')
@@ -17,6 +19,8 @@ const MODEL = path.join(DIR, 'model')
 const WAV = path.join(DIR, 'speech.wav')
 const FLAC = path.join(__dirname, '..', 'models', 'fixtures', 'audio', 'speech.flac')
 const GOLDENS = path.join(DIR, 'goldens.json')
+const TS_MODEL = path.join(DIR, 'ts-model')
+const LONG = path.join(DIR, 'long.wav')
 const SKIP = fs.existsSync(GOLDENS)
   ? false
   : 'no Whisper model: run `node tools/models.js --lazy` (make_whisper_models.py)'
@@ -44,18 +48,22 @@ function silentWav(seconds) {
 describe('/v1/audio with a Whisper model', { skip: SKIP }, () => {
   const goldens = SKIP ? null : JSON.parse(fs.readFileSync(GOLDENS, 'utf8'))
   const maxNewTokens = goldens?.maxNewTokens
-  let served, url, client, asr
+  const tsGoldens = SKIP ? null : JSON.parse(fs.readFileSync(path.join(DIR, 'timestamps.json'), 'utf8'))
+  let served, url, client, asr, tsAsr
 
   before(async () => {
     // `whisper` decodes the goldens' 12 new tokens; `full` up to the folder's own bound.
-    served = await torch.serve({ models: { whisper: { folder: MODEL, maxNewTokens }, full: MODEL } })
+    const ts = { folder: TS_MODEL, maxNewTokens: tsGoldens.maxNewTokens }
+    served = await torch.serve({ models: { whisper: { folder: MODEL, maxNewTokens }, full: MODEL, ts } })
     url = `${served.url}/v1`
     const { default: OpenAI } = await import('openai')
     client = new OpenAI({ baseURL: url, apiKey: 'unused', maxRetries: 0 })
     asr = await torch.pipeline('automatic-speech-recognition', MODEL)
+    tsAsr = await torch.pipeline('automatic-speech-recognition', TS_MODEL)
   })
   after(async () => {
     asr?.dispose()
+    tsAsr?.dispose()
     await served?.close()
   })
 
@@ -129,12 +137,17 @@ describe('/v1/audio with a Whisper model', { skip: SKIP }, () => {
       language: 'en',
       response_format: 'verbose_json',
     })
-    // No duration: the decoder does not report it, and none is made up.
-    assert.deepEqual({ ...verbose }, { task: 'transcribe', language: 'english', text: want.text })
+    // verbose_json decodes with timestamps: the pipeline's returnTimestamps text.
+    const own = await asr.run(WAV, { language: 'en', task: 'transcribe', maxNewTokens, returnTimestamps: true })
+    assert.deepEqual(
+      { ...verbose, segments: undefined },
+      { task: 'transcribe', language: 'english', duration: 1.5, text: own.text, segments: undefined },
+    )
+    assert.equal(verbose.segments.length, own.chunks.length)
     const translated = await post(form(fs.readFileSync(WAV), { response_format: 'verbose_json' }), 'translations')
     const t = await translated.json()
     assert.equal(t.task, 'translate')
-    assert.equal(t.text, (await asr.run(WAV, { task: 'translate', maxNewTokens })).text)
+    assert.equal(t.text, (await asr.run(WAV, { task: 'translate', maxNewTokens, returnTimestamps: true })).text)
     assert.equal(typeof t.language, 'string')
   })
 
@@ -142,11 +155,11 @@ describe('/v1/audio with a Whisper model', { skip: SKIP }, () => {
     const wav = fs.readFileSync(WAV)
     await refused(await post(form(wav, { prompt: 'hello' })), 400, 'InvalidArg', /prompt: not supported/)
     await refused(await post(form(wav, { temperature: '0.2' })), 400, 'InvalidArg', /temperature: only 0/)
-    await refused(await post(form(wav, { response_format: 'srt' })), 400, 'InvalidArg', /srt needs timestamps/)
-    await refused(await post(form(wav, { response_format: 'vtt' })), 400, 'InvalidArg', /vtt needs timestamps/)
     await refused(await post(form(wav, { response_format: 'xml' })), 400, 'InvalidArg', /response_format/)
     const words = form(wav, { 'timestamp_granularities[]': 'word' })
-    await refused(await post(words), 400, 'InvalidArg', /"word" timestamps are not made yet/)
+    await refused(await post(words), 400, 'InvalidArg', /"word" timestamps are not made; send "segment"/)
+    const segmentJson = form(wav, { 'timestamp_granularities[]': 'segment' })
+    await refused(await post(segmentJson), 400, 'InvalidArg', /needs response_format verbose_json/)
     await refused(
       await post(form(wav, { language: 'en' }), 'translations'),
       400,
@@ -168,7 +181,21 @@ describe('/v1/audio with a Whisper model', { skip: SKIP }, () => {
     await refused(await post(form(null)), 400, 'InvalidArg', /file: required/)
     await refused(await post(form(Buffer.from('not audio at all, just some text'))), 400, 'InvalidArg', /invalid audio/)
     await refused(await post(form(Buffer.alloc(0))), 400, 'InvalidArg', /invalid audio/)
-    await refused(await post(form(silentWav(31))), 400, 'InvalidArg', /longer than the limit of 30 s/)
+    // Past one window: decoded long-form (with timestamps), as the pipeline does it.
+    const long = await post(form(silentWav(31), { language: 'en' }))
+    assert.equal(long.status, 200)
+    const own = await asr.run(silentWav(31), { language: 'en', maxNewTokens, returnTimestamps: true })
+    assert.equal((await long.json()).text, own.text)
+    // Past the model's maxDurationS: refused while it is decoded.
+    const { speechModel } = require('../lib/serve/audio')
+    const short = speechModel('w', asr, { maxDurationS: 20 })
+    const signal = new AbortController().signal
+    await assert.rejects(short.transcribe(silentWav(21), { task: 'transcribe', timestamps: false, signal }), (e) => {
+      assert.equal(e.code, 'InvalidArg')
+      assert.match(e.message, /longer than the limit of 20 s/)
+      return true
+    })
+    assert.throws(() => speechModel('w', asr, { maxDurationS: 99999 }), /maxDurationS/)
     const text = new FormData()
     text.append('file', 'a text field, not a file')
     text.append('model', 'whisper')
@@ -212,6 +239,52 @@ describe('/v1/audio with a Whisper model', { skip: SKIP }, () => {
     await refused(await post(form(Buffer.alloc(26 * 2 ** 20))), 413, 'PayloadTooLarge', /over the limit/)
   })
 
+  /** SubRip or WebVTT of `chunks` (the test's own writer, from the pipeline's chunks). */
+  const cues = (chunks, duration, kind) => {
+    const mark = kind === 'srt' ? ',' : '.'
+    const t = (x) => {
+      const ms = Math.round(x * 1000)
+      const two = (n) => String(n).padStart(2, '0')
+      return `${two(Math.floor(ms / 3600000))}:${two(Math.floor(ms / 60000) % 60)}:${two(Math.floor(ms / 1000) % 60)}${mark}${String(ms % 1000).padStart(3, '0')}`
+    }
+    let previous = 0
+    const out = chunks.map((c, i) => {
+      const start = c.timestamp[0] ?? previous
+      const end = c.timestamp[1] ?? Math.max(start, duration)
+      previous = end
+      const line = `${t(start)} --> ${t(end)}\n${c.text.trim().replaceAll('-->', '->')}\n`
+      return kind === 'srt' ? `${i + 1}\n${line}` : line
+    })
+    return kind === 'srt' ? out.join('\n') : `WEBVTT\n\n${out.join('\n')}`
+  }
+
+  test('the openai client: srt, vtt and verbose_json segments equal the pipeline (long audio)', TIMEOUT, async () => {
+    const want = tsGoldens.cases.find((c) => c.name === 'long')
+    const own = await tsAsr.run(LONG, { language: 'en', returnTimestamps: true, maxNewTokens: tsGoldens.maxNewTokens })
+    assert.deepEqual(
+      own.chunks.map((c) => c.timestamp),
+      want.chunks.map((c) => c.timestamp),
+    )
+    const create = (extra) =>
+      client.audio.transcriptions.create({ file: fs.createReadStream(LONG), model: 'ts', language: 'en', ...extra })
+    const verbose = await create({ response_format: 'verbose_json', timestamp_granularities: ['segment'] })
+    assert.equal(verbose.text, want.text)
+    assert.equal(verbose.duration, 40)
+    assert.equal(verbose.language, 'english')
+    assert.deepEqual(
+      verbose.segments.map((s) => [s.id, s.start, s.text, s.tokens, s.temperature]),
+      own.chunks.map((c, i) => [i, c.timestamp[0], c.text, c.tokens, 0]),
+    )
+    assert.deepEqual(
+      verbose.segments.map((s) => s.end),
+      own.chunks.map((c) => c.timestamp[1] ?? 40),
+    )
+    assert.equal(await create({ response_format: 'srt' }), cues(own.chunks, 40, 'srt'))
+    assert.equal(await create({ response_format: 'vtt' }), cues(own.chunks, 40, 'vtt'))
+    // json on long audio: decoded long-form, the same text.
+    assert.equal((await create({})).text, want.text)
+  })
+
   test("a Whisper spec's own options are checked at start", TIMEOUT, async () => {
     for (const bad of [{ maxNewTokens: 0 }, { maxQueue: -1 }, { dtype: 'float16' }]) {
       await assert.rejects(torch.serve({ models: { w: { folder: MODEL, ...bad } } }), (e) => {
@@ -226,7 +299,7 @@ describe('/v1/audio with a Whisper model', { skip: SKIP }, () => {
     const models = await (await fetch(`${url}/models`)).json()
     assert.deepEqual(
       models.data.map((m) => m.id),
-      ['whisper', 'full'],
+      ['whisper', 'full', 'ts'],
     )
     const { spawn } = require('node:child_process')
     const bin = path.join(__dirname, '..', 'bin', 'torch-node.js')

@@ -3,8 +3,11 @@
 // python/export_whisper.py (models/make_whisper_models.py's goldens). Greedy tokens and text equal
 // to transformers 5's WhisperForConditionalGeneration.generate on the same audio for several
 // language / task settings (detection included); the same audio as a path, a Buffer, FLAC and a
-// Float32Array; garbage and hostile input end in coded errors and the process stays up. The
-// features' agreement with WhisperFeatureExtractor is the core's test (crates/core/src/audio).
+// Float32Array; garbage and hostile input end in coded errors and the process stays up. A second
+// config (ts-model, timestamps allowed): transformers' pipeline(return_timestamps=True) on one
+// window, on 40 s long-form and chunked (chunk_length_s 15), text and chunks equal (timestamps
+// exact to their two decimals). The features' agreement with WhisperFeatureExtractor is the
+// core's test (crates/core/src/audio).
 const { describe, test, before } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -94,7 +97,11 @@ describe('SpeechRecognitionPipeline (Whisper)', { skip: SKIP }, () => {
     await assert.rejects(asr.run(wav, { task: 'summarize' }), coded('InvalidArg', /task/))
     await assert.rejects(asr.run(wav, { language: 'klingon' }), coded('InvalidArg', /language 'klingon'/))
     await assert.rejects(asr.run(wav, { numBeams: 5 }), coded('InvalidArg', /numBeams/))
-    await assert.rejects(asr.run(wav, { returnTimestamps: true }), coded('InvalidArg', /returnTimestamps/))
+    await assert.rejects(asr.run(wav, { returnTimestamps: 'yes' }), coded('InvalidArg', /returnTimestamps/))
+    await assert.rejects(asr.run(wav, { strideLengthS: 1 }), coded('InvalidArg', /needs chunkLengthS/))
+    await assert.rejects(asr.run(wav, { chunkLengthS: 31 }), coded('InvalidArg', /chunkLengthS/))
+    await assert.rejects(asr.run(wav, { chunkLengthS: 6, strideLengthS: [3, 3] }), coded('InvalidArg', /strides/))
+    await assert.rejects(asr.run(wav, { maxDurationS: 99999 }), coded('InvalidArg', /maxDurationS/))
     await assert.rejects(asr.run(wav, { bogus: 1 }), coded('InvalidArg', /bogus/))
     await assert.rejects(asr.run(42), coded('InvalidArg', /audio: expected/))
     await assert.rejects(asr.run(wav, { signal: AbortSignal.abort() }), coded('Aborted'))
@@ -102,3 +109,57 @@ describe('SpeechRecognitionPipeline (Whisper)', { skip: SKIP }, () => {
     assert.throws(() => new SpeechRecognitionPipeline(Symbol('x'), null), coded('InvalidArg', /load\(folder\)/))
   })
 })
+
+const TS = path.join(DIR, 'timestamps.json')
+describe(
+  'SpeechRecognitionPipeline: timestamps, long audio, chunks',
+  { skip: fs.existsSync(TS) ? false : SKIP || 'no timestamps.json' },
+  () => {
+    /** @type {SpeechRecognitionPipeline} */
+    let asr
+    /** @type {any} */
+    let goldens
+    before(async () => {
+      goldens = JSON.parse(fs.readFileSync(TS, 'utf8'))
+      asr = await SpeechRecognitionPipeline.load(path.join(DIR, 'ts-model'))
+    })
+    const run = (c) => {
+      const options = { maxNewTokens: goldens.maxNewTokens }
+      if (c.language !== null) options.language = c.language
+      if (c.return_timestamps) options.returnTimestamps = true
+      if (c.chunk_length_s) options.chunkLengthS = c.chunk_length_s
+      return asr.run(path.join(DIR, c.name.startsWith('short') ? 'speech.wav' : 'long.wav'), options)
+    }
+    const same = (got, c) => {
+      assert.equal(got.text, c.text, c.name)
+      if (!c.chunks) return assert.equal(got.chunks, undefined)
+      assert.deepEqual(
+        got.chunks.map((k) => ({ timestamp: k.timestamp, text: k.text })),
+        c.chunks,
+        c.name,
+      )
+    }
+
+    for (const name of ['short', 'short-detected', 'long', 'chunked', 'chunked-text']) {
+      test(`${name}: text and chunks equal transformers' pipeline`, TIMEOUT, async () => {
+        const c = goldens.cases.find((x) => x.name === name)
+        const got = await run(c)
+        same(got, c)
+        // generate(return_timestamps=True)'s tokens follow the prompt.
+        if (c.tokens) assert.deepEqual(got.tokens.slice(got.tokens.length - c.tokens.length), c.tokens)
+        assert.ok(Math.abs(got.duration - (name.startsWith('short') ? 1.5 : 40)) < 1e-9)
+      })
+    }
+
+    test('over 30 s without returnTimestamps or chunkLengthS: InvalidArg naming both', TIMEOUT, async () => {
+      await assert.rejects(
+        asr.run(path.join(DIR, 'long.wav')),
+        coded('InvalidArg', /longer than one 30 s window: pass returnTimestamps: true .* or chunkLengthS/),
+      )
+      await assert.rejects(
+        asr.run(path.join(DIR, 'long.wav'), { maxDurationS: 20 }),
+        coded('InvalidArg', /limit of 20 s/),
+      )
+    })
+  },
+)

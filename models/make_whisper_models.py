@@ -22,6 +22,14 @@ Writes (generated, under models/golden/, which git ignores), seeded (0):
   whisper/speech.features.f32   WhisperFeatureExtractor(speech.wav) [80, 3000] float32
   whisper/goldens.json   WhisperForConditionalGeneration.generate on speech.wav: greedy tokens and
                          text for several language / task settings, the detected language
+  whisper/ts-src/        a second size (96 wide, 1+3 layers, 96 positions) whose generation_config
+                         lets timestamps through, the timestamp tokens' embeddings scaled so text
+                         and timestamps both win steps; whisper/ts-model/ its export
+  whisper/long.wav       a 40 s signal (speech_like pieces of several lengths, one after another)
+  whisper/timestamps.json  transformers' pipeline("automatic-speech-recognition") on ts-model:
+                         return_timestamps on speech.wav (one window, the seek loop within it),
+                         on long.wav sequentially (long-form) and chunked (chunk_length_s 15, with
+                         and without timestamps): text, chunks and generate's tokens
 
 `--audio-fixtures` rewrites models/fixtures/audio/speech.{flac,mp3,ogg} (needs `soundfile`).
 """
@@ -170,6 +178,95 @@ def goldens(src, out_dir, wav_path, manifest):
                           featuresShape=list(features.shape[1:])))
 
 
+TS_MAX_NEW_TOKENS = 16
+TS_CHUNK_S = 15
+LONG_PIECES = (7.0, 11.0, 5.0, 9.0, 8.0)  # 40 s
+
+
+def make_ts_source(folder, tokenizer_dir):
+    """The second config: timestamps generated (not suppressed); the other special tokens suppressed."""
+    import torch
+    from transformers import (AutoTokenizer, GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
+                              WhisperForConditionalGeneration)
+    from transformers.models.whisper.tokenization_whisper import LANGUAGES
+
+    marker = os.path.join(folder, "make_whisper_models.json")
+    recipe = {"seed": 1, "v": 1, "scale": 0.3}
+    if read_json(marker) == recipe:
+        return
+    log(f"{os.path.relpath(folder, ROOT)}: writing a random-weight Whisper model with timestamps")
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    ids = lambda s: tok.convert_tokens_to_ids(s)  # noqa: E731
+    eos, sot, nt = ids("<|endoftext|>"), ids("<|startoftranscript|>"), ids("<|notimestamps|>")
+    config = WhisperConfig(vocab_size=len(tok), num_mel_bins=80, d_model=96, encoder_layers=1, decoder_layers=3,
+                           encoder_attention_heads=6, decoder_attention_heads=6, encoder_ffn_dim=192,
+                           decoder_ffn_dim=192, max_source_positions=1500, max_target_positions=96,
+                           decoder_start_token_id=sot, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos,
+                           init_std=0.2)
+    torch.manual_seed(recipe["seed"])
+    model = WhisperForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        # 1501 timestamps against ~300 text tokens: their total wins every step unless damped.
+        model.model.decoder.embed_tokens.weight[nt + 1:] *= recipe["scale"]
+    model.save_pretrained(folder)
+    WhisperFeatureExtractor(feature_size=80).save_pretrained(folder)
+    for name in os.listdir(tokenizer_dir):
+        with open(os.path.join(tokenizer_dir, name), "rb") as src, open(os.path.join(folder, name), "wb") as dst:
+            dst.write(src.read())
+    GenerationConfig(
+        decoder_start_token_id=sot, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos, max_length=96,
+        is_multilingual=True, no_timestamps_token_id=nt,
+        lang_to_id={f"<|{c}|>": ids(f"<|{c}|>") for c in LANGUAGES},
+        task_to_id={"translate": ids("<|translate|>"), "transcribe": ids("<|transcribe|>")},
+        suppress_tokens=[3, 5, 8] + list(range(sot, nt)),
+        begin_suppress_tokens=[ids("Ġ"), eos],
+    ).save_pretrained(folder)
+    write_json(marker, recipe)
+
+
+def timestamp_goldens(src, out_dir, manifest):
+    import numpy as np
+    import torch
+    from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizer, pipeline
+
+    path = os.path.join(out_dir, "timestamps.json")
+    stamp = {"exportHash": manifest["source"]["hash"], "v": 2}
+    if up_to_date(log, path, stamp):
+        return
+    model = WhisperForConditionalGeneration.from_pretrained(src).eval()
+    extractor = WhisperFeatureExtractor.from_pretrained(src)
+    asr = pipeline("automatic-speech-recognition", model=model, tokenizer=WhisperTokenizer.from_pretrained(src),
+                   feature_extractor=extractor)
+    short = speech_like()
+    long = np.concatenate([speech_like(seconds=s) for s in LONG_PIECES])
+    # num_beams=1: the pipeline would use 5 beams; torch-node decodes greedily (docs/speech.md).
+    kw = dict(language="en", max_new_tokens=TS_MAX_NEW_TOKENS, num_beams=1)
+    cases = []
+    for name, audio, options in [
+        ("short", short, dict(return_timestamps=True)),
+        ("short-detected", short, dict(return_timestamps=True, language=None)),
+        ("long", long, dict(return_timestamps=True)),
+        ("chunked", long, dict(return_timestamps=True, chunk_length_s=TS_CHUNK_S)),
+        ("chunked-text", long, dict(chunk_length_s=TS_CHUNK_S)),
+    ]:
+        gen = dict(kw)
+        if "language" in options:
+            gen["language"] = options.pop("language")
+        with torch.no_grad():
+            out = asr(audio.copy(), generate_kwargs=gen, **options)
+        case = {"name": name, "language": gen["language"], **options, "text": out["text"]}
+        if "chunks" in out:
+            case["chunks"] = [{"timestamp": list(c["timestamp"]), "text": c["text"]} for c in out["chunks"]]
+        if "chunk_length_s" not in options:
+            features = extractor(audio, sampling_rate=RATE, return_tensors="pt", truncation=False,
+                                 padding="longest" if len(audio) > extractor.n_samples else "max_length")
+            with torch.no_grad():
+                case["tokens"] = model.generate(features.input_features, return_timestamps=True, **gen)[0].tolist()
+        log(f"{name}: {out}")
+        cases.append(case)
+    write_json(path, dict(stamp, maxNewTokens=TS_MAX_NEW_TOKENS, cases=cases))
+
+
 def main():
     p = argparse.ArgumentParser(prog=PROG)
     p.add_argument("--out", default=os.path.join(HERE, "golden", "whisper"))
@@ -192,6 +289,14 @@ def main():
     want = exporter("export_whisper").whisper_hash(src, argparse.Namespace(format="torchscript"))
     manifest = export_folder(log, "export_whisper", src, os.path.join(args.out, "model"), want, [])
     goldens(src, args.out, wav_path, manifest)
+    import numpy as np
+
+    write_wav(os.path.join(args.out, "long.wav"), np.concatenate([speech_like(seconds=s) for s in LONG_PIECES]), RATE)
+    ts_src = os.path.join(args.out, "ts-src")
+    make_ts_source(ts_src, os.path.join(args.out, "tokenizer"))
+    want = exporter("export_whisper").whisper_hash(ts_src, argparse.Namespace(format="torchscript"))
+    ts_manifest = export_folder(log, "export_whisper", ts_src, os.path.join(args.out, "ts-model"), want, [])
+    timestamp_goldens(ts_src, args.out, ts_manifest)
 
 
 if __name__ == "__main__":

@@ -195,6 +195,8 @@ def export(args):
             "headDim": int(head_dim),
             "vocabSize": vocab,
             "maxTargetPositions": int(model.config.max_target_positions),
+            # The encoder's positions: a timestamp step is chunk_length / maxSourcePositions seconds.
+            "maxSourcePositions": int(model.config.max_source_positions),
             "features": {
                 "nMels": n_mels,
                 "nFft": int(extractor.n_fft),
@@ -218,6 +220,8 @@ def export(args):
             "forcedDecoderIds": getattr(gen, "forced_decoder_ids", None),
             "maxLength": int(gen.max_length or 448),
             "numBeams": int(gen.num_beams or 1),
+            # WhisperTimeStampLogitsProcessor's bound on the first timestamp (None: no bound).
+            "maxInitialTimestampIndex": getattr(gen, "max_initial_timestamp_index", None),
             "tokenizer": "tokenizer.json",
             "dtype": "float32",
             "source": {"modelType": "whisper", "hash": whisper_hash(args.model_dir, args)},

@@ -57,20 +57,50 @@ fn read_input(env: &Env, v: Val) -> anyhow::Result<Input> {
     }
 }
 
-fn finish(env: js::Env, t: Transcript) -> anyhow::Result<Val> {
-    let sequence: Vec<f64> = t.sequence.iter().map(|&x| x as f64).collect();
+fn number_or_null(env: js::Env, x: Option<f64>) -> anyhow::Result<Val> {
+    match x {
+        Some(x) => js::new_number(env, x),
+        None => js::null(env),
+    }
+}
+
+fn finish(env: js::Env, (t, with_chunks): (Transcript, bool)) -> anyhow::Result<Val> {
+    let ids = |v: &[i64]| -> Vec<f64> { v.iter().map(|&x| x as f64).collect() };
     let language = match &t.language {
         Some(l) => js::new_string(env, l)?,
         None => js::null(env)?,
     };
-    js::new_object(
-        env,
-        vec![
-            ("text".to_string(), js::new_string(env, &t.text)?),
-            ("tokens".to_string(), js::new_number_array(env, &sequence)?),
-            ("language".to_string(), language),
-        ],
-    )
+    let mut entries = vec![
+        ("text".to_string(), js::new_string(env, &t.text)?),
+        (
+            "tokens".to_string(),
+            js::new_number_array(env, &ids(&t.sequence))?,
+        ),
+        ("language".to_string(), language),
+        ("duration".to_string(), js::new_number(env, t.duration)?),
+    ];
+    if with_chunks {
+        let chunks = t
+            .chunks
+            .iter()
+            .map(|c| {
+                let stamp = js::new_array(
+                    env,
+                    vec![number_or_null(env, c.start)?, number_or_null(env, c.end)?],
+                )?;
+                js::new_object(
+                    env,
+                    vec![
+                        ("timestamp".to_string(), stamp),
+                        ("text".to_string(), js::new_string(env, &c.text)?),
+                        ("tokens".to_string(), js::new_number_array(env, &ids(&c.tokens))?),
+                    ],
+                )
+            })
+            .collect::<anyhow::Result<Vec<Val>>>()?;
+        entries.push(("chunks".to_string(), js::new_array(env, chunks)?));
+    }
+    js::new_object(env, entries)
 }
 
 #[napi]
@@ -109,7 +139,9 @@ impl JsSpeechModel {
 
     /// @internal What `SpeechRecognitionPipeline.run` calls (its options checked there): `audio` an
     /// encoded file (Buffer, Uint8Array or path) or 16 kHz mono samples (Float32Array); resolves to
-    /// `{ text, tokens, language }`. `signal` rejects with `Aborted` while the call is queued.
+    /// `{ text, tokens, language, duration }` and, with `return_timestamps`, `chunks`
+    /// (`[{ timestamp: [start, end], text, tokens }]`). `stride_length_s`: `[left, right]`.
+    /// `signal` rejects with `Aborted` while the call is queued.
     #[napi(skip_typescript, js_name = "_transcribe")]
     #[allow(clippy::too_many_arguments)]
     pub fn transcribe(
@@ -120,11 +152,15 @@ impl JsSpeechModel {
         task: Option<String>,
         max_new_tokens: Option<u32>,
         max_duration_s: Option<f64>,
+        return_timestamps: Option<bool>,
+        chunk_length_s: Option<f64>,
+        stride_length_s: Option<Vec<f64>>,
         signal: Option<Unknown<'_>>,
     ) -> Outcome<Promise> {
         let model = self.model.clone();
         let audio = audio.raw();
         let signal = signal.map(|s| s.raw());
+        let with_chunks = return_timestamps.unwrap_or(false);
         guard(|| {
             let prepared = prepare(|| {
                 let task = match task.as_deref() {
@@ -144,10 +180,28 @@ impl JsSpeechModel {
                     ),
                     None => Limits::default(),
                 };
+                let positive = |x: f64| x.is_finite() && x > 0.0;
+                if let Some(c) = chunk_length_s.filter(|&c| !positive(c)) {
+                    bail_code!(
+                        Code::InvalidArg,
+                        "chunkLengthS: expected a positive number, got {c}"
+                    );
+                }
+                let stride_length_s = match stride_length_s.as_deref() {
+                    None => None,
+                    Some(&[l, r]) if l.is_finite() && r.is_finite() && l >= 0.0 && r >= 0.0 => Some((l, r)),
+                    Some(other) => bail_code!(
+                        Code::InvalidArg,
+                        "strideLengthS: expected [left, right] seconds >= 0, got {other:?}"
+                    ),
+                };
                 let options = whisper::Options {
                     language,
                     task,
                     max_new_tokens: max_new_tokens.map(|n| n as usize),
+                    return_timestamps: return_timestamps.unwrap_or(false),
+                    chunk_length_s,
+                    stride_length_s,
                 };
                 let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
                 Ok((
@@ -167,7 +221,16 @@ impl JsSpeechModel {
                     let model = model.lock().unwrap_or_else(|p| p.into_inner());
                     let rate = model.settings.features.sampling_rate;
                     let samples = match r.input {
-                        Input::Samples(s) => s,
+                        Input::Samples(s) => {
+                            if s.len() as f64 > r.limits.max_seconds * f64::from(rate) {
+                                bail_code!(
+                                    Code::InvalidArg,
+                                    "invalid audio: longer than the limit of {} s (maxDurationS)",
+                                    r.limits.max_seconds
+                                );
+                            }
+                            s
+                        }
                         Input::Encoded(source) => {
                             let bytes = match source {
                                 Source::Bytes(b) => b,
@@ -181,7 +244,8 @@ impl JsSpeechModel {
                             audio::decode(bytes, &r.limits)?.at_rate(rate)?.samples
                         }
                     };
-                    whisper::transcribe(&model, &samples, &r.options, &|| false)
+                    let t = whisper::transcribe(&model, &samples, &r.options, &|| false)?;
+                    Ok((t, with_chunks))
                 },
                 finish,
             )

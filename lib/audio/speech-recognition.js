@@ -17,13 +17,22 @@ const LOAD = Symbol('SpeechRecognitionPipeline.load')
 const MODEL = Symbol('model')
 const RATE = Symbol('samplingRate')
 
+/** The longest audio `maxDurationS` may allow: 3 hours (its samples alone take 64 KB a second). */
+const MAX_DURATION_S = 3 * 3600
+const seconds = opt.number({ min: 0, max: 30, expected: 'a number of seconds 0..30' })
 const RUN_OPTIONS = opt.bag({
   language: opt.string,
   task: opt.oneOf(['transcribe', 'translate']),
   maxNewTokens: opt.integer({ min: 1, max: 4096 }),
-  maxDurationS: opt.number({ min: 0.001, expected: 'a number of seconds > 0' }),
+  maxDurationS: opt.number({
+    min: 0.001,
+    max: MAX_DURATION_S,
+    expected: `a number of seconds in (0, ${MAX_DURATION_S}]`,
+  }),
   numBeams: opt.integer({ min: 1, max: 1, expected: '1 (beam search is not built yet: docs/speech.md)' }),
-  returnTimestamps: opt.oneOf([false]),
+  returnTimestamps: opt.boolean,
+  chunkLengthS: opt.number({ min: 0.1, max: 30, expected: 'a number of seconds 0.1..30' }),
+  strideLengthS: opt.either([seconds, opt.arrayOf(seconds, 'seconds')], 'seconds or [left, right] seconds'),
   signal: opt.instance(AbortSignal, 'an AbortSignal'),
 })
 
@@ -94,14 +103,28 @@ class SpeechRecognitionPipeline {
 
   /**
    * Transcribes (or translates) `audio`: an encoded file (a Buffer or Uint8Array of WAV, FLAC, MP3
-   * or Ogg/Vorbis, or a path to one) or mono samples at `samplingRate` (a Float32Array). The first
-   * 30 s are read. `{ text, tokens, language }`: the text, the decoder's sequence (prompt first, as
-   * transformers' `generate` returns it) and the language used (given or detected). Errors:
-   * `InvalidArg` (bad options, undecodable audio: "invalid audio: ..."), `Aborted`, `ForwardError`.
+   * or Ogg/Vorbis, or a path to one) or mono samples at `samplingRate` (a Float32Array), as
+   * transformers' `pipeline('automatic-speech-recognition')` (greedy).
+   *
+   * Options: `language` (a code, `<|en|>` or a name; detected when not given), `task`,
+   * `maxNewTokens` (per 30 s window), `maxDurationS` (longer audio is refused, `InvalidArg`;
+   * default 1200, at most 10800), `returnTimestamps` (timestamp tokens generated, and `chunks`:
+   * `[{ timestamp: [start, end], text, tokens }]` in seconds, `end` null where the model left the
+   * last one open), `chunkLengthS` (the audio cut into chunks of this many seconds, ≤ 30, decoded
+   * alone and merged where they overlap) with `strideLengthS` (the overlap, seconds or
+   * `[left, right]`, default chunkLengthS / 6). Audio over 30 s needs `returnTimestamps` (decoded
+   * window after window, as transformers' long-form generate) or `chunkLengthS`, else `InvalidArg`.
+   *
+   * Resolves to `{ text, tokens, language, duration }` (+ `chunks`): the text, the decoder's tokens
+   * (the prompt, then each window's tokens), the language used (given or detected) and the audio's
+   * seconds. Errors: `InvalidArg` (bad options, undecodable audio: "invalid audio: ..."),
+   * `Aborted`, `ForwardError`.
    * @param {Uint8Array | string | Float32Array} audio
    * @param {{language?: string, task?: 'transcribe' | 'translate', maxNewTokens?: number,
-   *   maxDurationS?: number, numBeams?: 1, returnTimestamps?: false, signal?: AbortSignal}} [options]
-   * @returns {Promise<{text: string, tokens: number[], language: string | null}>}
+   *   maxDurationS?: number, numBeams?: 1, returnTimestamps?: boolean, chunkLengthS?: number,
+   *   strideLengthS?: number | [number, number], signal?: AbortSignal}} [options]
+   * @returns {Promise<{text: string, tokens: number[], language: string | null, duration: number,
+   *   chunks?: {timestamp: [number | null, number | null], text: string, tokens: number[]}[]}>}
    */
   async run(audio, options) {
     const where = 'SpeechRecognitionPipeline.run'
@@ -115,7 +138,25 @@ class SpeechRecognitionPipeline {
     }
     const m = this[MODEL]
     if (m === null) throw codedError('Disposed', `${where}: the pipeline was disposed`, this.run)
-    const args = [audio, o.language, o.task, o.maxNewTokens, o.maxDurationS, o.signal]
+    let stride = o.strideLengthS
+    if (stride !== undefined && o.chunkLengthS === undefined) {
+      throw codedError('InvalidArg', `${where}: options.strideLengthS: needs chunkLengthS`, this.run)
+    }
+    if (typeof stride === 'number') stride = [stride, stride]
+    else if (stride !== undefined && stride.length !== 2) {
+      throw codedError('InvalidArg', `${where}: options.strideLengthS: expected [left, right] seconds`, this.run)
+    }
+    const args = [
+      audio,
+      o.language,
+      o.task,
+      o.maxNewTokens,
+      o.maxDurationS,
+      o.returnTimestamps,
+      o.chunkLengthS,
+      stride,
+      o.signal,
+    ]
     const result = await call(m._transcribe, m, args, where, this.run)
     return result
   }

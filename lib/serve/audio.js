@@ -1,14 +1,17 @@
 // @ts-check
 'use strict'
 // POST /v1/audio/transcriptions and /v1/audio/translations of torch-node serve over a
-// torch.pipeline('automatic-speech-recognition') (Whisper, greedy, one 30 s window): OpenAI's
-// multipart/form-data request (`file`, `model`, `language`, `prompt`, `response_format`,
-// `temperature`, `timestamp_granularities[]`) and its answers: json `{text}`, text, verbose_json
-// `{task, language, text}` (`language` the lower-case name, "english", as OpenAI gives it). What
-// is not built is refused (400), never ignored: a prompt, temperature above 0, timestamps (srt,
-// vtt, timestamp_granularities[], which the AI SDK sends unless told none), audio over 30 s. The body
-// is read whole under `MAX_AUDIO_BODY_BYTES` (OpenAI's 25 MB) and parsed by `readForm`, bounded in
-// parts and header bytes; a malformed one is a 400 `InvalidArg`.
+// torch.pipeline('automatic-speech-recognition') (Whisper, greedy): OpenAI's multipart/form-data
+// request (`file`, `model`, `language`, `prompt`, `response_format`, `temperature`,
+// `timestamp_granularities[]`) and its answers: json `{text}`, text, srt, vtt and verbose_json
+// `{task, language, duration, text, segments}` (`language` the lower-case name, "english", as
+// OpenAI gives it; each segment `{id, start, end, text, tokens, temperature}`: the fields that are
+// computed, not avg_logprob, compression_ratio or no_speech_prob). srt, vtt and verbose_json decode
+// with timestamps (the pipeline's `returnTimestamps`); json and text without, and audio over 30 s
+// with them (transformers' long-form decoding needs them), up to the model's `maxDurationS`. What
+// is not built is refused (400), never ignored: a prompt, temperature above 0, word timestamps. The
+// body is read whole under `MAX_AUDIO_BODY_BYTES` (OpenAI's 25 MB) and parsed by `readForm`,
+// bounded in parts and header bytes; a malformed one is a 400 `InvalidArg`.
 const { codedError } = require('../errors')
 const { HttpError, invalid, show, sendJson, readBody } = require('./http')
 
@@ -20,9 +23,14 @@ const { HttpError, invalid, show, sendJson, readBody } = require('./http')
  * @property {'audio'} kind
  * @property {string} name
  * @property {(audio: Buffer, options: { language?: string; task: 'transcribe' | 'translate';
- *   signal: AbortSignal }) => Promise<{ text: string; language: string | null }>} transcribe
+ *   timestamps: boolean; signal: AbortSignal }) => Promise<Transcript>} transcribe
  * @property {() => { active: number; queued: number }} stats
  * @property {() => void} dispose
+ */
+
+/**
+ * @typedef {{ text: string; language: string | null; duration: number;
+ *   chunks?: { timestamp: [number | null, number | null]; text: string; tokens: number[] }[] }} Transcript
  */
 
 /** A request body's bytes at most: OpenAI's limit on an upload (25 MB) and a little for the fields. */
@@ -30,8 +38,10 @@ const MAX_AUDIO_BODY_BYTES = 25 * 1024 * 1024 + 64 * 1024
 const MAX_PARTS = 16
 const MAX_HEADER_BYTES = 4096
 const MAX_FIELD_BYTES = 4096
-/** The pipeline reads one 30 s window; longer audio is refused rather than cut. */
-const MAX_DURATION_S = 30
+/** One window: json and text decode audio up to it without timestamps, longer audio with them. */
+const WINDOW_S = 30
+/** The longest audio served by default (`maxDurationS`): 20 minutes, the decoder's own default. */
+const MAX_DURATION_S = 1200
 const FORMATS = ['json', 'text', 'verbose_json', 'srt', 'vtt']
 const FIELDS = {
   transcriptions: [
@@ -73,15 +83,16 @@ ba:bashkir jw:javanese su:sundanese yue:cantonese
 )
 
 /**
- * The served form of a speech pipeline. `maxNewTokens`: at most this many tokens a transcript
+ * The served form of a speech pipeline. `maxNewTokens`: at most this many tokens a 30 s window
  * (the folder's own bound when not given); `maxQueue`: requests in flight past 1 + `maxQueue`
- * get 503 `QueueFull` (default 64). Throws `InvalidArg` for options out of range.
+ * get 503 `QueueFull` (default 64); `maxDurationS`: longer audio is a 400 (default 1200 s, at most
+ * 10800). Throws `InvalidArg` for options out of range.
  * @param {string} name
  * @param {SpeechRecognitionPipeline} asr
- * @param {{ maxNewTokens?: number; maxQueue?: number }} [options]
+ * @param {{ maxNewTokens?: number; maxQueue?: number; maxDurationS?: number }} [options]
  * @returns {SpeechModel}
  */
-function speechModel(name, asr, { maxNewTokens, maxQueue = 64 } = {}) {
+function speechModel(name, asr, { maxNewTokens, maxQueue = 64, maxDurationS = MAX_DURATION_S } = {}) {
   const where = `serve: models[${JSON.stringify(name)}]` // as index.js names a model's load errors
   if (maxNewTokens !== undefined && !(Number.isInteger(maxNewTokens) && maxNewTokens >= 1 && maxNewTokens <= 4096)) {
     throw codedError('InvalidArg', `${where}: maxNewTokens: expected an integer 1..4096, got ${show(maxNewTokens)}`)
@@ -89,18 +100,29 @@ function speechModel(name, asr, { maxNewTokens, maxQueue = 64 } = {}) {
   if (!(Number.isInteger(maxQueue) && maxQueue >= 0)) {
     throw codedError('InvalidArg', `${where}: maxQueue: expected an integer ≥ 0, got ${show(maxQueue)}`)
   }
+  if (!(typeof maxDurationS === 'number' && maxDurationS > 0 && maxDurationS <= 10800)) {
+    throw codedError('InvalidArg', `${where}: maxDurationS: expected seconds in (0, 10800], got ${show(maxDurationS)}`)
+  }
   let active = 0
   return {
     kind: 'audio',
     name,
-    async transcribe(audio, { language, task, signal }) {
+    async transcribe(audio, { language, task, timestamps, signal }) {
       if (active > maxQueue) {
         throw new HttpError(503, 'QueueFull', `model ${JSON.stringify(name)}: ${active} requests in flight already`)
       }
       active++
       try {
-        const options = { task, signal, maxDurationS: MAX_DURATION_S, maxNewTokens }
-        return await asr.run(audio, language === undefined ? options : { ...options, language })
+        const base = { task, signal, maxNewTokens, ...(language === undefined ? {} : { language }) }
+        if (timestamps) return await asr.run(audio, { ...base, returnTimestamps: true, maxDurationS })
+        try {
+          return await asr.run(audio, { ...base, maxDurationS: Math.min(WINDOW_S, maxDurationS) })
+        } catch (e) {
+          // Past one window: transformers decodes long audio only with timestamps (long-form).
+          const long = /** @type {any} */ (e)?.code === 'InvalidArg' && /longer than the limit of 30 s/.test(String(e))
+          if (!long || maxDurationS <= WINDOW_S) throw e
+          return await asr.run(audio, { ...base, returnTimestamps: true, maxDurationS })
+        }
       } finally {
         active--
       }
@@ -221,11 +243,6 @@ function readRequest(form, route) {
   const format = form.response_format ?? 'json'
   if (!FORMATS.includes(format))
     throw invalid(`response_format: expected one of ${FORMATS.join(', ')}, got ${show(format)}`)
-  if (format === 'srt' || format === 'vtt') {
-    throw invalid(
-      `response_format: ${format} needs timestamps, which this server does not make yet (json, text or verbose_json)`,
-    )
-  }
   if (form.prompt !== undefined && form.prompt !== '') {
     throw invalid('prompt: not supported (Whisper prompting is not built yet); send none')
   }
@@ -233,8 +250,12 @@ function readRequest(form, route) {
     throw invalid(`temperature: only 0 is supported (greedy decoding), got ${show(form.temperature)}`)
   }
   const granularities = form['timestamp_granularities[]'] ?? []
-  if (granularities.length) {
-    throw invalid(`timestamp_granularities[]: ${show(granularities[0])} timestamps are not made yet; send none`)
+  for (const g of granularities) {
+    if (g === 'word') throw invalid('timestamp_granularities[]: "word" timestamps are not made; send "segment"')
+    if (g !== 'segment') throw invalid(`timestamp_granularities[]: expected "segment", got ${show(g)}`)
+  }
+  if (granularities.length && format !== 'verbose_json') {
+    throw invalid('timestamp_granularities[]: needs response_format verbose_json (as OpenAI)')
   }
   const language = form.language === undefined || form.language === '' ? undefined : form.language
   return { audio: /** @type {Buffer} */ (form.file.data), format, language }
@@ -260,18 +281,68 @@ function audioRoute(task) {
     res.on('close', () => {
       if (!res.writableEnded) gone.abort()
     })
-    const result = await model.transcribe(audio, { language, task, signal: gone.signal })
-    if (format === 'text') {
-      const body = Buffer.from(`${result.text}\n`)
-      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': body.length })
-      return void res.end(body)
+    const timestamps = format === 'srt' || format === 'vtt' || format === 'verbose_json'
+    const result = await model.transcribe(audio, { language, task, timestamps, signal: gone.signal })
+    const send = (/** @type {string} */ text, /** @type {string} */ type) => {
+      const body = Buffer.from(text)
+      res.writeHead(200, { 'content-type': `${type}; charset=utf-8`, 'content-length': body.length })
+      res.end(body)
     }
+    if (format === 'text') return send(`${result.text}\n`, 'text/plain')
     if (format === 'json') return sendJson(res, 200, { text: result.text })
-    // The audio's duration is not known here (the decoder does not report it): left out, not guessed.
+    const segments = toSegments(result)
+    if (format === 'srt') return send(subtitles(segments, 'srt'), 'application/x-subrip')
+    if (format === 'vtt') return send(subtitles(segments, 'vtt'), 'text/vtt')
     // The language as OpenAI names it ("english"), not its code.
     const name = result.language === null ? null : (LANGUAGE_NAMES.get(result.language) ?? result.language)
-    sendJson(res, 200, { task, language: name, text: result.text })
+    sendJson(res, 200, { task, language: name, duration: result.duration, text: result.text, segments })
   }
+}
+
+/**
+ * OpenAI's segments from the pipeline's chunks: `start` null (no timestamp opened it) is the
+ * previous end (0 first), `end` null (the model left the last one open) the audio's end.
+ * `temperature` 0: greedy decoding.
+ * @param {Transcript} t
+ */
+function toSegments(t) {
+  let previous = 0
+  return (t.chunks ?? []).map((c, id) => {
+    const start = c.timestamp[0] ?? previous
+    const end = c.timestamp[1] ?? Math.max(start, t.duration)
+    previous = end
+    return { id, start, end, text: c.text, tokens: c.tokens, temperature: 0 }
+  })
+}
+
+/**
+ * `seconds` as a subtitle time: `HH:MM:SS,mmm` (SubRip) or `HH:MM:SS.mmm` (WebVTT).
+ * @param {number} seconds
+ * @param {',' | '.'} mark
+ */
+function clock(seconds, mark) {
+  const ms = Math.round(seconds * 1000)
+  const pad = (/** @type {number} */ n, /** @type {number} */ w) => String(n).padStart(w, '0')
+  const h = Math.floor(ms / 3_600_000)
+  const m = Math.floor(ms / 60_000) % 60
+  const s = Math.floor(ms / 1000) % 60
+  return `${pad(h, 2)}:${pad(m, 2)}:${pad(s, 2)}${mark}${pad(ms % 1000, 3)}`
+}
+
+/**
+ * The segments as SubRip (numbered cues) or WebVTT (a `WEBVTT` header), each cue's text trimmed
+ * and `-->` written `->` (as OpenAI's whisper writes them).
+ * @param {{ start: number; end: number; text: string }[]} segments
+ * @param {'srt' | 'vtt'} kind
+ */
+function subtitles(segments, kind) {
+  const mark = kind === 'srt' ? ',' : '.'
+  const cues = segments.map((s, i) => {
+    const time = `${clock(s.start, mark)} --> ${clock(s.end, mark)}`
+    const text = s.text.trim().replaceAll('-->', '->')
+    return kind === 'srt' ? `${i + 1}\n${time}\n${text}\n` : `${time}\n${text}\n`
+  })
+  return kind === 'srt' ? cues.join('\n') : `WEBVTT\n\n${cues.join('\n')}`
 }
 
 module.exports = {
@@ -280,6 +351,7 @@ module.exports = {
   parseForm,
   transcriptions: audioRoute('transcribe'),
   translations: audioRoute('translate'),
+  subtitles,
   MAX_AUDIO_BODY_BYTES,
   LANGUAGE_NAMES,
 }

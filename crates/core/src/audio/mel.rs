@@ -83,17 +83,25 @@ pub fn mel_filters(s: &MelSettings) -> Vec<f64> {
 /// The `[n_mels, n_samples / hop]` log-mel features of 16 kHz mono `samples` (padded with zeros or
 /// cut to `n_samples`), float32.
 pub fn log_mel(samples: &[f32], s: &MelSettings) -> Result<Tensor> {
+    log_mel_of_length(samples, s, s.n_samples)
+}
+
+/// The `[n_mels, length / hop]` log-mel features of `samples` padded with zeros or cut to `length`
+/// samples (at least `n_samples`): `log_mel` for long-form audio, as the feature extractor with
+/// `truncation=False, padding="longest"` (the clamp 8 below the maximum is over all of it).
+pub fn log_mel_of_length(samples: &[f32], s: &MelSettings, length: usize) -> Result<Tensor> {
     if s.n_mels == 0 || s.n_fft < 2 || s.hop_length == 0 || s.n_samples < s.n_fft {
         return Err(fail(
             Code::InvalidArg,
             format!("invalid feature extractor settings {s:?}"),
         ));
     }
-    let mut wave = vec![0f32; s.n_samples];
-    let n = samples.len().min(s.n_samples);
+    let length = length.max(s.n_samples);
+    let mut wave = vec![0f32; length];
+    let n = samples.len().min(length);
     wave[..n].copy_from_slice(&samples[..n]);
     let _guard = tch::no_grad_guard();
-    let wave = Tensor::from_slice(&wave).view([1, s.n_samples as i64]);
+    let wave = Tensor::from_slice(&wave).view([1, length as i64]);
     let window = Tensor::hann_window(s.n_fft as i64, (Kind::Float, Device::Cpu));
     // torch.stft's Python defaults: center=True (the signal reflect-padded by n_fft / 2 on both
     // sides, as torch.stft pads it before framing), onesided, not normalized. tch passes

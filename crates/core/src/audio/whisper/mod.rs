@@ -5,15 +5,17 @@
 //!
 //! This decode loop is self-contained (one request, batch 1): the shared generation engine
 //! (`crate::generate`) is to take encoder-decoder models later (issue 51), and this loop then goes.
+pub mod asr;
 pub mod decode;
 pub mod prompt;
+pub mod timestamps;
 
 use crate::audio::mel::MelSettings;
 use crate::error::{fail, Code};
 use crate::text::tokenizer::Tokenizer;
 use anyhow::{Context, Result};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 pub use decode::{transcribe, Options, Task, Transcript};
@@ -40,6 +42,10 @@ pub struct Settings {
     pub max_length: usize,
     /// The decoder's learned positions.
     pub max_target_positions: usize,
+    /// The encoder's positions (1500): a timestamp step is a window's seconds over these.
+    pub max_source_positions: usize,
+    /// generation_config's `max_initial_timestamp_index` (the first timestamp at most this step).
+    pub max_initial_timestamp_index: Option<i64>,
     /// generation_config's `num_beams` (1 where absent).
     pub num_beams: usize,
     pub vocab_size: i64,
@@ -126,6 +132,12 @@ impl Settings {
             forced_decoder_ids: forced,
             max_length: usize_of(manifest, "maxLength")?,
             max_target_positions: usize_of(manifest, "maxTargetPositions")?,
+            // Folders exported before these were written: Whisper's own values.
+            max_source_positions: manifest
+                .get("maxSourcePositions")
+                .and_then(Value::as_u64)
+                .map_or(1500, |n| n.max(1) as usize),
+            max_initial_timestamp_index: manifest.get("maxInitialTimestampIndex").and_then(Value::as_i64),
             num_beams: manifest.get("numBeams").and_then(Value::as_u64).unwrap_or(1) as usize,
             vocab_size: int(manifest, "vocabSize")?,
             layers: int(manifest, "layers")?,
@@ -141,6 +153,8 @@ pub struct Whisper {
     pub encoder: tch::CModule,
     pub decoder: tch::CModule,
     pub tokenizer: Tokenizer,
+    /// The tokenizer's special tokens (transformers' `all_special_ids`), left out of the text.
+    pub special_ids: HashSet<i64>,
 }
 
 impl Whisper {
@@ -176,7 +190,15 @@ impl Whisper {
             .unwrap_or("tokenizer.json");
         let tokenizer =
             Tokenizer::from_file(&folder.join(tokenizer_file)).context("the Whisper tokenizer")?;
+        let special_ids = tokenizer
+            .hf()
+            .get_added_tokens_decoder()
+            .into_iter()
+            .filter(|(_, t)| t.special)
+            .map(|(id, _)| i64::from(id))
+            .collect();
         Ok(Whisper {
+            special_ids,
             encoder: program("encoder")?,
             decoder: program("decoder")?,
             settings,
