@@ -112,10 +112,11 @@ describe('torch.cpu.limits', () => {
       assert.equal(typeof out.limits.quotaFile, q === null ? 'undefined' : 'string')
       const usable = q === null ? cores : Math.max(1, Math.min(cores, Math.ceil(q)))
       assert.equal(out.limits.usableCores, usable)
-      // libtorch's own default is the affinity mask's cores: the quota caps it.
-      assert.equal(out.limits.defaultThreads, usable)
-      assert.equal(out.limits.defaultFrom, usable < cores ? 'quota' : 'affinity')
-      assert.equal(out.threads, usable, 'getNumThreads() with one instance: the default team')
+      // libtorch's own default (the cores it counts: physical ones on some machines) capped by them.
+      assert.ok(out.limits.libtorchThreads >= 1 && out.limits.libtorchThreads <= cores)
+      assert.equal(out.limits.defaultThreads, Math.min(out.limits.libtorchThreads, usable))
+      assert.equal(out.limits.defaultFrom, usable < out.limits.libtorchThreads ? 'quota' : 'libtorch')
+      assert.equal(out.threads, out.limits.defaultThreads, 'getNumThreads() with one instance: the default team')
     },
   )
 

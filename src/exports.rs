@@ -270,11 +270,14 @@ pub mod cpu {
         pub quota_file: Option<String>,
         /// min(affinity, ⌈quota⌉): the cores worth running threads on.
         pub usable_cores: u32,
+        /// libtorch's own default intra-op threads (`OMP_NUM_THREADS`, or the cores it counts).
+        pub libtorch_threads: u32,
         /// The executor's default intra-op threads before instances divide them (what
         /// `getNumThreads()` is with one instance and no `setNumThreads`).
         pub default_threads: u32,
-        /// What set `defaultThreads`: `'quota'` (lower than the affinity mask), `'affinity'`, or
-        /// `'OMP_NUM_THREADS'` (the user's, which wins over the quota). `setNumThreads` wins over all.
+        /// What set `defaultThreads`: `'quota'` (`usableCores`, lower than `libtorchThreads`),
+        /// `'libtorch'`, or `'OMP_NUM_THREADS'` (the user's, which wins over the quota).
+        /// `setNumThreads` wins over all.
         pub default_from: String,
     }
 
@@ -289,6 +292,7 @@ pub mod cpu {
             quota: limit.quota.as_ref().map(|q| q.cpus),
             quota_file: limit.quota.as_ref().map(|q| q.file.clone()),
             usable_cores: limit.usable as u32,
+            libtorch_threads: team.libtorch as u32,
             default_threads: team.threads as u32,
             default_from: team.from.name().to_string(),
         }

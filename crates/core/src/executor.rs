@@ -151,8 +151,8 @@ fn lock() -> MutexGuard<'static, State> {
 /// Where the default team size comes from (`default_threads`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DefaultFrom {
-    /// libtorch's default: the cores the affinity mask allows.
-    Affinity,
+    /// libtorch's own default (the cores it counts, within the affinity mask).
+    Libtorch,
     /// The cgroup CPU quota, lower than the affinity mask's cores (`cgroup::usable`).
     Quota,
     /// The user's `OMP_NUM_THREADS`, which libtorch's default already is.
@@ -163,7 +163,7 @@ impl DefaultFrom {
     /// The name `torch.cpu.limits()` reports.
     pub fn name(self) -> &'static str {
         match self {
-            DefaultFrom::Affinity => "affinity",
+            DefaultFrom::Libtorch => "libtorch",
             DefaultFrom::Quota => "quota",
             DefaultFrom::OmpNumThreads => "OMP_NUM_THREADS",
         }
@@ -177,10 +177,12 @@ pub struct TeamDefault {
     pub threads: usize,
     /// What set them.
     pub from: DefaultFrom,
+    /// libtorch's own default, read before anything changed it.
+    pub libtorch: usize,
 }
 
 /// The default team size: libtorch's default (`OMP_NUM_THREADS` where the user set it, else the
-/// affinity mask's cores) capped by the cores the cgroup quota leaves (`usable`), except where
+/// cores libtorch counts) capped by the cores the cgroup quota leaves (`usable`), except where
 /// the user set `OMP_NUM_THREADS`: an explicit setting wins. `setNumThreads` wins over both.
 pub fn default_threads(libtorch: usize, omp_num_threads: bool, usable: usize) -> TeamDefault {
     let libtorch = libtorch.max(1);
@@ -188,17 +190,20 @@ pub fn default_threads(libtorch: usize, omp_num_threads: bool, usable: usize) ->
         return TeamDefault {
             threads: libtorch,
             from: DefaultFrom::OmpNumThreads,
+            libtorch,
         };
     }
     if usable.max(1) < libtorch {
         return TeamDefault {
             threads: usable.max(1),
             from: DefaultFrom::Quota,
+            libtorch,
         };
     }
     TeamDefault {
         threads: libtorch,
-        from: DefaultFrom::Affinity,
+        from: DefaultFrom::Libtorch,
+        libtorch,
     }
 }
 
@@ -367,12 +372,16 @@ mod tests {
     // One test: the executor is process-global, and cargo runs tests in parallel.
     #[test]
     fn the_quota_caps_the_default_unless_the_user_set_omp_num_threads() {
-        let d = |threads, from| TeamDefault { threads, from };
-        assert_eq!(default_threads(64, false, 2), d(2, DefaultFrom::Quota));
-        assert_eq!(default_threads(2, false, 2), d(2, DefaultFrom::Affinity));
-        assert_eq!(default_threads(2, false, 64), d(2, DefaultFrom::Affinity));
-        assert_eq!(default_threads(8, true, 2), d(8, DefaultFrom::OmpNumThreads));
-        assert_eq!(default_threads(0, false, 0), d(1, DefaultFrom::Affinity));
+        let d = |threads, from, libtorch| TeamDefault {
+            threads,
+            from,
+            libtorch,
+        };
+        assert_eq!(default_threads(64, false, 2), d(2, DefaultFrom::Quota, 64));
+        assert_eq!(default_threads(2, false, 2), d(2, DefaultFrom::Libtorch, 2));
+        assert_eq!(default_threads(2, false, 64), d(2, DefaultFrom::Libtorch, 2));
+        assert_eq!(default_threads(8, true, 2), d(8, DefaultFrom::OmpNumThreads, 8));
+        assert_eq!(default_threads(0, false, 0), d(1, DefaultFrom::Libtorch, 1));
     }
 
     #[test]
