@@ -203,44 +203,48 @@ impl Model {
         let text = match prompt {
             Prompt::Ids(ids) => return Ok(ids),
             Prompt::Text(t) => return Ok(self.tokenizer.encode((t, None), true, None)?.ids),
-            Prompt::Messages(chat) | Prompt::Multimodal(chat, _) => {
-                let Some(template) = self.tokenizer.config().chat_template.as_deref() else {
-                    bail_code!(
-                        Code::InvalidArg,
-                        "this model has no chat template: pass a string prompt"
-                    );
-                };
-                let specials = self.tokenizer.config().special.iter();
-                let mut variables: Vec<(String, Json)> = specials
-                    .map(|(r, t)| (r.to_string(), Json::String(t.clone())))
-                    .collect();
-                let tools = match (chat.tools, chat_template::tools_variable(template)) {
-                    (None, _) => None,
-                    (Some(tools), Some(ToolsVariable::Tools)) => Some(Json::Array(tools)),
-                    (Some(tools), Some(ToolsVariable::XmlTools)) => {
-                        // transformers: apply_chat_template(xml_tools=[t["function"] for t in tools])
-                        let functions = tools.into_iter().map(|mut t| t["function"].take());
-                        variables.push(("xml_tools".into(), Json::Array(functions.collect())));
-                        None
-                    }
-                    (Some(_), None) => bail_code!(
-                        Code::InvalidArg,
-                        "options.tools: this model's chat template does not render tools (torch-node \
-                         serve describes them in the generic tool format instead)"
-                    ),
-                };
-                chat_template::render(ChatInput {
-                    template,
-                    messages: chat.messages,
-                    tools,
-                    documents: None,
-                    add_generation_prompt: true,
-                    variables,
-                })?
-            }
+            Prompt::Messages(chat) | Prompt::Multimodal(chat, _) => self.render_chat(chat)?,
         };
         // As transformers' apply_chat_template(tokenize=True): the template wrote the specials.
         Ok(self.tokenizer.encode((text, None), false, None)?.ids)
+    }
+
+    /// The chat rendered by the model's chat template (with its tools where the template reads
+    /// them), as transformers' `apply_chat_template(add_generation_prompt=True)`.
+    fn render_chat(&self, chat: Chat) -> Result<String> {
+        let Some(template) = self.tokenizer.config().chat_template.as_deref() else {
+            bail_code!(
+                Code::InvalidArg,
+                "this model has no chat template: pass a string prompt"
+            );
+        };
+        let specials = self.tokenizer.config().special.iter();
+        let mut variables: Vec<(String, Json)> = specials
+            .map(|(r, t)| (r.to_string(), Json::String(t.clone())))
+            .collect();
+        let tools = match (chat.tools, chat_template::tools_variable(template)) {
+            (None, _) => None,
+            (Some(tools), Some(ToolsVariable::Tools)) => Some(Json::Array(tools)),
+            (Some(tools), Some(ToolsVariable::XmlTools)) => {
+                // transformers: apply_chat_template(xml_tools=[t["function"] for t in tools])
+                let functions = tools.into_iter().map(|mut t| t["function"].take());
+                variables.push(("xml_tools".into(), Json::Array(functions.collect())));
+                None
+            }
+            (Some(_), None) => bail_code!(
+                Code::InvalidArg,
+                "options.tools: this model's chat template does not render tools (torch-node \
+                 serve describes them in the generic tool format instead)"
+            ),
+        };
+        chat_template::render(ChatInput {
+            template,
+            messages: chat.messages,
+            tools,
+            documents: None,
+            add_generation_prompt: true,
+            variables,
+        })
     }
 }
 
@@ -250,11 +254,13 @@ impl Model {
         let Some(vision) = &self.vision else {
             bail_code!(
                 Code::InvalidArg,
-                "this model takes no images: its folder has no vision program (export a LLaVA \
-                 checkpoint with python/export_vlm.py)"
+                "this model takes no images: its folder has no vision program (export a LLaVA or \
+                 Gemma 3 checkpoint with python/export_vlm.py)"
             );
         };
-        let ids = self.prompt_ids(Prompt::Multimodal(chat, Vec::new()))?;
+        // As transformers' processors: the image tokens expanded in the text, then tokenized.
+        let text = vision.manifest.expand_text(&self.render_chat(chat)?);
+        let ids = self.tokenizer.encode((text, None), false, None)?.ids;
         vision.prepare(ids, pixels)
     }
 
