@@ -34,13 +34,11 @@ const { rerankModel } = require('./rerank')
 const { speechModel } = require('./audio')
 const { SpeechRecognitionPipeline } = require('../audio/speech-recognition')
 const { pipeline } = require('../text/pipeline')
-const { HttpError } = require('./http')
 const { LIMITS } = require('./requests')
 
 /**
  * @import { text, audio } from '../../index'
  * @import { ServeLimits } from './requests'
- * @import { GenerateOptions } from '../text/causal-lm'
  * @import { TextClassificationPipeline } from '../text/text-classification'
  * @import { TextRankingPipeline } from '../text/text-ranking'
  */
@@ -61,6 +59,7 @@ const { LIMITS } = require('./requests')
  * @property {number} [maxBatchSize] Sentence encoders and classifiers: texts per forward (default 32).
  * @property {number} [maxDelayMs] Sentence encoders and classifiers: how long a batch waits to fill (default 2).
  * @property {number} [maxNewTokens] Whisper: at most this many tokens a transcript (default: the folder's bound).
+ * @property {number} [maxDurationS] Whisper: longer audio is a 400 (default 1200 s, at most 10800).
  * @property {{ maxTokens: number }} [prefixCache] Causal LMs: keep prompts' keys and values, up to `maxTokens`
  *   in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; on in `torch.serve` with
  *   `maxTokens: 8192` unless given; `{ maxTokens: 0 }` turns it off).
@@ -188,41 +187,6 @@ function sizeOf({ folder, options, kind }) {
 }
 
 /**
- * A causal LM's ChatModel that refuses, as vLLM does (400), a request whose prompt and
- * `max_tokens` together pass the model's context, rather than stopping it there in silence. The
- * prompt is tokenized here once and handed to the model as token ids (what CausalLM does with a
- * string or messages: the same ids). Without `maxNewTokens` (the folder's default) the model
- * stops at its context with `finish_reason: 'length'`.
- * @param {import('./chat').ChatModel} served
- * @param {text.CausalLM} lm
- * @param {text.Tokenizer} tokenizer
- * @returns {import('./chat').ChatModel}
- */
-function withinContext(served, lm, tokenizer) {
-  const generate = served.generate
-  /** @param {any} input @param {GenerateOptions} [options] (`maxNewTokens`: index.d.ts's CausalLMGenerateOptions) */
-  async function* checked(input, options) {
-    const wanted = options?.maxNewTokens
-    if (wanted !== undefined) {
-      if (typeof input === 'string') input = Array.from((await tokenizer.encodeBatch([input]))[0].ids)
-      else if (input.length && typeof input[0] !== 'number') input = await served.prompt(input, null, false)
-      const context = lm.maxContext
-      // A prompt that fills the context alone is the model's to refuse, naming the prompt.
-      if (input.length < context && input.length + wanted > context) {
-        throw new HttpError(
-          400,
-          'InvalidArg',
-          `'max_tokens' is too large: ${wanted}. This model's maximum context length is ${context} tokens and ` +
-            `your request has ${input.length} input tokens (${wanted} > ${context} - ${input.length})`,
-        )
-      }
-    }
-    return yield* generate(input, options)
-  }
-  return { ...served, generate: /** @type {any} */ (checked) }
-}
-
-/**
  * A model spec checked at start (its folder's manifest read, not its weights): what `load` takes.
  * @param {string} name
  * @param {unknown} spec
@@ -272,7 +236,7 @@ async function load(name, { folder, options, kind }) {
     const lm = await text.CausalLM.load(folder, settings).catch((e) => Promise.reject(named(e)))
     try {
       const tokenizer = text.Tokenizer.fromFile(folder)
-      return { model: lm, served: withinContext(chatModel(name, lm, tokenizer), lm, tokenizer) }
+      return { model: lm, served: chatModel(name, lm, tokenizer) }
     } catch (e) {
       lm.dispose()
       throw e
@@ -291,10 +255,10 @@ async function load(name, { folder, options, kind }) {
   }
   if (kind === 'whisper') {
     // maxNewTokens and maxQueue are the server's (per request, in flight); the rest goes to the load.
-    const { maxNewTokens, maxQueue, ...rest } = options
+    const { maxNewTokens, maxQueue, maxDurationS, ...rest } = options
     const asr = await SpeechRecognitionPipeline.load(folder, rest).catch((e) => Promise.reject(named(e)))
     try {
-      return { model: asr, served: speechModel(name, asr, { maxNewTokens, maxQueue }) }
+      return { model: asr, served: speechModel(name, asr, { maxNewTokens, maxQueue, maxDurationS }) }
     } catch (e) {
       asr.dispose()
       throw e
