@@ -445,6 +445,20 @@ export type ResponseFormat = {
 };
 
 /**
+ * A tool a chat template describes to the model (option `tools`): OpenAI's function tool, its
+ * `parameters` a JSON schema.
+ */
+export interface ChatTool {
+  type: 'function';
+  function: {
+    name: string;
+    description?: string;
+    parameters?: object;
+    strict?: boolean;
+  };
+}
+
+/**
  * An image in a message's content: a path, a `data:image/...;base64,` URL, the file's bytes (PNG, JPEG,
  * WebP, ...: torch.image.load's formats and limits), or a uint8 RGB Tensor `[3, h, w]`.
  */
@@ -741,6 +755,15 @@ export declare namespace text {
     /** The whole continuation (with `logprobs`, each token's). Errors: `InvalidArg`, `QueueFull`, `Disposed`. */
     complete(input: GeneratePrompt, options?: GenerateOptions): Promise<GenerateResult & GeneratePiece>;
     /**
+     * The prompt's token ids as `generate` runs them: text with the tokenizer's special tokens, a chat
+     * through the chat template (with `options.tools` where it renders tools), made off the event loop
+     * (for counting a prompt before generating it). A chat with images is `InvalidArg` (its image tokens
+     * are expanded as it is generated). Errors: `InvalidArg`, `Disposed`.
+     */
+    tokenize(input: GeneratePrompt, options?: {
+      tools?: ChatTool[];
+    }): Promise<number[]>;
+    /**
      * Ends generations in flight (`'aborted'`, as their step ends) and waiting calls (`Disposed`); the model is
      * freed once the last generation has ended.
      */
@@ -783,7 +806,7 @@ export interface FillMaskOptions {
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
  */
-export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'text-generation' | 'automatic-speech-recognition';
+export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'text-generation' | 'automatic-speech-recognition' | 'audio-classification';
 
 /** Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal). */
 export type PipelineOptions = SentenceEncoderOptions;
@@ -1024,20 +1047,52 @@ export interface ImageFeatureExtractionOptions {
   timeoutMs?: number;
 }
 
-/** One label's region of an image. */
+/** One segment of an image: a label's region (semantic), an object (instance), or either (panoptic). */
 export interface ImageSegment {
-  /** Always `null`: a semantic model scores no segment (as transformers'). */
-  score: null;
+  /**
+   * The segment's score rounded to 6 decimals as transformers' (panoptic:
+   * the query's class probability; instance: that times the mask's mean probability), `null` for
+   * semantic segments (a semantic model scores none).
+   */
+  score: number | null;
   /** The label's name (the checkpoint's `id2label`). */
   label: string;
-  /** uint8 `[H, W]` at the image's size: 255 where the label won, else 0. */
+  /** uint8 `[H, W]` at the image's size: 255 where the segment is, else 0. */
   mask: Tensor;
 }
 
-/** Options of `ImageSegmentationPipeline.run`; any other key is refused (`InvalidArg`). */
+/**
+ * What `ImageSegmentationPipeline.run` segments: `'semantic'` (one segment per label present),
+ * `'instance'` (one per object, overlapping ones painted in order) or `'panoptic'` (objects and
+ * regions, each pixel in one segment).
+ */
+export type SegmentationSubtask = 'semantic' | 'instance' | 'panoptic';
+
+/**
+ * Options of `ImageSegmentationPipeline.run`; any other key, or a threshold the subtask does not
+ * read, is refused (`InvalidArg`).
+ */
 export interface ImageSegmentationOptions {
-  /** The only one a semantic model has (transformers' default for it). */
-  subtask?: 'semantic';
+  /**
+   * One of the model's `subtasks`; default its first, as
+   * transformers' (panoptic, else instance, else semantic).
+   */
+  subtask?: SegmentationSubtask;
+  /**
+   * Panoptic and instance: keep the segments scoring above it (panoptic)
+   * or at least it (instance); default 0.9, as the pipeline's.
+   */
+  threshold?: number;
+  /**
+   * Panoptic: a query's mask covers the pixels whose weighted
+   * probability is at least it; default 0.5.
+   */
+  maskThreshold?: number;
+  /**
+   * Panoptic: drop a segment keeping no more than this
+   * share of its mask's area; default 0.5.
+   */
+  overlapMaskAreaThreshold?: number;
   /** Aborting rejects with `Aborted` while the call's images are still queued. */
   signal?: AbortSignal;
   /** The longest an image may wait in the queue, in milliseconds (then `Timeout`). */
@@ -1330,21 +1385,30 @@ export interface ImageFeatureExtractionPipeline extends ClipPipeline {
 }
 
 /**
- * Semantic segmentation: which label each pixel of an image belongs to (Segformer or DPT exported
- * from the transformers checkpoint). Concurrent calls share forwards. Made with
+ * Image segmentation: semantic (Segformer, DPT), or panoptic, instance and semantic (Mask2Former,
+ * DETR), exported from the transformers checkpoint. Concurrent calls share forwards. Made with
  * `ImageSegmentationPipeline.load(folder)`.
  */
 export interface ImageSegmentationPipeline extends DensePipeline {
+  /**
+   * The subtasks this model answers, its default first: `['semantic']` (Segformer, DPT) or
+   * `['panoptic', 'instance', 'semantic']` (Mask2Former, DETR).
+   */
+  get subtasks(): SegmentationSubtask[];
   /** `'image-segmentation'`. */
   get task(): string;
   /** The label names by id (the checkpoint's `id2label`). @returns {Record<string, string>} */
   get labels(): Record<string, string>;
   /**
-   * The segments of one image (`[{score: null, label, mask}]`, one per label present) or of each of
-   * an array of images (an array of those), as transformers' `pipeline('image-segmentation')`.
-   * Errors: `InvalidArg`, `InvalidImage`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`, `ForwardError`.
+   * The segments of one image (`[{score, label, mask}]`: semantic, one per label present, score
+   * `null`; instance and panoptic, one per segment kept) or of each of an array of images (an array
+   * of those), as transformers' `pipeline('image-segmentation')`.
+   * Errors: `InvalidArg` (also a subtask the model lacks, a threshold the subtask does not read),
+   * `InvalidImage`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`, `ForwardError`.
    */
   run(images: DenseImage | DenseImage[], options?: ImageSegmentationOptions): Promise<ImageSegment[] | ImageSegment[][]>;
+  /** Frees the programs once running batches finish; calls waiting and later ones reject with `Disposed`. */
+  dispose(): void;
 }
 
 /**
@@ -1397,7 +1461,37 @@ export interface ZeroShotImageClassificationPipeline extends ClipPipeline {
  * forwards.
  * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
  */
-export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline : T extends 'fill-mask' ? FillMaskPipeline : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : T extends 'depth-estimation' ? DepthEstimationPipeline : T extends 'image-segmentation' ? ImageSegmentationPipeline : T extends 'image-classification' ? ImageClassificationPipeline : T extends 'object-detection' ? ObjectDetectionPipeline : T extends 'text-generation' ? TextGenerationPipeline : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline : FeatureExtractionPipeline>;
+export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline : T extends 'fill-mask' ? FillMaskPipeline : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : T extends 'depth-estimation' ? DepthEstimationPipeline : T extends 'image-segmentation' ? ImageSegmentationPipeline : T extends 'image-classification' ? ImageClassificationPipeline : T extends 'object-detection' ? ObjectDetectionPipeline : T extends 'text-generation' ? TextGenerationPipeline : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline : T extends 'audio-classification' ? audio.AudioClassificationPipeline : FeatureExtractionPipeline>;
+
+/** One label of a clip, as transformers' audio-classification pipeline answers it. */
+export interface AudioClassificationLabel {
+  /** The label's name (the checkpoint's `id2label`). */
+  label: string;
+  /** Its score after `functionToApply`. */
+  score: number;
+}
+
+/** Options of `AudioClassificationPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface AudioClassificationOptions {
+  /**
+   * How many labels, best first (default 5, at most the model's label count,
+   * as transformers').
+   */
+  topK?: number;
+  /**
+   * Default as transformers' pipeline:
+   * `'none'` for `problem_type` regression, `'sigmoid'` for multi-label, else `'softmax'`.
+   */
+  functionToApply?: 'softmax' | 'sigmoid' | 'none';
+  /** Aborting rejects with `Aborted` before the model has run. */
+  signal?: AbortSignal;
+}
+
+/** Options of `AudioClassificationPipeline.load`. */
+export interface AudioClassificationLoadOptions {
+  /** Aborting rejects the load with `Aborted`. */
+  signal?: AbortSignal;
+}
 
 /** Speech: Whisper speech to text (docs/speech.md). */
 export declare namespace audio {
@@ -1419,10 +1513,22 @@ export declare namespace audio {
     get samplingRate(): number;
     /**
      * Transcribes (or translates) `audio`: an encoded file (a Buffer or Uint8Array of WAV, FLAC, MP3
-     * or Ogg/Vorbis, or a path to one) or mono samples at `samplingRate` (a Float32Array). The first
-     * 30 s are read. `{ text, tokens, language }`: the text, the decoder's sequence (prompt first, as
-     * transformers' `generate` returns it) and the language used (given or detected). Errors:
-     * `InvalidArg` (bad options, undecodable audio: "invalid audio: ..."), `Aborted`, `ForwardError`.
+     * or Ogg/Vorbis, or a path to one) or mono samples at `samplingRate` (a Float32Array), as
+     * transformers' `pipeline('automatic-speech-recognition')` (greedy).
+     *
+     * Options: `language` (a code, `<|en|>` or a name; detected when not given), `task`,
+     * `maxNewTokens` (per 30 s window), `maxDurationS` (longer audio is refused, `InvalidArg`;
+     * default 1200, at most 10800), `returnTimestamps` (timestamp tokens generated, and `chunks`:
+     * `[{ timestamp: [start, end], text, tokens }]` in seconds, `end` null where the model left the
+     * last one open), `chunkLengthS` (the audio cut into chunks of this many seconds, ≤ 30, decoded
+     * alone and merged where they overlap) with `strideLengthS` (the overlap, seconds or
+     * `[left, right]`, default chunkLengthS / 6). Audio over 30 s needs `returnTimestamps` (decoded
+     * window after window, as transformers' long-form generate) or `chunkLengthS`, else `InvalidArg`.
+     *
+     * Resolves to `{ text, tokens, language, duration }` (+ `chunks`): the text, the decoder's tokens
+     * (the prompt, then each window's tokens), the language used (given or detected) and the audio's
+     * seconds. Errors: `InvalidArg` (bad options, undecodable audio: "invalid audio: ..."),
+     * `Aborted`, `ForwardError`.
      */
     run(audio: Uint8Array | string | Float32Array, options?: {
       language?: string;
@@ -1430,18 +1536,59 @@ export declare namespace audio {
       maxNewTokens?: number;
       maxDurationS?: number;
       numBeams?: 1;
-      returnTimestamps?: false;
+      returnTimestamps?: boolean;
+      chunkLengthS?: number;
+      strideLengthS?: number | [number, number];
       signal?: AbortSignal;
     }): Promise<{
       text: string;
       tokens: number[];
       language: string | null;
+      duration: number;
+      chunks?: {
+        timestamp: [number | null, number | null];
+        text: string;
+        tokens: number[];
+      }[];
     }>;
     /**
      * Lets the model's programs go: they are freed once no `run` in flight holds them (at once when
      * none runs); later calls throw `Disposed`. Calling it again does nothing.
      */
     dispose(): void;
+  }
+  /**
+   * Audio classification with a transformers checkpoint (Wav2Vec2, HuBERT, WavLM
+   * `*ForSequenceClassification`, `ASTForAudioClassification` exported with python/export_audio.py). Made with
+   * `AudioClassificationPipeline.load(folder)`.
+   */
+  export class AudioClassificationPipeline {
+    #private;
+    /** Throws `InvalidArg`: use `AudioClassificationPipeline.load(folder)`. */
+    private constructor();
+    /** Loads a folder python/export_audio.py wrote. Errors: `ModelLoadError`, `InvalidArg`, `Aborted`. */
+    static load(folder: string, options?: AudioClassificationLoadOptions): Promise<AudioClassificationPipeline>;
+    /** `'audio-classification'`. */
+    get task(): string;
+    /** The labels, in the order of the model's logits (config.json's `id2label`). @returns {string[]} */
+    get labels(): string[];
+    /** The sampling rate the model's samples are at (Hz; 16000 for Wav2Vec2). */
+    get samplingRate(): any;
+    /** The function `run` applies unless told (transformers' rule). @returns {'softmax' | 'sigmoid' | 'none'} */
+    get functionToApply(): 'softmax' | 'sigmoid' | 'none';
+    /** True once `dispose()` was called. */
+    get isDisposed(): boolean;
+    /**
+     * The `topK` labels of a clip, best first (`[{label, score}]`), or of each of an array of clips
+     * (an array of those), as transformers' `pipeline('audio-classification')`: a clip is mono float32
+     * samples at `samplingRate` Hz, at least the model's shortest input (400 samples for
+     * wav2vec2-base and for AST), all finite; every clip is checked before any runs.
+     * Errors: `InvalidArg` (bad options or audio), `Aborted`, `Disposed`, `ForwardError`.
+     */
+    run(audio: Float32Array | Float32Array[], options?: AudioClassificationOptions): Promise<AudioClassificationLabel[] | AudioClassificationLabel[][]>;
+    /** Frees the programs; a call running finishes, later ones reject with `Disposed`. */
+    dispose(): void;
+    [Symbol.dispose](): void;
   }
 }
 
@@ -1717,6 +1864,8 @@ export interface ServeModelSpec {
   maxDelayMs?: number;
   /** Whisper: at most this many tokens a transcript (default: the folder's bound). */
   maxNewTokens?: number;
+  /** Whisper: longer audio is a 400 (default 1200 s, at most 10800). */
+  maxDurationS?: number;
   /**
    * Causal LMs: keep prompts' keys and values, up to `maxTokens`
    * in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; on in `torch.serve` with
@@ -2228,6 +2377,17 @@ export interface CausalLMGenerateOptions {
   logprobs?: boolean
   /** With `logprobs`: the likeliest tokens at each step too, 0 to 20 (default 0). */
   topLogprobs?: number
+  /**
+   * With a chat prompt: the tools its chat template describes to the model (OpenAI's
+   * function tools), rendered natively as transformers' `apply_chat_template(messages,
+   * tools=tools)`; a template that reads no tools refuses them (`InvalidArg`).
+   */
+  tools?: ChatTool[]
+  /**
+   * A prompt and `maxNewTokens` that together pass the context are `InvalidArg` (vLLM's
+   * 400) rather than cut at the context (`finishReason: 'length'`).
+   */
+  strictContext?: boolean
 }
 
 /** Options of `torch.text.CausalLM.load`; any other key is refused (`InvalidArg`). */
@@ -2257,6 +2417,12 @@ export interface CausalLMOptions {
    * default (`torch-node serve` turns it on). See `stats().prefixCache`.
    */
   prefixCache?: { maxTokens: number }
+}
+
+/** Options of `CausalLM.tokenize`; any other key is refused (`InvalidArg`). */
+export interface CausalLMTokenizeOptions {
+  /** With a chat prompt: the tools its chat template describes (as `generate`'s). */
+  tools?: ChatTool[]
 }
 
 /** Options of `Tokenizer.applyChatTemplate`; any other key is refused (`InvalidArg`). */
@@ -2494,7 +2660,8 @@ export declare function setNumInteropThreads(n: number): void
 /**
  * Sets how many intra-op threads (one OpenMP team) each executor instance gives a call:
  * `forward`, `runMethod`, loads and image work run on the executor (see `setInstances`).
- * Default: the cores libtorch sees ÷ instances. Tensor methods called directly from JS run
+ * Default: the usable cores ÷ instances (`torch.cpu.limits()`: the affinity mask's cores,
+ * capped by a container's CPU quota, or `OMP_NUM_THREADS`). Tensor methods called directly from JS run
  * on the calling thread with one thread, so they never add a team beside the executor's.
  */
 export declare function setNumThreads(n: number): void
@@ -2631,6 +2798,40 @@ export declare namespace cpu {
    */
   export function capabilities(): Record<string, boolean | number | string>
   /**
+   * The CPUs this process may use and how the executor's default team size was chosen
+   * (`torch.cpu.limits()`).
+   */
+  export interface CpuLimits {
+    /**
+     * The cores the process's affinity mask allows (`taskset`, Docker's `--cpuset-cpus`):
+     * what libtorch and Node's `os.availableParallelism()` count.
+     */
+    affinity: number
+    /**
+     * The cgroup CPU quota in CPUs (Docker's `--cpus`, Kubernetes' `limits.cpu`): the
+     * smallest along the process's cgroup path, v2 `cpu.max` or v1 `cpu.cfs_quota_us`;
+     * absent where there is none.
+     */
+    quota?: number
+    /** The cgroup file that set `quota`. */
+    quotaFile?: string
+    /** min(affinity, ⌈quota⌉): the cores worth running threads on. */
+    usableCores: number
+    /** libtorch's own default intra-op threads (`OMP_NUM_THREADS`, or the cores it counts). */
+    libtorchThreads: number
+    /**
+     * The executor's default intra-op threads before instances divide them (what
+     * `getNumThreads()` is with one instance and no `setNumThreads`).
+     */
+    defaultThreads: number
+    /**
+     * What set `defaultThreads`: `'quota'` (`usableCores`, lower than `libtorchThreads`),
+     * `'libtorch'`, or `'OMP_NUM_THREADS'` (the user's, which wins over the quota).
+     * `setNumThreads` wins over all.
+     */
+    defaultFrom: string
+  }
+  /**
    * Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX-BF16): where it does,
    * `ScriptModule.load(path, {dtype: 'bfloat16'})` is available.
    */
@@ -2657,6 +2858,11 @@ export declare namespace cpu {
     /** Of those, calls with one row (a decode step of one sequence). */
     oneRow: number
   }
+  /**
+   * The CPUs this process may use (affinity mask, cgroup quota) and the executor's default
+   * team size they gave, read once as the addon loads: see docs/speed.md#containers.
+   */
+  export function limits(): cpu.CpuLimits
 }
 
 export declare namespace cuda {

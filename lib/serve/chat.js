@@ -59,7 +59,8 @@ function chatModel(name, lm, tokenizer) {
     // The chat (its tools in generate's options) goes to CausalLM as it is: rendered and tokenized
     // natively, off the event loop; a chat with images has its images decoded and expanded there.
     prompt: async (messages) => messages,
-    tokenize: (messages, tools) => lm.tokenize(messages, tools ? { tools: /** @type {any} */ (tools) } : undefined),
+    tokenize: (messages, tools) =>
+      lm.tokenize(/** @type {any} */ (messages), tools ? { tools: /** @type {any} */ (tools) } : undefined),
     async *generate(input, options) {
       // A request's max_tokens must fit beside its prompt (known once the model has tokenized it).
       const strict = options?.maxNewTokens === undefined ? options : { ...options, strictContext: true }

@@ -362,7 +362,8 @@ class CausalLM {
     if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options))) {
       throw codedError('InvalidArg', `${what}: options: expected an options object, got ${describe(options)}`, caller)
     }
-    const prompt = Array.isArray(input) ? Array.from(input) : input
+    const prompt = Array.isArray(input) ? Array.from(/** @type {any[]} */ (input)) : input
+    /** @type {Record<string, unknown>} the bag the native call reads: tools as JSON text */
     const rest = { ...options }
     if (rest.tools !== undefined) rest.tools = jsonText(rest.tools, `${what}: options.tools`, caller)
     if (imageParts(prompt, what, caller).length > 0) {
