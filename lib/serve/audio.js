@@ -4,10 +4,10 @@
 // torch.pipeline('automatic-speech-recognition') (Whisper, greedy): OpenAI's multipart/form-data
 // request (`file`, `model`, `language`, `prompt`, `response_format`, `temperature`,
 // `timestamp_granularities[]`) and its answers: json `{text}`, text, srt, vtt and verbose_json
-// `{task, language, duration, text, segments}` (`language` the lower-case name, "english", as
-// OpenAI gives it; each segment `{id, start, end, text, tokens, temperature}`: the fields that are
-// computed, not avg_logprob, compression_ratio or no_speech_prob). srt, vtt and verbose_json decode
-// with timestamps (the pipeline's `returnTimestamps`); json and text without, and audio over 30 s
+// `{task, language, duration, text}` (`language` the lower-case name, "english", as OpenAI gives it),
+// with `segments` when timestamp_granularities[]=segment asks (each `{id, start, end, text, tokens,
+// temperature}`: the fields that are computed, not avg_logprob, compression_ratio or
+// no_speech_prob). srt, vtt and segmented verbose_json decode with timestamps (the pipeline's `returnTimestamps`); json and text without, and audio over 30 s
 // with them (transformers' long-form decoding needs them), up to the model's `maxDurationS`. What
 // is not built is refused (400), never ignored: a prompt, temperature above 0, word timestamps. The
 // body is read whole under `MAX_AUDIO_BODY_BYTES` (OpenAI's 25 MB) and parsed by `readForm`,
@@ -258,7 +258,8 @@ function readRequest(form, route) {
     throw invalid('timestamp_granularities[]: needs response_format verbose_json (as OpenAI)')
   }
   const language = form.language === undefined || form.language === '' ? undefined : form.language
-  return { audio: /** @type {Buffer} */ (form.file.data), format, language }
+  const segments = granularities.includes('segment')
+  return { audio: /** @type {Buffer} */ (form.file.data), format, language, segments }
 }
 
 /**
@@ -274,14 +275,16 @@ function audioRoute(task) {
    * @param {import('node:http').ServerResponse} res
    */
   return async function audio(ctx, form, res) {
-    const { audio, format, language } = readRequest(form, route)
+    const { audio, format, language, segments: withSegments } = readRequest(form, route)
     const model = /** @type {SpeechModel} */ (ctx.model(form.model, 'audio'))
     // A client that hangs up stops its transcription (while it waits for the executor).
     const gone = new AbortController()
     res.on('close', () => {
       if (!res.writableEnded) gone.abort()
     })
-    const timestamps = format === 'srt' || format === 'vtt' || format === 'verbose_json'
+    // verbose_json has segments when asked (timestamp_granularities[]=segment), not by default: the
+    // AI SDK's schema wants avg_logprob, compression_ratio and no_speech_prob in each, not made yet.
+    const timestamps = format === 'srt' || format === 'vtt' || withSegments
     const result = await model.transcribe(audio, { language, task, timestamps, signal: gone.signal })
     const send = (/** @type {string} */ text, /** @type {string} */ type) => {
       const body = Buffer.from(text)
@@ -290,12 +293,13 @@ function audioRoute(task) {
     }
     if (format === 'text') return send(`${result.text}\n`, 'text/plain')
     if (format === 'json') return sendJson(res, 200, { text: result.text })
-    const segments = toSegments(result)
+    const segments = timestamps ? toSegments(result) : []
     if (format === 'srt') return send(subtitles(segments, 'srt'), 'application/x-subrip')
     if (format === 'vtt') return send(subtitles(segments, 'vtt'), 'text/vtt')
     // The language as OpenAI names it ("english"), not its code.
     const name = result.language === null ? null : (LANGUAGE_NAMES.get(result.language) ?? result.language)
-    sendJson(res, 200, { task, language: name, duration: result.duration, text: result.text, segments })
+    const verbose = { task, language: name, duration: result.duration, text: result.text }
+    sendJson(res, 200, withSegments ? { ...verbose, segments } : verbose)
   }
 }
 
