@@ -180,16 +180,25 @@ pub fn limit(affinity: usize, quota: Option<Quota>) -> CpuLimit {
     }
 }
 
-/// The cores this process's affinity mask allows (None where the call fails).
+/// The cores this process's affinity mask allows (`Cpus_allowed_list` of /proc/self/status, what
+/// `sched_getaffinity` reports; None where it cannot be read).
 fn affinity() -> Option<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set, and the kernel writes at most its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return None;
-        }
-        Some(libc::CPU_COUNT(&set) as usize)
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+    cpu_list_count(list.trim())
+}
+
+/// How many CPUs a kernel CPU list names (`0-3,8,10-11` is 7); None where it is malformed.
+fn cpu_list_count(list: &str) -> Option<usize> {
+    let mut n = 0;
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let (lo, hi) = (lo.parse::<usize>().ok()?, hi.parse::<usize>().ok()?);
+        n += hi.checked_sub(lo)? + 1;
     }
+    (n > 0).then_some(n)
 }
 
 /// This process's limit, read once (`/` as the root).
@@ -389,5 +398,14 @@ mod tests {
         assert_eq!(limit(4, q(1e30)).usable, 4);
         assert_eq!(limit(0, None).usable, 1);
         assert!(usable().usable >= 1 && usable().usable <= usable().affinity);
+    }
+
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(cpu_list_count("0-3,8,10-11"), Some(7));
+        assert_eq!(cpu_list_count("0"), Some(1));
+        assert_eq!(cpu_list_count("3-1"), None);
+        assert_eq!(cpu_list_count("x"), None);
+        assert_eq!(cpu_list_count(""), None);
     }
 }
