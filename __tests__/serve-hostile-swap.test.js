@@ -25,6 +25,32 @@ const HOSTILE = [
   ['null', 400],
 ]
 
+// The Responses and Messages APIs (and Anthropic's count_tokens): their readers run early too.
+const OTHER_ROUTES = {
+  '/v1/responses': [
+    '{"model": "a", "input": 7}',
+    '{"model": "a", "input": "hi", "max_output_tokens": 0}',
+    '{"model": "a", "input": "hi", "truncation": "auto"}',
+    '{"model": "a", "input": [{"role": "wizard", "content": "hi"}]}',
+    `{"model": "a", "input": "hi", "text": {"format": {"type": "json_schema", "name": "x", "schema": ${'{"type":"array","items":'.repeat(200)}{}${'}'.repeat(200)}}}}`,
+    '{"model": "a", "input": "hi", "tools": [{"type": "function"}]}',
+    '{"model": "a", "input": "hi", "temperature": "hot"}',
+    '{"model": "a", "previous_response_id": "resp_1", "tools": 3}',
+    '{"model": "a", "input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]}',
+  ],
+  '/v1/messages': [
+    '{"model": "a", "max_tokens": 4}',
+    '{"model": "a", "max_tokens": -1, "messages": [{"role": "user", "content": "hi"}]}',
+    '{"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "magic"}]}]}',
+    '{"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], "tools": [{}]}',
+    '{"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], "temperature": 9}',
+  ],
+  '/v1/messages/count_tokens': [
+    '{"model": "a", "messages": "hi"}',
+    '{"model": "a", "messages": [{"role": "user", "content": "hi"}], "tools": [{"name": 3}]}',
+  ],
+}
+
 test('hostile bodies are 4xx while their model loads; a good one waits (or is 503 QueueFull past the bound)', async () => {
   const gates = []
   const load = (name) =>
@@ -43,8 +69,8 @@ test('hostile bodies are 4xx while their model loads; a good one waits (or is 50
   const server = http.createServer(handle)
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
   const url = `http://127.0.0.1:${server.address().port}`
-  const post = async (body) => {
-    const res = await fetch(`${url}/v1/chat/completions`, {
+  const post = async (body, path = '/v1/chat/completions') => {
+    const res = await fetch(`${url}${path}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body,
@@ -65,6 +91,13 @@ test('hostile bodies are 4xx while their model loads; a good one waits (or is 50
       assert.equal(r.status, status, `${body.slice(0, 80)}: ${JSON.stringify(r.body)}`)
       assert.equal(r.body.error.code === 'QueueFull', false)
     }
+    for (const [path, bodies] of Object.entries(OTHER_ROUTES)) {
+      for (const body of bodies) {
+        const r = await post(body, path)
+        assert.equal(r.status, 400, `${path} ${body.slice(0, 80)}: ${JSON.stringify(r.body)}`)
+      }
+    }
+    assert.equal(registry.entries[0].waiting, 1)
     // A good body past the waiting bound is still 503 QueueFull: the bound is unchanged.
     const full = await post('{"model": "a", "messages": [{"role": "user", "content": "hi"}]}')
     assert.equal(full.status, 503)

@@ -45,13 +45,20 @@ const ROUTES = {
     check: chat.checkChat,
   },
   'POST /v1/completions': { limit: 'maxBodyBytes', kind: 'chat', run: chat.completions, check: chat.checkCompletion },
-  'POST /v1/responses': { limit: 'maxBodyBytes', kind: 'chat', run: responses.create },
+  'POST /v1/responses': { limit: 'maxBodyBytes', kind: 'chat', run: responses.create, check: responses.check },
   // Anthropic's Messages API: its errors in Anthropic's shape.
-  'POST /v1/messages': { limit: 'maxBodyBytes', kind: 'chat', run: messages.create, sendError: messages.sendError },
+  'POST /v1/messages': {
+    limit: 'maxBodyBytes',
+    kind: 'chat',
+    run: messages.create,
+    check: messages.check,
+    sendError: messages.sendError,
+  },
   'POST /v1/messages/count_tokens': {
     limit: 'maxBodyBytes',
     kind: 'chat',
     run: messages.countTokens,
+    check: messages.checkCount,
     sendError: messages.sendError,
   },
   'POST /v1/embeddings': { limit: 'maxEmbeddingsBodyBytes', kind: 'embeddings', run: embeddings },

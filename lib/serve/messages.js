@@ -467,6 +467,36 @@ function renamed(e) {
 }
 
 /**
+ * What POST /v1/messages refuses of a body before its model is needed (app.js runs it ahead of a
+ * model's load): the fields, and the chat as /v1/chat/completions checks one, in Anthropic's words.
+ * @param {unknown} body
+ * @param {Required<import('./requests').ServeLimits>} limits
+ */
+function check(body, limits) {
+  try {
+    const b = readKeys(body, REQUEST_KEYS)
+    readFields(b)
+    chat.checkChat(chatRequest(b), limits)
+  } catch (e) {
+    throw renamed(e)
+  }
+}
+
+/**
+ * What POST /v1/messages/count_tokens refuses of a body before its model is needed.
+ * @param {unknown} body
+ * @param {Required<import('./requests').ServeLimits>} limits
+ */
+function checkCount(body, limits) {
+  const b = readKeys(body, COUNT_KEYS)
+  const messages = readConversation(b.system, b.messages)
+  const { tool_choice: choice } = readToolChoice(b.tool_choice)
+  const tools = choice === 'none' ? undefined : readTools(b.tools)
+  R.readMessages(messages, limits)
+  R.readTools({ tools, tool_choice: choice }, limits)
+}
+
+/**
  * POST /v1/messages
  * @param {Context} ctx
  * @param {unknown} body
@@ -552,4 +582,4 @@ function sendError(res, e) {
   sendJson(res, status, { type: 'error', error: { type, message } }, headers)
 }
 
-module.exports = { create, countTokens, sendError }
+module.exports = { create, check, countTokens, checkCount, sendError }

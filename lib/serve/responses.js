@@ -553,6 +553,38 @@ function mapping(res, head, finished) {
 }
 
 /**
+ * What POST /v1/responses refuses of a body before its model is needed (app.js runs it ahead of a
+ * model's load): the fields, the tools and the format, and an input that stands alone (no
+ * `previous_response_id`, no stored item) read as the route reads it, its chat checked as
+ * /v1/chat/completions checks one.
+ * @param {unknown} body
+ * @param {Required<import('./requests').ServeLimits>} limits
+ */
+function check(body, limits) {
+  const b = readKeys(body, REQUEST_KEYS)
+  readFields(b)
+  const alone =
+    b.previous_response_id === undefined &&
+    b.input !== undefined &&
+    !(Array.isArray(b.input) && b.input.some((/** @type {any} */ item) => item?.type === 'item_reference'))
+  if (!alone) {
+    readTools(b.tools)
+    readToolChoice(b.tool_choice)
+    readFormat(b.text)
+    return
+  }
+  const { messages } = readInput(b.input, NO_STORE, new Set())
+  if (messages.length === 0) throw invalid('input: no messages')
+  try {
+    chat.checkChat(chatRequest(b, messages), limits)
+  } catch (e) {
+    throw renamed(e)
+  }
+}
+/** The store of a check: it holds nothing (an input that names a stored item is read by the route). */
+const NO_STORE = /** @type {any} */ ({ item: () => undefined })
+
+/**
  * POST /v1/responses
  * @param {Context} ctx
  * @param {unknown} body
@@ -609,13 +641,17 @@ async function create(ctx, body, res, startedAt) {
   try {
     await chat.chatCompletions(ctx, request, /** @type {any} */ (relay), startedAt)
   } catch (e) {
-    // The chat route's refusals, named as this API names the fields.
-    const error = /** @type {any} */ (e)
-    if (typeof error?.message === 'string') {
-      error.message = RENAMES.reduce((m, [from, to]) => m.replace(from, to), error.message)
-    }
-    throw e
+    throw renamed(e)
   }
+}
+
+/** The chat route's refusals, named as this API names the fields. @param {unknown} e */
+function renamed(e) {
+  const error = /** @type {any} */ (e)
+  if (typeof error?.message === 'string') {
+    error.message = RENAMES.reduce((m, [from, to]) => m.replace(from, to), error.message)
+  }
+  return e
 }
 
 /**
@@ -667,4 +703,4 @@ function inputItems(input, query) {
   return { object: 'list', data, ...page, has_more: start + limit < all.length }
 }
 
-module.exports = { create, stored, ResponseStore, readInput }
+module.exports = { create, check, stored, ResponseStore, readInput }
