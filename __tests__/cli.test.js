@@ -299,6 +299,53 @@ describe('torch-node export', () => {
   })
 
   const noPython = hasTransformers ? false : 'no .libtorch Python with torch and transformers'
+  // --chat-template FILE: checked before the export runs (a Python that records it was run stands
+  // in for the exporter), written as the folder's chat_template.jinja after it succeeds.
+  test("--chat-template: a template that renders is the folder's; a bad one stops before the export", () => {
+    const lm = path.join(tmp, 'tmpl-llama')
+    fs.mkdirSync(lm)
+    fs.writeFileSync(path.join(lm, 'config.json'), JSON.stringify({ architectures: ['LlamaForCausalLM'] }))
+    const ran = path.join(tmp, 'tmpl-ran')
+    const fake = path.join(tmp, 'tmpl-python')
+    // The stand-in exporter: records its arguments, makes the out folder (its last argument but the flags').
+    fs.writeFileSync(fake, `#!/bin/sh\necho "$@" > '${ran}'\nmkdir -p "$3"\necho exported\n`, { mode: 0o755 })
+    const file = (name, text) => (fs.writeFileSync(path.join(tmp, name), text), path.join(tmp, name))
+    const good = file(
+      'tools.jinja',
+      '{% if tools %}<tools>{{ tools | tojson }}</tools>\n{% endif %}{% for m in messages %}{{ m.role }}: {{ m.content }}\n' +
+        '{% endfor %}{% if add_generation_prompt %}assistant: <tool_call>{% endif %}',
+    )
+    const refused = [
+      [
+        file('broken.jinja', '{% for m in messages %}{{ m.role }'),
+        /--chat-template: .*broken\.jinja does not render a chat: /,
+      ],
+      [file('bytes.jinja', Buffer.from([0xff, 0xfe, 0x00])), /--chat-template: .*bytes\.jinja: not UTF-8 text$/],
+      [path.join(tmp, 'absent.jinja'), /--chat-template: cannot read .*absent\.jinja: ENOENT$/],
+    ]
+    for (const [template, pattern] of refused) {
+      const r = cli(['export', lm, path.join(tmp, 'tmpl-out'), '--chat-template', template], { PYTHON: fake })
+      assert.equal(r.code, 2, r.stderr)
+      oneLine(r.stderr, pattern)
+      assert.equal(fs.existsSync(ran), false, 'the exporter ran')
+    }
+    const bert = path.join(tmp, 'tmpl-bert')
+    fs.mkdirSync(bert)
+    fs.writeFileSync(path.join(bert, 'config.json'), JSON.stringify({ architectures: ['BertModel'] }))
+    const text = cli(['export', bert, path.join(tmp, 'tmpl-out'), '--chat-template', good], { PYTHON: fake })
+    assert.equal(text.code, 2)
+    oneLine(text.stderr, /export: --chat-template: for causal LMs and chat VLMs only/)
+    const out = path.join(tmp, 'tmpl-out')
+    const r = cli(['export', lm, out, '--chat-template', good], { PYTHON: fake })
+    assert.equal(r.code, 0, r.stderr)
+    assert.equal(fs.readFileSync(ran, 'utf8').includes('--chat-template'), false, 'not a flag of the exporter')
+    assert.equal(fs.readFileSync(path.join(out, 'chat_template.jinja'), 'utf8'), fs.readFileSync(good, 'utf8'))
+    assert.match(
+      r.stdout,
+      /^exported\nchat template: .*tools\.jinja as .*chat_template\.jinja \(renders tools: hermes format\)\n$/,
+    )
+  })
+
   // What the next two rows test is Python's exporter; the CLI's side of it runs on every line above.
   const pythonExport = mainLineOnly("Python's exporter")
   test("an unsupported causal LM: the causal exporter's one line, exit 1", { skip: pythonExport || noPython }, () => {

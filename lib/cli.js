@@ -69,6 +69,7 @@ const CAUSAL_SUFFIXES = ['ForCausalLM', 'LMHeadModel']
 const EXPORT_USAGE = `usage: torch-node export <model-dir|model.gguf> <out-folder> [--dtype float32|bfloat16|float16]
          [--format auto|pt2|torchscript] [--max-batch 1024] [--autotune] [--quantize int8|int4|int4-g128]
          [--task auto|feature-extraction|text-classification|text-ranking|token-classification|fill-mask]
+         [--chat-template FILE]
 
 Turns a Hugging Face or sentence-transformers text encoder folder (BERT, MiniLM, BGE, E5, MPNet,
 ...) into a torch-node model folder for torch.text.SentenceEncoder: model.pt2 (torch.export +
@@ -91,7 +92,10 @@ twice the size on disk); --quantize stores the linear layers' weights as int8 (p
 channel) or int4 (groups of 32, or 128: int4-g128), activations and cache in --dtype (default
 with --quantize: bfloat16 where this CPU has avx512_bf16 or amx_bf16, else float32; the folder
 runs on CPUs with the vector ISA of the one that exported it). docs/generation.md gives each
-scheme's accuracy cost and kernels.
+scheme's accuracy cost and kernels. --chat-template FILE (causal LMs and the chat VLMs): the
+folder's chat template is FILE (Jinja, as transformers' chat_template.jinja) instead of the
+checkpoint's, e.g. one that renders tools for a model whose own template does not; checked by
+rendering a chat before the export and written as the folder's chat_template.jinja.
 A CLIPModel or SiglipModel checkpoint becomes a folder for torch.pipeline('zero-shot-image-
 classification') and ('image-feature-extraction'), through python/export_clip.py: its text and
 image towers (text.pt2, image.pt2), the image processor as preprocess.pt, the logit scale and bias
@@ -180,6 +184,7 @@ function parseExport(argv) {
     autotune: { type: 'boolean' },
     quantize: { type: 'string' },
     task: { type: 'string' },
+    'chat-template': { type: 'string' },
   })
   if (values.help) return { command: 'export', help: true }
   for (const [key, choices] of Object.entries(EXPORT_CHOICES)) {
@@ -203,7 +208,8 @@ function parseExport(argv) {
     task: values.task,
   }).flatMap(([key, value]) => (value === undefined ? [] : [`--${key}`, value]))
   if (values.autotune) flags.push('--autotune')
-  return { command: 'export', modelDir: positionals[0], outDir: positionals[1], flags }
+  const chatTemplate = values['chat-template']
+  return { command: 'export', modelDir: positionals[0], outDir: positionals[1], flags, chatTemplate }
 }
 
 /**
@@ -336,6 +342,87 @@ function runExport(args, { stdout, stderr, env }) {
       return Promise.resolve(2)
     }
   }
+  let template = null
+  if (args.chatTemplate !== undefined) {
+    if (exporter !== EXPORTERS.causal && image?.exporter !== 'vlm') {
+      stderr.write('torch-node: export: --chat-template: for causal LMs and chat VLMs only\n')
+      return Promise.resolve(2)
+    }
+    try {
+      template = readTemplate(args.chatTemplate, args.modelDir)
+    } catch (e) {
+      stderr.write(`torch-node: export: --chat-template: ${e.message}\n`)
+      return Promise.resolve(2)
+    }
+  }
+  return runExporter(exporter, args, flags, { stdout, stderr, env }).then((code) => {
+    if (code !== 0 || template === null) return code
+    const file = path.join(args.outDir, 'chat_template.jinja')
+    fs.writeFileSync(file, template)
+    const { formatOf } = require('./text/tool-calls')
+    const tools = formatOf(template)
+    stdout.write(
+      `chat template: ${args.chatTemplate} as ${file} (${tools ? `renders tools: ${tools} format` : 'renders no tools'})\n`,
+    )
+    return 0
+  })
+}
+
+/** The largest --chat-template file read (the largest templates on the Hub are about 40 KiB). */
+const MAX_TEMPLATE_BYTES = 1 << 20
+
+/**
+ * `--chat-template FILE`'s text, checked: readable UTF-8 of at most 1 MiB that renders a
+ * two-turn chat with a generation prompt (with the source folder's tokenizer where it has one:
+ * its special tokens are the template's variables; else a bare one). Throws a one-line Error.
+ * @param {string} file
+ * @param {string} modelDir
+ */
+function readTemplate(file, modelDir) {
+  let bytes
+  try {
+    bytes = fs.readFileSync(file)
+  } catch (e) {
+    throw new Error(`cannot read ${file}: ${/** @type {any} */ (e).code ?? /** @type {any} */ (e).message}`, {
+      cause: e,
+    })
+  }
+  if (bytes.length > MAX_TEMPLATE_BYTES) throw new Error(`${file}: larger than 1 MiB`)
+  let template
+  try {
+    template = new TextDecoder('utf-8', { fatal: true }).decode(bytes)
+  } catch {
+    throw new Error(`${file}: not UTF-8 text`)
+  }
+  const { text } = require('..')
+  const own = path.join(modelDir, 'tokenizer.json')
+  const tokenizer = fs.existsSync(own) ? text.Tokenizer.fromFile(modelDir) : text.Tokenizer.fromJSON(BARE_TOKENIZER)
+  const chat = [
+    { role: 'user', content: 'Hello' },
+    { role: 'assistant', content: 'Hi' },
+    { role: 'user', content: 'How are you?' },
+  ]
+  try {
+    tokenizer.applyChatTemplate(chat, { chatTemplate: template, addGenerationPrompt: true })
+  } catch (e) {
+    throw new Error(`${file} does not render a chat: ${String(/** @type {any} */ (e).message).split('\n')[0]}`, {
+      cause: e,
+    })
+  }
+  return template
+}
+
+// A tokenizer with no vocabulary to speak of: the template check's where the source has none (GGUF).
+const BARE_TOKENIZER = JSON.stringify({
+  version: '1.0',
+  model: { type: 'WordLevel', vocab: { '[UNK]': 0 }, unk_token: '[UNK]' },
+})
+
+/**
+ * Runs `exporter`'s script on the folder with `flags`: its progress (stdout) streams through; of
+ * its stderr only the script's own last line is shown. Resolves to the exit code.
+ */
+function runExporter(exporter, args, flags, { stdout, stderr, env }) {
   const python = env.PYTHON || 'python3'
   return new Promise((resolve) => {
     const child = spawn(python, [exporter.script, args.modelDir, args.outDir, ...flags], {

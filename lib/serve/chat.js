@@ -368,11 +368,8 @@ function checkChat(body, limits) {
   R.readSampling(b, limits)
   R.readLogprobs(b)
   const images = imagesOf(b.messages)
-  const { plain } = R.readMessages(images ? images.textOnly : b.messages, limits)
-  const { tools, forced } = R.readTools(b, limits)
-  if (images && (tools || !plain)) {
-    throw new HttpError(400, 'InvalidArg', 'messages: image_url parts are not served with tools or tool calls yet')
-  }
+  R.readMessages(images ? images.textOnly : b.messages, limits)
+  const { forced } = R.readTools(b, limits)
   const responseFormat = R.readResponseFormat(b.response_format)
   if (forced && responseFormat) {
     throw new HttpError(400, 'InvalidArg', 'response_format: not with a forced tool_choice (the answer is tool calls)')
@@ -407,9 +404,6 @@ async function chatCompletions(ctx, body, res, startedAt) {
   const read = R.readMessages(images ? images.textOnly : b.messages, ctx.limits)
   const { plain } = read
   const { tools, parallel, forced } = R.readTools(b, ctx.limits)
-  if (images && (tools || !plain)) {
-    throw new HttpError(400, 'InvalidArg', 'messages: image_url parts are not served with tools or tool calls yet')
-  }
   // (checkChat runs these readers before the model is acquired: keep the two in step.)
   // The read messages with the image parts back where they were (CausalLM decodes them).
   const messages = images ? read.messages.map((m, i) => images.parts.get(i) ?? m) : read.messages
