@@ -19,6 +19,15 @@ SigLIP tokenizer ships in a registry package; the text tower pools at [SEP], its
   clip/goldens.json   per model: pipeline('zero-shot-image-classification') of IMAGES with LABELS
                       (default template and a custom one), get_image_features / get_text_features,
                       and the image processor's pixel_values
+  clip/owlvit-src/    OwlViTForObjectDetection (2-layer towers, 64×64 images in 8×8 patches, 16
+                      text positions) + OwlViTImageProcessor (64×64, bicubic), the same tokenizer
+  clip/owlvit/        exported by python/export_owl.py (TorchScript: a .pt2 compile would cost
+                      the CI job more than its budget)
+  clip/owlv2-src/     Owlv2ForObjectDetection + Owlv2ImageProcessor (pad to square, 64×64)
+  clip/owlv2/         exported (TorchScript)
+  clip/owl-goldens.json per model: pipeline('zero-shot-object-detection') of OWL_IMAGES (one
+                      transposed, a portrait) with OWL_LABELS at threshold OWL_THRESHOLD, and the
+                      boxes before the pipeline truncates them to integers
 
 Idempotent: a source is rewritten only when its recipe changes, an export only when its source or
 export_clip.py changed, the goldens only when an export changed.
@@ -40,6 +49,11 @@ IMAGES = ["chelsea.png", "coffee.png", "astronaut.png", "motorcycle_left.png"]
 LABELS = ["cat", "coffee", "astronaut", "motorcycle", "a dog playing in the snow"]
 TEMPLATE = "A picture of {}, taken outdoors."
 TEXTS = ["a photo of a cat", "", "Ça va ? naïve café", "a dog"]
+OWL_TOWER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
+# chelsea 451×300, astronaut 512×512, and chelsea transposed (300×451; the test passes it as a Tensor)
+OWL_IMAGES = [["chelsea.png", False], ["astronaut.png", False], ["chelsea.png", True]]
+OWL_LABELS = ["cat", "a remote control", "coffee", "a photo of an astronaut"]
+OWL_THRESHOLD = 0.3
 
 
 def make_source(folder, family, tokenizer_dir):
@@ -83,6 +97,90 @@ def make_source(folder, family, tokenizer_dir):
     tokenizer_config = read_json(os.path.join(tokenizer_dir, "tokenizer_config.json"))
     write_json(os.path.join(folder, "tokenizer_config.json"), {**tokenizer_config, "model_input_names": input_names})
     write_json(marker, recipe)
+
+
+def make_owl_source(folder, family, tokenizer_dir):
+    import torch
+    from transformers import (OwlViTConfig, OwlViTForObjectDetection, OwlViTImageProcessor, Owlv2Config,
+                              Owlv2ForObjectDetection, Owlv2ImageProcessor)
+
+    marker = os.path.join(folder, "make_clip_models.json")
+    recipe = {"family": family, "tower": OWL_TOWER, "seed": 0, "v": 2}
+    if read_json(marker) == recipe:
+        return
+    log(f"{os.path.relpath(folder, ROOT)}: writing a random-weight {family} detector")
+    vocab = len(read_json(os.path.join(tokenizer_dir, "tokenizer.json"))["model"]["vocab"])
+    text = dict(OWL_TOWER, vocab_size=vocab, max_position_embeddings=16, pad_token_id=0, bos_token_id=101,
+                eos_token_id=102)
+    vision = dict(OWL_TOWER, image_size=64, patch_size=8)
+    torch.manual_seed(0)
+    # projection_dim = the text width: the class head compares its dense0 output (text width) with
+    # the projected queries
+    if family == "owlvit":
+        config = OwlViTConfig(text_config=text, vision_config=vision, projection_dim=32)
+        model = OwlViTForObjectDetection(config)
+        processor = OwlViTImageProcessor(size={"height": 64, "width": 64}, crop_size={"height": 64, "width": 64})
+    else:
+        config = Owlv2Config(text_config=text, vision_config=vision, projection_dim=32)
+        model = Owlv2ForObjectDetection(config)
+        processor = Owlv2ImageProcessor(size={"height": 64, "width": 64})
+    with torch.no_grad():  # heads that spread the scores and boxes instead of saturating them
+        model.box_head.dense2.weight.mul_(0.02)
+        model.box_head.dense2.bias.zero_()
+        model.class_head.logit_scale.weight.mul_(0.05)
+        model.class_head.logit_scale.bias.fill_(1.0)
+        model.class_head.logit_shift.weight.mul_(0.05)
+        model.class_head.logit_shift.bias.fill_(-0.5)
+    shutil.rmtree(folder, ignore_errors=True)
+    model.eval().save_pretrained(folder)
+    processor.save_pretrained(folder)
+    for name in ("tokenizer.json", "special_tokens_map.json", "vocab.txt"):
+        shutil.copyfile(os.path.join(tokenizer_dir, name), os.path.join(folder, name))
+    tokenizer_config = read_json(os.path.join(tokenizer_dir, "tokenizer_config.json"))
+    write_json(os.path.join(folder, "tokenizer_config.json"),
+               {**tokenizer_config, "model_input_names": ["input_ids", "attention_mask"]})
+    write_json(marker, recipe)
+
+
+def export_owl(source, out):
+    args = argparse.Namespace(dtype="float32", format="torchscript", max_batch=64, fast_compile=False)
+    want = exporter("export_owl").owl_hash(source, args)
+    return export_folder(log, "export_owl", source, out, want, ["--format", "torchscript", "--max-batch", "64"])
+
+
+def owl_goldens(source):
+    import torch
+    from PIL import Image
+    from transformers import pipeline
+
+    detect = pipeline("zero-shot-object-detection", model=source, device="cpu")
+    images = []
+    for name, transposed in OWL_IMAGES:
+        image = Image.open(os.path.join(HERE, "images", name)).convert("RGB")
+        images.append(image.transpose(Image.Transpose.TRANSPOSE) if transposed else image)
+    # The boxes before `box.int()`: the pipeline's own model outputs, post-processed as it does
+    unrounded = []
+    for image in images:
+        rows = []
+        for label in OWL_LABELS:
+            inputs = detect.tokenizer(label, return_tensors="pt")
+            pixels = detect.image_processor(image, return_tensors="pt")
+            with torch.no_grad():
+                out = detect.model(**inputs, **pixels)
+            target = torch.tensor([[image.height, image.width]], dtype=torch.int32)
+            post = detect.image_processor.post_process_object_detection(out, threshold=OWL_THRESHOLD,
+                                                                        target_sizes=target)[0]
+            rows += [{"score": s, "label": label, "box": b} for s, b in zip(post["scores"].tolist(),
+                                                                              post["boxes"].tolist())]
+        unrounded.append(sorted(rows, key=lambda r: r["score"], reverse=True))
+    return {
+        "processor": type(detect.image_processor).__name__,
+        "detections": [detect(image, candidate_labels=OWL_LABELS, threshold=OWL_THRESHOLD) for image in images],
+        "topK": detect(images[0], candidate_labels=OWL_LABELS, threshold=OWL_THRESHOLD, top_k=3),
+        "commaString": detect(images[0], candidate_labels="cat,coffee", threshold=OWL_THRESHOLD),
+        "defaultThreshold": detect(images[1], candidate_labels=OWL_LABELS),
+        "unrounded": unrounded,
+    }
 
 
 def export(source, out):
@@ -136,6 +234,7 @@ def main():
         source = os.path.join(args.out, f"{family}-src")
         make_source(source, family, tokenizer_dir)
         hashes[family] = export(source, os.path.join(args.out, family))["source"]["hash"]
+    make_owl(args.out, tokenizer_dir)
     path = os.path.join(args.out, "goldens.json")
     inputs = {"images": IMAGES, "labels": LABELS, "template": TEMPLATE, "texts": TEXTS}
     if up_to_date(log, path, {"exportHashes": hashes, "inputs": inputs}):
@@ -148,6 +247,29 @@ def main():
         "exportHashes": hashes,
         "inputs": inputs,
         **{family: goldens(os.path.join(args.out, f"{family}-src")) for family in ("clip", "siglip")},
+    })
+    log(f"{os.path.relpath(path, ROOT)}: written")
+
+
+def make_owl(out, tokenizer_dir):
+    """The OWL-ViT and OWLv2 detectors, their exports and owl-goldens.json."""
+    hashes = {}
+    for family in ("owlvit", "owlv2"):
+        source = os.path.join(out, f"{family}-src")
+        make_owl_source(source, family, tokenizer_dir)
+        hashes[family] = export_owl(source, os.path.join(out, family))["source"]["hash"]
+    path = os.path.join(out, "owl-goldens.json")
+    inputs = {"images": OWL_IMAGES, "labels": OWL_LABELS, "threshold": OWL_THRESHOLD}
+    if up_to_date(log, path, {"exportHashes": hashes, "inputs": inputs}):
+        return
+    import transformers
+
+    write_json(path, {
+        "source": "transformers pipeline('zero-shot-object-detection', model=dir)",
+        "transformers": transformers.__version__,
+        "exportHashes": hashes,
+        "inputs": inputs,
+        **{family: owl_goldens(os.path.join(out, f"{family}-src")) for family in ("owlvit", "owlv2")},
     })
     log(f"{os.path.relpath(path, ROOT)}: written")
 
