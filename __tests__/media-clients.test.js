@@ -152,7 +152,7 @@ describe('images in the chat through the AI SDK and LangChain', { skip: NO_VLM }
     const refusals = [
       [
         input({ type: 'input_image', image_url: 'https://example.com/cat.png' }),
-        /input\[0\]\.content\[0\]: only data:image/,
+        /input\[0\]\.content\[0\]: this server fetches no image URL \(start it with --fetch-images/,
       ],
       [
         input({ type: 'input_image', file_id: 'file-abc' }),

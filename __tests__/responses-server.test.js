@@ -365,7 +365,7 @@ describe('/v1/responses in this process, with the openai client', () => {
       [
         { model: 'echo', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }] },
         400,
-        /input\[0\]\.content\[0\]: only data:image/,
+        /input\[0\]\.content\[0\]: expected a data:image\/\.\.\.;base64 URL or an http\(s\) URL, got "x"/,
       ],
       [
         { model: 'echo', input: [{ type: 'reasoning', summary: [] }] },

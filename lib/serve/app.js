@@ -8,6 +8,7 @@ const { HttpError, readJson, sendJson, sendError, show, authorization } = requir
 const { Metrics } = require('./metrics')
 const { ModelRegistry } = require('./models')
 const { LIMITS } = require('./requests')
+const { policyOf } = require('./media')
 const chat = require('./chat')
 const { embeddings } = require('./embeddings')
 const { classify } = require('./classify')
@@ -30,6 +31,7 @@ const audio = require('./audio')
  * @property {Set<() => void>} running aborts of the generations in flight
  * @property {boolean} closing a shutdown began: new requests get 503
  * @property {InstanceType<typeof responses.ResponseStore>} responses kept for previous_response_id
+ * @property {import('./media').FetchPolicy} fetchImages from where http(s) images in chats are fetched
  * @property {(name: unknown, kind: import('./models').ServedKind) => ServeModel} model the model a
  *   request names
  */
@@ -114,11 +116,12 @@ function timed(served, metrics, startedAt) {
  * The handler of a server's requests. `models`: models loaded already (kept loaded); or
  * `registry`: the models by name, loaded on demand.
  * @param {{ models?: ServeModel[]; registry?: InstanceType<typeof ModelRegistry>; apiKey?: string;
- *   limits?: import('./requests').ServeLimits; metrics?: InstanceType<typeof Metrics> }} options
+ *   limits?: import('./requests').ServeLimits; fetchImages?: boolean | string[];
+ *   metrics?: InstanceType<typeof Metrics> }} options
  * @returns {{ handle: (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => Promise<void>;
  *   ctx: Context; registry: InstanceType<typeof ModelRegistry> }}
  */
-function createHandler({ models = [], registry, apiKey, limits, metrics = new Metrics() }) {
+function createHandler({ models = [], registry, apiKey, limits, fetchImages, metrics = new Metrics() }) {
   const known = registry ?? new ModelRegistry(models.map((m) => ({ name: m.name, kind: m.kind, served: m })))
   const key = apiKey === undefined ? null : digest(`Bearer ${apiKey}`)
   /** @param {unknown} name @param {ServeModel['kind']} kind */
@@ -134,6 +137,7 @@ function createHandler({ models = [], registry, apiKey, limits, metrics = new Me
     running: new Set(),
     closing: false,
     responses: new responses.ResponseStore(),
+    fetchImages: policyOf(fetchImages),
     model: loaded,
   }
   /**

@@ -9,6 +9,7 @@
 const { randomUUID } = require('node:crypto')
 const { HttpError, sendJson, sendEvent, startEvents, readKeys } = require('./http')
 const R = require('./requests')
+const media = require('./media')
 const { formatOf, parseToolCalls, ToolCallStream, genericMessages, MARKERS } = require('../text/tool-calls')
 
 /**
@@ -400,13 +401,12 @@ async function chatCompletions(ctx, body, res, startedAt) {
   const logprobs = R.readLogprobs(b)
   if (logprobs) request.options = { ...request.options, ...logprobs }
   const model = /** @type {ChatModel} */ (ctx.model(b.model, 'chat'))
-  const images = imagesOf(b.messages)
+  const images = imagesOf(b.messages, ctx.fetchImages)
   const read = R.readMessages(images ? images.textOnly : b.messages, ctx.limits)
   const { plain } = read
   const { tools, parallel, forced } = R.readTools(b, ctx.limits)
   // (checkChat runs these readers before the model is acquired: keep the two in step.)
   // The read messages with the image parts back where they were (CausalLM decodes them).
-  const messages = images ? read.messages.map((m, i) => images.parts.get(i) ?? m) : read.messages
   const responseFormat = R.readResponseFormat(b.response_format)
   if (forced && responseFormat) {
     throw new HttpError(400, 'InvalidArg', 'response_format: not with a forced tool_choice (the answer is tool calls)')
@@ -433,6 +433,9 @@ async function chatCompletions(ctx, body, res, startedAt) {
       responseFormat: { type: 'tool_calls', tools, toolChoice, format, parallel: calls },
     }
   } else if (responseFormat) request.options = { ...request.options, responseFormat }
+  // Fetched once the request is known good (http(s) images, where the server fetches them).
+  if (images) await fetchImages(images.parts, ctx)
+  const messages = images ? read.messages.map((m, i) => images.parts.get(i) ?? m) : read.messages
   let input
   if (model.toolFormat === null && (tools || !plain)) {
     // A template without tools: the generic format's chat, as plain turns.
@@ -470,13 +473,15 @@ const DATA_URL = /^data:image\/[\w.+-]+;base64,/
 /**
  * OpenAI's `image_url` content parts (`{type: 'image_url', image_url: {url}}`, or `image_url` the URL
  * itself) in `messages`, as CausalLM's image parts: `parts`, message index -> the message with its
- * content as `[{type: 'text', text} | {type: 'image', image: Buffer}]`; `textOnly`, the messages
- * with those parts left out (for requests.js's checks). Null when no message has one. Only data:
- * URLs: the server fetches nothing (an http(s) URL is a 400); `detail` only "auto" (or none).
+ * content as `[{type: 'text', text} | {type: 'image', image: Buffer | URL}]` (a URL: an http(s)
+ * image, fetched by `fetchImages` when the server fetches; a 400 here when `policy` is null, as
+ * `undefined` leaves that to the route); `textOnly`, the messages with those parts left out (for
+ * requests.js's checks). Null when no message has one. `detail` only "auto" (or none).
  * @param {unknown} messages
+ * @param {import('./media').FetchPolicy} [policy]
  * @returns {{ parts: Map<number, Record<string, any>>; textOnly: unknown[] } | null}
  */
-function imagesOf(messages) {
+function imagesOf(messages, policy) {
   if (!Array.isArray(messages)) return null
   const isImage = (/** @type {any} */ p) => p !== null && typeof p === 'object' && p.type === 'image_url'
   if (!messages.some((m) => Array.isArray(m?.content) && m.content.some(isImage))) return null
@@ -488,7 +493,9 @@ function imagesOf(messages) {
       throw new HttpError(400, 'InvalidArg', `messages[${i}]: image_url parts only in user messages`)
     }
     const content = m.content.map((/** @type {any} */ p, /** @type {number} */ j) =>
-      isImage(p) ? { type: 'image', image: imageBytes(p.image_url, `messages[${i}].content[${j}].image_url`) } : p,
+      isImage(p)
+        ? { type: 'image', image: imageSource(p.image_url, `messages[${i}].content[${j}].image_url`, policy) }
+        : p,
     )
     parts.set(i, { role: m.role, content })
     return { ...m, content: content.filter((/** @type {any} */ p) => p.type !== 'image') }
@@ -497,15 +504,17 @@ function imagesOf(messages) {
 }
 
 /**
- * The bytes of an `image_url` part's image: `image_url` the URL or `{url, detail}`. 400
- * `InvalidArg` naming `where` unless a data:image/...;base64 URL (the server fetches nothing) and
- * `detail` "auto" or none (OpenAI's low and high change what the model sees; here each image is
+ * An `image_url` part's image: `image_url` the URL or `{url, detail}`. A data:image/...;base64
+ * URL's bytes; an http(s) URL as a URL (a 400 when `policy` fetches from nowhere or not from its
+ * host; `undefined`: the route decides). 400 `InvalidArg` naming `where` for anything else and a
+ * `detail` other than "auto" (OpenAI's low and high change what the model sees; here each image is
  * read at its processor's one size).
  * @param {unknown} imageUrl
  * @param {string} where
- * @returns {Buffer}
+ * @param {import('./media').FetchPolicy} [policy]
+ * @returns {Buffer | URL}
  */
-function imageBytes(imageUrl, where) {
+function imageSource(imageUrl, where, policy) {
   const given = /** @type {any} */ (imageUrl)
   const url = typeof given === 'string' ? given : given?.url
   if (typeof url !== 'string') throw new HttpError(400, 'InvalidArg', `${where}: expected {url: string}`)
@@ -514,14 +523,38 @@ function imageBytes(imageUrl, where) {
     throw new HttpError(400, 'InvalidArg', `${where}.detail: only "auto" is served, got ${JSON.stringify(detail)}`)
   }
   const match = DATA_URL.exec(url)
-  if (!match) {
+  if (match) return Buffer.from(url.slice(match[0].length), 'base64')
+  const http = media.httpUrl(url)
+  if (!http) {
     throw new HttpError(
       400,
       'InvalidArg',
-      `${where}: only data:image/...;base64 URLs are served (this server fetches no http(s) URL), got ${JSON.stringify(url.slice(0, 40))}`,
+      `${where}: expected a data:image/...;base64 URL or an http(s) URL, got ${JSON.stringify(url.slice(0, 40))}`,
     )
   }
-  return Buffer.from(url.slice(match[0].length), 'base64')
+  if (policy !== undefined && !media.allowed(http, policy)) throw media.refused(where, http, policy)
+  return http
 }
 
-module.exports = { chatModel, chatCompletions, completions, checkChat, checkCompletion, imageBytes }
+/**
+ * `imagesOf`'s parts with their http(s) images fetched (one after another: a request's time bound
+ * is each fetch's).
+ * @param {Map<number, Record<string, any>>} parts
+ * @param {import('./app').Context} ctx
+ */
+async function fetchImages(parts, ctx) {
+  for (const [i, message] of parts) {
+    for (const [j, part] of message.content.entries()) {
+      if (!(part.image instanceof URL)) continue
+      const where = `messages[${i}].content[${j}].image_url`
+      part.image = await media.fetchImage(part.image, {
+        policy: ctx.fetchImages,
+        maxBytes: ctx.limits.maxImageBytes,
+        timeoutMs: ctx.limits.imageFetchTimeoutMs,
+        where,
+      })
+    }
+  }
+}
+
+module.exports = { chatModel, chatCompletions, completions, checkChat, checkCompletion, imageSource }

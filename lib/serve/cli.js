@@ -8,6 +8,7 @@ const { parseArgs } = require('node:util')
 const USAGE = `usage: torch-node serve --model NAME=FOLDER [--model NAME=FOLDER ...] [--host 127.0.0.1]
          [--port 8000] [--api-key KEY] [--max-sequences N] [--max-queue N] [--prefix-cache TOKENS]
          [--lazy] [--max-loaded N] [--max-memory SIZE] [--idle SECONDS] [--shutdown-timeout 10]
+         [--fetch-images | --allowed-media-domains HOST[,HOST...]]
 
 Serves torch-node model folders (\`npx torch-node export\`) with OpenAI's API: causal LMs on
 /v1/chat/completions, /v1/completions, /v1/responses and Anthropic's /v1/messages, sentence encoders
@@ -33,6 +34,9 @@ is read from its manifest.json.
   --idle              unload a model after SECONDS without requests (default: never); the next
                       request loads it again
   --shutdown-timeout  seconds that requests running get to finish after SIGTERM (default 10)
+  --fetch-images      fetch http(s) image URLs in chats (default: a 400; send data: URLs), at
+                      most 20 MiB each within 10 s, 3 redirects, an image/* answer
+  --allowed-media-domains  fetch them only from these hosts and their subdomains (vLLM's flag)
 See docs/serving.md.`
 
 const ROUTES = {
@@ -88,6 +92,8 @@ function parse(argv) {
         'max-loaded': { type: 'string' },
         'max-memory': { type: 'string' },
         idle: { type: 'string' },
+        'fetch-images': { type: 'boolean' },
+        'allowed-media-domains': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     })
@@ -125,6 +131,12 @@ function parse(argv) {
   const maxMemory = size(v['max-memory'], '--max-memory')
   const idleSeconds = v.idle === undefined ? 0 : Number(v.idle)
   if (!(idleSeconds >= 0)) throw new UsageError(`--idle: expected seconds ≥ 0, got ${v.idle}`)
+  const domains = v['allowed-media-domains']?.split(',').map((h) => h.trim())
+  if (domains && !domains.every((h) => /^[\w.-]+$/.test(h)))
+    throw new UsageError(
+      `--allowed-media-domains: expected host names separated by commas, got ${JSON.stringify(domains.join(','))}`,
+    )
+  const fetchImages = domains ?? (v['fetch-images'] ? true : undefined)
   return {
     models,
     host: v.host,
@@ -135,6 +147,7 @@ function parse(argv) {
     ...(maxLoaded !== undefined && { maxLoaded }),
     ...(maxMemory !== undefined && { maxMemory }),
     ...(idleSeconds > 0 && { idleMs: Math.round(idleSeconds * 1000) }),
+    ...(fetchImages !== undefined && { fetchImages }),
   }
 }
 
@@ -169,8 +182,8 @@ async function main(argv) {
   }
   let server
   try {
-    const { models, host, port, apiKey, lazy, maxLoaded, maxMemory, idleMs } = o
-    server = await serve({ models, host, port, apiKey, lazy, maxLoaded, maxMemory, idleMs })
+    const { models, host, port, apiKey, lazy, maxLoaded, maxMemory, idleMs, fetchImages } = o
+    server = await serve({ models, host, port, apiKey, lazy, maxLoaded, maxMemory, idleMs, fetchImages })
   } catch (e) {
     const err = /** @type {any} */ (e)
     process.stderr.write(`torch-node serve: ${err.code || 'Error'}: ${String(err.message).split('\n')[0]}\n`)

@@ -73,6 +73,10 @@ const { LIMITS } = require('./requests')
  * @property {number} [port] The port (default 0: any free one).
  * @property {string} [apiKey] Requests to `/v1/*` must send `Authorization: Bearer <apiKey>` (401 otherwise).
  * @property {ServeLimits} [limits] The limits on one request.
+ * @property {boolean | string[]} [fetchImages] Fetch http(s) image URLs in chats (`image_url`, `input_image`):
+ *   `true` from any host, or only from these hosts and their subdomains (vLLM's `--allowed-media-domains`);
+ *   at most `limits.maxImageBytes` within `limits.imageFetchTimeoutMs`, 3 redirects (each host checked), an
+ *   `image/*` answer. Default `false`: such a URL is a 400 (send `data:` URLs).
  * @property {boolean} [lazy] Load every model on its first request rather than at start (default false:
  *   the first `maxLoaded` models load at start, and a failure there rejects `serve`).
  * @property {number} [maxLoaded] Models loaded at once (default: all). A request for another waits until
@@ -123,6 +127,12 @@ const SERVE_OPTIONS = opt.bag(
     maxLoaded: limitReader,
     idleMs: opt.integer({ min: 0, expected: 'milliseconds ≥ 0 (0: never)' }),
     maxMemory: opt.integer({ min: 1, expected: 'bytes ≥ 1' }),
+    fetchImages: opt.check(
+      (v) =>
+        typeof v === 'boolean' ||
+        (Array.isArray(v) && v.length > 0 && v.every((h) => typeof h === 'string' && /^[\w.-]+$/.test(h))),
+      'true, false or a non-empty array of host names',
+    ),
   },
   { required: ['models'] },
 )
@@ -342,7 +352,13 @@ async function serve(options) {
       throw reason.cause ?? reason
     }
   }
-  const { handle, ctx } = createHandler({ registry, metrics, apiKey: o.apiKey, limits: o.limits })
+  const { handle, ctx } = createHandler({
+    registry,
+    metrics,
+    apiKey: o.apiKey,
+    limits: o.limits,
+    fetchImages: o.fetchImages,
+  })
   const server = http.createServer(handle)
   server.keepAliveTimeout = 60_000
   try {

@@ -14,6 +14,10 @@ const { invalid, show } = require('./http')
  * @property {number} [maxTools] Tools of one request (default 128, as OpenAI).
  * @property {number} [maxItems] Texts of one embeddings request (default 2048, as OpenAI).
  * @property {number} [maxChars] Characters of one text to embed (default 32768).
+ * @property {number} [maxImageBytes] The largest image fetched from an http(s) URL (default 20 MiB, as
+ *   OpenAI's); with `fetchImages` only.
+ * @property {number} [imageFetchTimeoutMs] How long fetching one image may take, redirects included
+ *   (default 10 000); with `fetchImages` only.
  */
 const LIMITS = Object.freeze({
   maxBodyBytes: 4 * 2 ** 20,
@@ -23,6 +27,8 @@ const LIMITS = Object.freeze({
   maxTools: 128,
   maxItems: 2048,
   maxChars: 32768,
+  maxImageBytes: 20 * 2 ** 20,
+  imageFetchTimeoutMs: 10_000,
 })
 
 // Keys read the same way by both routes; each route adds its own.

@@ -157,21 +157,23 @@ const isInputImage = (/** @type {any} */ p) => p !== null && typeof p === 'objec
 
 /**
  * A user message's `input_text` and `input_image` parts as chat completions' `text` and
- * `image_url` parts, checked by chat.js's `imageBytes` as /v1/chat/completions' own (data: URLs
- * only; `detail` "auto" or none). An image by `file_id` is refused: this server keeps no files.
+ * `image_url` parts, checked by chat.js's `imageSource` as /v1/chat/completions' own (data: or
+ * http(s) URLs; `detail` "auto" or none). An image by `file_id` is refused: this server keeps no files.
  * @param {any[]} content
  * @param {string} where
+ * @param {import('./media').FetchPolicy} [policy] where http(s) images are fetched from (undefined: not
+ *   checked here)
  */
-function chatParts(content, where) {
+function chatParts(content, where, policy) {
   return content.map((part, j) => {
     if (isInputImage(part)) {
       if (typeof part.image_url !== 'string') {
         throw invalid(
-          `${where}[${j}].image_url: expected a data:image/...;base64 URL (file_id is not served), got ${show(part.image_url)}`,
+          `${where}[${j}].image_url: expected a data:image/...;base64 or http(s) URL (file_id is not served), got ${show(part.image_url)}`,
         )
       }
       const imageUrl = { url: part.image_url, detail: part.detail }
-      chat.imageBytes(imageUrl, `${where}[${j}]`) // checked here, to name the input's part
+      chat.imageSource(imageUrl, `${where}[${j}]`, policy) // checked here, to name the input's part
       return { type: 'image_url', image_url: imageUrl }
     }
     if (part?.type !== 'input_text') {
@@ -189,8 +191,10 @@ function chatParts(content, where) {
  * @param {unknown} input
  * @param {ResponseStore} store
  * @param {Set<string>} callIds the calls of the conversation so far (an output must answer one)
+ * @param {import('./media').FetchPolicy} [policy] where http(s) images are fetched from (undefined: the
+ *   chat route decides)
  */
-function readInput(input, store, callIds) {
+function readInput(input, store, callIds, policy) {
   /** @type {Message[]} */
   const messages = []
   /** @type {Item[]} */
@@ -223,7 +227,7 @@ function readInput(input, store, callIds) {
       const types = item.role === 'assistant' ? ['output_text', 'refusal'] : ['input_text']
       const images = item.role === 'user' && Array.isArray(item.content) && item.content.some(isInputImage)
       const text = images ? '' : readText(item.content, types, `${where}.content`)
-      messages.push({ role: item.role, content: images ? chatParts(item.content, `${where}.content`) : text })
+      messages.push({ role: item.role, content: images ? chatParts(item.content, `${where}.content`, policy) : text })
       const content = typeof item.content === 'string' ? [{ type: types[0], text }] : item.content
       items.push({ id: id ?? newId('msg'), type, role: item.role, status: 'completed', content })
     } else if (type === 'function_call') {
@@ -609,7 +613,8 @@ async function create(ctx, body, res, startedAt) {
   // The conversation so far (the previous response's, its instructions left out) and this input.
   const prior = previous?.conversation ?? []
   const callIds = new Set(prior.flatMap((m) => (m.tool_calls ?? []).map((/** @type {any} */ c) => c.id)))
-  const given = b.input === undefined ? { messages: [], items: [] } : readInput(b.input, store, callIds)
+  const given =
+    b.input === undefined ? { messages: [], items: [] } : readInput(b.input, store, callIds, ctx.fetchImages)
   const conversation = [...prior, ...given.messages]
   if (conversation.length === 0) throw invalid('input: no messages')
   const request = chatRequest(b, conversation)
