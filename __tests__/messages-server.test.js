@@ -12,9 +12,12 @@ const fs = require('node:fs')
 const http = require('node:http')
 const path = require('node:path')
 const { createHandler } = require('../lib/serve/app')
+const torch = require('..')
 
 const LM_DIR = path.join(__dirname, '..', 'models', 'golden', 'lm', 'llama-tiny')
 const noModel = !fs.existsSync(path.join(LM_DIR, 'model.pt2')) && `no ${LM_DIR}: run \`npm run models\``
+const VLM = path.join(__dirname, '..', 'models', 'golden', 'vlm', 'llava-tiny')
+const NO_VLM = !fs.existsSync(path.join(VLM, 'manifest.json')) && 'no LLaVA fixture: run `npm run models -- --lazy`'
 // LangChain's Anthropic chat model (`@langchain/anthropic`, with its own @anthropic-ai/sdk, which sends x-api-key).
 const noLangChain = (() => {
   try {
@@ -398,11 +401,24 @@ describe('/v1/messages in this process, with @anthropic-ai/sdk', () => {
       [{ model: 'echo', max_tokens: 8, messages: [] }, /^messages: expected a non-empty array/],
       [
         { model: 'echo', max_tokens: 8, messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }] },
-        /^messages\[0\]\.content\[0\]\.type: .*\(this server reads text only\), got "image"/,
+        /^messages\[0\]\.content\[0\]\.source: expected \{type: 'base64', media_type, data\} or \{type: 'url', url\}/,
+      ],
+      [
+        {
+          model: 'echo',
+          max_tokens: 8,
+          messages: [
+            {
+              role: 'user',
+              content: [{ type: 'image', source: { type: 'base64', media_type: 'image/tiff', data: '' } }],
+            },
+          ],
+        },
+        /^messages\[0\]\.content\[0\]\.source\.media_type: expected one of image\/jpeg/,
       ],
       [
         { model: 'echo', max_tokens: 8, messages: [{ role: 'user', content: [{ type: 'document', source: {} }] }] },
-        /reads text only/,
+        /reads no documents/,
       ],
       [{ model: 'echo', max_tokens: 8, messages: user, thinking: { type: 'enabled' } }, /^unknown key "thinking"/],
       [{ model: 'echo', max_tokens: 8, messages: [...user, { role: 'assistant', content: 'Sure' }] }, /a prefill/],
@@ -610,5 +626,71 @@ describe('/v1/messages over a causal LM (torch.serve)', { skip: noModel }, () =>
     assert.equal(final.usage.input_tokens, want.usage.promptTokens)
     const counted = await client.messages.countTokens({ model: 'tiny', ...ask })
     assert.deepEqual(counted, { input_tokens: want.usage.promptTokens })
+  })
+})
+
+describe('/v1/messages with images (the tiny LLaVA), with @anthropic-ai/sdk', { skip: NO_VLM }, () => {
+  const png = fs.readFileSync(path.join(__dirname, '..', 'models', 'images', 'chelsea.png'))
+  let served, client
+
+  before(async () => {
+    served = await torch.serve({ models: { llava: VLM }, port: 0 })
+    client = await anthropic(served.url)
+  })
+  after(async () => served?.close())
+
+  test('an image block gives the text chat completions gives for its data: URL', { timeout: 120_000 }, async () => {
+    const data = png.toString('base64')
+    const res = await fetch(`${served.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'llava',
+        max_tokens: 8,
+        temperature: 0,
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'Look: ' },
+              { type: 'image_url', image_url: { url: `data:image/png;base64,${data}` } },
+              { type: 'text', text: 'What is it?' },
+            ],
+          },
+        ],
+      }),
+    })
+    const want = await res.json()
+    assert.equal(res.status, 200, JSON.stringify(want))
+    const msg = await client.messages.create({
+      model: 'llava',
+      max_tokens: 8,
+      temperature: 0,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Look: ' },
+            { type: 'image', source: { type: 'base64', media_type: 'image/png', data } },
+            { type: 'text', text: 'What is it?' },
+          ],
+        },
+      ],
+    })
+    assert.equal(msg.content[0].text, want.choices[0].message.content)
+    assert.equal(msg.usage.input_tokens, want.usage.prompt_tokens)
+    // A URL source: fetched only where the server fetches (here it does not).
+    const { default: Anthropic } = await import('@anthropic-ai/sdk')
+    const e = await client.messages
+      .create({
+        model: 'llava',
+        max_tokens: 8,
+        messages: [
+          { role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }] },
+        ],
+      })
+      .catch((err) => err)
+    assert.ok(e instanceof Anthropic.BadRequestError, String(e))
+    assert.match(e.error.error.message, /this server fetches no image URL/)
   })
 })

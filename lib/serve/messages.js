@@ -73,8 +73,38 @@ function readText(content, where) {
   return content.map((block, j) => textOf(block, `${where}[${j}]`)).join('')
 }
 
-/** What a refused block's message adds: images and documents are not read here. @param {unknown} type */
-const textOnly = (type) => (type === 'image' || type === 'document' ? ' (this server reads text only)' : '')
+/** What a refused block's message adds: documents are not read here. @param {unknown} type */
+const textOnly = (type) => (type === 'document' ? ' (this server reads no documents)' : '')
+
+const IMAGE_TYPES = ['image/jpeg', 'image/png', 'image/gif', 'image/webp']
+
+/**
+ * An image block (`{type: 'image', source: {type: 'base64', media_type, data} | {type: 'url', url}}`)
+ * as chat completions' `image_url` part: a data: URL, or the URL (fetched where the server fetches).
+ * @param {any} block @param {string} where
+ */
+function imagePart(block, where) {
+  blockKeys(block, ['type', 'source'], where)
+  const source = block.source
+  if (source?.type === 'base64') {
+    blockKeys(source, ['type', 'media_type', 'data'], `${where}.source`)
+    if (!IMAGE_TYPES.includes(source.media_type)) {
+      throw invalid(
+        `${where}.source.media_type: expected one of ${IMAGE_TYPES.join(', ')}, got ${show(source.media_type)}`,
+      )
+    }
+    if (typeof source.data !== 'string') throw invalid(`${where}.source.data: expected a base64 string`)
+    return { type: 'image_url', image_url: { url: `data:${source.media_type};base64,${source.data}` } }
+  }
+  if (source?.type === 'url') {
+    blockKeys(source, ['type', 'url'], `${where}.source`)
+    if (typeof source.url !== 'string') throw invalid(`${where}.source.url: expected a string, got ${show(source.url)}`)
+    return { type: 'image_url', image_url: { url: source.url } }
+  }
+  throw invalid(
+    `${where}.source: expected {type: 'base64', media_type, data} or {type: 'url', url}, got ${show(source)}`,
+  )
+}
 
 /** @param {any} block @param {string} where */
 function textOf(block, where) {
@@ -113,11 +143,18 @@ function readConversation(system, messages) {
     if (typeof m.content === 'string') return void out.push({ role: m.role, content: m.content })
     if (!Array.isArray(m.content)) throw invalid(`${where}.content: expected a string or an array of blocks`)
     let text = ''
+    // A user turn with images: its text and image parts in order (chat completions' content parts).
+    /** @type {Array<Record<string, any>>} */
+    let parts = []
     /** @type {Message[]} */
     const calls = []
     const flush = () => {
-      if (text !== '') out.push({ role: 'user', content: text })
+      if (parts.length) {
+        if (text !== '') parts.push({ type: 'text', text })
+        out.push({ role: 'user', content: parts })
+      } else if (text !== '') out.push({ role: 'user', content: text })
       text = ''
+      parts = []
     }
     m.content.forEach((/** @type {any} */ block, j) => {
       const at = `${where}.content[${j}]`
@@ -148,8 +185,12 @@ function readConversation(system, messages) {
         out.push({ role: 'tool', tool_call_id: block.tool_use_id, content })
       } else if (type === 'text') {
         text += textOf(block, at)
+      } else if (type === 'image' && m.role === 'user') {
+        if (text !== '') parts.push({ type: 'text', text })
+        text = ''
+        parts.push(imagePart(block, at))
       } else {
-        const types = m.role === 'user' ? '"text" or "tool_result"' : '"text" or "tool_use"'
+        const types = m.role === 'user' ? '"text", "image" or "tool_result"' : '"text" or "tool_use"'
         throw invalid(`${at}.type: expected ${types} in a ${m.role} turn${textOnly(type)}, got ${show(type)}`)
       }
     })
