@@ -1,6 +1,6 @@
 'use strict'
 // Zero-shot object detection (issue 50's family): OWL-ViT and OWLv2 folders python/export_owl.py
-// wrote, against transformers 5's pipeline('zero-shot-object-detection', dir) on three images of
+// wrote, against transformers 5's pipeline('zero-shot-object-detection', dir) on four images of
 // different sizes and shapes (models/make_clip_models.py's owl-goldens.json: random-weight
 // detectors); concurrent callers batched and sharing the labels' embeddings; hostile input in a
 // child process; abort and dispose.
@@ -28,11 +28,11 @@ const TIMEOUT = { timeout: 120_000 }
 
 const goldens = SKIP ? null : JSON.parse(fs.readFileSync(GOLDENS, 'utf8'))
 
-/** The goldens' images as the test passes them: a path, the file's bytes, a transposed uint8 Tensor. */
+/** The goldens' images (crops of models/images/) as the test passes them: paths, the file's bytes, a transposed uint8 Tensor. */
 async function images() {
   return Promise.all(
     goldens.inputs.images.map(async ([name, transposed], i) => {
-      const file = path.join(IMAGES, name)
+      const file = path.join(DIR, name)
       if (transposed) {
         const chw = await torch.image.load(file, { dtype: 'uint8', layout: 'chw' })
         return chw.transpose(1, 2)
@@ -57,7 +57,8 @@ function assertDetections(got, want, what) {
 for (const family of ['owlvit', 'owlv2']) {
   describe(`${family}: against transformers`, { skip: SKIP }, () => {
     const folder = path.join(DIR, family)
-    const { labels, threshold } = SKIP ? {} : goldens.inputs
+    const { labels } = SKIP ? {} : goldens.inputs
+    const threshold = SKIP ? 0 : goldens.inputs.threshold[family]
     let detector, inputs
     before(async () => {
       detector = await ZeroShotObjectDetectionPipeline.load(folder)
@@ -85,8 +86,12 @@ for (const family of ['owlvit', 'owlv2']) {
         assertDetections(top, want.topK, 'topK')
         const comma = await detector.run(inputs[0], { candidateLabels: 'cat,coffee', threshold })
         assertDetections(comma, want.commaString, 'comma string')
-        const data = `data:image/png;base64,${fs.readFileSync(path.join(IMAGES, 'astronaut.png')).toString('base64')}`
-        assertDetections(await detector.run(data, { candidateLabels: labels }), want.defaultThreshold, 'default 0.1')
+        const data = `data:image/png;base64,${fs.readFileSync(path.join(DIR, 'owl-astronaut.png')).toString('base64')}`
+        assertDetections(
+          await detector.run(data, { candidateLabels: goldens.inputs.defaultLabels }),
+          want.defaultThreshold,
+          'default 0.1',
+        )
       },
     )
 
@@ -120,10 +125,10 @@ for (const family of ['owlvit', 'owlv2']) {
       const other = await ZeroShotObjectDetectionPipeline.load(folder, { maxDelayMs: 20 })
       try {
         const calls = Array.from({ length: 9 }, (_, i) =>
-          other.run(inputs[i % 3], { candidateLabels: labels, threshold }),
+          other.run(inputs[i % inputs.length], { candidateLabels: labels, threshold }),
         )
         const outs = await Promise.all(calls)
-        outs.forEach((d, i) => assertDetections(d, goldens[family].detections[i % 3], `call ${i}`))
+        outs.forEach((d, i) => assertDetections(d, goldens[family].detections[i % inputs.length], `call ${i}`))
         const stats = other.stats()
         assert.equal(stats.text.rows, labels.length, 'each label embedded once')
         assert.equal(stats.image.rows, 9)
