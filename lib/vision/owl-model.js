@@ -164,14 +164,16 @@ class OwlModel {
     const m = this.#manifest
     const encodings = await this.#tokenizer.encodeBatch(labels, { padding: false })
     const ids = encodings.map((e, i) => {
+      const label = labels[i].length > 40 ? `${labels[i].slice(0, 40)}...` : labels[i]
       if (e.ids.length > m.maxSequenceLength) {
-        const label = labels[i].length > 40 ? `${labels[i].slice(0, 40)}...` : labels[i]
         throw codedError(
           'InvalidArg',
           `candidate label '${label}' is ${e.ids.length} tokens; this model reads at most ${m.maxSequenceLength}`,
           caller,
         )
       }
+      // a tokenizer without special tokens makes none of an empty label: nothing to embed
+      if (e.ids.length === 0) throw codedError('InvalidArg', `candidate label '${label}' has no tokens`, caller)
       return e.ids
     })
     // Labels of one length go together, up to maxBatchSize a request: a call with a thousand labels
