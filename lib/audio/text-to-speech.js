@@ -83,6 +83,9 @@ class TextToSpeechPipeline {
   /** @type {VitsTokenizer} */ #tokenizer
   #maxChars
   #maxFrames
+  #maxQueue
+  /** Calls admitted and not finished: one runs, the others wait in the Batcher. */
+  #active = 0
   #disposed = false
 
   /**
@@ -98,8 +101,9 @@ class TextToSpeechPipeline {
     this.#tokenizer = tokenizer
     this.#maxChars = o.maxChars ?? 4096
     this.#maxFrames = Math.floor(((o.maxDurationS ?? 600) * manifest.samplingRate) / manifest.hop)
-    // One call at a time: the program's generator is one object, seeded at the start of each call.
-    this.#batcher = new Batcher(model, { maxBatchSize: 1, maxDelayMs: 0, concurrency: 1, maxQueue: o.maxQueue ?? 64 })
+    this.#maxQueue = o.maxQueue ?? 64
+    // One text at a time: the program's generator is one object, seeded at the start of each call.
+    this.#batcher = new Batcher(model, { maxBatchSize: 1, maxDelayMs: 0, concurrency: 1, maxQueue: Infinity })
   }
 
   /**
@@ -190,12 +194,24 @@ class TextToSpeechPipeline {
       o.speakingRate ?? m.speakingRate,
       this.#maxFrames,
     ]
-    const out = []
-    for (const row of ids) {
-      if (o.signal?.aborted) throw codedError('Aborted', 'the signal was aborted', this.run)
-      out.push(await this.#speak(row, seed, settings, o.signal))
+    if (this.#active > this.#maxQueue) {
+      throw codedError(
+        'QueueFull',
+        `${name}: ${this.#active} calls in flight already (maxQueue ${this.#maxQueue})`,
+        this.run,
+      )
     }
-    return batched ? out : out[0]
+    this.#active++
+    try {
+      const out = []
+      for (const row of ids) {
+        if (o.signal?.aborted) throw codedError('Aborted', 'the signal was aborted', this.run)
+        out.push(await this.#speak(row, seed, settings, o.signal))
+      }
+      return batched ? out : out[0]
+    } finally {
+      this.#active--
+    }
   }
 
   /** The ids of one checked text. @param {unknown} text @param {string} what */
@@ -275,7 +291,7 @@ function readSeed(seed, caller) {
 
 /**
  * `audio` as a WAV file: 16-bit PCM (`'pcm16'`, the default: samples clamped to [-1, 1] and rounded
- * to ±32767) or 32-bit float (`'float32'`), mono, at `samplingRate`; the 44-byte RIFF header then the
+ * to ±32767, half away from zero) or 32-bit float (`'float32'`), mono, at `samplingRate`; the 44-byte RIFF header then the
  * samples, little-endian. Errors: `InvalidArg`.
  * @param {Float32Array} audio
  * @param {number} samplingRate
@@ -317,13 +333,14 @@ function encodeWav(audio, samplingRate, options) {
 
 /**
  * The samples as 16-bit little-endian PCM into `out` at `offset`: clamped to [-1, 1], times 32767,
- * rounded (NaN as 0).
+ * rounded half away from zero (NaN as 0).
  * @param {Float32Array} audio @param {Buffer} out @param {number} offset
  */
 function pcm16(audio, out, offset) {
   for (let i = 0; i < audio.length; i++) {
     const x = audio[i]
-    const v = x >= 1 ? 32767 : x <= -1 ? -32767 : Number.isNaN(x) ? 0 : Math.round(x * 32767)
+    // Half away from zero, the same both sides (Math.round alone rounds -0.5 up).
+    const v = x >= 1 ? 32767 : x <= -1 ? -32767 : Number.isNaN(x) ? 0 : Math.sign(x) * Math.round(Math.abs(x) * 32767)
     out.writeInt16LE(v, offset + 2 * i)
   }
 }
