@@ -1,5 +1,6 @@
 """Export a Hugging Face vision-language checkpoint (LlavaForConditionalGeneration,
-Gemma3ForConditionalGeneration) into a torch-node causal-LM folder that also takes images.
+Gemma3ForConditionalGeneration, Idefics3ForConditionalGeneration, SmolVLMForConditionalGeneration)
+into a torch-node causal-LM folder that also takes images.
 
     python export_vlm.py MODEL_DIR OUT_DIR [--max-context N] [--max-batch N]
 
@@ -14,6 +15,10 @@ chat template, generation_config.json, manifest.json of kind "causal-lm"), plus:
                   without pan-and-scan) as export_clip.py
                   scripts it: uint8 RGB [3, h, w] -> pixel_values [3, S, S], the kernels
                   transformers 5's torchvision backend runs.
+
+Idefics3 and SmolVLM (vlm_idefics3.py) tile each image: vision.pt takes the tiles [frames, 3, S, S],
+preprocess.pt returns them in their grid [rows + 1, cols, 3, S, S], and the manifest's
+expansion.grid says the prompt each grid makes.
 
 The decoder program is export_causal_lm's step with two more inputs:
 
@@ -37,8 +42,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_causal_lm as lm  # noqa: E402
 from export_causal_lm import ExportError  # noqa: E402
+import vlm_idefics3 as idefics3  # noqa: E402
 
-ARCHITECTURES = ("LlavaForConditionalGeneration", "Gemma3ForConditionalGeneration")
+ARCHITECTURES = ("LlavaForConditionalGeneration", "Gemma3ForConditionalGeneration", *idefics3.ARCHITECTURES)
 # Families whose image tokens attend to each other both ways during prefill (Gemma 3:
 # token_type_ids -> create_masks_for_vision_model's blockwise overlay).
 BIDIRECTIONAL_IMAGES = ("gemma3",)
@@ -62,10 +68,15 @@ def text_model(vlm):
     config = vlm.config.text_config
     lm.causal_lm_class(config)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
-    model.model = vlm.model.language_model
+    model.model = language_model(vlm)
     model.lm_head = vlm.lm_head
     model.generation_config = vlm.generation_config
     return model
+
+
+def language_model(vlm):
+    """The VLM's decoder (without its head): Idefics3/SmolVLM name it text_model."""
+    return vlm.model.text_model if idefics3.is_idefics3(vlm) else vlm.model.language_model
 
 
 def vision_module(vlm):
@@ -76,6 +87,8 @@ def vision_module(vlm):
     config = vlm.config
     if config.model_type == "gemma3":
         return Gemma3Vision(vlm).eval()
+    if idefics3.is_idefics3(vlm):
+        return idefics3.vision_module(vlm)
     layer = config.vision_feature_layer
     strategy = config.vision_feature_select_strategy
 
@@ -275,11 +288,12 @@ def expansion(processor, vlm, size, tokens_per_image):
 def check(what, step, vision, layout, hidden, vlm, pixels, ids, log):
     """The program (prefill of `ids` with one image, then two greedy decodes) against
     transformers' forward on the same tokens (Gemma 3: with the processor's token_type_ids): max
-    logit difference."""
+    logit difference. `pixels`: the vision program's input for the one image (Idefics3: its
+    frames, which transformers takes as [1, frames, 3, S, S])."""
     import torch
 
     with torch.no_grad():
-        features = vision(pixels)[0]
+        features = vision(pixels).reshape(-1, hidden)
         mask = ids == vlm.config.image_token_id
         embeds = torch.zeros(1, ids.shape[1], hidden)
         embeds[mask] = features
@@ -292,12 +306,13 @@ def check(what, step, vision, layout, hidden, vlm, pixels, ids, log):
             at = torch.tensor([[seq.shape[1] - 1]])
             got.append(step(token, at, torch.zeros(1, 1, hidden), torch.zeros(1, 1, dtype=torch.bool), *cache))
         # transformers' default attention for the reference (the decoder's modules are shared).
-        text = vlm.model.language_model
+        text = language_model(vlm)
         own = text.config._attn_implementation
         text.set_attn_implementation("sdpa")
         try:
             extra = {"token_type_ids": mask_to_types(seq, vlm)} if bidirectional(vlm) else {}
-            want = vlm(input_ids=seq, pixel_values=pixels, **extra).logits[0, -3:].float()
+            reference = pixels.unsqueeze(0) if idefics3.is_idefics3(vlm) else pixels
+            want = vlm(input_ids=seq, pixel_values=reference, **extra).logits[0, -3:].float()
         finally:
             text.set_attn_implementation(own)
     worst = (torch.cat(got) - want).abs().max().item()
@@ -320,25 +335,38 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
         raise ExportError(f"{model_dir}: not a vision-language model this exporter knows ({', '.join(ARCHITECTURES)})")
     log(f"{os.path.basename(os.path.normpath(model_dir))}: reading the model with transformers")
     architecture = next(a for a in lm.read_config(model_dir)["architectures"] if a in ARCHITECTURES)
+    tiled = architecture in idefics3.ARCHITECTURES
+    if tiled:
+        idefics3.allow_without_num2words()
     vlm = getattr(transformers, architecture).from_pretrained(model_dir, dtype="float32").eval()
     for p in vlm.parameters():
         p.requires_grad_(False)
     processor = transformers.AutoProcessor.from_pretrained(model_dir)
     if getattr(processor.image_processor, "do_pan_and_scan", None):
         raise ExportError("the image processor has do_pan_and_scan on: pan-and-scan crops are not supported")
-    settings = processor_settings(processor.image_processor)
+    settings = idefics3.settings(processor) if tiled else processor_settings(processor.image_processor)
     size = int(vlm.config.vision_config.image_size)
     vision = vision_module(vlm)
     with torch.no_grad():
         tokens_per_image = int(vision(torch.zeros(1, 3, size, size)).shape[1])
-    # The processor's own count (processing_llava.py): the program must make that many.
-    probe = processor(text=processor.image_token, images=torch.zeros(3, size, size, dtype=torch.uint8),
-                      return_tensors="pt")
-    expanded = int((probe["input_ids"] == vlm.config.image_token_id).sum())
+    if tiled:
+        # Each tile is image_seq_len tokens (processing_idefics3.py); the tiles are the tower's images.
+        if settings["maxImageSize"]["longest_edge"] != size:
+            raise ExportError(f"the processor's tiles are {settings['maxImageSize']['longest_edge']} pixels, the "
+                              f"vision tower takes {size}")
+        expanded = int(processor.image_seq_len)
+    else:
+        # The processor's own count (processing_llava.py): the program must make that many.
+        probe = processor(text=processor.image_token, images=torch.zeros(3, size, size, dtype=torch.uint8),
+                          return_tensors="pt")
+        expanded = int((probe["input_ids"] == vlm.config.image_token_id).sum())
     if expanded != tokens_per_image:
         raise ExportError(f"the processor expands an image to {expanded} tokens, the vision tower makes {tokens_per_image}")
 
-    expand = expansion(processor, vlm, size, tokens_per_image)
+    if tiled:
+        expand = idefics3.expansion(processor, vlm, settings, tokens_per_image)
+    else:
+        expand = expansion(processor, vlm, size, tokens_per_image)
 
     model = text_model(vlm)
     hidden = int(model.config.hidden_size)
@@ -356,15 +384,19 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
 
     step = step_module(model, bidirectional(vlm))
     g = torch.Generator().manual_seed(0)
-    pixels = torch.randn(1, 3, size, size, generator=g)
-    ids = check_ids(vlm.config, tokens_per_image)
+    # One image (Idefics3: of two frames).
+    pixels = torch.randn(2 if tiled else 1, 3, size, size, generator=g)
+    ids = check_ids(vlm.config, tokens_per_image * pixels.shape[0])
     check("self-check (eager step)", step, vision, layout, hidden, vlm, pixels, ids, log)
 
     log("vision.pt: torch.jit.trace of the vision tower and projector; preprocess.pt: torch.jit.script")
     with torch.no_grad():
         traced = torch.jit.trace(vision, (torch.randn(2, 3, size, size, generator=g),), check_trace=False)
     traced.save(os.path.join(out_dir, "vision.pt"))
-    torch.jit.script(Preprocess(torch, settings)).save(os.path.join(out_dir, "preprocess.pt"))
+    scripted = idefics3.Preprocess(torch, settings) if tiled else Preprocess(torch, settings)
+    torch.jit.script(scripted).save(os.path.join(out_dir, "preprocess.pt"))
+    pixels_diff = idefics3.check_pixels(processor, torch.jit.load(os.path.join(out_dir, "preprocess.pt")),
+                                        log) if tiled else None
     vision_run = torch.jit.load(os.path.join(out_dir, "vision.pt"))
     with torch.no_grad():
         px = torch.randn(3, 3, size, size, generator=g)
@@ -443,6 +475,8 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
             "visionFeatureLayer": getattr(vlm.config, "vision_feature_layer", None),
             "visionFeatureSelectStrategy": getattr(vlm.config, "vision_feature_select_strategy", None),
             "checkedMaxAbsDiff": vision_diff,
+            "checkedPixelsMaxAbsDiff": pixels_diff,
+            "tiled": tiled,
         },
     }
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:

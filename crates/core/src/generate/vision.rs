@@ -1,6 +1,7 @@
 //! A vision-language export's image side (`python/export_vlm.py`): `manifest.json`'s `vision`,
 //! the program taking images (`vision.pt`: the vision tower and projector) and how a rendered
-//! prompt's image tokens become the image's embeddings.
+//! prompt's image tokens become the image's embeddings. Idefics3/SmolVLM cut each image into
+//! tiles: its pixel_values are a grid of tiles, and its prompt depends on the grid (`Grid`).
 use super::decoder::{Images, Prepared};
 use crate::error::{bail_code, fail, Code};
 use anyhow::Result;
@@ -36,6 +37,98 @@ pub struct Expansion {
     /// The ids expansion is exact (the tokenizer merges nothing across the replacement's edges);
     /// when false only `expand_text` before tokenizing reproduces the processor's ids.
     pub token_level: bool,
+    /// Idefics3/SmolVLM: each image's expansion built from its tile grid (`prefix`/`suffix` unused).
+    pub grid: Option<Grid>,
+}
+
+/// `vision.expansion.grid` (Idefics3/SmolVLM, `python/vlm_idefics3.py`): the processor writes, for
+/// an image cut into rows × cols tiles, `tiles[r][c]` + N image tokens per tile, `row_end` after
+/// each row but the last, then `last_row_end`, `global` + N image tokens + `global_end` (the
+/// whole image resized to one tile); for an image not cut (0 × 0), the global part alone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Grid {
+    /// The most rows and columns the export's processor makes (`tiles` is that square).
+    pub max_grid: usize,
+    /// The ids before tile (r, c)'s image tokens (`<fake_token_around_image><row_r_col_c>`).
+    pub tiles: Vec<Vec<Vec<u32>>>,
+    pub row_end: Vec<u32>,
+    pub last_row_end: Vec<u32>,
+    pub global: Vec<u32>,
+    pub global_end: Vec<u32>,
+}
+
+impl Grid {
+    fn parse(g: &Json) -> Result<Option<Grid>> {
+        if g.is_null() {
+            return Ok(None);
+        }
+        let list = |v: &Json, k: &str| id_list(v).ok_or_else(|| bad(&format!("grid.{k}")));
+        let max_grid = g["maxGrid"].as_u64().ok_or_else(|| bad("grid.maxGrid"))? as usize;
+        let rows = g["tiles"].as_array().ok_or_else(|| bad("grid.tiles"))?;
+        if rows.len() != max_grid {
+            return Err(bad("grid.tiles"));
+        }
+        let tiles = (rows.iter())
+            .map(|row| match row.as_array() {
+                Some(r) if r.len() == max_grid => r.iter().map(|t| list(t, "tiles")).collect(),
+                _ => Err(bad("grid.tiles")),
+            })
+            .collect::<Result<Vec<Vec<Vec<u32>>>>>()?;
+        Ok(Some(Grid {
+            max_grid,
+            tiles,
+            row_end: list(&g["rowEnd"], "rowEnd")?,
+            last_row_end: list(&g["lastRowEnd"], "lastRowEnd")?,
+            global: list(&g["global"], "global")?,
+            global_end: list(&g["globalEnd"], "globalEnd")?,
+        }))
+    }
+
+    /// Appends an image of `rows` × `cols` tiles (0 × 0: not cut), `n` image tokens per tile,
+    /// to `ids`, and to `mask` true at its image tokens.
+    fn push(
+        &self,
+        (rows, cols): (usize, usize),
+        image: u32,
+        n: usize,
+        ids: &mut Vec<u32>,
+        mask: &mut Vec<bool>,
+    ) {
+        let text = |piece: &[u32], ids: &mut Vec<u32>, mask: &mut Vec<bool>| {
+            ids.extend(piece);
+            mask.extend(std::iter::repeat_n(false, piece.len()));
+        };
+        let tokens = |ids: &mut Vec<u32>, mask: &mut Vec<bool>| {
+            ids.extend(std::iter::repeat_n(image, n));
+            mask.extend(std::iter::repeat_n(true, n));
+        };
+        for r in 0..rows {
+            for c in 0..cols {
+                text(&self.tiles[r][c], ids, mask);
+                tokens(ids, mask);
+            }
+            if r + 1 < rows {
+                text(&self.row_end, ids, mask);
+            }
+        }
+        if rows > 0 {
+            text(&self.last_row_end, ids, mask);
+        }
+        text(&self.global, ids, mask);
+        tokens(ids, mask);
+        text(&self.global_end, ids, mask);
+    }
+}
+
+fn id_list(v: &Json) -> Option<Vec<u32>> {
+    match v {
+        Json::Null => Some(Vec::new()),
+        Json::Array(a) => a
+            .iter()
+            .map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()))
+            .collect(),
+        _ => None,
+    }
 }
 
 impl VisionManifest {
@@ -54,17 +147,7 @@ impl VisionManifest {
         };
         let image_token_id = int("imageTokenId")? as u32;
         let e = &v["expansion"];
-        let ids = |k: &str| -> Result<Vec<u32>> {
-            match &e[k] {
-                Json::Null => Ok(Vec::new()),
-                Json::Array(a) => a
-                    .iter()
-                    .map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()))
-                    .collect::<Option<Vec<u32>>>()
-                    .ok_or_else(|| bad(k)),
-                _ => Err(bad(k)),
-            }
-        };
+        let ids = |k: &str| -> Result<Vec<u32>> { id_list(&e[k]).ok_or_else(|| bad(k)) };
         // Written before `expansion` existed (LLaVA): the image token itself, N times.
         let expansion = Expansion {
             template_token_id: match &e["templateTokenId"] {
@@ -81,6 +164,7 @@ impl VisionManifest {
                 _ => None,
             },
             token_level: e["tokenLevel"].as_bool().unwrap_or(true),
+            grid: Grid::parse(&e["grid"])?,
         };
         Ok(Some(VisionManifest {
             program: v["program"].as_str().unwrap_or("vision.pt").to_string(),
@@ -163,6 +247,48 @@ impl VisionManifest {
     }
 }
 
+impl VisionManifest {
+    /// A tiled export's (`expansion.grid`) rendered chat ids with each template image token
+    /// expanded for its image's grid (`grids`: rows × cols per image, in order), and the mask.
+    pub fn expand_grids(&self, ids: &[u32], grids: &[(usize, usize)]) -> Result<(Vec<u32>, Vec<bool>)> {
+        let e = &self.expansion;
+        let Some(grid) = &e.grid else {
+            bail_code!(
+                Code::Internal,
+                "this export's image expansion is not per tile grid"
+            );
+        };
+        let found = ids.iter().filter(|&&t| t == e.template_token_id).count();
+        if found != grids.len() {
+            bail_code!(
+                Code::InvalidArg,
+                "the chat has {} image(s) but its rendered prompt has {found} image token(s) (a message's \
+                 text holding the image token, or a chat template that drops image parts)",
+                grids.len()
+            );
+        }
+        let mut expanded = Vec::with_capacity(ids.len());
+        let mut mask = Vec::with_capacity(ids.len());
+        let mut next = grids.iter();
+        for &t in ids {
+            match (t == e.template_token_id).then(|| next.next()).flatten() {
+                Some(&g) => grid.push(
+                    g,
+                    self.image_token_id,
+                    self.tokens_per_image,
+                    &mut expanded,
+                    &mut mask,
+                ),
+                None => {
+                    expanded.push(t);
+                    mask.push(false);
+                }
+            }
+        }
+        Ok((expanded, mask))
+    }
+}
+
 fn bad(k: &str) -> anyhow::Error {
     fail(
         Code::ModelLoadError,
@@ -195,37 +321,54 @@ impl Vision {
     /// program (one call for all of them) and their embeddings placed at those tokens.
     pub fn prepare(&self, ids: Vec<u32>, pixels: Vec<Tensor>) -> Result<Prepared> {
         let v = &self.manifest;
-        let s = v.image_size;
-        for (i, p) in pixels.iter().enumerate() {
-            if p.size() != [3, s, s] || p.kind() != Kind::Float {
-                bail_code!(
-                    Code::InvalidArg,
-                    "image {i}: expected pixel_values float32 [3, {s}, {s}] (the model's image processor's), got {:?} {:?}",
-                    p.kind(),
-                    p.size()
-                );
+        let (expanded, mask, frames) = match &v.expansion.grid {
+            None => {
+                let s = v.image_size;
+                for (i, p) in pixels.iter().enumerate() {
+                    if p.size() != [3, s, s] || p.kind() != Kind::Float {
+                        bail_code!(
+                            Code::InvalidArg,
+                            "image {i}: expected pixel_values float32 [3, {s}, {s}] (the model's image processor's), got {:?} {:?}",
+                            p.kind(),
+                            p.size()
+                        );
+                    }
+                }
+                let (expanded, mask) = v.expand(&ids, pixels.len())?;
+                (expanded, mask, pixels.iter().map(|p| p.shallow_clone()).collect())
             }
-        }
-        let n_images = pixels.len();
-        let (expanded, mask) = v.expand(&ids, n_images)?;
+            Some(grid) => {
+                let (frames, grids): (Vec<Tensor>, Vec<(usize, usize)>) = (pixels.iter().enumerate())
+                    .map(|(i, p)| tiles(i, p, v.image_size, grid.max_grid))
+                    .collect::<Result<Vec<_>>>()?
+                    .into_iter()
+                    .unzip();
+                let (expanded, mask) = v.expand_grids(&ids, &grids)?;
+                (expanded, mask, frames)
+            }
+        };
         let hash = pixels_hash(&pixels)?;
-        let features = if n_images == 0 {
-            Tensor::zeros(
-                [0, v.tokens_per_image as i64, v.hidden],
-                (Kind::Float, Device::Cpu),
-            )
+        let n_frames: i64 = match v.expansion.grid {
+            None => frames.len() as i64,
+            Some(_) => frames.iter().map(|f| f.size()[0]).sum(),
+        };
+        let (n, hidden) = (v.tokens_per_image as i64, v.hidden);
+        let features = if frames.is_empty() {
+            Tensor::zeros([0, n, hidden], (Kind::Float, Device::Cpu))
         } else {
-            let batch = Tensor::f_stack(&pixels, 0)?;
+            // LLaVA's [3, S, S] images stacked; tiled images' [frames, 3, S, S] concatenated.
+            let batch = match v.expansion.grid {
+                None => Tensor::f_stack(&frames, 0)?,
+                Some(_) => Tensor::f_cat(&frames, 0)?,
+            };
             let out = tch::no_grad(|| self.program.forward_ts(&[batch]))?;
             out.f_to_kind(Kind::Float)?
         };
-        if features.size() != [n_images as i64, v.tokens_per_image as i64, v.hidden] {
+        if features.size() != [n_frames, n, hidden] {
             bail_code!(
                 Code::Internal,
-                "the vision program returned {:?}, expected [{n_images}, {}, {}]",
+                "the vision program returned {:?}, expected [{n_frames}, {n}, {hidden}]",
                 features.size(),
-                v.tokens_per_image,
-                v.hidden
             );
         }
         let mask = Tensor::f_from_slice(&mask)?;
@@ -237,6 +380,38 @@ impl Vision {
             images: Some(Images { embeds, mask, hash }),
         })
     }
+}
+
+/// Image `i`'s pixel_values as a tiled export's preprocess.pt writes them, `[rows + 1, cols, 3,
+/// S, S]` (the tiles in their grid, then the global image in column 0 of one more row; an image
+/// not cut: `[1, 1, 3, S, S]`), as the vision program's frames `[rows·cols + 1, 3, S, S]` (the
+/// processor's order: the tiles row by row, then the global image) and the grid (0 × 0 uncut).
+pub(super) fn tiles(i: usize, p: &Tensor, s: i64, max_grid: usize) -> Result<(Tensor, (usize, usize))> {
+    let size = p.size();
+    let ok =
+        p.kind() == Kind::Float && size.len() == 5 && size[2..] == [3, s, s] && size[0] >= 1 && size[1] >= 1;
+    let (rows, cols) = match ok {
+        true if size[0] == 1 && size[1] == 1 => (0, 0),
+        true if size[0] > 1 => (size[0] as usize - 1, size[1] as usize),
+        _ => bail_code!(
+            Code::InvalidArg,
+            "image {i}: expected pixel_values float32 [rows + 1, cols, 3, {s}, {s}] (the model's image processor's), \
+             got {:?} {size:?}",
+            p.kind()
+        ),
+    };
+    if rows > max_grid || cols > max_grid {
+        bail_code!(
+            Code::InvalidArg,
+            "image {i}: {rows} x {cols} tiles, more than the {max_grid} x {max_grid} this export's processor makes"
+        );
+    }
+    if rows == 0 {
+        return Ok((p.f_select(0, 0)?, (0, 0)));
+    }
+    let cut = p.f_narrow(0, 0, rows as i64)?.f_reshape([-1, 3, s, s])?;
+    let global = p.f_select(0, rows as i64)?.f_narrow(0, 0, 1)?;
+    Ok((Tensor::f_cat(&[cut, global], 0)?, (rows, cols)))
 }
 
 /// The FNV-1a hash of the images' float32 pixels (their shapes included).

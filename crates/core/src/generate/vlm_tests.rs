@@ -1,6 +1,6 @@
 //! Vision-language exports beyond LLaVA (whose goldens run in lm.rs): the manifest's image-token
-//! expansion, and the tiny Gemma 3 of models/make_vlm_models.py against transformers' greedy
-//! generate.
+//! expansion (fixed, and per tile grid), and the tiny Gemma 3 and SmolVLM of
+//! models/make_vlm_models.py against transformers' greedy generate.
 use super::batch::Batch;
 use super::decoder::{Chat, Decoder, Prompt};
 use super::lm::{load, LoadOptions, Model};
@@ -32,6 +32,7 @@ fn expansion_is_read_from_the_manifest() {
             suffix: vec![],
             text: None,
             token_level: true,
+            grid: None,
         }
     );
     let (ids, mask) = llava.expand(&[1, 9, 2], 1).unwrap();
@@ -105,16 +106,106 @@ fn bad_expansions_are_refused() {
     }
 }
 
-/// A golden case's prompt prepared as the engine does, checked against the processor's ids.
-fn sequence(model: &Model, golden: &Json, case: &Json, size: i64) -> Sequence {
-    let pixels: Vec<Tensor> = (case["pixel_values"].as_array().unwrap().iter())
-        .map(|p| {
+/// A tiled export's manifest: 2 image tokens per tile, at most 2 × 2 tiles; the tile prefixes
+/// `[50 + 10r + c]`, "\n" 7, "\n\n" 8, global `[60, 61]`, its end `[62]`.
+fn tiled() -> VisionManifest {
+    let tiles = json!([[[50], [51]], [[60, 1], [61, 1]]]);
+    manifest(
+        json!({"imageSize": 4, "imageTokenId": 9, "tokensPerImage": 2, "hidden": 4,
+        "expansion": {"templateTokenId": 9, "grid": {"maxGrid": 2, "tiles": tiles, "rowEnd": [7],
+            "lastRowEnd": [8], "global": [60, 61], "globalEnd": [62]}}}),
+    )
+}
+
+/// Idefics3/SmolVLM: each image's prompt from its grid (an uncut one, 2 × 1 tiles, 1 × 2),
+/// the mask true only at the image tokens; counts and grids beyond the export's refused.
+#[test]
+fn grid_expansion_follows_each_image() {
+    let m = tiled();
+    let (ids, mask) = m
+        .expand_grids(&[1, 9, 2, 9, 3, 9], &[(0, 0), (2, 1), (1, 2)])
+        .unwrap();
+    let uncut = [60, 61, 9, 9, 62];
+    let two_by_one = [50, 9, 9, 7, 60, 1, 9, 9, 8, 60, 61, 9, 9, 62];
+    let one_by_two = [50, 9, 9, 51, 9, 9, 8, 60, 61, 9, 9, 62];
+    assert_eq!(
+        ids,
+        [&[1][..], &uncut, &[2], &two_by_one, &[3], &one_by_two].concat()
+    );
+    assert_eq!(mask, ids.iter().map(|&t| t == 9).collect::<Vec<_>>());
+    let e = m.expand_grids(&[1, 9, 2], &[(0, 0), (0, 0)]).unwrap_err();
+    assert_eq!(code(&e), Some(Code::InvalidArg), "{e}");
+    assert!(e.to_string().contains("2 image(s)"), "{e}");
+    // The vision side reads the grid from preprocess.pt's [rows + 1, cols, 3, S, S].
+    let (frames, grid) = super::vision::tiles(
+        0,
+        &Tensor::zeros([3, 2, 3, 4, 4], (tch::Kind::Float, tch::Device::Cpu)),
+        4,
+        2,
+    )
+    .unwrap();
+    assert_eq!((frames.size(), grid), (vec![5, 3, 4, 4], (2, 2)));
+    let (frames, grid) = super::vision::tiles(
+        0,
+        &Tensor::zeros([1, 1, 3, 4, 4], (tch::Kind::Float, tch::Device::Cpu)),
+        4,
+        2,
+    )
+    .unwrap();
+    assert_eq!((frames.size(), grid), (vec![1, 3, 4, 4], (0, 0)));
+    for bad in [
+        vec![4, 1, 3, 4, 4],
+        vec![1, 2, 3, 4, 4],
+        vec![3, 4, 4],
+        vec![2, 1, 3, 5, 4],
+    ] {
+        let p = Tensor::zeros(&bad[..], (tch::Kind::Float, tch::Device::Cpu));
+        let e = super::vision::tiles(0, &p, 4, 2).unwrap_err();
+        assert_eq!(code(&e), Some(Code::InvalidArg), "{bad:?}: {e}");
+    }
+    for bad in [
+        json!({"maxGrid": 2, "tiles": [[[1]]]}),
+        json!({"maxGrid": 1, "tiles": [[[1]]], "rowEnd": "x"}),
+    ] {
+        let v = json!({"imageSize": 4, "imageTokenId": 9, "tokensPerImage": 2, "hidden": 4,
+            "expansion": {"grid": bad}});
+        let e = VisionManifest::parse(&v).unwrap_err();
+        assert_eq!(code(&e), Some(Code::ModelLoadError), "{e}");
+    }
+}
+
+/// A golden case's images as preprocess.pt gives them: LLaVA's and Gemma 3's `[3, S, S]`; a
+/// tiled export's frames (with `grids`) laid out as `[rows + 1, cols, 3, S, S]`.
+fn pixels_of(case: &Json, size: i64) -> Vec<Tensor> {
+    let grids = case["grids"].as_array().cloned().unwrap_or_default();
+    (case["pixel_values"].as_array().unwrap().iter().enumerate())
+        .map(|(i, p)| {
             let flat: Vec<f32> = (p.as_array().unwrap().iter())
                 .map(|x| x.as_f64().unwrap() as f32)
                 .collect();
-            Tensor::from_slice(&flat).view([3, size, size])
+            let Some(g) = grids.get(i) else {
+                return Tensor::from_slice(&flat).view([3, size, size]);
+            };
+            let (rows, cols) = (g[0].as_i64().unwrap(), g[1].as_i64().unwrap());
+            let frames = Tensor::from_slice(&flat).view([-1, 3, size, size]);
+            if rows == 0 {
+                return frames.view([1, 1, 3, size, size]);
+            }
+            let grid = Tensor::zeros(
+                [rows + 1, cols, 3, size, size],
+                (tch::Kind::Float, tch::Device::Cpu),
+            );
+            grid.narrow(0, 0, rows)
+                .copy_(&frames.narrow(0, 0, rows * cols).view([rows, cols, 3, size, size]));
+            grid.get(rows).get(0).copy_(&frames.get(rows * cols));
+            grid
         })
-        .collect();
+        .collect()
+}
+
+/// A golden case's prompt prepared as the engine does, checked against the processor's ids.
+fn sequence(model: &Model, golden: &Json, case: &Json, size: i64) -> Sequence {
+    let pixels = pixels_of(case, size);
     let messages = case["messages"].as_array().unwrap().clone();
     let prepared = match pixels.is_empty() {
         true => model.prepare(Prompt::Messages(Chat::new(messages))),
@@ -218,6 +309,56 @@ fn gemma3_greedy_matches_transformers_goldens() {
     let reused = batch.prefix_cache().unwrap().stats().reused_tokens;
     assert!(
         reused >= 16,
+        "the same image's blocks were not reused: {reused} tokens"
+    );
+}
+
+/// The tiny SmolVLM of models/make_vlm_models.py (SmolVLM's processor shrunk: 32-pixel tiles,
+/// longest edge 128; images cut into 3 × 4 and 4 × 2 tiles, one smaller than a tile) against
+/// transformers' greedy generate: the processor's prompt ids, then the same new ids alone, all
+/// four batched, and an image prompt again from the prefix cache. Skipped when not made.
+#[test]
+fn smolvlm_greedy_matches_transformers_goldens() {
+    let root = format!("{}/models/golden/vlm", crate::REPO_ROOT);
+    let Ok(golden) = std::fs::read(format!("{root}/smolvlm-tiny.golden.json")) else {
+        eprintln!("skipped: {root}/smolvlm-tiny.golden.json (models/make_vlm_models.py)");
+        return;
+    };
+    let golden: Json = serde_json::from_slice(&golden).unwrap();
+    let options = LoadOptions {
+        dtype: None,
+        max_context: None,
+        max_sequences: None,
+    };
+    let model = load(&format!("{root}/smolvlm-tiny"), options).unwrap();
+    let cases = golden["cases"].as_array().unwrap();
+    let grids: Vec<&Json> = cases
+        .iter()
+        .flat_map(|c| c["grids"].as_array().unwrap())
+        .collect();
+    assert!(
+        grids.contains(&&json!([3, 4])) && grids.contains(&&json!([4, 2])),
+        "{grids:?}"
+    );
+    for case in cases {
+        let mut batch = Batch::new(1);
+        let got = run(&model, &mut batch, vec![sequence(&model, &golden, case, 32)]);
+        assert_matches(case, &got[0], "alone");
+    }
+    let mut batch = Batch::new(4);
+    let seqs = cases.iter().map(|c| sequence(&model, &golden, c, 32)).collect();
+    for (case, got) in cases.iter().zip(run(&model, &mut batch, seqs)) {
+        assert_matches(case, &got, "batched");
+    }
+    let mut batch = Batch::new(1).with_prefix_cache(1024);
+    for round in 0..2 {
+        let got = run(&model, &mut batch, vec![sequence(&model, &golden, &cases[0], 32)]);
+        assert_matches(&cases[0], &got[0], &format!("round {round}"));
+        batch.clear();
+    }
+    let reused = batch.prefix_cache().unwrap().stats().reused_tokens;
+    assert!(
+        reused >= 200,
         "the same image's blocks were not reused: {reused} tokens"
     );
 }
