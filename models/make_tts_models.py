@@ -11,7 +11,7 @@ Writes (all generated, under models/golden/, which git ignores):
                      (8, 4): 32 samples a frame) with a hand-written MMS-like character vocab.json
                      (VitsTokenizer: add_blank, normalize, phonemize false)
   tts/vits/          that folder exported by python/export_tts.py
-  tts/goldens.json   VitsTokenizer's input_ids for TOKENIZE, and per (text, options) of CALLS the
+  tts/goldens.json   VitsTokenizer's input_ids for TOKENIZE (normalize true, and false), and per (text, options) of CALLS the
                      waveform (float32, base64) of VitsModel(**tokenizer(text)) after
                      torch.manual_seed(seed), with the noise scales and speaking rate set
 
@@ -96,8 +96,11 @@ def goldens(source, exported, path):
                       "waveform": base64.b64encode(wave.tobytes()).decode()})
         log(f"golden {text!r} seed {seed} {options}: {n} samples")
     tokens = [{"text": t, "ids": tokenizer(t)["input_ids"]} for t in TOKENIZE]
+    # The same characters without normalize: nothing lower-cased or dropped, "<unk>" a token of its own.
+    raw = VitsTokenizer.from_pretrained(source, normalize=False)
+    tokens_raw = [{"text": t, "ids": raw(t)["input_ids"]} for t in TOKENIZE]
     write_json(path, {"export": exported["source"]["hash"], "samplingRate": model.config.sampling_rate,
-                      "tokenize": tokens, "calls": calls})
+                      "tokenize": tokens, "tokenizeRaw": tokens_raw, "calls": calls}, indent=None)
 
 
 def main():
@@ -116,11 +119,11 @@ def main():
     want = exporter("export_tts").tts_hash(source)
     manifest = export_folder(log, "export_tts", source, out, want, [])
     path = os.path.join(args.out, "goldens.json")
-    if up_to_date(log, path, {"export": manifest["source"]["hash"], "calls_v": 1}):
+    if up_to_date(log, path, {"export": manifest["source"]["hash"], "calls_v": 2}):
         return
     goldens(source, manifest, path)
     have = read_json(path)
-    have["calls_v"] = 1
+    have["calls_v"] = 2
     write_json(path, have)
 
 
