@@ -274,13 +274,13 @@ def check_program(torch, model, tokenizer, program):
         log(f"{PROG}: {text!r} seed {seed}: {int(samples[0])} samples as VitsModel's, waveform within {diff:.2g}")
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(prog=PROG, description="Export a VITS (MMS-TTS) checkpoint for torch-node.")
     p.add_argument("model_dir", help="a Hugging Face VitsModel folder (config.json, model.safetensors, vocab.json)")
     p.add_argument("out_dir", help="the torch-node model folder to write")
     p.add_argument("--format", choices=("auto", "torchscript"), default="auto",
                    help="auto: TorchScript, the one format VITS exports as (its scripted program draws the noise)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     args.max_batch = 2  # export_common.run's check; VITS runs one text a call
     run(PROG, args, lambda: export_tts(args))
 
