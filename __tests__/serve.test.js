@@ -1093,6 +1093,35 @@ describe('npx torch-node serve: usage and load errors', () => {
     )
   })
 
+  test("--chat-template NAME=FILE and --fetch-images / --allowed-media-domains become serve's options", () => {
+    const { parse } = require('../lib/serve/cli')
+    const file = path.join(os.tmpdir(), `torch-node-template-${process.pid}.jinja`)
+    fs.writeFileSync(file, '{{ messages[0].content }}')
+    try {
+      const o = parse(['--model', 'a=./a', '--model', 'b=./b', '--chat-template', `b=${file}`, '--fetch-images'])
+      assert.deepEqual(o.models, {
+        a: { folder: './a' },
+        b: { folder: './b', chatTemplate: '{{ messages[0].content }}' },
+      })
+      assert.equal(o.fetchImages, true)
+      assert.deepEqual(parse(['--model', 'a=./a', '--allowed-media-domains', 'example.com, cdn.org']).fetchImages, [
+        'example.com',
+        'cdn.org',
+      ])
+      assert.equal(parse(['--model', 'a=./a']).fetchImages, undefined)
+      for (const [args, message] of [
+        [['--chat-template', `c=${file}`], /--chat-template: no --model named "c"/],
+        [['--chat-template', file], /--chat-template: expected NAME=FILE/],
+        [['--chat-template', 'a=/no/such.jinja'], /--chat-template: cannot read \/no\/such\.jinja: ENOENT/],
+        [['--allowed-media-domains', 'a.com,http://b'], /--allowed-media-domains: expected host names/],
+      ]) {
+        assert.throws(() => parse(['--model', 'a=./a', ...args]), message)
+      }
+    } finally {
+      fs.rmSync(file, { force: true })
+    }
+  })
+
   test('exit 2 with the usage for bad flags; exit 1 with one line for a folder that is not a model', async () => {
     const run = (args) => {
       const p = startServe(args)

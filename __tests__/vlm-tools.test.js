@@ -1,14 +1,13 @@
 'use strict'
 // Images and tools in one chat through torch-node serve, as the AI SDK sends them: the tiny LLaVA
 // (models/make_vlm_models.py) under a chat template of its own that renders tools (Hermes'
-// `<tool_call>` format, as `torch-node export --chat-template` writes one), so the model's own
-// format applies. The image is in the prompt beside the tools (usage counts its 16 tokens), a
+// `<tool_call>` format), given as the model's `chatTemplate` (serve's --chat-template NAME=FILE),
+// so that format applies rather than the generic one. The image is in the prompt beside the tools (usage counts its 16 tokens), a
 // forced call is a valid call, and the turn after the tool's result, the image still in the
 // history, is answered.
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const torch = require('..')
 
@@ -26,13 +25,14 @@ const TEMPLATE =
 
 describe('images beside tools (the AI SDK through serve)', { skip: NO_VLM }, () => {
   const png = fs.readFileSync(path.join(__dirname, '..', 'models', 'images', 'coffee.png'))
-  let tmp, served, ai, z, model
+  let served, ai, z, model
 
   before(async () => {
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-vlm-tools-'))
-    for (const f of fs.readdirSync(FIXTURE)) fs.copyFileSync(path.join(FIXTURE, f), path.join(tmp, f))
-    fs.writeFileSync(path.join(tmp, 'chat_template.jinja'), TEMPLATE)
-    served = await torch.serve({ models: { llava: tmp }, port: 0, host: '127.0.0.1' })
+    served = await torch.serve({
+      models: { llava: { folder: FIXTURE, chatTemplate: TEMPLATE } },
+      port: 0,
+      host: '127.0.0.1',
+    })
     ai = await import('ai')
     ;({ z } = await import('zod'))
     const { createOpenAICompatible } = await import('@ai-sdk/openai-compatible')
@@ -40,7 +40,6 @@ describe('images beside tools (the AI SDK through serve)', { skip: NO_VLM }, () 
   })
   after(async () => {
     await served?.close()
-    fs.rmSync(tmp, { recursive: true, force: true })
   })
 
   const tools = () => ({

@@ -19,7 +19,7 @@ use torch_core::text::tokenizer::{
 };
 
 /// A text read exactly (a lone surrogate is InvalidArg, never a silent U+FFFD).
-pub struct Text(String);
+pub struct Text(pub String);
 
 impl OptionValue for Text {
     fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {

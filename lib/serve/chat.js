@@ -41,10 +41,11 @@ const { formatOf, parseToolCalls, ToolCallStream, genericMessages, MARKERS } = r
  * @param {text.CausalLM} lm
  * @param {text.Tokenizer} tokenizer the folder's tokenizer, read at load: its chat template's tool format
  *   and the special tokens that mark tool calls
+ * @param {string} [chatTemplate] the template the model was loaded with instead of the folder's
  * @returns {ChatModel}
  */
-function chatModel(name, lm, tokenizer) {
-  const toolFormat = formatOf(tokenizer.chatTemplate)
+function chatModel(name, lm, tokenizer, chatTemplate) {
+  const toolFormat = formatOf(chatTemplate ?? tokenizer.chatTemplate)
   /** @type {Map<number, string>} */
   const markers = new Map()
   for (const marker of toolFormat ? MARKERS[toolFormat] : []) {

@@ -3,12 +3,13 @@
 // stdout is `listening on http://HOST:PORT` (scripts read it), the second the clients' baseURL; SIGTERM or SIGINT stops accepting, lets the requests
 // running finish within --shutdown-timeout, aborts the rest, and exits 0. Exit codes: 1 a model
 // or the port failed (one line on stderr, with its code), 2 a usage error.
+const fs = require('node:fs')
 const { parseArgs } = require('node:util')
 
 const USAGE = `usage: torch-node serve --model NAME=FOLDER [--model NAME=FOLDER ...] [--host 127.0.0.1]
          [--port 8000] [--api-key KEY] [--max-sequences N] [--max-queue N] [--prefix-cache TOKENS]
          [--lazy] [--max-loaded N] [--max-memory SIZE] [--idle SECONDS] [--shutdown-timeout 10]
-         [--fetch-images | --allowed-media-domains HOST[,HOST...]]
+         [--fetch-images | --allowed-media-domains HOST[,HOST...]] [--chat-template NAME=FILE ...]
 
 Serves torch-node model folders (\`npx torch-node export\`) with OpenAI's API: causal LMs on
 /v1/chat/completions, /v1/completions, /v1/responses and Anthropic's /v1/messages, sentence encoders
@@ -37,6 +38,8 @@ is read from its manifest.json.
   --fetch-images      fetch http(s) image URLs in chats (default: a 400; send data: URLs), at
                       most 20 MiB each within 10 s, 3 redirects, an image/* answer
   --allowed-media-domains  fetch them only from these hosts and their subdomains (vLLM's flag)
+  --chat-template     NAME=FILE: model NAME's chat template is FILE (Jinja) instead of its
+                      folder's, e.g. one that renders tools (repeatable)
 See docs/serving.md.`
 
 const ROUTES = {
@@ -94,6 +97,7 @@ function parse(argv) {
         idle: { type: 'string' },
         'fetch-images': { type: 'boolean' },
         'allowed-media-domains': { type: 'string' },
+        'chat-template': { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h' },
       },
     })
@@ -119,6 +123,17 @@ function parse(argv) {
       ...(maxQueue !== undefined && { maxQueue }),
       ...(maxSequences !== undefined && { maxSequences }),
       ...(prefixTokens !== undefined && { prefixCache: { maxTokens: prefixTokens } }),
+    }
+  }
+  for (const t of v['chat-template'] ?? []) {
+    const at = t.indexOf('=')
+    const [name, file] = at > 0 ? [t.slice(0, at), t.slice(at + 1)] : [null, '']
+    if (!name || !file) throw new UsageError(`--chat-template: expected NAME=FILE, got ${JSON.stringify(t)}`)
+    if (!Object.hasOwn(models, name)) throw new UsageError(`--chat-template: no --model named ${JSON.stringify(name)}`)
+    try {
+      models[name].chatTemplate = fs.readFileSync(file, 'utf8')
+    } catch (e) {
+      throw new UsageError(`--chat-template: cannot read ${file}: ${/** @type {any} */ (e).code}`)
     }
   }
   const port = integer(v.port, '--port', 0)

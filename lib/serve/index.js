@@ -60,6 +60,9 @@ const { LIMITS } = require('./requests')
  * @property {number} [maxDelayMs] Sentence encoders and classifiers: how long a batch waits to fill (default 2).
  * @property {number} [maxNewTokens] Whisper: at most this many tokens a transcript (default: the folder's bound).
  * @property {number} [maxDurationS] Whisper: longer audio is a 400 (default 1200 s, at most 10800).
+ * @property {string} [chatTemplate] Causal LMs: a chat template (Jinja text) to use instead of the folder's,
+ *   e.g. one that renders tools for a model whose own does not (`CausalLM.load`'s `chatTemplate`; the CLI's
+ *   `--chat-template NAME=FILE`).
  * @property {{ maxTokens: number }} [prefixCache] Causal LMs: keep prompts' keys and values, up to `maxTokens`
  *   in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; on in `torch.serve` with
  *   `maxTokens: 8192` unless given; `{ maxTokens: 0 }` turns it off).
@@ -246,7 +249,7 @@ async function load(name, { folder, options, kind }) {
     const lm = await text.CausalLM.load(folder, settings).catch((e) => Promise.reject(named(e)))
     try {
       const tokenizer = text.Tokenizer.fromFile(folder)
-      return { model: lm, served: chatModel(name, lm, tokenizer) }
+      return { model: lm, served: chatModel(name, lm, tokenizer, options.chatTemplate) }
     } catch (e) {
       lm.dispose()
       throw e

@@ -350,6 +350,11 @@ impl Tokenizer {
         &self.config
     }
 
+    /// Replaces the chat template the folder gave (a load's `chatTemplate`).
+    pub fn set_chat_template(&mut self, template: String) {
+        self.config.chat_template = Some(template);
+    }
+
     /// The crate's encodings of `inputs`, in order (in parallel for several).
     fn encodings(
         &self,
