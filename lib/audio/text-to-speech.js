@@ -79,7 +79,7 @@ const invalid = (message, caller) => codedError('InvalidArg', message, caller)
 class TextToSpeechPipeline {
   /** @type {any} */ #manifest
   /** @type {ScriptModule} */ #model
-  /** @type {Batcher} */ #batcher
+  /** @type {InstanceType<typeof Batcher>} */ #batcher
   /** @type {VitsTokenizer} */ #tokenizer
   #maxChars
   #maxFrames
@@ -246,7 +246,9 @@ class TextToSpeechPipeline {
     let outputs = []
     try {
       const call = signal ? [{ signal }] : []
-      outputs = /** @type {Tensor[]} */ (await this.#batcher.run(input, seed, ...settings, ...call))
+      // The seed as a BigInt: the program's `int` is 64-bit (IValue's typing says number only).
+      const args = /** @type {any[]} */ ([input, seed, ...settings, ...call])
+      outputs = /** @type {Tensor[]} */ (await this.#batcher.run(...args))
       const [waveform, samples] = outputs
       const count = Number(samples.toTypedArray()[0])
       if (waveform.shape[1] === 0) {
@@ -345,4 +347,6 @@ function pcm16(audio, out, offset) {
   }
 }
 
-module.exports = { TextToSpeechPipeline, encodeWav, pcm16 }
+module.exports.TextToSpeechPipeline = TextToSpeechPipeline
+module.exports.encodeWav = encodeWav
+module.exports.pcm16 = pcm16

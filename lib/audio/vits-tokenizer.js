@@ -136,4 +136,4 @@ function pyStrip(chars) {
   return chars.slice(a, b).join('')
 }
 
-module.exports = { VitsTokenizer }
+module.exports.VitsTokenizer = VitsTokenizer
