@@ -237,6 +237,9 @@ def export_tts(args):
                 "language": settings.get("language"),
                 "unkId": tokenizer.unk_token_id,
                 "splitTokens": {t: tokenizer.added_tokens_encoder[t] for t in special},
+                # normalize_text's words in its order (the first that matches wins; JSON objects put
+                # integer-like keys first in JS, so the order is written out)
+                "words": list(tokenizer.encoder.keys()) + list(tokenizer.added_tokens_encoder.keys()),
             },
             "source": {"hash": tts_hash(args.model_dir), "checked": TOLERANCE},
         })

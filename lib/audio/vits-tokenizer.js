@@ -27,15 +27,15 @@ class VitsTokenizer {
   /**
    * @param {Record<string, number>} vocab vocab.json
    * @param {{ addBlank: boolean; normalize: boolean; isUroman: boolean; language?: string | null;
-   *   unkId: number; splitTokens?: Record<string, number> }} settings
+   *   unkId: number; splitTokens?: Record<string, number>; words?: string[] }} settings
    */
   constructor(vocab, settings) {
     this.#vocab = new Map(Object.entries(vocab))
-    this.#words = Object.keys(vocab).map((w) => w)
     // Longest first: the one a prefix trie would match at a position.
     this.#split = Object.entries(settings.splitTokens ?? {}).sort((a, b) => b[0].length - a[0].length)
-    // normalize_text also keeps added tokens outside vocab.json as they are.
-    for (const [token] of this.#split) if (!this.#vocab.has(token)) this.#words.push(token)
+    // normalize_text's words: vocab.json's, then the added tokens, in Python's order (the manifest's
+    // `words`: a JS object would put integer-like keys such as "1" first).
+    this.#words = settings.words ?? [...Object.keys(vocab), ...this.#split.map(([t]) => t)]
     this.#addBlank = settings.addBlank
     this.#normalize = settings.normalize
     this.#isUroman = settings.isUroman
