@@ -116,6 +116,17 @@ describe('text-to-speech: VITS against transformers', { skip: SKIP }, () => {
       short.dispose()
     }
     await assert.rejects(short.run('ab'), coded('Disposed'))
+    // Disposed with a call waiting behind one running: the waiting one is refused, not run.
+    const twice = await TextToSpeechPipeline.load(FOLDER)
+    const running = twice.run('ab', { seed: 1 }).then(
+      (r) => r.audio.length,
+      (e) => e.code,
+    )
+    const waiting = twice.run(['ab', 'ba'], { seed: 1 })
+    twice.dispose()
+    await assert.rejects(waiting, coded('Disposed'))
+    const first = await running // it ran (its samples), or it had not started when dispose() came
+    assert.ok(first === 'Disposed' || (Number.isInteger(first) && first > 0), String(first))
     await assert.rejects(TextToSpeechPipeline.load(FOLDER, { maxChars: 0 }), coded('InvalidArg', /maxChars/))
     await assert.rejects(TextToSpeechPipeline.load(__dirname), coded('ModelLoadError', /manifest\.json/))
     await assert.rejects(TextToSpeechPipeline.load(path.join(DIR, 'vits-src')), coded('ModelLoadError'))

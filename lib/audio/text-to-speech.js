@@ -258,13 +258,19 @@ class TextToSpeechPipeline {
       }
       const audio = /** @type {Float32Array} */ (waveform.toTypedArray()).slice(0, count)
       return { audio, samplingRate: this.samplingRate }
+    } catch (e) {
+      // dispose() closes the Batcher: the texts waiting in it are refused as Disposed, as later calls.
+      if (/** @type {any} */ (e)?.code === 'Closed') {
+        throw codedError('Disposed', 'the text-to-speech model was disposed', this.run)
+      }
+      throw e
     } finally {
       input.dispose()
       for (const t of outputs) t.dispose()
     }
   }
 
-  /** Frees the program once no call runs; later calls reject with `Disposed`. */
+  /** Frees the program once the text running ends; waiting and later calls reject with `Disposed`. */
   dispose() {
     if (this.#disposed) return
     this.#disposed = true
