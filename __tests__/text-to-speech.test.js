@@ -32,7 +32,7 @@ describe('text-to-speech: VITS against transformers', { skip: SKIP }, () => {
   })
   after(() => pipe?.dispose())
 
-  test('tokenize equals VitsTokenizer (normalize true and false)', () => {
+  test('tokenize equals VitsTokenizer (normalize true and false, add_blank false)', () => {
     for (const { text, ids } of goldens.tokenize) {
       if (ids.length) assert.deepEqual(pipe.tokenize(text), ids, JSON.stringify(text))
       else assert.deepEqual(pipe.tokenize(text), [], JSON.stringify(text))
@@ -41,6 +41,12 @@ describe('text-to-speech: VITS against transformers', { skip: SKIP }, () => {
     const vocab = JSON.parse(fs.readFileSync(path.join(FOLDER, 'vocab.json'), 'utf8'))
     const raw = new VitsTokenizer(vocab, { ...manifest.tokenizer, normalize: false })
     for (const { text, ids } of goldens.tokenizeRaw) assert.deepEqual(raw.encode(text), ids, JSON.stringify(text))
+    const plain = new VitsTokenizer(vocab, { ...manifest.tokenizer, addBlank: false })
+    for (const { text, ids } of goldens.tokenizeNoBlank) assert.deepEqual(plain.encode(text), ids, JSON.stringify(text))
+    // A uroman checkpoint reads romanized text: other text is refused, not passed on unromanized.
+    const uroman = new VitsTokenizer(vocab, { ...manifest.tokenizer, isUroman: true })
+    assert.deepEqual(uroman.encode('ab'), goldens.tokenize[1].ids)
+    assert.throws(() => uroman.encode('été'), coded('InvalidArg', /romanize/))
   })
 
   test('every call equals VitsModel after torch.manual_seed within 1e-4, lengths exact', TIMEOUT, async () => {

@@ -11,7 +11,7 @@ Writes (all generated, under models/golden/, which git ignores):
                      (8, 4): 32 samples a frame) with a hand-written MMS-like character vocab.json
                      (VitsTokenizer: add_blank, normalize, phonemize false)
   tts/vits/          that folder exported by python/export_tts.py
-  tts/goldens.json   VitsTokenizer's input_ids for TOKENIZE (normalize true, and false), and per (text, options) of CALLS the
+  tts/goldens.json   VitsTokenizer's input_ids for TOKENIZE (normalize true, false; no add_blank), and per (text, options) of CALLS the
                      waveform (float32, base64) of VitsModel(**tokenizer(text)) after
                      torch.manual_seed(seed), with the noise scales and speaking rate set
 
@@ -111,8 +111,11 @@ def goldens(source, exported, path):
     # The same characters without normalize: nothing lower-cased or dropped, "<unk>" a token of its own.
     raw = VitsTokenizer.from_pretrained(source, normalize=False)
     tokens_raw = [{"text": t, "ids": raw(t)["input_ids"]} for t in TOKENIZE]
+    plain = VitsTokenizer.from_pretrained(source, add_blank=False)  # no blank between characters
+    tokens_plain = [{"text": t, "ids": plain(t)["input_ids"]} for t in TOKENIZE]
     write_json(path, {"export": exported["source"]["hash"], "samplingRate": model.config.sampling_rate,
-                      "tokenize": tokens, "tokenizeRaw": tokens_raw, "calls": calls}, indent=None)
+                      "tokenize": tokens, "tokenizeRaw": tokens_raw, "tokenizeNoBlank": tokens_plain,
+                      "calls": calls}, indent=None)
 
 
 def main():
@@ -130,11 +133,11 @@ def main():
     make_source(source)
     manifest = export_tts(source, out)
     path = os.path.join(args.out, "goldens.json")
-    if up_to_date(log, path, {"export": manifest["source"]["hash"], "calls_v": 2}):
+    if up_to_date(log, path, {"export": manifest["source"]["hash"], "calls_v": 3}):
         return
     goldens(source, manifest, path)
     have = read_json(path)
-    have["calls_v"] = 2
+    have["calls_v"] = 3
     write_json(path, have)
 
 
