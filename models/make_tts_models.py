@@ -32,7 +32,8 @@ log = logger(PROG)
 # MMS-TTS's vocab.json is characters (a blank first); this one is smaller, with "<unk>" as a word.
 CHARACTERS = ["_", " ", "'", "-", *"abcdefghijklmnopqrstuvwxyz", *"0123456789", "é", "<unk>"]
 TOKENIZE = ["Hello, World!", "ab", "  spaced  out  ", "ÉCOLE é", "İstanbul", "x<unk>y", "<UNK>", "a_b",
-            "emoji 🙂 here", "!!!", "", "tab\there\n", "MiXeD-CaSe 42"]
+            "emoji 🙂 here", "!!!", "", "tab\there\n", "MiXeD-CaSe 42", " _ ", "_b", "a _ b", "x <unk> y",
+            "<unk>", "a<unk>"]
 # (text, seed, options): upper case and punctuation (outside the vocab), short, long; noise scales
 # 0 (the deterministic path), a faster and a slower speaking rate.
 CALLS = [
@@ -133,11 +134,11 @@ def main():
     make_source(source)
     manifest = export_tts(source, out)
     path = os.path.join(args.out, "goldens.json")
-    if up_to_date(log, path, {"export": manifest["source"]["hash"], "calls_v": 3}):
+    if up_to_date(log, path, {"export": manifest["source"]["hash"], "calls_v": 4}):
         return
     goldens(source, manifest, path)
     have = read_json(path)
-    have["calls_v"] = 3
+    have["calls_v"] = 4
     write_json(path, have)
 
 

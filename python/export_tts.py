@@ -216,7 +216,9 @@ def export_tts(args):
         check_program(torch, model, tokenizer, loaded)
         shutil.copyfile(os.path.join(args.model_dir, "vocab.json"), os.path.join(tmp, "vocab.json"))
         c = model.config
-        special = [t for t in tokenizer.added_tokens_encoder if len(t) > 1]
+        # PreTrainedTokenizer.tokenize splits the text at every added token (the pad "_" too: alone,
+        # it is one id without blanks around it)
+        special = list(tokenizer.added_tokens_encoder)
         write_manifest(tmp, {
             "format": "torch-node/tts-model",
             "version": FORMAT_VERSION,

@@ -2,8 +2,8 @@
 'use strict'
 // transformers' VitsTokenizer (MMS-TTS) in JS: a character vocabulary, no merges, so it is a few
 // string passes: normalize (vocabulary words kept, every other character lower-cased), characters
-// outside the vocabulary dropped, Python's strip(), the tokenizer's multi-character special tokens
-// split out (as PreTrainedTokenizer.tokenize does), and the blank (id 0) between characters
+// outside the vocabulary dropped, Python's strip(), the tokenizer's added tokens (pad, unk) split
+// out (as PreTrainedTokenizer.tokenize does: each one id, no blanks around it), and the blank (id 0) between characters
 // (add_blank). Characters are code points, as Python's str indexes them. Phonemizing checkpoints
 // (espeak) are refused by python/export_tts.py; uroman romanizing is refused here for non-ASCII text.
 const { codedError } = require('../errors')
