@@ -49,6 +49,7 @@ describe('/v1/audio with a Whisper model', { skip: SKIP }, () => {
   const goldens = SKIP ? null : JSON.parse(fs.readFileSync(GOLDENS, 'utf8'))
   const maxNewTokens = goldens?.maxNewTokens
   const tsGoldens = SKIP ? null : JSON.parse(fs.readFileSync(path.join(DIR, 'timestamps.json'), 'utf8'))
+  const segmentGoldens = SKIP ? null : JSON.parse(fs.readFileSync(path.join(DIR, 'segments.json'), 'utf8'))
   let served, url, client, asr, tsAsr
 
   before(async () => {
@@ -159,7 +160,18 @@ describe('/v1/audio with a Whisper model', { skip: SKIP }, () => {
   test('what is not built is refused, not ignored', TIMEOUT, async () => {
     const wav = fs.readFileSync(WAV)
     await refused(await post(form(wav, { prompt: 'hello' })), 400, 'InvalidArg', /prompt: not supported/)
-    await refused(await post(form(wav, { temperature: '0.2' })), 400, 'InvalidArg', /temperature: only 0/)
+    await refused(
+      await post(form(wav, { temperature: '1.5' })),
+      400,
+      'InvalidArg',
+      /temperature: expected a number 0..1/,
+    )
+    await refused(
+      await post(form(wav, { temperature: 'hot' })),
+      400,
+      'InvalidArg',
+      /temperature: expected a number 0..1/,
+    )
     await refused(await post(form(wav, { response_format: 'xml' })), 400, 'InvalidArg', /response_format/)
     const words = form(wav, { 'timestamp_granularities[]': 'word' })
     await refused(await post(words), 400, 'InvalidArg', /"word" timestamps are not made; send "segment"/)
@@ -177,9 +189,20 @@ describe('/v1/audio with a Whisper model', { skip: SKIP }, () => {
     assert.equal(zero.status, 200)
     assert.equal((await zero.json()).text, goldens.cases[0].text)
     await assert.rejects(
-      client.audio.transcriptions.create({ file: fs.createReadStream(WAV), model: 'whisper', temperature: 0.5 }),
+      client.audio.transcriptions.create({ file: fs.createReadStream(WAV), model: 'whisper', temperature: 1.5 }),
       (e) => e.status === 400 && /temperature/.test(e.message),
     )
+    // Above 0: openai-whisper's sampling with fallback (0.5, 0.7, 0.9), its thresholds, seeded.
+    const sampled = await client.audio.transcriptions.create({
+      file: fs.createReadStream(WAV),
+      model: 'whisper',
+      language: 'en',
+      temperature: 0.5,
+    })
+    const fallback = { compressionRatioThreshold: 2.4, logprobThreshold: -1, noSpeechThreshold: 0.6, seed: 0 }
+    const own = await asr.run(WAV, { language: 'en', maxNewTokens, temperature: [0.5, 0.7, 0.9], ...fallback })
+    assert.equal(sampled.text, own.text)
+    assert.notEqual(sampled.text, goldens.cases[0].text)
   })
 
   test('bad audio, a missing file, the wrong model: 4xx with codes', TIMEOUT, async () => {
@@ -280,6 +303,18 @@ describe('/v1/audio with a Whisper model', { skip: SKIP }, () => {
       verbose.segments.map((s) => [s.id, s.start, s.text, s.tokens, s.temperature]),
       own.chunks.map((c, i) => [i, c.timestamp[0], c.text, c.tokens, 0]),
     )
+    // Each segment's window as transformers' generate measured it (models/make_whisper_models.py,
+    // segments.json "long"): seek, avg_logprob and no_speech_prob (1e-4), the text's zlib ratio.
+    const windows = segmentGoldens.cases.find((c) => c.name === 'long').windows
+    for (const s of verbose.segments) {
+      const w = windows.findLast((w) => w.seek <= s.seek)
+      const pass = w.passes.at(-1)
+      assert.equal(s.seek, w.seek)
+      assert.ok(Math.abs(s.avg_logprob - pass.avgLogprob) < 1e-4, `${s.avg_logprob} ${pass.avgLogprob}`)
+      assert.ok(Math.abs(s.no_speech_prob - pass.noSpeechProb) < 1e-4, `${s.no_speech_prob} ${pass.noSpeechProb}`)
+      assert.ok(Math.abs(s.compression_ratio - pass.compressionRatio) < 1e-9)
+    }
+    assert.deepEqual(new Set(verbose.segments.map((s) => s.seek)), new Set(windows.map((w) => w.seek)))
     assert.deepEqual(
       verbose.segments.map((s) => s.end),
       own.chunks.map((c) => c.timestamp[1] ?? 40),

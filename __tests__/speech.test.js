@@ -151,6 +151,61 @@ describe(
       })
     }
 
+    test("segments.json: each window's measures and the fallback equal transformers' generate", TIMEOUT, async () => {
+      const seg = JSON.parse(fs.readFileSync(path.join(DIR, 'segments.json'), 'utf8'))
+      for (const c of seg.cases) {
+        const options = {
+          language: 'en',
+          maxNewTokens: seg.maxNewTokens,
+          returnTimestamps: true,
+          temperature: c.temperature,
+          ...(c.logprob_threshold === undefined ? {} : { logprobThreshold: c.logprob_threshold }),
+          ...(c.no_speech_threshold === undefined ? {} : { noSpeechThreshold: c.no_speech_threshold }),
+          ...(c.compression_ratio_threshold === undefined
+            ? {}
+            : { compressionRatioThreshold: c.compression_ratio_threshold }),
+        }
+        const got = await asr.run(
+          path.join(DIR, c.name === 'short' || c.name === 'fallback' ? 'speech.wav' : 'long.wav'),
+          options,
+        )
+        const kept = c.windows.filter((w) => !w.passes.at(-1).skip)
+        if (c.name === 'fallback') {
+          // Sampled: each window ends at the last temperature, as transformers' did.
+          assert.ok(kept.every((w) => w.passes.at(-1).temperature === 1))
+          assert.ok(got.chunks.length > 0 && got.chunks.every((k) => k.temperature === 1), c.name)
+          continue
+        }
+        assert.deepEqual(got.tokens.slice(got.tokens.length - c.tokens.length), c.tokens, c.name)
+        assert.deepEqual(
+          [...new Set(got.chunks.map((k) => k.seek))],
+          kept.map((w) => w.seek),
+          c.name,
+        )
+        for (const k of got.chunks) {
+          const pass = kept.find((w) => w.seek === k.seek).passes.at(-1)
+          assert.equal(k.temperature, 0)
+          assert.ok(Math.abs(k.avgLogprob - pass.avgLogprob) < 1e-4, c.name)
+          assert.ok(Math.abs(k.noSpeechProb - pass.noSpeechProb) < 1e-4, c.name)
+          assert.ok(Math.abs(k.compressionRatio - pass.compressionRatio) < 1e-9, c.name)
+        }
+      }
+    })
+
+    test('the fallback options are checked; a seed makes sampling repeatable', TIMEOUT, async () => {
+      const wav = path.join(DIR, 'speech.wav')
+      await assert.rejects(asr.run(wav, { temperature: -1 }), coded('InvalidArg', /temperature/))
+      await assert.rejects(asr.run(wav, { temperature: [] }), coded('InvalidArg', /temperature/))
+      await assert.rejects(asr.run(wav, { temperature: [0, 'hot'] }), coded('InvalidArg', /temperature/))
+      await assert.rejects(asr.run(wav, { noSpeechThreshold: 0.6 }), coded('InvalidArg', /needs logprobThreshold/))
+      await assert.rejects(asr.run(wav, { logprobThreshold: 1 }), coded('InvalidArg', /logprobThreshold/))
+      await assert.rejects(asr.run(wav, { seed: -1 }), coded('InvalidArg', /seed/))
+      const sampled = (seed) => asr.run(wav, { language: 'en', maxNewTokens: 8, temperature: 1, seed })
+      const [a, b, c] = await Promise.all([sampled(1), sampled(1), sampled(2)])
+      assert.deepEqual(a.tokens, b.tokens)
+      assert.notDeepEqual(a.tokens, c.tokens)
+    })
+
     test('over 30 s without returnTimestamps or chunkLengthS: InvalidArg naming both', TIMEOUT, async () => {
       await assert.rejects(
         asr.run(path.join(DIR, 'long.wav')),

@@ -30,6 +30,11 @@ Writes (generated, under models/golden/, which git ignores), seeded (0):
                          return_timestamps on speech.wav (one window, the seek loop within it),
                          on long.wav sequentially (long-form) and chunked (chunk_length_s 15, with
                          and without timestamps): text, chunks and generate's tokens
+  whisper/segments.json  WhisperForConditionalGeneration.generate(return_timestamps=True,
+                         return_segments=True) on ts-model with the fallback's thresholds, each
+                         window's passes as _need_fallback saw them: seek, temperature, tokens,
+                         avg_logprob (_retrieve_avg_logprobs), the token and text compression ratios,
+                         no_speech_prob (WhisperNoSpeechDetection), the verdict
 
 `--audio-fixtures` rewrites models/fixtures/audio/speech.{flac,mp3,ogg} (needs `soundfile`).
 """
@@ -267,6 +272,79 @@ def timestamp_goldens(src, out_dir, manifest):
     write_json(path, dict(stamp, maxNewTokens=TS_MAX_NEW_TOKENS, cases=cases))
 
 
+def segment_goldens(src, out_dir, manifest):
+    """Each window's passes through generate_with_fallback, recorded by wrapping _need_fallback."""
+    import zlib
+
+    import numpy as np
+    import torch
+    from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizer
+    from transformers.generation.logits_process import WhisperNoSpeechDetection
+    from transformers.models.whisper.generation_whisper import _get_attr_from_logit_processors
+
+    path = os.path.join(out_dir, "segments.json")
+    stamp = {"exportHash": manifest["source"]["hash"], "v": 1}
+    if up_to_date(log, path, stamp):
+        return
+    model = WhisperForConditionalGeneration.from_pretrained(src).eval()
+    extractor = WhisperFeatureExtractor.from_pretrained(src)
+    tokenizer = WhisperTokenizer.from_pretrained(src)
+    tb = model.generation_config.no_timestamps_token_id + 1
+    windows = []
+    inner_fallback, inner_need = model.generate_with_fallback, model._need_fallback
+
+    def with_fallback(*a, **kw):
+        windows.append({"seek": int(kw["seek"][0]), "passes": []})
+        return inner_fallback(*a, **kw)
+
+    def need(seek_sequence, seek_outputs, index, logits_processor, generation_config, vocab_size, temperature):
+        verdict = inner_need(seek_sequence, seek_outputs, index, logits_processor, generation_config, vocab_size,
+                             temperature)
+        tokens = seek_sequence.tolist()
+        text = tokenizer.decode([t for t in tokens if t < tb], skip_special_tokens=True).strip().encode()
+        no_speech = _get_attr_from_logit_processors(logits_processor, WhisperNoSpeechDetection, "no_speech_prob")
+        windows[-1]["passes"].append({
+            "temperature": temperature, "tokens": tokens,
+            "avgLogprob": float(model._retrieve_avg_logprobs(seek_outputs[index]["scores"], seek_sequence,
+                                                             temperature)),
+            "tokenCompressionRatio": model._retrieve_compression_ratio(seek_sequence, vocab_size),
+            "compressionRatio": len(text) / len(zlib.compress(text)),
+            "noSpeechProb": float(no_speech[index]), "fallback": verdict[0], "skip": verdict[1]})
+        return verdict
+
+    model.generate_with_fallback, model._need_fallback = with_fallback, need
+    short = speech_like()
+    long = np.concatenate([speech_like(seconds=s) for s in LONG_PIECES])
+    # Thresholds that never fire: every window's greedy pass, measured.
+    never = dict(temperature=0.0, logprob_threshold=-1e9, compression_ratio_threshold=1e9, no_speech_threshold=1.0)
+    cases = []
+    for name, audio, options in [
+        ("short", short, never),
+        ("long", long, never),
+        # Silence: windows whose log-probability is under the median are skipped (no_speech_prob > 0).
+        ("silence", long, "median"),
+        # Forced fallback: the random model's passes are all under -1, so each ends at 1.0 (sampled).
+        ("fallback", short, dict(temperature=(0.0, 0.2, 0.4, 0.6, 0.8, 1.0), logprob_threshold=-1.0,
+                                 compression_ratio_threshold=2.4, no_speech_threshold=0.6)),
+    ]:
+        if options == "median":
+            logprobs = sorted(w["passes"][-1]["avgLogprob"] for w in cases[1]["windows"])
+            median = (logprobs[len(logprobs) // 2 - 1] + logprobs[len(logprobs) // 2]) / 2
+            options = dict(temperature=0.0, logprob_threshold=median, no_speech_threshold=0.0)
+        features = extractor(audio, sampling_rate=RATE, return_tensors="pt", truncation=False,
+                             padding="longest" if len(audio) > extractor.n_samples else "max_length")
+        windows.clear()
+        torch.manual_seed(0)
+        with torch.no_grad():
+            out = model.generate(features.input_features, language="en", return_timestamps=True,
+                                 return_segments=True, max_new_tokens=TS_MAX_NEW_TOKENS, num_beams=1, **options)
+        case = {"name": name, **{k: list(v) if isinstance(v, tuple) else v for k, v in options.items()},
+                "windows": [dict(w) for w in windows], "tokens": out["sequences"][0].tolist()}
+        log(f"{name}: {len(windows)} windows, temperatures {[w['passes'][-1]['temperature'] for w in windows]}")
+        cases.append(case)
+    write_json(path, dict(stamp, maxNewTokens=TS_MAX_NEW_TOKENS, cases=cases))
+
+
 def main():
     p = argparse.ArgumentParser(prog=PROG)
     p.add_argument("--out", default=os.path.join(HERE, "golden", "whisper"))
@@ -297,6 +375,7 @@ def main():
     want = exporter("export_whisper").whisper_hash(ts_src, argparse.Namespace(format="torchscript"))
     ts_manifest = export_folder(log, "export_whisper", ts_src, os.path.join(args.out, "ts-model"), want, [])
     timestamp_goldens(ts_src, args.out, ts_manifest)
+    segment_goldens(ts_src, args.out, ts_manifest)
 
 
 if __name__ == "__main__":

@@ -88,14 +88,25 @@ fn finish(env: js::Env, (t, with_chunks): (Transcript, bool)) -> anyhow::Result<
                     env,
                     vec![number_or_null(env, c.start)?, number_or_null(env, c.end)?],
                 )?;
-                js::new_object(
-                    env,
-                    vec![
-                        ("timestamp".to_string(), stamp),
-                        ("text".to_string(), js::new_string(env, &c.text)?),
-                        ("tokens".to_string(), js::new_number_array(env, &ids(&c.tokens))?),
-                    ],
-                )
+                let mut fields = vec![
+                    ("timestamp".to_string(), stamp),
+                    ("text".to_string(), js::new_string(env, &c.text)?),
+                    ("tokens".to_string(), js::new_number_array(env, &ids(&c.tokens))?),
+                ];
+                // The decoded window the chunk came from: how its kept pass looked.
+                if let Some(w) = c.window.and_then(|i| t.windows.get(i)) {
+                    fields.extend([
+                        ("seek".to_string(), js::new_number(env, w.seek as f64)?),
+                        ("temperature".to_string(), js::new_number(env, w.temperature)?),
+                        ("avgLogprob".to_string(), js::new_number(env, w.avg_logprob)?),
+                        (
+                            "compressionRatio".to_string(),
+                            js::new_number(env, w.compression_ratio)?,
+                        ),
+                        ("noSpeechProb".to_string(), number_or_null(env, w.no_speech_prob)?),
+                    ]);
+                }
+                js::new_object(env, fields)
             })
             .collect::<anyhow::Result<Vec<Val>>>()?;
         entries.push(("chunks".to_string(), js::new_array(env, chunks)?));
@@ -140,8 +151,10 @@ impl JsSpeechModel {
     /// @internal What `SpeechRecognitionPipeline.run` calls (its options checked there): `audio` an
     /// encoded file (Buffer, Uint8Array or path) or 16 kHz mono samples (Float32Array); resolves to
     /// `{ text, tokens, language, duration }` and, with `return_timestamps`, `chunks`
-    /// (`[{ timestamp: [start, end], text, tokens }]`). `stride_length_s`: `[left, right]`.
-    /// `signal` rejects with `Aborted` while the call is queued.
+    /// (`[{ timestamp: [start, end], text, tokens, seek, temperature, avgLogprob,
+    /// compressionRatio, noSpeechProb }]`). `stride_length_s`: `[left, right]`. `temperature`
+    /// (the temperatures tried in turn), the three thresholds and `seed`: the fallback
+    /// (`whisper::Fallback`, checked there). `signal` rejects with `Aborted` while the call is queued.
     #[napi(skip_typescript, js_name = "_transcribe")]
     #[allow(clippy::too_many_arguments)]
     pub fn transcribe(
@@ -155,6 +168,9 @@ impl JsSpeechModel {
         return_timestamps: Option<bool>,
         chunk_length_s: Option<f64>,
         stride_length_s: Option<Vec<f64>>,
+        temperature: Option<Vec<f64>>,
+        thresholds: Option<Vec<Option<f64>>>,
+        seed: Option<u32>,
         signal: Option<Unknown<'_>>,
     ) -> Outcome<Promise> {
         let model = self.model.clone();
@@ -195,6 +211,23 @@ impl JsSpeechModel {
                         "strideLengthS: expected [left, right] seconds >= 0, got {other:?}"
                     ),
                 };
+                let [compression_ratio_threshold, logprob_threshold, no_speech_threshold] =
+                    match thresholds.as_deref() {
+                        None => [None; 3],
+                        Some(&[c, l, n]) => [c, l, n],
+                        Some(other) => bail_code!(
+                            Code::InvalidArg,
+                            "thresholds: expected [compression ratio, logprob, no speech], got {other:?}"
+                        ),
+                    };
+                let fallback = whisper::Fallback {
+                    temperatures: temperature.unwrap_or_else(|| vec![0.0]),
+                    compression_ratio_threshold,
+                    logprob_threshold,
+                    no_speech_threshold,
+                    seed: u64::from(seed.unwrap_or(0)),
+                };
+                fallback.validate()?;
                 let options = whisper::Options {
                     language,
                     task,
@@ -202,6 +235,7 @@ impl JsSpeechModel {
                     return_timestamps: return_timestamps.unwrap_or(false),
                     chunk_length_s,
                     stride_length_s,
+                    fallback,
                 };
                 let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
                 Ok((

@@ -20,6 +20,7 @@ const RATE = Symbol('samplingRate')
 /** The longest audio `maxDurationS` may allow: 3 hours (its samples alone take 64 KB a second). */
 const MAX_DURATION_S = 3 * 3600
 const seconds = opt.number({ min: 0, max: 30, expected: 'a number of seconds 0..30' })
+const temperature = opt.number({ min: 0, max: 2, expected: 'a temperature 0..2' })
 const RUN_OPTIONS = opt.bag({
   language: opt.string,
   task: opt.oneOf(['transcribe', 'translate']),
@@ -33,6 +34,14 @@ const RUN_OPTIONS = opt.bag({
   returnTimestamps: opt.boolean,
   chunkLengthS: opt.number({ min: 0.1, max: 30, expected: 'a number of seconds 0.1..30' }),
   strideLengthS: opt.either([seconds, opt.arrayOf(seconds, 'seconds')], 'seconds or [left, right] seconds'),
+  temperature: opt.either(
+    [temperature, opt.arrayOf(temperature, 'temperatures', { min: 1 })],
+    'a temperature 0..2 or a list of them',
+  ),
+  compressionRatioThreshold: opt.number({ min: 0 }),
+  logprobThreshold: opt.number({ max: 0 }),
+  noSpeechThreshold: opt.number({ min: 0, max: 1 }),
+  seed: opt.integer({ min: 0, max: 2 ** 32 - 1 }),
   signal: opt.instance(AbortSignal, 'an AbortSignal'),
 })
 
@@ -115,6 +124,16 @@ class SpeechRecognitionPipeline {
    * `[left, right]`, default chunkLengthS / 6). Audio over 30 s needs `returnTimestamps` (decoded
    * window after window, as transformers' long-form generate) or `chunkLengthS`, else `InvalidArg`.
    *
+   * Temperature fallback, as transformers' `generate`: `temperature` (default 0: greedy; a list
+   * is tried in turn, each above 0 sampling, seeded by `seed`, default 0), with
+   * `compressionRatioThreshold` (e.g. 2.4) and `logprobThreshold` (e.g. -1): a window whose token
+   * compression ratio is over the one or average log-probability under the other is decoded again
+   * at the next temperature; `noSpeechThreshold` (e.g. 0.6, needs `logprobThreshold`): a window
+   * whose `<|nospeech|>` probability is over it, and log-probability under, is skipped as silence.
+   * With timestamps each chunk says how its window's kept pass looked: `seek` (its first feature
+   * frame, 10 ms each), `temperature`, `avgLogprob`, `compressionRatio` (of its text, as OpenAI's
+   * whisper) and `noSpeechProb`.
+   *
    * Resolves to `{ text, tokens, language, duration }` (+ `chunks`): the text, the decoder's tokens
    * (the prompt, then each window's tokens), the language used (given or detected) and the audio's
    * seconds. Errors: `InvalidArg` (bad options, undecodable audio: "invalid audio: ..."),
@@ -122,9 +141,13 @@ class SpeechRecognitionPipeline {
    * @param {Uint8Array | string | Float32Array} audio
    * @param {{language?: string, task?: 'transcribe' | 'translate', maxNewTokens?: number,
    *   maxDurationS?: number, numBeams?: 1, returnTimestamps?: boolean, chunkLengthS?: number,
-   *   strideLengthS?: number | [number, number], signal?: AbortSignal}} [options]
+   *   strideLengthS?: number | [number, number], temperature?: number | number[],
+   *   compressionRatioThreshold?: number, logprobThreshold?: number, noSpeechThreshold?: number,
+   *   seed?: number, signal?: AbortSignal}} [options]
    * @returns {Promise<{text: string, tokens: number[], language: string | null, duration: number,
-   *   chunks?: {timestamp: [number | null, number | null], text: string, tokens: number[]}[]}>}
+   *   chunks?: {timestamp: [number | null, number | null], text: string, tokens: number[],
+   *   seek: number, temperature: number, avgLogprob: number, compressionRatio: number,
+   *   noSpeechProb: number | null}[]}>}
    */
   async run(audio, options) {
     const where = 'SpeechRecognitionPipeline.run'
@@ -142,6 +165,9 @@ class SpeechRecognitionPipeline {
     if (stride !== undefined && o.chunkLengthS === undefined) {
       throw codedError('InvalidArg', `${where}: options.strideLengthS: needs chunkLengthS`, this.run)
     }
+    if (o.noSpeechThreshold !== undefined && o.logprobThreshold === undefined) {
+      throw codedError('InvalidArg', `${where}: options.noSpeechThreshold: needs logprobThreshold`, this.run)
+    }
     if (typeof stride === 'number') stride = [stride, stride]
     else if (stride !== undefined && stride.length !== 2) {
       throw codedError('InvalidArg', `${where}: options.strideLengthS: expected [left, right] seconds`, this.run)
@@ -155,6 +181,9 @@ class SpeechRecognitionPipeline {
       o.returnTimestamps,
       o.chunkLengthS,
       stride,
+      typeof o.temperature === 'number' ? [o.temperature] : o.temperature,
+      [o.compressionRatioThreshold ?? null, o.logprobThreshold ?? null, o.noSpeechThreshold ?? null],
+      o.seed,
       o.signal,
     ]
     const result = await call(m._transcribe, m, args, where, this.run)

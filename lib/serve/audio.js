@@ -5,11 +5,15 @@
 // request (`file`, `model`, `language`, `prompt`, `response_format`, `temperature`,
 // `timestamp_granularities[]`) and its answers: json `{text}`, text, srt, vtt and verbose_json
 // `{task, language, duration, text}` (`language` the lower-case name, "english", as OpenAI gives it),
-// with `segments` when timestamp_granularities[]=segment asks (each `{id, start, end, text, tokens,
-// temperature}`: the fields that are computed, not avg_logprob, compression_ratio or
-// no_speech_prob). srt, vtt and segmented verbose_json decode with timestamps (the pipeline's `returnTimestamps`); json and text without, and audio over 30 s
-// with them (transformers' long-form decoding needs them), up to the model's `maxDurationS`. What
-// is not built is refused (400), never ignored: a prompt, temperature above 0, word timestamps. The
+// with `segments` when timestamp_granularities[]=segment asks (each `{id, seek, start, end, text,
+// tokens, temperature, avg_logprob, compression_ratio, no_speech_prob}`, from the window that made
+// it). srt, vtt and segmented verbose_json decode with timestamps (the pipeline's
+// `returnTimestamps`); json and text without, and audio over 30 s with them (transformers'
+// long-form decoding needs them), up to the model's `maxDurationS`. `temperature` 0 (the default)
+// decodes greedily; above 0 (at most 1) it samples as openai-whisper's transcribe does: at that
+// temperature, then 0.2 higher while a window's compression ratio is over 2.4 or its average
+// log-probability under -1, a window skipped as silence when, besides, `<|nospeech|>` is over 0.6.
+// What is not built is refused (400), never ignored: a prompt, word timestamps. The
 // body is read whole under `MAX_AUDIO_BODY_BYTES` (OpenAI's 25 MB) and parsed by `readForm`,
 // bounded in parts and header bytes; a malformed one is a 400 `InvalidArg`.
 const { codedError } = require('../errors')
@@ -23,14 +27,15 @@ const { HttpError, invalid, show, sendJson, readBody } = require('./http')
  * @property {'audio'} kind
  * @property {string} name
  * @property {(audio: Buffer, options: { language?: string; task: 'transcribe' | 'translate';
- *   timestamps: boolean; signal: AbortSignal }) => Promise<Transcript>} transcribe
+ *   timestamps: boolean; temperature?: number; signal: AbortSignal }) => Promise<Transcript>} transcribe
  * @property {() => { active: number; queued: number }} stats
  * @property {() => void} dispose
  */
 
 /**
- * @typedef {{ text: string; language: string | null; duration: number;
- *   chunks?: { timestamp: [number | null, number | null]; text: string; tokens: number[] }[] }} Transcript
+ * @typedef {{ timestamp: [number | null, number | null]; text: string; tokens: number[]; seek: number;
+ *   temperature: number; avgLogprob: number; compressionRatio: number; noSpeechProb: number | null }} Chunk
+ * @typedef {{ text: string; language: string | null; duration: number; chunks?: Chunk[] }} Transcript
  */
 
 /** A request body's bytes at most: OpenAI's limit on an upload (25 MB) and a little for the fields. */
@@ -43,6 +48,25 @@ const WINDOW_S = 30
 /** The longest audio served by default (`maxDurationS`): 20 minutes, the decoder's own default. */
 const MAX_DURATION_S = 1200
 const FORMATS = ['json', 'text', 'verbose_json', 'srt', 'vtt']
+/** openai-whisper's transcribe: the fallback's step and thresholds (its CLI's defaults). */
+const FALLBACK_STEP = 0.2
+const THRESHOLDS = { compressionRatioThreshold: 2.4, logprobThreshold: -1, noSpeechThreshold: 0.6 }
+
+/**
+ * The pipeline's options for OpenAI's `temperature`: none at 0 (greedy); above, the temperatures
+ * from it by 0.2 up to 1 and openai-whisper's thresholds, seeded (the same request, the same text).
+ * @param {number} temperature
+ */
+function sampling(temperature) {
+  if (temperature === 0) return {}
+  const temperatures = []
+  for (let i = 0; i < 6; i++) {
+    const t = Math.round((temperature + i * FALLBACK_STEP) * 1e6) / 1e6
+    if (t > 1 + 1e-9) break
+    temperatures.push(t)
+  }
+  return { temperature: temperatures, ...THRESHOLDS, seed: 0 }
+}
 const FIELDS = {
   transcriptions: [
     'file',
@@ -107,13 +131,19 @@ function speechModel(name, asr, { maxNewTokens, maxQueue = 64, maxDurationS = MA
   return {
     kind: 'audio',
     name,
-    async transcribe(audio, { language, task, timestamps, signal }) {
+    async transcribe(audio, { language, task, timestamps, temperature = 0, signal }) {
       if (active > maxQueue) {
         throw new HttpError(503, 'QueueFull', `model ${JSON.stringify(name)}: ${active} requests in flight already`)
       }
       active++
       try {
-        const base = { task, signal, maxNewTokens, ...(language === undefined ? {} : { language }) }
+        const base = {
+          task,
+          signal,
+          maxNewTokens,
+          ...sampling(temperature),
+          ...(language === undefined ? {} : { language }),
+        }
         if (timestamps) return await asr.run(audio, { ...base, returnTimestamps: true, maxDurationS })
         try {
           return await asr.run(audio, { ...base, maxDurationS: Math.min(WINDOW_S, maxDurationS) })
@@ -246,8 +276,9 @@ function readRequest(form, route) {
   if (form.prompt !== undefined && form.prompt !== '') {
     throw invalid('prompt: not supported (Whisper prompting is not built yet); send none')
   }
-  if (form.temperature !== undefined && !(form.temperature.trim() !== '' && Number(form.temperature) === 0)) {
-    throw invalid(`temperature: only 0 is supported (greedy decoding), got ${show(form.temperature)}`)
+  const temperature = form.temperature === undefined ? 0 : Number(form.temperature)
+  if (form.temperature !== undefined && !(form.temperature.trim() !== '' && temperature >= 0 && temperature <= 1)) {
+    throw invalid(`temperature: expected a number 0..1, got ${show(form.temperature)}`)
   }
   const granularities = form['timestamp_granularities[]'] ?? []
   for (const g of granularities) {
@@ -259,7 +290,7 @@ function readRequest(form, route) {
   }
   const language = form.language === undefined || form.language === '' ? undefined : form.language
   const segments = granularities.includes('segment')
-  return { audio: /** @type {Buffer} */ (form.file.data), format, language, segments }
+  return { audio: /** @type {Buffer} */ (form.file.data), format, language, segments, temperature }
 }
 
 /**
@@ -275,17 +306,16 @@ function audioRoute(task) {
    * @param {import('node:http').ServerResponse} res
    */
   return async function audio(ctx, form, res) {
-    const { audio, format, language, segments: withSegments } = readRequest(form, route)
+    const { audio, format, language, segments: withSegments, temperature } = readRequest(form, route)
     const model = /** @type {SpeechModel} */ (ctx.model(form.model, 'audio'))
     // A client that hangs up stops its transcription (while it waits for the executor).
     const gone = new AbortController()
     res.on('close', () => {
       if (!res.writableEnded) gone.abort()
     })
-    // verbose_json has segments when asked (timestamp_granularities[]=segment), not by default: the
-    // AI SDK's schema wants avg_logprob, compression_ratio and no_speech_prob in each, not made yet.
+    // verbose_json has segments when asked (timestamp_granularities[]=segment), as OpenAI.
     const timestamps = format === 'srt' || format === 'vtt' || withSegments
-    const result = await model.transcribe(audio, { language, task, timestamps, signal: gone.signal })
+    const result = await model.transcribe(audio, { language, task, timestamps, temperature, signal: gone.signal })
     const send = (/** @type {string} */ text, /** @type {string} */ type) => {
       const body = Buffer.from(text)
       res.writeHead(200, { 'content-type': `${type}; charset=utf-8`, 'content-length': body.length })
@@ -305,8 +335,9 @@ function audioRoute(task) {
 
 /**
  * OpenAI's segments from the pipeline's chunks: `start` null (no timestamp opened it) is the
- * previous end (0 first), `end` null (the model left the last one open) the audio's end.
- * `temperature` 0: greedy decoding.
+ * previous end (0 first), `end` null (the model left the last one open) the audio's end; `seek`,
+ * `temperature`, `avg_logprob`, `compression_ratio` and `no_speech_prob` those of the window
+ * whose pass made the segment (as openai-whisper gives every segment of a window its values).
  * @param {Transcript} t
  */
 function toSegments(t) {
@@ -315,7 +346,18 @@ function toSegments(t) {
     const start = c.timestamp[0] ?? previous
     const end = c.timestamp[1] ?? Math.max(start, t.duration)
     previous = end
-    return { id, start, end, text: c.text, tokens: c.tokens, temperature: 0 }
+    return {
+      id,
+      seek: c.seek,
+      start,
+      end,
+      text: c.text,
+      tokens: c.tokens,
+      temperature: c.temperature,
+      avg_logprob: c.avgLogprob,
+      compression_ratio: c.compressionRatio,
+      no_speech_prob: c.noSpeechProb,
+    }
   })
 }
 

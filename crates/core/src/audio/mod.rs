@@ -4,6 +4,7 @@
 pub mod decode;
 pub mod mel;
 pub mod resample;
+pub mod zlib;
 
 pub use decode::{decode, Limits};
 

@@ -41,22 +41,26 @@ pub fn pieces(total: usize, chunk_len: usize, left: usize, right: usize) -> Vec<
     out
 }
 
-/// A window's output for `decode_asr`: its tokens (no prompt) and, when chunked, its stride in
+/// A window's output for `decode_asr`: its tokens (no prompt), the decoded window each token came
+/// from (an index, parallel to `tokens`; empty: none known) and, when chunked, its stride in
 /// seconds (chunk length, left, right).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Output {
     pub tokens: Vec<i64>,
+    pub windows: Vec<usize>,
     pub stride: Option<(f64, f64, f64)>,
 }
 
 /// A timed chunk of the text: `[start, end]` in seconds (`end` `None` where the model did not
-/// close the last one), the text and its token ids.
+/// close the last one), the text, its token ids and the decoded window it came from (the one of
+/// the timestamp that closed it, or of its last token; `None` where `Output::windows` is empty).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Chunk {
     pub start: Option<f64>,
     pub end: Option<f64>,
     pub text: String,
     pub tokens: Vec<i64>,
+    pub window: Option<usize>,
 }
 
 /// Python's `round(x, 2)`: the float's exact value rounded to two decimals.
@@ -126,6 +130,7 @@ pub fn decode_asr(
         end: None,
         text: String::new(),
         tokens: Vec::new(),
+        window: None,
     };
     let mut chunk = new_chunk();
     let mut time_offset = 0.0f64;
@@ -167,6 +172,9 @@ pub fn decode_asr(
         }
         let mut current: Vec<i64> = Vec::new();
         for (i, &t) in ids.iter().enumerate() {
+            if let Some(&w) = output.windows.get(i) {
+                chunk.window = Some(w);
+            }
             if (v.is_special)(t) {
                 continue;
             }
@@ -277,6 +285,7 @@ mod tests {
         };
         let out = Output {
             tokens: vec![100, 1, 2, 150, 150, 3, 175, 99],
+            windows: vec![],
             stride: None,
         };
         let (text, chunks) = decode_asr(&[out], true, 0.02, &v).unwrap();

@@ -8,12 +8,14 @@
 //! audio over one window is decoded window after window that way (`returnTimestamps`), or cut into
 //! overlapping chunks whose texts are merged (`chunkLengthS`, `asr`).
 use super::asr::{self, Chunk, Output, Vocab};
+use super::fallback::{self, Fallback, Pass, Verdict, WindowStats};
 pub use super::prompt::Task;
 use super::prompt::{self, language_id};
 use super::timestamps::{self, Rules, Window};
 use super::Whisper;
 use crate::audio::mel::{log_mel, log_mel_of_length};
 use crate::error::{fail, trim_libtorch, Code};
+use crate::generate::sample::{self, Params, Rng, Sampling};
 use anyhow::Result;
 use tch::{IValue, Kind, Tensor};
 
@@ -34,16 +36,21 @@ pub struct Options {
     pub chunk_length_s: Option<f64>,
     /// The overlap with the chunk before and after, seconds (default `chunk_length_s / 6` each).
     pub stride_length_s: Option<(f64, f64)>,
+    /// Temperatures and thresholds: each window decoded again at the next temperature while it
+    /// looks wrong (default: one greedy pass).
+    pub fallback: Fallback,
 }
 
 /// The result: the decoder's tokens (the first window's prompt, then what `generate` returns after
 /// it, chunk after chunk when chunked), the text (timestamps and special tokens skipped), the
-/// timed chunks (with `return_timestamps`), the language token used, the audio's duration.
+/// timed chunks (with `return_timestamps`; each `window` an index into `windows`), how each
+/// decoded window's kept pass looked, the language token used, the audio's duration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transcript {
     pub sequence: Vec<i64>,
     pub text: String,
     pub chunks: Vec<Chunk>,
+    pub windows: Vec<WindowStats>,
     pub language: Option<String>,
     pub duration: f64,
 }
@@ -98,6 +105,12 @@ impl<'a> Step<'a> {
 
     /// Feeds `ids` after what the cache holds; the logits of the last one, [vocab].
     fn feed(&mut self, ids: &[i64]) -> Result<Tensor> {
+        let n = ids.len() as i64;
+        Ok(self.feed_all(ids)?.select(0, n - 1))
+    }
+
+    /// Feeds `ids` after what the cache holds; the logits of each, [ids, vocab].
+    fn feed_all(&mut self, ids: &[i64]) -> Result<Tensor> {
         let past = self.self_k.size()[3];
         let n = ids.len() as i64;
         let input = Tensor::from_slice(ids).view([1, n]);
@@ -127,17 +140,20 @@ impl<'a> Step<'a> {
         }
         self.self_v = out.pop().unwrap();
         self.self_k = out.pop().unwrap();
-        Ok(out.pop().unwrap().select(0, 0).select(0, n - 1))
+        Ok(out.pop().unwrap().select(0, 0))
     }
 }
 
 /// One `generate` call's result: the prompt, what `generate` returns after it (one window without
 /// timestamps: its tokens as generated, the end token included; else every window's segments'
-/// tokens, which the pipeline decodes), the segments' tokens, the language id used.
+/// tokens, which the pipeline decodes), the segments' tokens, the window each of them came from
+/// (an index into `windows`), the windows' kept passes, the language id used.
 struct Generated {
     prompt: Vec<i64>,
     returned: Vec<i64>,
     tokens: Vec<i64>,
+    token_windows: Vec<usize>,
+    windows: Vec<WindowStats>,
     language: Option<i64>,
 }
 
@@ -190,19 +206,53 @@ fn first_argmax(scores: &[f32]) -> i64 {
     best as i64
 }
 
-/// One greedy pass over a window: the tokens after `init` (the end token included when written).
-fn greedy(
+/// `log_softmax(scores)[i]`, in f64.
+fn log_prob(scores: &[f32], i: usize) -> f64 {
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = scores.iter().map(|&x| f64::from(x - max).exp()).sum();
+    f64::from(scores[i] - max) - sum.ln()
+}
+
+/// One pass over a window at `temperature` (0: greedy, else a draw from the scores over it):
+/// the tokens after `init` (the end token included when written), their average log-probability
+/// and `<|nospeech|>`'s probability after `<|startoftranscript|>`.
+#[allow(clippy::too_many_arguments)]
+fn decode_pass(
     model: &Whisper,
     cross: &(Tensor, Tensor),
     init: &[i64],
     max_new: usize,
     rules: Option<&Rules>,
+    temperature: f64,
+    rng: &mut Rng,
     aborted: &dyn Fn() -> bool,
-) -> Result<Vec<i64>> {
+) -> Result<Pass> {
     let s = &model.settings;
     let mut step = Step::new(model, &cross.0, &cross.1);
+    let prompt = step.feed_all(init)?;
+    // The prompt's first position sees only <|startoftranscript|> (the causal mask).
+    let no_speech_prob = match s.no_timestamps {
+        Some(nt) if nt >= 1 && nt - 1 < s.vocab_size => Some(f64::try_from(
+            prompt
+                .get(0)
+                .to_kind(Kind::Float)
+                .softmax(0, Kind::Float)
+                .get(nt - 1),
+        )?),
+        _ => None,
+    };
+    let mut logits = prompt.get(init.len() as i64 - 1);
+    let sampling = Params {
+        sampling: Sampling::Random {
+            temperature,
+            top_k: None,
+            top_p: 1.0,
+            min_p: 0.0,
+        },
+        ..Params::default()
+    };
     let mut generated: Vec<i64> = Vec::new();
-    let mut logits = step.feed(init)?;
+    let mut sum_logprob = 0.0;
     while generated.len() < max_new {
         if aborted() {
             return Err(fail(Code::Aborted, "the transcription was aborted"));
@@ -221,14 +271,63 @@ fn greedy(
         if let Some(r) = rules {
             r.apply(&mut scores, &generated);
         }
-        let next = first_argmax(&scores);
+        // transformers applies the temperature after the Whisper processors.
+        let next = if temperature > 0.0 {
+            i64::from(sample::choose(&mut scores.clone(), &[], &sampling, rng))
+        } else {
+            first_argmax(&scores)
+        };
+        sum_logprob += log_prob(&scores, next as usize);
         generated.push(next);
         if next == s.eos || generated.len() == max_new {
             break;
         }
         logits = step.feed(&[next])?;
     }
-    Ok(generated)
+    Ok(Pass {
+        avg_logprob: sum_logprob / generated.len().max(1) as f64,
+        tokens: generated,
+        temperature,
+        no_speech_prob,
+    })
+}
+
+/// A window decoded at each temperature in turn until a pass is kept (or silent, `None`), as
+/// `generate_with_fallback`.
+#[allow(clippy::too_many_arguments)]
+fn decode_window(
+    model: &Whisper,
+    cross: &(Tensor, Tensor),
+    init: &[i64],
+    max_new: usize,
+    rules: Option<&Rules>,
+    fallback: &Fallback,
+    rng: &mut Rng,
+    aborted: &dyn Fn() -> bool,
+) -> Result<Option<Pass>> {
+    let mut kept = None;
+    for &t in &fallback.temperatures {
+        let pass = decode_pass(model, cross, init, max_new, rules, t, rng, aborted)?;
+        match fallback::verdict(&pass, fallback, model.settings.vocab_size) {
+            Verdict::Silent => return Ok(None),
+            Verdict::Keep => return Ok(Some(pass)),
+            Verdict::Retry => kept = Some(pass),
+        }
+    }
+    Ok(kept)
+}
+
+/// OpenAI's compression ratio of a pass: its text (timestamps and special tokens left out),
+/// trimmed, as UTF-8.
+fn text_compression_ratio(model: &Whisper, tokens: &[i64]) -> Result<f64> {
+    let tb = model.settings.timestamp_begin.unwrap_or(i64::MAX);
+    let ids: Vec<u32> = tokens
+        .iter()
+        .filter(|&&t| t < tb && !model.special_ids.contains(&t))
+        .map(|&t| t as u32)
+        .collect();
+    let text = model.tokenizer.decode(&ids, false)?;
+    Ok(fallback::zlib_ratio(text.trim().as_bytes()))
 }
 
 /// One `generate` call on `features` ([n_mels, frames], one window or more): the seek loop.
@@ -236,6 +335,7 @@ fn generate(
     model: &Whisper,
     features: &Tensor,
     options: &Options,
+    rng: &mut Rng,
     aborted: &dyn Fn() -> bool,
 ) -> Result<Generated> {
     let s = &model.settings;
@@ -278,6 +378,7 @@ fn generate(
     // transformers raises max_length by the prompt's length each window (within the positions).
     let mut max_length = s.max_length;
     let (mut seek, mut raw, mut tokens) = (0i64, Vec::new(), Vec::new());
+    let (mut token_windows, mut stats) = (Vec::new(), Vec::new());
     let mut cross = Some(first);
     let mut windows = 0;
     while seek < total {
@@ -294,7 +395,22 @@ fn generate(
                 max_length.saturating_sub(init.len())
             }
         };
-        let generated = greedy(model, &kv, &init, max_new, rules.as_ref(), aborted)?;
+        let Some(pass) = decode_window(
+            model,
+            &kv,
+            &init,
+            max_new,
+            rules.as_ref(),
+            &options.fallback,
+            rng,
+            aborted,
+        )?
+        else {
+            // Silence (`should_skip`): the whole window is passed over.
+            seek += frames;
+            continue;
+        };
+        let generated = pass.tokens;
         raw.extend_from_slice(&generated);
         let body = match generated.last() {
             Some(&t) if t == s.eos => &generated[..generated.len() - 1],
@@ -309,8 +425,16 @@ fn generate(
         };
         let (segments, offset) = timestamps::split(body, timestamp_begin, &w);
         for segment in segments {
+            token_windows.extend(std::iter::repeat_n(stats.len(), segment.tokens.len()));
             tokens.extend(segment.tokens);
         }
+        stats.push(WindowStats {
+            seek: seek as usize,
+            temperature: pass.temperature,
+            avg_logprob: pass.avg_logprob,
+            compression_ratio: text_compression_ratio(model, &generated)?,
+            no_speech_prob: pass.no_speech_prob,
+        });
         seek += offset as i64;
     }
     let returned = if windows == 1 && rules.is_none() {
@@ -322,6 +446,8 @@ fn generate(
         prompt: init,
         returned,
         tokens,
+        token_windows,
+        windows: stats,
         language,
     })
 }
@@ -339,9 +465,22 @@ pub fn transcribe(
     let _guard = tch::no_grad_guard();
     let rate = f64::from(s.features.sampling_rate);
     let time_precision = s.features.n_samples as f64 / rate / s.max_source_positions.max(1) as f64;
+    options.fallback.validate()?;
+    let mut rng = Rng::new(options.fallback.seed);
     let mut outputs = Vec::new();
+    let mut windows: Vec<WindowStats> = Vec::new();
     let mut sequence = Vec::new();
     let mut language = None;
+    // A call's windows joined to the transcript's: their indices after those before, `seek` from
+    // the audio's start (`frames` before the call's features).
+    let mut add = |g: &mut Generated, frames: usize| -> Vec<usize> {
+        let before = windows.len();
+        windows.extend(g.windows.drain(..).map(|w| WindowStats {
+            seek: w.seek + frames,
+            ..w
+        }));
+        g.token_windows.iter().map(|w| w + before).collect()
+    };
     if let Some(chunk_s) = options.chunk_length_s {
         let (left_s, right_s) = options.stride_length_s.unwrap_or((chunk_s / 6.0, chunk_s / 6.0));
         let samples_of = |sec: f64| (sec * rate).round().max(0.0) as usize;
@@ -365,7 +504,8 @@ pub fn transcribe(
         }
         for piece in asr::pieces(samples.len(), chunk, left, right) {
             let features = log_mel(&samples[piece.start..piece.end], &s.features)?;
-            let g = generate(model, &features, options, aborted)?;
+            let mut g = generate(model, &features, options, &mut rng, aborted)?;
+            let token_windows = add(&mut g, piece.start / s.features.hop_length);
             if sequence.is_empty() {
                 sequence = g.prompt.clone();
                 language = g.language;
@@ -374,6 +514,7 @@ pub fn transcribe(
             let secs = |n: usize| n as f64 / rate;
             outputs.push(Output {
                 tokens: g.tokens,
+                windows: token_windows,
                 stride: Some((
                     secs(piece.end - piece.start),
                     secs(piece.stride_left),
@@ -398,12 +539,14 @@ pub fn transcribe(
         } else {
             log_mel(samples, &s.features)?
         };
-        let g = generate(model, &features, options, aborted)?;
+        let mut g = generate(model, &features, options, &mut rng, aborted)?;
+        let token_windows = add(&mut g, 0);
         sequence = g.prompt;
         sequence.extend_from_slice(&g.returned);
         language = g.language;
         outputs.push(Output {
             tokens: g.tokens,
+            windows: token_windows,
             stride: None,
         });
     }
@@ -429,6 +572,7 @@ pub fn transcribe(
         sequence,
         text,
         chunks,
+        windows,
         language,
         duration: samples.len() as f64 / rate,
     })
@@ -437,6 +581,7 @@ pub fn transcribe(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audio::whisper::Fallback;
     use serde_json::Value;
     use std::path::Path;
 
@@ -522,6 +667,115 @@ mod tests {
                     "{name}"
                 );
             }
+        }
+    }
+
+    /// models/golden/whisper/segments.json: generate(return_timestamps=True) on ts-model with the
+    /// fallback's thresholds, each window's passes as transformers' `_need_fallback` saw them. The
+    /// kept windows' seek, temperature, avg_logprob (1e-4), text compression ratio (1e-9: the
+    /// same zlib) and no_speech_prob (1e-4) equal, and the tokens; the forced fallback ends each
+    /// window at 1.0 (sampled: only the temperature is compared).
+    #[test]
+    fn window_stats_and_fallback_equal_transformers() {
+        let dir = Path::new(crate::REPO_ROOT).join("models/golden/whisper");
+        let Ok(goldens) = std::fs::read(dir.join("segments.json")) else {
+            eprintln!("skipped: run `node tools/models.js --lazy` (the whisper job) first");
+            return;
+        };
+        let goldens: Value = serde_json::from_slice(&goldens).unwrap();
+        let model = Whisper::load(&dir.join("ts-model")).unwrap();
+        let read = |f: &str| {
+            crate::audio::decode(std::fs::read(dir.join(f)).unwrap(), &Default::default())
+                .unwrap()
+                .samples
+        };
+        let (short, long) = (read("speech.wav"), read("long.wav"));
+        for case in goldens["cases"].as_array().unwrap() {
+            let name = case["name"].as_str().unwrap();
+            let temperatures = match &case["temperature"] {
+                Value::Array(a) => a.iter().map(|t| t.as_f64().unwrap()).collect(),
+                t => vec![t.as_f64().unwrap()],
+            };
+            let options = Options {
+                language: Some("en".into()),
+                max_new_tokens: goldens["maxNewTokens"].as_u64().map(|n| n as usize),
+                return_timestamps: true,
+                fallback: Fallback {
+                    temperatures,
+                    compression_ratio_threshold: case["compression_ratio_threshold"].as_f64(),
+                    logprob_threshold: case["logprob_threshold"].as_f64(),
+                    no_speech_threshold: case["no_speech_threshold"].as_f64(),
+                    seed: 0,
+                },
+                ..Options::default()
+            };
+            let audio = if name == "long" || name == "silence" {
+                &long
+            } else {
+                &short
+            };
+            let got = transcribe(&model, audio, &options, &|| false).unwrap();
+            let kept: Vec<&Value> = case["windows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w["passes"].as_array().unwrap().last().unwrap())
+                .filter(|p| !p["skip"].as_bool().unwrap())
+                .collect();
+            if name == "fallback" {
+                assert!(kept.iter().all(|p| p["temperature"] == 1.0), "{name}: {kept:?}");
+                assert!(!got.windows.is_empty());
+                assert!(
+                    got.windows.iter().all(|w| w.temperature == 1.0),
+                    "{name}: {:?}",
+                    got.windows
+                );
+                continue;
+            }
+            let seeks: Vec<u64> = case["windows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|w| !w["passes"][0]["skip"].as_bool().unwrap())
+                .map(|w| w["seek"].as_u64().unwrap())
+                .collect();
+            assert_eq!(got.windows.len(), kept.len(), "{name}: {:?}", got.windows);
+            for ((w, p), seek) in got.windows.iter().zip(&kept).zip(&seeks) {
+                let d = |a: f64, k: &str| (a - p[k].as_f64().unwrap()).abs();
+                eprintln!(
+                    "{name}: |diff| avg_logprob {:.1e} compression_ratio {:.1e} no_speech_prob {:.1e}",
+                    d(w.avg_logprob, "avgLogprob"),
+                    d(w.compression_ratio, "compressionRatio"),
+                    d(w.no_speech_prob.unwrap(), "noSpeechProb")
+                );
+                assert_eq!(w.seek as u64, *seek, "{name}");
+                assert_eq!(w.temperature, p["temperature"].as_f64().unwrap(), "{name}");
+                let close = |a: f64, b: &Value, tol: f64| (a - b.as_f64().unwrap()).abs() <= tol;
+                assert!(close(w.avg_logprob, &p["avgLogprob"], 1e-4), "{name}: {w:?} {p}");
+                assert!(
+                    close(w.compression_ratio, &p["compressionRatio"], 1e-9),
+                    "{name}: {w:?} {p}"
+                );
+                assert!(
+                    close(w.no_speech_prob.unwrap(), &p["noSpeechProb"], 1e-4),
+                    "{name}: {w:?} {p}"
+                );
+            }
+            let want: Vec<i64> = case["tokens"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_i64().unwrap())
+                .collect();
+            assert_eq!(
+                got.sequence[got.sequence.len() - want.len()..],
+                want[..],
+                "{name}"
+            );
+            assert!(got
+                .chunks
+                .iter()
+                .all(|c| c.window.is_some_and(|i| i < got.windows.len())));
         }
     }
 }

@@ -7,6 +7,7 @@
 //! (`crate::generate`) is to take encoder-decoder models later (issue 51), and this loop then goes.
 pub mod asr;
 pub mod decode;
+pub mod fallback;
 pub mod prompt;
 pub mod timestamps;
 
@@ -19,6 +20,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 pub use decode::{transcribe, Options, Task, Transcript};
+pub use fallback::{Fallback, WindowStats};
 
 /// What decoding needs of the manifest.
 #[derive(Debug, Clone, Default)]
