@@ -76,8 +76,8 @@ SMOLVLM_TEMPLATE = (
 SMOLVLM_SPECIALS = ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>",
                     *(f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7))]
 # SmolVLM's cases: several sizes and aspect ratios (3 x 4 tiles, a portrait 4 x 2, one smaller than
-# a 32-pixel tile: 3 x 4 after the resize to the longest edge), a text-only chat (the template
-# reads message['content'][0]: a list of parts).
+# a 32-pixel tile: 3 x 4 after the resize to the longest edge), text-only chats (the template reads
+# message['content'][0]['type']: a list of parts).
 SMOLVLM_CASES = [
     {"name": "one image", "images": ["chelsea.png"],
      "messages": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is in the picture?"}]}]},
@@ -88,6 +88,11 @@ SMOLVLM_CASES = [
      "messages": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is it?"}]}]},
     {"name": "text only", "images": [],
      "messages": [{"role": "user", "content": [{"type": "text", "text": "Tell me a story about the sea."}]}]},
+    # A string content: the template's loop over it writes nothing (in transformers too), the prompt
+    # is the turn's frame alone. torch.text.CausalLM joins a message of text parts into a string
+    # before the template sees it, so only this text-only case runs through it (the list one: cargo).
+    {"name": "text only (string)", "images": [],
+     "messages": [{"role": "user", "content": "Tell me a story about the sea."}]},
 ]
 SMOLVLM_CONTEXT = 640
 GEMMA3_SPECIALS = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"}

@@ -316,7 +316,8 @@ fn gemma3_greedy_matches_transformers_goldens() {
 /// The tiny SmolVLM of models/make_vlm_models.py (SmolVLM's processor shrunk: 32-pixel tiles,
 /// longest edge 128; images cut into 3 × 4 and 4 × 2 tiles, one smaller than a tile) against
 /// transformers' greedy generate: the processor's prompt ids, then the same new ids alone, all
-/// four batched, and an image prompt again from the prefix cache. Skipped when not made.
+/// batched (text-only chats of text parts and of a string among them), and an image prompt again
+/// from the prefix cache. Skipped when not made.
 #[test]
 fn smolvlm_greedy_matches_transformers_goldens() {
     let root = format!("{}/models/golden/vlm", crate::REPO_ROOT);
@@ -345,7 +346,7 @@ fn smolvlm_greedy_matches_transformers_goldens() {
         let got = run(&model, &mut batch, vec![sequence(&model, &golden, case, 32)]);
         assert_matches(case, &got[0], "alone");
     }
-    let mut batch = Batch::new(4);
+    let mut batch = Batch::new(cases.len());
     let seqs = cases.iter().map(|c| sequence(&model, &golden, c, 32)).collect();
     for (case, got) in cases.iter().zip(run(&model, &mut batch, seqs)) {
         assert_matches(case, &got, "batched");
