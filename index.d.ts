@@ -806,7 +806,7 @@ export interface FillMaskOptions {
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
  */
-export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'text-generation' | 'automatic-speech-recognition' | 'audio-classification';
+export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'zero-shot-object-detection' | 'text-generation' | 'automatic-speech-recognition' | 'audio-classification' | 'text-to-speech';
 
 /** Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal). */
 export type PipelineOptions = SentenceEncoderOptions;
@@ -1151,6 +1151,47 @@ export interface ZeroShotImageClassificationOptions {
 }
 
 /**
+ * An image as the zero-shot object detector takes it: a path, a `data:image/...;base64` URL, the
+ * file's bytes, or a uint8 RGB Tensor `[3, H, W]` (as `torch.image.load(x, { dtype: 'uint8',
+ * layout: 'chw' })` gives).
+ */
+export type ZeroShotDetectionImage = string | Uint8Array | Tensor;
+
+/**
+ * An object found for one of the labels, as transformers' zero-shot-object-detection pipeline
+ * answers it.
+ */
+export interface ZeroShotDetectedObject {
+  /** The patch's sigmoid score for the label. */
+  score: number;
+  /** One of `candidateLabels`. */
+  label: string;
+  /**
+   * Where it is, in the image's pixels (integers, truncated as
+   * transformers' pipeline does; an edge may lie outside the image).
+   */
+  box: DetectionBox;
+}
+
+/** Options of `ZeroShotObjectDetectionPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface ZeroShotObjectDetectionOptions {
+  /**
+   * What to look for: labels (1 to 1024), or one string
+   * of labels separated by commas (split as transformers does, spaces kept). Each label must fit the
+   * model's text positions (16 tokens for OWL-ViT and OWLv2), as transformers' pipeline requires.
+   */
+  candidateLabels: string | string[];
+  /** Keep the objects scoring above it (default 0.1, as transformers'). */
+  threshold?: number;
+  /** Keep the best `topK` of them (default: all). */
+  topK?: number;
+  /** Aborting rejects with `Aborted` while the call's images are still queued. */
+  signal?: AbortSignal;
+  /** The longest an image may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
+/**
  * Sentence embeddings over a folder written by `npx torch-node export` from a text encoder: the
  * `SentenceEncoder` it wraps does the work. Made with `torch.pipeline('feature-extraction', folder)`.
  */
@@ -1446,6 +1487,38 @@ export interface ZeroShotImageClassificationPipeline extends ClipPipeline {
 }
 
 /**
+ * Zero-shot object detection with an OWL-ViT or OWLv2 model: boxes around whatever labels you name
+ * ("a cat", "a remote control") in an image. Concurrent `run` calls share forwards, and the labels'
+ * text embeddings are kept for later calls. Made with `ZeroShotObjectDetectionPipeline.load(folder)`
+ * (or `torch.pipeline('zero-shot-object-detection', folder)`).
+ */
+export interface ZeroShotObjectDetectionPipeline {
+  /** `'zero-shot-object-detection'`. */
+  get task(): string;
+  /**
+   * `'owlvit'` (boxes scale with the image's width and height) or `'owlv2'` (whose processor pads
+   * the image to a square: boxes scale with its longer side).
+   */
+  get family(): 'owlvit' | 'owlv2';
+  /** True once `dispose()` was called. */
+  get isDisposed(): boolean;
+  /** The text and image Batchers' counts. */
+  stats(): {
+    text: BatcherStats;
+    image: BatcherStats;
+  };
+  /**
+   * The objects matching `candidateLabels` in one image (`[{score, label, box}]`, best first) or in
+   * each of an array of images (an array of those), as transformers' `pipeline('zero-shot-object-detection')`.
+   * Errors: `InvalidArg`, `InvalidImage`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
+   */
+  run(images: ZeroShotDetectionImage | ZeroShotDetectionImage[], options: ZeroShotObjectDetectionOptions): Promise<ZeroShotDetectedObject[] | ZeroShotDetectedObject[][]>;
+  /** Frees the programs once running batches finish; calls waiting and later ones reject with `Disposed`. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+/**
  * A pipeline for `task` over `folder` (written by `npx torch-node export`): `'text-classification'`
  * (a `*ForSequenceClassification` export), `'text-ranking'` or `'rerank'` (a cross-encoder: one
  * logit), `'feature-extraction'` (a sentence encoder), `'zero-shot-classification'` (an NLI
@@ -1454,14 +1527,15 @@ export interface ZeroShotImageClassificationPipeline extends ClipPipeline {
  * `'zero-shot-image-classification'` and `'image-feature-extraction'` (a CLIPModel or SiglipModel
  * export), `'depth-estimation'` (DPT, Depth Anything), `'image-segmentation'` (semantic: Segformer,
  * DPT), `'image-classification'` (a `*ForImageClassification` export: ViT, ConvNeXt, ...),
- * `'object-detection'` (DETR, YOLOS), `'text-generation'` (a causal LM: `CausalLM.load`'s options),
+ * `'object-detection'` (DETR, YOLOS), `'zero-shot-object-detection'` (OWL-ViT, OWLv2: boxes for any
+ * labels), `'text-generation'` (a causal LM: `CausalLM.load`'s options),
  * `'automatic-speech-recognition'` (a WhisperForConditionalGeneration export: speech to text).
  * (torchvision classifiers and detectors are ScriptModules: `torch.vision.classify`, `ScriptModule`.)
  * Concurrent `run` calls share
  * forwards.
  * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
  */
-export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline : T extends 'fill-mask' ? FillMaskPipeline : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : T extends 'depth-estimation' ? DepthEstimationPipeline : T extends 'image-segmentation' ? ImageSegmentationPipeline : T extends 'image-classification' ? ImageClassificationPipeline : T extends 'object-detection' ? ObjectDetectionPipeline : T extends 'text-generation' ? TextGenerationPipeline : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline : T extends 'audio-classification' ? audio.AudioClassificationPipeline : FeatureExtractionPipeline>;
+export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline : T extends 'fill-mask' ? FillMaskPipeline : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : T extends 'depth-estimation' ? DepthEstimationPipeline : T extends 'image-segmentation' ? ImageSegmentationPipeline : T extends 'image-classification' ? ImageClassificationPipeline : T extends 'object-detection' ? ObjectDetectionPipeline : T extends 'zero-shot-object-detection' ? ZeroShotObjectDetectionPipeline : T extends 'text-generation' ? TextGenerationPipeline : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline : T extends 'audio-classification' ? audio.AudioClassificationPipeline : T extends 'text-to-speech' ? audio.TextToSpeechPipeline : FeatureExtractionPipeline>;
 
 /** One label of a clip, as transformers' audio-classification pipeline answers it. */
 export interface AudioClassificationLabel {
@@ -1489,6 +1563,65 @@ export interface AudioClassificationOptions {
 
 /** Options of `AudioClassificationPipeline.load`. */
 export interface AudioClassificationLoadOptions {
+  /** Aborting rejects the load with `Aborted`. */
+  signal?: AbortSignal;
+}
+
+/** Speech for one text, as transformers' text-to-speech pipeline answers it. */
+export interface SpeechAudio {
+  /** Mono samples in [-1, 1] (HiFi-GAN's tanh), at `samplingRate`. */
+  audio: Float32Array;
+  /** Samples a second (the checkpoint's: 16000 for MMS-TTS). */
+  samplingRate: number;
+}
+
+/** Options of `TextToSpeechPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface TextToSpeechOptions {
+  /**
+   * Seeds the call's noise (0 ≤ seed < 2^63): the waveform equals
+   * transformers' `VitsModel(**inputs)` run after `torch.manual_seed(seed)`. Each text of an array
+   * gets the same seed. Without it, a random seed each call (VITS is stochastic).
+   */
+  seed?: number | bigint;
+  /**
+   * Faster (> 1) or slower speech: durations divided by it (0.1..10;
+   * default the checkpoint's `speaking_rate`, 1).
+   */
+  speakingRate?: number;
+  /**
+   * The prior noise's scale (0..10; default the checkpoint's, 0.667); 0:
+   * no noise in the spectrogram.
+   */
+  noiseScale?: number;
+  /**
+   * The duration noise's scale (0..10; default the checkpoint's,
+   * 0.8); 0: the durations are deterministic.
+   */
+  noiseScaleDuration?: number;
+  /**
+   * Aborting rejects with `Aborted` while the call waits (a text
+   * being synthesized finishes; the texts after it are not run).
+   */
+  signal?: AbortSignal;
+}
+
+/** Options of `TextToSpeechPipeline.load`; any other key is refused (`InvalidArg`). */
+export interface TextToSpeechLoadOptions {
+  /**
+   * The longest text, in characters (code points) (default 4096, OpenAI's
+   * limit; at most 100000): longer is `InvalidArg` before anything runs.
+   */
+  maxChars?: number;
+  /**
+   * The longest speech made, in seconds (default 600, at most 3600):
+   * a text whose predicted durations pass it is `InvalidArg`, found before the decoder runs.
+   */
+  maxDurationS?: number;
+  /**
+   * Calls that may wait while one runs (default 64); past it `run` rejects
+   * with `QueueFull`.
+   */
+  maxQueue?: number;
   /** Aborting rejects the load with `Aborted`. */
   signal?: AbortSignal;
 }
@@ -1525,6 +1658,16 @@ export declare namespace audio {
      * `[left, right]`, default chunkLengthS / 6). Audio over 30 s needs `returnTimestamps` (decoded
      * window after window, as transformers' long-form generate) or `chunkLengthS`, else `InvalidArg`.
      *
+     * Temperature fallback, as transformers' `generate`: `temperature` (default 0: greedy; a list
+     * is tried in turn, each above 0 sampling, seeded by `seed`, default 0), with
+     * `compressionRatioThreshold` (e.g. 2.4) and `logprobThreshold` (e.g. -1): a window whose token
+     * compression ratio is over the one or average log-probability under the other is decoded again
+     * at the next temperature; `noSpeechThreshold` (e.g. 0.6, needs `logprobThreshold`): a window
+     * whose `<|nospeech|>` probability is over it, and log-probability under, is skipped as silence.
+     * With timestamps each chunk says how its window's kept pass looked: `seek` (its first feature
+     * frame, 10 ms each), `temperature`, `avgLogprob`, `compressionRatio` (of its text, as OpenAI's
+     * whisper) and `noSpeechProb`.
+     *
      * Resolves to `{ text, tokens, language, duration }` (+ `chunks`): the text, the decoder's tokens
      * (the prompt, then each window's tokens), the language used (given or detected) and the audio's
      * seconds. Errors: `InvalidArg` (bad options, undecodable audio: "invalid audio: ..."),
@@ -1539,6 +1682,11 @@ export declare namespace audio {
       returnTimestamps?: boolean;
       chunkLengthS?: number;
       strideLengthS?: number | [number, number];
+      temperature?: number | number[];
+      compressionRatioThreshold?: number;
+      logprobThreshold?: number;
+      noSpeechThreshold?: number;
+      seed?: number;
       signal?: AbortSignal;
     }): Promise<{
       text: string;
@@ -1549,6 +1697,11 @@ export declare namespace audio {
         timestamp: [number | null, number | null];
         text: string;
         tokens: number[];
+        seek: number;
+        temperature: number;
+        avgLogprob: number;
+        compressionRatio: number;
+        noSpeechProb: number | null;
       }[];
     }>;
     /**
@@ -1590,6 +1743,50 @@ export declare namespace audio {
     dispose(): void;
     [Symbol.dispose](): void;
   }
+  /**
+   * Text to speech with a VITS checkpoint (Facebook's MMS-TTS, `VitsModel`, exported with
+   * python/export_tts.py). Made with `TextToSpeechPipeline.load(folder)` or
+   * `torch.pipeline('text-to-speech', folder)`.
+   */
+  export class TextToSpeechPipeline {
+    #private;
+    /** Throws `InvalidArg`: use `TextToSpeechPipeline.load(folder)`. */
+    private constructor();
+    /** Loads a folder python/export_tts.py wrote. Errors: `ModelLoadError`, `InvalidArg`, `Aborted`. */
+    static load(folder: string, options?: TextToSpeechLoadOptions): Promise<TextToSpeechPipeline>;
+    /** `'text-to-speech'`. @returns {'text-to-speech'} */
+    get task(): 'text-to-speech';
+    /** Samples a second of the speech made (the checkpoint's `sampling_rate`). */
+    get samplingRate(): any;
+    /** The longest text `run` takes, in characters (code points). */
+    get maxChars(): any;
+    /** True once `dispose()` was called. */
+    get isDisposed(): boolean;
+    /**
+     * The token ids the model reads for `text` (transformers' VitsTokenizer: lower-cased, characters
+     * outside the vocabulary dropped, a blank between characters). Errors: `InvalidArg`.
+     */
+    tokenize(text: string): number[];
+    /**
+     * Speech for `text` (`{audio, samplingRate}`), or for each of an array of texts (an array of
+     * those, each text run alone), as transformers' `pipeline('text-to-speech')`. Every text is
+     * checked before any runs: a string of at most `maxChars` characters with something to say (a
+     * text with no character of the vocabulary is `InvalidArg`). Errors: `InvalidArg`, `QueueFull`,
+     * `Aborted`, `Disposed`, `ForwardError`.
+     */
+    run(text: string | string[], options?: TextToSpeechOptions): Promise<SpeechAudio | SpeechAudio[]>;
+    /** Frees the program once the text running ends; waiting and later calls reject with `Disposed`. */
+    dispose(): void;
+    [Symbol.dispose](): void;
+  }
+  /**
+   * `audio` as a WAV file: 16-bit PCM (`'pcm16'`, the default: samples clamped to [-1, 1] and rounded
+   * to ±32767, half away from zero) or 32-bit float (`'float32'`), mono, at `samplingRate`; the 44-byte RIFF header then the
+   * samples, little-endian. Errors: `InvalidArg`.
+   */
+  export function encodeWav(audio: Float32Array, samplingRate: number, options?: {
+    format?: 'pcm16' | 'float32';
+  }): Buffer;
 }
 
 /** One class in `torch.vision.classify`'s answer. */
@@ -1864,8 +2061,19 @@ export interface ServeModelSpec {
   maxDelayMs?: number;
   /** Whisper: at most this many tokens a transcript (default: the folder's bound). */
   maxNewTokens?: number;
-  /** Whisper: longer audio is a 400 (default 1200 s, at most 10800). */
+  /**
+   * Whisper: longer audio is a 400 (default 1200 s, at most 10800). Text to
+   * speech: longer speech is a 400 (default 600 s, at most 3600).
+   */
   maxDurationS?: number;
+  /** Text to speech: the longest input in characters (default 4096). */
+  maxChars?: number;
+  /**
+   * Causal LMs: a chat template (Jinja text) to use instead of the folder's,
+   * e.g. one that renders tools for a model whose own does not (`CausalLM.load`'s `chatTemplate`; the CLI's
+   * `--chat-template NAME=FILE`).
+   */
+  chatTemplate?: string;
   /**
    * Causal LMs: keep prompts' keys and values, up to `maxTokens`
    * in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; on in `torch.serve` with
@@ -1892,6 +2100,13 @@ export interface ServeOptions {
   /** The limits on one request. */
   limits?: ServeLimits;
   /**
+   * Fetch http(s) image URLs in chats (`image_url`, `input_image`):
+   * `true` from any host, or only from these hosts and their subdomains (vLLM's `--allowed-media-domains`);
+   * at most `limits.maxImageBytes` within `limits.imageFetchTimeoutMs`, 3 redirects (each host checked), an
+   * `image/*` answer. Default `false`: such a URL is a 400 (send `data:` URLs).
+   */
+  fetchImages?: boolean | string[];
+  /**
    * Load every model on its first request rather than at start (default false:
    * the first `maxLoaded` models load at start, and a failure there rejects `serve`).
    */
@@ -1917,7 +2132,7 @@ export interface ServeOptions {
 }
 
 /** A model `torch.serve` loaded: a causal LM, a sentence encoder, a classifier's or Whisper's pipeline. */
-export type ServeLoadedModel = text.CausalLM | text.SentenceEncoder | TextClassificationPipeline | TextRankingPipeline | audio.SpeechRecognitionPipeline;
+export type ServeLoadedModel = text.CausalLM | text.SentenceEncoder | TextClassificationPipeline | TextRankingPipeline | audio.SpeechRecognitionPipeline | audio.TextToSpeechPipeline;
 
 /** A running `torch.serve` server. */
 export interface OpenAIServer {
@@ -1959,6 +2174,16 @@ export interface ServeLimits {
   maxItems?: number;
   /** Characters of one text to embed (default 32768). */
   maxChars?: number;
+  /**
+   * The largest image fetched from an http(s) URL (default 20 MiB, as
+   * OpenAI's); with `fetchImages` only.
+   */
+  maxImageBytes?: number;
+  /**
+   * How long fetching one image may take, redirects included
+   * (default 10 000); with `fetchImages` only.
+   */
+  imageFetchTimeoutMs?: number;
 }
 
 /**

@@ -311,6 +311,8 @@ exported.text.CausalLM = require('./lib/text/causal-lm').CausalLM
 exported.audio = {
   SpeechRecognitionPipeline: require('./lib/audio/speech-recognition').SpeechRecognitionPipeline,
   AudioClassificationPipeline: require('./lib/audio/audio-classification').AudioClassificationPipeline,
+  TextToSpeechPipeline: require('./lib/audio/text-to-speech').TextToSpeechPipeline,
+  encodeWav: require('./lib/audio/text-to-speech').encodeWav,
 }
 // torch.pipeline(task, folder) (lib/text/pipeline.js): transformers' pipeline() over exported folders.
 exported.pipeline = require('./lib/text/pipeline').pipeline

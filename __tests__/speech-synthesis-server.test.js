@@ -13,14 +13,9 @@ const torch = require('..')
 const { TextToSpeechPipeline, encodeWav } = require('../lib/audio/text-to-speech')
 
 const FOLDER = path.join(__dirname, '..', 'models', 'golden', 'tts', 'vits')
-// Until lib/serve/app.js and index.js register the route and the folder kind (the lead's lines),
-// this suite says so instead of failing. TODO(lead): drop WIRED once they are in.
-const WIRED = fs.readFileSync(path.join(__dirname, '..', 'lib', 'serve', 'app.js'), 'utf8').includes('/v1/audio/speech')
-const SKIP = !WIRED
-  ? 'POST /v1/audio/speech is not registered in lib/serve/app.js yet'
-  : fs.existsSync(path.join(FOLDER, 'manifest.json'))
-    ? false
-    : 'no VITS fixture: run `.libtorch/bin/python models/make_tts_models.py`'
+const SKIP = fs.existsSync(path.join(FOLDER, 'manifest.json'))
+  ? false
+  : 'no VITS fixture: run `node tools/models.js --lazy` (job tts)'
 const TIMEOUT = { timeout: 120_000 }
 
 describe('/v1/audio/speech with a VITS model', { skip: SKIP }, () => {

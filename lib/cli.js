@@ -16,14 +16,17 @@ const EXPORTERS = {
   text: { script: path.join(__dirname, '..', 'python', 'export_text.py'), prefix: 'export_text.py: ' },
   causal: { script: path.join(__dirname, '..', 'python', 'export_causal_lm.py'), prefix: 'export_causal_lm: ' },
   clip: { script: path.join(__dirname, '..', 'python', 'export_clip.py'), prefix: 'export_clip.py: ' },
+  owl: { script: path.join(__dirname, '..', 'python', 'export_owl.py'), prefix: 'export_owl.py: ' },
   dense: { script: path.join(__dirname, '..', 'python', 'export_dense.py'), prefix: 'export_dense.py: ' },
   vision: { script: path.join(__dirname, '..', 'python', 'export_vision.py'), prefix: 'export_vision.py: ' },
   vlm: { script: path.join(__dirname, '..', 'python', 'export_vlm.py'), prefix: 'export_vlm: ' },
   whisper: { script: path.join(__dirname, '..', 'python', 'export_whisper.py'), prefix: 'export_whisper.py: ' },
   audio: { script: path.join(__dirname, '..', 'python', 'export_audio.py'), prefix: 'export_audio.py: ' },
+  tts: { script: path.join(__dirname, '..', 'python', 'export_tts.py'), prefix: 'export_tts.py: ' },
 }
 // Image models, by config.json's architectures: their exporter and the words of its refusals.
 const IMAGE_EXPORTS = [
+  { exporter: 'tts', architectures: ['VitsModel'], what: 'VITS text-to-speech (MMS-TTS, TorchScript, float32)' },
   {
     exporter: 'whisper',
     architectures: ['WhisperForConditionalGeneration'],
@@ -45,6 +48,11 @@ const IMAGE_EXPORTS = [
     what: 'vision-language models (LLaVA, Gemma 3, float32)',
   },
   { exporter: 'clip', architectures: ['CLIPModel', 'SiglipModel'], what: 'CLIP or SigLIP models (float32 towers)' },
+  {
+    exporter: 'owl',
+    architectures: ['OwlViTForObjectDetection', 'Owlv2ForObjectDetection'],
+    what: 'OWL-ViT or OWLv2 detectors (float32)',
+  },
   {
     exporter: 'dense',
     architectures: [
@@ -116,7 +124,9 @@ recognition') (docs/speech.md) through python/export_whisper.py: encoder.pt and 
 also goes through python/export_dense.py (panoptic, instance and semantic segmentation). A
 Wav2Vec2, HuBERT or WavLM *ForSequenceClassification or an ASTForAudioClassification checkpoint
 becomes a folder for torch.pipeline('audio-classification') through python/export_audio.py
-(TorchScript, float32).`
+(TorchScript, float32). An OwlViTForObjectDetection or Owlv2ForObjectDetection checkpoint becomes
+a folder for torch.pipeline('zero-shot-object-detection') through python/export_owl.py: the text
+and image programs, the class and box head and the image processor (the same flags as CLIP's).`
 
 const USAGE = `usage: torch-node classify [--model m.pt] [--topk 5] [--json] [image...]
        torch-node export <model-dir> <out-folder> [--dtype ...]   (torch-node export --help)

@@ -139,12 +139,13 @@ const JOBS = [
     lazy: true,
   },
   // Random-weight CLIP and SigLIP folders, their .pt2 exports and transformers' zero-shot pipeline goldens
-  // (clip*.test.js): four small compiles, so made when the tests first run.
+  // (clip*.test.js): four small compiles, so made when the tests first run; and two traced OWL-ViT/OWLv2
+  // detectors (zero-shot-object-detection.test.js).
   {
     name: 'clip',
     script: 'make_clip_models.py',
     inputs: ['python', 'models/fixture_common.py'],
-    outputs: ['golden/clip/goldens.json'],
+    outputs: ['golden/clip/goldens.json', 'golden/clip/owl-goldens.json'],
     weight: 2.5,
     lazy: true,
   },
@@ -176,6 +177,16 @@ const JOBS = [
     script: 'make_audio_models.py',
     inputs: ['python/export_audio.py', 'python/export_common.py', 'python/export_text.py', 'models/fixture_common.py'],
     outputs: ['golden/audio/goldens.json'],
+    weight: 1,
+    lazy: true,
+  },
+  // A random-weight VITS (MMS-TTS-like) exported by python/export_tts.py in-process (two traces, one
+  // script) and transformers' VitsModel and VitsTokenizer goldens (text-to-speech.test.js): 17 s, 11 s CPU.
+  {
+    name: 'tts',
+    script: 'make_tts_models.py',
+    inputs: ['python/export_tts.py', 'python/export_common.py', 'python/export_text.py', 'models/fixture_common.py'],
+    outputs: ['golden/tts/goldens.json'],
     weight: 1,
     lazy: true,
   },

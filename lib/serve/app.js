@@ -16,10 +16,12 @@ const { rerank, score } = require('./rerank')
 const responses = require('./responses')
 const messages = require('./messages')
 const audio = require('./audio')
+const speech = require('./speech')
 
 /**
  * @typedef {import('./chat').ChatModel | import('./embeddings').EmbeddingModel | import('./classify').ClassifyModel
- *   | import('./rerank').RerankModel | import('./audio').SpeechModel} ServeModel
+ *   | import('./rerank').RerankModel | import('./audio').SpeechModel
+ *   | import('./speech').SpeechSynthesisModel} ServeModel
  * @typedef {Required<import('./requests').ServeLimits>} Limits
  */
 
@@ -72,6 +74,7 @@ const ROUTES = {
   'POST /v1/score': { limit: 'maxEmbeddingsBodyBytes', kind: 'rerank', run: score },
   'POST /v1/audio/transcriptions': { read: audio.readForm, kind: 'audio', run: audio.transcriptions },
   'POST /v1/audio/translations': { read: audio.readForm, kind: 'audio', run: audio.translations },
+  'POST /v1/audio/speech': { limit: 'maxBodyBytes', kind: 'speech', run: speech.create, check: speech.check },
 }
 const STORED = '/v1/responses/'
 

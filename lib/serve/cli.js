@@ -14,7 +14,7 @@ const USAGE = `usage: torch-node serve --model NAME=FOLDER [--model NAME=FOLDER 
 Serves torch-node model folders (\`npx torch-node export\`) with OpenAI's API: causal LMs on
 /v1/chat/completions, /v1/completions, /v1/responses and Anthropic's /v1/messages, sentence encoders
 on /v1/embeddings, rerankers on /v1/rerank and /v1/score, classifiers on /v1/classify, Whisper on
-/v1/audio/transcriptions and /v1/audio/translations; GET /v1/models, /health and /metrics (Prometheus). NAME is what clients send as \`model\`; the kind of each folder
+/v1/audio/transcriptions and /v1/audio/translations, VITS (MMS-TTS) on /v1/audio/speech; GET /v1/models, /health and /metrics (Prometheus). NAME is what clients send as \`model\`; the kind of each folder
 is read from its manifest.json.
   --host              the address to bind (0.0.0.0 to face the network)
   --port              0: any free one; the first line printed says which
@@ -48,6 +48,7 @@ const ROUTES = {
   classify: '/v1/classify',
   rerank: '/v1/rerank, /v1/score',
   audio: '/v1/audio/transcriptions, /v1/audio/translations',
+  speech: '/v1/audio/speech',
 }
 
 class UsageError extends Error {}

@@ -33,6 +33,8 @@ const { classifyModel } = require('./classify')
 const { rerankModel } = require('./rerank')
 const { speechModel } = require('./audio')
 const { SpeechRecognitionPipeline } = require('../audio/speech-recognition')
+const { speechSynthesisModel } = require('./speech')
+const { TextToSpeechPipeline } = require('../audio/text-to-speech')
 const { pipeline } = require('../text/pipeline')
 const { LIMITS } = require('./requests')
 
@@ -59,7 +61,9 @@ const { LIMITS } = require('./requests')
  * @property {number} [maxBatchSize] Sentence encoders and classifiers: texts per forward (default 32).
  * @property {number} [maxDelayMs] Sentence encoders and classifiers: how long a batch waits to fill (default 2).
  * @property {number} [maxNewTokens] Whisper: at most this many tokens a transcript (default: the folder's bound).
- * @property {number} [maxDurationS] Whisper: longer audio is a 400 (default 1200 s, at most 10800).
+ * @property {number} [maxDurationS] Whisper: longer audio is a 400 (default 1200 s, at most 10800). Text to
+ *   speech: longer speech is a 400 (default 600 s, at most 3600).
+ * @property {number} [maxChars] Text to speech: the longest input in characters (default 4096).
  * @property {string} [chatTemplate] Causal LMs: a chat template (Jinja text) to use instead of the folder's,
  *   e.g. one that renders tools for a model whose own does not (`CausalLM.load`'s `chatTemplate`; the CLI's
  *   `--chat-template NAME=FILE`).
@@ -95,7 +99,7 @@ const { LIMITS } = require('./requests')
 /**
  * A model `torch.serve` loaded: a causal LM, a sentence encoder, a classifier's or Whisper's pipeline.
  * @typedef {text.CausalLM | text.SentenceEncoder | TextClassificationPipeline | TextRankingPipeline
- *   | audio.SpeechRecognitionPipeline} ServeLoadedModel
+ *   | audio.SpeechRecognitionPipeline | audio.TextToSpeechPipeline} ServeLoadedModel
  */
 /**
  * A running `torch.serve` server.
@@ -112,7 +116,7 @@ const { LIMITS } = require('./requests')
 
 // A spec's other keys go to the load of its kind as they are (CausalLM.load takes prefixCache
 // too; ServeModelSpec above is to say so once index.d.ts is regenerated).
-const KINDS = ['causal-lm', 'sentence-encoder', 'text-classifier', 'clip', 'whisper']
+const KINDS = ['causal-lm', 'sentence-encoder', 'text-classifier', 'clip', 'whisper', 'text-to-speech']
 // A server's chats share system prompts and histories, so its LMs keep a prefix cache unless told
 // not to (vLLM's is on by default too). 8,192 tokens: one chat at SmolLM2's whole context, or ten
 // turns of ten chats over a 1,000-token system prompt; 360 MiB in fp32, 180 MiB in bf16 for
@@ -163,6 +167,7 @@ function servedKind(folder) {
   if (manifest?.kind === 'sentence-encoder' || manifest?.kind === 'clip') return 'embeddings'
   if (manifest?.kind === 'text-classifier') return manifest.task === 'text-ranking' ? 'rerank' : 'classify'
   if (manifest?.kind === 'whisper') return 'audio'
+  if (manifest?.kind === 'text-to-speech') return 'speech'
   return null
 }
 
@@ -223,7 +228,7 @@ function checked(name, spec, caller) {
   if (!KINDS.includes(/** @type {string} */ (kind))) {
     throw codedError(
       'ModelLoadError',
-      `${what}: ${folder}: a ${JSON.stringify(kind)} model; torch-node serve serves causal-lm, sentence-encoder, text-classifier, clip and whisper folders`,
+      `${what}: ${folder}: a ${JSON.stringify(kind)} model; torch-node serve serves causal-lm, sentence-encoder, text-classifier, clip, whisper and text-to-speech folders`,
       caller,
     )
   }
@@ -276,6 +281,11 @@ async function load(name, { folder, options, kind }) {
       asr.dispose()
       throw e
     }
+  }
+  if (kind === 'text-to-speech') {
+    // maxChars, maxDurationS and maxQueue are the pipeline's load options.
+    const tts = await TextToSpeechPipeline.load(folder, options).catch((e) => Promise.reject(named(e)))
+    return { model: tts, served: speechSynthesisModel(name, tts) }
   }
   if (kind === 'clip') {
     const clip = await ImageFeatureExtractionPipeline.load(folder, { maxDelayMs: 2, ...options }).catch((e) =>

@@ -16,7 +16,7 @@
 //                                  └─error─▶ unloaded      └─draining (busy, room wanted)─┘
 const { HttpError, show } = require('./http')
 
-/** @typedef {'chat' | 'embeddings' | 'classify' | 'rerank' | 'audio'} ServedKind */
+/** @typedef {'chat' | 'embeddings' | 'classify' | 'rerank' | 'audio' | 'speech'} ServedKind */
 /** @typedef {import('./app').ServeModel} ServeModel */
 /**
  * @typedef {object} Entry
@@ -45,6 +45,7 @@ const KIND_ROUTES = {
   classify: '/v1/classify',
   rerank: '/v1/rerank and /v1/score',
   audio: '/v1/audio/transcriptions and /v1/audio/translations',
+  speech: '/v1/audio/speech',
 }
 
 class ModelRegistry {

@@ -23,9 +23,11 @@ const { DepthEstimationPipeline } = require('../vision/depth-estimation')
 const { ImageSegmentationPipeline } = require('../vision/image-segmentation')
 const { ImageClassificationPipeline } = require('../vision/image-classification')
 const { ObjectDetectionPipeline } = require('../vision/object-detection')
+const { ZeroShotObjectDetectionPipeline } = require('../vision/zero-shot-object-detection')
 const { TextGenerationPipeline } = require('./text-generation')
 const { SpeechRecognitionPipeline } = require('../audio/speech-recognition')
 const { AudioClassificationPipeline } = require('../audio/audio-classification')
+const { TextToSpeechPipeline } = require('../audio/text-to-speech')
 
 /** @import { SentenceEncoderOptions } from './sentence-encoder' */
 /** @import { FeatureExtractionPipeline } from './feature-extraction' */
@@ -40,7 +42,7 @@ const { AudioClassificationPipeline } = require('../audio/audio-classification')
 /**
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
- * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'text-generation' | 'automatic-speech-recognition' | 'audio-classification'} PipelineTask
+ * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'zero-shot-object-detection' | 'text-generation' | 'automatic-speech-recognition' | 'audio-classification' | 'text-to-speech'} PipelineTask
  */
 /**
  * Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal).
@@ -91,6 +93,11 @@ const OWN_LOAD_TASKS = {
     what: 'a DETR or YOLOS export (python/export_vision.py)',
     load: ObjectDetectionPipeline.load,
   },
+  'zero-shot-object-detection': {
+    kind: 'owl',
+    what: 'an OwlViTForObjectDetection or Owlv2ForObjectDetection export (python/export_owl.py)',
+    load: ZeroShotObjectDetectionPipeline.load,
+  },
   'text-generation': { kind: 'causal-lm', what: 'a causal-LM export', load: TextGenerationPipeline.load },
   'automatic-speech-recognition': {
     kind: 'whisper',
@@ -101,6 +108,11 @@ const OWN_LOAD_TASKS = {
     kind: 'audio-classification',
     what: 'a Wav2Vec2 / HuBERT / WavLM *ForSequenceClassification or ASTForAudioClassification export (python/export_audio.py)',
     load: AudioClassificationPipeline.load,
+  },
+  'text-to-speech': {
+    kind: 'text-to-speech',
+    what: 'a VitsModel (MMS-TTS) export (python/export_tts.py)',
+    load: TextToSpeechPipeline.load,
   },
 }
 /** task -> the other tasks whose folders serve it too (a reranker's logits classify; an NLI classifier's do zero-shot). */
@@ -142,7 +154,8 @@ function readManifest(folder) {
  * `'zero-shot-image-classification'` and `'image-feature-extraction'` (a CLIPModel or SiglipModel
  * export), `'depth-estimation'` (DPT, Depth Anything), `'image-segmentation'` (semantic: Segformer,
  * DPT), `'image-classification'` (a `*ForImageClassification` export: ViT, ConvNeXt, ...),
- * `'object-detection'` (DETR, YOLOS), `'text-generation'` (a causal LM: `CausalLM.load`'s options),
+ * `'object-detection'` (DETR, YOLOS), `'zero-shot-object-detection'` (OWL-ViT, OWLv2: boxes for any
+ * labels), `'text-generation'` (a causal LM: `CausalLM.load`'s options),
  * `'automatic-speech-recognition'` (a WhisperForConditionalGeneration export: speech to text).
  * (torchvision classifiers and detectors are ScriptModules: `torch.vision.classify`, `ScriptModule`.)
  * Concurrent `run` calls share
@@ -163,9 +176,11 @@ function readManifest(folder) {
  *   : T extends 'image-segmentation' ? ImageSegmentationPipeline
  *   : T extends 'image-classification' ? ImageClassificationPipeline
  *   : T extends 'object-detection' ? ObjectDetectionPipeline
+ *   : T extends 'zero-shot-object-detection' ? ZeroShotObjectDetectionPipeline
  *   : T extends 'text-generation' ? TextGenerationPipeline
  *   : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline
- *   : T extends 'audio-classification' ? audio.AudioClassificationPipeline : FeatureExtractionPipeline>}
+ *   : T extends 'audio-classification' ? audio.AudioClassificationPipeline
+ *   : T extends 'text-to-speech' ? audio.TextToSpeechPipeline : FeatureExtractionPipeline>}
  */
 async function pipeline(task, folder, options) {
   const name = typeof task === 'string' ? (ALIASES[task] ?? task) : task
