@@ -7,6 +7,16 @@
         tokenizer of models/make_whisper_models.py (no Whisper tokenizer ships in a registry
         package: its vocabulary is smaller than Whisper's 51,865, so the output projection costs
         less than whisper-tiny's on both sides), and OUT/speech.f32, 10 s of its test signal.
+    python bench/multimodal_child.py prepare-vlm OUT
+        OUT/smolvlm-src, a random-weight SmolVLMForConditionalGeneration (seed 0) of
+        SmolVLM-256M-Instruct's vision tower (12 layers, 768 wide, 512-pixel tiles in 16-pixel
+        patches, pixel shuffle 4: 64 tokens a tile) and SmolLM2-135M's decoder (30 layers, 576 wide,
+        9 heads, 3 KV heads) over models/make_vlm_models.py's tokenizer, with SmolVLM's processor
+        settings (longest edge 2048, image splitting) and chat template.
+    python bench/multimodal_child.py serve image-text-to-text SRC THREADS NEW_TOKENS
+        SmolVLMForConditionalGeneration.generate (greedy, NEW_TOKENS at most) on chelsea.png and a
+        question through the processor; `one`, `many` (N chats as one padded batch) and `tokens`
+        as below.
     python bench/multimodal_child.py serve TASK SRC THREADS NEW_TOKENS
         transformers' pipeline("automatic-speech-recognition", SRC) in a persistent child, greedy
         (num_beams=1), language "en", NEW_TOKENS new tokens at most; one request per stdin line:
@@ -57,7 +67,91 @@ def prepare(out):
     np.asarray(speech_like(seconds=SECONDS), dtype="<f4").tofile(os.path.join(out, "speech.f32"))
 
 
+def prepare_vlm(out):
+    import torch
+    import transformers
+    from make_vlm_models import SMOLVLM_SPECIALS, SMOLVLM_TEMPLATE, TOKENIZER
+
+    sys.path.insert(0, os.path.join(HERE, "..", "python"))
+    import vlm_idefics3
+
+    vlm_idefics3.allow_without_num2words()
+    src = os.path.join(out, "smolvlm-src")
+    os.makedirs(src, exist_ok=True)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(TOKENIZER)
+    tokenizer.add_special_tokens({"additional_special_tokens": SMOLVLM_SPECIALS})
+    tokenizer.save_pretrained(src)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(src)
+    eou = tokenizer.convert_tokens_to_ids("<end_of_utterance>")
+    text = transformers.LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+        num_key_value_heads=3, max_position_embeddings=8192, tie_word_embeddings=True, bos_token_id=1,
+        eos_token_id=[2, eou], pad_token_id=0)
+    vision = transformers.SmolVLMVisionConfig(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                                              num_attention_heads=12, image_size=512, patch_size=16)
+    config = transformers.SmolVLMConfig(vision_config=vision, text_config=text, scale_factor=4,
+                                        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+                                        tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = transformers.SmolVLMForConditionalGeneration(config).eval()
+    model.generation_config = transformers.GenerationConfig(bos_token_id=1, eos_token_id=[2, eou], pad_token_id=0,
+                                                            do_sample=False)
+    model.save_pretrained(src)
+    images = transformers.SmolVLMImageProcessor(size={"longest_edge": 2048}, max_image_size={"longest_edge": 512})
+    transformers.SmolVLMProcessor(image_processor=images, tokenizer=tokenizer,
+                                  video_processor=transformers.SmolVLMVideoProcessor(), image_seq_len=64,
+                                  chat_template=SMOLVLM_TEMPLATE).save_pretrained(src)
+    tokenizer.chat_template = SMOLVLM_TEMPLATE
+    tokenizer.save_pretrained(src)
+
+
+VLM_QUESTION = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is in the picture?"}]}]
+
+
+def serve_vlm(src, threads, new_tokens):
+    import torch
+    import transformers
+    from PIL import Image
+
+    sys.path.insert(0, os.path.join(HERE, "..", "python"))
+    import vlm_idefics3
+
+    vlm_idefics3.allow_without_num2words()
+    torch.set_num_threads(int(threads))
+    model = transformers.AutoModelForImageTextToText.from_pretrained(src, dtype=torch.float32).eval()
+    processor = transformers.AutoProcessor.from_pretrained(src)
+    processor.tokenizer.padding_side = "left"
+    image = Image.open(os.path.join(HERE, "..", "models", "images", "chelsea.png")).convert("RGB")
+    text = processor.apply_chat_template(VLM_QUESTION, add_generation_prompt=True)
+
+    def chats(n):
+        inputs = processor(text=[text] * n, images=[[image]] * n, return_tensors="pt", padding=True)
+        out = model.generate(**inputs, do_sample=False, max_new_tokens=int(new_tokens))
+        return int(out.shape[-1] - inputs["input_ids"].shape[-1])
+
+    with torch.inference_mode():
+        chats(1)
+        print('{"ready": true}', flush=True)
+        for line in sys.stdin:
+            cmd, *rest = line.split()
+            if cmd == "quit":
+                break
+            if cmd == "tokens":
+                print(chats(1), flush=True)
+                continue
+            n = int(rest[0])
+            t0 = time.perf_counter()
+            if cmd == "one":
+                for _ in range(n):
+                    chats(1)
+            else:
+                chats(n)
+            print((time.perf_counter() - t0) * 1e3, flush=True)
+
+
 def serve(task, src, threads, new_tokens):
+    if task == "image-text-to-text":
+        return serve_vlm(src, threads, new_tokens)
     import numpy as np
     import torch
     from transformers import WhisperTokenizer, pipeline
@@ -95,5 +189,7 @@ def serve(task, src, threads, new_tokens):
 if __name__ == "__main__":
     if sys.argv[1] == "prepare":
         prepare(sys.argv[2])
+    elif sys.argv[1] == "prepare-vlm":
+        prepare_vlm(sys.argv[2])
     else:
         serve(*sys.argv[2:6])
