@@ -79,7 +79,10 @@ describe('/v1/embeddings with a CLIP model', { skip: SKIP }, () => {
       assert.equal(res.status, status)
       assert.match(JSON.stringify(await res.json()), pattern)
     }
-    await bad({ input: [{ type: 'image_url', image_url: { url: 'https://example.com/cat.png' } }] }, /fetches nothing/)
+    await bad(
+      { input: [{ type: 'image_url', image_url: { url: 'https://example.com/cat.png' } }] },
+      /this server fetches no image URL \(start it with --fetch-images/,
+    )
     await bad({ input: ['data:image/png;base64,AAAA'] }, /InvalidImage|cannot decode/)
     await bad(
       {

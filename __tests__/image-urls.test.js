@@ -131,3 +131,49 @@ describe('http(s) image URLs in the chat', { skip: NO_VLM }, () => {
     assert.match(refused.body.error.message, /^input\[0\]\.content\[0\]: this server fetches no image URL/)
   })
 })
+
+const CLIP = path.join(__dirname, '..', 'models', 'golden', 'clip', 'clip')
+const NO_CLIP = !fs.existsSync(path.join(CLIP, 'manifest.json')) && 'no CLIP fixture: run `npm run models -- --lazy`'
+
+describe('http(s) image URLs on /v1/embeddings (CLIP)', { skip: NO_CLIP }, () => {
+  let images, base, served
+
+  before(async () => {
+    images = http.createServer((req, res) => {
+      if (req.url === '/rocket.jpg') {
+        res.writeHead(200, { 'content-type': 'image/jpeg' })
+        return res.end(JPEG)
+      }
+      res.writeHead(404).end()
+    })
+    await new Promise((resolve) => images.listen(0, '127.0.0.1', resolve))
+    base = `http://127.0.0.1:${images.address().port}`
+    served = await torch.serve({ models: { clip: CLIP }, port: 0, fetchImages: true })
+  })
+  after(async () => {
+    await served?.close()
+    images.closeAllConnections()
+    await new Promise((resolve) => images.close(resolve))
+  })
+
+  const embed = async (input) => {
+    const res = await fetch(`${served.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'clip', input }),
+    })
+    return { status: res.status, body: await res.json() }
+  }
+
+  test("an image_url part's URL is fetched: the embedding of its data: URL", TIMEOUT, async () => {
+    const data = await embed([
+      { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${JPEG.toString('base64')}` } },
+    ])
+    const got = await embed([{ type: 'image_url', image_url: { url: `${base}/rocket.jpg` } }, 'a rocket'])
+    assert.equal(got.status, 200, JSON.stringify(got.body))
+    assert.deepEqual(got.body.data[0].embedding, data.body.data[0].embedding)
+    const missing = await embed([{ type: 'image_url', image_url: { url: `${base}/gone.jpg` } }])
+    assert.equal(missing.status, 400)
+    assert.match(missing.body.error.message, /^input\[0\]\.image_url\.url: fetching .* answered HTTP 404/)
+  })
+})

@@ -9,6 +9,7 @@
 // multimodal form, `messages` whose content is one image_url (or text) part each.
 const { HttpError, invalid, show, sendJson, readKeys } = require('./http')
 const torch = require('../torch')
+const media = require('./media')
 
 /**
  * @import { Tensor, text } from '../../index'
@@ -118,10 +119,14 @@ function clipEmbeddingModel(name, clip) {
 
 /**
  * An image model's item: a text, an image data URL, or a content part (`{type: 'text', text}`,
- * `{type: 'image_url', image_url: {url}}`) as vLLM's multimodal embeddings take them.
- * @param {unknown} item @param {string} where @param {{ maxChars: number }} limits @returns {Item}
+ * `{type: 'image_url', image_url: {url}}`) as vLLM's multimodal embeddings take them; an
+ * `image_url` part's http(s) URL as `{url}`, to fetch, where `policy` fetches from its host (a 400
+ * otherwise).
+ * @param {unknown} item @param {string} where @param {{ maxChars: number }} limits
+ * @param {import('./media').FetchPolicy} policy
+ * @returns {Item | { url: URL; where: string }}
  */
-function readItem(item, where, limits) {
+function readItem(item, where, limits, policy) {
   if (typeof item === 'string') {
     const match = DATA_URL.exec(item)
     if (match) return { image: Buffer.from(item.slice(match[0].length), 'base64') }
@@ -132,13 +137,18 @@ function readItem(item, where, limits) {
   }
   const part = /** @type {any} */ (item)
   if (part !== null && typeof part === 'object' && part.type === 'text')
-    return readItem(part.text, `${where}.text`, limits)
+    return readItem(part.text, `${where}.text`, limits, policy)
   if (part !== null && typeof part === 'object' && part.type === 'image_url') {
     const url = typeof part.image_url === 'string' ? part.image_url : part.image_url?.url
-    if (typeof url !== 'string' || !DATA_URL.test(url)) {
-      throw invalid(`${where}.image_url.url: expected a data:image/...;base64, URL (the server fetches nothing)`)
+    const http = typeof url === 'string' ? media.httpUrl(url) : null
+    if (http) {
+      if (!media.allowed(http, policy)) throw media.refused(`${where}.image_url.url`, http, policy)
+      return { url: http, where: `${where}.image_url.url` }
     }
-    return readItem(url, where, limits)
+    if (typeof url !== 'string' || !DATA_URL.test(url)) {
+      throw invalid(`${where}.image_url.url: expected a data:image/...;base64, or http(s) URL`)
+    }
+    return readItem(url, where, limits, policy)
   }
   throw invalid(
     `${where}: expected a string, a data:image/...;base64, URL or a {type: 'text' | 'image_url'} part, got ${show(item)}`,
@@ -147,10 +157,35 @@ function readItem(item, where, limits) {
 
 /**
  * An image model's items from `input` or vLLM's `messages` (one embedding per message, whose
- * content is a string or one part).
- * @param {Record<string, unknown>} b @param {{ maxItems: number; maxChars: number }} limits @returns {Item[]}
+ * content is a string or one part), their http(s) images fetched under the server's policy.
+ * @param {Record<string, unknown>} b
+ * @param {Required<import('./requests').ServeLimits>} limits
+ * @param {import('./media').FetchPolicy} policy
+ * @returns {Promise<Item[]>}
  */
-function readItems(b, limits) {
+async function readItems(b, limits, policy) {
+  const items = readParts(b, limits, policy)
+  for (const [i, item] of items.entries()) {
+    if (typeof item === 'object' && 'url' in item) {
+      const { url, where } = item
+      const image = await media.fetchImage(url, {
+        policy,
+        maxBytes: limits.maxImageBytes,
+        timeoutMs: limits.imageFetchTimeoutMs,
+        where,
+      })
+      items[i] = { image }
+    }
+  }
+  return /** @type {Item[]} */ (items)
+}
+
+/**
+ * `readItems`' items as given (http(s) images as `{url, where}`).
+ * @param {Record<string, unknown>} b @param {{ maxItems: number; maxChars: number }} limits
+ * @param {import('./media').FetchPolicy} policy
+ */
+function readParts(b, limits, policy) {
   if ((b.input === undefined) === (b.messages === undefined)) {
     throw invalid("input or messages: give one (input: strings, image data URLs or parts; messages: vLLM's form)")
   }
@@ -161,13 +196,13 @@ function readItems(b, limits) {
     throw invalid(`${name}: at most ${limits.maxItems} items per request, got ${list.length}`)
   return list.map((x, i) => {
     const where = `${name}[${i}]`
-    if (name === 'input') return readItem(x, where, limits)
+    if (name === 'input') return readItem(x, where, limits, policy)
     const content = /** @type {any} */ (x)?.content
     const parts = typeof content === 'string' ? [content] : content
     if (!Array.isArray(parts) || parts.length !== 1) {
       throw invalid(`${where}.content: expected a string or one part (CLIP embeds a text or an image, not both)`)
     }
-    return readItem(parts[0], `${where}.content[0]`, limits)
+    return readItem(parts[0], `${where}.content[0]`, limits, policy)
   })
 }
 
@@ -246,7 +281,9 @@ async function embeddings(ctx, body, res) {
     throw invalid(`dimensions: this model's embeddings have ${model.dim}, got ${show(b.dimensions)}`)
   }
   if (b.user !== undefined && typeof b.user !== 'string') throw invalid('user: expected a string')
-  const texts = /** @type {string[]} */ (model.images ? readItems(b, ctx.limits) : readInput(b.input, ctx.limits))
+  const texts = /** @type {string[]} */ (
+    model.images ? await readItems(b, ctx.limits, ctx.fetchImages) : readInput(b.input, ctx.limits)
+  )
   // A client that hangs up while its texts wait for a batch leaves the queue at once.
   const gone = new AbortController()
   res.on('close', () => {

@@ -80,7 +80,8 @@ const { LIMITS } = require('./requests')
  * @property {number} [port] The port (default 0: any free one).
  * @property {string} [apiKey] Requests to `/v1/*` must send `Authorization: Bearer <apiKey>` (401 otherwise).
  * @property {ServeLimits} [limits] The limits on one request.
- * @property {boolean | string[]} [fetchImages] Fetch http(s) image URLs in chats (`image_url`, `input_image`):
+ * @property {boolean | string[]} [fetchImages] Fetch http(s) image URLs in chats (`image_url`, `input_image`,
+ *   Anthropic `image` blocks) and CLIP embeddings requests (`image_url` parts):
  *   `true` from any host, or only from these hosts and their subdomains (vLLM's `--allowed-media-domains`);
  *   at most `limits.maxImageBytes` within `limits.imageFetchTimeoutMs`, 3 redirects (each host checked), an
  *   `image/*` answer. Default `false`: such a URL is a 400 (send `data:` URLs).
