@@ -2,12 +2,14 @@
 'use strict'
 // http(s) image URLs in chats: fetched only where the server's owner turned it on (`fetchImages`:
 // any host, or vLLM's `--allowed-media-domains` list), bounded in bytes, time and redirects, each
-// redirect's host checked again, and only an image/* answer taken. Off (the default), such a URL
+// redirect's host checked again, URLs with credentials refused, and only an image/* answer taken. Off (the default), such a URL
 // is a 400 naming the option. The bytes go to the model's image decoder as a data URL's would.
 const { HttpError } = require('./http')
 
 /** Redirects followed for one image (each host checked against the allowed list). */
 const MAX_REDIRECTS = 3
+/** The longest timer Node keeps (a longer AbortSignal.timeout fires after 1 ms, or throws). */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1
 
 /**
  * Who may be fetched: `null` no one (the default), `true` any http(s) host, or a set of hosts
@@ -37,7 +39,10 @@ function policyOf(given) {
 function allowed(url, policy) {
   if (policy === null) return false
   if (policy === true) return true
-  const host = url.hostname.toLowerCase().replace(/^\[|\]$/g, '')
+  const host = url.hostname
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '')
+    .replace(/\.$/, '')
   for (const h of policy) if (host === h || host.endsWith(`.${h}`)) return true
   return false
 }
@@ -76,16 +81,18 @@ function refused(where, url, policy) {
  */
 async function fetchImage(url, { policy, maxBytes, timeoutMs, where, signal }) {
   const bad = (/** @type {string} */ why) => new HttpError(400, 'InvalidArg', `${where}: ${why}`)
-  const timeout = AbortSignal.timeout(timeoutMs)
+  const timeout = AbortSignal.timeout(Math.min(timeoutMs, MAX_TIMEOUT_MS))
   const stop = signal ? AbortSignal.any([signal, timeout]) : timeout
   let at = url
   try {
     for (let hop = 0; ; hop++) {
       if (!allowed(at, policy)) throw refused(where, at, policy)
+      // (fetch refuses them too, in a message quoting them: a 400 that would echo a password)
+      if (at.username || at.password) throw bad('an image URL with credentials (user:password@) is not fetched')
       const res = await fetch(at, { redirect: 'manual', signal: stop, headers: { accept: 'image/*' } })
       if (res.status >= 300 && res.status < 400 && res.headers.get('location')) {
         await res.body?.cancel()
-        if (hop === MAX_REDIRECTS) throw bad(`more than ${MAX_REDIRECTS} redirects fetching ${at.href.slice(0, 80)}`)
+        if (hop === MAX_REDIRECTS) throw bad(`more than ${MAX_REDIRECTS} redirects fetching ${shown(at)}`)
         const next = httpUrl(new URL(/** @type {string} */ (res.headers.get('location')), at).href)
         if (!next) throw bad('redirected to a URL that is not http(s)')
         at = next
@@ -93,30 +100,33 @@ async function fetchImage(url, { policy, maxBytes, timeoutMs, where, signal }) {
       }
       if (!res.ok) {
         await res.body?.cancel()
-        throw bad(`fetching ${at.href.slice(0, 80)} answered HTTP ${res.status}`)
+        throw bad(`fetching ${shown(at)} answered HTTP ${res.status}`)
       }
       const type = res.headers.get('content-type') ?? ''
       if (!/^image\//i.test(type)) {
         await res.body?.cancel()
-        throw bad(`${at.href.slice(0, 80)} is not an image (content-type ${JSON.stringify(type.slice(0, 40))})`)
+        throw bad(`${shown(at)} is not an image (content-type ${JSON.stringify(type.slice(0, 40))})`)
       }
       const length = Number(res.headers.get('content-length'))
       if (length > maxBytes) {
         await res.body?.cancel()
-        throw bad(`the image at ${at.href.slice(0, 80)} is larger than ${maxBytes} bytes`)
+        throw bad(`the image at ${shown(at)} is larger than ${maxBytes} bytes`)
       }
-      return await readBounded(res, maxBytes, () =>
-        bad(`the image at ${at.href.slice(0, 80)} is larger than ${maxBytes} bytes`),
-      )
+      return await readBounded(res, maxBytes, () => bad(`the image at ${shown(at)} is larger than ${maxBytes} bytes`))
     }
   } catch (e) {
     if (e instanceof HttpError) throw e
-    if (timeout.aborted) throw bad(`fetching ${at.href.slice(0, 80)} took longer than ${timeoutMs} ms`)
+    if (timeout.aborted) throw bad(`fetching ${shown(at)} took longer than ${timeoutMs} ms`)
     if (signal?.aborted) throw e
     throw bad(
-      `cannot fetch ${at.href.slice(0, 80)}: ${String(/** @type {any} */ (e)?.cause?.code ?? /** @type {any} */ (e)?.message)}`,
+      `cannot fetch ${shown(at)}: ${String(/** @type {any} */ (e)?.cause?.code ?? /** @type {any} */ (e)?.message)}`,
     )
   }
+}
+
+/** A URL as an error shows it: no credentials, at most 80 characters. @param {URL} url */
+function shown(url) {
+  return `${url.protocol}//${url.host}${url.pathname}${url.search}`.slice(0, 80)
 }
 
 /**
