@@ -17,7 +17,7 @@ GPT-NeoX, StarCoder2 and the mixture-of-experts Qwen2-MoE, Mixtral and OLMoE
 
 The program is one step of the decoder:
 
-    logits = model(input_ids [B, T] int64, positions [B, T] int64,
+    logits = model(input_ids [B, T] int64, positions [B, T] int64, keep [K] int64,
                    past.0.key, past.0.value, ..., past.{L-1}.value)   # each [B, Hkv, C, D]
 
 `positions[b, t]` is the cache slot (= position) of token t of row b: rows may be at different
@@ -25,7 +25,12 @@ positions (iteration-level batching). The step writes each token's key and value
 tensors *in place* at its position and attends, for token (b, t), over the slots
 `0..=positions[b, t]` of row b (a sliding window where the model has one). The caller owns the
 cache (torch-node's Rust side allocates it, per sequence or per batch, with a capacity C it
-chooses); the program returns only `logits [B, V]` (float32) of each row's last token.
+chooses); the program returns `logits [B, K, V]` (float32) of each row's last K tokens, K the
+LENGTH of `keep` (its values are not read: a shape, so one compiled program serves every K from 1
+to KEEP_LOGITS). A prefill keeps 1 (a 3,000-token prompt's [T, V] over a 49k vocabulary would be
+600 MB); speculative decoding keeps the k + 1 positions it verifies. Manifest format 2 says the
+program takes `keep` ("keep_logits": its most); format 1 programs (before it) take no `keep` and
+return [B, V].
 
 Why this design (measured 2026-11-25 on the 2-core dev box, a random 4-layer Llama, hidden 256,
 4 heads / 2 kv heads, head dim 64, cache capacity 2048, one decode step, min of 400 calls):
@@ -337,17 +342,24 @@ class ProbeCache:
         return 0
 
 
-def run_model(model, input_ids, positions, cache):
+def run_model(model, input_ids, positions, cache, keep=None):
     """One forward of transformers' own causal-LM class through ATTENTION and `cache`: the
     logits [B, V] of each row's last token, float32 (final-logit soft-capping, logit scaling and
-    tied heads are the class's own)."""
+    tied heads are the class's own); with `keep` (a tensor [K]), [B, K, V] of the last K tokens
+    (transformers' logits_to_keep as a tensor of positions: the head runs on those K alone)."""
+    import torch
+
     StepState.positions = positions
     try:
+        last = 1
+        if keep is not None:
+            t = input_ids.shape[1]
+            last = torch.arange(t - keep.shape[0], t, device=input_ids.device)
         out = model(input_ids=input_ids, position_ids=positions, past_key_values=cache,
-                    use_cache=True, logits_to_keep=1)
+                    use_cache=True, logits_to_keep=last)
     finally:
         StepState.positions = None
-    return out.logits[:, -1].float()
+    return out.logits[:, -1].float() if keep is None else out.logits.float()
 
 
 def shapes(model):
@@ -387,8 +399,8 @@ def step_module(model):
             self.base, self.head = model.base_model, model.get_output_embeddings()
             object.__setattr__(self, "lm", model)  # not a submodule: its parameters are base's and head's
 
-        def forward(self, input_ids, positions, *cache):
-            return run_model(self.lm, input_ids, positions, CallerCache(list(cache), positions))
+        def forward(self, input_ids, positions, keep, *cache):
+            return run_model(self.lm, input_ids, positions, CallerCache(list(cache), positions), keep)
 
     step = Step().eval()
     own = {id(p) for p in step.parameters()} | {id(b) for b in step.buffers()}
@@ -409,6 +421,31 @@ def new_cache(layout, batch, capacity, dtype):
 
 
 CHECK_TOKENS = (2, 8)  # rows, tokens of the fixed random text the checks run on
+
+# The most trailing positions one call returns logits for (the manifest's "keep_logits"): a
+# speculative step verifies at most this many (its draft and one more).
+KEEP_LOGITS = 16
+
+
+def last_only(step):
+    """`step` as a format 1 program is called: (ids, positions, *cache) -> logits [B, V] of each
+    row's last token (keep = 1), for the checks written for it."""
+    import torch
+
+    one = torch.zeros(1, dtype=torch.long)
+    return lambda ids, positions, *cache: step(ids, positions, one, *cache)[:, -1]
+
+
+def check_keep(what, step, layout, dtype, ids, reference, log):
+    """check() of one call that keeps the logits of every position: row 0's first 6 tokens
+    prefilled with keep = 6, against transformers' logits at those positions."""
+    import torch
+
+    cache = new_cache(layout, 1, 8, dtype)
+    with torch.no_grad():
+        logits = step(ids[:1, :6], torch.arange(6).view(1, -1), torch.zeros(6, dtype=torch.long), *cache)
+    return check(f"{what}, logits of 6 positions in one call", logits, reference.target[:1, :6], reference,
+                 dtype, log)
 
 
 def check_ids(config):
@@ -576,16 +613,18 @@ def export_program(layout, step, dtype, max_context, max_batch, path, autotune=F
 
     # torch.export specializes sizes 0 and 1: example sizes of 2+, all distinct, so that no two
     # dims are guessed equal.
-    batch, seq, capacity = 2, 3, 8
+    batch, seq, capacity, kept = 2, 5, 8, 3
     ids = torch.zeros(batch, seq, dtype=torch.long)
     positions = torch.arange(seq).repeat(batch, 1)
+    keep = torch.zeros(kept, dtype=torch.long)
     cache = new_cache(layout, batch, capacity, dtype)
     b = Dim("batch", min=1, max=max_batch)
     t = Dim("seq", min=1, max=max_context)
+    k = Dim("keep", min=1, max=KEEP_LOGITS)
     c = Dim("context", min=2, max=max_context)
-    dynamic = ({0: b, 1: t}, {0: b, 1: t}, tuple({0: b, 2: c} for _ in cache))
+    dynamic = ({0: b, 1: t}, {0: b, 1: t}, {0: k}, tuple({0: b, 2: c} for _ in cache))
     with torch.no_grad():
-        program = torch.export.export(step, (ids, positions, *cache), dynamic_shapes=dynamic)
+        program = torch.export.export(step, (ids, positions, keep, *cache), dynamic_shapes=dynamic)
     options = {**(AUTOTUNE_CONFIG if autotune else {}), **(compile_options or {})}
     torch._inductor.aoti_compile_and_package(program, package_path=path, inductor_configs=options or None)
 
@@ -758,9 +797,10 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
     os.makedirs(out_dir, exist_ok=True)
 
     step = step_module(model)
-    check_steps("self-check (eager step)", step, layout, torch_dtype, ids, reference, log)
+    check_steps("self-check (eager step)", last_only(step), layout, torch_dtype, ids, reference, log)
+    check_keep("self-check (eager step)", step, layout, torch_dtype, ids, reference, log)
     if quantization:
-        check_prefill("self-check (eager step)", step, layout, torch_dtype, prefill, reference, log)
+        check_prefill("self-check (eager step)", last_only(step), layout, torch_dtype, prefill, reference, log)
     started = time.time()
     package = os.path.join(out_dir, "model.pt2")
     log(f"model.pt2: torch.export + AOTInductor compile, {compile_estimate(model, quantization, autotune)} "
@@ -776,12 +816,13 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
     if unused:
         poison = {n: torch.full(s, float("nan"), dtype=getattr(torch, d)) for n, (_, d, s) in unused.items()}
         runner.loader.update_constant_buffer(poison, False, False)
-    compiled = check_steps("compiled check (model.pt2)", lambda *a: runner(*a), layout, torch_dtype, ids, reference, log)
+    compiled = check_steps("compiled check (model.pt2)", last_only(runner), layout, torch_dtype, ids, reference, log)
+    check_keep("compiled check (model.pt2)", runner, layout, torch_dtype, ids, reference, log)
     timings["check"] = compiled["max_logit_difference"]
     if quantization:
-        quantization["prefill_check"] = check_prefill("compiled check (model.pt2)", lambda *a: runner(*a), layout,
+        quantization["prefill_check"] = check_prefill("compiled check (model.pt2)", last_only(runner), layout,
                                                       torch_dtype, prefill, reference, log)
-        worst, agree = text_agreement(lambda *a: runner(*a), layout, torch_dtype, text_ids, reference.text_fp32)
+        worst, agree = text_agreement(last_only(runner), layout, torch_dtype, text_ids, reference.text_fp32)
         quantization["agreement"] = {"text_tokens": text_ids.shape[1], "top1": round(agree, 4),
                                      "max_logit_difference": round(worst, 4), "against": "float32 transformers"}
         log(f"agreement: model.pt2 ({quantization['scheme']}, {dtype}) vs fp32 transformers over a fixed text "
@@ -800,7 +841,10 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
     cache = [f"past.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
     manifest = {
         "kind": "causal-lm",
-        "format": 1,
+        # 2: the program takes `keep` (its length: how many trailing positions' logits it returns,
+        # at most keep_logits) after `positions`; 1 (before it): no `keep`, logits [B, V].
+        "format": 2,
+        "keep_logits": KEEP_LOGITS,
         "program": "model.pt2",
         "architecture": type(model).__name__,
         "source": "gguf" if source(model_dir)[1] else "transformers",
@@ -836,7 +880,7 @@ def export(model_dir, out_dir, dtype="float32", max_context=None, max_batch=64, 
         "bos_token_id": tokenizer.bos_token_id,
         "pad_token_id": tokenizer.pad_token_id,
         "chat_template": bool(getattr(tokenizer, "chat_template", None)),
-        "inputs": ["input_ids", "positions", *cache],
+        "inputs": ["input_ids", "positions", "keep", *cache],
         "outputs": ["logits"],
         "cache": {
             "layout": ["batch", "kv_heads", "context", "head_dim"],

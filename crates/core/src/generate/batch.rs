@@ -10,8 +10,16 @@
 //! program's attention reads all C slots of every row at each step (masked past its position), so
 //! slots allocated ahead cost time at every step (SmolLM2 int8, 8 rows at position 150: 31 ms a
 //! step with C = 160, 70-78 ms with C = 1024; AMD EPYC Zen 3, 2 threads).
+//!
+//! With speculation (`super::lookup`) a sequence runs its newest token and a draft of the
+//! tokens it may write next in the same call: the call is `[rows, 1 + longest draft]`, a
+//! shorter row padded with copies of its last token at its last position (the same key written
+//! to the same slot again, the same logits), and it keeps every column's logits. The drafted
+//! tokens the model rejects leave keys in slots past the sequence's length: no token attends
+//! there (token (b, t) reads slots `0..=positions[b, t]`), and the next step writes over them.
 use super::decoder::{Decoder, Finish};
 use super::kv_cache::KvCache;
+use super::lookup::{self, Speculation};
 use super::prefix::{Hold, PrefixCache};
 use super::sequence::{Piece, Sequence};
 use crate::error::{bail_code, describe, fail, Code};
@@ -37,6 +45,8 @@ pub struct Batch<T> {
     counts: Counts,
     /// Prompts' keys and values kept for later prompts that start the same (None: off).
     prefix: Option<PrefixCache>,
+    /// Drafts by prompt lookup, checked in each step (None: off).
+    speculation: Option<Speculation>,
 }
 
 /// How much the batch has shared: `rows / steps` is the mean number of sequences per step.
@@ -45,6 +55,9 @@ pub struct Counts {
     pub steps: u64,
     pub rows: u64,
     pub prefills: u64,
+    /// Tokens drafted by speculation and run through the program, and those the model accepted.
+    pub proposed: u64,
+    pub accepted: u64,
 }
 
 impl<T> Batch<T> {
@@ -55,7 +68,15 @@ impl<T> Batch<T> {
             limit: limit.max(1),
             counts: Counts::default(),
             prefix: None,
+            speculation: None,
         }
+    }
+
+    /// With drafts by prompt lookup (None: off); the decoder must keep several positions'
+    /// logits (`Speculation::check`).
+    pub fn with_speculation(mut self, speculation: Option<Speculation>) -> Batch<T> {
+        self.speculation = speculation;
+        self
     }
 
     /// With a prefix cache of at most `max_tokens` tokens (0: none).
@@ -168,7 +189,10 @@ impl<T> Batch<T> {
         let mut ended = Vec::new();
         for (i, (tag, seq)) in self.entries.iter_mut().enumerate() {
             let mut piece = Piece::default();
-            match seq.choose(d, &mut piece) {
+            let chosen = seq.choose(d, &mut piece);
+            self.counts.proposed += seq.verified.0 as u64;
+            self.counts.accepted += seq.verified.1 as u64;
+            match chosen {
                 Ok(true) if piece.text.is_empty() => {
                     // Tokens that do not complete a character yet: kept for the next piece.
                     seq.hold(piece);
@@ -215,25 +239,39 @@ impl<T> Batch<T> {
         events
     }
 
-    /// Runs every sequence's newest token, each at its own position, in one call.
+    /// Runs every sequence's newest token (and its draft), each at its own position, in one call.
     fn forward(&mut self, d: &dyn Decoder) -> Result<()> {
         let n = self.entries.len();
         if n == 0 {
             return Ok(());
         }
-        let (ids, positions): (Vec<i64>, Vec<i64>) = self
-            .entries
-            .iter()
-            .map(|(_, s)| {
-                let at = s.tokens.len() - 1;
-                (s.tokens[at] as i64, at as i64)
-            })
-            .unzip();
-        // Each row writes its newest token's slot: position + 1 slots.
-        let need = self
-            .entries
-            .iter()
-            .map(|(_, s)| s.tokens.len())
+        if let Some(s) = self.speculation {
+            let budget = s.budget(n, d.keep_logits());
+            for (_, seq) in &mut self.entries {
+                let most = budget.min(seq.draft_room(d));
+                seq.draft = lookup::propose(&seq.tokens, s.ngram, most);
+            }
+        }
+        let cols = 1 + self.entries.iter().map(|(_, s)| s.draft.len()).max().unwrap_or(0);
+        let mut ids = Vec::with_capacity(n * cols);
+        let mut positions = Vec::with_capacity(n * cols);
+        for (_, s) in &self.entries {
+            let at = s.tokens.len() - 1;
+            let row = std::iter::once(&s.tokens[at]).chain(&s.draft);
+            let last = (at + s.draft.len(), *s.draft.last().unwrap_or(&s.tokens[at]));
+            // A shorter row repeats its last token at its last position (see the module's doc).
+            let padded = row
+                .enumerate()
+                .map(|(k, &t)| (at + k, t))
+                .chain(std::iter::repeat(last));
+            for (p, t) in padded.take(cols) {
+                ids.push(t as i64);
+                positions.push(p as i64);
+            }
+        }
+        // Each row writes its newest token's slot and its draft's: position + 1 slots.
+        let need = (self.entries.iter())
+            .map(|(_, s)| s.tokens.len() + s.draft.len())
             .max()
             .unwrap_or(0);
         self.reserve(d, self.cache.rows(), need, self.most(d))?;
@@ -252,17 +290,30 @@ impl<T> Batch<T> {
                         constrained.iter_mut().for_each(|s| s.prepare_mask())
                     })
             });
-            let logits = d.run(&ids, &positions, n, cache);
+            let logits = match cols {
+                1 => d.run(&ids, &positions, n, cache),
+                _ => d.run_keep(&ids, &positions, n, cols, cache),
+            };
             // A mask that failed is computed again (and its error reported) where it is applied.
             if let Some(Ok(masks)) = masks {
                 let _ = masks.join();
             }
             logits
         })?;
+        if logits.len() != n * cols {
+            bail_code!(
+                Code::Internal,
+                "the program returned {} logits for {n} rows of {cols}",
+                logits.len()
+            );
+        }
         self.counts.steps += 1;
         self.counts.rows += n as u64;
-        for ((_, seq), row) in self.entries.iter_mut().zip(logits) {
-            seq.set_logits(row);
+        let mut logits = logits.into_iter();
+        for (_, seq) in &mut self.entries {
+            let mut row: Vec<Vec<f32>> = logits.by_ref().take(cols).collect();
+            row.truncate(seq.draft.len() + 1);
+            seq.set_verified(row);
         }
         Ok(())
     }

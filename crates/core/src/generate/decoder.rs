@@ -213,6 +213,26 @@ pub trait Decoder: Send + Sync + 'static {
     /// One program call: `ids` and `positions` are `[rows, cols]` row-major, `cache` the cache
     /// tensors' dense views of those rows (written in place). Each row's logits of its last token.
     fn run(&self, ids: &[i64], positions: &[i64], rows: usize, cache: Vec<Tensor>) -> Result<Vec<Vec<f32>>>;
+    /// The most trailing positions per row `run_keep` returns logits for: 1 where the program
+    /// returns each row's last token's alone (exported before speculative decoding).
+    fn keep_logits(&self) -> usize {
+        1
+    }
+    /// As `run`, with the logits of each row's last `keep` tokens (`keep` ≤ the columns and
+    /// `keep_logits()`): `rows × keep` of them, row by row.
+    fn run_keep(
+        &self,
+        ids: &[i64],
+        positions: &[i64],
+        rows: usize,
+        keep: usize,
+        cache: Vec<Tensor>,
+    ) -> Result<Vec<Vec<f32>>> {
+        if keep != 1 {
+            bail_code!(Code::Internal, "this model returns one position's logits per row");
+        }
+        self.run(ids, positions, rows, cache)
+    }
     /// The vocabulary output constraints compile against (built on first use, then shared).
     fn vocabulary(&self) -> Result<Arc<Vocabulary>> {
         bail_code!(

@@ -82,6 +82,8 @@ pub struct Config {
     pub long_prompt_bytes: usize,
     /// The prefix cache's bound in tokens (0: none).
     pub prefix_cache_tokens: usize,
+    /// Speculative decoding by prompt lookup (None: off; `Speculation::check` the decoder first).
+    pub speculation: Option<super::lookup::Speculation>,
 }
 
 impl Config {
@@ -92,6 +94,7 @@ impl Config {
             prefill_budget: 512,
             long_prompt_bytes: 16 << 10,
             prefix_cache_tokens: 0,
+            speculation: None,
         }
     }
 }
@@ -150,7 +153,11 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
                 scheduled: false,
                 closed: false,
             }),
-            batch: Mutex::new(Batch::new(config.max_sequences).with_prefix_cache(config.prefix_cache_tokens)),
+            batch: Mutex::new(
+                Batch::new(config.max_sequences)
+                    .with_prefix_cache(config.prefix_cache_tokens)
+                    .with_speculation(config.speculation),
+            ),
             // The prefix cache's bound shows before the first round.
             counts: Mutex::new((
                 Counts::default(),

@@ -22,7 +22,7 @@ use tch::{Kind, Tensor};
 type Hook = Box<dyn FnMut(usize) + Send>;
 
 #[derive(Default)]
-struct Fake {
+pub(super) struct Fake {
     /// Called at the start of each program call with its row count.
     hook: Mutex<Option<Hook>>,
     /// Tokens run through the program, prompts and steps.
@@ -64,6 +64,20 @@ impl Decoder for Fake {
         Ok(VOCABULARY.get_or_init(byte_vocabulary).clone())
     }
     fn run(&self, ids: &[i64], positions: &[i64], rows: usize, cache: Vec<Tensor>) -> Result<Vec<Vec<f32>>> {
+        self.run_keep(ids, positions, rows, 1, cache)
+    }
+    fn keep_logits(&self) -> usize {
+        16
+    }
+    /// Each of a row's last `keep` tokens' logits read the row's slots up to its own position.
+    fn run_keep(
+        &self,
+        ids: &[i64],
+        positions: &[i64],
+        rows: usize,
+        keep: usize,
+        cache: Vec<Tensor>,
+    ) -> Result<Vec<Vec<f32>>> {
         if let Some(hook) = self.hook.lock().unwrap().as_mut() {
             hook(rows);
         }
@@ -78,11 +92,13 @@ impl Decoder for Fake {
                 let mut slot = row.f_narrow(2, positions[r * cols + c], 1)?;
                 let _ = slot.f_fill_(ids[r * cols + c] as f64)?;
             }
-            let p = positions[r * cols + cols - 1];
-            let sum = f64::try_from(row.f_narrow(2, 0, p + 1)?.f_sum(Kind::Double)?)? as u64;
-            let mut logits = vec![0.0; 128];
-            logits[65 + (sum % 26) as usize] = 1.0;
-            out.push(logits);
+            for c in cols - keep..cols {
+                let p = positions[r * cols + c];
+                let sum = f64::try_from(row.f_narrow(2, 0, p + 1)?.f_sum(Kind::Double)?)? as u64;
+                let mut logits = vec![0.0; 128];
+                logits[65 + (sum % 26) as usize] = 1.0;
+                out.push(logits);
+            }
         }
         Ok(out)
     }
@@ -90,8 +106,8 @@ impl Decoder for Fake {
 
 /// A sink that records what it is sent.
 #[derive(Clone, Default)]
-struct Record {
-    out: Arc<Mutex<Vec<Output>>>,
+pub(super) struct Record {
+    pub(super) out: Arc<Mutex<Vec<Output>>>,
     gone: Arc<AtomicBool>,
 }
 
@@ -135,26 +151,26 @@ fn byte_vocabulary() -> Arc<Vocabulary> {
 }
 
 impl Record {
-    fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         self.out.lock().unwrap().iter().map(|o| o.text.as_str()).collect()
     }
-    fn finish(&self) -> Option<Finish> {
+    pub(super) fn finish(&self) -> Option<Finish> {
         self.out.lock().unwrap().last().and_then(|o| o.finish)
     }
-    fn pieces(&self) -> usize {
+    pub(super) fn pieces(&self) -> usize {
         self.out.lock().unwrap().len()
     }
 }
 
 type Jobs = Arc<Mutex<VecDeque<Box<dyn FnOnce() + Send>>>>;
 
-struct Rig {
-    engine: Arc<Engine<Fake, Record>>,
+pub(super) struct Rig {
+    pub(super) engine: Arc<Engine<Fake, Record>>,
     fake: Arc<Fake>,
     jobs: Jobs,
 }
 
-fn rig(config: Config) -> Rig {
+pub(super) fn rig(config: Config) -> Rig {
     let jobs: Jobs = Arc::default();
     let queue = jobs.clone();
     let schedule: Schedule = Arc::new(move |job| queue.lock().unwrap().push_back(job));
@@ -166,7 +182,7 @@ fn rig(config: Config) -> Rig {
     }
 }
 
-fn request(max_new_tokens: u64) -> Request {
+pub(super) fn request(max_new_tokens: u64) -> Request {
     Defaults::from_config(&Json::Null)
         .request(&Options {
             max_new_tokens: Some(max_new_tokens),
@@ -176,7 +192,7 @@ fn request(max_new_tokens: u64) -> Request {
 }
 
 impl Rig {
-    fn start(&self, prompt: &str, n: u64) -> (Arc<Generation<Record>>, Record) {
+    pub(super) fn start(&self, prompt: &str, n: u64) -> (Arc<Generation<Record>>, Record) {
         let sink = Record::default();
         let g = self
             .engine
@@ -186,7 +202,7 @@ impl Rig {
     }
     /// Starts the prompts in turn, prompt i after `apart * i` more rounds (the first at once):
     /// their sinks.
-    fn start_apart(&self, prompts: &[(&str, u64)], apart: usize) -> Vec<Record> {
+    pub(super) fn start_apart(&self, prompts: &[(&str, u64)], apart: usize) -> Vec<Record> {
         (prompts.iter().enumerate())
             .map(|(i, &(p, n))| {
                 (0..apart * i).for_each(|_| {
@@ -197,11 +213,11 @@ impl Rig {
             .collect()
     }
     /// Runs the next scheduled round; false when none is scheduled.
-    fn round(&self) -> bool {
+    pub(super) fn round(&self) -> bool {
         let job = self.jobs.lock().unwrap().pop_front();
         job.map(|j| j()).is_some()
     }
-    fn run_all(&self) {
+    pub(super) fn run_all(&self) {
         while self.round() {}
     }
 }
@@ -521,7 +537,7 @@ fn a_slot_is_held_until_the_caller_has_the_last_piece_and_close_ends_the_waiting
 
 /// Runs rounds until `sink` has its last piece: a request with a format is made ready on a
 /// thread of its own (its grammar compiled there), which schedules a round when it is done.
-fn run_until_finished(r: &Rig, sink: &Record) {
+pub(super) fn run_until_finished(r: &Rig, sink: &Record) {
     for _ in 0..100_000 {
         if sink.finish().is_some() {
             return;
@@ -590,7 +606,7 @@ fn a_format_masks_each_choice_and_ends_the_sequence_when_the_output_is_whole() {
 }
 
 /// `(xy|[a-c]{3})-[0-9]{2}`, by hand (no regex crate among the core's dependencies).
-fn regex_lite_match(text: &str) -> bool {
+pub(super) fn regex_lite_match(text: &str) -> bool {
     let Some((head, digits)) = text.split_once('-') else {
         return false;
     };

@@ -48,6 +48,9 @@ pub struct Manifest {
     pub kernels: String,
     /// A vision-language export's image side (`python/export_vlm.py`); None for a text LM.
     pub vision: Option<VisionManifest>,
+    /// The most trailing positions' logits one call returns (format 2: the program's `keep`
+    /// input, whose length says how many); 0 for a format 1 program (no `keep`: the last only).
+    pub keep_logits: usize,
 }
 
 impl Manifest {
@@ -88,6 +91,7 @@ impl Manifest {
             quantization: m["quantization"]["scheme"].as_str().map(str::to_string),
             kernels: m.get("kernels").map_or_else(|| "{}".to_string(), Json::to_string),
             vision: VisionManifest::parse(&m["vision"])?,
+            keep_logits: m["keep_logits"].as_u64().unwrap_or(0) as usize,
         })
     }
 }
@@ -264,18 +268,26 @@ impl Model {
         vision.prepare(ids, pixels)
     }
 
-    /// The program call; a vision-language program also takes `images` (`[rows, cols, hidden]`
-    /// embeddings and a `[rows, cols]` mask: zeros and false for text-only steps).
+    /// The program call: each row's last `keep` tokens' logits (rows × keep, row by row); a
+    /// vision-language program also takes `images` (`[rows, cols, hidden]` embeddings and a
+    /// `[rows, cols]` mask: zeros and false for text-only steps).
     fn call(
         &self,
         ids: &[i64],
         positions: &[i64],
-        rows: usize,
+        (rows, keep): (usize, usize),
         cache: Vec<Tensor>,
         images: Option<(&Tensor, &Tensor)>,
     ) -> Result<Vec<Vec<f32>>> {
         let rows = rows.max(1) as i64;
         let cols = ids.len() as i64 / rows;
+        if keep < 1 || keep > self.keep_logits() || keep as i64 > cols {
+            bail_code!(
+                Code::Internal,
+                "logits of {keep} positions asked of {cols} (the program keeps at most {})",
+                self.keep_logits()
+            );
+        }
         // The program writes each token's key and value into the cache at its position: a
         // position outside the cache's slots is refused here, before any write.
         let slots = cache.first().map_or(0, |t| t.size().get(2).copied().unwrap_or(0));
@@ -289,6 +301,10 @@ impl Model {
             Tensor::f_from_slice(ids)?.f_view([rows, cols])?,
             Tensor::f_from_slice(positions)?.f_view([rows, cols])?,
         ];
+        if self.manifest.keep_logits > 0 {
+            // Format 2: its length is how many trailing positions' logits come back.
+            inputs.push(Tensor::f_zeros([keep as i64], (Kind::Int64, Device::Cpu))?);
+        }
         if let Some(v) = &self.manifest.vision {
             match images {
                 Some((embeds, mask)) => {
@@ -308,7 +324,7 @@ impl Model {
         let out = self.program.run(inputs)?;
         let logits = out.first().context("the program returned no logits")?;
         let flat = Vec::<f32>::try_from(logits.f_to_kind(Kind::Float)?.f_view([-1])?)?;
-        let vocab = flat.len() / rows as usize;
+        let vocab = flat.len() / (rows as usize * keep);
         Ok(flat.chunks(vocab.max(1)).map(<[f32]>::to_vec).collect())
     }
 }
@@ -393,11 +409,26 @@ impl Decoder for Model {
         if self.manifest.vision.is_none() {
             bail_code!(Code::Internal, "this model takes no image embeddings");
         }
-        self.call(ids, positions, 1, cache, Some(images))
+        self.call(ids, positions, (1, 1), cache, Some(images))
     }
 
     fn run(&self, ids: &[i64], positions: &[i64], rows: usize, cache: Vec<Tensor>) -> Result<Vec<Vec<f32>>> {
-        self.call(ids, positions, rows, cache, None)
+        self.call(ids, positions, (rows, 1), cache, None)
+    }
+
+    fn keep_logits(&self) -> usize {
+        self.manifest.keep_logits.max(1)
+    }
+
+    fn run_keep(
+        &self,
+        ids: &[i64],
+        positions: &[i64],
+        rows: usize,
+        keep: usize,
+        cache: Vec<Tensor>,
+    ) -> Result<Vec<Vec<f32>>> {
+        self.call(ids, positions, (rows, keep), cache, None)
     }
 }
 

@@ -5,7 +5,8 @@
 //! defaults), `decoder` (the model contract: `Decoder`, `Prompt`, `Finish`), `sequence` (one
 //! sequence and the choice of its tokens), `logprobs` (what each token's log-probability was), `lm` (the model folder), `vision` (a vision-language folder's image side), `batch` (sequences sharing
 //! each program call: iteration-level batching), `kv_cache` (the cache they share), `prefix`
-//! (prompts' keys and values reused by later prompts), `constraint` (structured output: a token
+//! (prompts' keys and values reused by later prompts), `lookup` (speculative decoding: drafts by
+//! prompt lookup, checked in one step), `constraint` (structured output: a token
 //! mask per sequence), `admission` (which waiting generations join, and `QueueFull`), `engine`
 //! (the rounds), `lifecycle` (a generation's `State`, its `Sink` and `Output`). No file's `use`
 //! lines make a circle (`imports_tests`). The glue is the addon's `causal_lm`.
@@ -22,10 +23,13 @@ pub mod kv_cache;
 pub mod lifecycle;
 pub mod lm;
 pub mod logprobs;
+pub mod lookup;
 pub mod prefix;
 pub mod request;
 pub mod sample;
 pub mod sequence;
+#[cfg(test)]
+mod speculation_tests;
 pub mod stream;
 pub mod vision;
 #[cfg(test)]

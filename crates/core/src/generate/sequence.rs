@@ -23,8 +23,13 @@ pub struct Sequence {
     /// Prompt and output.
     pub(super) tokens: Vec<u32>,
     pub prompt_tokens: usize,
-    /// The logits of the next token.
-    logits: Vec<f32>,
+    /// The logits of the next token, then (after a step that ran a draft) of the token after
+    /// each drafted one: `draft.len() + 1` rows.
+    logits: Vec<Vec<f32>>,
+    /// Tokens proposed after the newest one (`super::lookup`), run with it in the last step.
+    pub(super) draft: Vec<u32>,
+    /// The last `choose`'s draft: (tokens proposed, tokens accepted).
+    pub(super) verified: (usize, usize),
     rng: Rng,
     detok: Detokenizer,
     stops: Stops,
@@ -80,6 +85,8 @@ impl Sequence {
             prompt_tokens: prompt.len(),
             tokens: prompt,
             logits: Vec::new(),
+            draft: Vec::new(),
+            verified: (0, 0),
             detok: Detokenizer::default(),
             finish: None,
             matched: false,
@@ -119,36 +126,64 @@ impl Sequence {
             .max(2)
     }
 
+    /// The most tokens a draft may propose now: every one accepted and the token after them
+    /// stay within the new tokens and the context (the last drafted token's slot is in the cache).
+    pub(super) fn draft_room(&self, d: &dyn Decoder) -> usize {
+        let generated = self.tokens.len() - self.prompt_tokens;
+        let left = self.request.max_new_tokens.saturating_sub(generated);
+        left.saturating_sub(1)
+            .min(d.max_context().saturating_sub(self.tokens.len()))
+    }
+
     /// The tokens generated so far.
     pub fn output(&self) -> &[u32] {
         &self.tokens[self.prompt_tokens..]
     }
 
-    /// Chooses the next token from the logits and adds the text it completes to `piece`. True
-    /// when the sequence goes on (the token must then run through the program); at the end
-    /// `finish` is set and the text held back is flushed into `piece`.
+    /// Chooses the next token from the logits and adds the text it completes to `piece`; after a
+    /// step that ran a draft, the drafted tokens the model agrees with (`sample::verify`) and the
+    /// one it chooses after them, each through the same checks (constraint, EOS, stop strings,
+    /// the token limit) as one token alone. True when the sequence goes on (the newest token
+    /// must then run through the program); at the end `finish` is set and the text held back is
+    /// flushed into `piece`.
     pub(super) fn choose(&mut self, d: &dyn Decoder, piece: &mut Piece) -> Result<bool> {
-        let decode = |ids: &[u32]| d.decode(ids);
-        // The raw logits, before the constraint and the sampler change them (`super::logprobs`).
-        let raw = self.request.logprobs.map(|top| (self.logits.clone(), top));
-        if let Some(c) = &mut self.constraint {
-            c.apply(&mut self.logits)?;
-        }
-        let token = sample::choose(
-            &mut self.logits,
-            &self.tokens,
-            &self.request.params,
-            &mut self.rng,
-        );
-        let complete = match &mut self.constraint {
-            Some(c) => {
-                c.advance(token)?;
-                c.must_stop()
+        let rows = std::mem::take(&mut self.logits);
+        let draft = std::mem::take(&mut self.draft);
+        self.verified = (draft.len(), 0);
+        for (at, logits) in rows.into_iter().enumerate() {
+            let proposal = draft.get(at).copied();
+            let token = self.pick(d, logits, proposal, piece)?;
+            let agreed = proposal == Some(token);
+            self.verified.1 += agreed as usize;
+            if !self.push(d, token, piece)? {
+                return Ok(false);
             }
-            None => false,
+            if !agreed {
+                break;
+            }
+        }
+        Ok(true)
+    }
+
+    /// The token chosen from one position's `logits` (`proposal`: the draft's token there),
+    /// masked by the constraint, which then advances over it; its log-probability into `piece`.
+    fn pick(
+        &mut self,
+        d: &dyn Decoder,
+        mut logits: Vec<f32>,
+        proposal: Option<u32>,
+        piece: &mut Piece,
+    ) -> Result<u32> {
+        // The raw logits, before the constraint and the sampler change them (`super::logprobs`).
+        let raw = self.request.logprobs.map(|top| (logits.clone(), top));
+        if let Some(c) = &mut self.constraint {
+            c.apply(&mut logits)?;
+        }
+        let (params, rng) = (&self.request.params, &mut self.rng);
+        let token = match proposal {
+            Some(x) => sample::verify(&mut logits, &self.tokens, params, rng, x),
+            None => sample::choose(&mut logits, &self.tokens, params, rng),
         };
-        self.tokens.push(token);
-        piece.tokens.push(token);
         if let Some((raw, top)) = raw {
             let (logprob, top) = logprobs::of(&raw, token, top);
             let top = top.into_iter().map(|(token, logprob)| Alternative {
@@ -163,6 +198,22 @@ impl Sequence {
                 top: top.collect(),
             });
         }
+        Ok(token)
+    }
+
+    /// Adds a chosen token and the text it completes to `piece`. True when the sequence goes
+    /// on; at the end `finish` is set and the text held back is flushed into `piece`.
+    fn push(&mut self, d: &dyn Decoder, token: u32, piece: &mut Piece) -> Result<bool> {
+        let decode = |ids: &[u32]| d.decode(ids);
+        let complete = match &mut self.constraint {
+            Some(c) => {
+                c.advance(token)?;
+                c.must_stop()
+            }
+            None => false,
+        };
+        self.tokens.push(token);
+        piece.tokens.push(token);
         let generated = self.tokens.len() - self.prompt_tokens;
         if d.is_eos(token) {
             self.finish = Some(Finish::Stop);
@@ -207,7 +258,13 @@ impl Sequence {
         }
     }
 
+    /// The next token's logits (a step without a draft, or a prefill).
     pub(super) fn set_logits(&mut self, logits: Vec<f32>) {
+        self.logits = vec![logits];
+    }
+
+    /// The logits of the newest token's position and each drafted one's (`draft.len() + 1`).
+    pub(super) fn set_verified(&mut self, logits: Vec<Vec<f32>>) {
         self.logits = logits;
     }
 
