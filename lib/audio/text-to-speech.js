@@ -52,6 +52,12 @@ const { VitsTokenizer } = require('./vits-tokenizer')
  */
 
 const MAX_SEED = 2n ** 63n - 1n
+// The typed arrays' own getters: a subclass or a Proxy may lie about `length` and `buffer`.
+const TYPED_ARRAY = Object.getPrototypeOf(Uint8Array).prototype
+const tagOf = /** @type {(this: unknown) => string | undefined} */ (
+  Object.getOwnPropertyDescriptor(TYPED_ARRAY, Symbol.toStringTag)?.get
+)
+const lengthOf = /** @type {(this: unknown) => number} */ (Object.getOwnPropertyDescriptor(TYPED_ARRAY, 'length')?.get)
 const scale = opt.number({ min: 0, max: 10, expected: 'a number 0..10' })
 const RUN_OPTIONS = opt.bag({
   seed: opt.any,
@@ -307,7 +313,7 @@ function readSeed(seed, caller) {
  * @returns {Buffer}
  */
 function encodeWav(audio, samplingRate, options) {
-  if (!(audio instanceof Float32Array))
+  if (tagOf.call(audio) !== 'Float32Array')
     throw invalid(`encodeWav: audio: expected a Float32Array, got ${describe(audio)}`, encodeWav)
   if (!(Number.isInteger(samplingRate) && samplingRate >= 1 && samplingRate <= 1_000_000)) {
     throw invalid(`encodeWav: samplingRate: expected an integer 1..1000000, got ${describe(samplingRate)}`, encodeWav)
@@ -319,8 +325,9 @@ function encodeWav(audio, samplingRate, options) {
     encodeWav,
   )
   const width = format === 'pcm16' ? 2 : 4
-  const bytes = audio.length * width
-  if (bytes > 0xffffffff - 36) throw invalid(`encodeWav: ${audio.length} samples are over WAV's 4 GiB`, encodeWav)
+  const samples = lengthOf.call(audio)
+  const bytes = samples * width
+  if (bytes > 0xffffffff - 36) throw invalid(`encodeWav: ${samples} samples are over WAV's 4 GiB`, encodeWav)
   const out = Buffer.alloc(44 + bytes)
   out.write('RIFF', 0, 'latin1')
   out.writeUInt32LE(36 + bytes, 4)
@@ -334,7 +341,7 @@ function encodeWav(audio, samplingRate, options) {
   out.writeUInt16LE(width * 8, 34)
   out.write('data', 36, 'latin1')
   out.writeUInt32LE(bytes, 40)
-  if (format === 'float32') Buffer.from(audio.buffer, audio.byteOffset, bytes).copy(out, 44)
+  if (format === 'float32') for (let i = 0; i < samples; i++) out.writeFloatLE(audio[i], 44 + 4 * i)
   else pcm16(audio, out, 44)
   return out
 }
@@ -345,7 +352,8 @@ function encodeWav(audio, samplingRate, options) {
  * @param {Float32Array} audio @param {Buffer} out @param {number} offset
  */
 function pcm16(audio, out, offset) {
-  for (let i = 0; i < audio.length; i++) {
+  const samples = lengthOf.call(audio)
+  for (let i = 0; i < samples; i++) {
     const x = audio[i]
     // Half away from zero, the same both sides (Math.round alone rounds -0.5 up).
     const v = x >= 1 ? 32767 : x <= -1 ? -32767 : Number.isNaN(x) ? 0 : Math.sign(x) * Math.round(Math.abs(x) * 32767)
