@@ -2,8 +2,9 @@
 'use strict'
 // http(s) image URLs in chats: fetched only where the server's owner turned it on (`fetchImages`:
 // any host, or vLLM's `--allowed-media-domains` list), bounded in bytes, time and redirects, each
-// redirect's host checked again, URLs with credentials refused, and only an image/* answer taken. Off (the default), such a URL
-// is a 400 naming the option. The bytes go to the model's image decoder as a data URL's would.
+// redirect's host checked again, URLs with credentials refused, and only an image/* answer taken.
+// Off (the default), such a URL is a 400 naming the option. The bytes go to the model's image
+// decoder as a data URL's would.
 const { HttpError } = require('./http')
 
 /** Redirects followed for one image (each host checked against the allowed list). */

@@ -49,9 +49,12 @@ function speechSynthesisModel(name, tts) {
         return /** @type {{ audio: Float32Array; samplingRate: number }} */ (await tts.run(text, options))
       } catch (e) {
         // The pipeline's refusals of the text (nothing to say, too long an audio) are the client's.
-        if (/** @type {any} */ (e)?.code === 'InvalidArg') throw invalid(/** @type {Error} */ (e).message)
-        if (/** @type {any} */ (e)?.code === 'QueueFull')
-          throw new HttpError(503, 'QueueFull', /** @type {Error} */ (e).message)
+        // (named as the request names it: `input`, not the pipeline's `text`)
+        const message = /** @type {Error} */ (e)?.message
+        if (/** @type {any} */ (e)?.code === 'InvalidArg') {
+          throw invalid(message.replace(/^TextToSpeechPipeline\.run: text: /, 'input: '))
+        }
+        if (/** @type {any} */ (e)?.code === 'QueueFull') throw new HttpError(503, 'QueueFull', message)
         throw e
       } finally {
         active--
