@@ -322,6 +322,7 @@ describe('torch-node export', () => {
       ],
       [file('bytes.jinja', Buffer.from([0xff, 0xfe, 0x00])), /--chat-template: .*bytes\.jinja: not UTF-8 text$/],
       [path.join(tmp, 'absent.jinja'), /--chat-template: cannot read .*absent\.jinja: ENOENT$/],
+      ['/dev/zero', /--chat-template: \/dev\/zero: larger than 1 MiB$/],
     ]
     for (const [template, pattern] of refused) {
       const r = cli(['export', lm, path.join(tmp, 'tmpl-out'), '--chat-template', template], { PYTHON: fake })

@@ -18,7 +18,8 @@ const JPEG = fs.readFileSync(path.join(__dirname, '..', 'models', 'images', 'roc
 const TIMEOUT = { timeout: 120_000 }
 
 describe('http(s) image URLs in the chat', { skip: NO_VLM }, () => {
-  let images, base, served, strict, closed
+  let images, base, served, strict, closed, patient, onHang
+  let fetched = 0
   const hung = new Set()
 
   before(async () => {
@@ -27,7 +28,10 @@ describe('http(s) image URLs in the chat', { skip: NO_VLM }, () => {
         res.writeHead(status, { 'content-type': type, ...headers })
         res.end(body)
       }
-      if (req.url === '/rocket.jpg') return send(200, 'image/jpeg', JPEG)
+      if (req.url === '/rocket.jpg') {
+        fetched++
+        return send(200, 'image/jpeg', JPEG)
+      }
       if (req.url === '/moved') return send(302, 'text/plain', '', { location: '/rocket.jpg' })
       if (req.url === '/loop') return send(302, 'text/plain', '', { location: '/loop' })
       if (req.url === '/page') return send(200, 'text/html', '<html></html>')
@@ -38,7 +42,10 @@ describe('http(s) image URLs in the chat', { skip: NO_VLM }, () => {
         for (let i = 0; i < 30; i++) res.write(Buffer.alloc(10_000))
         return res.end()
       }
-      if (req.url === '/hang') return hung.add(res) // never answered; ended in after()
+      if (req.url === '/hang') {
+        onHang?.(req)
+        return hung.add(res) // never answered; ended in after()
+      }
       send(404, 'text/plain', 'no')
     })
     await new Promise((resolve) => images.listen(0, '127.0.0.1', resolve))
@@ -47,9 +54,11 @@ describe('http(s) image URLs in the chat', { skip: NO_VLM }, () => {
     served = await torch.serve({ models: { llava: FIXTURE }, port: 0, fetchImages: ['127.0.0.1'], limits })
     strict = await torch.serve({ models: { llava: FIXTURE }, port: 0, fetchImages: ['example.com'] })
     closed = await torch.serve({ models: { llava: FIXTURE }, port: 0 })
+    const wait = { imageFetchTimeoutMs: 600_000 }
+    patient = await torch.serve({ models: { llava: FIXTURE }, port: 0, fetchImages: true, limits: wait })
   })
   after(async () => {
-    await Promise.all([served, strict, closed].map((s) => s?.close()))
+    await Promise.all([served, strict, closed, patient].map((s) => s?.close()))
     for (const res of hung) res.destroy()
     images.closeAllConnections()
     await new Promise((resolve) => images.close(resolve))
@@ -108,6 +117,52 @@ describe('http(s) image URLs in the chat', { skip: NO_VLM }, () => {
       assert.match(got.body.error.message, message)
     }
     assert.equal((await chat(served, `${base}/rocket.jpg`)).status, 200)
+  })
+
+  test('more images than maxImages (32) is a 400 before any is fetched', TIMEOUT, async () => {
+    const before = fetched
+    const res = await fetch(`${served.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'llava',
+        max_tokens: 2,
+        messages: [
+          {
+            role: 'user',
+            content: Array.from({ length: 33 }, () => ({
+              type: 'image_url',
+              image_url: { url: `${base}/rocket.jpg` },
+            })),
+          },
+        ],
+      }),
+    })
+    const body = await res.json()
+    assert.equal(res.status, 400, JSON.stringify(body))
+    assert.match(body.error.message, /^messages: at most 32 images in one request, got 33/)
+    assert.equal(fetched, before)
+  })
+
+  test('a client that hangs up stops its image fetch', TIMEOUT, async () => {
+    const seen = new Promise((resolve) => (onHang = resolve))
+    const leaving = new AbortController()
+    const sent = fetch(`${patient.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      signal: leaving.signal,
+      body: JSON.stringify({
+        model: 'llava',
+        max_tokens: 2,
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `${base}/hang` } }] }],
+      }),
+    }).catch(() => {})
+    const req = await seen
+    const closed = new Promise((resolve) => req.on('close', resolve))
+    leaving.abort()
+    await sent
+    // The server's fetch of /hang is given up (its time limit is 10 minutes): the image server sees it close.
+    await closed
   })
 
   test('the Responses API fetches input_image URLs the same way', TIMEOUT, async () => {

@@ -23,6 +23,11 @@ const HOSTILE = [
   ['{"messages": [{"role": "user", "content": "hi"}], "unknown_key": 1}', 400],
   ['[]', 400],
   ['null', 400],
+  // A tool schema nested past what the model reads: a 400, not a stack overflow (a 500).
+  [
+    `{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": ${'{"type":"array","items":'.repeat(20000)}{}${'}'.repeat(20000)}}}]}`,
+    400,
+  ],
 ]
 
 // The Responses and Messages APIs (and Anthropic's count_tokens): their readers run early too.
@@ -37,6 +42,7 @@ const OTHER_ROUTES = {
     '{"model": "a", "input": "hi", "temperature": "hot"}',
     '{"model": "a", "previous_response_id": "resp_1", "tools": 3}',
     '{"model": "a", "input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]}',
+    `{"model": "a", "input": "hi", "tools": [{"type": "function", "name": "f", "parameters": ${'{"type":"array","items":'.repeat(300)}{}${'}'.repeat(300)}}]}`,
   ],
   '/v1/messages': [
     '{"model": "a", "max_tokens": 4}',
@@ -44,6 +50,7 @@ const OTHER_ROUTES = {
     '{"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "magic"}]}]}',
     '{"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], "tools": [{}]}',
     '{"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], "temperature": 9}',
+    `{"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], "tools": [{"name": "f", "input_schema": ${'{"type":"array","items":'.repeat(300)}{}${'}'.repeat(300)}}]}`,
   ],
   '/v1/messages/count_tokens': [
     '{"model": "a", "messages": "hi"}',

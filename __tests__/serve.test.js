@@ -1113,6 +1113,7 @@ describe('npx torch-node serve: usage and load errors', () => {
         [['--chat-template', `c=${file}`], /--chat-template: no --model named "c"/],
         [['--chat-template', file], /--chat-template: expected NAME=FILE/],
         [['--chat-template', 'a=/no/such.jinja'], /--chat-template: cannot read \/no\/such\.jinja: ENOENT/],
+        [['--chat-template', 'a=/dev/zero'], /--chat-template: \/dev\/zero: larger than 1 MiB/],
         [['--allowed-media-domains', 'a.com,http://b'], /--allowed-media-domains: expected host names/],
       ]) {
         assert.throws(() => parse(['--model', 'a=./a', ...args]), message)

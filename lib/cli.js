@@ -8,6 +8,7 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
+const { readTemplateFile } = require('./text/template-file')
 const { parseArgs } = require('node:util')
 const { modelPath, LITE0_PREPROCESS, SAMPLE_PHOTO } = require('./bundled')
 
@@ -378,9 +379,6 @@ function runExport(args, { stdout, stderr, env }) {
   })
 }
 
-/** The largest --chat-template file read (the largest templates on the Hub are about 40 KiB). */
-const MAX_TEMPLATE_BYTES = 1 << 20
-
 /**
  * `--chat-template FILE`'s text, checked: readable UTF-8 of at most 1 MiB that renders a
  * two-turn chat with a generation prompt (with the source folder's tokenizer where it has one:
@@ -389,21 +387,7 @@ const MAX_TEMPLATE_BYTES = 1 << 20
  * @param {string} modelDir
  */
 function readTemplate(file, modelDir) {
-  let bytes
-  try {
-    bytes = fs.readFileSync(file)
-  } catch (e) {
-    throw new Error(`cannot read ${file}: ${/** @type {any} */ (e).code ?? /** @type {any} */ (e).message}`, {
-      cause: e,
-    })
-  }
-  if (bytes.length > MAX_TEMPLATE_BYTES) throw new Error(`${file}: larger than 1 MiB`)
-  let template
-  try {
-    template = new TextDecoder('utf-8', { fatal: true }).decode(bytes)
-  } catch {
-    throw new Error(`${file}: not UTF-8 text`)
-  }
+  const template = readTemplateFile(file)
   const { text } = require('..')
   const own = path.join(modelDir, 'tokenizer.json')
   const tokenizer = fs.existsSync(own) ? text.Tokenizer.fromFile(modelDir) : text.Tokenizer.fromJSON(BARE_TOKENIZER)

@@ -369,7 +369,7 @@ function checkChat(body, limits) {
   const b = readKeys(body, R.CHAT_KEYS)
   R.readSampling(b, limits)
   R.readLogprobs(b)
-  const images = imagesOf(b.messages)
+  const images = imagesOf(b.messages, limits)
   R.readMessages(images ? images.textOnly : b.messages, limits)
   const { forced } = R.readTools(b, limits)
   const responseFormat = R.readResponseFormat(b.response_format)
@@ -402,7 +402,7 @@ async function chatCompletions(ctx, body, res, startedAt) {
   const logprobs = R.readLogprobs(b)
   if (logprobs) request.options = { ...request.options, ...logprobs }
   const model = /** @type {ChatModel} */ (ctx.model(b.model, 'chat'))
-  const images = imagesOf(b.messages, ctx.fetchImages)
+  const images = imagesOf(b.messages, ctx.limits, ctx.fetchImages)
   const read = R.readMessages(images ? images.textOnly : b.messages, ctx.limits)
   const { plain } = read
   const { tools, parallel, forced } = R.readTools(b, ctx.limits)
@@ -435,7 +435,7 @@ async function chatCompletions(ctx, body, res, startedAt) {
     }
   } else if (responseFormat) request.options = { ...request.options, responseFormat }
   // Fetched once the request is known good (http(s) images, where the server fetches them).
-  if (images) await fetchImages(images.parts, ctx)
+  if (images) await fetchImages(images.parts, ctx, res)
   const messages = images ? read.messages.map((m, i) => images.parts.get(i) ?? m) : read.messages
   let input
   if (model.toolFormat === null && (tools || !plain)) {
@@ -479,13 +479,18 @@ const DATA_URL = /^data:image\/[\w.+-]+;base64,/
  * `undefined` leaves that to the route); `textOnly`, the messages with those parts left out (for
  * requests.js's checks). Null when no message has one. `detail` only "auto" (or none).
  * @param {unknown} messages
+ * @param {{ maxImages: number }} limits at most `maxImages` images in all (a 400 past it)
  * @param {import('./media').FetchPolicy} [policy]
  * @returns {{ parts: Map<number, Record<string, any>>; textOnly: unknown[] } | null}
  */
-function imagesOf(messages, policy) {
+function imagesOf(messages, limits, policy) {
   if (!Array.isArray(messages)) return null
   const isImage = (/** @type {any} */ p) => p !== null && typeof p === 'object' && p.type === 'image_url'
   if (!messages.some((m) => Array.isArray(m?.content) && m.content.some(isImage))) return null
+  const count = messages.reduce((n, m) => n + (Array.isArray(m?.content) ? m.content.filter(isImage).length : 0), 0)
+  if (count > limits.maxImages) {
+    throw new HttpError(400, 'InvalidArg', `messages: at most ${limits.maxImages} images in one request, got ${count}`)
+  }
   /** @type {Map<number, Record<string, any>>} */
   const parts = new Map()
   const textOnly = messages.map((m, i) => {
@@ -542,8 +547,27 @@ function imageSource(imageUrl, where, policy) {
  * is each fetch's).
  * @param {Map<number, Record<string, any>>} parts
  * @param {import('./app').Context} ctx
+ * @param {import('node:http').ServerResponse} res a client that hangs up stops the fetch
  */
-async function fetchImages(parts, ctx) {
+async function fetchImages(parts, ctx, res) {
+  const gone = new AbortController()
+  const hangUp = () => {
+    if (!res.writableEnded) gone.abort()
+  }
+  res.on('close', hangUp)
+  try {
+    await fetchEach(parts, ctx, gone.signal)
+  } finally {
+    res.off('close', hangUp)
+  }
+}
+
+/**
+ * @param {Map<number, Record<string, any>>} parts
+ * @param {import('./app').Context} ctx
+ * @param {AbortSignal} signal
+ */
+async function fetchEach(parts, ctx, signal) {
   for (const [i, message] of parts) {
     for (const [j, part] of message.content.entries()) {
       if (!(part.image instanceof URL)) continue
@@ -553,6 +577,7 @@ async function fetchImages(parts, ctx) {
         maxBytes: ctx.limits.maxImageBytes,
         timeoutMs: ctx.limits.imageFetchTimeoutMs,
         where,
+        signal,
       })
     }
   }

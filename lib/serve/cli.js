@@ -3,8 +3,8 @@
 // stdout is `listening on http://HOST:PORT` (scripts read it), the second the clients' baseURL; SIGTERM or SIGINT stops accepting, lets the requests
 // running finish within --shutdown-timeout, aborts the rest, and exits 0. Exit codes: 1 a model
 // or the port failed (one line on stderr, with its code), 2 a usage error.
-const fs = require('node:fs')
 const { parseArgs } = require('node:util')
+const { readTemplateFile } = require('../text/template-file')
 
 const USAGE = `usage: torch-node serve --model NAME=FOLDER [--model NAME=FOLDER ...] [--host 127.0.0.1]
          [--port 8000] [--api-key KEY] [--max-sequences N] [--max-queue N] [--prefix-cache TOKENS]
@@ -132,9 +132,9 @@ function parse(argv) {
     if (!name || !file) throw new UsageError(`--chat-template: expected NAME=FILE, got ${JSON.stringify(t)}`)
     if (!Object.hasOwn(models, name)) throw new UsageError(`--chat-template: no --model named ${JSON.stringify(name)}`)
     try {
-      models[name].chatTemplate = fs.readFileSync(file, 'utf8')
+      models[name].chatTemplate = readTemplateFile(file)
     } catch (e) {
-      throw new UsageError(`--chat-template: cannot read ${file}: ${/** @type {any} */ (e).code}`)
+      throw new UsageError(`--chat-template: ${/** @type {Error} */ (e).message}`)
     }
   }
   const port = integer(v.port, '--port', 0)

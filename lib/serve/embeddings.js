@@ -165,6 +165,10 @@ function readItem(item, where, limits, policy) {
  */
 async function readItems(b, limits, policy) {
   const items = readParts(b, limits, policy)
+  const urls = items.filter((x) => typeof x === 'object' && 'url' in x).length
+  if (urls > limits.maxImages) {
+    throw invalid(`input: at most ${limits.maxImages} image URLs to fetch in one request, got ${urls}`)
+  }
   for (const [i, item] of items.entries()) {
     if (typeof item === 'object' && 'url' in item) {
       const { url, where } = item

@@ -18,6 +18,8 @@ const { invalid, show } = require('./http')
  *   OpenAI's); with `fetchImages` only.
  * @property {number} [imageFetchTimeoutMs] How long fetching one image may take, redirects included
  *   (default 10 000); with `fetchImages` only.
+ * @property {number} [maxImages] Images of one chat request (`image_url`, `input_image`, `image` parts, data:
+ *   or http(s)) and http(s) images of one embeddings request (default 32).
  */
 const LIMITS = Object.freeze({
   maxBodyBytes: 4 * 2 ** 20,
@@ -29,6 +31,7 @@ const LIMITS = Object.freeze({
   maxChars: 32768,
   maxImageBytes: 20 * 2 ** 20,
   imageFetchTimeoutMs: 10_000,
+  maxImages: 32,
 })
 
 // Keys read the same way by both routes; each route adds its own.
@@ -313,6 +316,10 @@ function readTools(b, limits) {
     const p = f.parameters
     if (p != null && (typeof p !== 'object' || Array.isArray(p))) {
       throw invalid(`${where}.function.parameters: expected a JSON Schema object, got ${show(p)}`)
+    }
+    // As the model reads it (serde's limit): deeper is refused here, not a stack overflow later.
+    if (p != null && depth(p) > MAX_DEPTH) {
+      throw invalid(`${where}.function.parameters: nested more than ${MAX_DEPTH} levels deep`)
     }
     if (f.strict != null && typeof f.strict !== 'boolean') throw invalid(`${where}.function.strict: expected a boolean`)
     const fn = /** @type {Record<string, any>} */ ({ name: f.name })
