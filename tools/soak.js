@@ -8,9 +8,12 @@
 // when a check fails.
 //   node tools/soak.js --model a=/tmp/smollm2 --model b=/tmp/smollm2-int4 [--requests 2000]
 //        [--concurrency 32] [--max-seconds 1800] [--max-tokens 12] [--tool-tokens 40] [--swap-every 25]
+//        [--prefix-cache TOKENS]
 // --max-tokens bounds the free-text requests, --tool-tokens the forced tool calls and JSON-schema
 // outputs (cut ones end with finish `length`, still a 200); --swap-every: requests in a row for one
-// model before the next model's (so --max-loaded 1 swaps while requests run).
+// model before the next model's (so --max-loaded 1 swaps while requests run); --prefix-cache: serve's
+// (its default when not given). The prefix cache fills up to its bound as distinct prompts come, so
+// the tokens it holds at both RSS readings are printed beside them.
 const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
@@ -27,6 +30,7 @@ function parseArgs(argv) {
     maxTokens: 12,
     toolTokens: 40,
     swapEvery: 25,
+    prefixCache: undefined,
   }
   for (let i = 0; i < argv.length; i++) {
     const [key, value] = [argv[i], argv[i + 1]]
@@ -37,6 +41,7 @@ function parseArgs(argv) {
     else if (key === '--max-tokens') out.maxTokens = Number(value)
     else if (key === '--tool-tokens') out.toolTokens = Number(value)
     else if (key === '--swap-every') out.swapEvery = Number(value)
+    else if (key === '--prefix-cache') out.prefixCache = value
     else throw new Error(`unknown argument ${key}`)
     i++
   }
@@ -51,10 +56,11 @@ function rssMiB(pid) {
 }
 
 /** Starts `torch-node serve` on a free loopback port; resolves to { child, url }. */
-async function startServer(models) {
+async function startServer(models, prefixCache) {
   const args = [path.join(ROOT, 'bin', 'torch-node.js'), 'serve', '--host', '127.0.0.1', '--port', '0']
   for (const m of models) args.push('--model', m)
   args.push('--max-loaded', '1', '--max-sequences', '4', '--max-queue', '24')
+  if (prefixCache !== undefined) args.push('--prefix-cache', prefixCache)
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
   let log = ''
   child.stderr.on('data', (d) => (log += d))
@@ -223,7 +229,7 @@ async function main() {
   const names = opts.models.map((m) => m.split('=')[0])
   const started = Date.now()
   const deadline = started + opts.maxSeconds * 1000
-  const server = await startServer(opts.models)
+  const server = await startServer(opts.models, opts.prefixCache)
   console.log(
     `[soak] serve on ${server.url} (pid ${server.child.pid}), models ${names.join(', ')}, --max-loaded 1, ` +
       `--max-sequences 4, --max-queue 24; ${opts.requests} requests at concurrency ${opts.concurrency}, max_tokens ` +
@@ -237,6 +243,9 @@ async function main() {
   // RSS once the first 200 requests (a third of a shorter run) are answered: the warm baseline.
   const warmAt = Math.min(200, Math.ceil(opts.requests / 3))
   let rssWarm = 0
+  let cacheWarm = 0
+  const cacheTokens = async () =>
+    metric(await (await fetch(`${server.url}/metrics`)).text(), 'torch_node_prefix_cache_tokens')
   let hostile503 = 0
   const worker = async () => {
     while (next < opts.requests && Date.now() < deadline) {
@@ -264,7 +273,8 @@ async function main() {
       }
       if (++done === warmAt) {
         rssWarm = rssMiB(server.child.pid)
-        console.log(`[soak] RSS after ${warmAt} requests: ${rssWarm.toFixed(0)} MiB`)
+        cacheWarm = await cacheTokens()
+        console.log(`[soak] RSS after ${warmAt} requests: ${rssWarm.toFixed(0)} MiB (prefix cache ${cacheWarm} tokens)`)
       }
       if (done % 250 === 0) console.log(`[soak] ${done} requests, ${((Date.now() - started) / 1000).toFixed(0)} s`)
     }
@@ -301,7 +311,8 @@ async function main() {
   )
   const ratio = rssEnd / rssWarm
   console.log(
-    `[soak] RSS after ${warmAt} requests ${rssWarm.toFixed(0)} MiB, at the end ${rssEnd.toFixed(0)} MiB (${ratio.toFixed(3)}×)`,
+    `[soak] RSS after ${warmAt} requests ${rssWarm.toFixed(0)} MiB, at the end ${rssEnd.toFixed(0)} MiB (${ratio.toFixed(3)}×); ` +
+      `prefix cache ${cacheWarm} then ${metric(metrics, 'torch_node_prefix_cache_tokens')} tokens`,
   )
   const failures = []
   if (done < opts.requests) failures.push(`only ${done} of ${opts.requests} requests within ${opts.maxSeconds} s`)
