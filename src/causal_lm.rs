@@ -25,6 +25,7 @@ use torch_core::generate::constraint::Format;
 use torch_core::generate::decoder::{Chat, Prompt};
 use torch_core::generate::engine::{Config, Engine, Generation, Output, Schedule, Sink};
 use torch_core::generate::lm::{self, LoadOptions, Model};
+use torch_core::generate::lookup::Speculation;
 use torch_core::generate::request::{Options, Request};
 use torch_core::text::chat_template;
 
@@ -48,9 +49,29 @@ js_options! {
         /// memory: maxTokens × layers × 2 × kv heads × head dim × the dtype's bytes). Off by
         /// default (`torch-node serve` turns it on). See `stats().prefixCache`.
         prefix_cache "prefixCache": PrefixCacheOpt as "{ maxTokens: number }",
+        /// Speculative decoding by prompt lookup: each step, each sequence proposes up to
+        /// `maxDraft` tokens (default 5, at most 15) that followed the latest earlier occurrence
+        /// of its last `ngram` tokens (default 3, then shorter), and the model checks them in
+        /// the same call: greedy output is the same as without, sampled output has the same
+        /// distribution. Faster where the output quotes the prompt (summaries, extraction,
+        /// edits). Needs a model exported by this version (manifest format 2). See
+        /// `stats().speculative` and docs/generation.md#speculative-decoding.
+        speculative "speculative": SpeculativeOpt as "{ method: 'prompt-lookup'; maxDraft?: number; ngram?: number }",
         /// A chat template (Jinja) to use instead of the folder's (`chat_template.jinja` or
         /// `tokenizer_config.json`'s): one that renders tools, for a model whose own does not.
         chat_template "chatTemplate": Text as "string",
+    }
+}
+
+js_options! {
+    /// `speculative`'s options.
+    pub struct SpeculativeBag as JsSpeculativeOptions "SpeculativeOptions" {
+        /// `'prompt-lookup'` (the only method).
+        method "method": String as "'prompt-lookup'",
+        /// The most tokens proposed per sequence and step (1 to 15, default 5).
+        max_draft "maxDraft": u64 as "number",
+        /// The longest n-gram looked up (1 to 8, default 3).
+        ngram "ngram": u64 as "number",
     }
 }
 
@@ -194,6 +215,21 @@ impl OptionValue for PrefixCacheOpt {
     fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {
         let bag = PrefixBag::read(env, Some(v), what)?;
         Ok(PrefixCacheOpt(bag.max_tokens.unwrap_or(0) as usize))
+    }
+}
+
+/// `speculative`: `{method, maxDraft?, ngram?}`.
+pub struct SpeculativeOpt(Speculation);
+
+impl OptionValue for SpeculativeOpt {
+    fn read(env: RawEnv, v: Val, what: &str) -> anyhow::Result<Self> {
+        let bag = SpeculativeBag::read(env, Some(v), what)?;
+        let method = bag.method.unwrap_or_default();
+        Ok(SpeculativeOpt(Speculation::new(
+            &method,
+            bag.max_draft,
+            bag.ngram,
+        )?))
     }
 }
 
@@ -461,6 +497,7 @@ struct LoadArgs {
     options: LoadOptions,
     max_queue: Option<usize>,
     prefix_cache_tokens: usize,
+    speculation: Option<Speculation>,
     chat_template: Option<String>,
 }
 
@@ -472,9 +509,13 @@ fn load_model(a: LoadArgs) -> anyhow::Result<Loaded> {
     if let Some(template) = a.chat_template {
         model.tokenizer.set_chat_template(template);
     }
+    if let Some(s) = &a.speculation {
+        s.check(&model)?;
+    }
     let config = Config {
         max_queue: a.max_queue,
         prefix_cache_tokens: a.prefix_cache_tokens,
+        speculation: a.speculation,
         ..Config::new(model.max_sequences)
     };
     Ok(Loaded(model, config))
@@ -525,13 +566,13 @@ js_result!(
 );
 
 /// What the engine holds and has run.
-pub struct Stats(torch_core::generate::engine::Stats, usize);
+pub struct Stats(torch_core::generate::engine::Stats, usize, Option<Speculation>);
 
 js_result!(
-    /// `{active, queued, maxSequences, steps, rows, prefills, prefixCache?}`.
+    /// `{active, queued, maxSequences, steps, rows, prefills, prefixCache?, speculative?}`.
     StatsJs(Stats) as "CausalLMStats",
     |env, s| {
-        let Stats(s, max_sequences) = s;
+        let Stats(s, max_sequences, speculation) = s;
         let n = |x: f64| js::new_number(env, x);
         let mut fields = vec![
             ("active".to_string(), n(s.active as f64)?),
@@ -556,6 +597,22 @@ js_result!(
                 ],
             )?;
             fields.push(("prefixCache".to_string(), cache));
+        }
+        if let Some(spec) = speculation {
+            // Tokens drafted and run through the program, and those the model agreed with.
+            let c = &s.counts;
+            let acceptance = c.accepted as f64 / c.proposed.max(1) as f64;
+            let speculative = js::new_object(
+                env,
+                vec![
+                    ("maxDraft".into(), n(spec.max_draft as f64)?),
+                    ("ngram".into(), n(spec.ngram as f64)?),
+                    ("proposedTokens".into(), n(c.proposed as f64)?),
+                    ("acceptedTokens".into(), n(c.accepted as f64)?),
+                    ("acceptance".into(), n(acceptance)?),
+                ],
+            )?;
+            fields.push(("speculative".to_string(), speculative));
         }
         js::new_object(env, fields)
     }
@@ -603,6 +660,7 @@ impl JsCausalLM {
                     },
                     max_queue: bag.max_queue.map_or(Some(64), |q| q.0),
                     prefix_cache_tokens: bag.prefix_cache.map_or(0, |p| p.0),
+                    speculation: bag.speculative.map(|s| s.0),
                     chat_template: bag.chat_template.map(|t| t.0),
                 };
                 Ok((args, None))
@@ -712,7 +770,12 @@ impl JsCausalLM {
     /// @internal What the engine holds and has run.
     #[napi(skip_typescript)]
     pub fn stats(&self) -> StatsJs {
-        StatsJs(Stats(self.engine.stats(), self.engine.config().max_sequences))
+        let config = self.engine.config();
+        StatsJs(Stats(
+            self.engine.stats(),
+            config.max_sequences,
+            config.speculation,
+        ))
     }
 
     /// @internal Frees the model once running generations end; waiting ones end `Disposed`.
