@@ -7,6 +7,7 @@
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 const torch = require('..')
 const { coded } = require('./helpers')
@@ -22,6 +23,24 @@ const FEATURE_TOLERANCE = 1e-6
 const TIMEOUT = { timeout: 120_000 }
 
 const goldens = SKIP ? null : JSON.parse(fs.readFileSync(GOLDENS, 'utf8'))
+/** A mono WAV of 32-bit float samples (format 3, IEEE float). */
+const floatWav = (samples, rate) => {
+  const data = Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength)
+  const head = Buffer.alloc(44)
+  head.write('RIFF', 0)
+  head.writeUInt32LE(36 + data.length, 4)
+  head.write('WAVEfmt ', 8)
+  head.writeUInt32LE(16, 16)
+  head.writeUInt16LE(3, 20)
+  head.writeUInt16LE(1, 22)
+  head.writeUInt32LE(rate, 24)
+  head.writeUInt32LE(rate * 4, 28)
+  head.writeUInt16LE(4, 32)
+  head.writeUInt16LE(32, 34)
+  head.write('data', 36)
+  head.writeUInt32LE(data.length, 40)
+  return Buffer.concat([head, data])
+}
 const floats = (b64) => {
   const bytes = Buffer.from(b64, 'base64')
   return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length))
@@ -77,6 +96,55 @@ for (const [name, shortest] of Object.entries(MODELS)) {
       }
     })
 
+    test('a WAV file, its bytes and { raw, samplingRate } equal the pipeline', TIMEOUT, async () => {
+      // The golden clips written as 32-bit float WAVs: the same samples, so the same answers.
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'torch-node-audio-'))
+      try {
+        for (const want of results) {
+          const samples = floats(want.samples)
+          const file = path.join(dir, `${want.clip}.wav`)
+          fs.writeFileSync(file, floatWav(samples, 16000))
+          const call = want.calls[0]
+          const raw = { raw: samples, samplingRate: 16000 }
+          const dict = { array: samples, sampling_rate: 16000 }
+          for (const input of [file, fs.readFileSync(file), new Uint8Array(fs.readFileSync(file)), raw, dict]) {
+            const got = await pipe.run(input, call.options)
+            assert.deepEqual(
+              got.map((r) => r.label),
+              call.result.map((r) => r.label),
+            )
+            got.forEach((r, i) => assert.ok(Math.abs(r.score - call.result[i].score) <= SCORE_TOLERANCE))
+          }
+        }
+        // Another rate is resampled to the model's (rubato; transformers would use torchaudio).
+        const half = floats(results[0].samples).filter((_, i) => i % 2 === 0)
+        const got = await pipe.run([{ raw: half, samplingRate: 8000 }, path.join(dir, `${results[0].clip}.wav`)])
+        assert.equal(got.length, 2)
+        assert.equal(got[0].length, Math.min(5, pipe.labels.length))
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+    })
+
+    test('hostile files and bad dicts are coded errors; the process stays up', TIMEOUT, async () => {
+      const samples = floats(results[0].samples)
+      await assert.rejects(pipe.run(Buffer.from('not audio at all')), coded('InvalidArg', /invalid audio/))
+      await assert.rejects(pipe.run(Buffer.alloc(0)), coded('InvalidArg', /invalid audio/))
+      const truncated = floatWav(samples, 16000).subarray(0, 30)
+      await assert.rejects(pipe.run(truncated), coded('InvalidArg', /invalid audio/))
+      await assert.rejects(pipe.run(path.join(DIR, 'missing.wav')), coded('InvalidArg', /cannot read audio/))
+      await assert.rejects(pipe.run({ raw: [0.1], samplingRate: 16000 }), coded('InvalidArg', /raw: expected/))
+      await assert.rejects(pipe.run({ raw: samples }), coded('InvalidArg', /samplingRate/))
+      await assert.rejects(pipe.run({ raw: samples, samplingRate: 16000, x: 1 }), coded('InvalidArg', /unknown key/))
+      await assert.rejects(
+        pipe.run({ raw: samples, samplingRate: 1_000_000 }),
+        coded('InvalidArg', /sampling rate of 1000000 Hz/),
+      )
+      const nan = new Float32Array(800).fill(NaN)
+      await assert.rejects(pipe.run({ raw: nan, samplingRate: 8000 }), coded('InvalidArg', /NaN/))
+      assert.equal((await pipe.run(samples)).length > 0, true)
+    })
+
     test('an array of clips gives an array of answers', TIMEOUT, async () => {
       const clips = results.map((want) => floats(want.samples))
       const many = await pipe.run(clips, { topK: 2 })
@@ -87,7 +155,7 @@ for (const [name, shortest] of Object.entries(MODELS)) {
         ),
       )
       await assert.rejects(pipe.run([]), coded('InvalidArg', /at least one clip/))
-      await assert.rejects(pipe.run([clips[0], 'x.wav']), coded('InvalidArg', /audio\[1\]: expected a Float32Array/))
+      await assert.rejects(pipe.run([clips[0], 42]), coded('InvalidArg', /audio\[1\]: expected a Buffer, a path/))
     })
 
     test('concurrent calls each get their own answer', TIMEOUT, async () => {
@@ -102,7 +170,8 @@ for (const [name, shortest] of Object.entries(MODELS)) {
 
     test('coded errors: not audio, empty or too short audio, NaN, bad options, disposed', TIMEOUT, async () => {
       const samples = floats(results[0].samples)
-      await assert.rejects(pipe.run('clip.wav'), coded('InvalidArg', /Float32Array/))
+      await assert.rejects(pipe.run('clip.wav'), coded('InvalidArg', /cannot read audio/))
+      await assert.rejects(pipe.run(42), coded('InvalidArg', /Float32Array/))
       await assert.rejects(pipe.run([0.1, 0.2]), coded('InvalidArg', /Float32Array/))
       await assert.rejects(pipe.run(new Float32Array(0)), coded('InvalidArg', /empty/))
       await assert.rejects(

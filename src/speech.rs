@@ -114,6 +114,87 @@ fn finish(env: js::Env, (t, with_chunks): (Transcript, bool)) -> anyhow::Result<
     js::new_object(env, entries)
 }
 
+/// Reads an encoded file's bytes (from a path when given one).
+fn encoded_bytes(source: Source) -> anyhow::Result<Vec<u8>> {
+    match source {
+        Source::Bytes(b) => Ok(b),
+        Source::Path(p) => std::fs::read(&p)
+            .map_err(|e| crate::error::fail(Code::InvalidArg, format!("cannot read audio '{p}': {e}"))),
+    }
+}
+
+/// What `_decodeAudio` reads before the work starts.
+struct DecodeRequest {
+    input: Input,
+    source_rate: u32,
+    rate: u32,
+    limits: Limits,
+}
+
+fn finish_samples(env: js::Env, samples: Vec<f32>) -> anyhow::Result<Val> {
+    let bytes: Vec<u8> = samples.iter().flat_map(|x| x.to_ne_bytes()).collect();
+    js::new_typed_array(env, "Float32Array", &bytes)
+}
+
+/// @internal Mono float32 samples at `rate` Hz, on the executor (off the event loop), for the
+/// audio pipelines (lib/audio/audio-classification.js): `audio` an encoded file (a Buffer or
+/// Uint8Array of WAV, FLAC, MP3 or Ogg/Vorbis, or a path to one), decoded and down-mixed, or mono
+/// samples (a Float32Array) at `sourceRate` Hz (default `rate`); resampled to `rate` either way.
+/// `maxDurationS` (default 1200) bounds the audio. Errors: `InvalidArg` ("invalid audio: ..." for
+/// undecodable bytes, rates outside 1..384,000 Hz, NaN samples, audio over the limit; "cannot read
+/// audio" for a path), `Aborted` (the signal, while queued).
+#[napi(js_name = "_decodeAudio", skip_typescript)]
+pub fn decode_audio(
+    env: Env,
+    audio: Unknown<'_>,
+    rate: u32,
+    source_rate: Option<u32>,
+    max_duration_s: Option<f64>,
+    signal: Option<Unknown<'_>>,
+) -> Outcome<Promise> {
+    let audio = audio.raw();
+    let signal = signal.map(|s| s.raw());
+    guard(|| {
+        let prepared = prepare(|| {
+            let limits = match max_duration_s {
+                Some(s) if s.is_finite() && s > 0.0 => Limits { max_seconds: s },
+                Some(s) => bail_code!(
+                    Code::InvalidArg,
+                    "maxDurationS: expected a positive number, got {s}"
+                ),
+                None => Limits::default(),
+            };
+            let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
+            Ok((
+                DecodeRequest {
+                    input: read_input(&env, audio)?,
+                    source_rate: source_rate.unwrap_or(rate),
+                    rate,
+                    limits,
+                },
+                abort,
+            ))
+        })?;
+        task::spawn(
+            env.raw(),
+            "decodeAudio",
+            prepared,
+            move |r: DecodeRequest| {
+                let input = match r.input {
+                    Input::Samples(samples) => audio::Input::Samples(audio::Audio {
+                        samples,
+                        sample_rate: r.source_rate,
+                    }),
+                    Input::Encoded(source) => audio::Input::Encoded(encoded_bytes(source)?),
+                };
+                audio::samples_at(input, r.rate, &r.limits)
+            },
+            finish_samples,
+        )
+    })
+    .into()
+}
+
 #[napi]
 impl JsSpeechModel {
     /// @internal Loads `folder` (written by python/export_whisper.py): the manifest, the encoder
@@ -266,16 +347,9 @@ impl JsSpeechModel {
                             s
                         }
                         Input::Encoded(source) => {
-                            let bytes = match source {
-                                Source::Bytes(b) => b,
-                                Source::Path(p) => std::fs::read(&p).map_err(|e| {
-                                    crate::error::fail(
-                                        Code::InvalidArg,
-                                        format!("cannot read audio '{p}': {e}"),
-                                    )
-                                })?,
-                            };
-                            audio::decode(bytes, &r.limits)?.at_rate(rate)?.samples
+                            audio::decode(encoded_bytes(source)?, &r.limits)?
+                                .at_rate(rate)?
+                                .samples
                         }
                     };
                     let t = whisper::transcribe(&model, &samples, &r.options, &|| false)?;

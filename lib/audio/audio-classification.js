@@ -8,7 +8,8 @@
 // nothing over the logits, and the topK labels, best first.
 const fs = require('node:fs')
 const path = require('node:path')
-const { codedError, describe } = require('../errors')
+const { codedError, describe, callNative } = require('../errors')
+const { loadAddon } = require('../addon')
 const opt = require('../options')
 const torch = require('../torch')
 const { applyFunction } = require('../text/logits')
@@ -32,6 +33,13 @@ const { applyFunction } = require('../text/logits')
  * @property {AbortSignal} [signal] Aborting rejects with `Aborted` before the model has run.
  */
 /**
+ * A clip as transformers' pipelines take one as a dict: mono samples and their rate (resampled to
+ * the model's when they differ). `sampling_rate` and `array` are accepted for transformers' names.
+ * @typedef {object} AudioSamples
+ * @property {Float32Array} raw The samples.
+ * @property {number} samplingRate Their rate in Hz (1..384000).
+ */
+/**
  * Options of `AudioClassificationPipeline.load`.
  * @typedef {object} AudioClassificationLoadOptions
  * @property {AbortSignal} [signal] Aborting rejects the load with `Aborted`.
@@ -44,7 +52,16 @@ const RUN_OPTIONS = opt.bag({
 })
 const LOAD_OPTIONS = opt.bag({ signal: opt.instance(AbortSignal, 'an AbortSignal') })
 const LOAD = Symbol('AudioClassificationPipeline.load')
+/** The longest clip taken, as the speech pipeline's default `maxDurationS`: 20 minutes. */
+const MAX_DURATION_S = 1200
 
+/** @type {any} */
+let native
+/**
+ * A clip `run` takes: an encoded file (bytes or a path), samples at a rate, or samples at the
+ * model's rate.
+ * @typedef {Uint8Array | string | AudioSamples | Float32Array} AudioInput
+ */
 /** @param {string} message @param {Function} [caller] */
 const invalid = (message, caller) => codedError('InvalidArg', message, caller)
 
@@ -139,11 +156,16 @@ class AudioClassificationPipeline {
 
   /**
    * The `topK` labels of a clip, best first (`[{label, score}]`), or of each of an array of clips
-   * (an array of those), as transformers' `pipeline('audio-classification')`: a clip is mono float32
-   * samples at `samplingRate` Hz, at least the model's shortest input (400 samples for
-   * wav2vec2-base and for AST), all finite; every clip is checked before any runs.
-   * Errors: `InvalidArg` (bad options or audio), `Aborted`, `Disposed`, `ForwardError`.
-   * @param {Float32Array | Float32Array[]} audio
+   * (an array of those), as transformers' `pipeline('audio-classification')`. A clip is an encoded
+   * file (a Buffer or Uint8Array of WAV, FLAC, MP3 or Ogg/Vorbis, or a path to one: decoded,
+   * down-mixed to mono and resampled to `samplingRate` off the event loop, as the speech pipeline
+   * reads audio), `{ raw, samplingRate }` (mono samples at a rate, resampled when it is not the
+   * model's; transformers' `sampling_rate` / `array` names too), or mono float32 samples at
+   * `samplingRate` Hz. Each must be at least the model's shortest input (400 samples for
+   * wav2vec2-base and for AST) and finite, and at most 20 minutes; every clip is read and checked
+   * before any runs. Errors: `InvalidArg` (bad options or audio: "invalid audio: ..."), `Aborted`,
+   * `Disposed`, `ForwardError`.
+   * @param {AudioInput | AudioInput[]} audio
    * @param {AudioClassificationOptions} [options]
    * @returns {Promise<AudioClassificationLabel[] | AudioClassificationLabel[][]>}
    */
@@ -151,9 +173,12 @@ class AudioClassificationPipeline {
     const name = 'AudioClassificationPipeline.run'
     const o = opt.read(options, RUN_OPTIONS, `${name}: options`, this.run)
     const batched = Array.isArray(audio)
-    const clips = batched ? Array.from(audio) : [audio]
-    if (clips.length === 0) throw invalid(`${name}: audio: expected at least one clip`, this.run)
-    clips.forEach((clip, i) => this.#check(clip, batched ? `${name}: audio[${i}]` : `${name}: audio`))
+    const given = batched ? Array.from(audio) : [audio]
+    if (given.length === 0) throw invalid(`${name}: audio: expected at least one clip`, this.run)
+    const what = (/** @type {number} */ i) => (batched ? `${name}: audio[${i}]` : `${name}: audio`)
+    const clips = []
+    for (const [i, clip] of given.entries()) clips.push(await this.#samples(clip, what(i), o.signal))
+    clips.forEach((clip, i) => this.#check(clip, what(i)))
     if (this.#disposed) throw codedError('Disposed', 'the audio-classification model was disposed', this.run)
     const out = []
     for (const clip of clips) {
@@ -161,6 +186,48 @@ class AudioClassificationPipeline {
       out.push(await this.#classify(clip, o))
     }
     return batched ? out : out[0]
+  }
+
+  /**
+   * A clip's samples at `samplingRate`: Float32Arrays as they are, files and other rates through
+   * the native decoder (on the executor).
+   * @param {unknown} clip @param {string} what @param {AbortSignal} [signal]
+   * @returns {Promise<unknown>}
+   */
+  async #samples(clip, what, signal) {
+    if (clip instanceof Float32Array) return clip
+    let sourceRate
+    if (clip !== null && typeof clip === 'object' && !(clip instanceof Uint8Array)) {
+      const dict = /** @type {Record<string, unknown>} */ (clip)
+      const keys = Object.keys(dict)
+      const unknown = keys.find((k) => !['raw', 'array', 'samplingRate', 'sampling_rate'].includes(k))
+      if (unknown !== undefined) throw invalid(`${what}: unknown key '${unknown}' (raw, samplingRate)`, this.run)
+      const raw = dict.raw ?? dict.array
+      sourceRate = dict.samplingRate ?? dict.sampling_rate
+      if (!(raw instanceof Float32Array)) {
+        throw invalid(`${what}.raw: expected a Float32Array of samples, got ${describe(raw)}`, this.run)
+      }
+      if (!(Number.isInteger(sourceRate) && /** @type {number} */ (sourceRate) >= 1)) {
+        throw invalid(
+          `${what}.samplingRate: expected a rate in Hz (an integer ≥ 1), got ${describe(sourceRate)}`,
+          this.run,
+        )
+      }
+      if (sourceRate === this.samplingRate) return raw
+      clip = raw
+    } else if (!(typeof clip === 'string' || clip instanceof Uint8Array)) {
+      const expected = `a Buffer, a path, { raw, samplingRate } or a Float32Array of ${this.samplingRate} Hz samples`
+      throw invalid(`${what}: expected ${expected}, got ${describe(clip)}`, this.run)
+    }
+    native ??= loadAddon()
+    const args = [clip, this.samplingRate, sourceRate, MAX_DURATION_S, signal]
+    try {
+      return await callNative(native._decodeAudio, native, args, what, this.run)
+    } catch (e) {
+      const err = /** @type {any} */ (e)
+      if (typeof err?.code !== 'string' || err.message.startsWith(what)) throw e
+      throw codedError(err.code, `${what}: ${err.message}`, this.run)
+    }
   }
 
   /** InvalidArg unless `clip` is a clip the model takes. @param {unknown} clip @param {string} what */

@@ -35,11 +35,83 @@ impl Audio {
 }
 pub mod whisper;
 
+/// What the audio pipelines take: an encoded file's bytes, or mono samples at their rate.
+pub enum Input {
+    Encoded(Vec<u8>),
+    Samples(Audio),
+}
+
+/// `input`'s mono samples at `rate` Hz: decoded (within `limits`) or taken as given, then
+/// resampled. `InvalidArg` for undecodable bytes, a rate outside 1..384,000 Hz, a sample that is
+/// not finite, audio over `limits.max_seconds`.
+pub fn samples_at(input: Input, rate: u32, limits: &Limits) -> anyhow::Result<Vec<f32>> {
+    use crate::error::{bail_code, Code};
+    let audio = match input {
+        Input::Encoded(bytes) => decode(bytes, limits)?,
+        Input::Samples(a) => {
+            if !(1..=384_000).contains(&a.sample_rate) {
+                bail_code!(
+                    Code::InvalidArg,
+                    "invalid audio: a sampling rate of {} Hz (1..384000)",
+                    a.sample_rate
+                );
+            }
+            if a.seconds() > limits.max_seconds {
+                bail_code!(
+                    Code::InvalidArg,
+                    "invalid audio: longer than the limit of {} s (maxDurationS)",
+                    limits.max_seconds
+                );
+            }
+            if a.samples.iter().any(|x| !x.is_finite()) {
+                bail_code!(Code::InvalidArg, "invalid audio: a sample is NaN or infinite");
+            }
+            a
+        }
+    };
+    Ok(audio.at_rate(rate)?.samples)
+}
+
 #[cfg(test)]
 mod tests {
     use super::mel::{log_mel, MelSettings};
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn samples_at_decodes_resamples_and_refuses() {
+        let same = Input::Samples(Audio {
+            samples: vec![0.5; 160],
+            sample_rate: 16000,
+        });
+        assert_eq!(
+            samples_at(same, 16000, &Limits::default()).unwrap(),
+            vec![0.5; 160]
+        );
+        let up = Input::Samples(Audio {
+            samples: vec![0.0; 800],
+            sample_rate: 8000,
+        });
+        assert_eq!(samples_at(up, 16000, &Limits::default()).unwrap().len(), 1600);
+        let refused =
+            |input: Input, limits: Limits| format!("{:#}", samples_at(input, 16000, &limits).unwrap_err());
+        let nan = Input::Samples(Audio {
+            samples: vec![f32::NAN],
+            sample_rate: 16000,
+        });
+        assert!(refused(nan, Limits::default()).contains("NaN"));
+        let zero = Input::Samples(Audio {
+            samples: vec![0.0],
+            sample_rate: 0,
+        });
+        assert!(refused(zero, Limits::default()).contains("sampling rate"));
+        let long = Input::Samples(Audio {
+            samples: vec![0.0; 32000],
+            sample_rate: 16000,
+        });
+        assert!(refused(long, Limits { max_seconds: 1.0 }).contains("limit of 1 s"));
+        assert!(refused(Input::Encoded(b"garbage".to_vec()), Limits::default()).contains("invalid audio"));
+    }
 
     /// (max, mean) |difference| of the features of `file` from `want`.
     fn diff(file: &Path, want: &[f32]) -> (f32, f32) {
