@@ -196,18 +196,23 @@ const JOBS = [
     name: 'whisper',
     script: 'make_whisper_models.py',
     inputs: ['python/export_whisper.py', 'python/export_common.py', 'models/fixture_common.py'],
-    outputs: ['golden/whisper/goldens.json', 'golden/whisper/timestamps.json'],
+    outputs: ['golden/whisper/goldens.json', 'golden/whisper/timestamps.json', 'golden/whisper/segments.json'],
     weight: 1,
     lazy: true,
   },
-  // Tiny random-weight LLaVA (CLIP + Llama) and Gemma 3 (SigLIP + Gemma 3) exported by python/export_vlm.py
-  // and transformers' greedy goldens with images (vlm*.test.js): two small compiles (~70 s each on 2 cores).
+  // Tiny random-weight LLaVA (CLIP + Llama), Gemma 3 (SigLIP + Gemma 3) and SmolVLM (tiled SigLIP + Llama)
+  // exported by python/export_vlm.py and transformers' greedy goldens with images (vlm*.test.js): three small
+  // compiles (~70 s each on 2 cores).
   {
     name: 'vlm',
     script: 'make_vlm_models.py',
     after: ['lm'],
     inputs: ['python'],
-    outputs: ['golden/vlm/llava-tiny.golden.json', 'golden/vlm/gemma3-tiny.golden.json'],
+    outputs: [
+      'golden/vlm/llava-tiny.golden.json',
+      'golden/vlm/gemma3-tiny.golden.json',
+      'golden/vlm/smolvlm-tiny.golden.json',
+    ],
     weight: 3,
     lazy: true,
   },
