@@ -18,6 +18,29 @@ use std::fmt::Write as _;
 /// fails with `InvalidArg` instead of overflowing the stack).
 const RECURSION_LIMIT: usize = 200;
 
+/// The instructions one rendering may run (minijinja's fuel): a 4,000-turn chat with tools takes
+/// a few million; a template that loops without end (`range(100000)` nested) stops with
+/// `InvalidArg` within about a second instead of holding its thread.
+const FUEL: u64 = 100_000_000;
+
+/// The largest chat template taken (the largest on the Hub are about 40 KiB).
+pub const MAX_TEMPLATE_BYTES: usize = 1 << 20;
+
+/// Checks a chat template given at load (`chatTemplate`): at most 1 MiB and valid Jinja, so a
+/// bad one is refused there rather than on every request.
+pub fn check(template: &str) -> anyhow::Result<()> {
+    if template.len() > MAX_TEMPLATE_BYTES {
+        return Err(fail(
+            Code::InvalidArg,
+            format!("chat template: {} bytes, at most 1 MiB", template.len()),
+        ));
+    }
+    environment()
+        .template_from_str(template)
+        .map(|_| ())
+        .map_err(|e| fail(Code::InvalidArg, format!("chat template: {}", describe(&e))))
+}
+
 /// What one rendering takes.
 pub struct ChatInput<'a> {
     pub template: &'a str,
@@ -182,6 +205,7 @@ fn environment() -> Environment<'static> {
         env.set_syntax(syntax);
     }
     env.set_recursion_limit(RECURSION_LIMIT);
+    env.set_fuel(Some(FUEL));
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.set_formatter(|out, _state, value| {
         let mut s = String::new();
@@ -596,6 +620,36 @@ mod tests {
         assert_eq!(
             out,
             "{\"b\": \"<é>\\n\", \"a\": [1, 2.0, null]}|{\n  \"b\": \"<é>\\n\",\n  \"a\": [\n    1,\n    2.0,\n    null\n  ]\n}|[]"
+        );
+    }
+
+    #[test]
+    fn a_template_that_loops_without_end_runs_out_of_fuel() {
+        let t = "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
+        let e = chat(t, json!([]), false).unwrap_err();
+        let (code, message) = crate::error::describe(&e);
+        assert_eq!(code, Code::InvalidArg);
+        assert!(message.starts_with("chat template: "), "{message}");
+        assert!(message.contains("fuel"), "{message}");
+        // A long chat still renders.
+        let turns: Vec<Json> = (0..4000)
+            .map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("turn {i}")}))
+            .collect();
+        let t = "{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}\n{% endfor %}";
+        assert_eq!(chat(t, Json::Array(turns), false).unwrap().lines().count(), 4000);
+    }
+
+    #[test]
+    fn check_refuses_bad_and_huge_templates_at_load() {
+        assert!(check("{% for m in messages %}{{ m.content }}{% endfor %}").is_ok());
+        let (code, message) = crate::error::describe(&check("{% for m in %}").unwrap_err());
+        assert_eq!(code, Code::InvalidArg);
+        assert!(message.starts_with("chat template: syntax error"), "{message}");
+        let huge = "x".repeat(MAX_TEMPLATE_BYTES + 1);
+        let (_, message) = crate::error::describe(&check(&huge).unwrap_err());
+        assert_eq!(
+            message,
+            format!("chat template: {} bytes, at most 1 MiB", MAX_TEMPLATE_BYTES + 1)
         );
     }
 
