@@ -498,6 +498,23 @@ mod tests {
                 check_golden(&label, case, want, got, text);
                 check_golden(&format!("{label} (batched)"), case, want, got_b, text_b);
             }
+            // With drafts by prompt lookup (a format 2 export): the same goldens, alone and batched.
+            if model.keep_logits() < 2 {
+                eprintln!("{name}: speculation skipped (a format 1 export: npm run models)");
+                continue;
+            }
+            let (mut proposed, mut accepted) = (0, 0);
+            for (limit, stagger) in [(1, 0), (3, 1)] {
+                let (outs, counts) = generate_speculative(&model, prompts.clone(), limit, stagger);
+                proposed += counts.proposed;
+                accepted += counts.accepted;
+                for ((case, want), (got, text)) in wants.iter().zip(&outs) {
+                    let label = format!("{name} {} (speculative, {limit} rows)", case["name"]);
+                    check_golden(&label, case, want, got, text);
+                }
+            }
+            assert!(proposed > 0, "{name}: nothing proposed");
+            eprintln!("{name}: speculation accepted {accepted} of {proposed} drafted tokens");
         }
     }
 
@@ -509,7 +526,29 @@ mod tests {
         limit: usize,
         stagger: usize,
     ) -> Vec<(Vec<u32>, String)> {
-        let mut batch: Batch<usize> = Batch::new(limit);
+        run_batch(model, Batch::new(limit), prompts, stagger).0
+    }
+
+    /// `generate` with drafts by prompt lookup (up to 5 tokens, trigrams down): the outputs and
+    /// the batch's counts.
+    fn generate_speculative(
+        model: &Model,
+        prompts: Vec<Vec<u32>>,
+        limit: usize,
+        stagger: usize,
+    ) -> (Vec<(Vec<u32>, String)>, crate::generate::batch::Counts) {
+        let spec = crate::generate::lookup::Speculation::new("prompt-lookup", None, None).unwrap();
+        spec.check(model).unwrap();
+        let batch = Batch::new(limit).with_speculation(Some(spec));
+        run_batch(model, batch, prompts, stagger)
+    }
+
+    fn run_batch(
+        model: &Model,
+        mut batch: Batch<usize>,
+        prompts: Vec<Vec<u32>>,
+        stagger: usize,
+    ) -> (Vec<(Vec<u32>, String)>, crate::generate::batch::Counts) {
         let mut out = vec![(Vec::new(), String::new()); prompts.len()];
         let mut waiting: std::collections::VecDeque<_> = prompts.into_iter().enumerate().collect();
         let mut steps = 0;
@@ -533,7 +572,7 @@ mod tests {
             }
             steps += 1;
         }
-        out
+        (out, batch.counts())
     }
 
     /// The same ids as Python's generate, or a split where Python's top-2 logits were within 1e-4.
