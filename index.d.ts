@@ -726,7 +726,9 @@ export declare namespace text {
      * (prompts run); with the `prefixCache` load option, `prefixCache`: the tokens held (`tokens`, each shared
      * start once, in `entries` spans of whole 16-token blocks, at most `maxTokens`), the prompts looked up
      * (`queries`) and their tokens (`queriedTokens`), the prompts that reused a prefix (`hits`), the tokens they
-     * did not run (`reusedTokens`) and the spans dropped to stay within the bound (`evictions`).
+     * did not run (`reusedTokens`) and the spans dropped to stay within the bound (`evictions`); with the
+     * `speculative` load option, `speculative`: its settings, the tokens drafted by prompt lookup
+     * (`proposedTokens`), those the model agreed with (`acceptedTokens`) and their share (`acceptance`).
      */
     stats(): {
       active: number;
@@ -744,6 +746,13 @@ export declare namespace text {
         hits: number;
         reusedTokens: number;
         evictions: number;
+      };
+      speculative?: {
+        maxDraft: number;
+        ngram: number;
+        proposedTokens: number;
+        acceptedTokens: number;
+        acceptance: number;
       };
     };
     /**
@@ -1561,11 +1570,28 @@ export interface AudioClassificationOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * A clip as transformers' pipelines take one as a dict: mono samples and their rate (resampled to
+ * the model's when they differ). `sampling_rate` and `array` are accepted for transformers' names.
+ */
+export interface AudioSamples {
+  /** The samples. */
+  raw: Float32Array;
+  /** Their rate in Hz (1..384000). */
+  samplingRate: number;
+}
+
 /** Options of `AudioClassificationPipeline.load`. */
 export interface AudioClassificationLoadOptions {
   /** Aborting rejects the load with `Aborted`. */
   signal?: AbortSignal;
 }
+
+/**
+ * A clip `run` takes: an encoded file (bytes or a path), samples at a rate, or samples at the
+ * model's rate.
+ */
+export type AudioInput = Uint8Array | string | AudioSamples | Float32Array;
 
 /** Speech for one text, as transformers' text-to-speech pipeline answers it. */
 export interface SpeechAudio {
@@ -1733,12 +1759,17 @@ export declare namespace audio {
     get isDisposed(): boolean;
     /**
      * The `topK` labels of a clip, best first (`[{label, score}]`), or of each of an array of clips
-     * (an array of those), as transformers' `pipeline('audio-classification')`: a clip is mono float32
-     * samples at `samplingRate` Hz, at least the model's shortest input (400 samples for
-     * wav2vec2-base and for AST), all finite; every clip is checked before any runs.
-     * Errors: `InvalidArg` (bad options or audio), `Aborted`, `Disposed`, `ForwardError`.
+     * (an array of those), as transformers' `pipeline('audio-classification')`. A clip is an encoded
+     * file (a Buffer or Uint8Array of WAV, FLAC, MP3 or Ogg/Vorbis, or a path to one: decoded,
+     * down-mixed to mono and resampled to `samplingRate` off the event loop, as the speech pipeline
+     * reads audio), `{ raw, samplingRate }` (mono samples at a rate, resampled when it is not the
+     * model's; transformers' `sampling_rate` / `array` names too), or mono float32 samples at
+     * `samplingRate` Hz. Each must be at least the model's shortest input (400 samples for
+     * wav2vec2-base and for AST) and finite, and at most 20 minutes; every clip is read and checked
+     * before any runs. Errors: `InvalidArg` (bad options or audio: "invalid audio: ..."), `Aborted`,
+     * `Disposed`, `ForwardError`.
      */
-    run(audio: Float32Array | Float32Array[], options?: AudioClassificationOptions): Promise<AudioClassificationLabel[] | AudioClassificationLabel[][]>;
+    run(audio: AudioInput | AudioInput[], options?: AudioClassificationOptions): Promise<AudioClassificationLabel[] | AudioClassificationLabel[][]>;
     /** Frees the programs; a call running finishes, later ones reject with `Disposed`. */
     dispose(): void;
     [Symbol.dispose](): void;
@@ -2100,7 +2131,8 @@ export interface ServeOptions {
   /** The limits on one request. */
   limits?: ServeLimits;
   /**
-   * Fetch http(s) image URLs in chats (`image_url`, `input_image`):
+   * Fetch http(s) image URLs in chats (`image_url`, `input_image`,
+   * Anthropic `image` blocks) and CLIP embeddings requests (`image_url` parts):
    * `true` from any host, or only from these hosts and their subdomains (vLLM's `--allowed-media-domains`);
    * at most `limits.maxImageBytes` within `limits.imageFetchTimeoutMs`, 3 redirects (each host checked), an
    * `image/*` answer. Default `false`: such a URL is a 400 (send `data:` URLs).
@@ -2184,6 +2216,11 @@ export interface ServeLimits {
    * (default 10 000); with `fetchImages` only.
    */
   imageFetchTimeoutMs?: number;
+  /**
+   * Images of one chat request (`image_url`, `input_image`, `image` parts, data:
+   * or http(s)) and http(s) images of one embeddings request (default 32).
+   */
+  maxImages?: number;
 }
 
 /**
@@ -2642,6 +2679,21 @@ export interface CausalLMOptions {
    * default (`torch-node serve` turns it on). See `stats().prefixCache`.
    */
   prefixCache?: { maxTokens: number }
+  /**
+   * Speculative decoding by prompt lookup: each step, each sequence proposes up to
+   * `maxDraft` tokens (default 5, at most 15) that followed the latest earlier occurrence
+   * of its last `ngram` tokens (default 3, then shorter), and the model checks them in
+   * the same call: greedy output is the same as without, sampled output has the same
+   * distribution. Faster where the output quotes the prompt (summaries, extraction,
+   * edits). Needs a model exported by this version (manifest format 2). See
+   * `stats().speculative` and docs/generation.md#speculative-decoding.
+   */
+  speculative?: { method: 'prompt-lookup'; maxDraft?: number; ngram?: number }
+  /**
+   * A chat template (Jinja) to use instead of the folder's (`chat_template.jinja` or
+   * `tokenizer_config.json`'s): one that renders tools, for a model whose own does not.
+   */
+  chatTemplate?: string
 }
 
 /** Options of `CausalLM.tokenize`; any other key is refused (`InvalidArg`). */
@@ -2900,6 +2952,16 @@ export interface SpecialTokens {
   padToken?: string
   clsToken?: string
   maskToken?: string
+}
+
+/** `speculative`'s options. */
+export interface SpeculativeOptions {
+  /** `'prompt-lookup'` (the only method). */
+  method?: 'prompt-lookup'
+  /** The most tokens proposed per sequence and step (1 to 15, default 5). */
+  maxDraft?: number
+  /** The longest n-gram looked up (1 to 8, default 3). */
+  ngram?: number
 }
 
 /** Stacks same-shape tensors along a new dim (default 0) into a new tensor (a copy). */

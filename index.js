@@ -271,6 +271,7 @@ const INTERNAL = new Set([
   '_GenerateRequest',
   '_Generation',
   '_SpeechModel',
+  '_decodeAudio',
 ])
 const exported = {}
 for (const [name, value] of Object.entries(native)) {

@@ -278,3 +278,33 @@ print(json.dumps(out))
     assert.ok(ticks >= 3, `the event loop turned ${ticks} times while generate rendered the chat`)
   })
 })
+
+// `chatTemplate` at load: the chat renders with it (tools included), and a template that cannot
+// render is refused at load, not on every request.
+describe('CausalLM.load(folder, {chatTemplate})', () => {
+  const LLAMA = path.join(REPO, 'models', 'golden', 'lm', 'llama-tiny')
+  const skip = !fs.existsSync(path.join(LLAMA, 'manifest.json')) && 'no llama-tiny: run `npm run models`'
+  test('renders with the given template; a syntax error or 2 MiB is InvalidArg at load', { skip }, async () => {
+    const template =
+      '{% if tools %}[tools {{ tools | length }}]{% endif %}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}'
+    const lm = await torch.text.CausalLM.load(LLAMA, { chatTemplate: template })
+    try {
+      const tokenizer = torch.text.Tokenizer.fromFile(LLAMA)
+      const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }]
+      const ids = await lm.tokenize([{ role: 'user', content: 'hi' }], { tools })
+      assert.equal(tokenizer.decode(ids), '[tools 1]<user>hi')
+    } finally {
+      lm.dispose()
+    }
+    for (const [bad, message] of [
+      ['{% for m in messages %}', /chat template: syntax error/],
+      ['x'.repeat(2 << 20), /chat template: 2097152 bytes, at most 1 MiB/],
+    ]) {
+      await assert.rejects(torch.text.CausalLM.load(LLAMA, { chatTemplate: bad }), (e) => {
+        assert.equal(e.code, 'InvalidArg')
+        assert.match(e.message, message)
+        return true
+      })
+    }
+  })
+})

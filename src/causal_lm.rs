@@ -507,6 +507,7 @@ struct Loaded(Model, Config);
 fn load_model(a: LoadArgs) -> anyhow::Result<Loaded> {
     let mut model = lm::load(&a.folder, a.options)?;
     if let Some(template) = a.chat_template {
+        chat_template::check(&template)?;
         model.tokenizer.set_chat_template(template);
     }
     if let Some(s) = &a.speculation {

@@ -302,10 +302,14 @@ class CausalLM {
    * (prompts run); with the `prefixCache` load option, `prefixCache`: the tokens held (`tokens`, each shared
    * start once, in `entries` spans of whole 16-token blocks, at most `maxTokens`), the prompts looked up
    * (`queries`) and their tokens (`queriedTokens`), the prompts that reused a prefix (`hits`), the tokens they
-   * did not run (`reusedTokens`) and the spans dropped to stay within the bound (`evictions`).
+   * did not run (`reusedTokens`) and the spans dropped to stay within the bound (`evictions`); with the
+   * `speculative` load option, `speculative`: its settings, the tokens drafted by prompt lookup
+   * (`proposedTokens`), those the model agreed with (`acceptedTokens`) and their share (`acceptance`).
    * @returns {{ active: number; queued: number; maxSequences: number; steps: number; rows: number;
    *   prefills: number; prefixCache?: { maxTokens: number; tokens: number; entries: number; queries: number;
-   *   queriedTokens: number; hits: number; reusedTokens: number; evictions: number } }}
+   *   queriedTokens: number; hits: number; reusedTokens: number; evictions: number };
+   *   speculative?: { maxDraft: number; ngram: number; proposedTokens: number; acceptedTokens: number;
+   *   acceptance: number } }}
    */
   stats() {
     return call(this.#native.stats, this.#native, [], 'CausalLM.stats')
