@@ -135,7 +135,10 @@ for (const [name, shortest] of Object.entries(MODELS)) {
       await assert.rejects(pipe.run(path.join(DIR, 'missing.wav')), coded('InvalidArg', /cannot read audio/))
       await assert.rejects(pipe.run({ raw: [0.1], samplingRate: 16000 }), coded('InvalidArg', /raw: expected/))
       await assert.rejects(pipe.run({ raw: samples }), coded('InvalidArg', /samplingRate/))
-      await assert.rejects(pipe.run({ raw: samples, samplingRate: 16000, x: 1 }), coded('InvalidArg', /unknown key/))
+      await assert.rejects(
+        pipe.run({ raw: samples, samplingRate: 16000, x: 1 }),
+        coded('InvalidArg', /unknown option 'x'; accepted: raw, array, samplingRate, sampling_rate/),
+      )
       await assert.rejects(
         pipe.run({ raw: samples, samplingRate: 1_000_000 }),
         coded('InvalidArg', /sampling rate of 1000000 Hz/),

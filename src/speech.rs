@@ -2,7 +2,7 @@
 //! `transcribe`, which decodes, resamples, extracts features and decodes tokens on the executor.
 //! lib/audio/speech-recognition.js is the user's class over it.
 use crate::error::{bail_code, guard, Code};
-use crate::napi::convert::Arg;
+use crate::napi::convert::{self, Arg};
 use crate::napi::js::{self, Val};
 use crate::napi::outcome::Outcome;
 use crate::napi::task::{self, abort_flag, prepare, Promise};
@@ -147,14 +147,37 @@ fn finish_samples(env: js::Env, samples: Vec<f32>) -> anyhow::Result<Val> {
 pub fn decode_audio(
     env: Env,
     audio: Unknown<'_>,
-    rate: u32,
-    source_rate: Option<u32>,
-    max_duration_s: Option<f64>,
+    rate: Arg,
+    source_rate: Arg,
+    max_duration_s: Arg,
     signal: Option<Unknown<'_>>,
 ) -> Outcome<Promise> {
     let audio = audio.raw();
     let signal = signal.map(|s| s.raw());
     guard(|| {
+        // Read here, not by napi's conversions: a wrong argument is InvalidArg, never a throw.
+        let optional = |a: Arg, what: &str| -> anyhow::Result<Option<f64>> {
+            let r = a.raw();
+            if js::is_nullish(r.env, r.val)? {
+                return Ok(None);
+            }
+            convert::number(r.env, r.val, what).map(Some)
+        };
+        let whole = |a: Arg, what: &str| -> anyhow::Result<Option<u32>> {
+            match optional(a, what)? {
+                None => Ok(None),
+                Some(x) if x.fract() == 0.0 && (1.0..=f64::from(u32::MAX)).contains(&x) => Ok(Some(x as u32)),
+                Some(x) => bail_code!(
+                    Code::InvalidArg,
+                    "{what}: expected a rate in Hz (an integer ≥ 1), got {x}"
+                ),
+            }
+        };
+        let Some(rate) = whole(rate, "rate")? else {
+            bail_code!(Code::InvalidArg, "rate: expected a rate in Hz (an integer ≥ 1)");
+        };
+        let source_rate = whole(source_rate, "sourceRate")?;
+        let max_duration_s = optional(max_duration_s, "maxDurationS")?;
         let prepared = prepare(|| {
             let limits = match max_duration_s {
                 Some(s) if s.is_finite() && s > 0.0 => Limits { max_seconds: s },

@@ -11,6 +11,9 @@ const path = require('node:path')
 const { codedError, describe, callNative } = require('../errors')
 const { loadAddon } = require('../addon')
 const opt = require('../options')
+
+/** A clip given as samples with their rate: `{ raw, samplingRate }` or `{ array, sampling_rate }`. */
+const CLIP_KEYS = opt.bag({ raw: opt.any, array: opt.any, samplingRate: opt.any, sampling_rate: opt.any })
 const torch = require('../torch')
 const { applyFunction } = require('../text/logits')
 
@@ -198,10 +201,8 @@ class AudioClassificationPipeline {
     if (clip instanceof Float32Array) return clip
     let sourceRate
     if (clip !== null && typeof clip === 'object' && !(clip instanceof Uint8Array)) {
-      const dict = /** @type {Record<string, unknown>} */ (clip)
-      const keys = Object.keys(dict)
-      const unknown = keys.find((k) => !['raw', 'array', 'samplingRate', 'sampling_rate'].includes(k))
-      if (unknown !== undefined) throw invalid(`${what}: unknown key '${unknown}' (raw, samplingRate)`, this.run)
+      // transformers' names (`array`, `sampling_rate`) beside transformers.js's; any other key is refused.
+      const dict = opt.read(clip, CLIP_KEYS, what, this.run)
       const raw = dict.raw ?? dict.array
       sourceRate = dict.samplingRate ?? dict.sampling_rate
       if (!(raw instanceof Float32Array)) {
