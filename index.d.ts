@@ -1813,11 +1813,11 @@ export declare namespace audio {
   /**
    * `audio` as a WAV file: 16-bit PCM (`'pcm16'`, the default: samples clamped to [-1, 1] and rounded
    * to ±32767, half away from zero) or 32-bit float (`'float32'`), mono, at `samplingRate`; the 44-byte RIFF header then the
-   * samples, little-endian. Errors: `InvalidArg`.
+   * samples, little-endian, as a Buffer (a Uint8Array: the typings need no Node types). Errors: `InvalidArg`.
    */
   export function encodeWav(audio: Float32Array, samplingRate: number, options?: {
     format?: 'pcm16' | 'float32';
-  }): Buffer;
+  }): Uint8Array;
 }
 
 /** One class in `torch.vision.classify`'s answer. */

@@ -306,11 +306,11 @@ function readSeed(seed, caller) {
 /**
  * `audio` as a WAV file: 16-bit PCM (`'pcm16'`, the default: samples clamped to [-1, 1] and rounded
  * to ±32767, half away from zero) or 32-bit float (`'float32'`), mono, at `samplingRate`; the 44-byte RIFF header then the
- * samples, little-endian. Errors: `InvalidArg`.
+ * samples, little-endian, as a Buffer (a Uint8Array: the typings need no Node types). Errors: `InvalidArg`.
  * @param {Float32Array} audio
  * @param {number} samplingRate
  * @param {{ format?: 'pcm16' | 'float32' }} [options]
- * @returns {Buffer}
+ * @returns {Uint8Array}
  */
 function encodeWav(audio, samplingRate, options) {
   if (tagOf.call(audio) !== 'Float32Array')
