@@ -4,7 +4,6 @@
 pub mod decode;
 pub mod mel;
 pub mod resample;
-pub mod zlib;
 
 pub use decode::{decode, Limits};
 

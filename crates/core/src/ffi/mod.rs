@@ -154,6 +154,7 @@ pub mod runtime;
 pub mod scalar;
 pub mod script;
 pub mod tensor;
+pub mod zlib;
 
 pub use crate::ivalue::schema::{MethodSchema, SchemaArg};
 pub use aoti::*;

@@ -115,7 +115,7 @@ pub enum Verdict {
 /// `len(data) / len(zlib.compress(data))` (level 6, zlib's default, as Python's `zlib.compress`).
 /// 0 where zlib fails (it does not, short of memory).
 pub fn zlib_ratio(data: &[u8]) -> f64 {
-    let compressed = crate::audio::zlib::compress(data, 6).map_or(0, |v| v.len());
+    let compressed = crate::ffi::zlib::compress(data, 6).map_or(0, |v| v.len());
     if compressed == 0 {
         return 0.0;
     }

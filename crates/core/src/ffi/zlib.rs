@@ -1,5 +1,5 @@
-//! zlib's `compress2` (libz-sys, zlib built from its source): the one foreign call of the audio
-//! module. Whisper's compression ratio must count the bytes Python's `zlib.compress` makes, and
+//! zlib's `compress2` (libz-sys, zlib built from its source), in ffi/ with the other foreign calls
+//! (used by the audio module). Whisper's compression ratio must count the bytes Python's `zlib.compress` makes, and
 //! the pure-Rust deflaters make others (docs/speech.md).
 use anyhow::{bail, Result};
 
