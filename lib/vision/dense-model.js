@@ -11,7 +11,7 @@
 const path = require('node:path')
 const { codedError, describe } = require('../errors')
 const torch = require('../torch')
-const { imageSource, readImages, readFolder, loadProgram, runBatched } = require('./model-folder')
+const { imageOrTensorSource, readImages, readFolder, loadProgram, runBatched } = require('./model-folder')
 
 /** @import { Batcher, Tensor } from '../../index' */
 /** @import { ImageCallOptions } from './model-folder' */
@@ -24,25 +24,6 @@ const EXPORTS = {
     'SegformerForSemanticSegmentation, DPTForSemanticSegmentation, Mask2FormerForUniversalSegmentation or DetrForSegmentation checkpoint with python/export_dense.py',
   'image-classification': '*ForImageClassification checkpoint with python/export_vision.py',
   'object-detection': 'DetrForObjectDetection or YolosForObjectDetection checkpoint with python/export_vision.py',
-}
-
-/** @param {string} message @param {Function} [caller] */
-const invalid = (message, caller) => codedError('InvalidArg', message, caller)
-
-/**
- * An image as the dense pipelines take it: a path, a data URL, bytes, or a uint8 RGB Tensor
- * `[3, H, W]` (as `torch.image.load(x, { dtype: 'uint8', layout: 'chw' })` gives).
- * @param {unknown} image @param {string} what @param {Function} [caller]
- * @returns {string | Uint8Array | Tensor}
- */
-function denseSource(image, what, caller) {
-  const { Tensor } = torch()
-  if (!(image instanceof Tensor)) return imageSource(image, what, caller)
-  if (image.dtype !== 'uint8' || image.ndim !== 3 || image.shape[0] !== 3) {
-    throw invalid(`${what}: expected a uint8 RGB Tensor [3, H, W], got ${image.dtype} [${image.shape}]`, caller)
-  }
-  if (image.shape[1] === 0 || image.shape[2] === 0) throw invalid(`${what}: the image is empty`, caller)
-  return image
 }
 
 /** The model, its processor and post-processing. Internal: a pipeline holds one. */
@@ -229,7 +210,7 @@ class DensePipeline {
  * @returns {Promise<T | T[]>}
  */
 async function predictAll(model, images, o, name, caller, each) {
-  const { batched, sources } = readImages(images, name, caller, denseSource)
+  const { batched, sources } = readImages(images, name, caller, imageOrTensorSource)
   const out = []
   for (let i = 0; i < sources.length; i += model.maxBatchSize) {
     const chunk = sources.slice(i, i + model.maxBatchSize)

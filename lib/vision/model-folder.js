@@ -52,6 +52,22 @@ function imageSource(image, what, caller) {
 }
 
 /**
+ * An image as the dense and detection pipelines take it: a source as imageSource takes it, or a
+ * uint8 RGB Tensor `[3, H, W]` (as `torch.image.load(x, { dtype: 'uint8', layout: 'chw' })` gives).
+ * @param {unknown} image @param {string} what @param {Function} [caller]
+ * @returns {string | Uint8Array | import('../../index').Tensor}
+ */
+function imageOrTensorSource(image, what, caller) {
+  const { Tensor } = torch()
+  if (!(image instanceof Tensor)) return imageSource(image, what, caller)
+  if (image.dtype !== 'uint8' || image.ndim !== 3 || image.shape[0] !== 3) {
+    throw invalid(`${what}: expected a uint8 RGB Tensor [3, H, W], got ${image.dtype} [${image.shape}]`, caller)
+  }
+  if (image.shape[1] === 0 || image.shape[2] === 0) throw invalid(`${what}: the image is empty`, caller)
+  return image
+}
+
+/**
  * A pipeline call's `images` (one, or an array) as sources, each checked by `read`, and whether
  * the call passed an array (then it gets an array back); InvalidArg for an empty array.
  * @template S
@@ -148,6 +164,7 @@ async function runBatched(batcher, input, o, disposed, check) {
 
 module.exports.CALL_OPTIONS = CALL_OPTIONS
 module.exports.imageSource = imageSource
+module.exports.imageOrTensorSource = imageOrTensorSource
 module.exports.readImages = readImages
 module.exports.readFolder = readFolder
 module.exports.loadProgram = loadProgram

@@ -8,9 +8,8 @@
 // truncated to integers as the pipeline's `box.int()` does.
 const { codedError } = require('../errors')
 const opt = require('../options')
-const torch = require('../torch')
 const { OwlModel } = require('./owl-model')
-const { CALL_OPTIONS, imageSource, readImages } = require('./model-folder')
+const { CALL_OPTIONS, imageOrTensorSource, readImages } = require('./model-folder')
 
 /** @import { Tensor } from '../../index' */
 /** @import { DetectionBox } from './object-detection' */
@@ -68,20 +67,6 @@ const LOAD = Symbol('ZeroShotObjectDetectionPipeline.load')
 
 /** @param {string} message @param {Function} [caller] */
 const invalid = (message, caller) => codedError('InvalidArg', message, caller)
-
-/**
- * A source as torch.image.load takes it, or a uint8 RGB Tensor `[3, H, W]`.
- * @param {unknown} image @param {string} what @param {Function} [caller] @returns {string | Uint8Array | Tensor}
- */
-function detectionSource(image, what, caller) {
-  const { Tensor } = torch()
-  if (!(image instanceof Tensor)) return imageSource(image, what, caller)
-  if (image.dtype !== 'uint8' || image.ndim !== 3 || image.shape[0] !== 3) {
-    throw invalid(`${what}: expected a uint8 RGB Tensor [3, H, W], got ${image.dtype} [${image.shape}]`, caller)
-  }
-  if (image.shape[1] === 0 || image.shape[2] === 0) throw invalid(`${what}: the image is empty`, caller)
-  return image
-}
 
 /**
  * ZeroShotObjectDetectionPipeline.postprocess of one image: the patches scoring above the
@@ -180,7 +165,7 @@ class ZeroShotObjectDetectionPipeline {
   async run(images, options) {
     const name = 'ZeroShotObjectDetectionPipeline.run'
     const caller = this.run
-    const { batched, sources } = readImages(images, name, caller, detectionSource)
+    const { batched, sources } = readImages(images, name, caller, imageOrTensorSource)
     if (options === undefined) {
       throw invalid(`${name}: options.candidateLabels: expected labels to look for, got none`, caller)
     }
