@@ -812,10 +812,51 @@ export interface FillMaskOptions {
 }
 
 /**
+ * A content part as transformers' chat templates take it: text, or an image given by exactly one of
+ * `image` (what `CausalLM.generate` takes: a path, a data URL, a Buffer, a uint8 RGB Tensor), `url` (a
+ * path or a `data:image/...;base64,` URL; http(s) URLs are not fetched here), `path`, or `base64` (the
+ * file's bytes, base64-encoded).
+ */
+export type ImageTextPart = {
+  type: 'text';
+  text: string;
+} | {
+  type: 'image';
+  image?: ChatImage;
+  url?: string;
+  path?: string;
+  base64?: string;
+};
+
+/** A chat message: a string, or text and image parts in order. */
+export interface ImageTextMessage {
+  role: string;
+  content: string | ImageTextPart[];
+}
+
+/**
+ * One answer: `inputText`, the chat as given; `generatedText`, the chat with the assistant's turn
+ * appended (`{role: 'assistant', content}`), or with `returnFullText: false` that turn's text alone.
+ */
+export interface ImageTextToTextResult {
+  inputText: ImageTextMessage[];
+  generatedText: string | ImageTextMessage[];
+}
+
+/**
+ * `run`'s options: CausalLM's generation options (`maxNewTokens`, `temperature`, `topK`, `topP`,
+ * `minP`, `repetitionPenalty`, `seed`, `stop`, `responseFormat`, `signal`, `timeoutMs`) and
+ * `returnFullText` (default true, as transformers).
+ */
+export type ImageTextToTextOptions = GenerateOptions & {
+  returnFullText?: boolean;
+};
+
+/**
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
  */
-export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'zero-shot-object-detection' | 'text-generation' | 'automatic-speech-recognition' | 'audio-classification' | 'text-to-speech';
+export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'zero-shot-object-detection' | 'text-generation' | 'image-text-to-text' | 'automatic-speech-recognition' | 'audio-classification' | 'text-to-speech';
 
 /** Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal). */
 export type PipelineOptions = SentenceEncoderOptions;
@@ -1240,6 +1281,23 @@ export interface FillMaskPipeline extends EncoderPipeline {
   run(input: string | string[], options?: FillMaskOptions): Promise<FillMaskResult[] | FillMaskResult[][] | FillMaskResult[][][]>;
 }
 
+export interface ImageTextToTextPipeline {
+  /** `'image-text-to-text'`. */
+  get task(): string;
+  /** The CausalLM underneath: `generate` (streaming), `stats()`, `program`, its tokenizer. */
+  get model(): text.CausalLM;
+  /**
+   * Answers a chat whose messages may hold images; an array of chats gives an array of answers,
+   * generated concurrently (sharing the model's steps). transformers' other form, images and a raw
+   * text prompt given apart, is refused (`InvalidArg`): put the images in the chat. Errors:
+   * `InvalidArg`, `QueueFull`, `Disposed`.
+   */
+  run(input: ImageTextMessage[] | ImageTextMessage[][], options?: ImageTextToTextOptions): Promise<ImageTextToTextResult[] | ImageTextToTextResult[][]>;
+  /** Frees the model; generations running end with `finishReason: 'aborted'`. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
 /**
  * What every pipeline over an exported head has: the folder's tokenizer, its sequence length, the
  * Batcher's counts, dispose. Subclasses read the encoder through `encoder`.
@@ -1537,14 +1595,15 @@ export interface ZeroShotObjectDetectionPipeline {
  * export), `'depth-estimation'` (DPT, Depth Anything), `'image-segmentation'` (semantic: Segformer,
  * DPT), `'image-classification'` (a `*ForImageClassification` export: ViT, ConvNeXt, ...),
  * `'object-detection'` (DETR, YOLOS), `'zero-shot-object-detection'` (OWL-ViT, OWLv2: boxes for any
- * labels), `'text-generation'` (a causal LM: `CausalLM.load`'s options),
+ * labels), `'text-generation'` (a causal LM: `CausalLM.load`'s options), `'image-text-to-text'` (a
+ * vision-language export: chats with images),
  * `'automatic-speech-recognition'` (a WhisperForConditionalGeneration export: speech to text).
  * (torchvision classifiers and detectors are ScriptModules: `torch.vision.classify`, `ScriptModule`.)
  * Concurrent `run` calls share
  * forwards.
  * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
  */
-export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline : T extends 'fill-mask' ? FillMaskPipeline : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : T extends 'depth-estimation' ? DepthEstimationPipeline : T extends 'image-segmentation' ? ImageSegmentationPipeline : T extends 'image-classification' ? ImageClassificationPipeline : T extends 'object-detection' ? ObjectDetectionPipeline : T extends 'zero-shot-object-detection' ? ZeroShotObjectDetectionPipeline : T extends 'text-generation' ? TextGenerationPipeline : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline : T extends 'audio-classification' ? audio.AudioClassificationPipeline : T extends 'text-to-speech' ? audio.TextToSpeechPipeline : FeatureExtractionPipeline>;
+export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline : T extends 'fill-mask' ? FillMaskPipeline : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : T extends 'depth-estimation' ? DepthEstimationPipeline : T extends 'image-segmentation' ? ImageSegmentationPipeline : T extends 'image-classification' ? ImageClassificationPipeline : T extends 'object-detection' ? ObjectDetectionPipeline : T extends 'zero-shot-object-detection' ? ZeroShotObjectDetectionPipeline : T extends 'text-generation' ? TextGenerationPipeline : T extends 'image-text-to-text' ? ImageTextToTextPipeline : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline : T extends 'audio-classification' ? audio.AudioClassificationPipeline : T extends 'text-to-speech' ? audio.TextToSpeechPipeline : FeatureExtractionPipeline>;
 
 /** One label of a clip, as transformers' audio-classification pipeline answers it. */
 export interface AudioClassificationLabel {

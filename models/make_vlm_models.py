@@ -18,7 +18,9 @@ Writes (generated, under models/golden/, which git ignores):
   vlm/gemma3-tiny*, vlm/smolvlm-tiny*   the same for Gemma3ForConditionalGeneration and
                             SmolVLMForConditionalGeneration (SmolVLM's processor settings and chat
                             template, shrunk: 32-pixel tiles, longest edge 128); vlm/smolvlm-images/
-                            the extra test images (a portrait one and one smaller than a tile)
+                            the extra test images (a portrait one and one smaller than a tile);
+                            gemma3-tiny.golden.json's "pipeline": transformers'
+                            pipeline('image-text-to-text') answers to the same chats
 
 Remade only when this script, python/ or the tokenizer changed (llava-tiny/.source-hash).
 """
@@ -294,6 +296,24 @@ def goldens(folder, cases=CASES, image_dir=None):
     return {"new_tokens": NEW_TOKENS, "image_token_id": model.config.image_token_id, "cases": done}
 
 
+def pipeline_goldens(folder, cases=CASES):
+    """transformers' pipeline('image-text-to-text') on each case's chat (image parts as {"type":
+    "image", "url": path}), greedy: the assistant turn's text it appends (torch.pipeline's golden)."""
+    import torch
+    import transformers
+
+    pipe = transformers.pipeline("image-text-to-text", model=folder, dtype=torch.float32)
+    done = []
+    for case in cases:
+        images = iter(os.path.join(HERE, "images", n) for n in case["images"])
+        messages = [m if isinstance(m["content"], str) else
+                    {"role": m["role"], "content": [{"type": "image", "url": next(images)} if p["type"] == "image"
+                                                    else p for p in m["content"]]} for m in case["messages"]]
+        out = pipe(text=messages, max_new_tokens=NEW_TOKENS, generate_kwargs={"do_sample": False})
+        done.append({"name": case["name"], "generated": out[0]["generated_text"][-1]["content"]})
+    return done
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=os.path.join(HERE, "golden", "vlm"))
@@ -323,8 +343,11 @@ def main():
         worst = manifest["check"]["max_logit_difference"]
         if name == SMOLVLM and not worst <= 1e-4:  # this fixture's stated tolerance (docs/multimodal.md)
             sys.exit(f"make_vlm_models.py: {name}: model.pt2 differs from transformers by {worst} (> 1e-4)")
+        golden = goldens(src, cases, args.out)
+        if name == GEMMA3:
+            golden["pipeline"] = pipeline_goldens(src, cases)
         with open(os.path.join(args.out, f"{name}.golden.json"), "w") as f:
-            json.dump(goldens(src, cases, args.out), f)
+            json.dump(golden, f)
         with open(stamp, "w") as f:
             f.write(digest)
         log(f"{name}: written")

@@ -25,6 +25,7 @@ const { ImageClassificationPipeline } = require('../vision/image-classification'
 const { ObjectDetectionPipeline } = require('../vision/object-detection')
 const { ZeroShotObjectDetectionPipeline } = require('../vision/zero-shot-object-detection')
 const { TextGenerationPipeline } = require('./text-generation')
+const { ImageTextToTextPipeline } = require('./image-text-to-text')
 const { SpeechRecognitionPipeline } = require('../audio/speech-recognition')
 const { AudioClassificationPipeline } = require('../audio/audio-classification')
 const { TextToSpeechPipeline } = require('../audio/text-to-speech')
@@ -42,7 +43,7 @@ const { TextToSpeechPipeline } = require('../audio/text-to-speech')
 /**
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
- * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'zero-shot-object-detection' | 'text-generation' | 'automatic-speech-recognition' | 'audio-classification' | 'text-to-speech'} PipelineTask
+ * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'zero-shot-object-detection' | 'text-generation' | 'image-text-to-text' | 'automatic-speech-recognition' | 'audio-classification' | 'text-to-speech'} PipelineTask
  */
 /**
  * Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal).
@@ -99,6 +100,11 @@ const OWN_LOAD_TASKS = {
     load: ZeroShotObjectDetectionPipeline.load,
   },
   'text-generation': { kind: 'causal-lm', what: 'a causal-LM export', load: TextGenerationPipeline.load },
+  'image-text-to-text': {
+    kind: 'causal-lm',
+    what: 'a vision-language export (LLaVA, Gemma 3, SmolVLM: python/export_vlm.py)',
+    load: ImageTextToTextPipeline.load,
+  },
   'automatic-speech-recognition': {
     kind: 'whisper',
     what: 'a WhisperForConditionalGeneration export (python/export_whisper.py)',
@@ -155,7 +161,8 @@ function readManifest(folder) {
  * export), `'depth-estimation'` (DPT, Depth Anything), `'image-segmentation'` (semantic: Segformer,
  * DPT), `'image-classification'` (a `*ForImageClassification` export: ViT, ConvNeXt, ...),
  * `'object-detection'` (DETR, YOLOS), `'zero-shot-object-detection'` (OWL-ViT, OWLv2: boxes for any
- * labels), `'text-generation'` (a causal LM: `CausalLM.load`'s options),
+ * labels), `'text-generation'` (a causal LM: `CausalLM.load`'s options), `'image-text-to-text'` (a
+ * vision-language export: chats with images),
  * `'automatic-speech-recognition'` (a WhisperForConditionalGeneration export: speech to text).
  * (torchvision classifiers and detectors are ScriptModules: `torch.vision.classify`, `ScriptModule`.)
  * Concurrent `run` calls share
@@ -178,6 +185,7 @@ function readManifest(folder) {
  *   : T extends 'object-detection' ? ObjectDetectionPipeline
  *   : T extends 'zero-shot-object-detection' ? ZeroShotObjectDetectionPipeline
  *   : T extends 'text-generation' ? TextGenerationPipeline
+ *   : T extends 'image-text-to-text' ? ImageTextToTextPipeline
  *   : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline
  *   : T extends 'audio-classification' ? audio.AudioClassificationPipeline
  *   : T extends 'text-to-speech' ? audio.TextToSpeechPipeline : FeatureExtractionPipeline>}
