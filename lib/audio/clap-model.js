@@ -242,7 +242,6 @@ class ClapModel {
     }
     const got = /** @type {Float32Array} */ (samples)
     if (got.length === 0) throw invalid(`${what}: the clip is empty (0 samples)`, caller)
-    checkFinite(got, what, caller)
     if (got.length > this.maxSamples) {
       const fe = this.#manifest.featureExtractor
       throw invalid(
@@ -252,6 +251,7 @@ class ClapModel {
         caller,
       )
     }
+    checkFinite(got, what, caller)
     return got
   }
 
