@@ -10,6 +10,7 @@ const USAGE = `usage: torch-node serve --model NAME=FOLDER [--model NAME=FOLDER 
          [--port 8000] [--api-key KEY] [--max-sequences N] [--max-queue N] [--prefix-cache TOKENS]
          [--lazy] [--max-loaded N] [--max-memory SIZE] [--idle SECONDS] [--shutdown-timeout 10]
          [--fetch-images | --allowed-media-domains HOST[,HOST...]] [--chat-template NAME=FILE ...]
+         [--speculative [NAME=]prompt-lookup[,max-draft=N][,ngram=N] ...]
 
 Serves torch-node model folders (\`npx torch-node export\`) with OpenAI's API: causal LMs on
 /v1/chat/completions, /v1/completions, /v1/responses and Anthropic's /v1/messages, sentence encoders
@@ -40,6 +41,10 @@ is read from its manifest.json.
   --allowed-media-domains  fetch them only from these hosts and their subdomains (vLLM's flag)
   --chat-template     NAME=FILE: model NAME's chat template is FILE (Jinja) instead of its
                       folder's, e.g. one that renders tools (repeatable)
+  --speculative       causal LMs: speculative decoding by prompt lookup (drafts copied from the
+                      prompt and output, checked in one step; greedy output unchanged), for every
+                      causal LM or, with NAME=, that one (repeatable); max-draft: tokens drafted
+                      a step (1 to 15, default 5), ngram: the longest match looked up (default 3)
 See docs/serving.md.`
 
 const ROUTES = {
@@ -77,6 +82,31 @@ function integer(value, flag, min) {
   return n
 }
 
+/**
+ * One `--speculative [NAME=]prompt-lookup[,max-draft=N][,ngram=N]`: the model it names (null: every
+ * causal LM) and `CausalLM.load`'s `speculative` option (its ranges checked by the load).
+ * @param {string} value
+ */
+function speculative(value) {
+  const [head, ...settings] = value.split(',')
+  const at = head.indexOf('=')
+  const [name, method] = at >= 0 ? [head.slice(0, at), head.slice(at + 1)] : [null, head]
+  if (name === '' || method !== 'prompt-lookup')
+    throw new UsageError(
+      `--speculative: expected [NAME=]prompt-lookup[,max-draft=N][,ngram=N], got ${JSON.stringify(value)}`,
+    )
+  /** @type {{ method: string; maxDraft?: number; ngram?: number }} */
+  const spec = { method }
+  for (const s of settings) {
+    const [key, n] = s.split('=')
+    const option = { 'max-draft': 'maxDraft', ngram: 'ngram' }[key]
+    if (!option || n === undefined || Object.hasOwn(spec, option))
+      throw new UsageError(`--speculative: expected max-draft=N or ngram=N (once each), got ${JSON.stringify(s)}`)
+    spec[/** @type {'maxDraft' | 'ngram'} */ (option)] = /** @type {number} */ (integer(n, `--speculative ${key}`, 1))
+  }
+  return { name, spec }
+}
+
 /** The options of `torch.serve` from the command line. @param {string[]} argv */
 function parse(argv) {
   let parsed
@@ -99,6 +129,7 @@ function parse(argv) {
         'fetch-images': { type: 'boolean' },
         'allowed-media-domains': { type: 'string' },
         'chat-template': { type: 'string', multiple: true },
+        speculative: { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h' },
       },
     })
@@ -137,6 +168,19 @@ function parse(argv) {
       throw new UsageError(`--chat-template: ${/** @type {Error} */ (e).message}`)
     }
   }
+  // A NAME= one is that model's, whatever the order; one without NAME, every other causal LM's.
+  /** @type {string[]} */
+  const speculativeNamed = []
+  for (const given of v.speculative ?? []) {
+    const { name, spec } = speculative(given)
+    if (name !== null && !Object.hasOwn(models, name))
+      throw new UsageError(`--speculative: no --model named ${JSON.stringify(name)}`)
+    if (name !== null && speculativeNamed.includes(name))
+      throw new UsageError(`--speculative: ${JSON.stringify(name)} is given twice`)
+    if (name !== null) speculativeNamed.push(name)
+    for (const [n, m] of Object.entries(models))
+      if (name === null ? !speculativeNamed.includes(n) : n === name) m.speculative = spec
+  }
   const port = integer(v.port, '--port', 0)
   if (port > 65535) throw new UsageError(`--port: expected 0 to 65535, got ${v.port}`)
   const shutdownSeconds = Number(v['shutdown-timeout'])
@@ -164,6 +208,7 @@ function parse(argv) {
     ...(maxMemory !== undefined && { maxMemory }),
     ...(idleSeconds > 0 && { idleMs: Math.round(idleSeconds * 1000) }),
     ...(fetchImages !== undefined && { fetchImages }),
+    ...(speculativeNamed.length > 0 && { speculativeNamed }),
   }
 }
 
@@ -186,13 +231,15 @@ async function main(argv) {
     return 0
   }
   const { serve, kindOf, servedKind } = require('./index')
-  // --max-sequences and --prefix-cache are the causal LMs' alone.
+  // --max-sequences, --prefix-cache and --speculative are the causal LMs' alone (a --speculative
+  // NAME= for another kind stays: its load refuses it, naming the option).
   // (A folder without a manifest keeps them: serve() says what is wrong with the folder.)
-  for (const spec of Object.values(o.models)) {
+  for (const [name, spec] of Object.entries(o.models)) {
     try {
       if (kindOf(spec.folder) !== 'causal-lm') {
         delete spec.maxSequences
         delete spec.prefixCache
+        if (!o.speculativeNamed?.includes(name)) delete spec.speculative
       }
     } catch {}
   }

@@ -67,6 +67,9 @@ const { LIMITS } = require('./requests')
  * @property {string} [chatTemplate] Causal LMs: a chat template (Jinja text) to use instead of the folder's,
  *   e.g. one that renders tools for a model whose own does not (`CausalLM.load`'s `chatTemplate`; the CLI's
  *   `--chat-template NAME=FILE`).
+ * @property {{ method: 'prompt-lookup'; maxDraft?: number; ngram?: number }} [speculative] Causal LMs:
+ *   speculative decoding by prompt lookup (`CausalLM.load`'s `speculative`; the CLI's `--speculative`); the
+ *   drafted and accepted tokens are on `/metrics`.
  * @property {{ maxTokens: number }} [prefixCache] Causal LMs: keep prompts' keys and values, up to `maxTokens`
  *   in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; on in `torch.serve` with
  *   `maxTokens: 8192` unless given; `{ maxTokens: 0 }` turns it off).

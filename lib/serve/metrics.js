@@ -93,6 +93,8 @@ class Metrics {
   #unloads = new Map()
   /** @type {Map<string, number>} prefix-cache tokens reused by models since unloaded (counters stay monotonic) */
   #reusedBefore = new Map()
+  /** @type {Map<string, number>} drafted and accepted tokens of models since unloaded (`model\0proposed|accepted`) */
+  #draftsBefore = new Map()
   inFlight = 0
   #maxMemory
 
@@ -157,7 +159,12 @@ class Metrics {
   unloaded(model, reason, served) {
     add(this.#unloads, `${model}\0${reason}`)
     try {
-      add(this.#reusedBefore, model, served.stats().prefixCache?.reusedTokens ?? 0)
+      const stats = served.stats()
+      add(this.#reusedBefore, model, stats.prefixCache?.reusedTokens ?? 0)
+      if (stats.speculative) {
+        add(this.#draftsBefore, `${model}\0proposed`, stats.speculative.proposedTokens)
+        add(this.#draftsBefore, `${model}\0accepted`, stats.speculative.acceptedTokens)
+      }
     } catch {} // a model whose stats throw has nothing to carry
   }
 
@@ -222,6 +229,25 @@ class Metrics {
     )
     perLm('vllm:prefix_cache_hits_total', 'counter', 'Prompt tokens the prefix cache held (not run again).', (s, m) =>
       s?.prefixCache || this.#reusedBefore.has(m.name) ? reused(s, m) : undefined,
+    )
+    // Speculative decoding (--speculative), as vLLM names its counters.
+    const drafts =
+      (/** @type {'proposed' | 'accepted'} */ which) => (/** @type {any} */ s, /** @type {ModelState} */ m) => {
+        const before = this.#draftsBefore.get(`${m.name}\0${which}`)
+        const now = s?.speculative?.[`${which}Tokens`]
+        return now === undefined && before === undefined ? undefined : (before ?? 0) + (now ?? 0)
+      }
+    perLm(
+      'vllm:spec_decode_num_draft_tokens_total',
+      'counter',
+      'Tokens drafted by speculative decoding (prompt lookup).',
+      drafts('proposed'),
+    )
+    perLm(
+      'vllm:spec_decode_num_accepted_tokens_total',
+      'counter',
+      'Drafted tokens the model agreed with (kept).',
+      drafts('accepted'),
     )
     head('vllm:request_success_total', 'counter', 'Generations finished, by finish reason.')
     for (const [key, n] of this.#finished) {
