@@ -5,7 +5,8 @@
 // goldens): input_features within 1e-5, labels in order and scores within 1e-5 for a clip shorter
 // than the maximum, one exactly at it, one just past it (fused: taken whole, as transformers does)
 // and a band-limited chord; the chord given at 44.1 kHz (resampled by rubato, transformers' clip
-// computed at 16 kHz) within 1e-3; batches and concurrent callers equal single calls; coded errors.
+// computed at 16 kHz) within 1e-3; batches and concurrent callers equal single calls; coded errors;
+// the extractor's 'pad' and 'repeat' paddings (the models use repeatpad) within 1e-5 too.
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -201,3 +202,27 @@ for (const [name, longest] of Object.entries(MODELS)) {
     })
   })
 }
+
+test(
+  "ClapFeatureExtractor's other paddings ('pad', 'repeat') as export_clap.py scripts them",
+  { skip: SKIP, ...TIMEOUT },
+  async () => {
+    const clip = floats(goldens.samples.short)
+    for (const padding of goldens.inputs.paddings) {
+      const want = goldens.paddings[padding]
+      const preprocess = await torch.ScriptModule.load(path.join(DIR, `preprocess-${padding}.pt`))
+      try {
+        const features = await preprocess.forward(torch.fromBuffer(clip, [clip.length]))
+        assert.deepEqual(features.shape, want.featureShape)
+        const expected = floats(want.inputFeatures)
+        const got = features.toTypedArray()
+        let diff = 0
+        for (let i = 0; i < expected.length; i++) diff = Math.max(diff, Math.abs(got[i] - expected[i]))
+        assert.ok(diff <= FEATURE_TOLERANCE, `${padding}: input_features differ by ${diff}`)
+        features.dispose()
+      } finally {
+        preprocess.dispose()
+      }
+    }
+  },
+)

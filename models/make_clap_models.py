@@ -18,7 +18,9 @@ hop, 400-sample window, repeatpad:
                         extractor's input_features and pipeline('zero-shot-audio-classification')'s
                         answer with LABELS (the default template and TEMPLATE); the 'resampled' clip
                         also at 44.1 kHz (the same tone, computed at that rate) for the decoder's
-                        resampling
+                        resampling; and for the unfused extractor with `padding` 'pad' and
+                        'repeat' (PADDINGS), the 'short' clip's input_features
+  clap/preprocess-<padding>.pt  those extractors as export_clap.py scripts them
 
 Idempotent: a source is rewritten only when its recipe changes, an export only when its source or
 export_clap.py changed, the goldens only when an export or the inputs changed.
@@ -41,6 +43,8 @@ TEMPLATE = "The sound of {}, recorded outside."
 # name: (seconds, kind): shorter than the 1 s maximum (repeat-padded), exactly at it, 100 samples
 # past it (fusion: the one length past the maximum transformers takes whole; rand_trunc: refused,
 # so not run through the unfused model), and a tone given at 44.1 kHz.
+# The other paddings ClapFeatureExtractor takes (the models use repeatpad): their preprocess.pt checked too.
+PADDINGS = ["pad", "repeat"]
 CLIPS = {"short": [3000, "noise"], "exact": [16000, "tone"], "past": [16100, "noise"], "resampled": [7000, "chord"]}
 
 
@@ -114,6 +118,22 @@ def export(source, out):
     return read_json(os.path.join(out, "manifest.json"))
 
 
+def padding_goldens(out):
+    """preprocess-<padding>.pt for the unfused extractor with each of PADDINGS, and transformers'
+    input_features of the 'short' clip with it."""
+    import torch
+    from transformers import ClapFeatureExtractor
+
+    module = exporter("export_clap")
+    golden = {}
+    for padding in PADDINGS:
+        extractor = ClapFeatureExtractor.from_pretrained(os.path.join(out, "clap-src"), padding=padding)
+        torch.jit.script(module.Preprocess(torch, extractor)).save(os.path.join(out, f"preprocess-{padding}.pt"))
+        features = extractor([clip_samples("short")], sampling_rate=RATE, return_tensors="np")["input_features"]
+        golden[padding] = {"inputFeatures": b64(features[0]), "featureShape": list(features.shape[1:])}
+    return golden
+
+
 def goldens(source, name):
     from transformers import pipeline
 
@@ -155,8 +175,9 @@ def main():
         make_source(source, name, tokenizer_dir)
         hashes[name] = export(source, os.path.join(args.out, name))["source"]["hash"]
     path = os.path.join(args.out, "goldens.json")
-    inputs = {"clips": CLIPS, "labels": LABELS, "template": TEMPLATE, "rate": RATE, "sourceRate": SOURCE_RATE}
-    if up_to_date(log, path, {"exportHashes": hashes, "inputs": inputs}):
+    inputs = {"clips": CLIPS, "paddings": PADDINGS, "labels": LABELS, "template": TEMPLATE, "rate": RATE, "sourceRate": SOURCE_RATE}
+    if up_to_date(log, path, {"exportHashes": hashes, "inputs": inputs}) and all(
+            os.path.exists(os.path.join(args.out, f"preprocess-{padding}.pt")) for padding in PADDINGS):
         return
     import transformers
 
@@ -167,6 +188,7 @@ def main():
         "inputs": inputs,
         "samples": {clip: b64(clip_samples(clip)) for clip in CLIPS},
         "resampledSource": b64(clip_samples("resampled", SOURCE_RATE)),
+        "paddings": padding_goldens(args.out),
         **{name: goldens(os.path.join(args.out, f"{name}-src"), name) for name in MODELS},
     })
     log(f"{os.path.relpath(path, ROOT)}: written")

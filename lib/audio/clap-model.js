@@ -140,7 +140,11 @@ class ClapModel {
     // request's rows whole): a call with thousands of labels is a few requests, not thousands.
     /** @type {Map<number, number[]>} */
     const byLength = new Map()
-    ids.forEach((row, i) => byLength.set(row.length, [...(byLength.get(row.length) ?? []), i]))
+    ids.forEach((row, i) => {
+      const group = byLength.get(row.length)
+      if (group) group.push(i)
+      else byLength.set(row.length, [i])
+    })
     const out = new Array(texts.length)
     const chunks = [...byLength.values()].flatMap((group) => chunked(group, this.#maxBatchSize))
     await Promise.all(
