@@ -24,8 +24,16 @@ function run(cmd, args, env) {
 // engine), and the install cache's file work (the install itself runs on Node 22 and 26 in
 // `npm run try:registry`). They run on the main line (`npm test`); under another line they would
 // add ~80 s each (measured 2026-11-28, AMD EPYC Zen 3, Node 22) and test the same code paths.
+// Then the repository's own checks and pure-JS parsing, whose inputs are files and strings, not
+// the runtime: the lockfile and npm config (install), `npm pack`'s file list (package), the docs'
+// flag table (serve-docs), the libtorch headers' version (libtorch-version), index.d.ts under tsc
+// (typescript), option-bag checks (options), tool-call parsing (tool-calls, tool-calls-stream) and
+// the Triton config writer checked by Triton's Python (triton-repository): ~10 s a line (process
+// starts included; 2026-11-30, same machine).
 // What depends on the line (lifetimes, memory, workers, exit, finalizers, hostile input, the
-// executor, streams, servers, the docs' examples) runs on every line.
+// executor, streams, servers, the addon loading from a moved folder (build), the docs' examples)
+// runs on every line: 3 x ~350 s in CI, of which hostile-session-surfaces, lifetime,
+// text-lifetime, memory and tokenizer (hostile input) are a third.
 const MAIN_LINE_ONLY = new Set([
   'aot.test.js',
   'cache.test.js',
@@ -33,11 +41,20 @@ const MAIN_LINE_ONLY = new Set([
   'convert.test.js',
   'detection.test.js',
   'image.test.js',
+  'install.test.js',
+  'libtorch-version.test.js',
   'lm-families.test.js',
   'math.test.js',
   'optimize.test.js',
+  'options.test.js',
+  'package.test.js',
   'repr.test.js',
+  'serve-docs.test.js',
   'structured-output.test.js',
+  'tool-calls-stream.test.js',
+  'tool-calls.test.js',
+  'triton-repository.test.js',
+  'typescript.test.js',
   'vision.test.js',
 ])
 
