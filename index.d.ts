@@ -856,7 +856,7 @@ export type ImageTextToTextOptions = GenerateOptions & {
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
  */
-export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'zero-shot-object-detection' | 'text-generation' | 'image-text-to-text' | 'automatic-speech-recognition' | 'audio-classification' | 'text-to-speech';
+export type PipelineTask = 'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'zero-shot-object-detection' | 'text-generation' | 'image-text-to-text' | 'automatic-speech-recognition' | 'audio-classification' | 'zero-shot-audio-classification' | 'text-to-speech';
 
 /** Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal). */
 export type PipelineOptions = SentenceEncoderOptions;
@@ -1597,13 +1597,14 @@ export interface ZeroShotObjectDetectionPipeline {
  * `'object-detection'` (DETR, YOLOS), `'zero-shot-object-detection'` (OWL-ViT, OWLv2: boxes for any
  * labels), `'text-generation'` (a causal LM: `CausalLM.load`'s options), `'image-text-to-text'` (a
  * vision-language export: chats with images),
- * `'automatic-speech-recognition'` (a WhisperForConditionalGeneration export: speech to text).
+ * `'automatic-speech-recognition'` (a WhisperForConditionalGeneration export: speech to text),
+ * `'zero-shot-audio-classification'` (a ClapModel export).
  * (torchvision classifiers and detectors are ScriptModules: `torch.vision.classify`, `ScriptModule`.)
  * Concurrent `run` calls share
  * forwards.
  * Errors: `InvalidArg` (an unknown task, options), `ModelLoadError` (a folder of another task).
  */
-export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline : T extends 'fill-mask' ? FillMaskPipeline : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : T extends 'depth-estimation' ? DepthEstimationPipeline : T extends 'image-segmentation' ? ImageSegmentationPipeline : T extends 'image-classification' ? ImageClassificationPipeline : T extends 'object-detection' ? ObjectDetectionPipeline : T extends 'zero-shot-object-detection' ? ZeroShotObjectDetectionPipeline : T extends 'text-generation' ? TextGenerationPipeline : T extends 'image-text-to-text' ? ImageTextToTextPipeline : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline : T extends 'audio-classification' ? audio.AudioClassificationPipeline : T extends 'text-to-speech' ? audio.TextToSpeechPipeline : FeatureExtractionPipeline>;
+export declare function pipeline<T extends PipelineTask>(task: T, folder: string, options?: PipelineOptions): Promise<T extends 'text-classification' | 'sentiment-analysis' ? TextClassificationPipeline : T extends 'text-ranking' | 'rerank' ? TextRankingPipeline : T extends 'zero-shot-classification' ? ZeroShotClassificationPipeline : T extends 'token-classification' | 'ner' ? TokenClassificationPipeline : T extends 'fill-mask' ? FillMaskPipeline : T extends 'zero-shot-image-classification' ? ZeroShotImageClassificationPipeline : T extends 'image-feature-extraction' ? ImageFeatureExtractionPipeline : T extends 'depth-estimation' ? DepthEstimationPipeline : T extends 'image-segmentation' ? ImageSegmentationPipeline : T extends 'image-classification' ? ImageClassificationPipeline : T extends 'object-detection' ? ObjectDetectionPipeline : T extends 'zero-shot-object-detection' ? ZeroShotObjectDetectionPipeline : T extends 'text-generation' ? TextGenerationPipeline : T extends 'image-text-to-text' ? ImageTextToTextPipeline : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline : T extends 'audio-classification' ? audio.AudioClassificationPipeline : T extends 'zero-shot-audio-classification' ? audio.ZeroShotAudioClassificationPipeline : T extends 'text-to-speech' ? audio.TextToSpeechPipeline : FeatureExtractionPipeline>;
 
 /** One label of a clip, as transformers' audio-classification pipeline answers it. */
 export interface AudioClassificationLabel {
@@ -1706,6 +1707,41 @@ export interface TextToSpeechLoadOptions {
    * Calls that may wait while one runs (default 64); past it `run` rejects
    * with `QueueFull`.
    */
+  maxQueue?: number;
+  /** Aborting rejects the load with `Aborted`. */
+  signal?: AbortSignal;
+}
+
+/** A label and its score. */
+export interface ZeroShotAudioClassificationLabel {
+  /** One of `candidateLabels`. */
+  label: string;
+  /** Its softmax probability over the labels. */
+  score: number;
+}
+
+/** Options of `ZeroShotAudioClassificationPipeline.run`; any other key is refused (`InvalidArg`). */
+export interface ZeroShotAudioClassificationOptions {
+  /** The labels to score (at least one). */
+  candidateLabels: string[];
+  /**
+   * The sentence each label goes into at `{}` (default
+   * `'This is a sound of {}.'`, as transformers').
+   */
+  hypothesisTemplate?: string;
+  /** Aborting rejects with `Aborted` while the call's requests are still queued. */
+  signal?: AbortSignal;
+  /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
+  timeoutMs?: number;
+}
+
+/** Options of `ZeroShotAudioClassificationPipeline.load`. */
+export interface ZeroShotAudioClassificationLoadOptions {
+  /** The most texts or clips a tower's forward takes (default 32). */
+  maxBatchSize?: number;
+  /** How long a forward waits for more requests (default 0). */
+  maxDelayMs?: number;
+  /** The most requests a tower queues before `QueueFull` (default 1024). */
   maxQueue?: number;
   /** Aborting rejects the load with `Aborted`. */
   signal?: AbortSignal;
@@ -1830,6 +1866,56 @@ export declare namespace audio {
      */
     run(audio: AudioInput | AudioInput[], options?: AudioClassificationOptions): Promise<AudioClassificationLabel[] | AudioClassificationLabel[][]>;
     /** Frees the programs; a call running finishes, later ones reject with `Disposed`. */
+    dispose(): void;
+    [Symbol.dispose](): void;
+  }
+  /**
+   * Zero-shot audio classification with a CLAP model: which of any labels fits a sound best.
+   * Concurrent `run` calls share forwards of both towers, and the labels' text embeddings are kept
+   * for later calls. Made with `ZeroShotAudioClassificationPipeline.load(folder)` (or
+   * `torch.pipeline('zero-shot-audio-classification', folder)`).
+   */
+  export class ZeroShotAudioClassificationPipeline {
+    #private;
+    /** Throws `InvalidArg`: use `ZeroShotAudioClassificationPipeline.load(folder)`. */
+    private constructor();
+    /**
+     * Loads a folder `npx torch-node export` (python/export_clap.py) wrote from a ClapModel checkpoint.
+     * Errors: `ModelLoadError`, `InvalidArg`, `Aborted`.
+     */
+    static load(folder: string, options?: ZeroShotAudioClassificationLoadOptions): Promise<ZeroShotAudioClassificationPipeline>;
+    /** `'zero-shot-audio-classification'`. */
+    get task(): string;
+    /** The sampling rate clips are resampled to (Hz; 48000 for LAION's CLAP). @returns {number} */
+    get samplingRate(): number;
+    /**
+     * The most samples a clip may have at `samplingRate` (the feature extractor's max_length_s; a
+     * longer clip is refused, as transformers would cut it at random). @returns {number}
+     */
+    get maxSamples(): number;
+    /** The embeddings' size. @returns {number} */
+    get dim(): number;
+    /** True once `dispose()` was called. */
+    get isDisposed(): boolean;
+    /** The text and audio Batchers' counts. */
+    stats(): {
+      text: BatcherStats;
+      audio: BatcherStats;
+    };
+    /**
+     * Scores `candidateLabels` for one clip (an array of `{score, label}`, best first; equal scores
+     * keep the labels' order) or for each of an array of clips (an array of those), as transformers'
+     * `pipeline('zero-shot-audio-classification')`. A clip is an encoded file (a Buffer or Uint8Array
+     * of WAV, FLAC, MP3 or Ogg/Vorbis, or a path to one: decoded, down-mixed to mono and resampled to
+     * `samplingRate` off the event loop), `{ raw, samplingRate }` (mono samples at a rate, resampled
+     * when it is not the model's; transformers' `array` / `sampling_rate` names too), or mono float32
+     * samples at `samplingRate` Hz. Each must have 1 to `maxSamples` finite samples (a clip shorter
+     * than the model's length is repeated and padded as ClapFeatureExtractor does; a longer one is
+     * refused: transformers would pick random parts of it); every clip is read and checked before any
+     * runs. Errors: `InvalidArg` (bad options or audio), `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
+     */
+    run(audio: AudioInput | AudioInput[], options: ZeroShotAudioClassificationOptions): Promise<ZeroShotAudioClassificationLabel[] | ZeroShotAudioClassificationLabel[][]>;
+    /** Frees the programs once running batches finish; calls waiting and later ones reject with `Disposed`. */
     dispose(): void;
     [Symbol.dispose](): void;
   }
@@ -2164,6 +2250,16 @@ export interface ServeModelSpec {
    * `--chat-template NAME=FILE`).
    */
   chatTemplate?: string;
+  /**
+   * Causal LMs:
+   * speculative decoding by prompt lookup (`CausalLM.load`'s `speculative`; the CLI's `--speculative`); the
+   * drafted and accepted tokens are on `/metrics`.
+   */
+  speculative?: {
+    method: 'prompt-lookup';
+    maxDraft?: number;
+    ngram?: number;
+  };
   /**
    * Causal LMs: keep prompts' keys and values, up to `maxTokens`
    * in all, for later prompts that start the same (`CausalLM.load`'s `prefixCache`; on in `torch.serve` with

@@ -313,6 +313,8 @@ exported.audio = {
   SpeechRecognitionPipeline: require('./lib/audio/speech-recognition').SpeechRecognitionPipeline,
   AudioClassificationPipeline: require('./lib/audio/audio-classification').AudioClassificationPipeline,
   TextToSpeechPipeline: require('./lib/audio/text-to-speech').TextToSpeechPipeline,
+  ZeroShotAudioClassificationPipeline: require('./lib/audio/zero-shot-audio-classification')
+    .ZeroShotAudioClassificationPipeline,
   encodeWav: require('./lib/audio/text-to-speech').encodeWav,
 }
 // torch.pipeline(task, folder) (lib/text/pipeline.js): transformers' pipeline() over exported folders.

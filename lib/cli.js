@@ -24,6 +24,7 @@ const EXPORTERS = {
   whisper: { script: path.join(__dirname, '..', 'python', 'export_whisper.py'), prefix: 'export_whisper.py: ' },
   audio: { script: path.join(__dirname, '..', 'python', 'export_audio.py'), prefix: 'export_audio.py: ' },
   tts: { script: path.join(__dirname, '..', 'python', 'export_tts.py'), prefix: 'export_tts.py: ' },
+  clap: { script: path.join(__dirname, '..', 'python', 'export_clap.py'), prefix: 'export_clap.py: ' },
 }
 // Image models, by config.json's architectures: their exporter and the words of its refusals.
 const IMAGE_EXPORTS = [
@@ -43,6 +44,7 @@ const IMAGE_EXPORTS = [
     ],
     what: 'audio classifiers (TorchScript, float32)',
   },
+  { exporter: 'clap', architectures: ['ClapModel'], what: 'CLAP models (TorchScript towers, float32)' },
   {
     exporter: 'vlm',
     architectures: [
@@ -131,7 +133,9 @@ recognition') (docs/speech.md) through python/export_whisper.py: encoder.pt and 
 also goes through python/export_dense.py (panoptic, instance and semantic segmentation). A
 Wav2Vec2, HuBERT or WavLM *ForSequenceClassification or an ASTForAudioClassification checkpoint
 becomes a folder for torch.pipeline('audio-classification') through python/export_audio.py
-(TorchScript, float32). An OwlViTForObjectDetection or Owlv2ForObjectDetection checkpoint becomes
+(TorchScript, float32). A ClapModel checkpoint becomes a folder for
+torch.pipeline('zero-shot-audio-classification') through python/export_clap.py: both towers traced
+and ClapFeatureExtractor as TorchScript (float32). An OwlViTForObjectDetection or Owlv2ForObjectDetection checkpoint becomes
 a folder for torch.pipeline('zero-shot-object-detection') through python/export_owl.py: the text
 and image programs, the class and box head and the image processor (the same flags as CLIP's).`
 

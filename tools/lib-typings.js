@@ -46,6 +46,11 @@ const ENTRIES = [
     doc: 'Speech: Whisper speech to text (docs/speech.md).',
   },
   { file: 'lib/audio/audio-classification.js', namespace: 'audio', exports: ['AudioClassificationPipeline'] },
+  {
+    file: 'lib/audio/zero-shot-audio-classification.js',
+    namespace: 'audio',
+    exports: ['ZeroShotAudioClassificationPipeline'],
+  },
   { file: 'lib/audio/text-to-speech.js', namespace: 'audio', exports: ['TextToSpeechPipeline', 'encodeWav'] },
   // `handWritten`: public, but declared in index.d.ts's hand-written part. tsc writes a CommonJS export
   // that is neither a function nor a class as a bare type in its `module.exports` object, without its doc.

@@ -180,6 +180,17 @@ const JOBS = [
     weight: 1,
     lazy: true,
   },
+  // Random-weight CLAP models (unfused and fused) exported by python/export_clap.py in-process (two traces and a
+  // script each) and transformers' zero-shot-audio-classification goldens (zero-shot-audio-classification.test.js):
+  // about 20 s, 10 s CPU.
+  {
+    name: 'clap',
+    script: 'make_clap_models.py',
+    inputs: ['python/export_clap.py', 'python/export_common.py', 'python/export_text.py', 'models/fixture_common.py'],
+    outputs: ['golden/clap/goldens.json'],
+    weight: 1,
+    lazy: true,
+  },
   // A random-weight VITS (MMS-TTS-like) exported by python/export_tts.py in-process (two traces, one
   // script) and transformers' VitsModel and VitsTokenizer goldens (text-to-speech.test.js): 17 s, 11 s CPU.
   {

@@ -29,6 +29,7 @@ const { ImageTextToTextPipeline } = require('./image-text-to-text')
 const { SpeechRecognitionPipeline } = require('../audio/speech-recognition')
 const { AudioClassificationPipeline } = require('../audio/audio-classification')
 const { TextToSpeechPipeline } = require('../audio/text-to-speech')
+const { ZeroShotAudioClassificationPipeline } = require('../audio/zero-shot-audio-classification')
 
 /** @import { SentenceEncoderOptions } from './sentence-encoder' */
 /** @import { FeatureExtractionPipeline } from './feature-extraction' */
@@ -43,7 +44,7 @@ const { TextToSpeechPipeline } = require('../audio/text-to-speech')
 /**
  * The tasks `torch.pipeline` takes: transformers' names, and `'sentiment-analysis'` (text-classification),
  * `'rerank'` (text-ranking), `'embeddings'` (feature-extraction), `'ner'` (token-classification).
- * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'zero-shot-object-detection' | 'text-generation' | 'image-text-to-text' | 'automatic-speech-recognition' | 'audio-classification' | 'text-to-speech'} PipelineTask
+ * @typedef {'feature-extraction' | 'embeddings' | 'text-classification' | 'sentiment-analysis' | 'text-ranking' | 'rerank' | 'zero-shot-classification' | 'token-classification' | 'ner' | 'fill-mask' | 'zero-shot-image-classification' | 'image-feature-extraction' | 'depth-estimation' | 'image-segmentation' | 'image-classification' | 'object-detection' | 'zero-shot-object-detection' | 'text-generation' | 'image-text-to-text' | 'automatic-speech-recognition' | 'audio-classification' | 'zero-shot-audio-classification' | 'text-to-speech'} PipelineTask
  */
 /**
  * Options of `torch.pipeline`: `SentenceEncoder.load`'s (batching, queue bound, dtype, signal).
@@ -115,6 +116,11 @@ const OWN_LOAD_TASKS = {
     what: 'a Wav2Vec2 / HuBERT / WavLM *ForSequenceClassification or ASTForAudioClassification export (python/export_audio.py)',
     load: AudioClassificationPipeline.load,
   },
+  'zero-shot-audio-classification': {
+    kind: 'clap',
+    what: 'a ClapModel export (python/export_clap.py)',
+    load: ZeroShotAudioClassificationPipeline.load,
+  },
   'text-to-speech': {
     kind: 'text-to-speech',
     what: 'a VitsModel (MMS-TTS) export (python/export_tts.py)',
@@ -163,7 +169,8 @@ function readManifest(folder) {
  * `'object-detection'` (DETR, YOLOS), `'zero-shot-object-detection'` (OWL-ViT, OWLv2: boxes for any
  * labels), `'text-generation'` (a causal LM: `CausalLM.load`'s options), `'image-text-to-text'` (a
  * vision-language export: chats with images),
- * `'automatic-speech-recognition'` (a WhisperForConditionalGeneration export: speech to text).
+ * `'automatic-speech-recognition'` (a WhisperForConditionalGeneration export: speech to text),
+ * `'zero-shot-audio-classification'` (a ClapModel export).
  * (torchvision classifiers and detectors are ScriptModules: `torch.vision.classify`, `ScriptModule`.)
  * Concurrent `run` calls share
  * forwards.
@@ -188,6 +195,7 @@ function readManifest(folder) {
  *   : T extends 'image-text-to-text' ? ImageTextToTextPipeline
  *   : T extends 'automatic-speech-recognition' ? audio.SpeechRecognitionPipeline
  *   : T extends 'audio-classification' ? audio.AudioClassificationPipeline
+ *   : T extends 'zero-shot-audio-classification' ? audio.ZeroShotAudioClassificationPipeline
  *   : T extends 'text-to-speech' ? audio.TextToSpeechPipeline : FeatureExtractionPipeline>}
  */
 async function pipeline(task, folder, options) {
