@@ -16,8 +16,10 @@ Writes (all generated, under models/golden/, which git ignores), each model seed
                       ConvNextForImageClassification (convnext: shortest_edge 32, crop_pct),
                       DetrForObjectDetection (detr: a ResNet backbone) and YolosForObjectDetection
                       (yolos), both shortest_edge 32 / longest_edge 48, 10 queries, 5 labels
-  dense/<name>/       that folder exported by python/export_dense.py (the classifiers and detectors:
-                      python/export_vision.py)
+                      ViTModel (vit-backbone: 32×32, a pooler) and Dinov2Model (dinov2: BitImageProcessor,
+                      shortest_edge 32 bicubic, center crop 28, position embeddings for 56: interpolated)
+  dense/<name>/       that folder exported by python/export_dense.py (the classifiers, detectors and
+                      backbones: python/export_vision.py)
   dense/rgba.png, dense/chelsea-jpg-pil.png
                       an RGBA PNG, and chelsea.jpg as PIL decodes it (write_rgba)
   dense/goldens.json  per model and image of IMAGES (results) and of DENSE_EXTRA_IMAGES
@@ -25,6 +27,9 @@ Writes (all generated, under models/golden/, which git ignores), each model seed
                       depth uint8, base64) or pipeline('image-segmentation') (label and mask uint8,
                       base64), and the processor's pixel_values; per classifier and detector and
                       image of VISION_IMAGES: the pipeline's answer to each of VISION_CALLS
+  dense/backbone-goldens.json
+                      per backbone and image of VISION_IMAGES: pipeline('image-feature-extraction')'s
+                      tensors without and with pool=True (float32, base64), and the pixel_values
 
 Idempotent: a source is rewritten only when its recipe changes, an export only when its source or
 its export script changed, the goldens only when an export or an input list changed.
@@ -46,7 +51,9 @@ IMAGES = ["chelsea.png", "coffee.png", "astronaut.png"]
 MODELS = {"dpt": "torchscript", "depth-anything": "pt2", "segformer": "torchscript", "dpt-segmentation": "torchscript",
           "vit": "torchscript", "convnext": "torchscript", "detr": "torchscript", "yolos": "torchscript"}
 # The image classifiers and detectors go through python/export_vision.py, the rest export_dense.py.
-VISION = ("vit", "convnext", "detr", "yolos")
+VISION = ("vit", "convnext", "detr", "yolos", "vit-backbone", "dinov2")
+# Their goldens go to backbone-goldens.json (goldens.json stays as it was).
+BACKBONES = {"vit-backbone": "torchscript", "dinov2": "torchscript"}
 LABELS = {0: "background", 1: "cat", 2: "cup", 3: "table", 4: "sky"}
 
 
@@ -74,6 +81,8 @@ def recipe(name):
                                       ensure_multiple_of=14, resample=3)
         return DepthAnythingForDepthEstimation(config), processor
     labels = dict(num_labels=len(LABELS), id2label=LABELS, label2id={v: k for k, v in LABELS.items()})
+    if name in BACKBONES:
+        return backbone_recipe(name)
     if name in VISION:
         return vision_recipe(name, labels)
     if name == "dpt-segmentation":
@@ -114,6 +123,25 @@ def vision_recipe(name, labels):
     config = YolosConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                          image_size=[32, 48], patch_size=8, num_detection_tokens=10, **labels)
     return YolosForObjectDetection(config), YolosImageProcessor(size=size)
+
+
+def backbone_recipe(name):
+    """A ViTModel (ViTImageProcessor 32×32 bilinear, mean and std 0.5, as google/vit-base-patch16-224-in21k;
+    with its pooler) or a Dinov2Model (BitImageProcessor as facebook/dinov2-base's: shortest_edge, bicubic,
+    center crop, ImageNet mean and std; image_size 56 against a 28 crop, so that the position embeddings are
+    interpolated as 518 against 224 are)."""
+    from transformers import BitImageProcessor, Dinov2Config, Dinov2Model, ViTConfig, ViTImageProcessor, ViTModel
+
+    if name == "vit-backbone":
+        config = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                           image_size=32, patch_size=8, architectures=["ViTModel"])
+        return ViTModel(config), ViTImageProcessor(size={"height": 32, "width": 32})
+    config = Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=2, image_size=56,
+                          patch_size=14, architectures=["Dinov2Model"])
+    imagenet = dict(image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225])
+    processor = BitImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 28, "width": 28}, resample=3,
+                                  do_center_crop=True, **imagenet)
+    return Dinov2Model(config), processor
 
 
 def spread_depth(model, processor):
@@ -258,6 +286,44 @@ def goldens(source, task, images=None, out=None):
     return entries
 
 
+def backbone_goldens(source, out):
+    """Per image of VISION_IMAGES: pipeline('image-feature-extraction') without and with pool=True
+    (return_tensors=True: float32 [1, T, H] and [1, H]), and the processor's pixel_values."""
+    import numpy as np
+    from PIL import Image
+    from transformers import AutoImageProcessor, pipeline
+
+    run = pipeline("image-feature-extraction", model=source, device="cpu")
+    processor = AutoImageProcessor.from_pretrained(source)
+    entries = []
+    for name in VISION_IMAGES:
+        path = image_path(out, name)
+        pixels = processor(images=Image.open(path).convert("RGB"), return_tensors="pt")["pixel_values"]
+        entry = {"image": name, "pixelShape": list(pixels.shape), "pixelValues": b64(pixels.numpy())}
+        for key, kwargs in (("hidden", {}), ("pooled", {"pool": True})):
+            t = run(path, return_tensors=True, **kwargs).numpy().astype(np.float32)
+            entry[key] = {"shape": list(t.shape), "data": b64(t)}
+        entries.append(entry)
+    return entries
+
+
+def write_backbone_goldens(out, hashes):
+    path = os.path.join(out, "backbone-goldens.json")
+    want = {name: hashes[name] for name in BACKBONES}
+    if up_to_date(log, path, {"exportHashes": want, "visionImages": VISION_IMAGES}):
+        return
+    import transformers
+
+    write_json(path, {
+        "source": "transformers pipeline('image-feature-extraction', model=dir)(image, return_tensors=True[, pool=True])",
+        "transformers": transformers.__version__,
+        "exportHashes": want,
+        "visionImages": VISION_IMAGES,
+        **{name: backbone_goldens(os.path.join(out, f"{name}-src"), out) for name in BACKBONES},
+    })
+    log(f"{os.path.relpath(path, ROOT)}: written")
+
+
 def main():
     parser = argparse.ArgumentParser(prog=PROG)
     parser.add_argument("--out", default=os.path.join(HERE, "golden", "dense"))
@@ -268,12 +334,14 @@ def main():
         return
     os.makedirs(args.out, exist_ok=True)
     hashes, tasks = {}, {}
-    for name, fmt in MODELS.items():
+    for name, fmt in {**MODELS, **BACKBONES}.items():
         source = os.path.join(args.out, f"{name}-src")
         make_source(source, name)
         manifest = export(name, source, os.path.join(args.out, name), fmt)
         hashes[name], tasks[name] = manifest["source"]["hash"], manifest["kind"]
     write_rgba(args.out)
+    write_backbone_goldens(args.out, hashes)
+    hashes = {name: h for name, h in hashes.items() if name in MODELS}
     path = os.path.join(args.out, "goldens.json")
     if up_to_date(log, path, {"exportHashes": hashes, "images": IMAGES, "visionImages": VISION_IMAGES,
                               "visionCalls": VISION_CALLS, "denseExtraImages": DENSE_EXTRA_IMAGES}):
@@ -294,7 +362,7 @@ def main():
            for name in MODELS if name not in VISION},
         **{name: {"task": tasks[name], "results": vision_goldens(os.path.join(args.out, f"{name}-src"), tasks[name],
                                                                 args.out)}
-           for name in VISION},
+           for name in VISION if name in MODELS},
     })
     log(f"{os.path.relpath(path, ROOT)}: written")
 

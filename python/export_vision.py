@@ -1,17 +1,24 @@
 #!/usr/bin/env python3
-"""Turns a Hugging Face image-classification or object-detection checkpoint into a torch-node folder.
+"""Turns a Hugging Face image-classification, object-detection or vision-backbone checkpoint into a
+torch-node folder.
 
     python export_vision.py MODEL_DIR OUT_DIR [--format auto|pt2|torchscript] [--max-batch 64]
-                            [--fast-compile]
+                            [--fast-compile] [--task auto|image-feature-extraction]
 
 Architectures: any `*ForImageClassification` that takes pixel_values alone and answers logits (ViT,
 ConvNeXt, DeiT, BEiT, Swin, ... : checked against the eager model at export), task
-image-classification; DetrForObjectDetection and YolosForObjectDetection, task object-detection.
+image-classification; DetrForObjectDetection and YolosForObjectDetection, task object-detection;
+a vision backbone (BACKBONES, or any AutoModel checkpoint with --task image-feature-extraction)
+whose forward takes pixel_values and answers last_hidden_state [batch, tokens, hidden] (and
+pooler_output where the model has a pooler), task image-feature-extraction, as transformers 5's
+pipeline('image-feature-extraction') runs AutoModel.
 It writes into OUT_DIR, in export_dense.py's layout (format torch-node/dense-model):
 
   model.pt2 / model.pt  the model: pixel_values float32 [batch, 3, H, W] -> logits [batch, labels]
                         (classification) or [batch, queries, labels + 1 + 4]: the class logits
                         (the last one "no object") and the boxes (cx, cy, w, h in [0, 1]) side by side;
+                        (image-feature-extraction) [batch, tokens * hidden + pooled]: last_hidden_state
+                        flattened, then pooler_output flattened (pooled 0 where there is none);
   preprocess.pt         the checkpoint's image processor as TorchScript: uint8 RGB [3, h, w] ->
                         pixel_values [3, H, W], the ATen kernels transformers 5's torchvision
                         backend runs: resize to size {height, width}, {shortest_edge} (ConvNeXt's
@@ -19,12 +26,13 @@ It writes into OUT_DIR, in export_dense.py's layout (format torch-node/dense-mod
                         multiple of 16), center
                         crop, the fused rescale-and-normalize (DETR's and YOLOS's padding pads one
                         image to itself: the pipelines run one image at a time);
-  postprocess.pt        (output row, size int64 [2]) -> the logits as they are (classification: the
+  postprocess.pt        (output row, size int64 [2]) -> the row as it is (classification: the
                         pipeline applies softmax/sigmoid and top_k), or post_process_object_detection
                         before its threshold: float32 [queries, 6] of score, label id, xmin, ymin,
                         xmax, ymax in the image's pixels;
-  manifest.json         kind 'image-classification' or 'object-detection', id2label, problemType,
-                        the processor.
+  manifest.json         kind 'image-classification' or 'object-detection' (id2label, problemType) or
+                        'image-feature-extraction' (hiddenSize, pooledShape: pooler_output's shape
+                        per image, or null), the processor.
 
 Exit status: 0 written; 1 the export failed; 2 bad arguments or an unsupported model; 3 torch or
 transformers is missing. Every failure is one line on stderr.
@@ -44,6 +52,11 @@ from export_text import source_hash  # noqa: E402
 FORMAT_VERSION = 1
 PROG = "export_vision.py"
 DETECTORS = ("DetrForObjectDetection", "YolosForObjectDetection")
+# Backbones whose AutoModel forward takes pixel_values alone and answers last_hidden_state [B, T, H]
+# (--task image-feature-extraction takes any other: the export checks the output's shape).
+BACKBONES = ("ViTModel", "DeiTModel", "BeitModel", "Data2VecVisionModel", "Dinov2Model",
+             "Dinov2WithRegistersModel", "IJepaModel", "ViTMSNModel")
+FEATURES = "image-feature-extraction"
 FILES = ("model.pt2", "model.pt", "preprocess.pt", "postprocess.pt", "manifest.json")
 
 
@@ -52,16 +65,21 @@ def vision_hash(model_dir, args):
     return with_script(source_hash(model_dir, args), __file__)
 
 
-def task_of(model_dir):
-    """(task, architecture) from config.json's architectures, else Unsupported."""
+def task_of(model_dir, task="auto"):
+    """(task, architecture) from config.json's architectures (or --task), else Unsupported."""
     config = read_config(model_dir)
-    for name in config.get("architectures") or []:
+    names = config.get("architectures") or []
+    if task == FEATURES:
+        return FEATURES, names[0] if names else config.get("model_type", "?")
+    for name in names:
         if name in DETECTORS:
             return "object-detection", name
         if name.endswith("ForImageClassification"):
             return "image-classification", name
-    raise Unsupported(f"{model_dir}: architectures {config.get('architectures')} are not a "
-                      f"*ForImageClassification or one of {', '.join(DETECTORS)}")
+        if name in BACKBONES:
+            return FEATURES, name
+    raise Unsupported(f"{model_dir}: architectures {names} are not a *ForImageClassification or one of "
+                      f"{', '.join(DETECTORS + BACKBONES)} (--task {FEATURES} for another vision backbone)")
 
 
 def processor_settings(processor):
@@ -199,7 +217,7 @@ def Preprocess(torch, s):
 
 
 def Postprocess(torch, task):
-    """Classification: the logits as they are. Detection: post_process_object_detection of one image
+    """Classification: the logits as they are (image-feature-extraction: the row). Detection: post_process_object_detection of one image
     (softmax, the best class but "no object", center_to_corners_format scaled to the image) with
     every query kept: [queries, 6] of score, label, xmin, ymin, xmax, ymax."""
 
@@ -218,7 +236,24 @@ def Postprocess(torch, task):
             corners = corners * scale[None, :]
             return torch.cat([scores[:, None], labels[:, None].to(torch.float32), corners], dim=1)
 
-    return (Logits() if task == "image-classification" else Detection()).eval()
+    return (Detection() if task == "object-detection" else Logits()).eval()
+
+
+OUTPUT_NAMES = {"image-classification": "logits", "object-detection": "logits+pred_boxes",
+                FEATURES: "last_hidden_state+pooler_output"}
+
+
+def feature_shapes(torch, model, x):
+    """A backbone's hiddenSize (last_hidden_state [B, T, H]: T follows the image size, H does not) and
+    pooledShape (pooler_output's shape per image, null without a pooler); Unsupported for another output."""
+    with torch.no_grad():
+        out = model(pixel_values=x)
+    hidden, pooled = out.get("last_hidden_state"), out.get("pooler_output")
+    if hidden is None or hidden.ndim != 3:
+        shape = None if hidden is None else list(hidden.shape)
+        raise Unsupported(f"{type(model).__name__}: last_hidden_state {shape}, not [batch, tokens, hidden]")
+    return {"hiddenSize": int(hidden.shape[-1]),
+            "pooledShape": None if pooled is None else [int(d) for d in pooled.shape[1:]]}
 
 
 def wrapped(torch, model, task):
@@ -231,15 +266,21 @@ def wrapped(torch, model, task):
             out = self.model(pixel_values=pixel_values)
             if task == "image-classification":
                 return out.logits.float()
+            if task == FEATURES:
+                hidden, pooled = out.last_hidden_state, out.get("pooler_output")
+                if pooled is None:  # no pooler: ModelOutput drops the key, as the pipeline reads it
+                    return hidden.flatten(1).float()
+                return torch.cat([hidden.flatten(1), pooled.flatten(1)], dim=1).float()
             return torch.cat([out.logits, out.pred_boxes], dim=-1).float()
 
     return Model().eval()
 
 
 def load_model(torch, model_dir, task):
-    from transformers import AutoModelForImageClassification, AutoModelForObjectDetection
+    from transformers import AutoModel, AutoModelForImageClassification, AutoModelForObjectDetection
 
-    auto = AutoModelForImageClassification if task == "image-classification" else AutoModelForObjectDetection
+    auto = {"image-classification": AutoModelForImageClassification, FEATURES: AutoModel}.get(
+        task, AutoModelForObjectDetection)
     model = auto.from_pretrained(model_dir, dtype=torch.float32).eval()
     for p in model.parameters():
         p.requires_grad_(False)
@@ -267,6 +308,8 @@ def export(args, task, architecture):
 
     with staged_folder(args.out_dir, FILES) as tmp:
         preprocess.save(os.path.join(tmp, "preprocess.pt"))
+        if task == FEATURES:
+            feature_shapes(torch, model, examples[0])  # Unsupported before a compile
         torch.jit.script(Postprocess(torch, task)).save(os.path.join(tmp, "postprocess.pt"))
         with torch.no_grad():
             file, fmt, program = compile_program(torch, module, examples, settings, args, tmp)
@@ -286,14 +329,14 @@ def export(args, task, architecture):
             "kind": task,
             "model": {"program": file, "programFormat": fmt,
                       "input": {"name": "pixel_values", "shape": ["batch", 3, "height", "width"]},
-                      "output": {"name": "logits" if task == "image-classification" else "logits+pred_boxes",
-                                 "ndim": len(out_shape)}},
+                      "output": {"name": OUTPUT_NAMES[task], "ndim": len(out_shape)}},
             "preprocess": "preprocess.pt",
             "postprocess": "postprocess.pt",
             "imageProcessor": settings,
-            "id2label": {str(k): v for k, v in config.id2label.items()},
-            "numLabels": int(config.num_labels),
-            "problemType": getattr(config, "problem_type", None),
+            **(feature_shapes(torch, model, examples[0]) if task == FEATURES else {
+                "id2label": {str(k): v for k, v in config.id2label.items()},
+                "numLabels": int(config.num_labels),
+                "problemType": getattr(config, "problem_type", None)}),
             "maxBatch": args.max_batch if fmt == "pt2" else None,
             "dtype": "float32",
             "source": {"modelType": config.model_type, "architectures": config.architectures,
@@ -306,10 +349,14 @@ def export(args, task, architecture):
 
 
 def main(argv):
-    args = parser(PROG, "Export an image classifier or object detector to a torch-node folder.",
-                  "a Hugging Face *ForImageClassification, DETR or YOLOS folder", max_batch=64).parse_args(argv)
+    p = parser(PROG, "Export an image classifier, object detector or vision backbone to a torch-node folder.",
+               "a Hugging Face *ForImageClassification, DETR, YOLOS or vision backbone folder", max_batch=64)
+    p.add_argument("--task", choices=("auto", FEATURES), default="auto",
+                   help=f"auto: from config.json's architectures; {FEATURES}: the AutoModel's last_hidden_state "
+                        "and pooler_output, whatever the architectures")
+    args = p.parse_args(argv)
     args.dtype = "float32"  # source_hash's options
-    run(PROG, args, lambda: export(args, *task_of(args.model_dir)))
+    run(PROG, args, lambda: export(args, *task_of(args.model_dir, args.task)))
 
 
 if __name__ == "__main__":

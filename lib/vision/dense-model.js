@@ -1,13 +1,13 @@
 // @ts-check
 'use strict'
 // A folder python/export_dense.py or python/export_vision.py wrote (kind 'depth-estimation',
-// 'image-segmentation', 'image-classification' or 'object-detection'): the
+// 'image-segmentation', 'image-classification', 'object-detection' or 'image-feature-extraction'): the
 // model behind a torch.Batcher, so concurrent calls share forwards (requests whose pixel_values
 // differ in size, as Depth Anything's keep-aspect-ratio processor makes them, go to separate
 // batches), and the checkpoint's image processor and post-processing as TorchScript
 // (preprocess.pt, postprocess.pt: the ATen kernels transformers 5 runs). The depth-estimation and
-// image-segmentation, image-classification and object-detection pipelines are built on it, from
-// public APIs only.
+// image-segmentation, image-classification and object-detection pipelines (and image-feature-extraction's
+// backbones) are built on it, from public APIs only.
 const path = require('node:path')
 const { codedError, describe } = require('../errors')
 const torch = require('../torch')
@@ -24,6 +24,8 @@ const EXPORTS = {
     'SegformerForSemanticSegmentation, DPTForSemanticSegmentation, Mask2FormerForUniversalSegmentation or DetrForSegmentation checkpoint with python/export_dense.py',
   'image-classification': '*ForImageClassification checkpoint with python/export_vision.py',
   'object-detection': 'DetrForObjectDetection or YolosForObjectDetection checkpoint with python/export_vision.py',
+  'image-feature-extraction':
+    'vision backbone (ViTModel, Dinov2Model, DeiTModel, ...) with python/export_vision.py, or a CLIPModel or SiglipModel checkpoint',
 }
 
 /** The model, its processor and post-processing. Internal: a pipeline holds one. */
@@ -101,7 +103,8 @@ class DenseModel {
   /**
    * One image through the processor, the model (batched with other calls') and the
    * post-processing: the depth float32 `[H, W]` or the label ids int32 `[H, W]` at the image's size,
-   * the logits float32 `[labels]` (classification), the detections float32 `[queries, 6]`.
+   * the logits float32 `[labels]` (classification), the detections float32 `[queries, 6]`, a
+   * backbone's last_hidden_state and pooler_output flattened float32 `[T * H + pooled]`.
    * @param {string | Uint8Array | Tensor} source @param {ImageCallOptions} o
    * @param {Function} caller @returns {Promise<Tensor>}
    */
