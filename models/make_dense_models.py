@@ -16,8 +16,9 @@ Writes (all generated, under models/golden/, which git ignores), each model seed
                       ConvNextForImageClassification (convnext: shortest_edge 32, crop_pct),
                       DetrForObjectDetection (detr: a ResNet backbone) and YolosForObjectDetection
                       (yolos), both shortest_edge 32 / longest_edge 48, 10 queries, 5 labels
-                      ViTModel (vit-backbone: 32×32, a pooler) and Dinov2Model (dinov2: BitImageProcessor,
+                      ViTModel (vit-backbone: 32×32, a pooler), Dinov2Model (dinov2: BitImageProcessor,
                       shortest_edge 32 bicubic, center crop 28, position embeddings for 56: interpolated)
+                      and IJepaModel (ijepa: 32×32, no pooler)
   dense/<name>/       that folder exported by python/export_dense.py (the classifiers, detectors and
                       backbones: python/export_vision.py)
   dense/rgba.png, dense/chelsea-jpg-pil.png
@@ -29,7 +30,8 @@ Writes (all generated, under models/golden/, which git ignores), each model seed
                       image of VISION_IMAGES: the pipeline's answer to each of VISION_CALLS
   dense/backbone-goldens.json
                       per backbone and image of VISION_IMAGES: pipeline('image-feature-extraction')'s
-                      tensors without and with pool=True (float32, base64), and the pixel_values
+                      tensors without and with pool=True (float32, base64; pooled null where the
+                      pipeline raises: no pooler), and the pixel_values
 
 Idempotent: a source is rewritten only when its recipe changes, an export only when its source or
 its export script changed, the goldens only when an export or an input list changed.
@@ -51,9 +53,9 @@ IMAGES = ["chelsea.png", "coffee.png", "astronaut.png"]
 MODELS = {"dpt": "torchscript", "depth-anything": "pt2", "segformer": "torchscript", "dpt-segmentation": "torchscript",
           "vit": "torchscript", "convnext": "torchscript", "detr": "torchscript", "yolos": "torchscript"}
 # The image classifiers and detectors go through python/export_vision.py, the rest export_dense.py.
-VISION = ("vit", "convnext", "detr", "yolos", "vit-backbone", "dinov2")
-# Their goldens go to backbone-goldens.json (goldens.json stays as it was).
-BACKBONES = {"vit-backbone": "torchscript", "dinov2": "torchscript"}
+# The backbones (python/export_vision.py too): their goldens go to backbone-goldens.json.
+BACKBONES = {"vit-backbone": "torchscript", "dinov2": "torchscript", "ijepa": "torchscript"}
+VISION = ("vit", "convnext", "detr", "yolos", *BACKBONES)
 LABELS = {0: "background", 1: "cat", 2: "cup", 3: "table", 4: "sky"}
 
 
@@ -127,15 +129,20 @@ def vision_recipe(name, labels):
 
 def backbone_recipe(name):
     """A ViTModel (ViTImageProcessor 32×32 bilinear, mean and std 0.5, as google/vit-base-patch16-224-in21k;
-    with its pooler) or a Dinov2Model (BitImageProcessor as facebook/dinov2-base's: shortest_edge, bicubic,
-    center crop, ImageNet mean and std; image_size 56 against a 28 crop, so that the position embeddings are
-    interpolated as 518 against 224 are)."""
-    from transformers import BitImageProcessor, Dinov2Config, Dinov2Model, ViTConfig, ViTImageProcessor, ViTModel
+    with its pooler), an IJepaModel (the same processor; no pooler) or a Dinov2Model (BitImageProcessor as
+    facebook/dinov2-base's: shortest_edge, bicubic, center crop, ImageNet mean and std; image_size 56 against
+    a 28 crop, so that the position embeddings are interpolated as 518 against 224 are)."""
+    from transformers import (BitImageProcessor, Dinov2Config, Dinov2Model, IJepaConfig, IJepaModel, ViTConfig,
+                              ViTImageProcessor, ViTModel)
 
+    tiny = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32,
+                patch_size=8)
     if name == "vit-backbone":
-        config = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                           image_size=32, patch_size=8, architectures=["ViTModel"])
+        config = ViTConfig(**tiny, architectures=["ViTModel"])
         return ViTModel(config), ViTImageProcessor(size={"height": 32, "width": 32})
+    if name == "ijepa":
+        config = IJepaConfig(**tiny, architectures=["IJepaModel"])
+        return IJepaModel(config), ViTImageProcessor(size={"height": 32, "width": 32})
     config = Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=2, image_size=56,
                           patch_size=14, architectures=["Dinov2Model"])
     imagenet = dict(image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225])
@@ -301,7 +308,11 @@ def backbone_goldens(source, out):
         pixels = processor(images=Image.open(path).convert("RGB"), return_tensors="pt")["pixel_values"]
         entry = {"image": name, "pixelShape": list(pixels.shape), "pixelValues": b64(pixels.numpy())}
         for key, kwargs in (("hidden", {}), ("pooled", {"pool": True})):
-            t = run(path, return_tensors=True, **kwargs).numpy().astype(np.float32)
+            try:
+                t = run(path, return_tensors=True, **kwargs).numpy().astype(np.float32)
+            except ValueError:  # pool without a pooler
+                entry[key] = None
+                continue
             entry[key] = {"shape": list(t.shape), "data": b64(t)}
         entries.append(entry)
     return entries
@@ -315,7 +326,8 @@ def write_backbone_goldens(out, hashes):
     import transformers
 
     write_json(path, {
-        "source": "transformers pipeline('image-feature-extraction', model=dir)(image, return_tensors=True[, pool=True])",
+        "source": "transformers pipeline('image-feature-extraction', model=dir)"
+                  "(image, return_tensors=True[, pool=True])",
         "transformers": transformers.__version__,
         "exportHashes": want,
         "visionImages": VISION_IMAGES,

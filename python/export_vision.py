@@ -112,8 +112,9 @@ def processor_settings(processor):
         "resample": resample,
         "doCenterCrop": do_crop,
         "cropSize": crop if do_crop else None,
-        # compile_program's names: a model whose input size follows the image's needs dynamic H, W.
-        "keepAspectRatio": rule in ("shortest-longest", "yolos", "shortest"),
+        # compile_program's names: a model whose input size follows the image's needs dynamic H, W
+        # (a center crop makes every size the crop's: BitImageProcessor, as DINOv2's).
+        "keepAspectRatio": rule in ("shortest-longest", "yolos", "shortest") and not do_crop,
         "ensureMultipleOf": 1,
         **normalization,
     }
@@ -217,9 +218,10 @@ def Preprocess(torch, s):
 
 
 def Postprocess(torch, task):
-    """Classification: the logits as they are (image-feature-extraction: the row). Detection: post_process_object_detection of one image
-    (softmax, the best class but "no object", center_to_corners_format scaled to the image) with
-    every query kept: [queries, 6] of score, label, xmin, ymin, xmax, ymax."""
+    """Classification: the logits as they are (image-feature-extraction: the row). Detection:
+    post_process_object_detection of one image (softmax, the best class but "no object",
+    center_to_corners_format scaled to the image) with every query kept: [queries, 6] of score,
+    label, xmin, ymin, xmax, ymax."""
 
     class Logits(torch.nn.Module):
         def forward(self, logits: torch.Tensor, size: torch.Tensor) -> torch.Tensor:
