@@ -8,12 +8,17 @@
 // when a check fails.
 //   node tools/soak.js --model a=/tmp/smollm2 --model b=/tmp/smollm2-int4 [--requests 2000]
 //        [--concurrency 32] [--max-seconds 1800] [--max-tokens 12] [--tool-tokens 40] [--swap-every 25]
-//        [--prefix-cache TOKENS]
+//        [--prefix-cache TOKENS] [--warmup 200]
 // --max-tokens bounds the free-text requests, --tool-tokens the forced tool calls and JSON-schema
 // outputs (cut ones end with finish `length`, still a 200); --swap-every: requests in a row for one
 // model before the next model's (so --max-loaded 1 swaps while requests run); --prefix-cache: serve's
-// (its default when not given). The prefix cache fills up to its bound as distinct prompts come, so
-// the tokens it holds at both RSS readings are printed beside them.
+// (its default when not given). The prefix cache grows to its bound as distinct prompts come (8,192
+// tokens of SmolLM2-135M fp32 keys and values are 360 MiB) and empties when its model unloads, so
+// how full it is at a reading depends on when the last swap was. Before each RSS reading (after the
+// first 200 requests, and at the end) the requests pause and the loaded model's cache is filled to
+// its bound with distinct prompts (at most --warmup requests): both readings then hold one model
+// with a full cache, and compare it with itself. Each reading prints the cache's tokens and bytes
+// beside it, and the ratio of RSS less those bytes too (--warmup 0: no fill).
 const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
@@ -31,6 +36,7 @@ function parseArgs(argv) {
     toolTokens: 40,
     swapEvery: 25,
     prefixCache: undefined,
+    warmup: 200,
   }
   for (let i = 0; i < argv.length; i++) {
     const [key, value] = [argv[i], argv[i + 1]]
@@ -42,6 +48,7 @@ function parseArgs(argv) {
     else if (key === '--tool-tokens') out.toolTokens = Number(value)
     else if (key === '--swap-every') out.swapEvery = Number(value)
     else if (key === '--prefix-cache') out.prefixCache = value
+    else if (key === '--warmup') out.warmup = Number(value)
     else throw new Error(`unknown argument ${key}`)
     i++
   }
@@ -215,6 +222,58 @@ function kinds(url, maxTokens, toolTokens) {
   ]
 }
 
+/**
+ * The bytes one token's keys and values take in a causal-LM folder's cache (its manifest.json:
+ * layers × 2 × kv_heads × head_dim × the cache dtype's size); 0 where the manifest does not say.
+ */
+function kvBytesPerToken(folder) {
+  try {
+    const m = JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8'))
+    const size = { float32: 4, float16: 2, bfloat16: 2 }[m.cache?.dtype ?? m.dtype] ?? 0
+    return m.layers * 2 * m.kv_heads * m.head_dim * size || 0
+  } catch {
+    return 0
+  }
+}
+
+/**
+ * Fills `model`'s prefix cache to its bound: distinct prompts of about 300 tokens, four at a time,
+ * one new token each, until the cache holds all but a block's worth of its bound, stops growing
+ * for 8 requests, or `limit` requests are sent. Resolves to `{sent, tokens, max}`.
+ */
+async function fillPrefixCache(url, model, limit) {
+  const read = async () => {
+    const text = await (await fetch(`${url}/metrics`)).text()
+    const of = (name) =>
+      Number(new RegExp(`^${name}\\{[^}]*model_name="${model}"[^}]*\\} (\\S+)`, 'm').exec(text)?.[1] ?? 0)
+    return { tokens: of('torch_node_prefix_cache_tokens'), max: of('torch_node_prefix_cache_max_tokens') }
+  }
+  let sent = 0
+  let best = 0
+  let still = 0
+  let state = await read()
+  while (sent < limit) {
+    const batch = Array.from({ length: 4 }, (_, k) => {
+      const n = sent + k
+      const words = Array.from({ length: 60 }, (_, w) => `w${n}x${w}`).join(' ')
+      return fetch(`${url}/v1/chat/completions`, {
+        dispatcher,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: `${n}: ${words}` }], max_tokens: 1 }),
+      }).then((r) => r.text())
+    })
+    await Promise.all(batch)
+    sent += batch.length
+    state = await read()
+    if (state.max && state.tokens >= state.max - 16) break
+    still = state.tokens > best ? 0 : still + batch.length
+    best = Math.max(best, state.tokens)
+    if (still >= 8) break
+  }
+  return { sent, ...state }
+}
+
 /** The value of a metric line `name{...model_name="m"...} v` summed over the models. */
 function metric(text, name) {
   let sum = 0
@@ -235,6 +294,25 @@ async function main() {
       `--max-sequences 4, --max-queue 24; ${opts.requests} requests at concurrency ${opts.concurrency}, max_tokens ` +
       `${opts.maxTokens} (tools and schemas ${opts.toolTokens}), models swapped every ${opts.swapEvery} requests`,
   )
+  const cacheTokens = async () =>
+    metric(await (await fetch(`${server.url}/metrics`)).text(), 'torch_node_prefix_cache_tokens')
+  const folders = new Map(opts.models.map((m) => [m.split('=')[0], m.split('=').slice(1).join('=')]))
+  const bytesOf = (name, tokens) => tokens * kvBytesPerToken(folders.get(name))
+  const mib = (bytes) => (bytes / 2 ** 20).toFixed(0)
+  /** Fills the loaded model's cache (see the top), then reads RSS and the cache: `{rss, tokens, bytes}`. */
+  const reading = async (model, label) => {
+    if (opts.warmup > 0) {
+      const w = await fillPrefixCache(server.url, model, opts.warmup)
+      console.log(`[soak] ${label}: filled ${model}'s prefix cache with ${w.sent} distinct prompts`)
+    }
+    const tokens = await cacheTokens()
+    const r = { rss: rssMiB(server.child.pid), tokens, bytes: bytesOf(model, tokens) }
+    console.log(
+      `[soak] RSS ${label}: ${r.rss.toFixed(0)} MiB, ${model} loaded with its prefix cache at ${tokens} tokens ` +
+        `(${mib(r.bytes)} MiB of keys and values)`,
+    )
+    return r
+  }
   const requests = kinds(server.url, opts.maxTokens, opts.toolTokens)
   const statuses = new Map()
   const bad = []
@@ -242,16 +320,13 @@ async function main() {
   let done = 0
   // RSS once the first 200 requests (a third of a shorter run) are answered: the warm baseline.
   const warmAt = Math.min(200, Math.ceil(opts.requests / 3))
-  let rssWarm = 0
-  let cacheWarm = 0
-  const cacheTokens = async () =>
-    metric(await (await fetch(`${server.url}/metrics`)).text(), 'torch_node_prefix_cache_tokens')
+  const modelOf = (i) => names[Math.floor(i / opts.swapEvery) % names.length]
   let hostile503 = 0
-  const worker = async () => {
-    while (next < opts.requests && Date.now() < deadline) {
+  const worker = async (until) => {
+    while (next < until && Date.now() < deadline) {
       const i = next++
       // Models alternate in runs of --swap-every, so --max-loaded 1 swaps while requests are running.
-      const model = names[Math.floor(i / opts.swapEvery) % names.length]
+      const model = modelOf(i)
       const kind = i % requests.length
       let status
       try {
@@ -271,15 +346,14 @@ async function main() {
       ) {
         bad.push({ i, kind, status })
       }
-      if (++done === warmAt) {
-        rssWarm = rssMiB(server.child.pid)
-        cacheWarm = await cacheTokens()
-        console.log(`[soak] RSS after ${warmAt} requests: ${rssWarm.toFixed(0)} MiB (prefix cache ${cacheWarm} tokens)`)
-      }
-      if (done % 250 === 0) console.log(`[soak] ${done} requests, ${((Date.now() - started) / 1000).toFixed(0)} s`)
+      if (++done % 250 === 0) console.log(`[soak] ${done} requests, ${((Date.now() - started) / 1000).toFixed(0)} s`)
     }
   }
-  await Promise.all(Array.from({ length: opts.concurrency }, worker))
+  // The requests in two runs: up to the baseline reading, then the rest; each reading is of the
+  // model the baseline's last request loaded.
+  await Promise.all(Array.from({ length: opts.concurrency }, () => worker(warmAt)))
+  const warm = await reading(modelOf(warmAt - 1), `after ${warmAt} requests`)
+  await Promise.all(Array.from({ length: opts.concurrency }, () => worker(opts.requests)))
   // Every sequence free: the gauges at 0 (read until they are, bounded).
   let metrics = ''
   for (let t = 0; t < 100; t++) {
@@ -289,7 +363,9 @@ async function main() {
   }
   const running = metric(metrics, 'vllm:num_requests_running')
   const waiting = metric(metrics, 'vllm:num_requests_waiting')
-  const rssEnd = rssMiB(server.child.pid)
+  // The baseline's model again (a swap back where the run ended on another): RSS of the same model.
+  const end = await reading(modelOf(warmAt - 1), `at the end (${done} requests)`)
+  metrics = await (await fetch(`${server.url}/metrics`)).text()
   server.child.kill('SIGTERM')
   const byKind = [...statuses]
     .sort()
@@ -309,10 +385,13 @@ async function main() {
   console.log(
     `[soak] at the end: running ${running}, waiting ${waiting} (every sequence free: ${!running && !waiting})`,
   )
-  const ratio = rssEnd / rssWarm
+  const ratio = end.rss / warm.rss
+  const less = (r) => r.rss - r.bytes / 2 ** 20
   console.log(
-    `[soak] RSS after ${warmAt} requests ${rssWarm.toFixed(0)} MiB, at the end ${rssEnd.toFixed(0)} MiB (${ratio.toFixed(3)}×); ` +
-      `prefix cache ${cacheWarm} then ${metric(metrics, 'torch_node_prefix_cache_tokens')} tokens`,
+    `[soak] RSS after ${warmAt} requests ${warm.rss.toFixed(0)} MiB, at the end ${end.rss.toFixed(0)} MiB: ` +
+      `${ratio.toFixed(3)}× (the criterion: at most 1.15×); prefix cache ${warm.tokens} then ${end.tokens} tokens ` +
+      `(${mib(warm.bytes)} then ${mib(end.bytes)} MiB); less the cache's bytes ${less(warm).toFixed(0)} then ` +
+      `${less(end).toFixed(0)} MiB: ${(less(end) / less(warm)).toFixed(3)}×`,
   )
   const failures = []
   if (done < opts.requests) failures.push(`only ${done} of ${opts.requests} requests within ${opts.maxSeconds} s`)
