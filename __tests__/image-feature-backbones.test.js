@@ -9,6 +9,7 @@
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 const torch = require('..')
 const { coded } = require('./helpers')
@@ -148,6 +149,21 @@ describe('image-feature-extraction backbones: bad input, options, dispose', { sk
       await assert.rejects(ImageFeatureExtractionPipeline.load(path.join(DIR, 'vit')), coded('ModelLoadError'))
     } finally {
       pipe.dispose()
+    }
+  })
+
+  test('a manifest without the output sizes: ModelLoadError', TIMEOUT, async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backbone-'))
+    const src = path.join(DIR, 'vit-backbone')
+    for (const f of fs.readdirSync(src)) fs.copyFileSync(path.join(src, f), path.join(dir, f))
+    const manifest = JSON.parse(fs.readFileSync(path.join(dir, 'manifest.json'), 'utf8'))
+    try {
+      for (const bad of [{ hiddenSize: 0 }, { hiddenSize: '32' }, { pooledShape: 'x' }, { pooledShape: [-1] }]) {
+        fs.writeFileSync(path.join(dir, 'manifest.json'), JSON.stringify({ ...manifest, ...bad }))
+        await assert.rejects(ImageFeatureExtractionPipeline.load(dir), coded('ModelLoadError', /hiddenSize/))
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
     }
   })
 

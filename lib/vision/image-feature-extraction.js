@@ -132,10 +132,21 @@ class ImageFeatureExtractionPipeline {
    */
   static async load(folder, options) {
     const caller = ImageFeatureExtractionPipeline.load
-    const model =
-      kindOf(folder) === BACKBONE
-        ? await DenseModel.load(folder, options, BACKBONE, caller)
-        : await ClipModel.load(folder, options, caller)
+    if (kindOf(folder) !== BACKBONE) {
+      return new ImageFeatureExtractionPipeline(LOAD, await ClipModel.load(folder, options, caller))
+    }
+    const model = await DenseModel.load(folder, options, BACKBONE, caller)
+    const { hiddenSize, pooledShape } = model.manifest
+    const size = (/** @type {unknown} */ n) => Number.isInteger(n) && /** @type {number} */ (n) > 0
+    if (!size(hiddenSize) || !(pooledShape === null || (Array.isArray(pooledShape) && pooledShape.every(size)))) {
+      model.dispose()
+      throw codedError(
+        'ModelLoadError',
+        `${folder}: manifest.json: hiddenSize ${JSON.stringify(hiddenSize)} and pooledShape ` +
+          `${JSON.stringify(pooledShape)} are not a size and null or sizes`,
+        caller,
+      )
+    }
     return new ImageFeatureExtractionPipeline(LOAD, model)
   }
 
