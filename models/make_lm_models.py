@@ -20,9 +20,10 @@ Writes (all generated, under models/golden/, which git ignores):
                            new ids, and Python's top-2 logit gap at each step (a test excuses a
                            split where that gap is < 1e-4)
 
-NAMEs (default: all; --list prints them) choose models; each stale one is made in its own
-process, --jobs at a time (default: the cores, at most 4), its output kept and shown only when it
-fails: one line per model. A model is remade only when its config, the tokenizer, this script's
+NAMEs (default: all; --list prints them) choose models; the stale ones are made by --jobs worker
+processes (default: the cores, at most 4), each making one model after another (torch, transformers
+and Inductor imported and warmed once), each model's output kept and shown only when it fails: one
+line per model. A model is remade only when its config, the tokenizer, this script's
 export settings or python/ changed (the hash in <name>/.source-hash), so a second run compiles
 nothing. Each is an AOTInductor compile of a 2-layer model, with the C++ wrapper at -O0
 (FIXTURE_COMPILE: these tiny programs' speed does not matter, their compile time does).
@@ -433,7 +434,7 @@ def write_gguf(source, path):
 
 def make(name, out_dir):
     """One model, in this process: its source folder, the export, its goldens. Prints what the
-    exporter says; the last line is a JSON summary for the parent."""
+    exporter says; returns a summary for the parent (seconds, CPU seconds, the compile's figures)."""
     sys.path.insert(0, PYTHON_DIR)
     import export_causal_lm
 
@@ -444,7 +445,7 @@ def make(name, out_dir):
     source = os.path.join(out_dir, f"{name}-src")
     out = os.path.join(out_dir, name)
     _, options = VARIANTS.get(name, (name, {}))
-    started = time.time()
+    started, cpu = time.time(), os.times()
     make_source(name, source, tokenizer_dir)
     options = dict(options)
     model_path = source
@@ -463,8 +464,11 @@ def make(name, out_dir):
     g["export"] = want
     write_json(os.path.join(out_dir, f"{name}.golden.json"), g)
     summary = {k: v for k, v in timings.items() if isinstance(v, (int, float, str))}
-    summary.update(seconds=round(time.time() - started, 1), prompts=len(g["cases"]))
-    print(json.dumps(summary), flush=True)
+    now = os.times()
+    cpu_s = now.user + now.system + now.children_user + now.children_system
+    cpu_s -= cpu.user + cpu.system + cpu.children_user + cpu.children_system
+    summary.update(seconds=round(time.time() - started, 1), cpu_s=round(cpu_s, 1), prompts=len(g["cases"]))
+    return summary
 
 
 def stale(name, out_dir, tokenizer_bytes):
@@ -476,42 +480,100 @@ def stale(name, out_dir, tokenizer_bytes):
     return not (want and have == want and golden.get("export") == want and os.path.isfile(os.path.join(out, "model.pt2")))
 
 
+def serve(out_dir):
+    """The worker: makes the models named on stdin ("NAME LOG" lines), one after another in this
+    process, each one's output (Python's and g++'s: file descriptors 1 and 2) into its LOG, and
+    answers one line each on its own stdout: "ok NAME SUMMARY" or "failed NAME"."""
+    import traceback
+
+    answer = os.fdopen(os.dup(1), "w")
+    for line in sys.stdin:
+        name, path = line.rstrip("\n").split(" ", 1)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with open(path, "w") as f:
+            os.dup2(f.fileno(), 1)
+            os.dup2(f.fileno(), 2)
+        ok, summary = True, None
+        try:
+            summary = make(name, out_dir)
+        except Exception:  # the parent shows the traceback; the next model goes on
+            traceback.print_exc()
+            ok = False
+        sys.stdout.flush()
+        sys.stderr.flush()
+        answer.write(f"ok {name} {json.dumps(summary)}\n" if ok else f"failed {name}\n")
+        answer.flush()
+
+
 def run_workers(todo, out_dir, jobs):
-    """Each name in its own process, `jobs` at a time; one line each. True when all succeeded."""
+    """`jobs` worker processes (serve), each making the next waiting model when it is done with the
+    last: one warm process makes several models (torch, transformers and Inductor imported and
+    warmed once: ~10 s of CPU a model less than a process each). One line a model; a model that
+    fails shows its output. True when all succeeded."""
+    import selectors
+
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TORCHINDUCTOR_COMPILE_THREADS": "1",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
            "TQDM_DISABLE": "1", "TRANSFORMERS_VERBOSITY": "error"}
-    waiting, running, ok = list(todo), {}, True
-    while waiting or running:
-        while waiting and len(running) < jobs:
-            name = waiting.pop(0)
-            cmd = [sys.executable, os.path.abspath(__file__), "--out", out_dir, "--worker", name]
-            # Into a file, not a pipe: a pipe's 64 KiB of warnings would stall the worker.
-            out = tempfile.TemporaryFile()
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-            running[proc.pid] = (name, proc, time.time(), out)
-        pid, status = os.wait()
-        if pid not in running:
-            continue
-        name, proc, t0, out = running.pop(pid)
-        out.seek(0)
-        text = out.read().decode(errors="replace")
-        out.close()
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen.wait() cannot see it
-        lines = text.strip().split("\n")
-        summary = None
-        try:
-            summary = json.loads(lines[-1])
-        except ValueError:
-            pass
-        if proc.returncode == 0 and summary is not None:
-            detail = ", ".join(
-                f"{k} {summary[k]}" for k in ("compile_s", "check", "agreement") if k in summary
-            )
-            log(f"{name}: made in {time.time() - t0:.0f} s ({detail})")
-        else:
-            ok = False
-            log(f"{name}: FAILED (exit {proc.returncode}); its output:\n{text}")
+    waiting, ok = list(todo), True
+    logs = tempfile.TemporaryDirectory(prefix="make-lm-")
+    sel = selectors.DefaultSelector()
+
+    def start():
+        cmd = [sys.executable, os.path.abspath(__file__), "--out", out_dir, "--worker"]
+        # Its own output before the first model (import warnings) into a file: a pipe could stall it.
+        early = tempfile.TemporaryFile()
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=early, env=env,
+                                cwd=ROOT, text=True)
+        worker = {"proc": proc, "early": early, "name": None}
+        sel.register(proc.stdout, selectors.EVENT_READ, worker)
+        return worker
+
+    def give(worker):
+        if not waiting:
+            worker["proc"].stdin.close()
+            return
+        name = waiting.pop(0)
+        worker.update(name=name, log=os.path.join(logs.name, f"{name}.log"), t0=time.time())
+        worker["proc"].stdin.write(f"{name} {worker['log']}\n")
+        worker["proc"].stdin.flush()
+
+    def output(worker):
+        with open(worker["log"], errors="replace") as f:
+            return f.read()
+
+    for worker in [start() for _ in range(min(jobs, len(waiting)))]:
+        give(worker)
+    while sel.get_map():
+        for key, _ in sel.select():
+            worker, line = key.data, key.fileobj.readline()
+            if line:
+                status, name, *rest = line.rstrip("\n").split(" ", 2)
+                if status == "ok":
+                    summary = json.loads(rest[0])
+                    detail = ", ".join(
+                        f"{k} {summary[k]}" for k in ("compile_s", "cpu_s", "check", "agreement") if k in summary
+                    )
+                    log(f"{name}: made in {time.time() - worker['t0']:.0f} s ({detail})")
+                else:
+                    ok = False
+                    log(f"{name}: FAILED; its output:\n{output(worker)}")
+                worker["name"] = None
+                give(worker)
+                continue
+            # The worker ended: after its last model, or in the middle of one (a crash).
+            sel.unregister(key.fileobj)
+            code = worker["proc"].wait()
+            if worker["name"]:
+                ok = False
+                worker["early"].seek(0)
+                early = worker["early"].read().decode(errors="replace")
+                log(f"{worker['name']}: FAILED (the worker's exit {code}); its output:\n{early}{output(worker)}")
+                if waiting:
+                    give(start())
+            worker["early"].close()
+    logs.cleanup()
     return ok
 
 
@@ -522,7 +584,7 @@ def main():
     p.add_argument("--jobs", type=int, default=min(4, len(os.sched_getaffinity(0))))
     p.add_argument("--list", action="store_true", help="print the model names, one a line")
     p.add_argument("--group", choices=sorted(GROUPS), help="only the models of a group (default: all)")
-    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     chosen = [n for n in names() if not args.group or GROUPS[args.group](n)]
     if args.list:
@@ -540,14 +602,15 @@ def main():
         log(f"skipped: {', '.join(missing)} not installed (pip install torch transformers tokenizers)")
         return 0
     if args.worker:
-        make(args.worker, args.out)
+        serve(args.out)
         return 0
     tokenizer_dir = os.path.join(args.out, "tokenizer")
     make_tokenizer(tokenizer_dir)
     with open(os.path.join(tokenizer_dir, "tokenizer.json"), "rb") as f:
         tokenizer_bytes = f.read()
     todo = []
-    for name in args.names or chosen:
+    # The quantized exports first: the longest compiles (the others fill in beside them).
+    for name in sorted(args.names or chosen, key=lambda n: "quantize" not in VARIANTS.get(n, (n, {}))[1]):
         if stale(name, args.out, tokenizer_bytes):
             todo.append(name)
         else:
