@@ -1,6 +1,6 @@
 """Export a Hugging Face vision-language checkpoint (LlavaForConditionalGeneration,
-Gemma3ForConditionalGeneration, Idefics3ForConditionalGeneration, SmolVLMForConditionalGeneration)
-into a torch-node causal-LM folder that also takes images.
+Gemma3ForConditionalGeneration, Idefics3ForConditionalGeneration, SmolVLMForConditionalGeneration,
+Qwen2VLForConditionalGeneration) into a torch-node causal-LM folder that also takes images.
 
     python export_vlm.py MODEL_DIR OUT_DIR [--max-context N] [--max-batch N]
 
@@ -19,6 +19,11 @@ chat template, generation_config.json, manifest.json of kind "causal-lm"), plus:
 Idefics3 and SmolVLM (vlm_idefics3.py) tile each image: vision.pt takes the tiles [frames, 3, S, S],
 preprocess.pt returns them in their grid [rows + 1, cols, 3, S, S], and the manifest's
 expansion.grid says the prompt each grid makes.
+
+Qwen2-VL (vlm_qwen2.py) resizes each image to its own patch grid: preprocess.pt returns
+[gh, gw, D], vision.pt takes one image's patches and their (row, column) positions, the prompt
+holds gh * gw / merge^2 image tokens per image, and the decoder step takes one more input after
+image_mask, `rope [3, B, T]`: the M-RoPE positions (manifest vision.mrope).
 
 The decoder program is export_causal_lm's step with two more inputs:
 
@@ -43,8 +48,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_causal_lm as lm  # noqa: E402
 from export_causal_lm import ExportError  # noqa: E402
 import vlm_idefics3 as idefics3  # noqa: E402
+import vlm_qwen2 as qwen2  # noqa: E402
 
-ARCHITECTURES = ("LlavaForConditionalGeneration", "Gemma3ForConditionalGeneration", *idefics3.ARCHITECTURES)
+ARCHITECTURES = ("LlavaForConditionalGeneration", "Gemma3ForConditionalGeneration", *idefics3.ARCHITECTURES, *qwen2.ARCHITECTURES)
 # Families whose image tokens attend to each other both ways during prefill (Gemma 3:
 # token_type_ids -> create_masks_for_vision_model's blockwise overlay).
 BIDIRECTIONAL_IMAGES = ("gemma3",)
@@ -198,7 +204,7 @@ def step_module(model, bidirectional=False):
     return Step().eval()
 
 
-def export_program(layout, step, hidden, max_context, max_batch, path, compile_options=None):
+def export_program(layout, step, hidden, max_context, max_batch, path, compile_options=None, mrope=False):
     import torch
     from torch.export import Dim
 
@@ -212,8 +218,12 @@ def export_program(layout, step, hidden, max_context, max_batch, path, compile_o
     t = Dim("seq", min=1, max=max_context)
     c = Dim("context", min=2, max=max_context)
     dynamic = ({0: b, 1: t}, {0: b, 1: t}, {0: b, 1: t}, {0: b, 1: t}, tuple({0: b, 2: c} for _ in cache))
+    inputs = (ids, positions, embeds, mask)
+    if mrope:  # Qwen2-VL: the M-RoPE positions [3, B, T] after the image mask
+        inputs += (positions.unsqueeze(0).repeat(3, 1, 1),)
+        dynamic = dynamic[:4] + ({1: b, 2: t},) + dynamic[4:]
     with torch.no_grad():
-        program = torch.export.export(step, (ids, positions, embeds, mask, *cache), dynamic_shapes=dynamic)
+        program = torch.export.export(step, (*inputs, *cache), dynamic_shapes=dynamic)
     torch._inductor.aoti_compile_and_package(program, package_path=path, inductor_configs=compile_options or None)
 
 
@@ -336,6 +346,7 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
     log(f"{os.path.basename(os.path.normpath(model_dir))}: reading the model with transformers")
     architecture = next(a for a in lm.read_config(model_dir)["architectures"] if a in ARCHITECTURES)
     tiled = architecture in idefics3.ARCHITECTURES
+    mrope = architecture in qwen2.ARCHITECTURES
     if tiled:
         idefics3.allow_without_num2words()
     vlm = getattr(transformers, architecture).from_pretrained(model_dir, dtype="float32").eval()
@@ -344,6 +355,8 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
     processor = transformers.AutoProcessor.from_pretrained(model_dir)
     if getattr(processor.image_processor, "do_pan_and_scan", None):
         raise ExportError("the image processor has do_pan_and_scan on: pan-and-scan crops are not supported")
+    if mrope:
+        return export_mrope(vlm, processor, out_dir, model_dir, max_context, max_batch, log, compile_options)
     settings = idefics3.settings(processor) if tiled else processor_settings(processor.image_processor)
     size = int(vlm.config.vision_config.image_size)
     vision = vision_module(vlm)
@@ -415,6 +428,76 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
     model.set_attn_implementation("sdpa")
     # (the default again: models/make_vlm_models.py's goldens run the same model object)
 
+    vision_manifest = {
+        "program": "vision.pt",
+        "programFormat": "torchscript",
+        "preprocess": "preprocess.pt",
+        "imageProcessor": settings,
+        "imageSize": size,
+        "imageToken": processor.image_token,
+        "imageTokenId": int(vlm.config.image_token_id),
+        "tokensPerImage": tokens_per_image,
+        "expansion": expand,
+        "bidirectionalImages": bidirectional(vlm),
+        "hidden": hidden,
+        "visionFeatureLayer": getattr(vlm.config, "vision_feature_layer", None),
+        "visionFeatureSelectStrategy": getattr(vlm.config, "vision_feature_select_strategy", None),
+        "checkedMaxAbsDiff": vision_diff,
+        "checkedPixelsMaxAbsDiff": pixels_diff,
+        "tiled": tiled,
+    }
+    return write_manifest(vlm, model, processor, model_dir, out_dir, layout, max_context, max_batch, one_row,
+                          one_row_kernel, worst, architecture, vision_manifest)
+
+
+def export_mrope(vlm, processor, out_dir, model_dir, max_context, max_batch, log, compile_options):
+    """export() for Qwen2-VL (vlm_qwen2.py): per-image grids, one image a vision call, M-RoPE."""
+    import torch
+
+    import decode_gemv
+
+    architecture = type(vlm).__name__
+    settings = qwen2.settings(processor)
+    expand = qwen2.expansion(processor, vlm)
+    vision = qwen2.vision_module(vlm)
+    model = qwen2.TextLM(vlm)
+    hidden = int(model.config.hidden_size)
+    one_row = decode_gemv.wrap(model)
+    one_row_kernel = decode_gemv.one_row_kernel()
+    lm.StepState.attention_in_float32 = False
+    lm.register_attention()
+    model.set_attn_implementation(lm.ATTENTION)
+    layout = lm.shapes(model)
+    limit = lm.max_positions(model.config)
+    max_context = min(max_context or limit or 2048, limit or max_context or 2048)
+    os.makedirs(out_dir, exist_ok=True)
+    step = qwen2.step_module(model)
+    qwen2.check("self-check (eager step)", step, vision, layout, hidden, vlm, processor, log, lm.FP32_TOLERANCE)
+
+    log("vision.pt: torch.jit.trace of the vision tower and merger; preprocess.pt: torch.jit.script")
+    vision_diff = qwen2.trace_vision(vision, processor, os.path.join(out_dir, "vision.pt"), log)
+    torch.jit.script(qwen2.Preprocess(torch, settings)).save(os.path.join(out_dir, "preprocess.pt"))
+    pixels_diff = qwen2.check_pixels(processor, torch.jit.load(os.path.join(out_dir, "preprocess.pt")), log)
+
+    started = time.time()
+    package = os.path.join(out_dir, "model.pt2")
+    log(f"model.pt2: torch.export + AOTInductor compile, {lm.compile_estimate(model, None, False)} (no output until it ends)")
+    export_program(layout, step, hidden, max_context, max_batch, package, compile_options, mrope=True)
+    log(f"model.pt2: torch.export + AOTInductor in {time.time() - started:.0f} s")
+    runner = torch._inductor.aoti_load_package(package)
+    worst = qwen2.check("compiled check (model.pt2 + vision.pt)", lambda *a: runner(*a),
+                        torch.jit.load(os.path.join(out_dir, "vision.pt")), layout, hidden, vlm, processor, log,
+                        lm.FP32_TOLERANCE)
+    model.set_attn_implementation("sdpa")
+    vision_manifest = qwen2.manifest_vision(processor, settings, expand, hidden, vision_diff, pixels_diff, vlm)
+    return write_manifest(vlm, model, processor, model_dir, out_dir, layout, max_context, max_batch, one_row,
+                          one_row_kernel, worst, architecture, vision_manifest, extra_inputs=["rope"])
+
+
+def write_manifest(vlm, model, processor, model_dir, out_dir, layout, max_context, max_batch, one_row,
+                   one_row_kernel, worst, architecture, vision_manifest, extra_inputs=()):
+    """The tokenizer files, generation_config.json and manifest.json; returns the manifest."""
+    layers, heads, kv_heads, head_dim = layout
     tokenizer = lm.write_tokenizer(model_dir, out_dir)
     template = getattr(processor, "chat_template", None) or getattr(tokenizer, "chat_template", None)
     if template:
@@ -452,7 +535,7 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
         "bos_token_id": tokenizer.bos_token_id,
         "pad_token_id": tokenizer.pad_token_id,
         "chat_template": bool(template),
-        "inputs": ["input_ids", "positions", "image_embeds", "image_mask", *cache],
+        "inputs": ["input_ids", "positions", "image_embeds", "image_mask", *extra_inputs, *cache],
         "outputs": ["logits"],
         "cache": {
             "layout": ["batch", "kv_heads", "context", "head_dim"],
@@ -460,24 +543,7 @@ def export(model_dir, out_dir, max_context=None, max_batch=64, log=print, compil
             "attention_dtype": "float32",
             "update": "in place at positions[b, t]; token (b, t) attends to slots 0..=positions[b, t]",
         },
-        "vision": {
-            "program": "vision.pt",
-            "programFormat": "torchscript",
-            "preprocess": "preprocess.pt",
-            "imageProcessor": settings,
-            "imageSize": size,
-            "imageToken": processor.image_token,
-            "imageTokenId": int(vlm.config.image_token_id),
-            "tokensPerImage": tokens_per_image,
-            "expansion": expand,
-            "bidirectionalImages": bidirectional(vlm),
-            "hidden": hidden,
-            "visionFeatureLayer": getattr(vlm.config, "vision_feature_layer", None),
-            "visionFeatureSelectStrategy": getattr(vlm.config, "vision_feature_select_strategy", None),
-            "checkedMaxAbsDiff": vision_diff,
-            "checkedPixelsMaxAbsDiff": pixels_diff,
-            "tiled": tiled,
-        },
+        "vision": vision_manifest,
     }
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
