@@ -1084,13 +1084,23 @@ export interface ImageClassificationOptions {
 /** An image: a file path, a `data:image/...;base64,` URL, or the file's bytes (JPEG, PNG, WebP, GIF, BMP, TIFF). */
 export type ImageSource = string | Uint8Array;
 
-/** Options of `ImageFeatureExtractionPipeline.run` and `embedText`; any other key is refused (`InvalidArg`). */
+/**
+ * Options of `ImageFeatureExtractionPipeline.run` and `embedText`; any other key is refused
+ * (`InvalidArg`), as is an option the folder's kind does not take.
+ */
 export interface ImageFeatureExtractionOptions {
   /**
-   * L2-normalize each row (default `false`: get_image_features /
-   * get_text_features as they are; normalized rows make the dot product the cosine similarity).
+   * CLIP and SigLIP folders only: L2-normalize each row (default
+   * `false`: get_image_features / get_text_features as they are; normalized rows make the dot
+   * product the cosine similarity).
    */
   normalize?: boolean;
+  /**
+   * Backbone folders only: each image's pooler_output `[1, H]` instead of
+   * its last_hidden_state `[1, T, H]` (default `false`, as transformers' `pool`); `InvalidArg` where
+   * the model has no pooler (transformers raises ValueError).
+   */
+  pool?: boolean;
   /** Aborting rejects with `Aborted` while the call's requests are still queued. */
   signal?: AbortSignal;
   /** The longest a request may wait in the queue, in milliseconds (then `Timeout`). */
@@ -1466,28 +1476,64 @@ export interface ImageClassificationPipeline extends DensePipeline {
 }
 
 /**
- * Image embeddings (and text embeddings in the same space) from a CLIP or SigLIP folder. Concurrent
- * calls share forwards. Made with `ImageFeatureExtractionPipeline.load(folder)` (or
+ * Image features: from a CLIP or SigLIP folder, image embeddings (and text embeddings in the same
+ * space); from a vision backbone folder (ViT, DINOv2, DeiT, ...), each image's last_hidden_state or
+ * pooler_output, as transformers' pipeline('image-feature-extraction'). Concurrent calls share
+ * forwards. Made with `ImageFeatureExtractionPipeline.load(folder)` (or
  * `torch.pipeline('image-feature-extraction', folder)`).
  */
-export interface ImageFeatureExtractionPipeline extends ClipPipeline {
+export interface ImageFeatureExtractionPipeline {
   /** `'image-feature-extraction'`. */
   get task(): string;
-  /** The folder's tokenizer (`tokenizer.json`), as `embedText` uses it. */
+  /**
+   * `'clip'` (a CLIP or SigLIP folder: embeddings, `embedText`) or `'backbone'` (a vision
+   * backbone: hidden states, `pool`).
+   */
+  get kind(): 'clip' | 'backbone';
+  /**
+   * A CLIP folder's `'clip'` (zero-shot scores are a softmax over the labels) or `'siglip'` (each
+   * label's sigmoid); null for a backbone.
+   */
+  get family(): 'clip' | 'siglip' | null;
+  /** The embeddings' size (a backbone: the hidden size H). @returns {number} */
+  get dim(): number;
+  /**
+   * A backbone's pooler_output shape per image, without its leading 1 (`[H]`), or null where the
+   * model has no pooler (`pool` is refused) or the folder is a CLIP one.
+   */
+  get pooledShape(): number[] | null;
+  /** The folder's tokenizer (`tokenizer.json`), as `embedText` uses it; null for a backbone. */
   get tokenizer(): any;
-  /** The most tokens of a text the text tower sees (longer texts are cut). @returns {number} */
+  /** The most tokens of a text the text tower sees (longer texts are cut); 0 for a backbone. @returns {number} */
   get maxSequenceLength(): number;
-  /** How many tokens the texts are (each cut at `maxSequenceLength`, special tokens included). */
+  /** True once `dispose()` was called. */
+  get isDisposed(): boolean;
+  /** The Batchers' counts: a CLIP folder's `{ text, image }`, a backbone's model Batcher's. */
+  stats(): BatcherStats | {
+    text: BatcherStats;
+    image: BatcherStats;
+  };
+  /** Frees the programs once running batches finish; calls waiting and later ones reject with `Disposed`. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+  /**
+   * How many tokens the texts are (each cut at `maxSequenceLength`, special tokens included).
+   * CLIP and SigLIP folders only (`InvalidArg` for a backbone).
+   */
   countTokens(texts: string[]): Promise<number>;
   /**
-   * The images' embeddings: a float32 `[n, dim]` tensor, one row per image (n = 1 for one image).
+   * The images' features. A CLIP or SigLIP folder: their embeddings, one float32 `[n, dim]` tensor,
+   * one row per image (n = 1 for one image). A backbone: per image, as transformers'
+   * pipeline('image-feature-extraction', ...)(image, return_tensors=True): last_hidden_state
+   * float32 `[1, T, H]`, or with `pool: true` pooler_output `[1, H]`; one image gives a Tensor,
+   * an array of images an array of them (a backbone also takes uint8 RGB Tensors `[3, H, W]`).
    * Errors: `InvalidArg`, `InvalidImage`, `QueueFull`, `Aborted`, `Timeout`, `Disposed`.
    */
-  run(images: ImageSource | ImageSource[], options?: ImageFeatureExtractionOptions): Promise<Tensor>;
+  run(images: ImageSource | Tensor | Array<ImageSource | Tensor>, options?: ImageFeatureExtractionOptions): Promise<Tensor | Tensor[]>;
   /**
    * The texts' embeddings in the images' space: a float32 `[n, dim]` tensor, tokenized as the
    * zero-shot pipeline does (CLIP: cut at the model's positions; SigLIP: padded to 64 tokens).
-   * Errors as `run`.
+   * CLIP and SigLIP folders only. Errors as `run`.
    */
   embedText(texts: string | string[], options?: ImageFeatureExtractionOptions): Promise<Tensor>;
 }
@@ -1750,7 +1796,8 @@ export interface ZeroShotAudioClassificationLoadOptions {
 /** Speech: Whisper speech to text (docs/speech.md). */
 export declare namespace audio {
   /**
-   * Speech to text (Whisper): `automatic-speech-recognition` as transformers' pipeline, greedy.
+   * Speech to text (Whisper): `automatic-speech-recognition` as transformers' pipeline (greedy or
+   * beam search, as the checkpoint's generation config says, or `numBeams`).
    * Made with `SpeechRecognitionPipeline.load(folder)`.
    */
   export class SpeechRecognitionPipeline {
@@ -1766,6 +1813,11 @@ export declare namespace audio {
     /** The rate `Float32Array` input must be at (16000). */
     get samplingRate(): number;
     /**
+     * The beams `run` searches with when `numBeams` is not given: the checkpoint's generation
+     * config's `num_beams` (1 where it has none: greedy).
+     */
+    get numBeams(): number;
+    /**
      * Transcribes (or translates) `audio`: an encoded file (a Buffer or Uint8Array of WAV, FLAC, MP3
      * or Ogg/Vorbis, or a path to one) or mono samples at `samplingRate` (a Float32Array), as
      * transformers' `pipeline('automatic-speech-recognition')` (greedy).
@@ -1778,6 +1830,16 @@ export declare namespace audio {
      * alone and merged where they overlap) with `strideLengthS` (the overlap, seconds or
      * `[left, right]`, default chunkLengthS / 6). Audio over 30 s needs `returnTimestamps` (decoded
      * window after window, as transformers' long-form generate) or `chunkLengthS`, else `InvalidArg`.
+     *
+     * Beam search, as transformers' `generate`: `numBeams` (1..16; default the checkpoint's generation
+     * config's `num_beams`, 1 for OpenAI's Whisper checkpoints: greedy, where transformers' pipeline
+     * would take 5; pass `numBeams: 5` for the pipeline's result), `lengthPenalty` (default 1: a
+     * finished beam's score is its summed log-probability over its length to this power) and
+     * `earlyStopping` (`false`, the default: stop when no running beam can beat the finished ones;
+     * `true`: once `numBeams` beams have finished; `'never'`), the last two only with beams
+     * (`InvalidArg` otherwise). Beams search at temperature 0; a fallback temperature above 0 samples
+     * with one beam, and the later windows of that call decode with one beam too (as transformers'
+     * `generate_with_fallback` leaves its config).
      *
      * Temperature fallback, as transformers' `generate`: `temperature` (default 0: greedy; a list
      * is tried in turn, each above 0 sampling, seeded by `seed`, default 0), with
@@ -1799,7 +1861,9 @@ export declare namespace audio {
       task?: 'transcribe' | 'translate';
       maxNewTokens?: number;
       maxDurationS?: number;
-      numBeams?: 1;
+      numBeams?: number;
+      lengthPenalty?: number;
+      earlyStopping?: boolean | 'never';
       returnTimestamps?: boolean;
       chunkLengthS?: number;
       strideLengthS?: number | [number, number];

@@ -75,10 +75,22 @@ const IMAGE_EXPORTS = [
   },
   {
     exporter: 'vision',
-    architectures: ['DetrForObjectDetection', 'YolosForObjectDetection'],
+    architectures: [
+      'DetrForObjectDetection',
+      'YolosForObjectDetection',
+      // vision backbones, for image-feature-extraction (python/export_vision.py's BACKBONES)
+      'ViTModel',
+      'DeiTModel',
+      'BeitModel',
+      'Data2VecVisionModel',
+      'Dinov2Model',
+      'Dinov2WithRegistersModel',
+      'IJepaModel',
+      'ViTMSNModel',
+    ],
     // any *ForImageClassification: export_vision.py checks the program against the eager model
     suffixes: ['ForImageClassification'],
-    what: 'image classifiers or object detectors (float32)',
+    what: 'image classifiers, object detectors or vision backbones (float32)',
   },
 ]
 const CAUSAL_SUFFIXES = ['ForCausalLM', 'LMHeadModel']

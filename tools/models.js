@@ -151,12 +151,13 @@ const JOBS = [
   },
   // Random-weight DPT, Depth Anything (.pt2, dynamic height and width), Segformer, ViT, ConvNeXt, DETR
   // and YOLOS folders and transformers' depth-estimation / image-segmentation / image-classification /
-  // object-detection pipeline goldens (dense-pipelines.test.js, vision-pipelines.test.js).
+  // object-detection pipeline goldens (dense-pipelines.test.js, vision-pipelines.test.js); ViTModel, Dinov2Model
+  // and IJepaModel backbones (image-feature-backbones.test.js).
   {
     name: 'dense',
     script: 'make_dense_models.py',
     inputs: ['python', 'models/fixture_common.py'],
-    outputs: ['golden/dense/goldens.json'],
+    outputs: ['golden/dense/goldens.json', 'golden/dense/backbone-goldens.json'],
     weight: 2.5,
     lazy: true,
   },

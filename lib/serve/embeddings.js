@@ -12,7 +12,7 @@ const torch = require('../torch')
 const media = require('./media')
 
 /**
- * @import { Tensor, text } from '../../index'
+ * @import { BatcherStats, Tensor, text } from '../../index'
  * @import { ImageFeatureExtractionPipeline } from '../vision/image-feature-extraction'
  */
 
@@ -91,7 +91,7 @@ function clipEmbeddingModel(name, clip) {
       const images = all.filter((x) => !isText(x)).map((x) => /** @type {{ image: Buffer }} */ (x).image)
       const [t, i] = await Promise.all([
         texts.length ? clip.embedText(texts, options) : null,
-        images.length ? clip.run(images, options).catch(badImage) : null,
+        images.length ? /** @type {Promise<Tensor>} */ (clip.run(images, options)).catch(badImage) : null,
       ])
       const rows = [
         rowsOf(t ?? new Float32Array(0), texts.length, clip.dim),
@@ -110,7 +110,7 @@ function clipEmbeddingModel(name, clip) {
       return clip.countTokens(/** @type {string[]} */ (all.filter(isText)))
     },
     stats() {
-      const { text, image } = clip.stats()
+      const { text, image } = /** @type {{ text: BatcherStats, image: BatcherStats }} */ (clip.stats())
       return { active: text.inFlight + image.inFlight, queued: text.queued + image.queued }
     },
     dispose: () => clip.dispose(),

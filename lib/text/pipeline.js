@@ -63,7 +63,7 @@ const TASKS = {
   'fill-mask': { kind: 'masked-lm', Class: fillMask.FillMaskPipeline },
 }
 /** Tasks whose classes load their folders themselves (image models in lib/vision/, causal LMs): task -> the manifest kind, and the load. */
-/** @type {Record<string, {kind: string, what: string, load: (folder: string, options?: any) => Promise<any>}>} */
+/** @type {Record<string, {kind: string | string[], what: string, load: (folder: string, options?: any) => Promise<any>}>} */
 const OWN_LOAD_TASKS = {
   'zero-shot-image-classification': {
     kind: 'clip',
@@ -71,8 +71,8 @@ const OWN_LOAD_TASKS = {
     load: ZeroShotImageClassificationPipeline.load,
   },
   'image-feature-extraction': {
-    kind: 'clip',
-    what: 'a CLIPModel or SiglipModel export',
+    kind: ['clip', 'image-feature-extraction'],
+    what: 'a CLIPModel or SiglipModel export, or a vision backbone (ViTModel, Dinov2Model, ...: python/export_vision.py)',
     load: ImageFeatureExtractionPipeline.load,
   },
   'depth-estimation': {
@@ -214,7 +214,7 @@ async function pipeline(task, folder, options) {
   if (Object.hasOwn(OWN_LOAD_TASKS, name)) {
     const { kind: want, what, load } = OWN_LOAD_TASKS[name]
     const kind = readManifest(folder)?.kind
-    if (kind !== undefined && kind !== want) {
+    if (kind !== undefined && ![want].flat().includes(kind)) {
       throw codedError(
         'ModelLoadError',
         `torch.pipeline: ${folder} holds a ${JSON.stringify(kind)} model; ${name} takes ${what}`,
