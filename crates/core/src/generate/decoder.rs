@@ -57,8 +57,9 @@ impl Chat {
     }
 
     /// Checks messages given as JSON (`what` names them in errors): each an object with a string
-    /// `role` and a `content` that is a string, a list of `{type: 'text', text}` parts (joined
-    /// into one string, the content every template takes), or null/absent beside `tool_calls`.
+    /// `role` and a `content` that is a string, a list of `{type: 'text', text}` parts (kept: the
+    /// model's template reads them as parts or joined, `chat_template::content_as_read`), or
+    /// null/absent beside `tool_calls`.
     /// `InvalidArg` otherwise.
     pub fn messages_from_json(messages: Json, what: &str) -> Result<Vec<Json>> {
         let Json::Array(list) = messages else {
@@ -123,17 +124,15 @@ fn message(m: Json, what: &str) -> Result<Json> {
         Some(Json::String(s)) => Json::String(s),
         None | Some(Json::Null) if calls => Json::Null,
         Some(Json::Array(parts)) => {
-            let mut joined = String::new();
             for (k, part) in parts.iter().enumerate() {
-                match (&part["type"], &part["text"]) {
-                    (Json::String(t), Json::String(text)) if t == "text" => joined.push_str(text),
-                    _ => bail_code!(
+                if part["type"] != "text" || !part["text"].is_string() {
+                    bail_code!(
                         Code::InvalidArg,
                         "{what}.content[{k}]: expected {{type: 'text', text}}"
-                    ),
+                    );
                 }
             }
-            Json::String(joined)
+            Json::Array(parts)
         }
         _ => bail_code!(
             Code::InvalidArg,

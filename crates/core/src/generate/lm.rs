@@ -243,7 +243,7 @@ impl Model {
         };
         chat_template::render(ChatInput {
             template,
-            messages: chat.messages,
+            messages: chat_template::content_as_read(template, chat.messages),
             tools,
             documents: None,
             add_generation_prompt: true,

@@ -96,6 +96,166 @@ pub fn tools_variable(template: &str) -> Option<ToolsVariable> {
     names_variable(&code, "xml_tools").then_some(ToolsVariable::XmlTools)
 }
 
+/// How a chat template reads a message's `content`, found from its code as vLLM's
+/// `_detect_content_format` finds it (vllm/entrypoints/chat_utils.py): `Parts` when it loops over
+/// a message's content (`{% for part in message['content'] %}`: OpenAI's list of `{type: 'text',
+/// text}` and `{type: 'image'}` parts, as SmolVLM's and Gemma 3's templates do), `String` otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContentFormat {
+    String,
+    Parts,
+}
+
+/// The content format `template` reads (see `ContentFormat`): the names it gives `messages`
+/// (`{% set msgs = messages[1:] %}`), the loop variables over them, then whether it loops over
+/// one's `content` (indexed, `.content`, sliced or filtered), directly or through a `set` name.
+pub fn content_format(template: &str) -> ContentFormat {
+    let statements = statements(template);
+    let mut messages = vec!["messages".to_string()];
+    let mut items: Vec<String> = Vec::new();
+    let mut contents: Vec<String> = Vec::new();
+    // Each pass adds at least one name or ends: at most one pass per statement.
+    for _ in 0..=statements.len() {
+        let before = messages.len() + items.len() + contents.len();
+        for (kind, name, expr) in &statements {
+            let reads = |vars: &[String], key| vars.iter().any(|v| accesses(expr, v, key));
+            let found = match kind {
+                Statement::Set if reads(&messages, None) => &mut messages,
+                Statement::For if reads(&messages, None) => &mut items,
+                Statement::Set if reads(&items, Some("content")) => &mut contents,
+                Statement::For if reads(&items, Some("content")) || reads(&contents, None) => {
+                    return ContentFormat::Parts;
+                }
+                _ => continue,
+            };
+            if !found.contains(name) {
+                found.push(name.clone());
+            }
+        }
+        if messages.len() + items.len() + contents.len() == before {
+            break;
+        }
+    }
+    ContentFormat::String
+}
+
+/// Messages' content as a template of `template`'s format reads it (vLLM's chat content
+/// parsing): for `Parts`, a string content becomes one `{type: 'text', text}` part; for `String`,
+/// a list of text parts is joined into one string (a list with an image stays a list). Null
+/// content (beside tool calls) stays null.
+pub fn content_as_read(template: &str, messages: Vec<Json>) -> Vec<Json> {
+    let format = content_format(template);
+    let content = |c: Json| match (format, c) {
+        (ContentFormat::Parts, Json::String(text)) => {
+            Json::Array(vec![serde_json::json!({"type": "text", "text": text})])
+        }
+        (ContentFormat::String, Json::Array(parts)) if parts.iter().all(|p| p["type"] == "text") => {
+            Json::String(parts.iter().filter_map(|p| p["text"].as_str()).collect())
+        }
+        (_, c) => c,
+    };
+    messages
+        .into_iter()
+        .map(|mut m| {
+            if let Some(c) = m.get_mut("content") {
+                *c = content(c.take());
+            }
+            m
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Statement {
+    For,
+    Set,
+}
+
+/// A template's `{% for NAME in EXPR %}` and `{% set NAME = EXPR %}` statements (a single name:
+/// a loop over pairs or a namespace attribute names no message), in order.
+fn statements(template: &str) -> Vec<(Statement, String, String)> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(at) = rest.find("{%") {
+        let Some(end) = rest[at + 2..].find("%}") else {
+            break;
+        };
+        let inner =
+            rest[at + 2..at + 2 + end].trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace());
+        rest = &rest[at + 2 + end + 2..];
+        let parsed = if let Some(s) = inner.strip_prefix("for ") {
+            s.split_once(" in ").map(|(name, expr)| {
+                // `for x in xs if cond` / `recursive`: the iterable alone.
+                let expr = expr.split(" if ").next().unwrap_or(expr);
+                (Statement::For, name, expr.trim_end_matches(" recursive"))
+            })
+        } else if let Some(s) = inner.strip_prefix("set ") {
+            s.split_once('=').map(|(name, expr)| (Statement::Set, name, expr))
+        } else {
+            None
+        };
+        if let Some((kind, name, expr)) = parsed {
+            let name = name.trim();
+            if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                out.push((kind, name.to_string(), expr.trim().to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `expr` is `var` (with `key`: its `['key']`, `["key"]` or `.key`), under any filters
+/// (`| reverse`), slices (`[1:]`) and parentheses: vLLM's `_is_var_or_elems_access`.
+fn accesses(expr: &str, var: &str, key: Option<&str>) -> bool {
+    let mut e: String = expr.chars().filter(|c| !c.is_whitespace()).collect();
+    loop {
+        let before = e.len();
+        if let Some(at) = top_level(&e, '|') {
+            e.truncate(at);
+        }
+        if e.starts_with('(') && e.ends_with(')') {
+            e = e[1..e.len() - 1].to_string();
+        }
+        if e.ends_with(']') {
+            if let Some(open) = e.rfind('[') {
+                if e[open..].contains(':') {
+                    e.truncate(open);
+                }
+            }
+        }
+        if e.len() == before {
+            break;
+        }
+    }
+    match key {
+        None => e == var,
+        Some(k) => [
+            format!("{var}['{k}']"),
+            format!("{var}[\"{k}\"]"),
+            format!("{var}.{k}"),
+        ]
+        .contains(&e),
+    }
+}
+
+/// Where `c` first stands outside brackets, parentheses and string literals in `s`.
+fn top_level(s: &str, c: char) -> Option<usize> {
+    let mut depth = 0i32;
+    let mut quote = None;
+    for (at, ch) in s.char_indices() {
+        match (quote, ch) {
+            (Some(q), ch) if ch == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(ch),
+            (None, '(' | '[' | '{') => depth += 1,
+            (None, ')' | ']' | '}') => depth -= 1,
+            (None, ch) if ch == c && depth == 0 => return Some(at),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// A template's `{% %}` and `{{ }}` blocks, joined by spaces, string literals as `""`.
 fn template_code(template: &str) -> String {
     let mut blocks = String::new();
@@ -726,6 +886,61 @@ mod tests {
         ];
         for (template, want) in cases {
             assert_eq!(tools_variable(template), want, "{template}");
+        }
+    }
+
+    /// SmolVLM's template (models/make_vlm_models.py) and SmolLM2's, given the same chat as text
+    /// parts and as strings: rendered as transformers renders each the content it reads (parts
+    /// for SmolVLM, strings for SmolLM2; models/make_vlm_models.py's templates through
+    /// `render_jinja_template`).
+    #[test]
+    fn content_is_given_as_the_template_reads_it() {
+        const SMOLVLM: &str = "<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}{% if message['content'][0]['type'] == 'image' %}{{':'}}{% else %}{{': '}}{% endif %}{% for line in message['content'] %}{% if line['type'] == 'text' %}{{line['text']}}{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}";
+        const SMOLLM2: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+        let want = [
+            (SMOLVLM, "<|im_start|>User: Tell me a story.<end_of_utterance>\nAssistant: Once upon a time.<end_of_utterance>\nAssistant:"),
+            (SMOLLM2, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\nOnce upon a time.<|im_end|>\n<|im_start|>assistant\n"),
+        ];
+        let parts = json!([
+            {"role": "user", "content": [{"type": "text", "text": "Tell me "}, {"type": "text", "text": "a story."}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Once upon a time."}]},
+        ]);
+        let strings = json!([
+            {"role": "user", "content": "Tell me a story."},
+            {"role": "assistant", "content": "Once upon a time."},
+        ]);
+        for (template, want) in want {
+            for messages in [&parts, &strings] {
+                let messages = content_as_read(template, messages.as_array().unwrap().clone());
+                let got = chat(template, Json::Array(messages), true).unwrap();
+                assert_eq!(got, want);
+            }
+        }
+        // Images stay parts; a null content beside tool calls stays null.
+        let image = json!({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "hi"}]});
+        let call = json!({"role": "assistant", "content": null, "tool_calls": []});
+        let read = content_as_read(SMOLLM2, vec![image.clone(), call.clone()]);
+        assert_eq!(read, vec![image, call]);
+    }
+
+    #[test]
+    fn the_content_format_is_read_from_the_templates_loops() {
+        use ContentFormat::{Parts, String};
+        let cases = [
+            ("{% for m in messages %}{% for p in m['content'] %}{{ p.text }}{% endfor %}{% endfor %}", Parts),
+            ("{%- for m in messages -%}{%- for p in m.content -%}{%- endfor -%}{%- endfor -%}", Parts),
+            ("{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}{% for p in m[\"content\"] | selectattr('type', 'equalto', 'text') %}{% endfor %}{% endif %}{% endfor %}", Parts),
+            // Through a `set` name: of the messages (sliced), and of a message's content.
+            ("{% set loop_messages = messages[1:] %}{% for m in loop_messages %}{% set c = m['content'] %}{% for p in c %}{% endfor %}{% endfor %}", Parts),
+            ("{% for m in messages %}{{ m['content'] | trim }}{% endfor %}", String),
+            // A loop over something else's content, or over the messages alone.
+            ("{% for m in messages %}{% for d in documents %}{% for x in d['content'] %}{% endfor %}{% endfor %}{% endfor %}", String),
+            ("{% for m in messages %}{% for p in m['contents'] %}{% endfor %}{% endfor %}", String),
+            ("{% for m in messages %}{{ m['content'][0]['text'] }}{% endfor %}", String),
+            ("{% for m in messages", String),
+        ];
+        for (template, want) in cases {
+            assert_eq!(content_format(template), want, "{template}");
         }
     }
 }
