@@ -138,7 +138,12 @@ impl<T> Batch<T> {
                     let (start, n) = (reused as i64, ids.len() as i64);
                     let embeds = images.embeds.f_narrow(0, start, n)?;
                     let mask = images.mask.f_narrow(0, start, n)?;
-                    d.run_images(&ids, &positions, rows, (&embeds, &mask))
+                    let rope = images
+                        .rope
+                        .as_ref()
+                        .map(|r| r.f_narrow(1, start, n))
+                        .transpose()?;
+                    d.run_images(&ids, &positions, rows, (&embeds, &mask, rope.as_ref()))
                 }
                 None => d.run(&ids, &positions, 1, rows),
             };
@@ -276,6 +281,8 @@ impl<T> Batch<T> {
             .unwrap_or(0);
         self.reserve(d, self.cache.rows(), need, self.most(d))?;
         let cache = self.cache.views(0, n)?;
+        // An M-RoPE model's rows after images: their rotary positions are shifted.
+        let offsets: Vec<i64> = self.entries.iter().map(|(_, s)| s.rope_delta).collect();
         // The constrained rows' next masks depend only on the tokens chosen so far: computed on a
         // thread of their own while the program runs (on 2 cores this hides most of their cost).
         let mut constrained: Vec<&mut Sequence> = (self.entries.iter_mut())
@@ -291,6 +298,9 @@ impl<T> Batch<T> {
                     })
             });
             let logits = match cols {
+                _ if offsets.iter().any(|&o| o != 0) => {
+                    d.run_offset(&ids, &positions, (n, cols), &offsets, cache)
+                }
                 1 => d.run(&ids, &positions, n, cache),
                 _ => d.run_keep(&ids, &positions, n, cols, cache),
             };

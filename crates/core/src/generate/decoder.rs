@@ -145,11 +145,15 @@ fn message(m: Json, what: &str) -> Result<Json> {
 
 /// A prompt's image tokens' input embeddings, for its prefill: `embeds [T, hidden]` (float32,
 /// zero at the text tokens) and `mask [T]` (bool, true at the image tokens), over the prompt's T
-/// tokens; `hash`, of the images' pixels, for whatever keys KV by content.
+/// tokens; `hash`, of the images' pixels, for whatever keys KV by content. An M-RoPE model's
+/// (Qwen2-VL) `rope`: each prompt token's (temporal, height, width) rotary position, `[3, T]`
+/// int64, and `rope_delta`: what every later token adds to its position (`super::mrope`).
 pub struct Images {
     pub embeds: Tensor,
     pub mask: Tensor,
     pub hash: u64,
+    pub rope: Option<Tensor>,
+    pub rope_delta: i64,
 }
 
 /// A tokenized prompt: its ids and, where it has images, their embeddings.
@@ -198,13 +202,14 @@ pub trait Decoder: Send + Sync + 'static {
         })
     }
     /// A prefill on one row with image embeddings (`Images` narrowed to `positions`' tokens:
-    /// `[cols, hidden]` and `[cols]`); only decoders whose `prepare` made `Images` take it.
+    /// `[cols, hidden]`, `[cols]` and an M-RoPE model's `[3, cols]` positions); only decoders
+    /// whose `prepare` made `Images` take it.
     fn run_images(
         &self,
         ids: &[i64],
         positions: &[i64],
         cache: Vec<Tensor>,
-        images: (&Tensor, &Tensor),
+        images: (&Tensor, &Tensor, Option<&Tensor>),
     ) -> Result<Vec<Vec<f32>>> {
         let _ = (ids, positions, cache, images);
         bail_code!(Code::Internal, "this model takes no image embeddings")
@@ -231,6 +236,25 @@ pub trait Decoder: Send + Sync + 'static {
             bail_code!(Code::Internal, "this model returns one position's logits per row");
         }
         self.run(ids, positions, rows, cache)
+    }
+    /// As `run_keep` (`run` where `keep` is 1), each row's rotary positions its cache slots
+    /// plus `offsets[row]` (an M-RoPE model's rows after images: `Images::rope_delta`). A decoder
+    /// without M-RoPE takes only zero offsets.
+    fn run_offset(
+        &self,
+        ids: &[i64],
+        positions: &[i64],
+        (rows, keep): (usize, usize),
+        offsets: &[i64],
+        cache: Vec<Tensor>,
+    ) -> Result<Vec<Vec<f32>>> {
+        if offsets.iter().any(|&o| o != 0) {
+            bail_code!(Code::Internal, "this model takes no rotary position offsets");
+        }
+        match keep {
+            1 => self.run(ids, positions, rows, cache),
+            _ => self.run_keep(ids, positions, rows, keep, cache),
+        }
     }
     /// The vocabulary output constraints compile against (built on first use, then shared).
     fn vocabulary(&self) -> Result<Arc<Vocabulary>> {

@@ -270,15 +270,17 @@ impl Model {
 
     /// The program call: each row's last `keep` tokens' logits (rows × keep, row by row); a
     /// vision-language program also takes `images` (`[rows, cols, hidden]` embeddings and a
-    /// `[rows, cols]` mask: zeros and false for text-only steps).
+    /// `[rows, cols]` mask: zeros and false for text-only steps), an M-RoPE one the rotary
+    /// positions (`Extra::rope`, else each row's positions plus its `Extra::offsets`).
     fn call(
         &self,
         ids: &[i64],
         positions: &[i64],
         (rows, keep): (usize, usize),
         cache: Vec<Tensor>,
-        images: Option<(&Tensor, &Tensor)>,
+        extra: Extra<'_>,
     ) -> Result<Vec<Vec<f32>>> {
+        let images = extra.images;
         let rows = rows.max(1) as i64;
         let cols = ids.len() as i64 / rows;
         if keep < 1 || keep > self.keep_logits() || keep as i64 > cols {
@@ -318,6 +320,14 @@ impl Model {
                     )?);
                     inputs.push(Tensor::f_zeros([rows, cols], (Kind::Bool, Device::Cpu))?);
                 }
+            }
+            if v.mrope.is_some() {
+                inputs.push(super::vision::mrope::rope_input(
+                    positions,
+                    (rows, cols),
+                    extra.rope,
+                    extra.offsets,
+                )?);
             }
         }
         inputs.extend(cache);
@@ -404,16 +414,40 @@ impl Decoder for Model {
         ids: &[i64],
         positions: &[i64],
         cache: Vec<Tensor>,
-        images: (&Tensor, &Tensor),
+        (embeds, mask, rope): (&Tensor, &Tensor, Option<&Tensor>),
     ) -> Result<Vec<Vec<f32>>> {
         if self.manifest.vision.is_none() {
             bail_code!(Code::Internal, "this model takes no image embeddings");
         }
-        self.call(ids, positions, (1, 1), cache, Some(images))
+        let extra = Extra {
+            images: Some((embeds, mask)),
+            rope,
+            offsets: &[],
+        };
+        self.call(ids, positions, (1, 1), cache, extra)
     }
 
     fn run(&self, ids: &[i64], positions: &[i64], rows: usize, cache: Vec<Tensor>) -> Result<Vec<Vec<f32>>> {
-        self.call(ids, positions, (rows, 1), cache, None)
+        self.call(ids, positions, (rows, 1), cache, Extra::default())
+    }
+
+    fn run_offset(
+        &self,
+        ids: &[i64],
+        positions: &[i64],
+        (rows, keep): (usize, usize),
+        offsets: &[i64],
+        cache: Vec<Tensor>,
+    ) -> Result<Vec<Vec<f32>>> {
+        let mrope = self.manifest.vision.as_ref().is_some_and(|v| v.mrope.is_some());
+        if !mrope && offsets.iter().any(|&o| o != 0) {
+            bail_code!(Code::Internal, "this model takes no rotary position offsets");
+        }
+        let extra = Extra {
+            offsets,
+            ..Extra::default()
+        };
+        self.call(ids, positions, (rows, keep), cache, extra)
     }
 
     fn keep_logits(&self) -> usize {
@@ -428,8 +462,16 @@ impl Decoder for Model {
         keep: usize,
         cache: Vec<Tensor>,
     ) -> Result<Vec<Vec<f32>>> {
-        self.call(ids, positions, (rows, keep), cache, None)
+        self.call(ids, positions, (rows, keep), cache, Extra::default())
     }
+}
+
+/// A program call's inputs beyond ids, positions and cache (see `Model::call`).
+#[derive(Default)]
+struct Extra<'a> {
+    images: Option<(&'a Tensor, &'a Tensor)>,
+    rope: Option<&'a Tensor>,
+    offsets: &'a [i64],
 }
 
 #[cfg(test)]

@@ -43,6 +43,9 @@ pub struct Sequence {
     constraint: Option<Box<Constraint>>,
     /// The prompt's image embeddings, until its prefill has run.
     pub(super) images: Option<Images>,
+    /// What its tokens after the prompt add to their rotary positions (an M-RoPE model's prompt
+    /// with images: `Images::rope_delta`; 0 otherwise).
+    pub(super) rope_delta: i64,
 }
 
 impl Sequence {
@@ -92,11 +95,13 @@ impl Sequence {
             matched: false,
             held: Piece::default(),
             images: None,
+            rope_delta: 0,
         })
     }
 
     /// With the prompt's image embeddings (`Decoder::prepare`'s), placed at its prefill.
     pub fn with_images(mut self, images: Option<Images>) -> Sequence {
+        self.rope_delta = images.as_ref().map_or(0, |i| i.rope_delta);
         self.images = images;
         self
     }

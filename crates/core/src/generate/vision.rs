@@ -2,12 +2,18 @@
 //! the program taking images (`vision.pt`: the vision tower and projector) and how a rendered
 //! prompt's image tokens become the image's embeddings. Idefics3/SmolVLM cut each image into
 //! tiles: its pixel_values are a grid of tiles, and its prompt depends on the grid (`Grid`).
+//! Qwen2-VL resizes each image to a patch grid of its own, takes one image a vision call, and
+//! places tokens by M-RoPE (`mrope`).
 use super::decoder::{Images, Prepared};
 use crate::error::{bail_code, fail, Code};
 use anyhow::Result;
 use serde_json::Value as Json;
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
+
+#[path = "mrope.rs"]
+pub mod mrope;
+use mrope::Mrope;
 
 /// `manifest.json`'s `vision`: the program taking images and how the prompt holds them.
 #[derive(Clone, Debug)]
@@ -22,6 +28,8 @@ pub struct VisionManifest {
     pub hidden: i64,
     /// How the processor expands the token the chat template writes for an image (`expansion`).
     pub expansion: Expansion,
+    /// Qwen2-VL's patch grid (`vision.mrope`): each image its own number of tokens, placed by M-RoPE.
+    pub mrope: Option<Mrope>,
 }
 
 /// `vision.expansion`: each `template_token_id` of the rendered, tokenized chat becomes
@@ -173,6 +181,7 @@ impl VisionManifest {
             tokens_per_image: int("tokensPerImage")? as usize,
             hidden: int("hidden")? as i64,
             expansion,
+            mrope: Mrope::parse(&v["mrope"])?,
         }))
     }
 
@@ -321,6 +330,9 @@ impl Vision {
     /// program (one call for all of them) and their embeddings placed at those tokens.
     pub fn prepare(&self, ids: Vec<u32>, pixels: Vec<Tensor>) -> Result<Prepared> {
         let v = &self.manifest;
+        if let Some(m) = &v.mrope {
+            return self.prepare_mrope(m, ids, pixels);
+        }
         let (expanded, mask, frames) = match &v.expansion.grid {
             None => {
                 let s = v.image_size;
@@ -377,9 +389,105 @@ impl Vision {
         let _ = embeds.f_index_put_(&[Some(mask.shallow_clone())], &rows, false)?;
         Ok(Prepared {
             ids: expanded,
-            images: Some(Images { embeds, mask, hash }),
+            images: Some(Images {
+                embeds,
+                mask,
+                hash,
+                rope: None,
+                rope_delta: 0,
+            }),
         })
     }
+
+    /// `prepare` for an M-RoPE export (Qwen2-VL): each template image token becomes its image's
+    /// `h × w` image tokens, each image runs through the vision program alone (its patches and
+    /// their positions), and the prompt's positions are M-RoPE's.
+    fn prepare_mrope(&self, m: &Mrope, ids: Vec<u32>, pixels: Vec<Tensor>) -> Result<Prepared> {
+        let v = &self.manifest;
+        let (patches, grids): (Vec<Tensor>, Vec<(usize, usize)>) = (pixels.iter().enumerate())
+            .map(|(i, p)| m.patches(i, p))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
+        let counts: Vec<usize> = grids.iter().map(|(h, w)| h * w).collect();
+        let (expanded, mask) = expand_counts(&ids, v.expansion.template_token_id, v.image_token_id, &counts)?;
+        let (rope, rope_delta) = mrope::prompt_positions(&expanded, v.image_token_id, &grids)?;
+        let mut features = Vec::with_capacity(patches.len());
+        for (k, (flat, &(h, w))) in patches.iter().zip(&grids).enumerate() {
+            let s = m.merge_size;
+            let at = mrope::patch_positions(h * s, w * s, s);
+            let at = Tensor::f_from_slice(&at)?.f_view([-1, 2])?;
+            let out = tch::no_grad(|| self.program.forward_ts(&[flat.shallow_clone(), at]))?;
+            let out = out.f_to_kind(Kind::Float)?;
+            if out.size() != [(h * w) as i64, v.hidden] {
+                bail_code!(
+                    Code::Internal,
+                    "the vision program returned {:?} for image {k}, expected [{}, {}]",
+                    out.size(),
+                    h * w,
+                    v.hidden
+                );
+            }
+            features.push(out);
+        }
+        let hash = pixels_hash(&pixels)?;
+        let mask = Tensor::f_from_slice(&mask)?;
+        let mut embeds = Tensor::f_zeros([expanded.len() as i64, v.hidden], (Kind::Float, Device::Cpu))?;
+        if !features.is_empty() {
+            let rows = Tensor::f_cat(&features, 0)?;
+            let _ = embeds.f_index_put_(&[Some(mask.shallow_clone())], &rows, false)?;
+        }
+        let rope = Tensor::f_from_slice(&rope)?.f_view([3, -1])?;
+        Ok(Prepared {
+            ids: expanded,
+            images: Some(Images {
+                embeds,
+                mask,
+                hash,
+                rope: Some(rope),
+                rope_delta,
+            }),
+        })
+    }
+}
+
+/// The rendered chat's ids with its `counts.len()` template image tokens (`template`) each
+/// replaced by that image's count of `image` tokens, and the image mask. `InvalidArg` where the
+/// ids hold another number of template tokens (or, the template token being another, any image
+/// token already).
+pub(super) fn expand_counts(
+    ids: &[u32],
+    template: u32,
+    image: u32,
+    counts: &[usize],
+) -> Result<(Vec<u32>, Vec<bool>)> {
+    let found = ids.iter().filter(|&&t| t == template).count();
+    let stray = template != image && ids.contains(&image);
+    if found != counts.len() || stray {
+        bail_code!(
+            Code::InvalidArg,
+            "the chat has {} image(s) but its rendered prompt has {found} image token(s) (a message's \
+             text holding the image token, or a chat template that drops image parts)",
+            counts.len()
+        );
+    }
+    let total: usize = counts.iter().sum();
+    let mut expanded = Vec::with_capacity(ids.len() + total);
+    let mut mask = Vec::with_capacity(ids.len() + total);
+    let mut next = counts.iter();
+    for &t in ids {
+        match (t == template).then(|| next.next()).flatten() {
+            Some(&n) => {
+                expanded.extend(std::iter::repeat_n(image, n));
+                mask.extend(std::iter::repeat_n(true, n));
+            }
+            None => {
+                expanded.push(t);
+                mask.push(false);
+            }
+        }
+    }
+    Ok((expanded, mask))
 }
 
 /// Image `i`'s pixel_values as a tiled export's preprocess.pt writes them, `[rows + 1, cols, 3,

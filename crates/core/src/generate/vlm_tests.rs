@@ -373,3 +373,132 @@ fn smolvlm_greedy_matches_transformers_goldens() {
         "the same image's blocks were not reused: {reused} tokens"
     );
 }
+
+/// A Qwen2-VL golden case's images as preprocess.pt gives them, `[gh, gw, D]` (`grids`: the
+/// processor's image_grid_thw, `[1, gh, gw]`).
+fn qwen2_pixels(case: &Json) -> Vec<Tensor> {
+    let grids = case["grids"].as_array().unwrap();
+    (case["pixel_values"].as_array().unwrap().iter().zip(grids))
+        .map(|(p, g)| {
+            let flat: Vec<f32> = (p.as_array().unwrap().iter())
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect();
+            let (gh, gw) = (g[1].as_i64().unwrap(), g[2].as_i64().unwrap());
+            Tensor::from_slice(&flat).view([gh, gw, -1])
+        })
+        .collect()
+}
+
+/// A Qwen2-VL case prepared as the engine does: the processor's ids and transformers'
+/// get_rope_index positions and delta.
+fn qwen2_sequence(model: &Model, golden: &Json, case: &Json) -> Sequence {
+    let pixels = qwen2_pixels(case);
+    let messages = case["messages"].as_array().unwrap().clone();
+    let prepared = match pixels.is_empty() {
+        true => model.prepare(Prompt::Messages(Chat::new(messages))),
+        false => model.prepare(Prompt::Multimodal(Chat::new(messages), pixels)),
+    }
+    .unwrap();
+    let name = &case["name"];
+    assert_eq!(prepared.ids, ids_of(&case["input_ids"]), "{name}: prompt ids");
+    if let Some(images) = &prepared.images {
+        let rope = Vec::<i64>::try_from(images.rope.as_ref().unwrap().view([-1])).unwrap();
+        let want: Vec<i64> = (case["rope"].as_array().unwrap().iter())
+            .flat_map(|axis| axis.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()))
+            .collect();
+        assert_eq!(rope, want, "{name}: M-RoPE positions");
+        assert_eq!(
+            images.rope_delta,
+            case["rope_delta"].as_i64().unwrap(),
+            "{name}: delta"
+        );
+    }
+    let request = Defaults::from_config(&Json::Null)
+        .request(&Options {
+            max_new_tokens: golden["new_tokens"].as_u64(),
+            ..Options::default()
+        })
+        .unwrap();
+    Sequence::new(model, prepared.ids, request)
+        .unwrap()
+        .with_images(prepared.images)
+}
+
+/// The tiny Qwen2-VL of models/make_qwen2_vl_models.py against transformers' greedy generate:
+/// the processor's prompt ids, get_rope_index's positions and delta, then the same new ids alone
+/// (decode steps at slot + delta), all batched (rows of different deltas in one step), and an
+/// image prompt again from the prefix cache. Skipped when not made.
+#[test]
+fn qwen2_vl_greedy_matches_transformers_goldens() {
+    let root = format!("{}/models/golden/vlm", crate::REPO_ROOT);
+    let Ok(golden) = std::fs::read(format!("{root}/qwen2-vl-tiny.golden.json")) else {
+        eprintln!("skipped: {root}/qwen2-vl-tiny.golden.json (models/make_qwen2_vl_models.py)");
+        return;
+    };
+    let golden: Json = serde_json::from_slice(&golden).unwrap();
+    let options = LoadOptions {
+        dtype: None,
+        max_context: None,
+        max_sequences: None,
+    };
+    let model = load(&format!("{root}/qwen2-vl-tiny"), options).unwrap();
+    let cases = golden["cases"].as_array().unwrap();
+    let deltas: Vec<i64> = cases.iter().map(|c| c["rope_delta"].as_i64().unwrap()).collect();
+    assert!(deltas.iter().filter(|&&d| d < 0).count() >= 2, "{deltas:?}");
+    for case in cases {
+        let mut batch = Batch::new(1);
+        let got = run(&model, &mut batch, vec![qwen2_sequence(&model, &golden, case)]);
+        assert_matches(case, &got[0], "alone");
+    }
+    let mut batch = Batch::new(cases.len());
+    let seqs = cases.iter().map(|c| qwen2_sequence(&model, &golden, c)).collect();
+    for (case, got) in cases.iter().zip(run(&model, &mut batch, seqs)) {
+        assert_matches(case, &got, "batched");
+    }
+    let mut batch = Batch::new(1).with_prefix_cache(1024);
+    for round in 0..2 {
+        let got = run(
+            &model,
+            &mut batch,
+            vec![qwen2_sequence(&model, &golden, &cases[0])],
+        );
+        assert_matches(&cases[0], &got[0], &format!("round {round}"));
+        batch.clear();
+    }
+    let reused = batch.prefix_cache().unwrap().stats().reused_tokens;
+    assert!(
+        reused >= 16,
+        "the same image's blocks were not reused: {reused} tokens"
+    );
+}
+
+/// Qwen2-VL's per-image expansion: each template image token becomes its image's count; a
+/// prompt with another number of image tokens is refused.
+#[test]
+fn qwen2_expansion_is_per_image_count() {
+    let (ids, mask) = super::vision::expand_counts(&[1, 9, 2, 9, 3], 9, 9, &[3, 2]).unwrap();
+    assert_eq!(ids, [1, 9, 9, 9, 2, 9, 9, 3]);
+    assert_eq!(mask, [false, true, true, true, false, true, true, false]);
+    for (ids, counts) in [(&[1, 9, 9][..], &[3][..]), (&[1, 2][..], &[1][..])] {
+        let e = super::vision::expand_counts(ids, 9, 9, counts).unwrap_err();
+        assert_eq!(code(&e), Some(Code::InvalidArg), "{e}");
+    }
+    let m = manifest(
+        json!({"imageSize": 0, "imageTokenId": 9, "tokensPerImage": 0, "hidden": 4,
+        "mrope": {"mergeSize": 2, "patchSize": 4, "patchDim": 96}}),
+    );
+    let mrope = m.mrope.unwrap();
+    let (flat, grid) = mrope
+        .patches(
+            0,
+            &Tensor::zeros([4, 6, 96], (tch::Kind::Float, tch::Device::Cpu)),
+        )
+        .unwrap();
+    assert_eq!((flat.size(), grid), (vec![24, 96], (2, 3)));
+    for bad in [[3, 6, 96], [4, 6, 95]] {
+        let e = mrope
+            .patches(0, &Tensor::zeros(bad, (tch::Kind::Float, tch::Device::Cpu)))
+            .unwrap_err();
+        assert_eq!(code(&e), Some(Code::InvalidArg), "{e}");
+    }
+}
