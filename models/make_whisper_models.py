@@ -35,6 +35,12 @@ Writes (generated, under models/golden/, which git ignores), seeded (0):
                          window's passes as _need_fallback saw them: seek, temperature, tokens,
                          avg_logprob (_retrieve_avg_logprobs), the token and text compression ratios,
                          no_speech_prob (WhisperNoSpeechDetection), the verdict
+  whisper/beams.json     beam search: WhisperForConditionalGeneration.generate(num_beams=N) on model
+                         (length_penalty, early_stopping varied: sequences, sequences_scores, text)
+                         and on ts-model with timestamps (one window and 40 s long-form: each
+                         window's tokens, sequences_scores and avg_logprob as _need_fallback saw
+                         them), and the pipeline's own default (5 beams: this checkpoint's
+                         generation config leaves num_beams at 1) with timestamps
 
 `--audio-fixtures` rewrites models/fixtures/audio/speech.{flac,mp3,ogg} (needs `soundfile`).
 """
@@ -345,6 +351,81 @@ def segment_goldens(src, out_dir, manifest):
     write_json(path, dict(stamp, maxNewTokens=TS_MAX_NEW_TOKENS, cases=cases))
 
 
+def beam_goldens(src, ts_src, out_dir, manifest, ts_manifest):
+    """Beam search: generate(num_beams=N) on both configs; the pipeline's default beams."""
+    import numpy as np
+    import torch
+    from transformers import (AutoFeatureExtractor, AutoTokenizer, WhisperForConditionalGeneration,
+                              WhisperTokenizer, pipeline)
+
+    path = os.path.join(out_dir, "beams.json")
+    stamp = {"exportHash": manifest["source"]["hash"], "tsExportHash": ts_manifest["source"]["hash"], "v": 1}
+    if up_to_date(log, path, stamp):
+        return
+    # One thread: a tiny model's steps are too small for more, and on shared cores the extra
+    # threads' spinning costs ten times the work (measured: 30 s of CPU against 3).
+    torch.set_num_threads(1)
+    cases = []
+    extractor = AutoFeatureExtractor.from_pretrained(src)
+    tok = AutoTokenizer.from_pretrained(src)
+    model = WhisperForConditionalGeneration.from_pretrained(src).eval()
+    features = extractor(speech_like(), sampling_rate=RATE, return_tensors="pt").input_features
+    tb = manifest["tokens"]["timestampBegin"]
+    for options in [dict(language="en", num_beams=3), dict(language="en", num_beams=5),
+                    dict(language="fr", task="translate", num_beams=4, length_penalty=0.6, early_stopping=True),
+                    dict(language="en", num_beams=2, length_penalty=2.0, early_stopping="never"),
+                    dict(language=None, num_beams=3, length_penalty=0.0)]:
+        with torch.no_grad():
+            out = model.generate(features, max_new_tokens=MAX_NEW_TOKENS, return_dict_in_generate=True,
+                                 output_scores=True, **options)
+        sequence = out.sequences[0].tolist()
+        case = dict(options, model="model", sequence=sequence, sequencesScore=float(out.sequences_scores[0]),
+                    text=tok.decode([t for t in sequence if t < tb], skip_special_tokens=True))
+        log(f"beams {options}: {sequence} {case['sequencesScore']:.5f}")
+        cases.append(case)
+
+    # ts-model with timestamps: each window's pass recorded where _need_fallback sees it.
+    model = WhisperForConditionalGeneration.from_pretrained(ts_src).eval()
+    extractor = AutoFeatureExtractor.from_pretrained(ts_src)
+    passes = []
+    inner_need = model._need_fallback
+
+    def need(seek_sequence, seek_outputs, index, logits_processor, generation_config, vocab_size, temperature):
+        passes.append({"tokens": seek_sequence.tolist(), "temperature": temperature,
+                       "sequencesScore": float(seek_outputs[index]["sequences_scores"]),
+                       "avgLogprob": float(model._retrieve_avg_logprobs(seek_outputs[index]["scores"], seek_sequence,
+                                                                        temperature))})
+        return inner_need(seek_sequence, seek_outputs, index, logits_processor, generation_config, vocab_size,
+                          temperature)
+
+    model._need_fallback = need
+    long = np.concatenate([speech_like(seconds=s) for s in LONG_PIECES])
+    never = dict(temperature=0.0, logprob_threshold=-1e9, compression_ratio_threshold=1e9)
+    for name, audio, beams in [("ts-short", speech_like(), 3), ("ts-long", long, 2)]:
+        feats = extractor(audio, sampling_rate=RATE, return_tensors="pt", truncation=False,
+                          padding="longest" if len(audio) > extractor.n_samples else "max_length")
+        passes.clear()
+        with torch.no_grad():
+            out = model.generate(feats.input_features, language="en", return_timestamps=True, return_segments=True,
+                                 max_new_tokens=TS_MAX_NEW_TOKENS, num_beams=beams, **never)
+        cases.append({"name": name, "model": "ts-model", "language": "en", "num_beams": beams,
+                      "return_timestamps": True, "windows": [dict(p) for p in passes],
+                      "tokens": out["sequences"][0].tolist()})
+        log(f"{name}: {len(passes)} windows, tokens {out['sequences'][0].tolist()}")
+    model = WhisperForConditionalGeneration.from_pretrained(ts_src).eval()
+    asr = pipeline("automatic-speech-recognition", model=model, tokenizer=WhisperTokenizer.from_pretrained(ts_src),
+                   feature_extractor=extractor)
+    assert asr._prepare_generate_kwargs({"language": "en"})["num_beams"] == 5
+    with torch.no_grad():
+        out = asr(speech_like(), generate_kwargs=dict(language="en", max_new_tokens=TS_MAX_NEW_TOKENS),
+                  return_timestamps=True)
+    cases.append({"name": "pipeline-default", "model": "ts-model", "language": "en", "num_beams": 5,
+                  "return_timestamps": True, "text": out["text"],
+                  "chunks": [{"timestamp": list(c["timestamp"]), "text": c["text"]} for c in out["chunks"]]})
+    log(f"pipeline default (5 beams): {out}")
+    write_json(path, dict(stamp, maxNewTokens=MAX_NEW_TOKENS, tsMaxNewTokens=TS_MAX_NEW_TOKENS, cases=cases))
+
+
 def main():
     p = argparse.ArgumentParser(prog=PROG)
     p.add_argument("--out", default=os.path.join(HERE, "golden", "whisper"))
@@ -376,6 +457,7 @@ def main():
     ts_manifest = export_folder(log, "export_whisper", ts_src, os.path.join(args.out, "ts-model"), want, [])
     timestamp_goldens(ts_src, args.out, ts_manifest)
     segment_goldens(ts_src, args.out, ts_manifest)
+    beam_goldens(src, ts_src, args.out, manifest, ts_manifest)
 
 
 if __name__ == "__main__":

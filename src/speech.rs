@@ -246,7 +246,7 @@ impl JsSpeechModel {
         self.sampling_rate
     }
 
-    /// generation_config's `num_beams` (what transformers' pipeline would use).
+    /// generation_config's `num_beams` (1 where absent): the beams `transcribe` takes by default.
     #[napi(getter, skip_typescript)]
     pub fn checkpoint_num_beams(&self) -> u32 {
         self.num_beams
@@ -258,7 +258,9 @@ impl JsSpeechModel {
     /// (`[{ timestamp: [start, end], text, tokens, seek, temperature, avgLogprob,
     /// compressionRatio, noSpeechProb }]`). `stride_length_s`: `[left, right]`. `temperature`
     /// (the temperatures tried in turn), the three thresholds and `seed`: the fallback
-    /// (`whisper::Fallback`, checked there). `signal` rejects with `Aborted` while the call is queued.
+    /// (`whisper::Fallback`, checked there). `num_beams` (default the checkpoint's),
+    /// `length_penalty` and `early_stopping` (`'true'`, `'false'` or `'never'`): beam search
+    /// (checked by `whisper::transcribe`). `signal` rejects with `Aborted` while the call is queued.
     #[napi(skip_typescript, js_name = "_transcribe")]
     #[allow(clippy::too_many_arguments)]
     pub fn transcribe(
@@ -275,6 +277,9 @@ impl JsSpeechModel {
         temperature: Option<Vec<f64>>,
         thresholds: Option<Vec<Option<f64>>>,
         seed: Option<u32>,
+        num_beams: Option<u32>,
+        length_penalty: Option<f64>,
+        early_stopping: Option<String>,
         signal: Option<Unknown<'_>>,
     ) -> Outcome<Promise> {
         let model = self.model.clone();
@@ -332,6 +337,15 @@ impl JsSpeechModel {
                     seed: u64::from(seed.unwrap_or(0)),
                 };
                 fallback.validate()?;
+                let early_stopping = match early_stopping.as_deref() {
+                    None | Some("false") => whisper::EarlyStopping::Heuristic,
+                    Some("true") => whisper::EarlyStopping::Always,
+                    Some("never") => whisper::EarlyStopping::Never,
+                    Some(other) => bail_code!(
+                        Code::InvalidArg,
+                        "earlyStopping: expected true, false or 'never', got '{other}'"
+                    ),
+                };
                 let options = whisper::Options {
                     language,
                     task,
@@ -340,6 +354,9 @@ impl JsSpeechModel {
                     chunk_length_s,
                     stride_length_s,
                     fallback,
+                    num_beams: num_beams.map(|n| n as usize),
+                    length_penalty,
+                    early_stopping,
                 };
                 let abort = signal.map(|s| abort_flag(&env, s)).transpose()?;
                 Ok((

@@ -3,7 +3,8 @@
 // SpeechRecognitionPipeline: speech to text with Whisper, from a folder written by
 // python/export_whisper.py. The work is native (src/speech.rs over crates/core/src/audio/): the
 // audio file is decoded (WAV, FLAC, MP3, Ogg/Vorbis), down-mixed, resampled to 16 kHz, turned into
-// Whisper's log-mel features and decoded greedily on torch-node's executor, off the event loop.
+// Whisper's log-mel features and decoded (greedy, beam search or sampling) on torch-node's executor,
+// off the event loop.
 // This file checks the options and turns the native failure sentinel into a thrown coded error.
 const fs = require('node:fs')
 const path = require('node:path')
@@ -16,6 +17,7 @@ const native = loadAddon()
 const LOAD = Symbol('SpeechRecognitionPipeline.load')
 const MODEL = Symbol('model')
 const RATE = Symbol('samplingRate')
+const BEAMS = Symbol('numBeams')
 
 /** The longest audio `maxDurationS` may allow: 3 hours (its samples alone take 64 KB a second). */
 const MAX_DURATION_S = 3 * 3600
@@ -30,7 +32,9 @@ const RUN_OPTIONS = opt.bag({
     max: MAX_DURATION_S,
     expected: `a number of seconds in (0, ${MAX_DURATION_S}]`,
   }),
-  numBeams: opt.integer({ min: 1, max: 1, expected: '1 (beam search is not built yet: docs/speech.md)' }),
+  numBeams: opt.integer({ min: 1, max: 16 }),
+  lengthPenalty: opt.number(),
+  earlyStopping: opt.oneOf([true, false, 'never']),
   returnTimestamps: opt.boolean,
   chunkLengthS: opt.number({ min: 0.1, max: 30, expected: 'a number of seconds 0.1..30' }),
   strideLengthS: opt.either([seconds, opt.arrayOf(seconds, 'seconds')], 'seconds or [left, right] seconds'),
@@ -46,7 +50,8 @@ const RUN_OPTIONS = opt.bag({
 })
 
 /**
- * Speech to text (Whisper): `automatic-speech-recognition` as transformers' pipeline, greedy.
+ * Speech to text (Whisper): `automatic-speech-recognition` as transformers' pipeline (greedy or
+ * beam search, as the checkpoint's generation config says, or `numBeams`).
  * Made with `SpeechRecognitionPipeline.load(folder)`.
  */
 class SpeechRecognitionPipeline {
@@ -65,6 +70,7 @@ class SpeechRecognitionPipeline {
     }
     this[MODEL] = model
     this[RATE] = model.samplingRate
+    this[BEAMS] = model.checkpointNumBeams
   }
 
   /**
@@ -111,6 +117,15 @@ class SpeechRecognitionPipeline {
   }
 
   /**
+   * The beams `run` searches with when `numBeams` is not given: the checkpoint's generation
+   * config's `num_beams` (1 where it has none: greedy).
+   * @returns {number}
+   */
+  get numBeams() {
+    return this[BEAMS]
+  }
+
+  /**
    * Transcribes (or translates) `audio`: an encoded file (a Buffer or Uint8Array of WAV, FLAC, MP3
    * or Ogg/Vorbis, or a path to one) or mono samples at `samplingRate` (a Float32Array), as
    * transformers' `pipeline('automatic-speech-recognition')` (greedy).
@@ -123,6 +138,16 @@ class SpeechRecognitionPipeline {
    * alone and merged where they overlap) with `strideLengthS` (the overlap, seconds or
    * `[left, right]`, default chunkLengthS / 6). Audio over 30 s needs `returnTimestamps` (decoded
    * window after window, as transformers' long-form generate) or `chunkLengthS`, else `InvalidArg`.
+   *
+   * Beam search, as transformers' `generate`: `numBeams` (1..16; default the checkpoint's generation
+   * config's `num_beams`, 1 for OpenAI's Whisper checkpoints: greedy, where transformers' pipeline
+   * would take 5; pass `numBeams: 5` for the pipeline's result), `lengthPenalty` (default 1: a
+   * finished beam's score is its summed log-probability over its length to this power) and
+   * `earlyStopping` (`false`, the default: stop when no running beam can beat the finished ones;
+   * `true`: once `numBeams` beams have finished; `'never'`), the last two only with beams
+   * (`InvalidArg` otherwise). Beams search at temperature 0; a fallback temperature above 0 samples
+   * with one beam, and the later windows of that call decode with one beam too (as transformers'
+   * `generate_with_fallback` leaves its config).
    *
    * Temperature fallback, as transformers' `generate`: `temperature` (default 0: greedy; a list
    * is tried in turn, each above 0 sampling, seeded by `seed`, default 0), with
@@ -140,7 +165,8 @@ class SpeechRecognitionPipeline {
    * `Aborted`, `ForwardError`.
    * @param {Uint8Array | string | Float32Array} audio
    * @param {{language?: string, task?: 'transcribe' | 'translate', maxNewTokens?: number,
-   *   maxDurationS?: number, numBeams?: 1, returnTimestamps?: boolean, chunkLengthS?: number,
+   *   maxDurationS?: number, numBeams?: number, lengthPenalty?: number,
+   *   earlyStopping?: boolean | 'never', returnTimestamps?: boolean, chunkLengthS?: number,
    *   strideLengthS?: number | [number, number], temperature?: number | number[],
    *   compressionRatioThreshold?: number, logprobThreshold?: number, noSpeechThreshold?: number,
    *   seed?: number, signal?: AbortSignal}} [options]
@@ -184,6 +210,9 @@ class SpeechRecognitionPipeline {
       typeof o.temperature === 'number' ? [o.temperature] : o.temperature,
       [o.compressionRatioThreshold ?? null, o.logprobThreshold ?? null, o.noSpeechThreshold ?? null],
       o.seed,
+      o.numBeams,
+      o.lengthPenalty,
+      o.earlyStopping === undefined ? undefined : String(o.earlyStopping),
       o.signal,
     ]
     const result = await call(m._transcribe, m, args, where, this.run)

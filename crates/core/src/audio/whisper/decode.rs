@@ -1,5 +1,5 @@
-//! Greedy decoding as transformers' `WhisperForConditionalGeneration.generate` and the
-//! `automatic-speech-recognition` pipeline around it: log-mel features, language detection when no
+//! Greedy decoding (or beam search: `beam`) as transformers' `WhisperForConditionalGeneration
+//! .generate` and the `automatic-speech-recognition` pipeline around it: log-mel features, language detection when no
 //! language is given (one decoder step on `<|startoftranscript|>` over the first window, argmax
 //! over the language tokens), the forced prompt, then one token at a time with `suppress_tokens` at
 //! every step, `begin_suppress_tokens` at the first and, with timestamps, the timestamp rules
@@ -8,6 +8,7 @@
 //! audio over one window is decoded window after window that way (`returnTimestamps`), or cut into
 //! overlapping chunks whose texts are merged (`chunkLengthS`, `asr`).
 use super::asr::{self, Chunk, Output, Vocab};
+use super::beam::{self, EarlyStopping, Steps};
 use super::fallback::{self, Fallback, Pass, Verdict, WindowStats};
 pub use super::prompt::Task;
 use super::prompt::{self, language_id};
@@ -39,6 +40,16 @@ pub struct Options {
     /// Temperatures and thresholds: each window decoded again at the next temperature while it
     /// looks wrong (default: one greedy pass).
     pub fallback: Fallback,
+    /// Beam search with this many beams (1..16) at temperature 0; 1 is greedy. `None`: the
+    /// checkpoint's generation config (`Settings::num_beams`). A pass at a temperature above 0
+    /// samples with one beam, and, as transformers' `generate_with_fallback` leaves its config,
+    /// the later windows of the call then decode with one beam too.
+    pub num_beams: Option<usize>,
+    /// transformers' `length_penalty` (default 1): a finished beam's score is its summed
+    /// log-probability over its length to this power.
+    pub length_penalty: Option<f64>,
+    /// transformers' `early_stopping` (default `False`: the heuristic).
+    pub early_stopping: EarlyStopping,
 }
 
 /// The result: the decoder's tokens (the first window's prompt, then what `generate` returns after
@@ -83,8 +94,8 @@ struct Step<'a> {
     model: &'a Whisper,
     self_k: Tensor,
     self_v: Tensor,
-    cross_k: &'a Tensor,
-    cross_v: &'a Tensor,
+    cross_k: Tensor,
+    cross_v: Tensor,
 }
 
 impl<'a> Step<'a> {
@@ -98,9 +109,57 @@ impl<'a> Step<'a> {
             model,
             self_k: empty.shallow_clone(),
             self_v: empty,
-            cross_k,
-            cross_v,
+            cross_k: cross_k.shallow_clone(),
+            cross_v: cross_v.shallow_clone(),
         }
+    }
+
+    /// Beam search: the self-attention cache's rows become those at `parents` (one a beam), and
+    /// the cross-attention K/V (one request's) is viewed once for each.
+    fn reorder(&mut self, parents: &[usize]) {
+        let index = Tensor::from_slice(&parents.iter().map(|&p| p as i64).collect::<Vec<_>>());
+        self.self_k = self.self_k.index_select(1, &index);
+        self.self_v = self.self_v.index_select(1, &index);
+        let beams = parents.len() as i64;
+        if self.cross_k.size()[1] != beams {
+            let grow = |t: &Tensor| {
+                let mut size = t.size();
+                size[1] = beams;
+                t.narrow(1, 0, 1).expand(size, false)
+            };
+            self.cross_k = grow(&self.cross_k);
+            self.cross_v = grow(&self.cross_v);
+        }
+    }
+
+    /// Feeds one token to each beam (`ids[b]` after beam `b`'s cache); the logits, [beams, vocab].
+    fn feed_beams(&mut self, ids: &[i64]) -> Result<Tensor> {
+        let past = self.self_k.size()[3];
+        let beams = ids.len() as i64;
+        let input = Tensor::from_slice(ids).view([beams, 1]);
+        let positions = Tensor::full([beams, 1], past, (Kind::Int64, tch::Device::Cpu));
+        let mask = Tensor::zeros([1, past + 1], (Kind::Float, tch::Device::Cpu));
+        let mut out = run(
+            &self.model.decoder,
+            vec![
+                input,
+                positions,
+                mask,
+                self.self_k.shallow_clone(),
+                self.self_v.shallow_clone(),
+                self.cross_k.shallow_clone(),
+                self.cross_v.shallow_clone(),
+            ],
+        )?;
+        if out.len() != 3 {
+            return Err(fail(
+                Code::ForwardError,
+                "the decoder step returned other than (logits, k, v)",
+            ));
+        }
+        self.self_v = out.pop().unwrap();
+        self.self_k = out.pop().unwrap();
+        Ok(out.pop().unwrap().select(1, 0))
     }
 
     /// Feeds `ids` after what the cache holds; the logits of the last one, [vocab].
@@ -213,6 +272,22 @@ fn log_prob(scores: &[f32], i: usize) -> f64 {
     f64::from(scores[i] - max) - sum.ln()
 }
 
+/// `<|nospeech|>`'s probability after `<|startoftranscript|>`: the prompt's first position, which
+/// sees only that token (the causal mask); `prompt`: the prompt's logits, [prompt, vocab].
+fn no_speech(model: &Whisper, prompt: &Tensor) -> Result<Option<f64>> {
+    let s = &model.settings;
+    Ok(match s.no_timestamps {
+        Some(nt) if nt >= 1 && nt - 1 < s.vocab_size => Some(f64::try_from(
+            prompt
+                .get(0)
+                .to_kind(Kind::Float)
+                .softmax(0, Kind::Float)
+                .get(nt - 1),
+        )?),
+        _ => None,
+    })
+}
+
 /// One pass over a window at `temperature` (0: greedy, else a draw from the scores over it):
 /// the tokens after `init` (the end token included when written), their average log-probability
 /// and `<|nospeech|>`'s probability after `<|startoftranscript|>`.
@@ -230,17 +305,7 @@ fn decode_pass(
     let s = &model.settings;
     let mut step = Step::new(model, &cross.0, &cross.1);
     let prompt = step.feed_all(init)?;
-    // The prompt's first position sees only <|startoftranscript|> (the causal mask).
-    let no_speech_prob = match s.no_timestamps {
-        Some(nt) if nt >= 1 && nt - 1 < s.vocab_size => Some(f64::try_from(
-            prompt
-                .get(0)
-                .to_kind(Kind::Float)
-                .softmax(0, Kind::Float)
-                .get(nt - 1),
-        )?),
-        _ => None,
-    };
+    let no_speech_prob = no_speech(model, &prompt)?;
     let mut logits = prompt.get(init.len() as i64 - 1);
     let sampling = Params {
         sampling: Sampling::Random {
@@ -289,11 +354,92 @@ fn decode_pass(
         tokens: generated,
         temperature,
         no_speech_prob,
+        score: None,
+    })
+}
+
+/// The Whisper decoder under beam search: the prompt's logits first, then one batched step for
+/// all beams, the cache reordered to the beams' parents; each row log-softmaxed, then the
+/// suppressions and timestamp rules applied to it (transformers' order for beams).
+struct WhisperBeams<'a, 'b> {
+    step: Step<'a>,
+    first: Option<Tensor>,
+    rules: Option<&'b Rules>,
+    aborted: &'b dyn Fn() -> bool,
+}
+
+impl Steps for WhisperBeams<'_, '_> {
+    fn log_probs(&mut self, parents: &[usize], generated: &[Vec<i64>]) -> Result<Vec<Vec<f32>>> {
+        let logits = match self.first.take() {
+            Some(first) => first.unsqueeze(0),
+            None => {
+                self.step.reorder(parents);
+                let last: Vec<i64> = generated.iter().map(|g| *g.last().unwrap_or(&0)).collect();
+                self.step.feed_beams(&last)?
+            }
+        };
+        let s = &self.step.model.settings;
+        let log_probs = logits.to_kind(Kind::Float).log_softmax(-1, Kind::Float);
+        let rows = log_probs.size()[0];
+        (0..rows)
+            .map(|r| {
+                let mut row = Vec::<f32>::try_from(&log_probs.get(r))?;
+                let done = &generated[r as usize];
+                let vocab = row.len() as i64;
+                let mut mask = |ids: &[i64]| {
+                    for &i in ids.iter().filter(|&&i| (0..vocab).contains(&i)) {
+                        row[i as usize] = f32::NEG_INFINITY;
+                    }
+                };
+                if done.is_empty() {
+                    mask(&s.begin_suppress_tokens);
+                }
+                mask(&s.suppress_tokens);
+                if let Some(rules) = self.rules {
+                    rules.apply(&mut row, done);
+                }
+                Ok(row)
+            })
+            .collect()
+    }
+
+    fn aborted(&self) -> bool {
+        (self.aborted)()
+    }
+}
+
+/// One beam-search pass over a window (temperature 0): the best finished beam's tokens, its
+/// score, its average log-probability, `<|nospeech|>`'s probability.
+fn beam_pass(
+    model: &Whisper,
+    cross: &(Tensor, Tensor),
+    init: &[i64],
+    rules: Option<&Rules>,
+    params: &beam::Params,
+    aborted: &dyn Fn() -> bool,
+) -> Result<Pass> {
+    let mut step = Step::new(model, &cross.0, &cross.1);
+    let prompt = step.feed_all(init)?;
+    let no_speech_prob = no_speech(model, &prompt)?;
+    let first = prompt.get(init.len() as i64 - 1);
+    let mut steps = WhisperBeams {
+        step,
+        first: Some(first),
+        rules,
+        aborted,
+    };
+    let best = beam::search(&mut steps, params)?;
+    Ok(Pass {
+        tokens: best.tokens,
+        temperature: 0.0,
+        avg_logprob: best.avg_logprob,
+        no_speech_prob,
+        score: Some(best.score),
     })
 }
 
 /// A window decoded at each temperature in turn until a pass is kept (or silent, `None`), as
-/// `generate_with_fallback`.
+/// `generate_with_fallback`: with `beams.num_beams` over 1 at temperature 0 by beam search.
 #[allow(clippy::too_many_arguments)]
 fn decode_window(
     model: &Whisper,
@@ -302,12 +448,22 @@ fn decode_window(
     max_new: usize,
     rules: Option<&Rules>,
     fallback: &Fallback,
+    beams: &mut beam::Params,
     rng: &mut Rng,
     aborted: &dyn Fn() -> bool,
 ) -> Result<Option<Pass>> {
     let mut kept = None;
     for &t in &fallback.temperatures {
-        let pass = decode_pass(model, cross, init, max_new, rules, t, rng, aborted)?;
+        if t > 0.0 {
+            // generate_with_fallback sets num_beams = 1 to sample, and leaves it so.
+            beams.num_beams = 1;
+        }
+        let pass = if beams.num_beams > 1 {
+            let params = beam::Params { max_new, ..*beams };
+            beam_pass(model, cross, init, rules, &params, aborted)?
+        } else {
+            decode_pass(model, cross, init, max_new, rules, t, rng, aborted)?
+        };
         match fallback::verdict(&pass, fallback, model.settings.vocab_size) {
             Verdict::Silent => return Ok(None),
             Verdict::Keep => return Ok(Some(pass)),
@@ -381,6 +537,13 @@ fn generate(
     let (mut token_windows, mut stats) = (Vec::new(), Vec::new());
     let mut cross = Some(first);
     let mut windows = 0;
+    let mut beams = beam::Params {
+        num_beams: options.num_beams.unwrap_or(s.num_beams).max(1),
+        length_penalty: options.length_penalty.unwrap_or(1.0),
+        early_stopping: options.early_stopping,
+        max_new: 0,
+        eos: s.eos,
+    };
     while seek < total {
         windows += 1;
         let frames = (total - seek).min(window);
@@ -402,6 +565,7 @@ fn generate(
             max_new,
             rules.as_ref(),
             &options.fallback,
+            &mut beams,
             rng,
             aborted,
         )?
@@ -434,6 +598,7 @@ fn generate(
             avg_logprob: pass.avg_logprob,
             compression_ratio: text_compression_ratio(model, &generated)?,
             no_speech_prob: pass.no_speech_prob,
+            score: pass.score,
         });
         seek += offset as i64;
     }
@@ -452,6 +617,33 @@ fn generate(
     })
 }
 
+/// Checks the beam options (names as JS spells them): 1..16 beams; `lengthPenalty` finite, and
+/// it and `earlyStopping` only where beams search (transformers ignores them with one beam, with a
+/// warning).
+fn check_beams(options: &Options, checkpoint: usize) -> Result<()> {
+    let beams = options.num_beams.unwrap_or(checkpoint);
+    if !(1..=16).contains(&beams) {
+        return Err(fail(
+            Code::InvalidArg,
+            format!("numBeams: expected 1..16, got {beams}"),
+        ));
+    }
+    if let Some(p) = options.length_penalty.filter(|p| !p.is_finite()) {
+        return Err(fail(
+            Code::InvalidArg,
+            format!("lengthPenalty: expected a finite number, got {p}"),
+        ));
+    }
+    if beams == 1 && (options.length_penalty.is_some() || options.early_stopping != EarlyStopping::default())
+    {
+        return Err(fail(
+            Code::InvalidArg,
+            "lengthPenalty and earlyStopping: only with numBeams over 1 (beam search)",
+        ));
+    }
+    Ok(())
+}
+
 /// Transcribes (or translates) 16 kHz mono `samples`, calling `aborted` between steps. Audio over
 /// one window needs `return_timestamps` or `chunk_length_s` (an `InvalidArg` otherwise, as
 /// transformers raises).
@@ -466,6 +658,7 @@ pub fn transcribe(
     let rate = f64::from(s.features.sampling_rate);
     let time_precision = s.features.n_samples as f64 / rate / s.max_source_positions.max(1) as f64;
     options.fallback.validate()?;
+    check_beams(options, s.num_beams)?;
     let mut rng = Rng::new(options.fallback.seed);
     let mut outputs = Vec::new();
     let mut windows: Vec<WindowStats> = Vec::new();
@@ -777,5 +970,121 @@ mod tests {
                 .iter()
                 .all(|c| c.window.is_some_and(|i| i < got.windows.len())));
         }
+    }
+
+    /// models/golden/whisper/beams.json: transformers' generate(num_beams=N) (length_penalty and
+    /// early_stopping varied) on model: the sequence and text equal, sequences_scores within 1e-4;
+    /// with timestamps on ts-model (one window, 40 s long-form): the tokens equal, each window's
+    /// sequences_scores and avg_logprob within 1e-4; the pipeline's default (5 beams): its text
+    /// and chunks.
+    #[test]
+    fn beam_search_equals_transformers_generate() {
+        let dir = Path::new(crate::REPO_ROOT).join("models/golden/whisper");
+        let Ok(goldens) = std::fs::read(dir.join("beams.json")) else {
+            eprintln!("skipped: run `node tools/models.js --lazy` (the whisper job) first");
+            return;
+        };
+        let goldens: Value = serde_json::from_slice(&goldens).unwrap();
+        let (model, ts_model) = (
+            Whisper::load(&dir.join("model")).unwrap(),
+            Whisper::load(&dir.join("ts-model")).unwrap(),
+        );
+        let read = |f: &str| {
+            crate::audio::decode(std::fs::read(dir.join(f)).unwrap(), &Default::default())
+                .unwrap()
+                .samples
+        };
+        let (short, long) = (read("speech.wav"), read("long.wav"));
+        let ids = |v: &Value| -> Vec<i64> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_i64().unwrap())
+                .collect()
+        };
+        let close = |a: f64, b: &Value| (a - b.as_f64().unwrap()).abs() <= 1e-4;
+        for case in goldens["cases"].as_array().unwrap() {
+            let ts = case["model"] == "ts-model";
+            let options = Options {
+                language: case["language"].as_str().map(str::to_string),
+                task: (case["task"] == "translate").then_some(Task::Translate),
+                max_new_tokens: goldens[if ts { "tsMaxNewTokens" } else { "maxNewTokens" }]
+                    .as_u64()
+                    .map(|n| n as usize),
+                return_timestamps: ts,
+                num_beams: case["num_beams"].as_u64().map(|n| n as usize),
+                length_penalty: case["length_penalty"].as_f64(),
+                early_stopping: match &case["early_stopping"] {
+                    Value::Bool(true) => EarlyStopping::Always,
+                    Value::String(s) if s == "never" => EarlyStopping::Never,
+                    _ => EarlyStopping::Heuristic,
+                },
+                ..Options::default()
+            };
+            let audio = if case["name"] == "ts-long" { &long } else { &short };
+            let got = transcribe(if ts { &ts_model } else { &model }, audio, &options, &|| false).unwrap();
+            if !ts {
+                assert_eq!(got.sequence, ids(&case["sequence"]), "{case}");
+                assert_eq!(got.text, case["text"].as_str().unwrap(), "{case}");
+                let score = got.windows[0].score.unwrap();
+                eprintln!(
+                    "{case}: |score diff| {:.1e}",
+                    (score - case["sequencesScore"].as_f64().unwrap()).abs()
+                );
+                assert!(close(score, &case["sequencesScore"]), "{score} {case}");
+                continue;
+            }
+            if let Some(want) = case["windows"].as_array() {
+                assert_eq!(got.windows.len(), want.len(), "{case}: {:?}", got.windows);
+                for (w, p) in got.windows.iter().zip(want) {
+                    eprintln!(
+                        "{}: |diff| score {:.1e} avg_logprob {:.1e}",
+                        case["name"],
+                        (w.score.unwrap() - p["sequencesScore"].as_f64().unwrap()).abs(),
+                        (w.avg_logprob - p["avgLogprob"].as_f64().unwrap()).abs()
+                    );
+                    assert!(close(w.score.unwrap(), &p["sequencesScore"]), "{w:?} {p}");
+                    assert!(close(w.avg_logprob, &p["avgLogprob"]), "{w:?} {p}");
+                }
+                let want = ids(&case["tokens"]);
+                assert_eq!(
+                    got.sequence[got.sequence.len() - want.len()..],
+                    want[..],
+                    "{case}"
+                );
+            } else {
+                assert_eq!(got.text, case["text"].as_str().unwrap(), "{case}");
+                let want = case["chunks"].as_array().unwrap();
+                assert_eq!(got.chunks.len(), want.len(), "{:?}", got.chunks);
+                for (c, w) in got.chunks.iter().zip(want) {
+                    assert_eq!(c.text, w["text"].as_str().unwrap());
+                    assert_eq!(c.start, w["timestamp"][0].as_f64());
+                    assert_eq!(c.end, w["timestamp"][1].as_f64());
+                }
+            }
+        }
+    }
+
+    /// The beam options are checked before any work: 1..16 beams, a finite length penalty, and
+    /// the beam-only options refused with one beam.
+    #[test]
+    fn beam_options_are_checked() {
+        let opts = |num_beams, length_penalty, early_stopping| Options {
+            num_beams,
+            length_penalty,
+            early_stopping,
+            ..Options::default()
+        };
+        let heuristic = EarlyStopping::Heuristic;
+        assert!(check_beams(&opts(None, None, heuristic), 1).is_ok());
+        assert!(check_beams(&opts(Some(4), Some(0.5), EarlyStopping::Never), 1).is_ok());
+        // The checkpoint's beams count where none is given.
+        assert!(check_beams(&opts(None, Some(0.5), heuristic), 5).is_ok());
+        let err = |o: Options| format!("{:#}", check_beams(&o, 1).unwrap_err());
+        assert!(err(opts(Some(0), None, heuristic)).contains("numBeams"));
+        assert!(err(opts(Some(17), None, heuristic)).contains("numBeams"));
+        assert!(err(opts(Some(2), Some(f64::NAN), heuristic)).contains("lengthPenalty"));
+        assert!(err(opts(None, Some(1.0), heuristic)).contains("only with numBeams"));
+        assert!(err(opts(Some(1), None, EarlyStopping::Always)).contains("only with numBeams"));
     }
 }

@@ -88,11 +88,14 @@ pub struct Pass {
     /// softmax of the step after `<|startoftranscript|>` (the unprocessed logits), at
     /// `<|nospeech|>` (the id before `<|notimestamps|>`): `WhisperNoSpeechDetection`.
     pub no_speech_prob: Option<f64>,
+    /// Beam search's score of the kept beam (`sequences_scores`); `None` for one beam.
+    pub score: Option<f64>,
 }
 
 /// What a window's kept pass looked like: its first feature frame in the audio (OpenAI's `seek`),
 /// the temperature, its average log-probability, the compression ratio of its text (OpenAI's:
-/// the UTF-8 bytes of the decoded text, trimmed), the `<|nospeech|>` probability.
+/// the UTF-8 bytes of the decoded text, trimmed), the `<|nospeech|>` probability, beam search's
+/// score of the kept beam (`None` for one beam).
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowStats {
     pub seek: usize,
@@ -100,6 +103,7 @@ pub struct WindowStats {
     pub avg_logprob: f64,
     pub compression_ratio: f64,
     pub no_speech_prob: Option<f64>,
+    pub score: Option<f64>,
 }
 
 /// The verdict on a pass.
@@ -164,6 +168,7 @@ mod tests {
             temperature: 0.0,
             avg_logprob,
             no_speech_prob: Some(no_speech),
+            score: None,
         }
     }
 

@@ -1,11 +1,13 @@
 //! Whisper from a torch-node speech folder (python/export_whisper.py): the manifest, the two
 //! TorchScript programs (`encoder.pt`: features -> cross-attention K/V; `decoder.pt`: one decoder
 //! step over explicit cache tensors) and the tokenizer; `prompt` builds the forced decoder prompt
-//! and `decode` runs greedy decoding as transformers' `WhisperForConditionalGeneration.generate`.
+//! and `decode` runs greedy decoding (or `beam` search) as transformers'
+//! `WhisperForConditionalGeneration.generate`.
 //!
 //! This decode loop is self-contained (one request, batch 1): the shared generation engine
 //! (`crate::generate`) is to take encoder-decoder models later (issue 51), and this loop then goes.
 pub mod asr;
+pub mod beam;
 pub mod decode;
 pub mod fallback;
 pub mod prompt;
@@ -19,6 +21,7 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
+pub use beam::EarlyStopping;
 pub use decode::{transcribe, Options, Task, Transcript};
 pub use fallback::{Fallback, WindowStats};
 
