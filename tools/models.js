@@ -208,7 +208,12 @@ const JOBS = [
     name: 'whisper',
     script: 'make_whisper_models.py',
     inputs: ['python/export_whisper.py', 'python/export_common.py', 'models/fixture_common.py'],
-    outputs: ['golden/whisper/goldens.json', 'golden/whisper/timestamps.json', 'golden/whisper/segments.json'],
+    outputs: [
+      'golden/whisper/goldens.json',
+      'golden/whisper/timestamps.json',
+      'golden/whisper/segments.json',
+      'golden/whisper/beams.json',
+    ],
     weight: 1,
     lazy: true,
   },
