@@ -89,6 +89,11 @@ impl<T> Batch<T> {
         self.prefix.as_ref()
     }
 
+    /// Drops the prefix cache and its keys and values (a closed engine's: nothing will read them).
+    pub fn drop_prefix_cache(&mut self) {
+        self.prefix = None;
+    }
+
     pub fn counts(&self) -> Counts {
         self.counts
     }

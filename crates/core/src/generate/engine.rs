@@ -199,7 +199,7 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
     }
 
     /// No new generation: the waiting ones end with `Disposed`; the running ones go on until
-    /// they end or are aborted, and then the decoder is dropped.
+    /// they end or are aborted, and then the decoder and the prefix cache are dropped.
     pub fn close(&self) {
         let mut shared = lock(&self.shared);
         shared.closed = true;
@@ -207,10 +207,14 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
         while let Some(g) = shared.admission.remove(|_| true) {
             waiting.push(g);
         }
-        if !shared.scheduled {
+        let idle = !shared.scheduled;
+        if idle {
             lock(&self.decoder).take();
         }
         drop(shared);
+        if idle {
+            self.release_prefix_cache();
+        }
         for g in waiting {
             let e = crate::error::fail(Code::Disposed, "this model was disposed");
             self.finish(&g, Finish::Aborted, Some(e), Output::default());
@@ -383,14 +387,36 @@ impl<D: Decoder, S: Sink> Engine<D, S> {
         let mut shared = lock(&self.shared);
         if idle && !shared.admission.can_admit(|g| g.ready.load(Ordering::SeqCst)) {
             shared.scheduled = false;
-            if shared.closed {
+            let closed = shared.closed;
+            if closed {
                 lock(&self.decoder).take();
+            }
+            drop(shared);
+            if closed {
+                self.release_prefix_cache();
             }
         } else {
             drop(shared);
             let engine = self.clone();
             (self.schedule)(Box::new(move || engine.tick()));
         }
+    }
+
+    /// A closed engine's prefix cache goes with its decoder, not when the engine itself is dropped
+    /// (a served model unloaded while its JS object waits for the GC held its cache's memory:
+    /// docs/serving.md, the soak). Only after `shared` is released: a round locks the batch first.
+    fn release_prefix_cache(&self) {
+        let mut batch = lock(&self.batch);
+        batch.drop_prefix_cache();
+        // The counters stay (a disposed model's stats), the held spans read 0.
+        if let Some(p) = lock(&self.counts).1.as_mut() {
+            (p.tokens, p.entries) = (0, 0);
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn batch_prefix_is_dropped(&self) -> bool {
+        lock(&self.batch).prefix_cache().is_none()
     }
 
     /// Drops the rows of generations whose receiver is gone (nothing is sent) and of aborted

@@ -468,6 +468,26 @@ fn the_prefix_cache_reuses_a_shared_prompt_start_and_gives_the_same_tokens() {
     // ends mid-block), and the second prompt's own third block beside the first's.
     assert_eq!((p.entries, p.tokens), (3, 4 * super::prefix::BLOCK));
     assert_eq!(p.queried_tokens as usize, prompts[0].len() + prompts[1].len());
+    // Closed and idle, the engine drops the cache's spans with the decoder (an unloaded model's
+    // cache is not held until the engine itself is dropped); the counters stay.
+    r.engine.close();
+    let p = r.engine.stats().prefix.unwrap();
+    assert_eq!((p.entries, p.tokens, p.hits), (0, 0, 1));
+    assert!(r.engine.batch_prefix_is_dropped());
+    // Closed while a round is scheduled: that round, finding the engine idle, drops it.
+    let r = rig(Config {
+        prefix_cache_tokens: 1000,
+        ..Config::new(2)
+    });
+    let (_, first) = r.start(&prompts[0], 20);
+    r.run_all();
+    assert_eq!(first.text(), without[0]);
+    let (_, waiting) = r.start(&prompts[1], 20);
+    r.engine.close();
+    assert!(!r.engine.batch_prefix_is_dropped());
+    r.run_all();
+    assert_eq!(waiting.finish(), Some(Finish::Aborted));
+    assert!(r.engine.batch_prefix_is_dropped());
 }
 
 #[test]
