@@ -52,8 +52,9 @@ const IMAGE_EXPORTS = [
       'Gemma3ForConditionalGeneration',
       'Idefics3ForConditionalGeneration',
       'SmolVLMForConditionalGeneration',
+      'Qwen2VLForConditionalGeneration',
     ],
-    what: 'vision-language models (LLaVA, Gemma 3, Idefics3/SmolVLM, float32)',
+    what: 'vision-language models (LLaVA, Gemma 3, Idefics3/SmolVLM, Qwen2-VL, float32)',
   },
   { exporter: 'clip', architectures: ['CLIPModel', 'SiglipModel'], what: 'CLIP or SigLIP models (float32 towers)' },
   {
@@ -134,9 +135,10 @@ DPTForSemanticSegmentation) becomes a folder for torch.pipeline('depth-estimatio
 post-processing (the same flags as CLIP's). A *ForImageClassification checkpoint (ViT, ConvNeXt,
 ...) or an object detector (DetrForObjectDetection, YolosForObjectDetection) becomes a folder for
 torch.pipeline('image-classification') or ('object-detection') through python/export_vision.py
-(the same flags). A LlavaForConditionalGeneration, Gemma3ForConditionalGeneration,
-Idefics3ForConditionalGeneration or SmolVLMForConditionalGeneration checkpoint becomes a
-torch.text.CausalLM folder that takes images in the chat (docs/multimodal.md), through
+(the same flags); so does a vision backbone (ViTModel, Dinov2Model, DeiTModel, BeitModel, ...) for
+torch.pipeline('image-feature-extraction'). A LlavaForConditionalGeneration, Gemma3ForConditionalGeneration,
+Idefics3ForConditionalGeneration, SmolVLMForConditionalGeneration or
+Qwen2VLForConditionalGeneration checkpoint becomes a torch.text.CausalLM folder that takes images in the chat (docs/multimodal.md), through
 python/export_vlm.py: the decoder, the vision tower and projector (vision.pt) and the image
 processor (float32; --max-batch applies). A
 WhisperForConditionalGeneration checkpoint becomes a folder for torch.pipeline('automatic-speech-

@@ -59,6 +59,17 @@ const JOBS = [
     weight: 3,
     lazy: true,
   },
+  // A tiny random-weight Qwen2-VL (M-RoPE) exported by python/export_vlm.py and transformers' greedy goldens
+  // (vlm-qwen2.test.js, vlm_tests.rs): one small compile.
+  {
+    name: 'vlm-qwen2',
+    script: 'make_qwen2_vl_models.py',
+    after: ['lm'],
+    inputs: ['python'],
+    outputs: ['golden/vlm/qwen2-vl-tiny.golden.json'],
+    weight: 1,
+    lazy: true,
+  },
   // Only where the CPU has native bf16 (elsewhere the part says so and writes nothing).
   {
     name: 'convnet_bf16.pt2',

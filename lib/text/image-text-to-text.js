@@ -1,7 +1,7 @@
 // @ts-check
 'use strict'
 // torch.pipeline('image-text-to-text', folder): transformers 5's ImageTextToTextPipeline in its chat
-// form, over a vision-language export (python/export_vlm.py: LLaVA, Gemma 3, SmolVLM / Idefics3), as
+// form, over a vision-language export (python/export_vlm.py: LLaVA, Gemma 3, SmolVLM / Idefics3, Qwen2-VL), as
 // a thin shape over torch.text.CausalLM: chat messages whose content parts may be images (transformers'
 // `{type: 'image', url | path | image | base64}`), the answer `[{inputText, generatedText}]` with the
 // assistant's turn appended to the chat (`returnFullText`, default true) or its text alone. Batching,

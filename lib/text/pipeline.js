@@ -103,7 +103,7 @@ const OWN_LOAD_TASKS = {
   'text-generation': { kind: 'causal-lm', what: 'a causal-LM export', load: TextGenerationPipeline.load },
   'image-text-to-text': {
     kind: 'causal-lm',
-    what: 'a vision-language export (LLaVA, Gemma 3, SmolVLM: python/export_vlm.py)',
+    what: 'a vision-language export (LLaVA, Gemma 3, SmolVLM, Qwen2-VL: python/export_vlm.py)',
     load: ImageTextToTextPipeline.load,
   },
   'automatic-speech-recognition': {
