@@ -8,12 +8,10 @@
 // nothing over the logits, and the topK labels, best first.
 const fs = require('node:fs')
 const path = require('node:path')
-const { codedError, describe, callNative } = require('../errors')
-const { loadAddon } = require('../addon')
+const { codedError, describe } = require('../errors')
+const { readClip } = require('./clip-input')
 const opt = require('../options')
 
-/** A clip given as samples with their rate: `{ raw, samplingRate }` or `{ array, sampling_rate }`. */
-const CLIP_KEYS = opt.bag({ raw: opt.any, array: opt.any, samplingRate: opt.any, sampling_rate: opt.any })
 const torch = require('../torch')
 const { applyFunction } = require('../text/logits')
 
@@ -55,11 +53,6 @@ const RUN_OPTIONS = opt.bag({
 })
 const LOAD_OPTIONS = opt.bag({ signal: opt.instance(AbortSignal, 'an AbortSignal') })
 const LOAD = Symbol('AudioClassificationPipeline.load')
-/** The longest clip taken, as the speech pipeline's default `maxDurationS`: 20 minutes. */
-const MAX_DURATION_S = 1200
-
-/** @type {any} */
-let native
 /**
  * A clip `run` takes: an encoded file (bytes or a path), samples at a rate, or samples at the
  * model's rate.
@@ -180,7 +173,8 @@ class AudioClassificationPipeline {
     if (given.length === 0) throw invalid(`${name}: audio: expected at least one clip`, this.run)
     const what = (/** @type {number} */ i) => (batched ? `${name}: audio[${i}]` : `${name}: audio`)
     const clips = []
-    for (const [i, clip] of given.entries()) clips.push(await this.#samples(clip, what(i), o.signal))
+    for (const [i, clip] of given.entries())
+      clips.push(await readClip(clip, this.samplingRate, what(i), o.signal, this.run))
     clips.forEach((clip, i) => this.#check(clip, what(i)))
     if (this.#disposed) throw codedError('Disposed', 'the audio-classification model was disposed', this.run)
     const out = []
@@ -189,46 +183,6 @@ class AudioClassificationPipeline {
       out.push(await this.#classify(clip, o))
     }
     return batched ? out : out[0]
-  }
-
-  /**
-   * A clip's samples at `samplingRate`: Float32Arrays as they are, files and other rates through
-   * the native decoder (on the executor).
-   * @param {unknown} clip @param {string} what @param {AbortSignal} [signal]
-   * @returns {Promise<unknown>}
-   */
-  async #samples(clip, what, signal) {
-    if (clip instanceof Float32Array) return clip
-    let sourceRate
-    if (clip !== null && typeof clip === 'object' && !(clip instanceof Uint8Array)) {
-      // transformers' names (`array`, `sampling_rate`) beside transformers.js's; any other key is refused.
-      const dict = opt.read(clip, CLIP_KEYS, what, this.run)
-      const raw = dict.raw ?? dict.array
-      sourceRate = dict.samplingRate ?? dict.sampling_rate
-      if (!(raw instanceof Float32Array)) {
-        throw invalid(`${what}.raw: expected a Float32Array of samples, got ${describe(raw)}`, this.run)
-      }
-      if (!(Number.isInteger(sourceRate) && /** @type {number} */ (sourceRate) >= 1)) {
-        throw invalid(
-          `${what}.samplingRate: expected a rate in Hz (an integer ≥ 1), got ${describe(sourceRate)}`,
-          this.run,
-        )
-      }
-      if (sourceRate === this.samplingRate) return raw
-      clip = raw
-    } else if (!(typeof clip === 'string' || clip instanceof Uint8Array)) {
-      const expected = `a Buffer, a path, { raw, samplingRate } or a Float32Array of ${this.samplingRate} Hz samples`
-      throw invalid(`${what}: expected ${expected}, got ${describe(clip)}`, this.run)
-    }
-    native ??= loadAddon()
-    const args = [clip, this.samplingRate, sourceRate, MAX_DURATION_S, signal]
-    try {
-      return await callNative(native._decodeAudio, native, args, what, this.run)
-    } catch (e) {
-      const err = /** @type {any} */ (e)
-      if (typeof err?.code !== 'string' || err.message.startsWith(what)) throw e
-      throw codedError(err.code, `${what}: ${err.message}`, this.run)
-    }
   }
 
   /** InvalidArg unless `clip` is a clip the model takes. @param {unknown} clip @param {string} what */

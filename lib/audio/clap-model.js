@@ -6,9 +6,8 @@
 // pipeline is built on it. Composed from public APIs (Tokenizer, ScriptModule, Batcher) and the
 // audio decoder the audio-classification pipeline uses, so it lives in JS.
 const path = require('node:path')
-const { codedError, describe, callNative } = require('../errors')
-const { loadAddon } = require('../addon')
-const opt = require('../options')
+const { codedError, describe } = require('../errors')
+const { readClip, checkFinite } = require('./clip-input')
 const torch = require('../torch')
 const { readFolder, loadProgram, runBatched } = require('../vision/model-folder')
 
@@ -23,13 +22,6 @@ const EXPECT = {
   exportHow: 'ClapModel checkpoint with npx torch-node export',
   batchOf: 'towers take',
 }
-/** A clip given as samples with their rate: `{ raw, samplingRate }` or transformers' `{ array, sampling_rate }`. */
-const CLIP_KEYS = opt.bag({ raw: opt.any, array: opt.any, samplingRate: opt.any, sampling_rate: opt.any })
-/** The longest file the decoder reads (20 minutes, as the other audio pipelines); the model's limit is checked after. */
-const MAX_DURATION_S = 1200
-
-/** @type {any} */
-let native
 /** @param {string} message @param {Function} [caller] */
 const invalid = (message, caller) => codedError('InvalidArg', message, caller)
 
@@ -208,48 +200,12 @@ class ClapModel {
    * @returns {Promise<Float32Array>}
    */
   async samples(clip, what, signal, caller) {
-    const rate = this.samplingRate
-    let samples
-    let sourceRate
-    if (clip instanceof Float32Array) samples = clip
-    else if (clip !== null && typeof clip === 'object' && !(clip instanceof Uint8Array)) {
-      const dict = opt.read(clip, CLIP_KEYS, what, caller)
-      const raw = dict.raw ?? dict.array
-      sourceRate = dict.samplingRate ?? dict.sampling_rate
-      if (!(raw instanceof Float32Array)) {
-        throw invalid(`${what}.raw: expected a Float32Array of samples, got ${describe(raw)}`, caller)
-      }
-      if (!(Number.isInteger(sourceRate) && /** @type {number} */ (sourceRate) >= 1)) {
-        throw invalid(
-          `${what}.samplingRate: expected a rate in Hz (an integer ≥ 1), got ${describe(sourceRate)}`,
-          caller,
-        )
-      }
-      if (sourceRate === rate) samples = raw
-      else clip = raw
-    } else if (!(typeof clip === 'string' || clip instanceof Uint8Array)) {
-      const expected = `a Buffer, a path, { raw, samplingRate } or a Float32Array of ${rate} Hz samples`
-      throw invalid(`${what}: expected ${expected}, got ${describe(clip)}`, caller)
-    }
-    if (samples === undefined) {
-      // a NaN would come out of the resampler smeared: refused before it
-      if (clip instanceof Float32Array) checkFinite(clip, what, caller)
-      native ??= loadAddon()
-      try {
-        const args = [clip, rate, sourceRate, MAX_DURATION_S, signal]
-        samples = await callNative(native._decodeAudio, native, args, what, caller)
-      } catch (e) {
-        const err = /** @type {any} */ (e)
-        if (typeof err?.code !== 'string' || err.message.startsWith(what)) throw e
-        throw codedError(err.code, `${what}: ${err.message}`, caller)
-      }
-    }
-    const got = /** @type {Float32Array} */ (samples)
+    const got = await readClip(clip, this.samplingRate, what, signal, caller)
     if (got.length === 0) throw invalid(`${what}: the clip is empty (0 samples)`, caller)
     if (got.length > this.maxSamples) {
       const fe = this.#manifest.featureExtractor
       throw invalid(
-        `${what}: ${got.length} samples at ${rate} Hz; the model takes at most ${this.maxSamples} ` +
+        `${what}: ${got.length} samples at ${this.samplingRate} Hz; the model takes at most ${this.maxSamples} ` +
           `(${fe.maxLengthS} s): transformers' ClapFeatureExtractor (truncation '${fe.truncation}') cuts a longer ` +
           'clip at random, torch-node refuses it: cut or split the clip',
         caller,
@@ -267,11 +223,6 @@ class ClapModel {
       for (const p of this.#programs) p.dispose()
     })
   }
-}
-
-/** InvalidArg where a sample is NaN or infinite. @param {Float32Array} samples @param {string} what @param {Function} caller */
-function checkFinite(samples, what, caller) {
-  if (!samples.every(Number.isFinite)) throw invalid(`${what}: a sample is NaN or infinite`, caller)
 }
 
 /**
