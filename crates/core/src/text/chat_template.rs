@@ -109,13 +109,18 @@ pub enum ContentFormat {
 /// The content format `template` reads (see `ContentFormat`): the names it gives `messages`
 /// (`{% set msgs = messages[1:] %}`), the loop variables over them, then whether it loops over
 /// one's `content` (indexed, `.content`, sliced or filtered), directly or through a `set` name.
+/// Bounded for a crafted template (it runs at each render): names followed through at most
+/// `MAX_ALIAS_PASSES` levels of `set`s written out of order, at most `MAX_NAMES` of each kind
+/// (real templates use one or two).
 pub fn content_format(template: &str) -> ContentFormat {
+    const MAX_ALIAS_PASSES: usize = 8;
+    const MAX_NAMES: usize = 32;
     let statements = statements(template);
     let mut messages = vec!["messages".to_string()];
     let mut items: Vec<String> = Vec::new();
     let mut contents: Vec<String> = Vec::new();
-    // Each pass adds at least one name or ends: at most one pass per statement.
-    for _ in 0..=statements.len() {
+    // Each pass adds at least one name or ends.
+    for _ in 0..MAX_ALIAS_PASSES {
         let before = messages.len() + items.len() + contents.len();
         for (kind, name, expr) in &statements {
             let reads = |vars: &[String], key| vars.iter().any(|v| accesses(expr, v, key));
@@ -128,7 +133,7 @@ pub fn content_format(template: &str) -> ContentFormat {
                 }
                 _ => continue,
             };
-            if !found.contains(name) {
+            if !found.contains(name) && found.len() < MAX_NAMES {
                 found.push(name.clone());
             }
         }
@@ -942,5 +947,22 @@ mod tests {
         for (template, want) in cases {
             assert_eq!(content_format(template), want, "{template}");
         }
+        // Crafted: a chain of `set`s written last-first is followed 8 levels deep, no further
+        // (one pass a level); 50,000 aliases of `messages` are kept to 32 names.
+        let chain = |n: usize| {
+            let sets: std::string::String = (1..=n)
+                .rev()
+                .map(|i| format!("{{% set a{i} = a{} %}}", i - 1))
+                .collect::<Vec<_>>()
+                .join("")
+                .replace("a0", "messages");
+            format!("{sets}{{% for m in a{n} %}}{{% for p in m.content %}}{{% endfor %}}{{% endfor %}}")
+        };
+        assert_eq!(content_format(&chain(6)), Parts);
+        assert_eq!(content_format(&chain(40)), String);
+        let many: std::string::String = (0..50_000)
+            .map(|i| format!("{{% set m{i} = messages %}}"))
+            .collect();
+        assert_eq!(content_format(&many), String);
     }
 }
