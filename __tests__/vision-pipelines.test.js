@@ -202,7 +202,7 @@ describe('torch-node export and torch.pipeline reach the classifier and detector
       const out = path.join(os.tmpdir(), 'torch-node-vision-unused')
       const r = spawnSync(process.execPath, [cli, 'export', path.join(DIR, 'vit-src'), out, ...flags])
       assert.equal(r.status, 2, `${flags}: ${r.stderr}`)
-      assert.match(String(r.stderr), /not for image classifiers or object detectors/)
+      assert.match(String(r.stderr), /not for image classifiers, object detectors or vision backbones/)
     }
   })
 
